@@ -1,0 +1,110 @@
+//! The admin port: health, readiness, Prometheus metrics. It runs on its own thread and
+//! runtime so that scrapes never compete with the data-plane cores.
+
+use crate::http::HeadLimits;
+use crate::http::io::{ReadError, read_body, read_request_head};
+use crate::http::response::whole;
+use crate::runtime::core::Shared;
+use bytes::BytesMut;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::{ListenerOpts, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+pub fn start(shared: Arc<Shared>) -> Result<std::thread::JoinHandle<()>, String> {
+    let addr = shared.config.server.admin_listen;
+    let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let h = std::thread::Builder::new()
+        .name("ringside-admin".into())
+        .spawn(move || {
+            let rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build();
+            let mut rt = match rt {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("admin runtime: {e}")));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let opts = ListenerOpts::new().reuse_port(false);
+                let listener = match TcpListener::bind_with_config(addr, &opts) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("cannot listen on admin address {addr}: {e}")));
+                        return;
+                    }
+                };
+                let _ = tx.send(Ok(()));
+                loop {
+                    monoio::select! {
+                        a = listener.accept() => {
+                            if let Ok((s, _)) = a {
+                                monoio::spawn(serve(shared.clone(), s));
+                            }
+                        }
+                        _ = monoio::time::sleep(Duration::from_millis(100)) => {
+                            if shared.shutdown.load(Ordering::Relaxed) {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        })
+        .map_err(|e| format!("cannot start admin thread: {e}"))?;
+    match rx.recv() {
+        Ok(Ok(())) => Ok(h),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("admin thread died during start".into()),
+    }
+}
+
+fn authorized(shared: &Shared, head: &crate::http::Head) -> bool {
+    let Some(token) = &shared.config.server.admin_token else { return true };
+    let given = head.get_str("authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
+    // Constant-time compare: the token is a secret.
+    given.is_some_and(|g| {
+        let (a, b) = (g.as_bytes(), token.expose().as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    })
+}
+
+async fn serve(shared: Arc<Shared>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut stream = stream;
+    let mut buf = BytesMut::with_capacity(4096);
+    let limits = HeadLimits { max_head_bytes: 16 * 1024, max_headers: 64 };
+    loop {
+        let head = match read_request_head(&mut stream, &mut buf, limits, Duration::from_secs(30), Duration::from_secs(10)).await {
+            Ok(h) => h,
+            Err(ReadError::Closed) | Err(ReadError::Io(_)) => return,
+            Err(_) => {
+                let _ = stream.write_all(whole(400, "text/plain", &[], b"bad request\n", false)).await;
+                return;
+            }
+        };
+        if read_body(&mut stream, &mut buf, head.framing, 1 << 20, Duration::from_secs(10)).await.is_err() {
+            return;
+        }
+        let keep = head.keep_alive;
+        let draining = shared.shutdown.load(Ordering::Relaxed);
+        let (status, ctype, body): (u16, &str, Vec<u8>) = match (head.method(), head.path()) {
+            ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
+            ("GET", "/readyz") if draining => (503, "text/plain", b"draining\n".to_vec()),
+            ("GET", "/readyz") => (200, "text/plain", b"ready\n".to_vec()),
+            (_, _) if !authorized(&shared, &head) => {
+                (401, "application/json", br#"{"error":{"message":"admin token required","type":"authentication_error","code":"admin_unauthorized"}}"#.to_vec())
+            }
+            ("GET", "/metrics") => {
+                let text = crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
+                (200, "text/plain; version=0.0.4", text.into_bytes())
+            }
+            _ => (404, "application/json", br#"{"error":{"message":"no such admin endpoint","type":"invalid_request_error","code":"not_found"}}"#.to_vec()),
+        };
+        let (res, _) = stream.write_all(whole(status, ctype, &[], &body, keep)).await;
+        if res.is_err() || !keep {
+            return;
+        }
+    }
+}

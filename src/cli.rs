@@ -1,0 +1,140 @@
+//! Command line: `serve | check | demo | simulate`.
+
+use crate::config::{load_file, real_env};
+use crate::simulate::{SimOptions, parse_fault_arg};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub const USAGE: &str = "usage:
+  ringside [serve] [--config FILE]      run the proxy (default config ./ringside.toml)
+  ringside check [--config FILE]        validate a config and print every problem
+  ringside demo                         simulator + proxy on loopback with a scripted mix
+  ringside simulate [--listen ADDR] [--workers N] [--events N] [--interval-ms N]
+                    [--latency-ms N] [--fault key:KEY=SPEC | model:MODEL=SPEC]... [--epoll]
+                                        run the fault-injecting upstream simulator";
+
+fn flag_value(args: &[String], name: &str) -> Result<Option<String>, String> {
+    match args.iter().position(|a| a == name) {
+        Some(i) => args.get(i + 1).cloned().map(Some).ok_or_else(|| format!("{name} needs a value")),
+        None => Ok(None),
+    }
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn main(args: Vec<String>) -> i32 {
+    let (cmd, rest) = match args.first().map(String::as_str) {
+        Some(c @ ("serve" | "check" | "demo" | "simulate")) => (c.to_string(), args[1..].to_vec()),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            return 0;
+        }
+        _ => ("serve".to_string(), args.clone()),
+    };
+    let result = match cmd.as_str() {
+        "check" => check(&rest),
+        "demo" => crate::demo::run(),
+        "simulate" => simulate(&rest),
+        _ => serve(&rest),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ringside: {e}");
+            if e.starts_with("usage") { 2 } else { 1 }
+        }
+    }
+}
+
+fn config_path(args: &[String]) -> Result<String, String> {
+    Ok(flag_value(args, "--config")?.unwrap_or_else(|| "./ringside.toml".into()))
+}
+
+fn check(args: &[String]) -> Result<(), String> {
+    let path = config_path(args)?;
+    match load_file(&path, &real_env) {
+        Ok(cfg) => {
+            println!("{path}: ok");
+            println!("  listen {} (admin {}), {} worker(s), driver {:?}", cfg.server.listen, cfg.server.admin_listen, cfg.server.workers, cfg.server.driver);
+            for p in &cfg.providers {
+                println!("  provider {} ({}) {}:{} with {} connection(s)", p.id, p.dialect.as_str(), p.endpoint.host, p.endpoint.port, p.connections.len());
+            }
+            for r in &cfg.routes {
+                println!("  route {} ({}) -> {} target(s)", r.name, r.strategy, r.targets.len());
+            }
+            Ok(())
+        }
+        Err(problems) => {
+            for p in &problems {
+                println!("{p}");
+            }
+            Err(format!("{path}: {} problem(s)", problems.len()))
+        }
+    }
+}
+
+fn serve(args: &[String]) -> Result<(), String> {
+    let path = config_path(args)?;
+    let cfg = load_file(&path, &real_env).map_err(|ps| {
+        let lines: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
+        format!("invalid config:\n  {}", lines.join("\n  "))
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
+    }
+    let log = cfg.server.access_log.then(crate::log::LogSink::start);
+    let listen = cfg.server.listen;
+    let admin = cfg.server.admin_listen;
+    let open = true; // client keys arrive with the durable store; until then Ringside runs open.
+    let server = crate::runtime::start(cfg, log)?;
+    crate::log::event(
+        "info",
+        "ringside started",
+        serde_json::json!({"listen": listen.to_string(), "admin": admin.to_string(), "cores": server.drivers.len(),
+                           "drivers": server.drivers, "open_mode": open}),
+    );
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crate::log::event("info", "shutting down: draining in-flight requests", serde_json::json!({}));
+    server.shutdown();
+    server.join();
+    crate::log::event("info", "ringside stopped", serde_json::json!({}));
+    Ok(())
+}
+
+fn simulate(args: &[String]) -> Result<(), String> {
+    let mut opts = SimOptions::default();
+    let mut i = 0;
+    while i < args.len() {
+        let v = || args.get(i + 1).cloned().ok_or_else(|| format!("usage: {} needs a value", args[i]));
+        let num = |s: String| s.parse::<u64>().map_err(|_| format!("usage: {} needs a number", args[i]));
+        match args[i].as_str() {
+            "--listen" => opts.listen = v()?.parse().map_err(|_| "usage: --listen needs IP:PORT".to_string())?,
+            "--workers" => opts.workers = num(v()?)? as usize,
+            "--events" => opts.events = num(v()?)? as u32,
+            "--interval-ms" => opts.interval_ms = num(v()?)?,
+            "--latency-ms" => opts.latency_ms = num(v()?)?,
+            "--fault" => opts.faults.push(parse_fault_arg(&v()?)?),
+            "--epoll" => {
+                opts.force_epoll = true;
+                i += 1;
+                continue;
+            }
+            other => return Err(format!("usage: unknown option {other}\n{USAGE}")),
+        }
+        i += 2;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+    }
+    let sim = crate::simulate::start(opts.clone())?;
+    crate::log::event("info", "simulator started", serde_json::json!({"listen": opts.listen.to_string(), "workers": opts.workers}));
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sim.stop();
+    Ok(())
+}

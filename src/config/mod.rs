@@ -1,0 +1,186 @@
+//! Configuration: the TOML schema, environment overrides, validation with a location for every
+//! problem, and the resolved, immutable [`Config`] the cores share.
+
+pub mod schema;
+mod validate;
+pub use validate::available_cores;
+
+pub use schema::FileConfig;
+
+use crate::dialect::Dialect;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A credential. Its Debug and Display never show the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// One problem found in a config, with where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub at: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.message)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverChoice {
+    Auto,
+    Uring,
+    Epoll,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthKind {
+    ApiKey,
+    OAuth,
+}
+
+/// Where a provider lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// Path prefix without a trailing slash, e.g. "/v1" or "".
+    pub base_path: String,
+}
+
+impl Endpoint {
+    /// `Host` header value.
+    pub fn authority(&self) -> String {
+        let default = if self.tls { 443 } else { 80 };
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        if self.port == default { host } else { format!("{host}:{}", self.port) }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Connection {
+    pub id: String,
+    pub secret: Secret,
+    pub models: Vec<String>,
+    pub weight: u32,
+    pub priority: u32,
+    /// Index in the flat list of all connections (metrics, state tables).
+    pub index: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct Provider {
+    pub id: String,
+    pub dialect: Dialect,
+    pub auth: AuthKind,
+    pub endpoint: Endpoint,
+    pub anthropic_version: String,
+    pub connections: Vec<Connection>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub workers: usize,
+    pub driver: DriverChoice,
+    pub data_dir: String,
+    pub admin_token: Option<Secret>,
+    pub shutdown_grace: Duration,
+    pub access_log: bool,
+    pub pin_workers: bool,
+}
+
+/// The validated configuration every core reads (shared behind an `Arc`, never mutated).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub server: ServerSettings,
+    pub limits: schema::LimitsSection,
+    pub upstream: schema::UpstreamSection,
+    pub providers: Vec<Provider>,
+    pub routes: Vec<schema::RouteSection>,
+}
+
+impl Config {
+    pub fn connection_count(&self) -> usize {
+        self.providers.iter().map(|p| p.connections.len()).sum()
+    }
+    /// (provider, connection) for a flat connection index.
+    pub fn connection(&self, index: usize) -> Option<(&Provider, &Connection)> {
+        self.providers
+            .iter()
+            .flat_map(|p| p.connections.iter().map(move |c| (p, c)))
+            .find(|(_, c)| c.index == index)
+    }
+}
+
+/// Look up environment variables (real or, for the demo and tests, a fixed map).
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+pub fn real_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Read, override from the environment, and validate a config file.
+pub fn load_file(path: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![Problem { at: path.to_string(), message: format!("cannot read config file: {e}") }]
+    })?;
+    load_str(&text, path, env)
+}
+
+/// Parse and validate config text. `origin` names the file in messages.
+pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
+    let mut file: FileConfig = toml::from_str(text).map_err(|e| {
+        let at = match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!("{origin}:{line}")
+            }
+            None => origin.to_string(),
+        };
+        vec![Problem { at, message: e.message().to_string() }]
+    })?;
+    apply_env_overrides(&mut file, env);
+    validate::resolve(file, env)
+}
+
+/// `RINGSIDE_*` variables override the file (useful in containers).
+fn apply_env_overrides(file: &mut FileConfig, env: EnvLookup) {
+    if let Some(v) = env("RINGSIDE_LISTEN") {
+        file.server.listen = v;
+    }
+    if let Some(v) = env("RINGSIDE_ADMIN_LISTEN") {
+        file.server.admin_listen = v;
+    }
+    if let Some(v) = env("RINGSIDE_WORKERS").and_then(|v| v.parse().ok()) {
+        file.server.workers = v;
+    }
+    if let Some(v) = env("RINGSIDE_DRIVER") {
+        file.server.driver = v;
+    }
+    if let Some(v) = env("RINGSIDE_DATA_DIR") {
+        file.server.data_dir = v;
+    }
+}
+
+#[cfg(test)]
+mod tests;

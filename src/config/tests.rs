@@ -1,0 +1,80 @@
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "KEY_A" => Some("sk-a".into()),
+        "KEY_B" => Some("sk-b".into()),
+        _ => None,
+    }
+}
+
+const GOOD: &str = r#"
+[server]
+listen = "127.0.0.1:9100"
+admin_listen = "127.0.0.1:9101"
+workers = 2
+
+[[providers]]
+id = "oa"
+dialect = "openai"
+base_url = "http://127.0.0.1:9000/v1"
+  [[providers.connections]]
+  id = "a"
+  key_env = "KEY_A"
+  models = ["gpt-4o"]
+
+[[routes]]
+name = "smart"
+targets = [{ provider = "oa", model = "gpt-4o" }]
+"#;
+
+#[test]
+fn loads_a_good_config() {
+    let c = load_str(GOOD, "t.toml", &env).unwrap();
+    assert_eq!(c.server.workers, 2);
+    assert_eq!(c.providers[0].endpoint.base_path, "/v1");
+    assert_eq!(c.providers[0].endpoint.port, 9000);
+    assert_eq!(c.providers[0].connections[0].secret.expose(), "sk-a");
+    assert!(!format!("{c:?}").contains("sk-a"), "Debug must never show a secret");
+}
+
+#[test]
+fn reports_every_problem_with_its_location() {
+    let bad = GOOD
+        .replace("KEY_A", "MISSING_KEY")
+        .replace("\"openai\"", "\"gemini\"")
+        .replace("provider = \"oa\"", "provider = \"nope\"");
+    let errs = load_str(&bad, "t.toml", &env).unwrap_err();
+    let text: Vec<String> = errs.iter().map(|p| p.to_string()).collect();
+    assert!(text.iter().any(|t| t.starts_with("providers[0].connections[0].key_env") && t.contains("MISSING_KEY")), "{text:?}");
+    assert!(text.iter().any(|t| t.starts_with("providers[0].dialect")), "{text:?}");
+    assert!(text.iter().any(|t| t.starts_with("routes[0].targets[0].provider")), "{text:?}");
+}
+
+#[test]
+fn syntax_errors_name_the_line() {
+    let errs = load_str("[server]\nlisten = \n", "f.toml", &env).unwrap_err();
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].at.starts_with("f.toml:"), "{errs:?}");
+    let errs = load_str("[server]\nlisten_typo = \"x\"\n", "f.toml", &env).unwrap_err();
+    assert!(errs[0].message.contains("listen_typo"), "{errs:?}");
+}
+
+#[test]
+fn base_urls() {
+    let e = validate::parse_base_url("https://api.openai.com/v1/").unwrap();
+    assert_eq!((e.tls, e.host.as_str(), e.port, e.base_path.as_str()), (true, "api.openai.com", 443, "/v1"));
+    assert_eq!(e.authority(), "api.openai.com");
+    let e = validate::parse_base_url("http://[::1]:9000").unwrap();
+    assert_eq!((e.host.as_str(), e.port, e.authority()), ("::1", 9000, "[::1]:9000".to_string()));
+    assert!(validate::parse_base_url("ftp://x").is_err());
+    assert!(validate::parse_base_url("http://user:pw@x").is_err());
+    assert!(validate::parse_base_url("http://x:99999").is_err());
+}
+
+#[test]
+fn env_overrides_win() {
+    let env2 = |n: &str| if n == "RINGSIDE_WORKERS" { Some("3".into()) } else { env(n) };
+    let c = load_str(GOOD, "t.toml", &env2).unwrap();
+    assert_eq!(c.server.workers, 3);
+}

@@ -1,0 +1,162 @@
+//! `ringside demo`: the simulator and the proxy on loopback with an embedded config, a short
+//! scripted mix of requests (one faulty key among healthy ones), and what happened to each.
+
+pub mod client;
+
+use crate::config::load_str;
+use crate::simulate::{SimOptions, parse_fault_arg};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+const DEMO_CONFIG: &str = r#"
+[server]
+listen = "127.0.0.1:{PROXY}"
+admin_listen = "127.0.0.1:{ADMIN}"
+workers = 2
+access_log = false
+shutdown_grace_ms = 2000
+
+[[providers]]
+id = "sim-openai"
+dialect = "openai"
+base_url = "http://127.0.0.1:{SIM}/v1"
+  [[providers.connections]]
+  id = "key-a"
+  key_env = "DEMO_KEY_A"
+  models = ["gpt-4o-mini"]
+  [[providers.connections]]
+  id = "key-flaky"
+  key_env = "DEMO_KEY_FLAKY"
+  models = ["gpt-4o-mini"]
+  [[providers.connections]]
+  id = "key-b"
+  key_env = "DEMO_KEY_B"
+  models = ["gpt-4o-mini"]
+
+[[providers]]
+id = "sim-anthropic"
+dialect = "anthropic"
+base_url = "http://127.0.0.1:{SIM}/v1"
+  [[providers.connections]]
+  id = "claude-key"
+  key_env = "DEMO_KEY_C"
+  models = ["claude-sonnet-4"]
+
+[[routes]]
+name = "demo-chat"
+strategy = "round_robin"
+targets = [{ provider = "sim-openai", model = "gpt-4o-mini" }]
+"#;
+
+fn demo_env(name: &str) -> Option<String> {
+    Some(
+        match name {
+            "DEMO_KEY_A" => "sk-demo-a",
+            "DEMO_KEY_B" => "sk-demo-b",
+            "DEMO_KEY_FLAKY" => "sk-demo-flaky",
+            "DEMO_KEY_C" => "sk-ant-demo-c",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
+pub fn run() -> Result<(), String> {
+    let port = |_| free_port().map_err(|e| format!("no free port: {e}"));
+    let (sim_port, proxy_port, admin_port) = (port(0)?, port(1)?, port(2)?);
+    let sim_addr = SocketAddr::from(([127, 0, 0, 1], sim_port));
+    let mut opts = SimOptions { listen: sim_addr, events: 6, interval_ms: 20, ..Default::default() };
+    opts.faults.push(parse_fault_arg("key:sk-demo-flaky=reset-before-headers")?);
+    let sim = crate::simulate::start(opts)?;
+    println!("upstream simulator on {sim_addr} (key-flaky resets every connection before answering)");
+
+    let text = DEMO_CONFIG
+        .replace("{PROXY}", &proxy_port.to_string())
+        .replace("{ADMIN}", &admin_port.to_string())
+        .replace("{SIM}", &sim_port.to_string());
+    let cfg = load_str(&text, "embedded demo config", &demo_env)
+        .map_err(|p| p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("; "))?;
+    let server = crate::runtime::start(cfg, None)?;
+    let proxy = SocketAddr::from(([127, 0, 0, 1], proxy_port));
+    println!("ringside on {proxy} with {} core(s), drivers {:?}\n", server.drivers.len(), server.drivers);
+
+    let chat = |stream: bool, model: &str| {
+        format!(r#"{{"model":"{model}","stream":{stream},"messages":[{{"role":"user","content":"hello"}}]}}"#)
+    };
+    let anthropic = r#"{"model":"claude-sonnet-4","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}"#;
+    let responses = r#"{"model":"gpt-4o-mini","stream":true,"input":"hello"}"#;
+    let script: Vec<(&str, &str, String)> = vec![
+        ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
+        ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
+        ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
+        ("POST", "/v1/chat/completions", chat(true, "demo-chat")),
+        ("POST", "/v1/chat/completions", chat(true, "gpt-4o-mini")),
+        ("POST", "/v1/chat/completions", chat(true, "gpt-4o-mini")),
+        ("POST", "/v1/responses", responses.to_string()),
+        ("POST", "/v1/messages", anthropic.to_string()),
+        ("GET", "/v1/models", String::new()),
+        ("POST", "/v1/chat/completions", chat(false, "no-such-model")),
+        ("POST", "/v1/chat/completions", "{not json".to_string()),
+    ];
+    println!("{:<4} {:<30} {:<16} {:>6} {:<26} {:>8}  outcome", "#", "endpoint", "model", "status", "connection", "attempts");
+    let mut failures = 0;
+    for (i, (method, path, body)) in script.iter().enumerate() {
+        let model = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["model"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "-".into());
+        let headers: Vec<(&str, &str)> = if path.starts_with("/v1/messages") {
+            vec![("content-type", "application/json"), ("anthropic-version", "2023-06-01")]
+        } else {
+            vec![("content-type", "application/json")]
+        };
+        match client::request(proxy, method, path, &headers, body.as_bytes(), Duration::from_secs(10)) {
+            Ok(r) => {
+                let outcome = if r.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+                    format!("stream of {} events", client::count_events(&r.body))
+                } else if r.status >= 400 {
+                    let v = r.json();
+                    let code = v["error"]["code"].as_str().unwrap_or("?").to_string();
+                    format!("error {code}")
+                } else {
+                    format!("{} bytes of JSON", r.body.len())
+                };
+                println!(
+                    "{:<4} {:<30} {:<16} {:>6} {:<26} {:>8}  {}",
+                    i + 1,
+                    format!("{method} {path}"),
+                    model,
+                    r.status,
+                    r.header("x-ringside-connection").unwrap_or("-"),
+                    r.header("x-ringside-attempts").unwrap_or("-"),
+                    outcome
+                );
+            }
+            Err(e) => {
+                failures += 1;
+                println!("{:<4} {method} {path}: request failed: {e}", i + 1);
+            }
+        }
+    }
+    println!("\nwhat the upstream saw, per key:");
+    let stats = sim.state.stats.to_json();
+    if let Some(keys) = stats["keys"].as_object() {
+        for (k, v) in keys {
+            println!("  {k:<16} attempts {:>3}  peak concurrency {}", v["attempts"], v["peak_concurrency"]);
+        }
+    }
+    server.shutdown();
+    server.join();
+    sim.stop();
+    if failures > 0 {
+        return Err(format!("{failures} demo request(s) failed"));
+    }
+    println!("\ndemo finished: the flaky key never answered, and every request it got moved on to a healthy key.");
+    Ok(())
+}

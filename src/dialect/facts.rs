@@ -1,0 +1,201 @@
+//! What a request body asks for (`model`, `stream`), read without re-serialising the body, and
+//! the one edit we make to it: replacing the top-level `model` value in place.
+
+use bytes::{Bytes, BytesMut};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// Facts Ringside routes on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub model: Option<String>,
+    pub stream: bool,
+    /// Byte range of the top-level `model` value (including its quotes).
+    pub model_span: Option<Range<usize>>,
+}
+
+#[derive(Deserialize)]
+struct Top<'a> {
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stream: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FactsError {
+    /// Not JSON, or not an object.
+    Malformed(String),
+    /// `model` present but not a string, or `stream` not a boolean.
+    BadField(&'static str),
+}
+
+/// Parse the facts. An empty body gives empty facts (GET requests).
+pub fn scan(body: &[u8]) -> Result<Facts, FactsError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Facts::default());
+    }
+    let top: Top = serde_json::from_slice(body).map_err(|e| {
+        let msg = e.to_string();
+        if msg.contains("invalid type") && msg.contains("model") {
+            FactsError::BadField("model")
+        } else {
+            FactsError::Malformed(msg)
+        }
+    })?;
+    let stream = match top.stream {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Bool(b)) => b,
+        Some(_) => return Err(FactsError::BadField("stream")),
+    };
+    let model = top.model.map(Cow::into_owned);
+    let model_span = if model.is_some() { top_level_value_span(body, b"model") } else { None };
+    Ok(Facts { model, stream, model_span })
+}
+
+/// Replace the top-level `model` value with `new_model`, keeping every other byte as it was.
+pub fn rewrite_model(body: &Bytes, span: &Range<usize>, new_model: &str) -> Bytes {
+    let quoted = serde_json::to_string(new_model).unwrap_or_else(|_| "\"\"".into());
+    let mut out = BytesMut::with_capacity(body.len() + quoted.len());
+    out.extend_from_slice(&body[..span.start]);
+    out.extend_from_slice(quoted.as_bytes());
+    out.extend_from_slice(&body[span.end..]);
+    out.freeze()
+}
+
+/// Find the byte range of the value of a top-level key in a JSON object. The body has already
+/// been validated by serde_json, so this walk only needs to respect strings and nesting. When a
+/// key repeats, serde_json keeps the last one, and so do we.
+pub fn top_level_value_span(body: &[u8], key: &[u8]) -> Option<Range<usize>> {
+    let mut i = skip_ws(body, 0);
+    if body.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut found = None;
+    loop {
+        i = skip_ws(body, i);
+        match body.get(i)? {
+            b'}' => return found,
+            b',' => {
+                i += 1;
+                continue;
+            }
+            b'"' => {}
+            _ => return found,
+        }
+        let key_end = string_end(body, i)?;
+        let this_key = &body[i + 1..key_end - 1];
+        i = skip_ws(body, key_end);
+        if body.get(i) != Some(&b':') {
+            return found;
+        }
+        i = skip_ws(body, i + 1);
+        let value_end = value_end(body, i)?;
+        if this_key == key {
+            found = Some(i..value_end);
+        }
+        i = value_end;
+    }
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// `b[i]` is an opening quote; returns the index just past the closing quote.
+fn string_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'"' => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+fn value_end(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => string_end(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        j = string_end(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            None
+        }
+        _ => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                j += 1;
+            }
+            Some(j)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_model_and_stream() {
+        let body = br#"{"messages":[{"role":"user","content":"hi \"model\": x"}],"model":"gpt-4o","stream":true}"#;
+        let f = scan(body).unwrap();
+        assert_eq!(f.model.as_deref(), Some("gpt-4o"));
+        assert!(f.stream);
+        assert_eq!(&body[f.model_span.clone().unwrap()], br#""gpt-4o""#);
+    }
+
+    #[test]
+    fn rewrite_keeps_other_bytes() {
+        let body = Bytes::from_static(b"{ \"model\" : \"smart\",\n \"x\": [1, {\"model\":\"inner\"}] }");
+        let f = scan(&body).unwrap();
+        let out = rewrite_model(&body, &f.model_span.unwrap(), "gpt-4o-mini");
+        assert_eq!(&out[..], b"{ \"model\" : \"gpt-4o-mini\",\n \"x\": [1, {\"model\":\"inner\"}] }");
+    }
+
+    #[test]
+    fn escaped_model_names_decode() {
+        let f = scan(br#"{"model":"a\/b"}"#).unwrap();
+        assert_eq!(f.model.as_deref(), Some("a/b"));
+    }
+
+    #[test]
+    fn bad_inputs() {
+        assert!(matches!(scan(b"{not json"), Err(FactsError::Malformed(_))));
+        assert!(matches!(scan(b"[1,2]"), Err(FactsError::Malformed(_))));
+        assert_eq!(scan(br#"{"model":5}"#), Err(FactsError::BadField("model")));
+        assert_eq!(scan(br#"{"model":"m","stream":"yes"}"#), Err(FactsError::BadField("stream")));
+        assert_eq!(scan(b"").unwrap(), Facts::default());
+    }
+
+    #[test]
+    fn last_duplicate_key_wins_like_serde() {
+        let body = br#"{"model":"a","model":"b"}"#;
+        let f = scan(body).unwrap();
+        assert_eq!(f.model.as_deref(), Some("b"));
+        assert_eq!(&body[f.model_span.unwrap()], br#""b""#);
+    }
+}

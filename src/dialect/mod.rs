@@ -1,0 +1,92 @@
+//! Client dialects: which API a request speaks, what it asks for, and how errors look to it.
+
+pub mod error;
+pub mod facts;
+
+pub use error::ApiError;
+pub use facts::Facts;
+
+/// The API family a client or provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    OpenAi,
+    Anthropic,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "openai",
+            Dialect::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// The data-plane endpoints Ringside serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    ChatCompletions,
+    Completions,
+    Responses,
+    Embeddings,
+    Messages,
+    CountTokens,
+    Models,
+    SessionLeases,
+}
+
+impl Endpoint {
+    /// Recognise a request path (query already stripped).
+    pub fn from_path(path: &str) -> Option<Endpoint> {
+        Some(match path.trim_end_matches('/') {
+            "/v1/chat/completions" => Endpoint::ChatCompletions,
+            "/v1/completions" => Endpoint::Completions,
+            "/v1/responses" => Endpoint::Responses,
+            "/v1/embeddings" => Endpoint::Embeddings,
+            "/v1/messages" => Endpoint::Messages,
+            "/v1/messages/count_tokens" => Endpoint::CountTokens,
+            "/v1/models" => Endpoint::Models,
+            "/v1/session-leases" => Endpoint::SessionLeases,
+            _ => return None,
+        })
+    }
+
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Endpoint::Messages | Endpoint::CountTokens => Dialect::Anthropic,
+            _ => Dialect::OpenAi,
+        }
+    }
+
+    /// The path below the provider's base URL (base URLs end at `/v1`).
+    pub fn upstream_suffix(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "/chat/completions",
+            Endpoint::Completions => "/completions",
+            Endpoint::Responses => "/responses",
+            Endpoint::Embeddings => "/embeddings",
+            Endpoint::Messages => "/messages",
+            Endpoint::CountTokens => "/messages/count_tokens",
+            Endpoint::Models => "/models",
+            Endpoint::SessionLeases => "/session-leases",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "chat_completions",
+            Endpoint::Completions => "completions",
+            Endpoint::Responses => "responses",
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::Messages => "messages",
+            Endpoint::CountTokens => "count_tokens",
+            Endpoint::Models => "models",
+            Endpoint::SessionLeases => "session_leases",
+        }
+    }
+}
+
+/// The dialect of a path for error envelopes, even when the path is unknown.
+pub fn dialect_for_path(path: &str) -> Dialect {
+    if path.starts_with("/v1/messages") { Dialect::Anthropic } else { Dialect::OpenAi }
+}

@@ -1,0 +1,403 @@
+//! HTTP/1.1 message heads on httparse: parsing with limits, and the framing rules that keep
+//! request smuggling out (CL+TE refused, one transfer coding only, strict Content-Length).
+
+use bytes::Bytes;
+use std::ops::Range;
+
+/// Upper bound on header slots we ever hand to httparse, whatever the config says.
+pub const MAX_HEADERS_HARD: usize = 256;
+
+/// How a message body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// No body at all.
+    Empty,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// Transfer-Encoding: chunked.
+    Chunked,
+    /// Until the peer closes (responses only).
+    Close,
+}
+
+/// Why a head was refused. Each maps to one status and one stable code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeadError {
+    /// Head larger than the limit (431).
+    TooLarge,
+    /// More header fields than the limit (431).
+    TooManyHeaders,
+    /// Not HTTP/1.x, broken syntax (400).
+    Malformed(&'static str),
+    /// Both Content-Length and Transfer-Encoding, or conflicting lengths (400).
+    AmbiguousFraming(&'static str),
+    /// A transfer coding other than `chunked` (501).
+    UnsupportedTransferCoding,
+}
+
+impl HeadError {
+    pub fn status(&self) -> u16 {
+        match self {
+            HeadError::TooLarge | HeadError::TooManyHeaders => 431,
+            HeadError::Malformed(_) | HeadError::AmbiguousFraming(_) => 400,
+            HeadError::UnsupportedTransferCoding => 501,
+        }
+    }
+    pub fn code(&self) -> &'static str {
+        match self {
+            HeadError::TooLarge => "request_header_too_large",
+            HeadError::TooManyHeaders => "too_many_headers",
+            HeadError::Malformed(_) => "malformed_request",
+            HeadError::AmbiguousFraming(_) => "ambiguous_framing",
+            HeadError::UnsupportedTransferCoding => "unsupported_transfer_encoding",
+        }
+    }
+    pub fn message(&self) -> String {
+        match self {
+            HeadError::TooLarge => "request head exceeds the configured limit".into(),
+            HeadError::TooManyHeaders => "too many header fields".into(),
+            HeadError::Malformed(why) => format!("malformed HTTP request: {why}"),
+            HeadError::AmbiguousFraming(why) => format!("refused ambiguous body framing: {why}"),
+            HeadError::UnsupportedTransferCoding => {
+                "only the chunked transfer coding is supported".into()
+            }
+        }
+    }
+}
+
+/// A header as two ranges into the head's bytes: no per-header allocation.
+#[derive(Clone, Debug)]
+pub struct HeaderRef {
+    pub name: Range<usize>,
+    pub value: Range<usize>,
+}
+
+/// A parsed head (request or response) that owns its raw bytes.
+#[derive(Clone, Debug)]
+pub struct Head {
+    pub raw: Bytes,
+    pub headers: Vec<HeaderRef>,
+    pub version_minor: u8,
+    pub framing: Framing,
+    /// Whether the peer asked to keep the connection (version default + Connection header).
+    pub keep_alive: bool,
+    // Request line parts (empty for responses).
+    pub method: Range<usize>,
+    pub target: Range<usize>,
+    // Response status (0 for requests).
+    pub status: u16,
+}
+
+impl Head {
+    pub fn method(&self) -> &str {
+        std::str::from_utf8(&self.raw[self.method.clone()]).unwrap_or("")
+    }
+    pub fn target(&self) -> &str {
+        std::str::from_utf8(&self.raw[self.target.clone()]).unwrap_or("")
+    }
+    /// The path without the query string.
+    pub fn path(&self) -> &str {
+        let t = self.target();
+        t.split_once('?').map(|(p, _)| p).unwrap_or(t)
+    }
+    pub fn query(&self) -> Option<&str> {
+        self.target().split_once('?').map(|(_, q)| q)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.headers.iter().map(|h| {
+            let name = std::str::from_utf8(&self.raw[h.name.clone()]).unwrap_or("");
+            (name, &self.raw[h.value.clone()])
+        })
+    }
+    /// First value of a header (case-insensitive name).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+    }
+    pub fn get_str(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(|v| std::str::from_utf8(v).ok()).map(str::trim)
+    }
+    pub fn has_token(&self, name: &str, token: &str) -> bool {
+        self.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).any(|(_, v)| {
+            v.split(|b| *b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+        })
+    }
+    pub fn expects_continue(&self) -> bool {
+        self.get("expect").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
+    }
+}
+
+fn offset(base: &[u8], part: &[u8]) -> Range<usize> {
+    let start = part.as_ptr() as usize - base.as_ptr() as usize;
+    start..start + part.len()
+}
+
+/// Limits applied while parsing a head.
+#[derive(Clone, Copy, Debug)]
+pub struct HeadLimits {
+    pub max_head_bytes: usize,
+    pub max_headers: usize,
+}
+
+impl Default for HeadLimits {
+    fn default() -> Self {
+        HeadLimits { max_head_bytes: 32 * 1024, max_headers: 100 }
+    }
+}
+
+/// Parse a request head from the start of `buf`. `Ok(None)`: need more bytes.
+/// On success returns the head and how many bytes of `buf` it used.
+pub fn parse_request(buf: &[u8], limits: HeadLimits) -> Result<Option<(Head, usize)>, HeadError> {
+    let n_slots = limits.max_headers.clamp(1, MAX_HEADERS_HARD);
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS_HARD];
+    let mut req = httparse::Request::new(&mut slots[..n_slots]);
+    let status = match req.parse(buf) {
+        Ok(s) => s,
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
+        Err(e) => return Err(HeadError::Malformed(httparse_reason(e))),
+    };
+    let len = match status {
+        httparse::Status::Partial => {
+            return if buf.len() > limits.max_head_bytes { Err(HeadError::TooLarge) } else { Ok(None) };
+        }
+        httparse::Status::Complete(len) => len,
+    };
+    if len > limits.max_head_bytes {
+        return Err(HeadError::TooLarge);
+    }
+    let version_minor = req.version.unwrap_or(1);
+    let method = req.method.map(|m| offset(buf, m.as_bytes())).unwrap_or(0..0);
+    let target = req.path.map(|p| offset(buf, p.as_bytes())).unwrap_or(0..0);
+    let headers: Vec<HeaderRef> = req
+        .headers
+        .iter()
+        .map(|h| HeaderRef { name: offset(buf, h.name.as_bytes()), value: offset(buf, h.value) })
+        .collect();
+    let raw = Bytes::copy_from_slice(&buf[..len]);
+    let mut head = Head {
+        raw,
+        headers,
+        version_minor,
+        framing: Framing::Empty,
+        keep_alive: false,
+        method,
+        target,
+        status: 0,
+    };
+    head.framing = request_framing(&head)?;
+    head.keep_alive = keep_alive(&head);
+    Ok(Some((head, len)))
+}
+
+/// Parse a response head. `request_was_head` marks HEAD requests (no body ever follows).
+pub fn parse_response(
+    buf: &[u8],
+    limits: HeadLimits,
+    request_was_head: bool,
+) -> Result<Option<(Head, usize)>, HeadError> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS_HARD];
+    let mut res = httparse::Response::new(&mut slots);
+    let status = match res.parse(buf) {
+        Ok(s) => s,
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
+        Err(e) => return Err(HeadError::Malformed(httparse_reason(e))),
+    };
+    let len = match status {
+        httparse::Status::Partial => {
+            return if buf.len() > limits.max_head_bytes { Err(HeadError::TooLarge) } else { Ok(None) };
+        }
+        httparse::Status::Complete(len) => len,
+    };
+    let code = res.code.unwrap_or(0);
+    let version_minor = res.version.unwrap_or(1);
+    let headers: Vec<HeaderRef> = res
+        .headers
+        .iter()
+        .map(|h| HeaderRef { name: offset(buf, h.name.as_bytes()), value: offset(buf, h.value) })
+        .collect();
+    let mut head = Head {
+        raw: Bytes::copy_from_slice(&buf[..len]),
+        headers,
+        version_minor,
+        framing: Framing::Empty,
+        keep_alive: false,
+        method: 0..0,
+        target: 0..0,
+        status: code,
+    };
+    head.framing = if request_was_head || code == 204 || code == 304 || (100..200).contains(&code) {
+        Framing::Empty
+    } else {
+        match body_framing(&head)? {
+            Some(f) => f,
+            None => Framing::Close,
+        }
+    };
+    head.keep_alive = keep_alive(&head) && head.framing != Framing::Close;
+    Ok(Some((head, len)))
+}
+
+fn httparse_reason(e: httparse::Error) -> &'static str {
+    match e {
+        httparse::Error::HeaderName => "invalid header name",
+        httparse::Error::HeaderValue => "invalid header value",
+        httparse::Error::NewLine => "invalid line ending",
+        httparse::Error::Status => "invalid status",
+        httparse::Error::Token => "invalid token",
+        httparse::Error::Version => "unsupported HTTP version",
+        httparse::Error::TooManyHeaders => "too many headers",
+    }
+}
+
+fn request_framing(head: &Head) -> Result<Framing, HeadError> {
+    Ok(match body_framing(head)? {
+        Some(Framing::Length(0)) | None => Framing::Empty,
+        Some(f) => f,
+    })
+}
+
+/// Content-Length / Transfer-Encoding rules shared by requests and responses.
+fn body_framing(head: &Head) -> Result<Option<Framing>, HeadError> {
+    let mut te: Option<&[u8]> = None;
+    let mut te_count = 0;
+    let mut cl: Option<u64> = None;
+    for (name, value) in head.iter() {
+        if name.eq_ignore_ascii_case("transfer-encoding") {
+            te_count += 1;
+            te = Some(value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let v = parse_content_length(value)?;
+            if cl.is_some_and(|old| old != v) {
+                return Err(HeadError::AmbiguousFraming("conflicting Content-Length values"));
+            }
+            cl = Some(v);
+        }
+    }
+    if let Some(te) = te {
+        if cl.is_some() {
+            return Err(HeadError::AmbiguousFraming("both Content-Length and Transfer-Encoding"));
+        }
+        if te_count > 1 || !te.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+            return Err(HeadError::UnsupportedTransferCoding);
+        }
+        return Ok(Some(Framing::Chunked));
+    }
+    Ok(cl.map(Framing::Length))
+}
+
+fn parse_content_length(v: &[u8]) -> Result<u64, HeadError> {
+    // A list of identical values ("5, 5") is tolerated; anything but digits is not.
+    let mut out: Option<u64> = None;
+    for part in v.split(|b| *b == b',') {
+        let p = part.trim_ascii();
+        if p.is_empty() || p.len() > 18 || !p.iter().all(u8::is_ascii_digit) {
+            return Err(HeadError::AmbiguousFraming("invalid Content-Length"));
+        }
+        let n: u64 = p.iter().fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
+        if out.is_some_and(|o| o != n) {
+            return Err(HeadError::AmbiguousFraming("conflicting Content-Length values"));
+        }
+        out = Some(n);
+    }
+    out.ok_or(HeadError::AmbiguousFraming("invalid Content-Length"))
+}
+
+fn keep_alive(head: &Head) -> bool {
+    if head.has_token("connection", "close") {
+        return false;
+    }
+    head.version_minor >= 1 || head.has_token("connection", "keep-alive")
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) that a proxy never forwards.
+pub fn is_hop_by_hop(name: &str) -> bool {
+    const HOP: [&str; 9] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(s: &str) -> Result<Option<(Head, usize)>, HeadError> {
+        parse_request(s.as_bytes(), HeadLimits::default())
+    }
+
+    #[test]
+    fn parses_a_post_with_length() {
+        let (h, n) = req("POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\nbody")
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 68);
+        assert_eq!(h.method(), "POST");
+        assert_eq!(h.path(), "/v1/chat/completions");
+        assert_eq!(h.query(), Some("x=1"));
+        assert_eq!(h.framing, Framing::Length(12));
+        assert!(h.keep_alive);
+        assert_eq!(h.get_str("HOST"), Some("a"));
+    }
+
+    #[test]
+    fn partial_head_needs_more() {
+        assert!(req("POST / HTTP/1.1\r\nHost: a\r\n").unwrap().is_none());
+    }
+
+    #[test]
+    fn refuses_smuggling_shapes() {
+        let both = "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(req(both).unwrap_err().status(), 400);
+        let two_cl = "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n";
+        assert_eq!(req(two_cl).unwrap_err().status(), 400);
+        let plus = "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\n";
+        assert_eq!(req(plus).unwrap_err().status(), 400);
+        let gzip = "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+        assert_eq!(req(gzip).unwrap_err().status(), 501);
+        let twice = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(req(twice).unwrap_err().status(), 501);
+    }
+
+    #[test]
+    fn limits_give_431() {
+        let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(40_000));
+        assert_eq!(req(&big).unwrap_err(), HeadError::TooLarge);
+        let partial_big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(40_000));
+        assert_eq!(req(&partial_big).unwrap_err(), HeadError::TooLarge);
+        let many: String = (0..150).map(|i| format!("X-{i}: v\r\n")).collect();
+        let r = req(&format!("GET / HTTP/1.1\r\n{many}\r\n"));
+        assert_eq!(r.unwrap_err(), HeadError::TooManyHeaders);
+    }
+
+    #[test]
+    fn http10_defaults_to_close() {
+        let (h, _) = req("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!h.keep_alive);
+        let (h, _) = req("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap().unwrap();
+        assert!(h.keep_alive);
+        let (h, _) = req("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap().unwrap();
+        assert!(!h.keep_alive);
+    }
+
+    #[test]
+    fn response_framing() {
+        let l = HeadLimits::default();
+        let (h, _) = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", l, false).unwrap().unwrap();
+        assert_eq!((h.status, h.framing, h.keep_alive), (200, Framing::Length(5), true));
+        let (h, _) = parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", l, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Chunked);
+        let (h, _) = parse_response(b"HTTP/1.1 200 OK\r\n\r\n", l, false).unwrap().unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+        let (h, _) = parse_response(b"HTTP/1.1 204 No Content\r\n\r\n", l, false).unwrap().unwrap();
+        assert_eq!(h.framing, Framing::Empty);
+    }
+}

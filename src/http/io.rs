@@ -1,0 +1,151 @@
+//! Reading heads and bodies off monoio streams into one growable buffer, with limits and
+//! deadlines. Reads append at the buffer's end (monoio reads at offset 0 of whatever buffer it
+//! is given, so we hand it the spare capacity as a slice).
+
+use super::chunk::{ChunkError, ChunkTracker};
+use super::head::{Framing, Head, HeadError, HeadLimits, parse_request};
+use bytes::{Bytes, BytesMut};
+use monoio::buf::IoBufMut;
+use monoio::io::AsyncReadRent;
+use std::io;
+use std::time::Duration;
+
+/// Smallest free space we offer a read; also the initial buffer size.
+pub const READ_CHUNK: usize = 16 * 1024;
+
+/// Read once, appending to `buf`. Returns the number of bytes read (0 = EOF).
+/// If this future is dropped mid-read the buffer is lost: only drop it on abort paths.
+pub async fn read_more<S: AsyncReadRent>(s: &mut S, buf: &mut BytesMut) -> io::Result<usize> {
+    let mut b = std::mem::take(buf);
+    if b.capacity() - b.len() < READ_CHUNK / 4 {
+        b.reserve(READ_CHUNK);
+    }
+    let len = b.len();
+    let cap = b.capacity();
+    let (res, slice) = s.read(b.slice_mut(len..cap)).await;
+    *buf = slice.into_inner();
+    res
+}
+
+/// Why reading a request failed.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The peer closed (cleanly, between requests, when `buf` was empty).
+    Closed,
+    Io(io::Error),
+    /// Deadline passed while reading (408).
+    Timeout,
+    Head(HeadError),
+    /// Body over the limit (413).
+    BodyTooLarge,
+    /// Bad chunked framing in the body (400).
+    BadChunk(ChunkError),
+    /// The peer closed in the middle of a message (400).
+    Truncated,
+}
+
+async fn read_with_deadline<S: AsyncReadRent>(
+    s: &mut S,
+    buf: &mut BytesMut,
+    deadline: std::time::Instant,
+) -> Result<usize, ReadError> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return Err(ReadError::Timeout);
+    }
+    match monoio::time::timeout(left, read_more(s, buf)).await {
+        Ok(Ok(n)) => Ok(n),
+        Ok(Err(e)) => Err(ReadError::Io(e)),
+        Err(_) => Err(ReadError::Timeout),
+    }
+}
+
+/// Read and parse one request head. `idle` bounds the wait for the first byte (keep-alive idle),
+/// `head_timeout` bounds the time from the first byte to the end of the head.
+pub async fn read_request_head<S: AsyncReadRent>(
+    s: &mut S,
+    buf: &mut BytesMut,
+    limits: HeadLimits,
+    idle: Duration,
+    head_timeout: Duration,
+) -> Result<Head, ReadError> {
+    if buf.is_empty() {
+        let deadline = std::time::Instant::now() + idle;
+        match read_with_deadline(s, buf, deadline).await {
+            Ok(0) => return Err(ReadError::Closed),
+            Ok(_) => {}
+            // An idle keep-alive connection that times out is simply closed, no 408.
+            Err(ReadError::Timeout) => return Err(ReadError::Closed),
+            Err(e) => return Err(e),
+        }
+    }
+    let deadline = std::time::Instant::now() + head_timeout;
+    loop {
+        match parse_request(buf, limits).map_err(ReadError::Head)? {
+            Some((head, used)) => {
+                let _ = buf.split_to(used);
+                return Ok(head);
+            }
+            None => {
+                if read_with_deadline(s, buf, deadline).await? == 0 {
+                    return Err(ReadError::Truncated);
+                }
+            }
+        }
+    }
+}
+
+/// Read a whole request body (Content-Length or chunked), capped at `max`.
+pub async fn read_body<S: AsyncReadRent>(
+    s: &mut S,
+    buf: &mut BytesMut,
+    framing: Framing,
+    max: usize,
+    timeout: Duration,
+) -> Result<Bytes, ReadError> {
+    let deadline = std::time::Instant::now() + timeout;
+    match framing {
+        Framing::Empty | Framing::Close => Ok(Bytes::new()),
+        Framing::Length(n) => {
+            if n > max as u64 {
+                return Err(ReadError::BodyTooLarge);
+            }
+            let n = n as usize;
+            if buf.capacity() < n {
+                buf.reserve(n - buf.len());
+            }
+            while buf.len() < n {
+                if read_with_deadline(s, buf, deadline).await? == 0 {
+                    return Err(ReadError::Truncated);
+                }
+            }
+            Ok(buf.split_to(n).freeze())
+        }
+        Framing::Chunked => {
+            let mut tracker = ChunkTracker::new();
+            let mut body = Vec::new();
+            let mut over = false;
+            loop {
+                let used = tracker
+                    .feed(buf, |p| {
+                        if body.len() + p.len() > max {
+                            over = true;
+                        } else {
+                            body.extend_from_slice(p);
+                        }
+                    })
+                    .map_err(ReadError::BadChunk)?;
+                let _ = buf.split_to(used);
+                if over {
+                    return Err(ReadError::BodyTooLarge);
+                }
+                if tracker.is_done() {
+                    return Ok(Bytes::from(body));
+                }
+                if read_with_deadline(s, buf, deadline).await? == 0 {
+                    return Err(ReadError::Truncated);
+                }
+            }
+        }
+    }
+}

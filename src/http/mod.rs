@@ -1,0 +1,9 @@
+//! HTTP/1.1 framing of our own on httparse (see ARCHITECTURE.md for why not monoio-http).
+
+pub mod chunk;
+pub mod head;
+pub mod io;
+pub mod response;
+
+pub use chunk::ChunkTracker;
+pub use head::{Framing, Head, HeadError, HeadLimits};

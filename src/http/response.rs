@@ -1,0 +1,121 @@
+//! Writing response heads and small whole responses.
+
+/// Standard reason phrases for the statuses we produce or commonly relay.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        499 => "Client Closed Request",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        529 => "Overloaded",
+        _ => "Unknown",
+    }
+}
+
+/// Builds a response head into one buffer.
+pub struct HeadWriter {
+    buf: Vec<u8>,
+}
+
+impl HeadWriter {
+    pub fn new(status: u16) -> Self {
+        Self::with_capacity(status, 256)
+    }
+
+    pub fn with_capacity(status: u16, cap: usize) -> Self {
+        let mut buf = Vec::with_capacity(cap);
+        buf.extend_from_slice(b"HTTP/1.1 ");
+        push_u64(&mut buf, u64::from(status));
+        buf.push(b' ');
+        buf.extend_from_slice(reason(status).as_bytes());
+        buf.extend_from_slice(b"\r\n");
+        HeadWriter { buf }
+    }
+
+    /// Start from a relayed status line (keeps the upstream's reason phrase out: we write ours).
+    pub fn header(&mut self, name: &str, value: impl AsRef<[u8]>) -> &mut Self {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(value.as_ref());
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
+    pub fn header_u64(&mut self, name: &str, value: u64) -> &mut Self {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        push_u64(&mut self.buf, value);
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
+    /// End the head; `body` is appended after the blank line.
+    pub fn finish(mut self, body: &[u8]) -> Vec<u8> {
+        self.buf.extend_from_slice(b"\r\n");
+        self.buf.extend_from_slice(body);
+        self.buf
+    }
+}
+
+pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    let mut n = v;
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+/// A complete small response with a body and Content-Length.
+pub fn whole(status: u16, content_type: &str, extra: &[(&str, &str)], body: &[u8], keep_alive: bool) -> Vec<u8> {
+    let mut w = HeadWriter::with_capacity(status, 256 + body.len());
+    w.header("content-type", content_type);
+    w.header_u64("content-length", body.len() as u64);
+    for (k, v) in extra {
+        w.header(k, v);
+    }
+    if !keep_alive {
+        w.header("connection", "close");
+    }
+    w.finish(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_whole_response() {
+        let r = whole(404, "application/json", &[("x-request-id", "r1")], b"{}", false);
+        let s = String::from_utf8(r).unwrap();
+        assert_eq!(
+            s,
+            "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\nx-request-id: r1\r\nconnection: close\r\n\r\n{}"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Relaying the upstream response: the head as soon as it arrives, then each upstream read as
+//! one client write of the same bytes (no copy on plain TCP, no per-event flush). A chunk
+//! tracker reads along to find the end of the body; close-delimited bodies are re-framed as
+//! chunked for keep-alive clients.
+
+use super::watch::{ClientWatch, Raced};
+use crate::dialect::{ApiError, Dialect};
+use crate::http::chunk::{ChunkTracker, size_line};
+use crate::http::head::is_hop_by_hop;
+use crate::http::io::read_more;
+use crate::http::response::HeadWriter;
+use crate::http::{Framing, Head};
+use crate::upstream::UpConn;
+use bytes::{Bytes, BytesMut};
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::time::Duration;
+
+/// What the client is owed and how to frame it.
+pub struct Relay<'a> {
+    pub dialect: Dialect,
+    pub request_id: &'a str,
+    pub route: &'a str,
+    pub connection_label: &'a str,
+    pub attempts: u32,
+    pub client_keep_alive: bool,
+    pub client_http11: bool,
+    pub idle_timeout: Duration,
+}
+
+/// How the relay ended.
+#[derive(Debug, Default)]
+pub struct Relayed {
+    pub status: u16,
+    pub body_bytes: u64,
+    /// The upstream body was read to its end (the connection may be pooled).
+    pub upstream_complete: bool,
+    /// The client connection can serve another request.
+    pub client_keep_alive: bool,
+    /// Set when the relay failed after the head went out.
+    pub failure: Option<&'static str>,
+    pub client_gone: bool,
+}
+
+/// Tracks where the upstream body ends.
+enum BodyEnd {
+    Length(u64),
+    Chunked(ChunkTracker),
+    Close,
+    None,
+}
+
+impl BodyEnd {
+    /// Split off the body bytes at the front of `buf`. Returns (bytes, body finished).
+    /// Bytes past the end of the body mean the upstream misbehaved: they are dropped.
+    fn take(&mut self, buf: &mut BytesMut) -> Result<(Bytes, bool, bool), ()> {
+        match self {
+            BodyEnd::Length(left) => {
+                let n = (*left).min(buf.len() as u64) as usize;
+                *left -= n as u64;
+                let extra = buf.len() > n;
+                let out = buf.split_to(n).freeze();
+                if extra {
+                    buf.clear();
+                }
+                Ok((out, *left == 0, extra))
+            }
+            BodyEnd::Chunked(t) => {
+                let used = t.feed(buf, |_payload| {}).map_err(|_| ())?;
+                let extra = used < buf.len();
+                let out = buf.split_to(used).freeze();
+                if extra {
+                    buf.clear();
+                }
+                Ok((out, t.is_done(), extra))
+            }
+            BodyEnd::Close => Ok((buf.split().freeze(), false, false)),
+            BodyEnd::None => Ok((Bytes::new(), true, !buf.is_empty())),
+        }
+    }
+}
+
+fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool) -> Vec<u8> {
+    let mut w = HeadWriter::with_capacity(up.status, up.raw.len() + 256);
+    let is_sse = up.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
+    for (name, value) in up.iter() {
+        if is_hop_by_hop(name) || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-")) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("x-request-id") {
+            w.header("x-upstream-request-id", value);
+            continue;
+        }
+        w.header(name, value);
+    }
+    w.header("x-request-id", r.request_id);
+    w.header("x-ringside-route", r.route);
+    w.header("x-ringside-connection", r.connection_label);
+    w.header_u64("x-ringside-attempts", u64::from(r.attempts));
+    if up.framing == Framing::Chunked || rechunk {
+        w.header("transfer-encoding", "chunked");
+    }
+    if is_sse {
+        // Ask intermediaries (nginx in front of us) not to buffer the stream.
+        w.header("x-accel-buffering", "no");
+    }
+    if !keep_alive {
+        w.header("connection", "close");
+    }
+    w.finish(b"")
+}
+
+/// Frame `data` as one chunk (only for re-framed close-delimited bodies).
+fn as_chunk(data: &[u8]) -> Vec<u8> {
+    let mut line = [0u8; 18];
+    let n = size_line(data.len(), &mut line);
+    let mut v = Vec::with_capacity(n + data.len() + 2);
+    v.extend_from_slice(&line[..n]);
+    v.extend_from_slice(data);
+    v.extend_from_slice(b"\r\n");
+    v
+}
+
+async fn write(wr: &mut TcpOwnedWriteHalf, data: Bytes) -> bool {
+    if data.is_empty() {
+        return true;
+    }
+    let (res, _) = wr.write_all(data).await;
+    res.is_ok()
+}
+
+/// Relay the response whose head was just read. `up.buf` holds the bytes after the head.
+pub async fn relay(
+    wr: &mut TcpOwnedWriteHalf,
+    watch: &mut ClientWatch<'_>,
+    up: &mut UpConn,
+    head: &Head,
+    r: &Relay<'_>,
+) -> Relayed {
+    let mut out = Relayed { status: head.status, ..Default::default() };
+    let rechunk = head.framing == Framing::Close && r.client_keep_alive && r.client_http11;
+    let mut keep_alive = r.client_keep_alive;
+    if head.framing == Framing::Close && !rechunk {
+        keep_alive = false;
+    }
+    let is_sse = head.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
+    let client_chunked = head.framing == Framing::Chunked || rechunk;
+    let mut end = match head.framing {
+        Framing::Length(n) => BodyEnd::Length(n),
+        Framing::Chunked => BodyEnd::Chunked(ChunkTracker::new()),
+        Framing::Close => BodyEnd::Close,
+        Framing::Empty => BodyEnd::None,
+    };
+    let mut pending_head = Some(client_head(head, r, rechunk, keep_alive));
+    let mut upstream_eof = false;
+    loop {
+        let (data, done, extra) = match end.take(&mut up.buf) {
+            Ok(t) => t,
+            Err(()) => {
+                out.failure = Some("upstream_bad_framing");
+                break;
+            }
+        };
+        if extra {
+            // The upstream sent bytes beyond its own body: never reuse that connection.
+            upstream_eof = true;
+        }
+        out.body_bytes += data.len() as u64;
+        let data = if rechunk && !data.is_empty() { Bytes::from(as_chunk(&data)) } else { data };
+        let ok = match pending_head.take() {
+            // Head and the first body bytes in one write.
+            Some(mut h) => {
+                h.extend_from_slice(&data);
+                write(wr, Bytes::from(h)).await
+            }
+            None => write(wr, data).await,
+        };
+        if !ok {
+            out.client_gone = true;
+            break;
+        }
+        if done {
+            out.upstream_complete = !upstream_eof;
+            break;
+        }
+        if upstream_eof {
+            // A close-delimited body ends at EOF; anything else was cut short.
+            if matches!(end, BodyEnd::Close) {
+                out.upstream_complete = false;
+                if rechunk && !write(wr, Bytes::from_static(b"0\r\n\r\n")).await {
+                    out.client_gone = true;
+                }
+            } else {
+                out.failure = Some("upstream_truncated");
+            }
+            break;
+        }
+        let read = monoio::time::timeout(r.idle_timeout, read_more(&mut up.stream, &mut up.buf));
+        match watch.race(read).await {
+            Raced::ClientGone => {
+                out.client_gone = true;
+                break;
+            }
+            Raced::Done(Err(_)) => {
+                out.failure = Some("upstream_idle_timeout");
+                break;
+            }
+            Raced::Done(Ok(Err(_))) => {
+                out.failure = Some("upstream_reset");
+                break;
+            }
+            Raced::Done(Ok(Ok(0))) => upstream_eof = true,
+            Raced::Done(Ok(Ok(_))) => {}
+        }
+    }
+    if let Some(failure) = out.failure {
+        // After commit we never replay: end the stream in the client's dialect and close.
+        keep_alive = false;
+        if is_sse && !out.client_gone {
+            let err = ApiError::new(502, failure, "the upstream stream failed after it had started");
+            let ev = err.sse_event(r.dialect, r.request_id);
+            let mut bytes = if client_chunked { as_chunk(&ev) } else { ev };
+            if client_chunked {
+                bytes.extend_from_slice(b"0\r\n\r\n");
+            }
+            let _ = write(wr, Bytes::from(bytes)).await;
+        }
+    }
+    out.client_keep_alive = keep_alive && !out.client_gone && out.failure.is_none();
+    out
+}

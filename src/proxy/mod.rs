@@ -1,0 +1,104 @@
+//! The data plane: one task per client connection, one request state machine per request.
+
+pub mod forward;
+pub mod outbound;
+pub mod record;
+pub mod request;
+pub mod watch;
+
+use crate::dialect::{ApiError, Dialect};
+use crate::http::io::{READ_CHUNK, ReadError, read_request_head};
+use crate::http::response::whole;
+use crate::runtime::core::Core;
+use bytes::{Bytes, BytesMut};
+use monoio::io::{AsyncWriteRent, AsyncWriteRentExt, Splitable};
+use monoio::net::TcpStream;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+/// Write a whole error response in the client's dialect.
+pub async fn respond_error(
+    wr: &mut TcpOwnedWriteHalf,
+    dialect: Dialect,
+    err: &ApiError,
+    request_id: &str,
+    keep_alive: bool,
+) -> bool {
+    let body = err.body(dialect, request_id);
+    let mut extra: Vec<(&str, String)> = err.headers();
+    extra.push(("x-request-id", request_id.to_string()));
+    let refs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let bytes = whole(err.status, "application/json", &refs, &body, keep_alive);
+    let (res, _) = wr.write_all(bytes).await;
+    res.is_ok() && keep_alive
+}
+
+struct OpenConn<'a>(&'a Core);
+
+impl Drop for OpenConn<'_> {
+    fn drop(&mut self) {
+        self.0.open_conns.set(self.0.open_conns.get() - 1);
+        self.0.metrics.open_client_conns.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Serve one client connection until it closes, errs, or the core drains.
+pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    core.open_conns.set(core.open_conns.get() + 1);
+    core.metrics.open_client_conns.fetch_add(1, Relaxed);
+    let _guard = OpenConn(&core);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let limits = &core.config().limits;
+    let head_limits =
+        crate::http::HeadLimits { max_head_bytes: limits.max_head_bytes, max_headers: limits.max_headers };
+    let idle = Duration::from_millis(limits.keepalive_idle_ms);
+    let head_timeout = Duration::from_millis(limits.header_read_timeout_ms);
+    let mut served: u64 = 0;
+    loop {
+        if core.drain.is_draining() && buf.is_empty() {
+            break;
+        }
+        let head = {
+            let read = read_request_head(&mut rd, &mut buf, head_limits, idle, head_timeout);
+            monoio::select! {
+                h = read => h,
+                _ = core.drain.wait() => break,
+            }
+        };
+        let head = match head {
+            Ok(h) => h,
+            Err(ReadError::Closed) | Err(ReadError::Io(_)) => break,
+            Err(e) => {
+                let (status, code, msg) = match &e {
+                    ReadError::Timeout => (408, "request_timeout", "the request head was not received in time".to_string()),
+                    ReadError::Head(h) => (h.status(), h.code(), h.message()),
+                    _ => (400, "malformed_request", "the connection closed in the middle of a request head".to_string()),
+                };
+                let id = core.next_request_id();
+                let err = ApiError::new(status, code, msg).should_retry(false);
+                let _ = respond_error(&mut wr, Dialect::OpenAi, &err, &id, false).await;
+                core.metrics.request(core.shared.routes.other_index, status);
+                break;
+            }
+        };
+        served += 1;
+        let max = limits.max_requests_per_connection;
+        let last = max > 0 && served >= max;
+        let keep = request::handle(&core, head, &mut rd, &mut wr, &mut buf, last).await;
+        if !keep {
+            break;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// A small JSON success response.
+pub async fn respond_json(wr: &mut TcpOwnedWriteHalf, status: u16, body: Bytes, request_id: &str, keep_alive: bool) -> bool {
+    let bytes = whole(status, "application/json", &[("x-request-id", request_id)], &body, keep_alive);
+    let (res, _) = wr.write_all(bytes).await;
+    res.is_ok() && keep_alive
+}

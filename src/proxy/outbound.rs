@@ -1,0 +1,157 @@
+//! The request we send upstream: the client's headers minus hop-by-hop headers, client
+//! credentials and every internal header, plus the connection's credential.
+
+use crate::config::{AuthKind, Connection, Provider};
+use crate::dialect::{Dialect, Endpoint};
+use crate::http::Head;
+use crate::http::head::is_hop_by_hop;
+use crate::http::response::push_u64;
+use bytes::Bytes;
+
+/// Bodies up to this size are sent in the same write as the head.
+const COALESCE_BODY: usize = 64 * 1024;
+
+/// Headers a client may send that must never reach a provider.
+fn is_dropped(name: &str) -> bool {
+    const DROP: [&str; 10] = [
+        "host",
+        "content-length",
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "cookie",
+        "expect",
+        "x-request-id",
+        "x-session-id",
+        "x-codex-session-id",
+    ];
+    is_hop_by_hop(name)
+        || DROP.iter().any(|d| d.eq_ignore_ascii_case(name))
+        || name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-")
+        // We must read error bodies and SSE ourselves: ask for identity encoding.
+        || name.eq_ignore_ascii_case("accept-encoding")
+}
+
+/// A ready-to-send request: head, and body kept separate when large (zero-copy).
+#[derive(Clone)]
+pub struct Outbound {
+    pub head: Bytes,
+    pub body: Bytes,
+}
+
+pub fn build(
+    client: &Head,
+    endpoint: Endpoint,
+    provider: &Provider,
+    conn: &Connection,
+    body: &Bytes,
+    request_id: &str,
+) -> Outbound {
+    let mut h = Vec::with_capacity(client.raw.len() + 256 + body.len().min(COALESCE_BODY));
+    let method = if endpoint == Endpoint::Models { "GET" } else { "POST" };
+    h.extend_from_slice(method.as_bytes());
+    h.push(b' ');
+    h.extend_from_slice(provider.endpoint.base_path.as_bytes());
+    h.extend_from_slice(endpoint.upstream_suffix().as_bytes());
+    if let Some(q) = client.query() {
+        h.push(b'?');
+        h.extend_from_slice(q.as_bytes());
+    }
+    h.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    h.extend_from_slice(provider.endpoint.authority().as_bytes());
+    h.extend_from_slice(b"\r\n");
+    let mut has_version = false;
+    for (name, value) in client.iter() {
+        if is_dropped(name) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("anthropic-version") {
+            has_version = true;
+        }
+        h.extend_from_slice(name.as_bytes());
+        h.extend_from_slice(b": ");
+        h.extend_from_slice(value);
+        h.extend_from_slice(b"\r\n");
+    }
+    match (provider.dialect, provider.auth) {
+        (Dialect::Anthropic, AuthKind::ApiKey) => {
+            h.extend_from_slice(b"x-api-key: ");
+            h.extend_from_slice(conn.secret.expose().as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+        _ => {
+            h.extend_from_slice(b"authorization: Bearer ");
+            h.extend_from_slice(conn.secret.expose().as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+    }
+    if provider.dialect == Dialect::Anthropic && !has_version {
+        h.extend_from_slice(b"anthropic-version: ");
+        h.extend_from_slice(provider.anthropic_version.as_bytes());
+        h.extend_from_slice(b"\r\n");
+    }
+    h.extend_from_slice(b"accept-encoding: identity\r\nx-request-id: ");
+    h.extend_from_slice(request_id.as_bytes());
+    h.extend_from_slice(b"\r\n");
+    if method == "POST" {
+        h.extend_from_slice(b"content-length: ");
+        push_u64(&mut h, body.len() as u64);
+        h.extend_from_slice(b"\r\n");
+    }
+    h.extend_from_slice(b"\r\n");
+    if method == "POST" && body.len() <= COALESCE_BODY {
+        h.extend_from_slice(body);
+        return Outbound { head: Bytes::from(h), body: Bytes::new() };
+    }
+    let body = if method == "POST" { body.clone() } else { Bytes::new() };
+    Outbound { head: Bytes::from(h), body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Endpoint as Ep, Secret};
+    use crate::http::HeadLimits;
+
+    fn provider(dialect: Dialect) -> (Provider, Connection) {
+        let conn = Connection { id: "a".into(), secret: Secret::new("sk-up"), models: vec![], weight: 1, priority: 0, index: 0 };
+        let p = Provider {
+            id: "p".into(),
+            dialect,
+            auth: AuthKind::ApiKey,
+            endpoint: Ep { tls: false, host: "127.0.0.1".into(), port: 9000, base_path: "/v1".into() },
+            anthropic_version: "2023-06-01".into(),
+            connections: vec![conn.clone()],
+        };
+        (p, conn)
+    }
+
+    #[test]
+    fn strips_client_secrets_and_internal_headers() {
+        let raw = "POST /v1/messages?beta=true HTTP/1.1\r\nHost: me\r\nAuthorization: Bearer client-key\r\nX-Api-Key: client-key\r\nX-Ringside-Session: s1\r\nx-session-id: s2\r\nConnection: keep-alive\r\nTraceparent: 00-abc-def-01\r\nContent-Length: 2\r\nAccept-Encoding: gzip\r\n\r\n";
+        let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default()).unwrap().unwrap();
+        let (p, c) = provider(Dialect::Anthropic);
+        let out = build(&head, Endpoint::Messages, &p, &c, &Bytes::from_static(b"{}"), "rid");
+        let s = String::from_utf8(out.head.to_vec()).unwrap();
+        assert!(s.starts_with("POST /v1/messages?beta=true HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n"), "{s}");
+        assert!(!s.contains("client-key"));
+        assert!(!s.to_ascii_lowercase().contains("x-ringside"));
+        assert!(!s.contains("x-session-id"));
+        assert!(s.contains("x-api-key: sk-up\r\n"));
+        assert!(s.contains("anthropic-version: 2023-06-01\r\n"));
+        assert!(s.contains("Traceparent: 00-abc-def-01\r\n"));
+        assert!(s.contains("accept-encoding: identity\r\n") && !s.contains("gzip"));
+        assert!(s.ends_with("content-length: 2\r\n\r\n{}"));
+    }
+
+    #[test]
+    fn openai_gets_bearer() {
+        let raw = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n";
+        let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default()).unwrap().unwrap();
+        let (p, c) = provider(Dialect::OpenAi);
+        let out = build(&head, Endpoint::ChatCompletions, &p, &c, &Bytes::from_static(b"{}"), "rid");
+        let s = String::from_utf8(out.head.to_vec()).unwrap();
+        assert!(s.contains("authorization: Bearer sk-up\r\n"));
+        assert!(!s.contains("anthropic-version"));
+    }
+}

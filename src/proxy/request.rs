@@ -1,0 +1,480 @@
+//! One client request as a single state machine with one owner of retries:
+//! body -> facts -> route -> loop { candidate -> connect -> send -> await head -> relay }.
+//! Before the first client byte anything may be retried; after it, nothing is replayed.
+
+use super::forward::{Relay, relay};
+use super::outbound::{self, Outbound};
+use super::record::{AttemptRecord, Record};
+use super::watch::{ClientWatch, Raced};
+use super::{respond_error, respond_json};
+use crate::dialect::facts::{FactsError, rewrite_model, scan};
+use crate::dialect::{ApiError, Dialect, Endpoint, dialect_for_path};
+use crate::http::head::parse_response;
+use crate::http::io::{ReadError, read_body, read_more};
+use crate::http::{Head, HeadLimits};
+use crate::route::{Candidate, Entry};
+use crate::runtime::core::Core;
+use crate::upstream::UpConn;
+use bytes::{Bytes, BytesMut};
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// A client-supplied request id is kept if it is short and printable.
+fn client_request_id(head: &Head) -> Option<String> {
+    let v = head.get_str("x-request-id")?;
+    (!v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic())).then(|| v.to_string())
+}
+
+/// How one attempt ended.
+enum AttemptEnd {
+    /// The response was relayed (successfully or not): the request is over.
+    Relayed { keep_alive: bool },
+    /// Failed before any response byte: safe to try the next candidate.
+    Failed { outcome: &'static str, detail: String },
+    ClientGone,
+}
+
+struct Ctx<'a> {
+    core: &'a Core,
+    head: &'a Head,
+    endpoint: Endpoint,
+    dialect: Dialect,
+    request_id: String,
+    body: Bytes,
+    model: Option<String>,
+    model_span: Option<std::ops::Range<usize>>,
+    keep_alive: bool,
+    record: Record,
+    started: Instant,
+}
+
+/// Handle one request whose head has been read. Returns whether the connection stays open.
+pub async fn handle(
+    core: &Rc<Core>,
+    head: Head,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+    last_on_connection: bool,
+) -> bool {
+    let started = Instant::now();
+    core.metrics.in_flight.fetch_add(1, Relaxed);
+    let dialect = dialect_for_path(head.path());
+    let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
+    let keep_alive = head.keep_alive && !last_on_connection;
+    let mut record = Record {
+        request_id: request_id.clone(),
+        core: core.id,
+        method: head.method().to_string(),
+        path: head.path().to_string(),
+        ..Default::default()
+    };
+    let endpoint = Endpoint::from_path(head.path());
+    let mut ctx = Ctx {
+        core,
+        head: &head,
+        endpoint: endpoint.unwrap_or(Endpoint::Models),
+        dialect,
+        request_id,
+        body: Bytes::new(),
+        model: None,
+        model_span: None,
+        keep_alive,
+        record: std::mem::take(&mut record),
+        started,
+    };
+    let (keep, route_index) = match endpoint {
+        None => {
+            let body_ok = drain_body(&mut ctx, rd, wr, buf).await;
+            let err = ApiError::new(404, "unknown_endpoint", format!("no endpoint {} {}", head.method(), head.path()));
+            (finish_error(&mut ctx, wr, &err, body_ok).await, core.shared.routes.other_index)
+        }
+        Some(ep) => serve(&mut ctx, ep, rd, wr, buf).await,
+    };
+    ctx.record.total_ms = started.elapsed().as_millis() as u64;
+    core.metrics.request(route_index, ctx.record.status);
+    core.metrics.in_flight.fetch_sub(1, Relaxed);
+    if let Some(log) = &core.shared.log {
+        if !log.send(ctx.record.log_line()) {
+            core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
+        }
+    }
+    keep && !core.drain.is_draining()
+}
+
+/// Read (and discard) the body so the connection stays in sync; false if that failed.
+async fn drain_body(ctx: &mut Ctx<'_>, rd: &mut TcpOwnedReadHalf, wr: &mut TcpOwnedWriteHalf, buf: &mut BytesMut) -> bool {
+    read_client_body(ctx, rd, wr, buf).await.is_ok()
+}
+
+async fn read_client_body(
+    ctx: &mut Ctx<'_>,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> Result<Bytes, ApiError> {
+    let limits = &ctx.core.config().limits;
+    if ctx.head.framing != crate::http::Framing::Empty && ctx.head.expects_continue() && buf.is_empty() {
+        if let crate::http::Framing::Length(n) = ctx.head.framing {
+            if n > limits.max_body_bytes as u64 {
+                return Err(too_large(limits.max_body_bytes));
+            }
+        }
+        let (res, _) = wr.write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]).await;
+        if res.is_err() {
+            return Err(ApiError::new(499, "client_disconnected", "client went away"));
+        }
+    }
+    let timeout = Duration::from_millis(limits.body_read_timeout_ms);
+    match read_body(rd, buf, ctx.head.framing, limits.max_body_bytes, timeout).await {
+        Ok(b) => {
+            ctx.record.bytes_in = b.len() as u64;
+            Ok(b)
+        }
+        Err(ReadError::BodyTooLarge) => Err(too_large(limits.max_body_bytes)),
+        Err(ReadError::Timeout) => {
+            Err(ApiError::new(408, "request_timeout", "the request body was not received in time").should_retry(false))
+        }
+        Err(ReadError::BadChunk(e)) => Err(ApiError::bad_request("bad_chunked_body", format!("bad chunked request body: {e}"))),
+        Err(_) => Err(ApiError::bad_request("truncated_body", "the request body ended early")),
+    }
+}
+
+fn too_large(max: usize) -> ApiError {
+    ApiError::new(413, "request_too_large", format!("request body exceeds {max} bytes")).should_retry(false)
+}
+
+/// Write an error, record it, and say whether the connection stays open.
+async fn finish_error(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf, err: &ApiError, body_ok: bool) -> bool {
+    ctx.record.status = err.status;
+    ctx.record.error_code = Some(err.code);
+    ctx.record.outcome = "rejected";
+    if ctx.record.ttfb_ms.is_none() {
+        ctx.record.ttfb_ms = Some(ctx.started.elapsed().as_millis() as u64);
+    }
+    respond_error(wr, ctx.dialect, err, &ctx.request_id, ctx.keep_alive && body_ok).await
+}
+
+async fn serve(
+    ctx: &mut Ctx<'_>,
+    endpoint: Endpoint,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> (bool, usize) {
+    let other = ctx.core.shared.routes.other_index;
+    let want_get = endpoint == Endpoint::Models;
+    let method = ctx.head.method();
+    if (want_get && method != "GET") || (!want_get && method != "POST") {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        let err = ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on {}", ctx.head.path()));
+        return (finish_error(ctx, wr, &err, ok).await, other);
+    }
+    let body = match read_client_body(ctx, rd, wr, buf).await {
+        Ok(b) => b,
+        Err(e) => return (finish_error(ctx, wr, &e, false).await, other),
+    };
+    if endpoint == Endpoint::Models {
+        return (models(ctx, wr).await, other);
+    }
+    let facts = match scan(&body) {
+        Ok(f) => f,
+        Err(FactsError::Malformed(m)) => {
+            let err = ApiError::bad_request("invalid_json", format!("request body is not a JSON object: {m}"));
+            return (finish_error(ctx, wr, &err, true).await, other);
+        }
+        Err(FactsError::BadField(f)) => {
+            let err = ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type"));
+            return (finish_error(ctx, wr, &err, true).await, other);
+        }
+    };
+    ctx.record.stream = facts.stream;
+    let Some(model) = facts.model.clone() else {
+        let err = ApiError::bad_request("missing_model", "the request has no `model`");
+        return (finish_error(ctx, wr, &err, true).await, other);
+    };
+    ctx.record.model = Some(model.clone());
+    ctx.body = body;
+    ctx.model = Some(model.clone());
+    ctx.model_span = facts.model_span;
+    let shared = ctx.core.shared.clone();
+    let Some(entry) = shared.routes.lookup(&shared.config, &model) else {
+        let err = ApiError::new(404, "model_not_found", format!("no route or model named `{model}`")).should_retry(false);
+        return (finish_error(ctx, wr, &err, true).await, other);
+    };
+    ctx.record.route = Some(entry.name.clone());
+    let candidates = shared.routes.candidates(&entry, ctx.dialect, &mut ctx.core.selector.borrow_mut());
+    if candidates.is_empty() {
+        let why = if shared.routes.other_dialect_only(&entry, ctx.dialect) {
+            format!("`{model}` is served only by providers of another dialect than {}", ctx.dialect.as_str())
+        } else {
+            format!("`{model}` has no connection that can serve it")
+        };
+        let err = ApiError::new(404, "no_executable_targets", why).should_retry(false);
+        return (finish_error(ctx, wr, &err, true).await, entry.index);
+    }
+    let keep = attempts(ctx, &entry, &candidates, rd, wr, buf).await;
+    (keep, entry.index)
+}
+
+/// `GET /v1/models`: every name a client may put in `model`.
+async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
+    let routes = &ctx.core.shared.routes;
+    let list = routes.model_list();
+    let body = if ctx.head.get("anthropic-version").is_some() {
+        let data: Vec<_> = list
+            .iter()
+            .map(|(id, _)| serde_json::json!({"type": "model", "id": id, "display_name": id, "created_at": "1970-01-01T00:00:00Z"}))
+            .collect();
+        serde_json::json!({"data": data, "has_more": false, "first_id": list.first().map(|x| x.0), "last_id": list.last().map(|x| x.0)})
+    } else {
+        let data: Vec<_> =
+            list.iter().map(|(id, owner)| serde_json::json!({"id": id, "object": "model", "created": 0, "owned_by": owner})).collect();
+        serde_json::json!({"object": "list", "data": data})
+    };
+    let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+    ctx.record.status = 200;
+    ctx.record.outcome = "ok";
+    ctx.record.bytes_out = body.len() as u64;
+    respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await
+}
+
+/// The attempt loop under the request's budget.
+async fn attempts(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    candidates: &[Candidate],
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> bool {
+    let max_attempts = ctx.core.config().upstream.max_attempts.max(1);
+    let mut watch = ClientWatch::start(rd, std::mem::take(buf));
+    let mut last: Option<(&'static str, String)> = None;
+    let mut result: Option<bool> = None;
+    for cand in candidates.iter().take(max_attempts as usize) {
+        let t0 = Instant::now();
+        let end = attempt(ctx, entry, *cand, &mut watch, wr).await;
+        let (provider, conn) = ctx.core.config().connection(cand.connection).map(|(p, c)| (p.id.clone(), c.id.clone())).unwrap_or_default();
+        let model = entry.targets[cand.target].model.clone();
+        let ms = t0.elapsed().as_millis() as u64;
+        match end {
+            AttemptEnd::Relayed { keep_alive } => {
+                result = Some(keep_alive);
+                break;
+            }
+            AttemptEnd::ClientGone => {
+                ctx.core.metrics.attempt(cand.connection, "client_gone");
+                ctx.record.attempts.push(AttemptRecord { provider, connection: conn, model, outcome: "client_gone", status: None, detail: None, ms });
+                ctx.record.status = 499;
+                ctx.record.outcome = "client_gone";
+                result = Some(false);
+                break;
+            }
+            AttemptEnd::Failed { outcome, detail } => {
+                ctx.core.metrics.attempt(cand.connection, outcome);
+                ctx.record.attempts.push(AttemptRecord {
+                    provider,
+                    connection: conn,
+                    model,
+                    outcome,
+                    status: None,
+                    detail: Some(detail.clone()),
+                    ms,
+                });
+                last = Some((outcome, detail));
+            }
+        }
+    }
+    let rest = watch.finish().await;
+    *buf = rest;
+    if let Some(keep) = result {
+        return keep;
+    }
+    let n = ctx.record.attempts.len();
+    let (outcome, detail) = last.unwrap_or(("none", "no attempt was made".into()));
+    let err = ApiError::new(502, "upstream_unavailable", format!("all {n} upstream attempt(s) failed; last: {outcome}: {detail}"))
+        .retry_after(1)
+        .should_retry(true)
+        .extra(serde_json::json!({"attempts": n}));
+    finish_error(ctx, wr, &err, true).await
+}
+
+/// One upstream attempt against one candidate.
+async fn attempt(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    cand: Candidate,
+    watch: &mut ClientWatch<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+) -> AttemptEnd {
+    let core = ctx.core;
+    let cfg = core.config();
+    let Some((provider, conn)) = cfg.connection(cand.connection) else {
+        return AttemptEnd::Failed { outcome: "protocol_error", detail: "unknown connection".into() };
+    };
+    let provider_index = cfg.providers.iter().position(|p| p.id == provider.id).unwrap_or(0);
+    let target = &entry.targets[cand.target];
+    let body = match (&ctx.model, &ctx.model_span) {
+        (Some(m), Some(span)) if *m != target.model => rewrite_model(&ctx.body, span, &target.model),
+        _ => ctx.body.clone(),
+    };
+    let out = outbound::build(ctx.head, ctx.endpoint, provider, conn, &body, &ctx.request_id);
+    let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms);
+    let mut fresh_retry_used = false;
+    loop {
+        let pooled = core.pool.borrow_mut().take(provider_index, crate::clock::now_ms());
+        let mut up = match pooled {
+            Some(c) => c,
+            None => match watch.race(core.connector.connect(&provider.endpoint)).await {
+                Raced::ClientGone => return AttemptEnd::ClientGone,
+                Raced::Done(Ok(c)) => c,
+                Raced::Done(Err(e)) => return AttemptEnd::Failed { outcome: e.outcome(), detail: e.to_string() },
+            },
+        };
+        match send_and_await_head(&mut up, &out, first_byte, watch).await {
+            Ok(head) => {
+                return relay_response(ctx, entry, cand, provider_index, up, head, wr, watch).await;
+            }
+            Err(HeadFail::ClientGone) => return AttemptEnd::ClientGone,
+            Err(HeadFail::Failed { outcome, detail, nothing_received }) => {
+                // A pooled connection that dies before any response byte was probably closed by
+                // the upstream while idle: retry once on a fresh connection.
+                if up.reused && nothing_received && !fresh_retry_used {
+                    fresh_retry_used = true;
+                    continue;
+                }
+                return AttemptEnd::Failed { outcome, detail };
+            }
+        }
+    }
+}
+
+enum HeadFail {
+    ClientGone,
+    Failed { outcome: &'static str, detail: String, nothing_received: bool },
+}
+
+async fn send_and_await_head(
+    up: &mut UpConn,
+    out: &Outbound,
+    first_byte: Duration,
+    watch: &mut ClientWatch<'_>,
+) -> Result<Head, HeadFail> {
+    let fail = |outcome, detail: String, nothing_received| HeadFail::Failed { outcome, detail, nothing_received };
+    for part in [&out.head, &out.body] {
+        if part.is_empty() {
+            continue;
+        }
+        match watch.race(up.stream.write_all(part.clone())).await {
+            Raced::ClientGone => return Err(HeadFail::ClientGone),
+            Raced::Done((Err(e), _)) => return Err(fail("reset", format!("send failed: {e}"), true)),
+            Raced::Done((Ok(_), _)) => {}
+        }
+    }
+    let deadline = Instant::now() + first_byte;
+    let limits = HeadLimits { max_head_bytes: 64 * 1024, max_headers: crate::http::head::MAX_HEADERS_HARD };
+    loop {
+        match parse_response(&up.buf, limits, false) {
+            Ok(Some((head, used))) => {
+                let _ = up.buf.split_to(used);
+                if (100..200).contains(&head.status) {
+                    continue; // interim response: wait for the real one
+                }
+                return Ok(head);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(fail("protocol_error", format!("bad response head: {}", e.message()), false)),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let received = !up.buf.is_empty();
+        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
+        match watch.race(read).await {
+            Raced::ClientGone => return Err(HeadFail::ClientGone),
+            Raced::Done(Err(_)) => return Err(fail("timeout", "no response head in time".into(), !received)),
+            Raced::Done(Ok(Err(e))) => return Err(fail("reset", format!("connection failed: {e}"), !received)),
+            Raced::Done(Ok(Ok(0))) => {
+                return Err(fail("reset", "connection closed before the response head".into(), !received));
+            }
+            Raced::Done(Ok(Ok(_))) => {}
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn relay_response(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    cand: Candidate,
+    provider_index: usize,
+    mut up: UpConn,
+    head: Head,
+    wr: &mut TcpOwnedWriteHalf,
+    watch: &mut ClientWatch<'_>,
+) -> AttemptEnd {
+    let core = ctx.core;
+    let cfg = core.config();
+    let (provider, conn) = match cfg.connection(cand.connection) {
+        Some(pc) => pc,
+        None => return AttemptEnd::Failed { outcome: "protocol_error", detail: "unknown connection".into() },
+    };
+    let label = format!("{}/{}", provider.id, conn.id);
+    let attempts = ctx.record.attempts.len() as u32 + 1;
+    ctx.record.ttfb_ms = Some(ctx.started.elapsed().as_millis() as u64);
+    let r = Relay {
+        dialect: ctx.dialect,
+        request_id: &ctx.request_id,
+        route: &entry.name,
+        connection_label: &label,
+        attempts,
+        client_keep_alive: ctx.keep_alive,
+        client_http11: ctx.head.version_minor >= 1,
+        idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
+    };
+    let t0 = Instant::now();
+    let res = relay(wr, watch, &mut up, &head, &r).await;
+    let outcome: &'static str = if res.client_gone {
+        "client_gone"
+    } else if res.failure.is_some() {
+        "reset"
+    } else {
+        match head.status {
+            429 => "http_429",
+            s if s >= 500 => "http_5xx",
+            s if s >= 400 => "http_4xx",
+            _ => "ok",
+        }
+    };
+    core.metrics.attempt(cand.connection, outcome);
+    if res.failure.is_some() {
+        core.metrics.streams_failed_after_commit.fetch_add(1, Relaxed);
+    }
+    ctx.record.attempts.push(AttemptRecord {
+        provider: provider.id.clone(),
+        connection: conn.id.clone(),
+        model: entry.targets[cand.target].model.clone(),
+        outcome,
+        status: Some(head.status),
+        detail: res.failure.map(str::to_string),
+        ms: t0.elapsed().as_millis() as u64,
+    });
+    ctx.record.status = if res.client_gone { 499 } else { head.status };
+    ctx.record.outcome = if res.client_gone {
+        "client_gone"
+    } else if res.failure.is_some() {
+        "failed_after_commit"
+    } else {
+        "ok"
+    };
+    ctx.record.error_code = res.failure;
+    ctx.record.bytes_out = res.body_bytes;
+    ctx.record.target = Some(format!("{}/{}", provider.id, entry.targets[cand.target].model));
+    ctx.record.connection = Some(label.clone());
+    if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
+        core.pool.borrow_mut().put(provider_index, up, crate::clock::now_ms());
+    }
+    AttemptEnd::Relayed { keep_alive: res.client_keep_alive }
+}

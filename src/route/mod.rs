@@ -1,0 +1,221 @@
+//! Routes: what the client names in `model`, resolved to an ordered list of candidate
+//! (target, connection) pairs. The table is built once from the config and shared read-only.
+
+pub mod strategy;
+
+use crate::config::Config;
+use crate::dialect::Dialect;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use strategy::{SelectorState, Strategy};
+
+/// One upstream model at one provider, with the connections that may serve it.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub provider: usize,
+    pub model: String,
+    /// Flat connection indices, highest priority (lowest number) first.
+    pub connections: Vec<usize>,
+    pub priorities: Vec<u32>,
+    pub weights: Vec<u32>,
+    /// Selector slot for ordering this target's connections.
+    pub slot: usize,
+}
+
+/// A resolvable name: a configured route, a plain model, or `provider/model`.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub name: String,
+    pub strategy: Strategy,
+    pub targets: Vec<Target>,
+    /// Metrics label index (`other` for names resolved on the fly).
+    pub index: usize,
+    /// Selector slot for ordering targets.
+    pub slot: usize,
+}
+
+/// One attempt option: a target of the entry and one of its connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub target: usize,
+    pub connection: usize,
+}
+
+#[derive(Debug)]
+pub struct RouteTable {
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+    /// Metric index used for names that are not in the table.
+    pub other_index: usize,
+    slots: usize,
+    dialects: Vec<Dialect>,
+    provider_ids: Vec<String>,
+}
+
+fn make_target(cfg: &Config, provider: usize, model: &str, pinned: Option<&str>, slot: usize) -> Target {
+    let p = &cfg.providers[provider];
+    let mut conns: Vec<_> = p
+        .connections
+        .iter()
+        .filter(|c| match pinned {
+            Some(id) => c.id == id,
+            None => c.models.is_empty() || c.models.iter().any(|m| m == model),
+        })
+        .collect();
+    conns.sort_by_key(|c| c.priority);
+    Target {
+        provider,
+        model: model.to_string(),
+        connections: conns.iter().map(|c| c.index).collect(),
+        priorities: conns.iter().map(|c| c.priority).collect(),
+        weights: conns.iter().map(|c| c.weight).collect(),
+        slot,
+    }
+}
+
+impl RouteTable {
+    pub fn build(cfg: &Config) -> RouteTable {
+        let mut t = RouteTable {
+            entries: Vec::new(),
+            by_name: HashMap::new(),
+            other_index: 0,
+            slots: 0,
+            dialects: cfg.providers.iter().map(|p| p.dialect).collect(),
+            provider_ids: cfg.providers.iter().map(|p| p.id.clone()).collect(),
+        };
+        for r in &cfg.routes {
+            let strategy = Strategy::parse(&r.strategy).unwrap_or(Strategy::Priority);
+            let mut targets = Vec::new();
+            for tg in &r.targets {
+                if let Some(pi) = cfg.providers.iter().position(|p| p.id == tg.provider) {
+                    let slot = t.next_slot();
+                    targets.push(make_target(cfg, pi, &tg.model, tg.connection.as_deref(), slot));
+                }
+            }
+            t.push(r.name.clone(), strategy, targets);
+        }
+        // Plain model names: every provider whose connections list the model.
+        let mut models: Vec<String> = Vec::new();
+        for p in &cfg.providers {
+            for c in &p.connections {
+                for m in &c.models {
+                    if !models.contains(m) {
+                        models.push(m.clone());
+                    }
+                }
+            }
+        }
+        for m in &models {
+            if t.by_name.contains_key(m) {
+                continue; // a route of the same name wins
+            }
+            let mut targets = Vec::new();
+            for (pi, p) in cfg.providers.iter().enumerate() {
+                if p.connections.iter().any(|c| c.models.iter().any(|x| x == m)) {
+                    let slot = t.next_slot();
+                    targets.push(make_target(cfg, pi, m, None, slot));
+                }
+            }
+            t.push(m.clone(), Strategy::RoundRobin, targets);
+            for (pi, p) in cfg.providers.iter().enumerate() {
+                let name = format!("{}/{}", p.id, m);
+                if !t.by_name.contains_key(&name) && p.connections.iter().any(|c| c.models.iter().any(|x| x == m)) {
+                    let slot = t.next_slot();
+                    let target = make_target(cfg, pi, m, None, slot);
+                    t.push(name, Strategy::RoundRobin, vec![target]);
+                }
+            }
+        }
+        t.other_index = t.entries.len();
+        t
+    }
+
+    fn next_slot(&mut self) -> usize {
+        self.slots += 1;
+        self.slots - 1
+    }
+
+    fn push(&mut self, name: String, strategy: Strategy, targets: Vec<Target>) {
+        let index = self.entries.len();
+        let slot = self.next_slot();
+        self.by_name.insert(name.clone(), index);
+        self.entries.push(Entry { name, strategy, targets, index, slot });
+    }
+
+    /// Number of selector slots a core needs.
+    pub fn slot_count(&self) -> usize {
+        self.slots + 1
+    }
+
+    /// Label names for metrics, indexed by `Entry::index` (plus `other`).
+    pub fn labels(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.entries.iter().map(|e| e.name.clone()).collect();
+        v.push("other".into());
+        v
+    }
+
+    /// Resolve what the client put in `model`.
+    pub fn lookup<'a>(&'a self, cfg: &Config, model: &str) -> Option<Cow<'a, Entry>> {
+        if let Some(&i) = self.by_name.get(model) {
+            return Some(Cow::Borrowed(&self.entries[i]));
+        }
+        // `provider/model` for a model the provider's connections do not list.
+        let (pid, m) = model.split_once('/')?;
+        let pi = self.provider_ids.iter().position(|p| p == pid)?;
+        if m.is_empty() {
+            return None;
+        }
+        let target = make_target(cfg, pi, m, None, self.slots);
+        if target.connections.is_empty() {
+            return None;
+        }
+        Some(Cow::Owned(Entry {
+            name: model.to_string(),
+            strategy: Strategy::Priority,
+            targets: vec![target],
+            index: self.other_index,
+            slot: self.slots,
+        }))
+    }
+
+    /// Candidates in attempt order, restricted to providers speaking `dialect`.
+    pub fn candidates(&self, entry: &Entry, dialect: Dialect, st: &mut SelectorState) -> Vec<Candidate> {
+        let mut torder: Vec<usize> =
+            (0..entry.targets.len()).filter(|&i| self.dialects[entry.targets[i].provider] == dialect).collect();
+        let ones = vec![1u32; entry.targets.len()];
+        st.order(entry.strategy, entry.slot, &ones, &mut torder);
+        let mut out = Vec::new();
+        for ti in torder {
+            let t = &entry.targets[ti];
+            let mut corder: Vec<usize> = (0..t.connections.len()).collect();
+            // The strategy spreads load inside the top priority group; lower groups stay fallbacks.
+            let top = t.priorities.first().copied().unwrap_or(0);
+            let top_n = t.priorities.iter().take_while(|&&p| p == top).count();
+            st.order(entry.strategy, t.slot, &t.weights, &mut corder[..top_n]);
+            out.extend(corder.into_iter().map(|ci| Candidate { target: ti, connection: t.connections[ci] }));
+        }
+        out
+    }
+
+    /// Whether any target of the entry exists for another dialect (to explain a 404).
+    pub fn other_dialect_only(&self, entry: &Entry, dialect: Dialect) -> bool {
+        !entry.targets.is_empty() && entry.targets.iter().all(|t| self.dialects[t.provider] != dialect)
+    }
+
+    /// Names clients may use in `model`, for `GET /v1/models`: (id, owner).
+    pub fn model_list(&self) -> Vec<(&str, &str)> {
+        self.entries
+            .iter()
+            .map(|e| {
+                let owner = match e.targets.as_slice() {
+                    [one] => self.provider_ids[one.provider].as_str(),
+                    _ => "ringside",
+                };
+                (e.name.as_str(), owner)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+use super::*;
+use crate::config::load_str;
+
+const CFG: &str = r#"
+[[providers]]
+id = "oa"
+dialect = "openai"
+base_url = "http://127.0.0.1:9/v1"
+  [[providers.connections]]
+  id = "a"
+  key_env = "K"
+  models = ["gpt-4o", "gpt-4o-mini"]
+  [[providers.connections]]
+  id = "b"
+  key_env = "K"
+  models = ["gpt-4o"]
+  [[providers.connections]]
+  id = "backup"
+  key_env = "K"
+  models = ["gpt-4o"]
+  priority = 5
+[[providers]]
+id = "an"
+dialect = "anthropic"
+base_url = "http://127.0.0.1:9/v1"
+  [[providers.connections]]
+  id = "c"
+  key_env = "K"
+  models = ["claude"]
+[[routes]]
+name = "smart"
+strategy = "priority"
+targets = [{ provider = "oa", model = "gpt-4o", connection = "b" }, { provider = "oa", model = "gpt-4o-mini" }]
+"#;
+
+fn setup() -> (Config, RouteTable) {
+    let cfg = load_str(CFG, "t", &|_| Some("k".into())).unwrap();
+    let t = RouteTable::build(&cfg);
+    (cfg, t)
+}
+
+#[test]
+fn a_route_keeps_its_order_and_pins() {
+    let (cfg, t) = setup();
+    let e = t.lookup(&cfg, "smart").unwrap();
+    let mut st = SelectorState::new(t.slot_count(), 1);
+    let c = t.candidates(&e, Dialect::OpenAi, &mut st);
+    assert_eq!(c, vec![Candidate { target: 0, connection: 1 }, Candidate { target: 1, connection: 0 }]);
+    assert_eq!(e.targets[1].model, "gpt-4o-mini");
+}
+
+#[test]
+fn a_plain_model_spreads_over_top_priority_and_keeps_backups_last() {
+    let (cfg, t) = setup();
+    let e = t.lookup(&cfg, "gpt-4o").unwrap();
+    let mut st = SelectorState::new(t.slot_count(), 1);
+    let first: Vec<usize> = (0..4).map(|_| t.candidates(&e, Dialect::OpenAi, &mut st)[0].connection).collect();
+    assert_eq!(first, vec![0, 1, 0, 1]);
+    let all = t.candidates(&e, Dialect::OpenAi, &mut st);
+    assert_eq!(all.last().unwrap().connection, 2, "priority 5 stays a fallback");
+}
+
+#[test]
+fn provider_prefix_and_dialects() {
+    let (cfg, t) = setup();
+    let e = t.lookup(&cfg, "oa/gpt-4o-mini").unwrap();
+    assert_eq!(e.targets[0].connections, vec![0]);
+    assert!(t.lookup(&cfg, "oa/unknown").is_none());
+    assert!(t.lookup(&cfg, "nope").is_none());
+    let e = t.lookup(&cfg, "claude").unwrap();
+    let mut st = SelectorState::new(t.slot_count(), 1);
+    assert!(t.candidates(&e, Dialect::OpenAi, &mut st).is_empty());
+    assert!(t.other_dialect_only(&e, Dialect::OpenAi));
+    let names: Vec<&str> = t.model_list().iter().map(|(n, _)| *n).collect();
+    assert!(names.contains(&"smart") && names.contains(&"claude") && names.contains(&"an/claude"));
+}

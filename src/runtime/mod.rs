@@ -1,0 +1,223 @@
+//! Starting the cores: one pinned thread per worker, each with its own monoio runtime
+//! (io_uring, or epoll where io_uring is unavailable) and its own SO_REUSEPORT listener.
+
+pub mod core;
+pub mod drain;
+
+use crate::config::{Config, DriverChoice};
+use crate::log::{LogSink, event};
+use crate::metrics::CoreMetrics;
+use crate::route::RouteTable;
+use crate::route::strategy::SelectorState;
+use crate::upstream::{Connector, dns::Resolver, pool::Pool};
+use core::{Core, Shared};
+use monoio::net::{ListenerOpts, TcpListener};
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A started server: its shared state and threads.
+pub struct Running {
+    pub shared: Arc<Shared>,
+    pub drivers: Vec<&'static str>,
+    workers: Vec<JoinHandle<()>>,
+    admin: Option<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Begin a graceful shutdown: stop accepting, let in-flight requests finish.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    /// Wait for every core to finish draining.
+    pub fn join(self) {
+        for w in self.workers {
+            let _ = w.join();
+        }
+        if let Some(a) = self.admin {
+            let _ = a.join();
+        }
+    }
+}
+
+/// Refuse to start on a port another process already serves: with SO_REUSEPORT the kernel
+/// would silently split traffic between us and it.
+fn port_already_served(addr: SocketAddr) -> bool {
+    if addr.port() == 0 {
+        return false;
+    }
+    let probe = if addr.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], addr.port())) } else { addr };
+    std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok()
+}
+
+/// Start the cores and the admin port.
+pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, String> {
+    for (what, addr) in [("listen", config.server.listen), ("admin_listen", config.server.admin_listen)] {
+        if port_already_served(addr) {
+            return Err(format!("server.{what} {addr} is already in use by another process"));
+        }
+    }
+    let tls = crate::upstream::tls::client_config(&config.upstream.tls_roots, config.upstream.ca_file.as_deref())?;
+    let routes = RouteTable::build(&config);
+    let route_labels = routes.labels();
+    let mut conn_labels = vec![(String::new(), String::new()); config.connection_count()];
+    for p in &config.providers {
+        for c in &p.connections {
+            conn_labels[c.index] = (p.id.clone(), c.id.clone());
+        }
+    }
+    let workers = config.server.workers.max(1);
+    let metrics: Vec<Arc<CoreMetrics>> =
+        (0..workers).map(|_| Arc::new(CoreMetrics::new(route_labels.len(), conn_labels.len()))).collect();
+    let shared = Arc::new(Shared {
+        config,
+        routes,
+        route_labels,
+        conn_labels,
+        metrics,
+        shutdown: Default::default(),
+        log: access_log,
+        id_prefix: rand::random(),
+    });
+    let resolver = Resolver::start(2);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();
+    let mut handles = Vec::new();
+    for id in 0..workers {
+        let shared = shared.clone();
+        let tls = tls.clone();
+        let resolver = resolver.clone();
+        let ready = ready_tx.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("ringside-core-{id}"))
+            .spawn(move || worker(id, shared, tls, resolver, ready))
+            .map_err(|e| format!("cannot start worker thread: {e}"))?;
+        handles.push(h);
+    }
+    drop(ready_tx);
+    let mut drivers = Vec::new();
+    for _ in 0..workers {
+        match ready_rx.recv() {
+            Ok(Ok(d)) => drivers.push(d),
+            Ok(Err(e)) => {
+                shared.shutdown.store(true, Ordering::SeqCst);
+                return Err(e);
+            }
+            Err(_) => return Err("a worker died during start".into()),
+        }
+    }
+    let admin = crate::admin::start(shared.clone())?;
+    Ok(Running { shared, drivers, workers: handles, admin: Some(admin) })
+}
+
+type Ready = std::sync::mpsc::Sender<Result<&'static str, String>>;
+
+fn worker(id: usize, shared: Arc<Shared>, tls: Arc<rustls::ClientConfig>, resolver: Resolver, ready: Ready) {
+    if shared.config.server.pin_workers {
+        let cpus = crate::config::available_cores();
+        let _ = monoio::utils::bind_to_cpu_set(Some(id % cpus));
+    }
+    let entries = 1024;
+    let want_uring = match shared.config.server.driver {
+        DriverChoice::Uring => true,
+        DriverChoice::Epoll => false,
+        DriverChoice::Auto => monoio::utils::detect_uring(),
+    };
+    if want_uring {
+        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(entries).enable_timer().build() {
+            Ok(mut rt) => {
+                rt.block_on(core_main(id, shared, tls, resolver, ready, "io_uring"));
+                return;
+            }
+            Err(e) if shared.config.server.driver == DriverChoice::Uring => {
+                let _ = ready.send(Err(format!("io_uring is unavailable ({e}); use driver = \"auto\" or \"epoll\"")));
+                return;
+            }
+            Err(e) => event("warn", "io_uring unavailable, falling back to epoll", serde_json::json!({"core": id, "error": e.to_string()})),
+        }
+    }
+    match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().with_entries(entries).enable_timer().build() {
+        Ok(mut rt) => rt.block_on(core_main(id, shared, tls, resolver, ready, "epoll")),
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot build the epoll runtime: {e}")));
+        }
+    }
+}
+
+async fn core_main(
+    id: usize,
+    shared: Arc<Shared>,
+    tls: Arc<rustls::ClientConfig>,
+    resolver: Resolver,
+    ready: Ready,
+    driver: &'static str,
+) {
+    let cfg = &shared.config;
+    let opts = ListenerOpts::new().reuse_port(true).reuse_addr(true).backlog(4096);
+    let listener = match TcpListener::bind_with_config(cfg.server.listen, &opts) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot listen on {}: {e}", cfg.server.listen)));
+            return;
+        }
+    };
+    let metrics = shared.metrics[id].clone();
+    metrics.uring.store(i64::from(driver == "io_uring"), Ordering::Relaxed);
+    let core = Rc::new(Core {
+        id,
+        shared: shared.clone(),
+        metrics,
+        connector: Connector {
+            resolver,
+            dns: RefCell::default(),
+            tls,
+            connect_timeout: Duration::from_millis(cfg.upstream.connect_timeout_ms),
+            dns_ttl_ms: cfg.upstream.dns_ttl_ms,
+        },
+        pool: RefCell::new(Pool::new(cfg.upstream.pool_max_idle_per_upstream, cfg.upstream.pool_idle_timeout_ms)),
+        selector: RefCell::new(SelectorState::new(shared.routes.slot_count(), rand::random::<u64>() ^ id as u64)),
+        drain: Default::default(),
+        open_conns: Cell::new(0),
+        request_seq: Cell::new(0),
+    });
+    let _ = ready.send(Ok(driver));
+    monoio::spawn(tick(core.clone()));
+    loop {
+        monoio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    monoio::spawn(crate::proxy::serve_client(core.clone(), stream));
+                }
+                // Out of descriptors or similar: back off briefly instead of spinning.
+                Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,
+            },
+            _ = core.drain.wait() => break,
+        }
+    }
+    drop(listener);
+    let deadline = std::time::Instant::now() + shared.config.server.shutdown_grace;
+    while core.open_conns.get() > 0 && std::time::Instant::now() < deadline {
+        monoio::time::sleep(Duration::from_millis(20)).await;
+    }
+    core.pool.borrow_mut().clear();
+}
+
+/// The core's housekeeping tick: notice shutdown, sweep idle upstream connections.
+async fn tick(core: Rc<Core>) {
+    let mut n = 0u64;
+    loop {
+        monoio::time::sleep(Duration::from_millis(50)).await;
+        if core.shared.shutdown.load(Ordering::Relaxed) {
+            core.drain.trigger();
+            return;
+        }
+        n += 1;
+        if n % 20 == 0 {
+            core.pool.borrow_mut().sweep(crate::clock::now_ms());
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Realistic bodies: OpenAI chat completions, legacy completions, Responses API, embeddings and
+//! Anthropic messages, as JSON or as the SSE event sequences the real APIs send.
+
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Completions,
+    Responses,
+    Embeddings,
+    Messages,
+    CountTokens,
+    Models,
+}
+
+impl Api {
+    pub fn from_path(path: &str) -> Option<Api> {
+        let p = path.split('?').next().unwrap_or(path);
+        let p = p.trim_end_matches('/');
+        Some(if p.ends_with("/chat/completions") {
+            Api::Chat
+        } else if p.ends_with("/messages/count_tokens") {
+            Api::CountTokens
+        } else if p.ends_with("/messages") {
+            Api::Messages
+        } else if p.ends_with("/completions") {
+            Api::Completions
+        } else if p.ends_with("/responses") {
+            Api::Responses
+        } else if p.ends_with("/embeddings") {
+            Api::Embeddings
+        } else if p.ends_with("/models") {
+            Api::Models
+        } else {
+            return None;
+        })
+    }
+
+    pub fn anthropic(self) -> bool {
+        matches!(self, Api::Messages | Api::CountTokens)
+    }
+}
+
+const WORDS: [&str; 8] = ["Hello", " from", " the", " Ringside", " upstream", " simulator", ",", " friend"];
+
+pub fn word(i: u32) -> &'static str {
+    WORDS[i as usize % WORDS.len()]
+}
+
+/// A whole (non-streaming) JSON answer.
+pub fn json_body(api: Api, model: &str, n: u32, seq: u64) -> Vec<u8> {
+    let text: String = (0..n).map(word).collect();
+    let v = match api {
+        Api::Chat => json!({
+            "id": format!("chatcmpl-sim{seq}"), "object": "chat.completion", "created": 1_700_000_000u64, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}
+        }),
+        Api::Completions => json!({
+            "id": format!("cmpl-sim{seq}"), "object": "text_completion", "created": 1_700_000_000u64, "model": model,
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": null}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}
+        }),
+        Api::Responses => json!({
+            "id": format!("resp_sim{seq}"), "object": "response", "created_at": 1_700_000_000u64, "status": "completed", "model": model,
+            "output": [{"type": "message", "id": format!("msg_sim{seq}"), "status": "completed", "role": "assistant",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+            "usage": {"input_tokens": 9, "output_tokens": n, "total_tokens": 9 + n}
+        }),
+        Api::Embeddings => json!({
+            "object": "list", "model": model,
+            "data": [{"object": "embedding", "index": 0, "embedding": [0.011, -0.022, 0.033, 0.044, -0.055, 0.066, 0.077, -0.088]}],
+            "usage": {"prompt_tokens": 4, "total_tokens": 4}
+        }),
+        Api::Messages => json!({
+            "id": format!("msg_sim{seq}"), "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 9, "output_tokens": n}
+        }),
+        Api::CountTokens => json!({"input_tokens": 9}),
+        Api::Models => json!({"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "simulator"}]}),
+    };
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+fn data(v: serde_json::Value) -> Vec<u8> {
+    format!("data: {v}\n\n").into_bytes()
+}
+
+fn named(kind: &str, v: serde_json::Value) -> Vec<u8> {
+    format!("event: {kind}\ndata: {v}\n\n").into_bytes()
+}
+
+/// The SSE events of a streamed answer with `n` text deltas, in order, terminal marker last.
+pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) -> Vec<Vec<u8>> {
+    let mut ev = Vec::new();
+    match api {
+        Api::Chat | Api::Completions | Api::Embeddings | Api::Models | Api::CountTokens => {
+            let id = format!("chatcmpl-sim{seq}");
+            let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+                json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000u64, "model": model,
+                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            };
+            ev.push(data(chunk(json!({"role": "assistant", "content": ""}), json!(null))));
+            for i in 0..n {
+                ev.push(data(chunk(json!({"content": word(i)}), json!(null))));
+            }
+            ev.push(data(chunk(json!({}), json!("stop"))));
+            if include_usage {
+                ev.push(data(json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000u64, "model": model,
+                                    "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}})));
+            }
+            ev.push(b"data: [DONE]\n\n".to_vec());
+        }
+        Api::Responses => {
+            let rid = format!("resp_sim{seq}");
+            let mid = format!("msg_sim{seq}");
+            let base = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "in_progress", "model": model, "output": []});
+            ev.push(named("response.created", json!({"type": "response.created", "sequence_number": 0, "response": base})));
+            ev.push(named("response.in_progress", json!({"type": "response.in_progress", "sequence_number": 1, "response": base})));
+            ev.push(named("response.output_item.added", json!({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0,
+                "item": {"type": "message", "id": mid, "status": "in_progress", "role": "assistant", "content": []}})));
+            ev.push(named("response.content_part.added", json!({"type": "response.content_part.added", "sequence_number": 3, "item_id": mid,
+                "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})));
+            let mut text = String::new();
+            for i in 0..n {
+                text.push_str(word(i));
+                ev.push(named("response.output_text.delta", json!({"type": "response.output_text.delta", "sequence_number": 4 + i,
+                    "item_id": mid, "output_index": 0, "content_index": 0, "delta": word(i)})));
+            }
+            let s = 4 + n;
+            ev.push(named("response.output_text.done", json!({"type": "response.output_text.done", "sequence_number": s, "item_id": mid,
+                "output_index": 0, "content_index": 0, "text": text})));
+            let part = json!({"type": "output_text", "text": text, "annotations": []});
+            ev.push(named("response.content_part.done", json!({"type": "response.content_part.done", "sequence_number": s + 1,
+                "item_id": mid, "output_index": 0, "content_index": 0, "part": part})));
+            let item = json!({"type": "message", "id": mid, "status": "completed", "role": "assistant", "content": [part]});
+            ev.push(named("response.output_item.done", json!({"type": "response.output_item.done", "sequence_number": s + 2, "output_index": 0, "item": item})));
+            let done = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "completed", "model": model,
+                "output": [item], "usage": {"input_tokens": 9, "output_tokens": n, "total_tokens": 9 + n}});
+            ev.push(named("response.completed", json!({"type": "response.completed", "sequence_number": s + 3, "response": done})));
+        }
+        Api::Messages => {
+            let mid = format!("msg_sim{seq}");
+            ev.push(named("message_start", json!({"type": "message_start", "message": {"id": mid, "type": "message", "role": "assistant",
+                "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 9, "output_tokens": 1}}})));
+            ev.push(named("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
+            ev.push(named("ping", json!({"type": "ping"})));
+            for i in 0..n {
+                ev.push(named("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word(i)}})));
+            }
+            ev.push(named("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+            ev.push(named("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": n}})));
+            ev.push(named("message_stop", json!({"type": "message_stop"})));
+        }
+    }
+    ev
+}
+
+/// An error body in the API's dialect.
+pub fn error_body(api: Api, status: u16, message: &str) -> Vec<u8> {
+    let (otype, atype) = match status {
+        400 => ("invalid_request_error", "invalid_request_error"),
+        401 => ("authentication_error", "authentication_error"),
+        403 => ("permission_error", "permission_error"),
+        404 => ("invalid_request_error", "not_found_error"),
+        429 => ("rate_limit_error", "rate_limit_error"),
+        529 => ("server_error", "overloaded_error"),
+        _ => ("server_error", "api_error"),
+    };
+    let v = if api.anthropic() {
+        json!({"type": "error", "error": {"type": atype, "message": message}})
+    } else {
+        json!({"error": {"message": message, "type": otype, "param": null, "code": null}})
+    };
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+pub fn default_message(status: u16) -> &'static str {
+    match status {
+        429 => "Rate limit reached for requests. Please try again later.",
+        500 => "The server had an error while processing your request.",
+        503 => "The engine is currently overloaded, please try again later.",
+        529 => "Overloaded",
+        401 => "Incorrect API key provided.",
+        400 => "Invalid request.",
+        _ => "Simulated upstream error.",
+    }
+}

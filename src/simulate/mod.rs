@@ -1,0 +1,457 @@
+//! `ringside simulate`: a fault-injecting OpenAI- and Anthropic-compatible upstream for the demo,
+//! the tests and the benchmarks. Faults are chosen per key, per model, or per request
+//! (`x-sim-fault` header); it counts attempts and peak concurrency per key (`GET /_sim/stats`).
+
+pub mod body;
+pub mod fault;
+pub mod stats;
+
+use crate::http::HeadLimits;
+use crate::http::io::{ReadError, read_body, read_request_head};
+use crate::http::response::{HeadWriter, whole};
+use body::Api;
+use bytes::{Bytes, BytesMut};
+use fault::{Fault, FaultKind};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::{ListenerOpts, TcpListener, TcpStream};
+use stats::{InFlight, SeenRequest, Stats};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selector {
+    Key(String),
+    Model(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub listen: SocketAddr,
+    pub workers: usize,
+    pub faults: Vec<(Selector, Fault)>,
+    /// Text deltas per answer.
+    pub events: u32,
+    /// Pause between SSE events.
+    pub interval_ms: u64,
+    /// Pause before the response head.
+    pub latency_ms: u64,
+    pub force_epoll: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9000)),
+            workers: 1,
+            faults: Vec::new(),
+            events: 8,
+            interval_ms: 0,
+            latency_ms: 0,
+            force_epoll: false,
+        }
+    }
+}
+
+struct FaultEntry {
+    selector: Selector,
+    fault: Fault,
+    used: AtomicU64,
+}
+
+pub struct SimState {
+    opts: SimOptions,
+    faults: Mutex<Vec<Arc<FaultEntry>>>,
+    pub stats: Stats,
+    shutdown: AtomicBool,
+}
+
+pub struct Simulator {
+    pub state: Arc<SimState>,
+    pub addr: SocketAddr,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Simulator {
+    pub fn stop(self) {
+        self.state.shutdown.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Parse `key:KEY=SPEC` or `model:MODEL=SPEC`.
+pub fn parse_fault_arg(arg: &str) -> Result<(Selector, Fault), String> {
+    let (sel, spec) = arg.split_once('=').ok_or("expected key:KEY=SPEC or model:MODEL=SPEC")?;
+    let selector = if let Some(k) = sel.strip_prefix("key:") {
+        Selector::Key(k.to_string())
+    } else if let Some(m) = sel.strip_prefix("model:") {
+        Selector::Model(m.to_string())
+    } else {
+        return Err(format!("`{sel}` must start with key: or model:"));
+    };
+    Ok((selector, Fault::parse(spec)?))
+}
+
+pub fn start(opts: SimOptions) -> Result<Simulator, String> {
+    let faults = opts
+        .faults
+        .iter()
+        .map(|(s, f)| Arc::new(FaultEntry { selector: s.clone(), fault: f.clone(), used: AtomicU64::new(0) }))
+        .collect();
+    let state = Arc::new(SimState {
+        opts: opts.clone(),
+        faults: Mutex::new(faults),
+        stats: Stats::default(),
+        shutdown: AtomicBool::new(false),
+    });
+    let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let mut threads = Vec::new();
+    for i in 0..opts.workers.max(1) {
+        let state = state.clone();
+        let tx = tx.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("sim-{i}"))
+            .spawn(move || {
+                let fut = sim_main(state.clone(), tx.clone());
+                if !state.opts.force_epoll && monoio::utils::detect_uring() {
+                    if let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() {
+                        rt.block_on(fut);
+                        return;
+                    }
+                }
+                match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build() {
+                    Ok(mut rt) => rt.block_on(fut),
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("simulator runtime: {e}")));
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        threads.push(t);
+    }
+    for _ in 0..opts.workers.max(1) {
+        rx.recv().map_err(|_| "simulator thread died".to_string())??;
+    }
+    Ok(Simulator { state, addr: opts.listen, threads })
+}
+
+async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<(), String>>) {
+    let opts = ListenerOpts::new().reuse_port(true).backlog(4096);
+    let listener = match TcpListener::bind_with_config(state.opts.listen, &opts) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!("simulator cannot listen on {}: {e}", state.opts.listen)));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(()));
+    loop {
+        monoio::select! {
+            a = listener.accept() => {
+                if let Ok((s, _)) = a {
+                    monoio::spawn(serve(state.clone(), s));
+                }
+            }
+            _ = monoio::time::sleep(Duration::from_millis(100)) => {
+                if state.shutdown.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Close with RST (SO_LINGER 0), as a crashed or reset upstream would.
+fn reset(stream: TcpStream) {
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: setsockopt on a socket we own, with a correctly sized linger struct.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(stream);
+}
+
+fn key_of(head: &crate::http::Head) -> String {
+    if let Some(v) = head.get_str("authorization") {
+        return v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string();
+    }
+    head.get_str("x-api-key").unwrap_or("-").to_string()
+}
+
+async fn serve(state: Arc<SimState>, mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let limits = HeadLimits { max_head_bytes: 64 * 1024, max_headers: 200 };
+    loop {
+        let head = match read_request_head(&mut stream, &mut buf, limits, Duration::from_secs(300), Duration::from_secs(30)).await {
+            Ok(h) => h,
+            Err(ReadError::Closed) | Err(ReadError::Io(_)) => return,
+            Err(_) => {
+                let _ = stream.write_all(whole(400, "text/plain", &[], b"bad request\n", false)).await;
+                return;
+            }
+        };
+        let Ok(body) = read_body(&mut stream, &mut buf, head.framing, 64 << 20, Duration::from_secs(30)).await else {
+            return;
+        };
+        let keep = head.keep_alive;
+        if head.path().starts_with("/_sim/") {
+            let (status, out) = control(&state, &head, &body);
+            let bytes = whole(status, "application/json", &[], &out, keep);
+            if stream.write_all(bytes).await.0.is_err() || !keep {
+                return;
+            }
+            continue;
+        }
+        match answer(&state, &head, body, stream).await {
+            Some(s) if keep => stream = s,
+            _ => return,
+        }
+    }
+}
+
+fn control(state: &SimState, head: &crate::http::Head, body: &[u8]) -> (u16, Vec<u8>) {
+    let ok = |v: serde_json::Value| (200, serde_json::to_vec(&v).unwrap_or_default());
+    match (head.method(), head.path()) {
+        ("GET", "/_sim/stats") => ok(state.stats.to_json()),
+        ("GET", "/_sim/requests") => ok(state.stats.recent_json()),
+        ("POST", "/_sim/reset") => {
+            state.stats.reset();
+            ok(serde_json::json!({"reset": true}))
+        }
+        ("POST", "/_sim/faults") => {
+            let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+            let selector = match (v["key"].as_str(), v["model"].as_str()) {
+                (Some(k), _) => Selector::Key(k.to_string()),
+                (None, Some(m)) => Selector::Model(m.to_string()),
+                _ => return (400, br#"{"error":"need key or model"}"#.to_vec()),
+            };
+            let mut faults = state.faults.lock().unwrap_or_else(|e| e.into_inner());
+            faults.retain(|f| f.selector != selector);
+            if let Some(spec) = v["spec"].as_str() {
+                match Fault::parse(spec) {
+                    Ok(fault) => faults.push(Arc::new(FaultEntry { selector, fault, used: AtomicU64::new(0) })),
+                    Err(e) => return (400, serde_json::to_vec(&serde_json::json!({"error": e})).unwrap_or_default()),
+                }
+            }
+            ok(serde_json::json!({"faults": faults.len()}))
+        }
+        _ => (404, br#"{"error":"unknown control endpoint"}"#.to_vec()),
+    }
+}
+
+/// Pick the fault for a request: header first, then key, then model.
+fn pick_fault(state: &SimState, head: &crate::http::Head, key: &str, model: Option<&str>) -> Result<Fault, String> {
+    if let Some(spec) = head.get_str("x-sim-fault") {
+        return Fault::parse(spec);
+    }
+    let faults = state.faults.lock().unwrap_or_else(|e| e.into_inner());
+    let by_key = faults.iter().find(|f| f.selector == Selector::Key(key.to_string()));
+    let by_model = || model.and_then(|m| faults.iter().find(|f| f.selector == Selector::Model(m.to_string())));
+    if let Some(entry) = by_key.or_else(by_model) {
+        let n = entry.used.fetch_add(1, Ordering::Relaxed);
+        if entry.fault.times == 0 || n < entry.fault.times {
+            return Ok(entry.fault.clone());
+        }
+    }
+    Fault::parse("none")
+}
+
+fn header_num(head: &crate::http::Head, name: &str) -> Option<u64> {
+    head.get_str(name).and_then(|v| v.parse().ok())
+}
+
+/// Answer one request; returns the stream if it can serve another.
+async fn answer(state: &SimState, head: &crate::http::Head, body: Bytes, mut stream: TcpStream) -> Option<TcpStream> {
+    let keep = head.keep_alive;
+    let Some(api) = Api::from_path(head.path()) else {
+        let b = body::error_body(Api::Chat, 404, "unknown path");
+        let _ = stream.write_all(whole(404, "application/json", &[], &b, keep)).await;
+        return Some(stream);
+    };
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let model = json["model"].as_str().map(str::to_string);
+    let wants_stream = json["stream"].as_bool().unwrap_or(false);
+    let include_usage = json["stream_options"]["include_usage"].as_bool().unwrap_or(false);
+    let key = key_of(head);
+    let seen = SeenRequest {
+        method: head.method().to_string(),
+        path: head.target().to_string(),
+        key: key.clone(),
+        model: model.clone(),
+        headers: head.iter().map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned())).collect(),
+        body_bytes: body.len(),
+    };
+    let seq = state.stats.begin(seen);
+    let mut guard = InFlight { stats: &state.stats, key, status: 0 };
+    let fault = match pick_fault(state, head, &guard.key, model.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            guard.status = 400;
+            let b = body::error_body(api, 400, &format!("bad x-sim-fault: {e}"));
+            let _ = stream.write_all(whole(400, "application/json", &[], &b, keep)).await;
+            return Some(stream);
+        }
+    };
+    let latency = header_num(head, "x-sim-latency-ms").unwrap_or(fault.latency_ms.max(state.opts.latency_ms));
+    let events = header_num(head, "x-sim-events").map(|n| n as u32).unwrap_or(state.opts.events);
+    let interval = header_num(head, "x-sim-interval-ms").or(fault.interval_ms).unwrap_or(state.opts.interval_ms);
+    let model_name = model.unwrap_or_else(|| "sim-model".into());
+    if latency > 0 {
+        monoio::time::sleep(Duration::from_millis(latency)).await;
+    }
+    match fault.kind {
+        FaultKind::Status(code) => {
+            guard.status = code;
+            let msg = fault.message.clone().unwrap_or_else(|| body::default_message(code).to_string());
+            let b = body::error_body(api, code, &msg);
+            let mut w = HeadWriter::new(code);
+            w.header("content-type", "application/json").header_u64("content-length", b.len() as u64);
+            if let Some(ra) = &fault.retry_after {
+                w.header("retry-after", ra);
+            }
+            if let Some(ms) = fault.retry_after_ms {
+                w.header_u64("retry-after-ms", ms);
+            }
+            if fault.ratelimit_headers {
+                let reset = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(20));
+                w.header("x-ratelimit-limit-requests", "60")
+                    .header("x-ratelimit-remaining-requests", "0")
+                    .header("x-ratelimit-reset-requests", "20s")
+                    .header("x-ratelimit-remaining-tokens", "0")
+                    .header("x-ratelimit-reset-tokens", "6m0s")
+                    .header("anthropic-ratelimit-requests-remaining", "0")
+                    .header("x-sim-reset-date", reset);
+            }
+            if !keep {
+                w.header("connection", "close");
+            }
+            let _ = stream.write_all(w.finish(&b)).await;
+            Some(stream)
+        }
+        FaultKind::QuotaMessage => {
+            guard.status = 403;
+            let b = body::error_body(api, 403, "额度不足，请充值后再试 (quota exhausted)");
+            let _ = stream.write_all(whole(403, "application/json", &[], &b, keep)).await;
+            Some(stream)
+        }
+        FaultKind::ResetBeforeHeaders => {
+            reset(stream);
+            None
+        }
+        FaultKind::Hang => {
+            // Hold the request until the client goes away.
+            let mut b = vec![0u8; 1024];
+            loop {
+                let (r, back) = stream.read(b).await;
+                b = back;
+                if !matches!(r, Ok(n) if n > 0) {
+                    return None;
+                }
+            }
+        }
+        _ if wants_stream || matches!(fault.kind, FaultKind::MalformedSse | FaultKind::SlowDrip | FaultKind::StallAfterHead) => {
+            guard.status = 200;
+            stream_answer(api, &model_name, events, interval, seq, include_usage, &fault, stream, keep).await
+        }
+        FaultKind::CloseDelimited => {
+            guard.status = 200;
+            let b = body::json_body(api, &model_name, events, seq);
+            let mut w = HeadWriter::new(200);
+            w.header("content-type", "application/json").header("connection", "close");
+            let _ = stream.write_all(w.finish(&b)).await;
+            None
+        }
+        _ => {
+            guard.status = 200;
+            let b = body::json_body(api, &model_name, events, seq);
+            let _ = stream.write_all(whole(200, "application/json", &[("x-request-id", &format!("req_sim{seq}"))], &b, keep)).await;
+            Some(stream)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stream_answer(
+    api: Api,
+    model: &str,
+    events: u32,
+    interval: u64,
+    seq: u64,
+    include_usage: bool,
+    fault: &Fault,
+    mut stream: TcpStream,
+    keep: bool,
+) -> Option<TcpStream> {
+    let close_delimited = fault.kind == FaultKind::CloseDelimited;
+    let mut w = HeadWriter::new(200);
+    w.header("content-type", "text/event-stream").header("cache-control", "no-cache");
+    if close_delimited {
+        w.header("connection", "close");
+    } else {
+        w.header("transfer-encoding", "chunked");
+    }
+    if stream.write_all(w.finish(b"")).await.0.is_err() {
+        return None;
+    }
+    if fault.kind == FaultKind::StallAfterHead {
+        let mut b = vec![0u8; 1024];
+        loop {
+            let (r, back) = stream.read(b).await;
+            b = back;
+            if !matches!(r, Ok(n) if n > 0) {
+                return None;
+            }
+        }
+    }
+    let mut evs = body::sse_events(api, model, events, seq, include_usage);
+    match fault.kind {
+        FaultKind::MalformedSse => {
+            evs.truncate(2);
+            evs.push(b"data: {\"choices\": [ {broken json\n\nevent\n: nonsense\r\n\n".to_vec());
+        }
+        FaultKind::NoTerminalMarker => {
+            evs.pop();
+        }
+        _ => {}
+    }
+    let drip = fault.kind == FaultKind::SlowDrip;
+    let interval = if drip { fault.interval_ms.unwrap_or(1000) } else { interval };
+    for (i, ev) in evs.iter().enumerate() {
+        if fault.kind == FaultKind::ResetMidStream && i as u32 >= fault.after {
+            reset(stream);
+            return None;
+        }
+        if i > 0 && interval > 0 {
+            monoio::time::sleep(Duration::from_millis(interval)).await;
+        }
+        let bytes = if close_delimited { ev.clone() } else { frame(ev) };
+        if stream.write_all(bytes).await.0.is_err() {
+            return None;
+        }
+    }
+    if close_delimited {
+        return None;
+    }
+    if stream.write_all(&b"0\r\n\r\n"[..]).await.0.is_err() {
+        return None;
+    }
+    keep.then_some(stream)
+}
+
+fn frame(ev: &[u8]) -> Vec<u8> {
+    let mut v = format!("{:x}\r\n", ev.len()).into_bytes();
+    v.extend_from_slice(ev);
+    v.extend_from_slice(b"\r\n");
+    v
+}

@@ -1,0 +1,102 @@
+//! Upstream connections: resolve, connect (TCP_NODELAY, timeout), TLS, pool.
+
+pub mod dns;
+pub mod pool;
+pub mod stream;
+pub mod tls;
+
+use crate::config::Endpoint;
+use bytes::BytesMut;
+use monoio::net::TcpStream;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+pub use stream::UpStream;
+
+/// A live upstream connection and its read buffer.
+pub struct UpConn {
+    pub stream: UpStream,
+    pub buf: BytesMut,
+    /// Taken from the pool (so a failure before any response byte may be a stale socket).
+    pub reused: bool,
+}
+
+/// Why a connection could not be made. Nothing was sent: always safe to try elsewhere.
+#[derive(Debug)]
+pub enum ConnectError {
+    Dns(io::Error),
+    Connect(io::Error),
+    Timeout,
+    Tls(String),
+}
+
+impl ConnectError {
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            ConnectError::Dns(_) => "dns_error",
+            ConnectError::Connect(_) => "connect_error",
+            ConnectError::Timeout => "connect_timeout",
+            ConnectError::Tls(_) => "tls_error",
+        }
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Dns(e) => write!(f, "name resolution failed: {e}"),
+            ConnectError::Connect(e) => write!(f, "connect failed: {e}"),
+            ConnectError::Timeout => f.write_str("connect timed out"),
+            ConnectError::Tls(e) => write!(f, "TLS handshake failed: {e}"),
+        }
+    }
+}
+
+/// Everything a core needs to open upstream connections.
+pub struct Connector {
+    pub resolver: dns::Resolver,
+    pub dns: std::cell::RefCell<dns::DnsCache>,
+    pub tls: Arc<rustls::ClientConfig>,
+    pub connect_timeout: Duration,
+    pub dns_ttl_ms: u64,
+}
+
+impl Connector {
+    pub async fn connect(&self, ep: &Endpoint) -> Result<UpConn, ConnectError> {
+        let addrs = dns::DnsCache::resolve(&self.dns, &self.resolver, &ep.host, ep.port, self.dns_ttl_ms)
+            .await
+            .map_err(ConnectError::Dns)?;
+        let deadline = std::time::Instant::now() + self.connect_timeout;
+        let mut last = ConnectError::Timeout;
+        for addr in addrs {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(ConnectError::Timeout);
+            }
+            let tcp = match monoio::time::timeout(left, TcpStream::connect_addr(addr)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    last = ConnectError::Connect(e);
+                    continue;
+                }
+                Err(_) => return Err(ConnectError::Timeout),
+            };
+            let _ = tcp.set_nodelay(true);
+            let stream = if ep.tls {
+                let name = rustls_pki_types::ServerName::try_from(ep.host.clone())
+                    .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
+                let connector = monoio_rustls::TlsConnector::from(self.tls.clone());
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match monoio::time::timeout(left, connector.connect(name, tcp)).await {
+                    Ok(Ok(s)) => UpStream::Tls(Box::new(s)),
+                    Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
+                    Err(_) => return Err(ConnectError::Timeout),
+                }
+            } else {
+                UpStream::Plain(tcp)
+            };
+            return Ok(UpConn { stream, buf: BytesMut::with_capacity(crate::http::io::READ_CHUNK), reused: false });
+        }
+        Err(last)
+    }
+}

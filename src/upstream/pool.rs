@@ -1,0 +1,64 @@
+//! A core's pool of idle upstream connections: LIFO (the warmest first), bounded per upstream,
+//! with an idle timeout. Only connections whose response was read to the end come back here.
+
+use super::UpConn;
+use std::collections::HashMap;
+
+struct Idle {
+    conn: UpConn,
+    since_ms: u64,
+}
+
+pub struct Pool {
+    idle: HashMap<usize, Vec<Idle>>,
+    max_idle: usize,
+    idle_timeout_ms: u64,
+}
+
+impl Pool {
+    pub fn new(max_idle: usize, idle_timeout_ms: u64) -> Pool {
+        Pool { idle: HashMap::new(), max_idle, idle_timeout_ms }
+    }
+
+    /// The most recently returned live connection for `key`, if any.
+    pub fn take(&mut self, key: usize, now_ms: u64) -> Option<UpConn> {
+        let list = self.idle.get_mut(&key)?;
+        while let Some(idle) = list.pop() {
+            if now_ms.saturating_sub(idle.since_ms) < self.idle_timeout_ms {
+                let mut conn = idle.conn;
+                conn.reused = true;
+                return Some(conn);
+            }
+            // Everything below is older still.
+            list.clear();
+        }
+        None
+    }
+
+    pub fn put(&mut self, key: usize, conn: UpConn, now_ms: u64) {
+        if self.max_idle == 0 {
+            return;
+        }
+        let list = self.idle.entry(key).or_default();
+        if list.len() >= self.max_idle {
+            list.remove(0); // drop the coldest
+        }
+        list.push(Idle { conn, since_ms: now_ms });
+    }
+
+    /// Close connections idle for longer than the timeout (run on a tick).
+    pub fn sweep(&mut self, now_ms: u64) {
+        let t = self.idle_timeout_ms;
+        for list in self.idle.values_mut() {
+            list.retain(|i| now_ms.saturating_sub(i.since_ms) < t);
+        }
+    }
+
+    pub fn idle_count(&self) -> usize {
+        self.idle.values().map(Vec::len).sum()
+    }
+
+    pub fn clear(&mut self) {
+        self.idle.clear();
+    }
+}

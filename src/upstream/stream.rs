@@ -1,0 +1,59 @@
+//! One upstream byte stream: plain TCP or TLS over TCP.
+
+use monoio::BufResult;
+use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
+use monoio::net::TcpStream;
+
+pub type TlsStream = monoio_rustls::ClientTlsStream<TcpStream>;
+
+pub enum UpStream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+impl AsyncReadRent for UpStream {
+    async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpStream::Plain(s) => s.read(buf).await,
+            UpStream::Tls(s) => s.read(buf).await,
+        }
+    }
+
+    async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpStream::Plain(s) => s.readv(buf).await,
+            UpStream::Tls(s) => s.readv(buf).await,
+        }
+    }
+}
+
+impl AsyncWriteRent for UpStream {
+    async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpStream::Plain(s) => s.write(buf).await,
+            UpStream::Tls(s) => s.write(buf).await,
+        }
+    }
+
+    async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpStream::Plain(s) => s.writev(buf).await,
+            UpStream::Tls(s) => s.writev(buf).await,
+        }
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            UpStream::Plain(s) => s.flush().await,
+            UpStream::Tls(s) => s.flush().await,
+        }
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            UpStream::Plain(s) => s.shutdown().await,
+            UpStream::Tls(s) => s.shutdown().await,
+        }
+    }
+}
