@@ -16,7 +16,11 @@ pub const USAGE: &str = "usage:
 
 fn flag_value(args: &[String], name: &str) -> Result<Option<String>, String> {
     match args.iter().position(|a| a == name) {
-        Some(i) => args.get(i + 1).cloned().map(Some).ok_or_else(|| format!("{name} needs a value")),
+        Some(i) => args
+            .get(i + 1)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| format!("{name} needs a value")),
         None => Ok(None),
     }
 }
@@ -55,12 +59,27 @@ fn check(args: &[String]) -> Result<(), String> {
     match load_file(&path, &real_env) {
         Ok(cfg) => {
             println!("{path}: ok");
-            println!("  listen {} (admin {}), {} worker(s), driver {:?}", cfg.server.listen, cfg.server.admin_listen, cfg.server.workers, cfg.server.driver);
+            println!(
+                "  listen {} (admin {}), {} worker(s), driver {:?}",
+                cfg.server.listen, cfg.server.admin_listen, cfg.server.workers, cfg.server.driver
+            );
             for p in &cfg.providers {
-                println!("  provider {} ({}) {}:{} with {} connection(s)", p.id, p.dialect.as_str(), p.endpoint.host, p.endpoint.port, p.connections.len());
+                println!(
+                    "  provider {} ({}) {}:{} with {} connection(s)",
+                    p.id,
+                    p.dialect.as_str(),
+                    p.endpoint.host,
+                    p.endpoint.port,
+                    p.connections.len()
+                );
             }
             for r in &cfg.routes {
-                println!("  route {} ({}) -> {} target(s)", r.name, r.strategy, r.targets.len());
+                println!(
+                    "  route {} ({}) -> {} target(s)",
+                    r.name,
+                    r.strategy,
+                    r.targets.len()
+                );
             }
             Ok(())
         }
@@ -81,7 +100,8 @@ fn serve(args: &[String]) -> Result<(), String> {
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let log = cfg.server.access_log.then(crate::log::LogSink::start);
     let listen = cfg.server.listen;
@@ -97,7 +117,11 @@ fn serve(args: &[String]) -> Result<(), String> {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    crate::log::event("info", "shutting down: draining in-flight requests", serde_json::json!({}));
+    crate::log::event(
+        "info",
+        "shutting down: draining in-flight requests",
+        serde_json::json!({}),
+    );
     server.shutdown();
     server.join();
     crate::log::event("info", "ringside stopped", serde_json::json!({}));
@@ -108,10 +132,21 @@ fn simulate(args: &[String]) -> Result<(), String> {
     let mut opts = SimOptions::default();
     let mut i = 0;
     while i < args.len() {
-        let v = || args.get(i + 1).cloned().ok_or_else(|| format!("usage: {} needs a value", args[i]));
-        let num = |s: String| s.parse::<u64>().map_err(|_| format!("usage: {} needs a number", args[i]));
+        let v = || {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| format!("usage: {} needs a value", args[i]))
+        };
+        let num = |s: String| {
+            s.parse::<u64>()
+                .map_err(|_| format!("usage: {} needs a number", args[i]))
+        };
         match args[i].as_str() {
-            "--listen" => opts.listen = v()?.parse().map_err(|_| "usage: --listen needs IP:PORT".to_string())?,
+            "--listen" => {
+                opts.listen = v()?
+                    .parse()
+                    .map_err(|_| "usage: --listen needs IP:PORT".to_string())?
+            }
             "--workers" => opts.workers = num(v()?)? as usize,
             "--events" => opts.events = num(v()?)? as u32,
             "--interval-ms" => opts.interval_ms = num(v()?)?,
@@ -131,7 +166,11 @@ fn simulate(args: &[String]) -> Result<(), String> {
         signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
     }
     let sim = crate::simulate::start(opts.clone())?;
-    crate::log::event("info", "simulator started", serde_json::json!({"listen": opts.listen.to_string(), "workers": opts.workers}));
+    crate::log::event(
+        "info",
+        "simulator started",
+        serde_json::json!({"listen": opts.listen.to_string(), "workers": opts.workers}),
+    );
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -45,7 +45,9 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start_ms: u64) -> Self {
-        ManualClock { now: AtomicU64::new(start_ms) }
+        ManualClock {
+            now: AtomicU64::new(start_ms),
+        }
     }
     pub fn advance(&self, ms: u64) {
         self.now.fetch_add(ms, Ordering::SeqCst);

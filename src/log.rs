@@ -12,19 +12,21 @@ impl LogSink {
     /// Start the writer thread (stdout).
     pub fn start() -> LogSink {
         let (tx, rx) = crossbeam_channel::bounded::<String>(65_536);
-        let _ = std::thread::Builder::new().name("ringside-log".into()).spawn(move || {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            while let Ok(line) = rx.recv() {
-                let _ = out.write_all(line.as_bytes());
-                let _ = out.write_all(b"\n");
-                while let Ok(more) = rx.try_recv() {
-                    let _ = out.write_all(more.as_bytes());
+        let _ = std::thread::Builder::new()
+            .name("ringside-log".into())
+            .spawn(move || {
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::new(stdout.lock());
+                while let Ok(line) = rx.recv() {
+                    let _ = out.write_all(line.as_bytes());
                     let _ = out.write_all(b"\n");
+                    while let Ok(more) = rx.try_recv() {
+                        let _ = out.write_all(more.as_bytes());
+                        let _ = out.write_all(b"\n");
+                    }
+                    let _ = out.flush();
                 }
-                let _ = out.flush();
-            }
-        });
+            });
         LogSink { tx }
     }
 

@@ -5,8 +5,10 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 /// Statuses we count individually; anything else lands in `other`.
-pub const STATUSES: [u16; 22] =
-    [200, 201, 400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 431, 499, 500, 501, 502, 503, 504, 529];
+pub const STATUSES: [u16; 22] = [
+    200, 201, 400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 431, 499, 500, 501, 502,
+    503, 504, 529,
+];
 
 /// Outcomes of one upstream attempt.
 pub const OUTCOMES: [&str; 10] = [
@@ -23,11 +25,17 @@ pub const OUTCOMES: [&str; 10] = [
 ];
 
 pub fn outcome_index(name: &str) -> usize {
-    OUTCOMES.iter().position(|o| *o == name).unwrap_or(OUTCOMES.len() - 1)
+    OUTCOMES
+        .iter()
+        .position(|o| *o == name)
+        .unwrap_or(OUTCOMES.len() - 1)
 }
 
 fn status_index(status: u16) -> usize {
-    STATUSES.iter().position(|s| *s == status).unwrap_or(STATUSES.len())
+    STATUSES
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or(STATUSES.len())
 }
 
 fn counters(n: usize) -> Vec<AtomicU64> {
@@ -63,14 +71,20 @@ impl CoreMetrics {
 
     pub fn request(&self, route: usize, status: u16) {
         let r = route.min(self.routes.saturating_sub(1));
-        if let Some(c) = self.requests.get(r * (STATUSES.len() + 1) + status_index(status)) {
+        if let Some(c) = self
+            .requests
+            .get(r * (STATUSES.len() + 1) + status_index(status))
+        {
             c.fetch_add(1, Relaxed);
         }
     }
 
     pub fn attempt(&self, connection: usize, outcome: &str) {
         if connection < self.connections {
-            if let Some(c) = self.attempts.get(connection * OUTCOMES.len() + outcome_index(outcome)) {
+            if let Some(c) = self
+                .attempts
+                .get(connection * OUTCOMES.len() + outcome_index(outcome))
+            {
                 c.fetch_add(1, Relaxed);
             }
         }
@@ -78,24 +92,43 @@ impl CoreMetrics {
 }
 
 /// Render all cores' counters in the Prometheus text format.
-pub fn render(cores: &[std::sync::Arc<CoreMetrics>], route_labels: &[String], conn_labels: &[(String, String)]) -> String {
+pub fn render(
+    cores: &[std::sync::Arc<CoreMetrics>],
+    route_labels: &[String],
+    conn_labels: &[(String, String)],
+) -> String {
     let mut out = String::with_capacity(4096);
     out.push_str("# HELP ringside_requests_total Client requests by route and final status.\n");
     out.push_str("# TYPE ringside_requests_total counter\n");
     for (ri, route) in route_labels.iter().enumerate() {
         for si in 0..=STATUSES.len() {
-            let n: u64 = cores.iter().map(|c| c.requests[ri * (STATUSES.len() + 1) + si].load(Relaxed)).sum();
+            let n: u64 = cores
+                .iter()
+                .map(|c| c.requests[ri * (STATUSES.len() + 1) + si].load(Relaxed))
+                .sum();
             if n > 0 {
-                let status = STATUSES.get(si).map(|s| s.to_string()).unwrap_or_else(|| "other".into());
-                let _ = writeln!(out, "ringside_requests_total{{route=\"{}\",status=\"{status}\"}} {n}", escape(route));
+                let status = STATUSES
+                    .get(si)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "other".into());
+                let _ = writeln!(
+                    out,
+                    "ringside_requests_total{{route=\"{}\",status=\"{status}\"}} {n}",
+                    escape(route)
+                );
             }
         }
     }
-    out.push_str("# HELP ringside_upstream_attempts_total Upstream attempts by connection and outcome.\n");
+    out.push_str(
+        "# HELP ringside_upstream_attempts_total Upstream attempts by connection and outcome.\n",
+    );
     out.push_str("# TYPE ringside_upstream_attempts_total counter\n");
     for (ci, (provider, conn)) in conn_labels.iter().enumerate() {
         for (oi, outcome) in OUTCOMES.iter().enumerate() {
-            let n: u64 = cores.iter().map(|c| c.attempts[ci * OUTCOMES.len() + oi].load(Relaxed)).sum();
+            let n: u64 = cores
+                .iter()
+                .map(|c| c.attempts[ci * OUTCOMES.len() + oi].load(Relaxed))
+                .sum();
             if n > 0 {
                 let _ = writeln!(
                     out,
@@ -111,7 +144,11 @@ pub fn render(cores: &[std::sync::Arc<CoreMetrics>], route_labels: &[String], co
     let _ = writeln!(out, "ringside_in_flight_requests {inflight}");
     out.push_str("# HELP ringside_open_client_connections Open client connections per core.\n# TYPE ringside_open_client_connections gauge\n");
     for (i, c) in cores.iter().enumerate() {
-        let _ = writeln!(out, "ringside_open_client_connections{{core=\"{i}\"}} {}", c.open_client_conns.load(Relaxed));
+        let _ = writeln!(
+            out,
+            "ringside_open_client_connections{{core=\"{i}\"}} {}",
+            c.open_client_conns.load(Relaxed)
+        );
     }
     out.push_str("# HELP ringside_driver The I/O driver each core runs (1 = in use).\n# TYPE ringside_driver gauge\n");
     for (i, c) in cores.iter().enumerate() {
@@ -123,14 +160,22 @@ pub fn render(cores: &[std::sync::Arc<CoreMetrics>], route_labels: &[String], co
         let _ = writeln!(out, "ringside_driver{{core=\"{i}\",driver=\"{d}\"}} 1");
     }
     out.push_str("# HELP ringside_streams_failed_after_commit_total Streams ended with an error event after the first client byte.\n# TYPE ringside_streams_failed_after_commit_total counter\n");
-    let n: u64 = cores.iter().map(|c| c.streams_failed_after_commit.load(Relaxed)).sum();
+    let n: u64 = cores
+        .iter()
+        .map(|c| c.streams_failed_after_commit.load(Relaxed))
+        .sum();
     let _ = writeln!(out, "ringside_streams_failed_after_commit_total {n}");
-    let n: u64 = cores.iter().map(|c| c.log_lines_dropped.load(Relaxed)).sum();
+    let n: u64 = cores
+        .iter()
+        .map(|c| c.log_lines_dropped.load(Relaxed))
+        .sum();
     out.push_str("# TYPE ringside_access_log_dropped_total counter\n");
     let _ = writeln!(out, "ringside_access_log_dropped_total {n}");
     out
 }
 
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

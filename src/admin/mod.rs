@@ -18,7 +18,9 @@ pub fn start(shared: Arc<Shared>) -> Result<std::thread::JoinHandle<()>, String>
     let h = std::thread::Builder::new()
         .name("ringside-admin".into())
         .spawn(move || {
-            let rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build();
+            let rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+                .enable_timer()
+                .build();
             let mut rt = match rt {
                 Ok(rt) => rt,
                 Err(e) => {
@@ -61,8 +63,13 @@ pub fn start(shared: Arc<Shared>) -> Result<std::thread::JoinHandle<()>, String>
 }
 
 fn authorized(shared: &Shared, head: &crate::http::Head) -> bool {
-    let Some(token) = &shared.config.server.admin_token else { return true };
-    let given = head.get_str("authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
+    let Some(token) = &shared.config.server.admin_token else {
+        return true;
+    };
+    let given = head
+        .get_str("authorization")
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
     // Constant-time compare: the token is a secret.
     given.is_some_and(|g| {
         let (a, b) = (g.as_bytes(), token.expose().as_bytes());
@@ -74,17 +81,39 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let mut stream = stream;
     let mut buf = BytesMut::with_capacity(4096);
-    let limits = HeadLimits { max_head_bytes: 16 * 1024, max_headers: 64 };
+    let limits = HeadLimits {
+        max_head_bytes: 16 * 1024,
+        max_headers: 64,
+    };
     loop {
-        let head = match read_request_head(&mut stream, &mut buf, limits, Duration::from_secs(30), Duration::from_secs(10)).await {
+        let head = match read_request_head(
+            &mut stream,
+            &mut buf,
+            limits,
+            Duration::from_secs(30),
+            Duration::from_secs(10),
+        )
+        .await
+        {
             Ok(h) => h,
             Err(ReadError::Closed) | Err(ReadError::Io(_)) => return,
             Err(_) => {
-                let _ = stream.write_all(whole(400, "text/plain", &[], b"bad request\n", false)).await;
+                let _ = stream
+                    .write_all(whole(400, "text/plain", &[], b"bad request\n", false))
+                    .await;
                 return;
             }
         };
-        if read_body(&mut stream, &mut buf, head.framing, 1 << 20, Duration::from_secs(10)).await.is_err() {
+        if read_body(
+            &mut stream,
+            &mut buf,
+            head.framing,
+            1 << 20,
+            Duration::from_secs(10),
+        )
+        .await
+        .is_err()
+        {
             return;
         }
         let keep = head.keep_alive;
@@ -102,7 +131,9 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream) {
             }
             _ => (404, "application/json", br#"{"error":{"message":"no such admin endpoint","type":"invalid_request_error","code":"not_found"}}"#.to_vec()),
         };
-        let (res, _) = stream.write_all(whole(status, ctype, &[], &body, keep)).await;
+        let (res, _) = stream
+            .write_all(whole(status, ctype, &[], &body, keep))
+            .await;
         if res.is_err() || !keep {
             return;
         }

@@ -70,8 +70,16 @@ impl Endpoint {
     /// `Host` header value.
     pub fn authority(&self) -> String {
         let default = if self.tls { 443 } else { 80 };
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        if self.port == default { host } else { format!("{host}:{}", self.port) }
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
     }
 }
 
@@ -142,7 +150,10 @@ pub fn real_env(name: &str) -> Option<String> {
 /// Read, override from the environment, and validate a config file.
 pub fn load_file(path: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        vec![Problem { at: path.to_string(), message: format!("cannot read config file: {e}") }]
+        vec![Problem {
+            at: path.to_string(),
+            message: format!("cannot read config file: {e}"),
+        }]
     })?;
     load_str(&text, path, env)
 }
@@ -157,7 +168,10 @@ pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<
             }
             None => origin.to_string(),
         };
-        vec![Problem { at, message: e.message().to_string() }]
+        vec![Problem {
+            at,
+            message: e.message().to_string(),
+        }]
     })?;
     apply_env_overrides(&mut file, env);
     validate::resolve(file, env)

@@ -35,7 +35,10 @@ fn loads_a_good_config() {
     assert_eq!(c.providers[0].endpoint.base_path, "/v1");
     assert_eq!(c.providers[0].endpoint.port, 9000);
     assert_eq!(c.providers[0].connections[0].secret.expose(), "sk-a");
-    assert!(!format!("{c:?}").contains("sk-a"), "Debug must never show a secret");
+    assert!(
+        !format!("{c:?}").contains("sk-a"),
+        "Debug must never show a secret"
+    );
 }
 
 #[test]
@@ -46,9 +49,21 @@ fn reports_every_problem_with_its_location() {
         .replace("provider = \"oa\"", "provider = \"nope\"");
     let errs = load_str(&bad, "t.toml", &env).unwrap_err();
     let text: Vec<String> = errs.iter().map(|p| p.to_string()).collect();
-    assert!(text.iter().any(|t| t.starts_with("providers[0].connections[0].key_env") && t.contains("MISSING_KEY")), "{text:?}");
-    assert!(text.iter().any(|t| t.starts_with("providers[0].dialect")), "{text:?}");
-    assert!(text.iter().any(|t| t.starts_with("routes[0].targets[0].provider")), "{text:?}");
+    assert!(
+        text.iter()
+            .any(|t| t.starts_with("providers[0].connections[0].key_env")
+                && t.contains("MISSING_KEY")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter().any(|t| t.starts_with("providers[0].dialect")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.starts_with("routes[0].targets[0].provider")),
+        "{text:?}"
+    );
 }
 
 #[test]
@@ -63,10 +78,16 @@ fn syntax_errors_name_the_line() {
 #[test]
 fn base_urls() {
     let e = validate::parse_base_url("https://api.openai.com/v1/").unwrap();
-    assert_eq!((e.tls, e.host.as_str(), e.port, e.base_path.as_str()), (true, "api.openai.com", 443, "/v1"));
+    assert_eq!(
+        (e.tls, e.host.as_str(), e.port, e.base_path.as_str()),
+        (true, "api.openai.com", 443, "/v1")
+    );
     assert_eq!(e.authority(), "api.openai.com");
     let e = validate::parse_base_url("http://[::1]:9000").unwrap();
-    assert_eq!((e.host.as_str(), e.port, e.authority()), ("::1", 9000, "[::1]:9000".to_string()));
+    assert_eq!(
+        (e.host.as_str(), e.port, e.authority()),
+        ("::1", 9000, "[::1]:9000".to_string())
+    );
     assert!(validate::parse_base_url("ftp://x").is_err());
     assert!(validate::parse_base_url("http://user:pw@x").is_err());
     assert!(validate::parse_base_url("http://x:99999").is_err());
@@ -74,7 +95,13 @@ fn base_urls() {
 
 #[test]
 fn env_overrides_win() {
-    let env2 = |n: &str| if n == "RINGSIDE_WORKERS" { Some("3".into()) } else { env(n) };
+    let env2 = |n: &str| {
+        if n == "RINGSIDE_WORKERS" {
+            Some("3".into())
+        } else {
+            env(n)
+        }
+    };
     let c = load_str(GOOD, "t.toml", &env2).unwrap();
     assert_eq!(c.server.workers, 3);
 }

@@ -9,7 +9,10 @@ struct Problems(Vec<Problem>);
 
 impl Problems {
     fn add(&mut self, at: impl Into<String>, message: impl Into<String>) {
-        self.0.push(Problem { at: at.into(), message: message.into() });
+        self.0.push(Problem {
+            at: at.into(),
+            message: message.into(),
+        });
     }
 }
 
@@ -17,13 +20,22 @@ fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
     match v.parse::<SocketAddr>() {
         Ok(a) => a,
         Err(_) => {
-            p.add(at, format!("`{v}` is not an IP:port address (e.g. 127.0.0.1:8080)"));
+            p.add(
+                at,
+                format!("`{v}` is not an IP:port address (e.g. 127.0.0.1:8080)"),
+            );
             SocketAddr::from(([127, 0, 0, 1], 0))
         }
     }
 }
 
-fn in_range<T: PartialOrd + std::fmt::Display + Copy>(p: &mut Problems, at: &str, v: T, lo: T, hi: T) {
+fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
+    p: &mut Problems,
+    at: &str,
+    v: T,
+    lo: T,
+    hi: T,
+) {
     if v < lo || v > hi {
         p.add(at, format!("{v} is out of range ({lo} to {hi})"));
     }
@@ -32,7 +44,8 @@ fn in_range<T: PartialOrd + std::fmt::Display + Copy>(p: &mut Problems, at: &str
 fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// Parse `http(s)://host[:port][/path]`.
@@ -58,14 +71,20 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (h, after) = v6.split_once(']').ok_or("has an unclosed IPv6 bracket")?;
         let port = match after.strip_prefix(':') {
-            Some(p) => p.parse::<u16>().map_err(|_| format!("has a bad port `{p}`"))?,
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| format!("has a bad port `{p}`"))?,
             None if after.is_empty() => default_port,
             None => return Err("has garbage after the IPv6 address".into()),
         };
         (h.to_string(), port)
     } else {
         match authority.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), p.parse::<u16>().map_err(|_| format!("has a bad port `{p}`"))?),
+            Some((h, p)) => (
+                h.to_string(),
+                p.parse::<u16>()
+                    .map_err(|_| format!("has a bad port `{p}`"))?,
+            ),
             None => (authority.to_string(), default_port),
         }
     };
@@ -75,30 +94,86 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
     if path.contains('?') || path.contains('#') {
         return Err("must not have a query or fragment".into());
     }
-    Ok(Endpoint { tls, host, port, base_path: path.trim_end_matches('/').to_string() })
+    Ok(Endpoint {
+        tls,
+        host,
+        port,
+        base_path: path.trim_end_matches('/').to_string(),
+    })
 }
 
 fn check_limits(p: &mut Problems, l: &LimitsSection) {
     in_range(p, "limits.max_head_bytes", l.max_head_bytes, 1024, 1 << 20);
-    in_range(p, "limits.max_headers", l.max_headers, 1, crate::http::head::MAX_HEADERS_HARD);
+    in_range(
+        p,
+        "limits.max_headers",
+        l.max_headers,
+        1,
+        crate::http::head::MAX_HEADERS_HARD,
+    );
     in_range(p, "limits.max_body_bytes", l.max_body_bytes, 1, 1 << 30);
     const DAY: u64 = 86_400_000;
-    in_range(p, "limits.header_read_timeout_ms", l.header_read_timeout_ms, 1, DAY);
-    in_range(p, "limits.body_read_timeout_ms", l.body_read_timeout_ms, 1, DAY);
+    in_range(
+        p,
+        "limits.header_read_timeout_ms",
+        l.header_read_timeout_ms,
+        1,
+        DAY,
+    );
+    in_range(
+        p,
+        "limits.body_read_timeout_ms",
+        l.body_read_timeout_ms,
+        1,
+        DAY,
+    );
     in_range(p, "limits.keepalive_idle_ms", l.keepalive_idle_ms, 1, DAY);
 }
 
 fn check_upstream(p: &mut Problems, u: &UpstreamSection) {
     const DAY: u64 = 86_400_000;
-    in_range(p, "upstream.connect_timeout_ms", u.connect_timeout_ms, 1, DAY);
-    in_range(p, "upstream.first_byte_timeout_ms", u.first_byte_timeout_ms, 1, DAY);
-    in_range(p, "upstream.idle_read_timeout_ms", u.idle_read_timeout_ms, 1, DAY);
-    in_range(p, "upstream.pool_max_idle_per_upstream", u.pool_max_idle_per_upstream, 0, 100_000);
-    in_range(p, "upstream.pool_idle_timeout_ms", u.pool_idle_timeout_ms, 1, DAY);
+    in_range(
+        p,
+        "upstream.connect_timeout_ms",
+        u.connect_timeout_ms,
+        1,
+        DAY,
+    );
+    in_range(
+        p,
+        "upstream.first_byte_timeout_ms",
+        u.first_byte_timeout_ms,
+        1,
+        DAY,
+    );
+    in_range(
+        p,
+        "upstream.idle_read_timeout_ms",
+        u.idle_read_timeout_ms,
+        1,
+        DAY,
+    );
+    in_range(
+        p,
+        "upstream.pool_max_idle_per_upstream",
+        u.pool_max_idle_per_upstream,
+        0,
+        100_000,
+    );
+    in_range(
+        p,
+        "upstream.pool_idle_timeout_ms",
+        u.pool_idle_timeout_ms,
+        1,
+        DAY,
+    );
     in_range(p, "upstream.dns_ttl_ms", u.dns_ttl_ms, 1, DAY);
     in_range(p, "upstream.max_attempts", u.max_attempts, 1, 20);
     if !matches!(u.tls_roots.as_str(), "webpki" | "system" | "both") {
-        p.add("upstream.tls_roots", format!("`{}` is not one of webpki, system, both", u.tls_roots));
+        p.add(
+            "upstream.tls_roots",
+            format!("`{}` is not one of webpki, system, both", u.tls_roots),
+        );
     }
     if let Some(f) = &u.ca_file {
         if let Err(e) = std::fs::metadata(f) {
@@ -116,13 +191,22 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         p.add("server.admin_listen", "must differ from server.listen");
     }
     in_range(&mut p, "server.workers", s.workers, 0, 1024);
-    in_range(&mut p, "server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 86_400_000);
+    in_range(
+        &mut p,
+        "server.shutdown_grace_ms",
+        s.shutdown_grace_ms,
+        0,
+        86_400_000,
+    );
     let driver = match s.driver.as_str() {
         "auto" => DriverChoice::Auto,
         "uring" | "io_uring" => DriverChoice::Uring,
         "epoll" | "legacy" => DriverChoice::Epoll,
         other => {
-            p.add("server.driver", format!("`{other}` is not one of auto, uring, epoll"));
+            p.add(
+                "server.driver",
+                format!("`{other}` is not one of auto, uring, epoll"),
+            );
             DriverChoice::Auto
         }
     };
@@ -130,7 +214,10 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         Some(name) => match env(name).filter(|v| !v.is_empty()) {
             Some(v) => Some(Secret::new(v)),
             None => {
-                p.add("server.admin_token_env", format!("environment variable {name} is not set"));
+                p.add(
+                    "server.admin_token_env",
+                    format!("environment variable {name} is not set"),
+                );
                 None
             }
         },
@@ -145,16 +232,25 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     for (i, ps) in file.providers.iter().enumerate() {
         let at = format!("providers[{i}]");
         if !valid_id(&ps.id) {
-            p.add(format!("{at}.id"), format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", ps.id));
+            p.add(
+                format!("{at}.id"),
+                format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", ps.id),
+            );
         }
         if !provider_ids.insert(ps.id.clone()) {
-            p.add(format!("{at}.id"), format!("duplicate provider id `{}`", ps.id));
+            p.add(
+                format!("{at}.id"),
+                format!("duplicate provider id `{}`", ps.id),
+            );
         }
         let dialect = match ps.dialect.as_str() {
             "openai" => Dialect::OpenAi,
             "anthropic" => Dialect::Anthropic,
             other => {
-                p.add(format!("{at}.dialect"), format!("`{other}` is not one of openai, anthropic"));
+                p.add(
+                    format!("{at}.dialect"),
+                    format!("`{other}` is not one of openai, anthropic"),
+                );
                 Dialect::OpenAi
             }
         };
@@ -162,36 +258,59 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             "api_key" => AuthKind::ApiKey,
             "oauth" => AuthKind::OAuth,
             other => {
-                p.add(format!("{at}.auth"), format!("`{other}` is not one of api_key, oauth"));
+                p.add(
+                    format!("{at}.auth"),
+                    format!("`{other}` is not one of api_key, oauth"),
+                );
                 AuthKind::ApiKey
             }
         };
         let endpoint = parse_base_url(&ps.base_url).unwrap_or_else(|e| {
             p.add(format!("{at}.base_url"), format!("`{}` {e}", ps.base_url));
-            Endpoint { tls: false, host: "invalid".into(), port: 1, base_path: String::new() }
+            Endpoint {
+                tls: false,
+                host: "invalid".into(),
+                port: 1,
+                base_path: String::new(),
+            }
         });
         if ps.connections.is_empty() {
-            p.add(format!("{at}.connections"), "a provider needs at least one connection");
+            p.add(
+                format!("{at}.connections"),
+                "a provider needs at least one connection",
+            );
         }
         let mut conn_ids = HashSet::new();
         let mut connections = Vec::new();
         for (j, cs) in ps.connections.iter().enumerate() {
             let cat = format!("{at}.connections[{j}]");
             if !valid_id(&cs.id) {
-                p.add(format!("{cat}.id"), format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", cs.id));
+                p.add(
+                    format!("{cat}.id"),
+                    format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", cs.id),
+                );
             }
             if !conn_ids.insert(cs.id.clone()) {
-                p.add(format!("{cat}.id"), format!("duplicate connection id `{}` in provider", cs.id));
+                p.add(
+                    format!("{cat}.id"),
+                    format!("duplicate connection id `{}` in provider", cs.id),
+                );
             }
             let secret = match env(&cs.key_env).filter(|v| !v.is_empty()) {
                 Some(v) => Secret::new(v),
                 None => {
-                    p.add(format!("{cat}.key_env"), format!("environment variable {} is not set", cs.key_env));
+                    p.add(
+                        format!("{cat}.key_env"),
+                        format!("environment variable {} is not set", cs.key_env),
+                    );
                     Secret::new("")
                 }
             };
             if cs.weight == 0 || cs.weight > 1_000_000 {
-                p.add(format!("{cat}.weight"), format!("{} is out of range (1 to 1000000)", cs.weight));
+                p.add(
+                    format!("{cat}.weight"),
+                    format!("{} is out of range (1 to 1000000)", cs.weight),
+                );
             }
             connections.push(Connection {
                 id: cs.id.clone(),
@@ -208,7 +327,10 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             dialect,
             auth,
             endpoint,
-            anthropic_version: ps.anthropic_version.clone().unwrap_or_else(|| "2023-06-01".into()),
+            anthropic_version: ps
+                .anthropic_version
+                .clone()
+                .unwrap_or_else(|| "2023-06-01".into()),
             connections,
         });
     }
@@ -220,10 +342,20 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             p.add(format!("{at}.name"), "must be 1-256 characters");
         }
         if !route_names.insert(r.name.clone()) {
-            p.add(format!("{at}.name"), format!("duplicate route `{}`", r.name));
+            p.add(
+                format!("{at}.name"),
+                format!("duplicate route `{}`", r.name),
+            );
         }
         if Strategy::parse(&r.strategy).is_none() {
-            p.add(format!("{at}.strategy"), format!("`{}` is not one of {}", r.strategy, Strategy::NAMES.join(", ")));
+            p.add(
+                format!("{at}.strategy"),
+                format!(
+                    "`{}` is not one of {}",
+                    r.strategy,
+                    Strategy::NAMES.join(", ")
+                ),
+            );
         }
         if r.targets.is_empty() {
             p.add(format!("{at}.targets"), "a route needs at least one target");
@@ -231,11 +363,17 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         for (j, t) in r.targets.iter().enumerate() {
             let tat = format!("{at}.targets[{j}]");
             match providers.iter().find(|pr| pr.id == t.provider) {
-                None => p.add(format!("{tat}.provider"), format!("no provider `{}`", t.provider)),
+                None => p.add(
+                    format!("{tat}.provider"),
+                    format!("no provider `{}`", t.provider),
+                ),
                 Some(pr) => {
                     if let Some(c) = &t.connection {
                         if !pr.connections.iter().any(|pc| &pc.id == c) {
-                            p.add(format!("{tat}.connection"), format!("provider `{}` has no connection `{c}`", t.provider));
+                            p.add(
+                                format!("{tat}.connection"),
+                                format!("provider `{}` has no connection `{c}`", t.provider),
+                            );
                         }
                     }
                 }
@@ -249,7 +387,11 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     if !p.0.is_empty() {
         return Err(p.0);
     }
-    let workers = if s.workers == 0 { available_cores() } else { s.workers };
+    let workers = if s.workers == 0 {
+        available_cores()
+    } else {
+        s.workers
+    };
     Ok(Config {
         server: ServerSettings {
             listen,
@@ -270,5 +412,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
 }
 
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }

@@ -16,7 +16,10 @@ pub struct Reply {
 
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
@@ -60,30 +63,55 @@ pub fn parse_reply(raw: &[u8]) -> io::Result<Reply> {
     let mut resp = httparse::Response::new(&mut hs);
     let used = match resp.parse(raw) {
         Ok(httparse::Status::Complete(n)) => n,
-        _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "incomplete or bad response head")),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "incomplete or bad response head",
+            ));
+        }
     };
     let status = resp.code.unwrap_or(0);
-    let headers: Vec<(String, String)> =
-        resp.headers.iter().map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned())).collect();
+    let headers: Vec<(String, String)> = resp
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_string(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
+        .collect();
     let rest = &raw[used..];
-    let chunked = headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
     let body = if chunked {
         let mut t = ChunkTracker::new();
         let mut out = Vec::new();
         t.feed(rest, |p| out.extend_from_slice(p))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         out
-    } else if let Some((_, v)) = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-length")) {
+    } else if let Some((_, v)) = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+    {
         let n: usize = v.trim().parse().unwrap_or(0);
         rest[..n.min(rest.len())].to_vec()
     } else {
         rest.to_vec()
     };
-    Ok(Reply { status, headers, body, raw_body: rest.to_vec() })
+    Ok(Reply {
+        status,
+        headers,
+        body,
+        raw_body: rest.to_vec(),
+    })
 }
 
 /// Count SSE events (blocks separated by a blank line) in a body.
 pub fn count_events(body: &[u8]) -> usize {
     let text = String::from_utf8_lossy(body);
-    text.split("\n\n").filter(|b| b.lines().any(|l| l.starts_with("data:"))).count()
+    text.split("\n\n")
+        .filter(|b| b.lines().any(|l| l.starts_with("data:")))
+        .count()
 }

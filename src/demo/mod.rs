@@ -71,23 +71,41 @@ pub fn run() -> Result<(), String> {
     let port = |_| free_port().map_err(|e| format!("no free port: {e}"));
     let (sim_port, proxy_port, admin_port) = (port(0)?, port(1)?, port(2)?);
     let sim_addr = SocketAddr::from(([127, 0, 0, 1], sim_port));
-    let mut opts = SimOptions { listen: sim_addr, events: 6, interval_ms: 20, ..Default::default() };
-    opts.faults.push(parse_fault_arg("key:sk-demo-flaky=reset-before-headers")?);
+    let mut opts = SimOptions {
+        listen: sim_addr,
+        events: 6,
+        interval_ms: 20,
+        ..Default::default()
+    };
+    opts.faults
+        .push(parse_fault_arg("key:sk-demo-flaky=reset-before-headers")?);
     let sim = crate::simulate::start(opts)?;
-    println!("upstream simulator on {sim_addr} (key-flaky resets every connection before answering)");
+    println!(
+        "upstream simulator on {sim_addr} (key-flaky resets every connection before answering)"
+    );
 
     let text = DEMO_CONFIG
         .replace("{PROXY}", &proxy_port.to_string())
         .replace("{ADMIN}", &admin_port.to_string())
         .replace("{SIM}", &sim_port.to_string());
-    let cfg = load_str(&text, "embedded demo config", &demo_env)
-        .map_err(|p| p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("; "))?;
+    let cfg = load_str(&text, "embedded demo config", &demo_env).map_err(|p| {
+        p.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
     let server = crate::runtime::start(cfg, None)?;
     let proxy = SocketAddr::from(([127, 0, 0, 1], proxy_port));
-    println!("ringside on {proxy} with {} core(s), drivers {:?}\n", server.drivers.len(), server.drivers);
+    println!(
+        "ringside on {proxy} with {} core(s), drivers {:?}\n",
+        server.drivers.len(),
+        server.drivers
+    );
 
     let chat = |stream: bool, model: &str| {
-        format!(r#"{{"model":"{model}","stream":{stream},"messages":[{{"role":"user","content":"hello"}}]}}"#)
+        format!(
+            r#"{{"model":"{model}","stream":{stream},"messages":[{{"role":"user","content":"hello"}}]}}"#
+        )
     };
     let anthropic = r#"{"model":"claude-sonnet-4","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}"#;
     let responses = r#"{"model":"gpt-4o-mini","stream":true,"input":"hello"}"#;
@@ -104,7 +122,10 @@ pub fn run() -> Result<(), String> {
         ("POST", "/v1/chat/completions", chat(false, "no-such-model")),
         ("POST", "/v1/chat/completions", "{not json".to_string()),
     ];
-    println!("{:<4} {:<30} {:<16} {:>6} {:<26} {:>8}  outcome", "#", "endpoint", "model", "status", "connection", "attempts");
+    println!(
+        "{:<4} {:<30} {:<16} {:>6} {:<26} {:>8}  outcome",
+        "#", "endpoint", "model", "status", "connection", "attempts"
+    );
     let mut failures = 0;
     for (i, (method, path, body)) in script.iter().enumerate() {
         let model = serde_json::from_str::<serde_json::Value>(body)
@@ -112,13 +133,26 @@ pub fn run() -> Result<(), String> {
             .and_then(|v| v["model"].as_str().map(str::to_string))
             .unwrap_or_else(|| "-".into());
         let headers: Vec<(&str, &str)> = if path.starts_with("/v1/messages") {
-            vec![("content-type", "application/json"), ("anthropic-version", "2023-06-01")]
+            vec![
+                ("content-type", "application/json"),
+                ("anthropic-version", "2023-06-01"),
+            ]
         } else {
             vec![("content-type", "application/json")]
         };
-        match client::request(proxy, method, path, &headers, body.as_bytes(), Duration::from_secs(10)) {
+        match client::request(
+            proxy,
+            method,
+            path,
+            &headers,
+            body.as_bytes(),
+            Duration::from_secs(10),
+        ) {
             Ok(r) => {
-                let outcome = if r.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+                let outcome = if r
+                    .header("content-type")
+                    .is_some_and(|c| c.starts_with("text/event-stream"))
+                {
                     format!("stream of {} events", client::count_events(&r.body))
                 } else if r.status >= 400 {
                     let v = r.json();
@@ -148,7 +182,10 @@ pub fn run() -> Result<(), String> {
     let stats = sim.state.stats.to_json();
     if let Some(keys) = stats["keys"].as_object() {
         for (k, v) in keys {
-            println!("  {k:<16} attempts {:>3}  peak concurrency {}", v["attempts"], v["peak_concurrency"]);
+            println!(
+                "  {k:<16} attempts {:>3}  peak concurrency {}",
+                v["attempts"], v["peak_concurrency"]
+            );
         }
     }
     server.shutdown();
@@ -157,6 +194,8 @@ pub fn run() -> Result<(), String> {
     if failures > 0 {
         return Err(format!("{failures} demo request(s) failed"));
     }
-    println!("\ndemo finished: the flaky key never answered, and every request it got moved on to a healthy key.");
+    println!(
+        "\ndemo finished: the flaky key never answered, and every request it got moved on to a healthy key."
+    );
     Ok(())
 }

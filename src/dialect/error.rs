@@ -19,7 +19,14 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), retry_after: None, should_retry: None, extra: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+            should_retry: None,
+            extra: None,
+        }
     }
     pub fn retry_after(mut self, secs: u64) -> Self {
         self.retry_after = Some(secs.max(1));
@@ -72,7 +79,8 @@ impl ApiError {
     pub fn body(&self, dialect: Dialect, request_id: &str) -> Vec<u8> {
         let v = match dialect {
             Dialect::OpenAi => {
-                let mut err = json!({"message": self.message, "type": self.openai_type(), "code": self.code});
+                let mut err =
+                    json!({"message": self.message, "type": self.openai_type(), "code": self.code});
                 merge(&mut err, &self.extra);
                 json!({"error": err, "request_id": request_id})
             }
@@ -136,7 +144,8 @@ mod tests {
     #[test]
     fn anthropic_envelope() {
         let e = ApiError::new(429, "rate_limited", "slow down").retry_after(0);
-        let v: serde_json::Value = serde_json::from_slice(&e.body(Dialect::Anthropic, "r2")).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&e.body(Dialect::Anthropic, "r2")).unwrap();
         assert_eq!(v["type"], "error");
         assert_eq!(v["error"]["type"], "rate_limit_error");
         assert_eq!(v["error"]["code"], "rate_limited");

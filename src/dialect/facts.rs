@@ -18,9 +18,17 @@ pub struct Facts {
 #[derive(Deserialize)]
 struct Top<'a> {
     #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
+    model: Option<ModelField<'a>>,
     #[serde(default)]
     stream: Option<serde_json::Value>,
+}
+
+/// `model` as a string, or anything else (reported as a wrong type, not as broken JSON).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ModelField<'a> {
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Other(serde::de::IgnoredAny),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,22 +44,35 @@ pub fn scan(body: &[u8]) -> Result<Facts, FactsError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Facts::default());
     }
-    let top: Top = serde_json::from_slice(body).map_err(|e| {
-        let msg = e.to_string();
-        if msg.contains("invalid type") && msg.contains("model") {
-            FactsError::BadField("model")
-        } else {
-            FactsError::Malformed(msg)
-        }
-    })?;
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(FactsError::Malformed(
+            "the body must be a JSON object".into(),
+        ));
+    }
+    // Duplicate top-level keys are refused: we would route on one value while the upstream
+    // might read the other.
+    let top: Top =
+        serde_json::from_slice(body).map_err(|e| FactsError::Malformed(e.to_string()))?;
     let stream = match top.stream {
         None | Some(serde_json::Value::Null) => false,
         Some(serde_json::Value::Bool(b)) => b,
         Some(_) => return Err(FactsError::BadField("stream")),
     };
-    let model = top.model.map(Cow::into_owned);
-    let model_span = if model.is_some() { top_level_value_span(body, b"model") } else { None };
-    Ok(Facts { model, stream, model_span })
+    let model = match top.model {
+        None => None,
+        Some(ModelField::Text(m)) => Some(m.into_owned()),
+        Some(ModelField::Other(_)) => return Err(FactsError::BadField("model")),
+    };
+    let model_span = if model.is_some() {
+        top_level_value_span(body, b"model")
+    } else {
+        None
+    };
+    Ok(Facts {
+        model,
+        stream,
+        model_span,
+    })
 }
 
 /// Replace the top-level `model` value with `new_model`, keeping every other byte as it was.
@@ -147,7 +168,8 @@ fn value_end(b: &[u8], i: usize) -> Option<usize> {
         }
         _ => {
             let mut j = i;
-            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            {
                 j += 1;
             }
             Some(j)
@@ -170,10 +192,14 @@ mod tests {
 
     #[test]
     fn rewrite_keeps_other_bytes() {
-        let body = Bytes::from_static(b"{ \"model\" : \"smart\",\n \"x\": [1, {\"model\":\"inner\"}] }");
+        let body =
+            Bytes::from_static(b"{ \"model\" : \"smart\",\n \"x\": [1, {\"model\":\"inner\"}] }");
         let f = scan(&body).unwrap();
         let out = rewrite_model(&body, &f.model_span.unwrap(), "gpt-4o-mini");
-        assert_eq!(&out[..], b"{ \"model\" : \"gpt-4o-mini\",\n \"x\": [1, {\"model\":\"inner\"}] }");
+        assert_eq!(
+            &out[..],
+            b"{ \"model\" : \"gpt-4o-mini\",\n \"x\": [1, {\"model\":\"inner\"}] }"
+        );
     }
 
     #[test]
@@ -187,15 +213,23 @@ mod tests {
         assert!(matches!(scan(b"{not json"), Err(FactsError::Malformed(_))));
         assert!(matches!(scan(b"[1,2]"), Err(FactsError::Malformed(_))));
         assert_eq!(scan(br#"{"model":5}"#), Err(FactsError::BadField("model")));
-        assert_eq!(scan(br#"{"model":"m","stream":"yes"}"#), Err(FactsError::BadField("stream")));
+        assert_eq!(
+            scan(br#"{"model":"m","stream":"yes"}"#),
+            Err(FactsError::BadField("stream"))
+        );
         assert_eq!(scan(b"").unwrap(), Facts::default());
     }
 
     #[test]
-    fn last_duplicate_key_wins_like_serde() {
-        let body = br#"{"model":"a","model":"b"}"#;
-        let f = scan(body).unwrap();
-        assert_eq!(f.model.as_deref(), Some("b"));
-        assert_eq!(&body[f.model_span.unwrap()], br#""b""#);
+    fn duplicate_model_keys_are_refused() {
+        assert!(matches!(
+            scan(br#"{"model":"a","model":"b"}"#),
+            Err(FactsError::Malformed(_))
+        ));
+        // The span finder itself keeps the last one, like most JSON readers.
+        assert_eq!(
+            top_level_value_span(br#"{"model":"a","model":"b"}"#, b"model"),
+            Some(21..24)
+        );
     }
 }

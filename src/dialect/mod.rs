@@ -88,5 +88,9 @@ impl Endpoint {
 
 /// The dialect of a path for error envelopes, even when the path is unknown.
 pub fn dialect_for_path(path: &str) -> Dialect {
-    if path.starts_with("/v1/messages") { Dialect::Anthropic } else { Dialect::OpenAi }
+    if path.starts_with("/v1/messages") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    }
 }

@@ -30,7 +30,9 @@ impl std::fmt::Display for ChunkError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     /// Reading hex digits of a size line.
-    Size { digits: u8 },
+    Size {
+        digits: u8,
+    },
     /// Inside `;extension` until CR.
     Ext,
     /// Saw CR after the size line; expect LF.
@@ -85,7 +87,11 @@ impl ChunkTracker {
 
     /// Feed bytes. Returns how many were consumed: all of them, unless the body ended inside
     /// `data`, in which case the rest belongs to whatever follows the message.
-    pub fn feed(&mut self, data: &[u8], mut on_payload: impl FnMut(&[u8])) -> Result<usize, ChunkError> {
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        mut on_payload: impl FnMut(&[u8]),
+    ) -> Result<usize, ChunkError> {
         let mut i = 0;
         while i < data.len() {
             let b = data[i];
@@ -103,7 +109,9 @@ impl ChunkTracker {
                                 return Err(ChunkError::BadSize);
                             }
                             self.size = (self.size << 4) | u64::from(v);
-                            self.state = State::Size { digits: digits.saturating_add(1) };
+                            self.state = State::Size {
+                                digits: digits.saturating_add(1),
+                            };
                         }
                         None if digits == 0 => return Err(ChunkError::BadSize),
                         None => match b {
@@ -167,7 +175,11 @@ impl ChunkTracker {
                     i += 1;
                 }
                 State::TrailerStart => {
-                    self.state = if b == b'\r' { State::EndLf } else { State::Trailer };
+                    self.state = if b == b'\r' {
+                        State::EndLf
+                    } else {
+                        State::Trailer
+                    };
                     self.bump_trailer()?;
                     i += 1;
                 }
@@ -280,7 +292,8 @@ mod tests {
         let mut t = ChunkTracker::new();
         let mut out = Vec::new();
         for b in body.iter() {
-            t.feed(std::slice::from_ref(b), |p| out.extend_from_slice(p)).unwrap();
+            t.feed(std::slice::from_ref(b), |p| out.extend_from_slice(p))
+                .unwrap();
         }
         assert!(t.is_done());
         assert_eq!(out, b"0123456789");

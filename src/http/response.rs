@@ -92,7 +92,13 @@ pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
 }
 
 /// A complete small response with a body and Content-Length.
-pub fn whole(status: u16, content_type: &str, extra: &[(&str, &str)], body: &[u8], keep_alive: bool) -> Vec<u8> {
+pub fn whole(
+    status: u16,
+    content_type: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+    keep_alive: bool,
+) -> Vec<u8> {
     let mut w = HeadWriter::with_capacity(status, 256 + body.len());
     w.header("content-type", content_type);
     w.header_u64("content-length", body.len() as u64);
@@ -111,7 +117,13 @@ mod tests {
 
     #[test]
     fn writes_a_whole_response() {
-        let r = whole(404, "application/json", &[("x-request-id", "r1")], b"{}", false);
+        let r = whole(
+            404,
+            "application/json",
+            &[("x-request-id", "r1")],
+            b"{}",
+            false,
+        );
         let s = String::from_utf8(r).unwrap();
         assert_eq!(
             s,

@@ -40,6 +40,8 @@ pub struct Relayed {
     /// Set when the relay failed after the head went out.
     pub failure: Option<&'static str>,
     pub client_gone: bool,
+    /// Whether any byte reached the client (after that, nothing may be retried).
+    pub committed: bool,
 }
 
 /// Tracks where the upstream body ends.
@@ -82,9 +84,13 @@ impl BodyEnd {
 
 fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool) -> Vec<u8> {
     let mut w = HeadWriter::with_capacity(up.status, up.raw.len() + 256);
-    let is_sse = up.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
+    let is_sse = up
+        .get("content-type")
+        .is_some_and(|v| v.starts_with(b"text/event-stream"));
     for (name, value) in up.iter() {
-        if is_hop_by_hop(name) || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-")) {
+        if is_hop_by_hop(name)
+            || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-"))
+        {
             continue;
         }
         if name.eq_ignore_ascii_case("x-request-id") {
@@ -137,13 +143,18 @@ pub async fn relay(
     head: &Head,
     r: &Relay<'_>,
 ) -> Relayed {
-    let mut out = Relayed { status: head.status, ..Default::default() };
+    let mut out = Relayed {
+        status: head.status,
+        ..Default::default()
+    };
     let rechunk = head.framing == Framing::Close && r.client_keep_alive && r.client_http11;
     let mut keep_alive = r.client_keep_alive;
     if head.framing == Framing::Close && !rechunk {
         keep_alive = false;
     }
-    let is_sse = head.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
+    let is_sse = head
+        .get("content-type")
+        .is_some_and(|v| v.starts_with(b"text/event-stream"));
     let client_chunked = head.framing == Framing::Chunked || rechunk;
     let mut end = match head.framing {
         Framing::Length(n) => BodyEnd::Length(n),
@@ -158,6 +169,10 @@ pub async fn relay(
             Ok(t) => t,
             Err(()) => {
                 out.failure = Some("upstream_bad_framing");
+                if pending_head.is_some() {
+                    // Nothing reached the client yet: the caller may still try elsewhere.
+                    return out;
+                }
                 break;
             }
         };
@@ -166,7 +181,12 @@ pub async fn relay(
             upstream_eof = true;
         }
         out.body_bytes += data.len() as u64;
-        let data = if rechunk && !data.is_empty() { Bytes::from(as_chunk(&data)) } else { data };
+        let data = if rechunk && !data.is_empty() {
+            Bytes::from(as_chunk(&data))
+        } else {
+            data
+        };
+        out.committed = true;
         let ok = match pending_head.take() {
             // Head and the first body bytes in one write.
             Some(mut h) => {
@@ -217,7 +237,11 @@ pub async fn relay(
         // After commit we never replay: end the stream in the client's dialect and close.
         keep_alive = false;
         if is_sse && !out.client_gone {
-            let err = ApiError::new(502, failure, "the upstream stream failed after it had started");
+            let err = ApiError::new(
+                502,
+                failure,
+                "the upstream stream failed after it had started",
+            );
             let ev = err.sse_event(r.dialect, r.request_id);
             let mut bytes = if client_chunked { as_chunk(&ev) } else { ev };
             if client_chunked {

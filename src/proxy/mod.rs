@@ -53,8 +53,10 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
     let (mut rd, mut wr) = stream.into_split();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let limits = &core.config().limits;
-    let head_limits =
-        crate::http::HeadLimits { max_head_bytes: limits.max_head_bytes, max_headers: limits.max_headers };
+    let head_limits = crate::http::HeadLimits {
+        max_head_bytes: limits.max_head_bytes,
+        max_headers: limits.max_headers,
+    };
     let idle = Duration::from_millis(limits.keepalive_idle_ms);
     let head_timeout = Duration::from_millis(limits.header_read_timeout_ms);
     let mut served: u64 = 0;
@@ -74,9 +76,17 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
             Err(ReadError::Closed) | Err(ReadError::Io(_)) => break,
             Err(e) => {
                 let (status, code, msg) = match &e {
-                    ReadError::Timeout => (408, "request_timeout", "the request head was not received in time".to_string()),
+                    ReadError::Timeout => (
+                        408,
+                        "request_timeout",
+                        "the request head was not received in time".to_string(),
+                    ),
                     ReadError::Head(h) => (h.status(), h.code(), h.message()),
-                    _ => (400, "malformed_request", "the connection closed in the middle of a request head".to_string()),
+                    _ => (
+                        400,
+                        "malformed_request",
+                        "the connection closed in the middle of a request head".to_string(),
+                    ),
                 };
                 let id = core.next_request_id();
                 let err = ApiError::new(status, code, msg).should_retry(false);
@@ -97,8 +107,20 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
 }
 
 /// A small JSON success response.
-pub async fn respond_json(wr: &mut TcpOwnedWriteHalf, status: u16, body: Bytes, request_id: &str, keep_alive: bool) -> bool {
-    let bytes = whole(status, "application/json", &[("x-request-id", request_id)], &body, keep_alive);
+pub async fn respond_json(
+    wr: &mut TcpOwnedWriteHalf,
+    status: u16,
+    body: Bytes,
+    request_id: &str,
+    keep_alive: bool,
+) -> bool {
+    let bytes = whole(
+        status,
+        "application/json",
+        &[("x-request-id", request_id)],
+        &body,
+        keep_alive,
+    );
     let (res, _) = wr.write_all(bytes).await;
     res.is_ok() && keep_alive
 }

@@ -48,7 +48,11 @@ pub fn build(
     request_id: &str,
 ) -> Outbound {
     let mut h = Vec::with_capacity(client.raw.len() + 256 + body.len().min(COALESCE_BODY));
-    let method = if endpoint == Endpoint::Models { "GET" } else { "POST" };
+    let method = if endpoint == Endpoint::Models {
+        "GET"
+    } else {
+        "POST"
+    };
     h.extend_from_slice(method.as_bytes());
     h.push(b' ');
     h.extend_from_slice(provider.endpoint.base_path.as_bytes());
@@ -101,10 +105,20 @@ pub fn build(
     h.extend_from_slice(b"\r\n");
     if method == "POST" && body.len() <= COALESCE_BODY {
         h.extend_from_slice(body);
-        return Outbound { head: Bytes::from(h), body: Bytes::new() };
+        return Outbound {
+            head: Bytes::from(h),
+            body: Bytes::new(),
+        };
     }
-    let body = if method == "POST" { body.clone() } else { Bytes::new() };
-    Outbound { head: Bytes::from(h), body }
+    let body = if method == "POST" {
+        body.clone()
+    } else {
+        Bytes::new()
+    };
+    Outbound {
+        head: Bytes::from(h),
+        body,
+    }
 }
 
 #[cfg(test)]
@@ -114,12 +128,24 @@ mod tests {
     use crate::http::HeadLimits;
 
     fn provider(dialect: Dialect) -> (Provider, Connection) {
-        let conn = Connection { id: "a".into(), secret: Secret::new("sk-up"), models: vec![], weight: 1, priority: 0, index: 0 };
+        let conn = Connection {
+            id: "a".into(),
+            secret: Secret::new("sk-up"),
+            models: vec![],
+            weight: 1,
+            priority: 0,
+            index: 0,
+        };
         let p = Provider {
             id: "p".into(),
             dialect,
             auth: AuthKind::ApiKey,
-            endpoint: Ep { tls: false, host: "127.0.0.1".into(), port: 9000, base_path: "/v1".into() },
+            endpoint: Ep {
+                tls: false,
+                host: "127.0.0.1".into(),
+                port: 9000,
+                base_path: "/v1".into(),
+            },
             anthropic_version: "2023-06-01".into(),
             connections: vec![conn.clone()],
         };
@@ -129,11 +155,23 @@ mod tests {
     #[test]
     fn strips_client_secrets_and_internal_headers() {
         let raw = "POST /v1/messages?beta=true HTTP/1.1\r\nHost: me\r\nAuthorization: Bearer client-key\r\nX-Api-Key: client-key\r\nX-Ringside-Session: s1\r\nx-session-id: s2\r\nConnection: keep-alive\r\nTraceparent: 00-abc-def-01\r\nContent-Length: 2\r\nAccept-Encoding: gzip\r\n\r\n";
-        let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default()).unwrap().unwrap();
+        let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
+            .unwrap()
+            .unwrap();
         let (p, c) = provider(Dialect::Anthropic);
-        let out = build(&head, Endpoint::Messages, &p, &c, &Bytes::from_static(b"{}"), "rid");
+        let out = build(
+            &head,
+            Endpoint::Messages,
+            &p,
+            &c,
+            &Bytes::from_static(b"{}"),
+            "rid",
+        );
         let s = String::from_utf8(out.head.to_vec()).unwrap();
-        assert!(s.starts_with("POST /v1/messages?beta=true HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n"), "{s}");
+        assert!(
+            s.starts_with("POST /v1/messages?beta=true HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n"),
+            "{s}"
+        );
         assert!(!s.contains("client-key"));
         assert!(!s.to_ascii_lowercase().contains("x-ringside"));
         assert!(!s.contains("x-session-id"));
@@ -147,9 +185,18 @@ mod tests {
     #[test]
     fn openai_gets_bearer() {
         let raw = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n";
-        let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default()).unwrap().unwrap();
+        let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
+            .unwrap()
+            .unwrap();
         let (p, c) = provider(Dialect::OpenAi);
-        let out = build(&head, Endpoint::ChatCompletions, &p, &c, &Bytes::from_static(b"{}"), "rid");
+        let out = build(
+            &head,
+            Endpoint::ChatCompletions,
+            &p,
+            &c,
+            &Bytes::from_static(b"{}"),
+            "rid",
+        );
         let s = String::from_utf8(out.head.to_vec()).unwrap();
         assert!(s.contains("authorization: Bearer sk-up\r\n"));
         assert!(!s.contains("anthropic-version"));

@@ -25,15 +25,21 @@ use std::time::{Duration, Instant};
 /// A client-supplied request id is kept if it is short and printable.
 fn client_request_id(head: &Head) -> Option<String> {
     let v = head.get_str("x-request-id")?;
-    (!v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic())).then(|| v.to_string())
+    (!v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .then(|| v.to_string())
 }
 
 /// How one attempt ended.
 enum AttemptEnd {
     /// The response was relayed (successfully or not): the request is over.
-    Relayed { keep_alive: bool },
+    Relayed {
+        keep_alive: bool,
+    },
     /// Failed before any response byte: safe to try the next candidate.
-    Failed { outcome: &'static str, detail: String },
+    Failed {
+        outcome: &'static str,
+        detail: String,
+    },
     ClientGone,
 }
 
@@ -89,8 +95,15 @@ pub async fn handle(
     let (keep, route_index) = match endpoint {
         None => {
             let body_ok = drain_body(&mut ctx, rd, wr, buf).await;
-            let err = ApiError::new(404, "unknown_endpoint", format!("no endpoint {} {}", head.method(), head.path()));
-            (finish_error(&mut ctx, wr, &err, body_ok).await, core.shared.routes.other_index)
+            let err = ApiError::new(
+                404,
+                "unknown_endpoint",
+                format!("no endpoint {} {}", head.method(), head.path()),
+            );
+            (
+                finish_error(&mut ctx, wr, &err, body_ok).await,
+                core.shared.routes.other_index,
+            )
         }
         Some(ep) => serve(&mut ctx, ep, rd, wr, buf).await,
     };
@@ -106,7 +119,12 @@ pub async fn handle(
 }
 
 /// Read (and discard) the body so the connection stays in sync; false if that failed.
-async fn drain_body(ctx: &mut Ctx<'_>, rd: &mut TcpOwnedReadHalf, wr: &mut TcpOwnedWriteHalf, buf: &mut BytesMut) -> bool {
+async fn drain_body(
+    ctx: &mut Ctx<'_>,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> bool {
     read_client_body(ctx, rd, wr, buf).await.is_ok()
 }
 
@@ -117,7 +135,10 @@ async fn read_client_body(
     buf: &mut BytesMut,
 ) -> Result<Bytes, ApiError> {
     let limits = &ctx.core.config().limits;
-    if ctx.head.framing != crate::http::Framing::Empty && ctx.head.expects_continue() && buf.is_empty() {
+    if ctx.head.framing != crate::http::Framing::Empty
+        && ctx.head.expects_continue()
+        && buf.is_empty()
+    {
         if let crate::http::Framing::Length(n) = ctx.head.framing {
             if n > limits.max_body_bytes as u64 {
                 return Err(too_large(limits.max_body_bytes));
@@ -125,7 +146,11 @@ async fn read_client_body(
         }
         let (res, _) = wr.write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]).await;
         if res.is_err() {
-            return Err(ApiError::new(499, "client_disconnected", "client went away"));
+            return Err(ApiError::new(
+                499,
+                "client_disconnected",
+                "client went away",
+            ));
         }
     }
     let timeout = Duration::from_millis(limits.body_read_timeout_ms);
@@ -135,27 +160,53 @@ async fn read_client_body(
             Ok(b)
         }
         Err(ReadError::BodyTooLarge) => Err(too_large(limits.max_body_bytes)),
-        Err(ReadError::Timeout) => {
-            Err(ApiError::new(408, "request_timeout", "the request body was not received in time").should_retry(false))
-        }
-        Err(ReadError::BadChunk(e)) => Err(ApiError::bad_request("bad_chunked_body", format!("bad chunked request body: {e}"))),
-        Err(_) => Err(ApiError::bad_request("truncated_body", "the request body ended early")),
+        Err(ReadError::Timeout) => Err(ApiError::new(
+            408,
+            "request_timeout",
+            "the request body was not received in time",
+        )
+        .should_retry(false)),
+        Err(ReadError::BadChunk(e)) => Err(ApiError::bad_request(
+            "bad_chunked_body",
+            format!("bad chunked request body: {e}"),
+        )),
+        Err(_) => Err(ApiError::bad_request(
+            "truncated_body",
+            "the request body ended early",
+        )),
     }
 }
 
 fn too_large(max: usize) -> ApiError {
-    ApiError::new(413, "request_too_large", format!("request body exceeds {max} bytes")).should_retry(false)
+    ApiError::new(
+        413,
+        "request_too_large",
+        format!("request body exceeds {max} bytes"),
+    )
+    .should_retry(false)
 }
 
 /// Write an error, record it, and say whether the connection stays open.
-async fn finish_error(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf, err: &ApiError, body_ok: bool) -> bool {
+async fn finish_error(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    err: &ApiError,
+    body_ok: bool,
+) -> bool {
     ctx.record.status = err.status;
     ctx.record.error_code = Some(err.code);
     ctx.record.outcome = "rejected";
     if ctx.record.ttfb_ms.is_none() {
         ctx.record.ttfb_ms = Some(ctx.started.elapsed().as_millis() as u64);
     }
-    respond_error(wr, ctx.dialect, err, &ctx.request_id, ctx.keep_alive && body_ok).await
+    respond_error(
+        wr,
+        ctx.dialect,
+        err,
+        &ctx.request_id,
+        ctx.keep_alive && body_ok,
+    )
+    .await
 }
 
 async fn serve(
@@ -170,7 +221,11 @@ async fn serve(
     let method = ctx.head.method();
     if (want_get && method != "GET") || (!want_get && method != "POST") {
         let ok = drain_body(ctx, rd, wr, buf).await;
-        let err = ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on {}", ctx.head.path()));
+        let err = ApiError::new(
+            405,
+            "method_not_allowed",
+            format!("{method} is not allowed on {}", ctx.head.path()),
+        );
         return (finish_error(ctx, wr, &err, ok).await, other);
     }
     let body = match read_client_body(ctx, rd, wr, buf).await {
@@ -183,7 +238,10 @@ async fn serve(
     let facts = match scan(&body) {
         Ok(f) => f,
         Err(FactsError::Malformed(m)) => {
-            let err = ApiError::bad_request("invalid_json", format!("request body is not a JSON object: {m}"));
+            let err = ApiError::bad_request(
+                "invalid_json",
+                format!("request body is not a JSON object: {m}"),
+            );
             return (finish_error(ctx, wr, &err, true).await, other);
         }
         Err(FactsError::BadField(f)) => {
@@ -202,14 +260,25 @@ async fn serve(
     ctx.model_span = facts.model_span;
     let shared = ctx.core.shared.clone();
     let Some(entry) = shared.routes.lookup(&shared.config, &model) else {
-        let err = ApiError::new(404, "model_not_found", format!("no route or model named `{model}`")).should_retry(false);
+        let err = ApiError::new(
+            404,
+            "model_not_found",
+            format!("no route or model named `{model}`"),
+        )
+        .should_retry(false);
         return (finish_error(ctx, wr, &err, true).await, other);
     };
     ctx.record.route = Some(entry.name.clone());
-    let candidates = shared.routes.candidates(&entry, ctx.dialect, &mut ctx.core.selector.borrow_mut());
+    let candidates =
+        shared
+            .routes
+            .candidates(&entry, ctx.dialect, &mut ctx.core.selector.borrow_mut());
     if candidates.is_empty() {
         let why = if shared.routes.other_dialect_only(&entry, ctx.dialect) {
-            format!("`{model}` is served only by providers of another dialect than {}", ctx.dialect.as_str())
+            format!(
+                "`{model}` is served only by providers of another dialect than {}",
+                ctx.dialect.as_str()
+            )
         } else {
             format!("`{model}` has no connection that can serve it")
         };
@@ -258,7 +327,12 @@ async fn attempts(
     for cand in candidates.iter().take(max_attempts as usize) {
         let t0 = Instant::now();
         let end = attempt(ctx, entry, *cand, &mut watch, wr).await;
-        let (provider, conn) = ctx.core.config().connection(cand.connection).map(|(p, c)| (p.id.clone(), c.id.clone())).unwrap_or_default();
+        let (provider, conn) = ctx
+            .core
+            .config()
+            .connection(cand.connection)
+            .map(|(p, c)| (p.id.clone(), c.id.clone()))
+            .unwrap_or_default();
         let model = entry.targets[cand.target].model.clone();
         let ms = t0.elapsed().as_millis() as u64;
         match end {
@@ -268,7 +342,15 @@ async fn attempts(
             }
             AttemptEnd::ClientGone => {
                 ctx.core.metrics.attempt(cand.connection, "client_gone");
-                ctx.record.attempts.push(AttemptRecord { provider, connection: conn, model, outcome: "client_gone", status: None, detail: None, ms });
+                ctx.record.attempts.push(AttemptRecord {
+                    provider,
+                    connection: conn,
+                    model,
+                    outcome: "client_gone",
+                    status: None,
+                    detail: None,
+                    ms,
+                });
                 ctx.record.status = 499;
                 ctx.record.outcome = "client_gone";
                 result = Some(false);
@@ -296,10 +378,14 @@ async fn attempts(
     }
     let n = ctx.record.attempts.len();
     let (outcome, detail) = last.unwrap_or(("none", "no attempt was made".into()));
-    let err = ApiError::new(502, "upstream_unavailable", format!("all {n} upstream attempt(s) failed; last: {outcome}: {detail}"))
-        .retry_after(1)
-        .should_retry(true)
-        .extra(serde_json::json!({"attempts": n}));
+    let err = ApiError::new(
+        502,
+        "upstream_unavailable",
+        format!("all {n} upstream attempt(s) failed; last: {outcome}: {detail}"),
+    )
+    .retry_after(1)
+    .should_retry(true)
+    .extra(serde_json::json!({"attempts": n}));
     finish_error(ctx, wr, &err, true).await
 }
 
@@ -314,25 +400,49 @@ async fn attempt(
     let core = ctx.core;
     let cfg = core.config();
     let Some((provider, conn)) = cfg.connection(cand.connection) else {
-        return AttemptEnd::Failed { outcome: "protocol_error", detail: "unknown connection".into() };
+        return AttemptEnd::Failed {
+            outcome: "protocol_error",
+            detail: "unknown connection".into(),
+        };
     };
-    let provider_index = cfg.providers.iter().position(|p| p.id == provider.id).unwrap_or(0);
+    let provider_index = cfg
+        .providers
+        .iter()
+        .position(|p| p.id == provider.id)
+        .unwrap_or(0);
     let target = &entry.targets[cand.target];
     let body = match (&ctx.model, &ctx.model_span) {
-        (Some(m), Some(span)) if *m != target.model => rewrite_model(&ctx.body, span, &target.model),
+        (Some(m), Some(span)) if *m != target.model => {
+            rewrite_model(&ctx.body, span, &target.model)
+        }
         _ => ctx.body.clone(),
     };
-    let out = outbound::build(ctx.head, ctx.endpoint, provider, conn, &body, &ctx.request_id);
+    let out = outbound::build(
+        ctx.head,
+        ctx.endpoint,
+        provider,
+        conn,
+        &body,
+        &ctx.request_id,
+    );
     let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms);
     let mut fresh_retry_used = false;
     loop {
-        let pooled = core.pool.borrow_mut().take(provider_index, crate::clock::now_ms());
+        let pooled = core
+            .pool
+            .borrow_mut()
+            .take(provider_index, crate::clock::now_ms());
         let mut up = match pooled {
             Some(c) => c,
             None => match watch.race(core.connector.connect(&provider.endpoint)).await {
                 Raced::ClientGone => return AttemptEnd::ClientGone,
                 Raced::Done(Ok(c)) => c,
-                Raced::Done(Err(e)) => return AttemptEnd::Failed { outcome: e.outcome(), detail: e.to_string() },
+                Raced::Done(Err(e)) => {
+                    return AttemptEnd::Failed {
+                        outcome: e.outcome(),
+                        detail: e.to_string(),
+                    };
+                }
             },
         };
         match send_and_await_head(&mut up, &out, first_byte, watch).await {
@@ -340,7 +450,11 @@ async fn attempt(
                 return relay_response(ctx, entry, cand, provider_index, up, head, wr, watch).await;
             }
             Err(HeadFail::ClientGone) => return AttemptEnd::ClientGone,
-            Err(HeadFail::Failed { outcome, detail, nothing_received }) => {
+            Err(HeadFail::Failed {
+                outcome,
+                detail,
+                nothing_received,
+            }) => {
                 // A pooled connection that dies before any response byte was probably closed by
                 // the upstream while idle: retry once on a fresh connection.
                 if up.reused && nothing_received && !fresh_retry_used {
@@ -355,7 +469,11 @@ async fn attempt(
 
 enum HeadFail {
     ClientGone,
-    Failed { outcome: &'static str, detail: String, nothing_received: bool },
+    Failed {
+        outcome: &'static str,
+        detail: String,
+        nothing_received: bool,
+    },
 }
 
 async fn send_and_await_head(
@@ -364,19 +482,28 @@ async fn send_and_await_head(
     first_byte: Duration,
     watch: &mut ClientWatch<'_>,
 ) -> Result<Head, HeadFail> {
-    let fail = |outcome, detail: String, nothing_received| HeadFail::Failed { outcome, detail, nothing_received };
+    let fail = |outcome, detail: String, nothing_received| HeadFail::Failed {
+        outcome,
+        detail,
+        nothing_received,
+    };
     for part in [&out.head, &out.body] {
         if part.is_empty() {
             continue;
         }
         match watch.race(up.stream.write_all(part.clone())).await {
             Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done((Err(e), _)) => return Err(fail("reset", format!("send failed: {e}"), true)),
+            Raced::Done((Err(e), _)) => {
+                return Err(fail("reset", format!("send failed: {e}"), true));
+            }
             Raced::Done((Ok(_), _)) => {}
         }
     }
     let deadline = Instant::now() + first_byte;
-    let limits = HeadLimits { max_head_bytes: 64 * 1024, max_headers: crate::http::head::MAX_HEADERS_HARD };
+    let limits = HeadLimits {
+        max_head_bytes: 64 * 1024,
+        max_headers: crate::http::head::MAX_HEADERS_HARD,
+    };
     loop {
         match parse_response(&up.buf, limits, false) {
             Ok(Some((head, used))) => {
@@ -387,17 +514,35 @@ async fn send_and_await_head(
                 return Ok(head);
             }
             Ok(None) => {}
-            Err(e) => return Err(fail("protocol_error", format!("bad response head: {}", e.message()), false)),
+            Err(e) => {
+                return Err(fail(
+                    "protocol_error",
+                    format!("bad response head: {}", e.message()),
+                    false,
+                ));
+            }
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let received = !up.buf.is_empty();
         let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
         match watch.race(read).await {
             Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done(Err(_)) => return Err(fail("timeout", "no response head in time".into(), !received)),
-            Raced::Done(Ok(Err(e))) => return Err(fail("reset", format!("connection failed: {e}"), !received)),
+            Raced::Done(Err(_)) => {
+                return Err(fail(
+                    "timeout",
+                    "no response head in time".into(),
+                    !received,
+                ));
+            }
+            Raced::Done(Ok(Err(e))) => {
+                return Err(fail("reset", format!("connection failed: {e}"), !received));
+            }
             Raced::Done(Ok(Ok(0))) => {
-                return Err(fail("reset", "connection closed before the response head".into(), !received));
+                return Err(fail(
+                    "reset",
+                    "connection closed before the response head".into(),
+                    !received,
+                ));
             }
             Raced::Done(Ok(Ok(_))) => {}
         }
@@ -419,7 +564,12 @@ async fn relay_response(
     let cfg = core.config();
     let (provider, conn) = match cfg.connection(cand.connection) {
         Some(pc) => pc,
-        None => return AttemptEnd::Failed { outcome: "protocol_error", detail: "unknown connection".into() },
+        None => {
+            return AttemptEnd::Failed {
+                outcome: "protocol_error",
+                detail: "unknown connection".into(),
+            };
+        }
     };
     let label = format!("{}/{}", provider.id, conn.id);
     let attempts = ctx.record.attempts.len() as u32 + 1;
@@ -436,6 +586,13 @@ async fn relay_response(
     };
     let t0 = Instant::now();
     let res = relay(wr, watch, &mut up, &head, &r).await;
+    if !res.committed {
+        let detail = res.failure.unwrap_or("upstream_bad_framing").to_string();
+        return AttemptEnd::Failed {
+            outcome: "protocol_error",
+            detail,
+        };
+    }
     let outcome: &'static str = if res.client_gone {
         "client_gone"
     } else if res.failure.is_some() {
@@ -450,7 +607,9 @@ async fn relay_response(
     };
     core.metrics.attempt(cand.connection, outcome);
     if res.failure.is_some() {
-        core.metrics.streams_failed_after_commit.fetch_add(1, Relaxed);
+        core.metrics
+            .streams_failed_after_commit
+            .fetch_add(1, Relaxed);
     }
     ctx.record.attempts.push(AttemptRecord {
         provider: provider.id.clone(),
@@ -471,10 +630,17 @@ async fn relay_response(
     };
     ctx.record.error_code = res.failure;
     ctx.record.bytes_out = res.body_bytes;
-    ctx.record.target = Some(format!("{}/{}", provider.id, entry.targets[cand.target].model));
+    ctx.record.target = Some(format!(
+        "{}/{}",
+        provider.id, entry.targets[cand.target].model
+    ));
     ctx.record.connection = Some(label.clone());
     if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
-        core.pool.borrow_mut().put(provider_index, up, crate::clock::now_ms());
+        core.pool
+            .borrow_mut()
+            .put(provider_index, up, crate::clock::now_ms());
     }
-    AttemptEnd::Relayed { keep_alive: res.client_keep_alive }
+    AttemptEnd::Relayed {
+        keep_alive: res.client_keep_alive,
+    }
 }

@@ -31,15 +31,26 @@ impl<'a> ClientWatch<'a> {
     /// pipelined request there is nothing to watch for and the buffer is kept as is.
     pub fn start(rd: &'a mut TcpOwnedReadHalf, mut buf: BytesMut) -> Self {
         if !buf.is_empty() {
-            return ClientWatch { fut: None, canceller: None, saved: Some(buf), gone: false };
+            return ClientWatch {
+                fut: None,
+                canceller: None,
+                saved: Some(buf),
+                gone: false,
+            };
         }
         if buf.capacity() < 1024 {
             buf.reserve(crate::http::io::READ_CHUNK);
         }
         let cap = buf.capacity();
         let canceller = Canceller::new();
-        let fut: ReadFut<'a> = Box::pin(rd.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
-        ClientWatch { fut: Some(fut), canceller: Some(canceller), saved: None, gone: false }
+        let fut: ReadFut<'a> =
+            Box::pin(rd.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
+        ClientWatch {
+            fut: Some(fut),
+            canceller: Some(canceller),
+            saved: None,
+            gone: false,
+        }
     }
 
     pub fn is_gone(&self) -> bool {

@@ -52,7 +52,13 @@ pub struct RouteTable {
     provider_ids: Vec<String>,
 }
 
-fn make_target(cfg: &Config, provider: usize, model: &str, pinned: Option<&str>, slot: usize) -> Target {
+fn make_target(
+    cfg: &Config,
+    provider: usize,
+    model: &str,
+    pinned: Option<&str>,
+    slot: usize,
+) -> Target {
     let p = &cfg.providers[provider];
     let mut conns: Vec<_> = p
         .connections
@@ -89,7 +95,13 @@ impl RouteTable {
             for tg in &r.targets {
                 if let Some(pi) = cfg.providers.iter().position(|p| p.id == tg.provider) {
                     let slot = t.next_slot();
-                    targets.push(make_target(cfg, pi, &tg.model, tg.connection.as_deref(), slot));
+                    targets.push(make_target(
+                        cfg,
+                        pi,
+                        &tg.model,
+                        tg.connection.as_deref(),
+                        slot,
+                    ));
                 }
             }
             t.push(r.name.clone(), strategy, targets);
@@ -111,7 +123,10 @@ impl RouteTable {
             }
             let mut targets = Vec::new();
             for (pi, p) in cfg.providers.iter().enumerate() {
-                if p.connections.iter().any(|c| c.models.iter().any(|x| x == m)) {
+                if p.connections
+                    .iter()
+                    .any(|c| c.models.iter().any(|x| x == m))
+                {
                     let slot = t.next_slot();
                     targets.push(make_target(cfg, pi, m, None, slot));
                 }
@@ -119,7 +134,11 @@ impl RouteTable {
             t.push(m.clone(), Strategy::RoundRobin, targets);
             for (pi, p) in cfg.providers.iter().enumerate() {
                 let name = format!("{}/{}", p.id, m);
-                if !t.by_name.contains_key(&name) && p.connections.iter().any(|c| c.models.iter().any(|x| x == m)) {
+                if !t.by_name.contains_key(&name)
+                    && p.connections
+                        .iter()
+                        .any(|c| c.models.iter().any(|x| x == m))
+                {
                     let slot = t.next_slot();
                     let target = make_target(cfg, pi, m, None, slot);
                     t.push(name, Strategy::RoundRobin, vec![target]);
@@ -139,7 +158,13 @@ impl RouteTable {
         let index = self.entries.len();
         let slot = self.next_slot();
         self.by_name.insert(name.clone(), index);
-        self.entries.push(Entry { name, strategy, targets, index, slot });
+        self.entries.push(Entry {
+            name,
+            strategy,
+            targets,
+            index,
+            slot,
+        });
     }
 
     /// Number of selector slots a core needs.
@@ -179,9 +204,15 @@ impl RouteTable {
     }
 
     /// Candidates in attempt order, restricted to providers speaking `dialect`.
-    pub fn candidates(&self, entry: &Entry, dialect: Dialect, st: &mut SelectorState) -> Vec<Candidate> {
-        let mut torder: Vec<usize> =
-            (0..entry.targets.len()).filter(|&i| self.dialects[entry.targets[i].provider] == dialect).collect();
+    pub fn candidates(
+        &self,
+        entry: &Entry,
+        dialect: Dialect,
+        st: &mut SelectorState,
+    ) -> Vec<Candidate> {
+        let mut torder: Vec<usize> = (0..entry.targets.len())
+            .filter(|&i| self.dialects[entry.targets[i].provider] == dialect)
+            .collect();
         let ones = vec![1u32; entry.targets.len()];
         st.order(entry.strategy, entry.slot, &ones, &mut torder);
         let mut out = Vec::new();
@@ -192,14 +223,21 @@ impl RouteTable {
             let top = t.priorities.first().copied().unwrap_or(0);
             let top_n = t.priorities.iter().take_while(|&&p| p == top).count();
             st.order(entry.strategy, t.slot, &t.weights, &mut corder[..top_n]);
-            out.extend(corder.into_iter().map(|ci| Candidate { target: ti, connection: t.connections[ci] }));
+            out.extend(corder.into_iter().map(|ci| Candidate {
+                target: ti,
+                connection: t.connections[ci],
+            }));
         }
         out
     }
 
     /// Whether any target of the entry exists for another dialect (to explain a 404).
     pub fn other_dialect_only(&self, entry: &Entry, dialect: Dialect) -> bool {
-        !entry.targets.is_empty() && entry.targets.iter().all(|t| self.dialects[t.provider] != dialect)
+        !entry.targets.is_empty()
+            && entry
+                .targets
+                .iter()
+                .all(|t| self.dialects[t.provider] != dialect)
     }
 
     /// Names clients may use in `model`, for `GET /v1/models`: (id, owner).

@@ -39,7 +39,11 @@ pub struct SelectorState {
 
 impl SelectorState {
     pub fn new(entries: usize, seed: u64) -> Self {
-        SelectorState { rotation: vec![0; entries], current: vec![Vec::new(); entries], rng: seed | 1 }
+        SelectorState {
+            rotation: vec![0; entries],
+            current: vec![Vec::new(); entries],
+            rng: seed | 1,
+        }
     }
 
     pub fn next_random(&mut self) -> u64 {
@@ -53,7 +57,13 @@ impl SelectorState {
     }
 
     /// Put `order` (indices 0..n, already in priority order) into the strategy's order.
-    pub fn order(&mut self, strategy: Strategy, entry: usize, weights: &[u32], order: &mut [usize]) {
+    pub fn order(
+        &mut self,
+        strategy: Strategy,
+        entry: usize,
+        weights: &[u32],
+        order: &mut [usize],
+    ) {
         let n = order.len();
         if n <= 1 {
             return;
@@ -76,11 +86,16 @@ impl SelectorState {
                 }
             }
             Strategy::Weighted => {
-                let Some(cur) = self.current.get_mut(entry) else { return };
+                let Some(cur) = self.current.get_mut(entry) else {
+                    return;
+                };
                 if cur.len() != n {
                     *cur = vec![0; n];
                 }
-                let total: i64 = order.iter().map(|&i| i64::from(weights.get(i).copied().unwrap_or(1))).sum();
+                let total: i64 = order
+                    .iter()
+                    .map(|&i| i64::from(weights.get(i).copied().unwrap_or(1)))
+                    .sum();
                 let mut best = 0;
                 for (k, &i) in order.iter().enumerate() {
                     cur[k] += i64::from(weights.get(i).copied().unwrap_or(1));

@@ -34,7 +34,7 @@ targets = [{ provider = "oa", model = "gpt-4o", connection = "b" }, { provider =
 "#;
 
 fn setup() -> (Config, RouteTable) {
-    let cfg = load_str(CFG, "t", &|_| Some("k".into())).unwrap();
+    let cfg = load_str(CFG, "t", &|n| (n == "K").then(|| "k".to_string())).unwrap();
     let t = RouteTable::build(&cfg);
     (cfg, t)
 }
@@ -45,7 +45,19 @@ fn a_route_keeps_its_order_and_pins() {
     let e = t.lookup(&cfg, "smart").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
     let c = t.candidates(&e, Dialect::OpenAi, &mut st);
-    assert_eq!(c, vec![Candidate { target: 0, connection: 1 }, Candidate { target: 1, connection: 0 }]);
+    assert_eq!(
+        c,
+        vec![
+            Candidate {
+                target: 0,
+                connection: 1
+            },
+            Candidate {
+                target: 1,
+                connection: 0
+            }
+        ]
+    );
     assert_eq!(e.targets[1].model, "gpt-4o-mini");
 }
 
@@ -54,10 +66,16 @@ fn a_plain_model_spreads_over_top_priority_and_keeps_backups_last() {
     let (cfg, t) = setup();
     let e = t.lookup(&cfg, "gpt-4o").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
-    let first: Vec<usize> = (0..4).map(|_| t.candidates(&e, Dialect::OpenAi, &mut st)[0].connection).collect();
+    let first: Vec<usize> = (0..4)
+        .map(|_| t.candidates(&e, Dialect::OpenAi, &mut st)[0].connection)
+        .collect();
     assert_eq!(first, vec![0, 1, 0, 1]);
     let all = t.candidates(&e, Dialect::OpenAi, &mut st);
-    assert_eq!(all.last().unwrap().connection, 2, "priority 5 stays a fallback");
+    assert_eq!(
+        all.last().unwrap().connection,
+        2,
+        "priority 5 stays a fallback"
+    );
 }
 
 #[test]

@@ -31,7 +31,10 @@ impl Drain {
 
     /// Resolves once draining starts.
     pub fn wait(&self) -> DrainWait<'_> {
-        DrainWait { drain: self, id: None }
+        DrainWait {
+            drain: self,
+            id: None,
+        }
     }
 }
 
@@ -55,7 +58,10 @@ impl Future for DrainWait<'_> {
                 id
             }
         };
-        self.drain.waiters.borrow_mut().insert(id, cx.waker().clone());
+        self.drain
+            .waiters
+            .borrow_mut()
+            .insert(id, cx.waker().clone());
         Poll::Pending
     }
 }

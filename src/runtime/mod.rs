@@ -51,18 +51,30 @@ fn port_already_served(addr: SocketAddr) -> bool {
     if addr.port() == 0 {
         return false;
     }
-    let probe = if addr.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], addr.port())) } else { addr };
+    let probe = if addr.ip().is_unspecified() {
+        SocketAddr::from(([127, 0, 0, 1], addr.port()))
+    } else {
+        addr
+    };
     std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok()
 }
 
 /// Start the cores and the admin port.
 pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, String> {
-    for (what, addr) in [("listen", config.server.listen), ("admin_listen", config.server.admin_listen)] {
+    for (what, addr) in [
+        ("listen", config.server.listen),
+        ("admin_listen", config.server.admin_listen),
+    ] {
         if port_already_served(addr) {
-            return Err(format!("server.{what} {addr} is already in use by another process"));
+            return Err(format!(
+                "server.{what} {addr} is already in use by another process"
+            ));
         }
     }
-    let tls = crate::upstream::tls::client_config(&config.upstream.tls_roots, config.upstream.ca_file.as_deref())?;
+    let tls = crate::upstream::tls::client_config(
+        &config.upstream.tls_roots,
+        config.upstream.ca_file.as_deref(),
+    )?;
     let routes = RouteTable::build(&config);
     let route_labels = routes.labels();
     let mut conn_labels = vec![(String::new(), String::new()); config.connection_count()];
@@ -72,8 +84,9 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         }
     }
     let workers = config.server.workers.max(1);
-    let metrics: Vec<Arc<CoreMetrics>> =
-        (0..workers).map(|_| Arc::new(CoreMetrics::new(route_labels.len(), conn_labels.len()))).collect();
+    let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
+        .map(|_| Arc::new(CoreMetrics::new(route_labels.len(), conn_labels.len())))
+        .collect();
     let shared = Arc::new(Shared {
         config,
         routes,
@@ -111,12 +124,23 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         }
     }
     let admin = crate::admin::start(shared.clone())?;
-    Ok(Running { shared, drivers, workers: handles, admin: Some(admin) })
+    Ok(Running {
+        shared,
+        drivers,
+        workers: handles,
+        admin: Some(admin),
+    })
 }
 
 type Ready = std::sync::mpsc::Sender<Result<&'static str, String>>;
 
-fn worker(id: usize, shared: Arc<Shared>, tls: Arc<rustls::ClientConfig>, resolver: Resolver, ready: Ready) {
+fn worker(
+    id: usize,
+    shared: Arc<Shared>,
+    tls: Arc<rustls::ClientConfig>,
+    resolver: Resolver,
+    ready: Ready,
+) {
     if shared.config.server.pin_workers {
         let cpus = crate::config::available_cores();
         let _ = monoio::utils::bind_to_cpu_set(Some(id % cpus));
@@ -128,19 +152,33 @@ fn worker(id: usize, shared: Arc<Shared>, tls: Arc<rustls::ClientConfig>, resolv
         DriverChoice::Auto => monoio::utils::detect_uring(),
     };
     if want_uring {
-        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(entries).enable_timer().build() {
+        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .with_entries(entries)
+            .enable_timer()
+            .build()
+        {
             Ok(mut rt) => {
                 rt.block_on(core_main(id, shared, tls, resolver, ready, "io_uring"));
                 return;
             }
             Err(e) if shared.config.server.driver == DriverChoice::Uring => {
-                let _ = ready.send(Err(format!("io_uring is unavailable ({e}); use driver = \"auto\" or \"epoll\"")));
+                let _ = ready.send(Err(format!(
+                    "io_uring is unavailable ({e}); use driver = \"auto\" or \"epoll\""
+                )));
                 return;
             }
-            Err(e) => event("warn", "io_uring unavailable, falling back to epoll", serde_json::json!({"core": id, "error": e.to_string()})),
+            Err(e) => event(
+                "warn",
+                "io_uring unavailable, falling back to epoll",
+                serde_json::json!({"core": id, "error": e.to_string()}),
+            ),
         }
     }
-    match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().with_entries(entries).enable_timer().build() {
+    match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .with_entries(entries)
+        .enable_timer()
+        .build()
+    {
         Ok(mut rt) => rt.block_on(core_main(id, shared, tls, resolver, ready, "epoll")),
         Err(e) => {
             let _ = ready.send(Err(format!("cannot build the epoll runtime: {e}")));
@@ -157,7 +195,10 @@ async fn core_main(
     driver: &'static str,
 ) {
     let cfg = &shared.config;
-    let opts = ListenerOpts::new().reuse_port(true).reuse_addr(true).backlog(4096);
+    let opts = ListenerOpts::new()
+        .reuse_port(true)
+        .reuse_addr(true)
+        .backlog(4096);
     let listener = match TcpListener::bind_with_config(cfg.server.listen, &opts) {
         Ok(l) => l,
         Err(e) => {
@@ -166,7 +207,9 @@ async fn core_main(
         }
     };
     let metrics = shared.metrics[id].clone();
-    metrics.uring.store(i64::from(driver == "io_uring"), Ordering::Relaxed);
+    metrics
+        .uring
+        .store(i64::from(driver == "io_uring"), Ordering::Relaxed);
     let core = Rc::new(Core {
         id,
         shared: shared.clone(),
@@ -178,8 +221,14 @@ async fn core_main(
             connect_timeout: Duration::from_millis(cfg.upstream.connect_timeout_ms),
             dns_ttl_ms: cfg.upstream.dns_ttl_ms,
         },
-        pool: RefCell::new(Pool::new(cfg.upstream.pool_max_idle_per_upstream, cfg.upstream.pool_idle_timeout_ms)),
-        selector: RefCell::new(SelectorState::new(shared.routes.slot_count(), rand::random::<u64>() ^ id as u64)),
+        pool: RefCell::new(Pool::new(
+            cfg.upstream.pool_max_idle_per_upstream,
+            cfg.upstream.pool_idle_timeout_ms,
+        )),
+        selector: RefCell::new(SelectorState::new(
+            shared.routes.slot_count(),
+            rand::random::<u64>() ^ id as u64,
+        )),
         drain: Default::default(),
         open_conns: Cell::new(0),
         request_seq: Cell::new(0),

@@ -42,7 +42,16 @@ impl Api {
     }
 }
 
-const WORDS: [&str; 8] = ["Hello", " from", " the", " Ringside", " upstream", " simulator", ",", " friend"];
+const WORDS: [&str; 8] = [
+    "Hello",
+    " from",
+    " the",
+    " Ringside",
+    " upstream",
+    " simulator",
+    ",",
+    " friend",
+];
 
 pub fn word(i: u32) -> &'static str {
     WORDS[i as usize % WORDS.len()]
@@ -79,7 +88,9 @@ pub fn json_body(api: Api, model: &str, n: u32, seq: u64) -> Vec<u8> {
             "usage": {"input_tokens": 9, "output_tokens": n}
         }),
         Api::CountTokens => json!({"input_tokens": 9}),
-        Api::Models => json!({"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "simulator"}]}),
+        Api::Models => {
+            json!({"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "simulator"}]})
+        }
     };
     serde_json::to_vec(&v).unwrap_or_default()
 }
@@ -102,7 +113,10 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
                 json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000u64, "model": model,
                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
             };
-            ev.push(data(chunk(json!({"role": "assistant", "content": ""}), json!(null))));
+            ev.push(data(chunk(
+                json!({"role": "assistant", "content": ""}),
+                json!(null),
+            )));
             for i in 0..n {
                 ev.push(data(chunk(json!({"content": word(i)}), json!(null))));
             }
@@ -117,8 +131,14 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
             let rid = format!("resp_sim{seq}");
             let mid = format!("msg_sim{seq}");
             let base = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "in_progress", "model": model, "output": []});
-            ev.push(named("response.created", json!({"type": "response.created", "sequence_number": 0, "response": base})));
-            ev.push(named("response.in_progress", json!({"type": "response.in_progress", "sequence_number": 1, "response": base})));
+            ev.push(named(
+                "response.created",
+                json!({"type": "response.created", "sequence_number": 0, "response": base}),
+            ));
+            ev.push(named(
+                "response.in_progress",
+                json!({"type": "response.in_progress", "sequence_number": 1, "response": base}),
+            ));
             ev.push(named("response.output_item.added", json!({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0,
                 "item": {"type": "message", "id": mid, "status": "in_progress", "role": "assistant", "content": []}})));
             ev.push(named("response.content_part.added", json!({"type": "response.content_part.added", "sequence_number": 3, "item_id": mid,
@@ -126,20 +146,32 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
             let mut text = String::new();
             for i in 0..n {
                 text.push_str(word(i));
-                ev.push(named("response.output_text.delta", json!({"type": "response.output_text.delta", "sequence_number": 4 + i,
-                    "item_id": mid, "output_index": 0, "content_index": 0, "delta": word(i)})));
+                ev.push(named(
+                    "response.output_text.delta",
+                    json!({"type": "response.output_text.delta", "sequence_number": 4 + i,
+                    "item_id": mid, "output_index": 0, "content_index": 0, "delta": word(i)}),
+                ));
             }
             let s = 4 + n;
-            ev.push(named("response.output_text.done", json!({"type": "response.output_text.done", "sequence_number": s, "item_id": mid,
-                "output_index": 0, "content_index": 0, "text": text})));
+            ev.push(named(
+                "response.output_text.done",
+                json!({"type": "response.output_text.done", "sequence_number": s, "item_id": mid,
+                "output_index": 0, "content_index": 0, "text": text}),
+            ));
             let part = json!({"type": "output_text", "text": text, "annotations": []});
-            ev.push(named("response.content_part.done", json!({"type": "response.content_part.done", "sequence_number": s + 1,
-                "item_id": mid, "output_index": 0, "content_index": 0, "part": part})));
+            ev.push(named(
+                "response.content_part.done",
+                json!({"type": "response.content_part.done", "sequence_number": s + 1,
+                "item_id": mid, "output_index": 0, "content_index": 0, "part": part}),
+            ));
             let item = json!({"type": "message", "id": mid, "status": "completed", "role": "assistant", "content": [part]});
             ev.push(named("response.output_item.done", json!({"type": "response.output_item.done", "sequence_number": s + 2, "output_index": 0, "item": item})));
             let done = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "completed", "model": model,
                 "output": [item], "usage": {"input_tokens": 9, "output_tokens": n, "total_tokens": 9 + n}});
-            ev.push(named("response.completed", json!({"type": "response.completed", "sequence_number": s + 3, "response": done})));
+            ev.push(named(
+                "response.completed",
+                json!({"type": "response.completed", "sequence_number": s + 3, "response": done}),
+            ));
         }
         Api::Messages => {
             let mid = format!("msg_sim{seq}");
@@ -150,7 +182,10 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
             for i in 0..n {
                 ev.push(named("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word(i)}})));
             }
-            ev.push(named("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+            ev.push(named(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
             ev.push(named("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": n}})));
             ev.push(named("message_stop", json!({"type": "message_stop"})));
         }

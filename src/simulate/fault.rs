@@ -80,7 +80,10 @@ impl Fault {
                 continue;
             }
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            let num = || v.parse::<u64>().map_err(|_| format!("`{k}` needs a number, got `{v}`"));
+            let num = || {
+                v.parse::<u64>()
+                    .map_err(|_| format!("`{k}` needs a number, got `{v}`"))
+            };
             match k {
                 "retry-after" | "retry_after" => f.retry_after = Some(v.to_string()),
                 "retry-after-ms" | "retry_after_ms" => f.retry_after_ms = Some(num()?),
@@ -108,7 +111,10 @@ mod tests {
         assert_eq!(f.retry_after.as_deref(), Some("5"));
         assert!(f.ratelimit_headers);
         let f = Fault::parse("reset-mid-stream;after=3;times=2").unwrap();
-        assert_eq!((f.kind, f.after, f.times), (FaultKind::ResetMidStream, 3, 2));
+        assert_eq!(
+            (f.kind, f.after, f.times),
+            (FaultKind::ResetMidStream, 3, 2)
+        );
         assert!(Fault::parse("teapot").is_err());
         assert!(Fault::parse("500;latency=x").is_err());
     }

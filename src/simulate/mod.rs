@@ -85,7 +85,9 @@ impl Simulator {
 
 /// Parse `key:KEY=SPEC` or `model:MODEL=SPEC`.
 pub fn parse_fault_arg(arg: &str) -> Result<(Selector, Fault), String> {
-    let (sel, spec) = arg.split_once('=').ok_or("expected key:KEY=SPEC or model:MODEL=SPEC")?;
+    let (sel, spec) = arg
+        .split_once('=')
+        .ok_or("expected key:KEY=SPEC or model:MODEL=SPEC")?;
     let selector = if let Some(k) = sel.strip_prefix("key:") {
         Selector::Key(k.to_string())
     } else if let Some(m) = sel.strip_prefix("model:") {
@@ -100,7 +102,13 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
     let faults = opts
         .faults
         .iter()
-        .map(|(s, f)| Arc::new(FaultEntry { selector: s.clone(), fault: f.clone(), used: AtomicU64::new(0) }))
+        .map(|(s, f)| {
+            Arc::new(FaultEntry {
+                selector: s.clone(),
+                fault: f.clone(),
+                used: AtomicU64::new(0),
+            })
+        })
         .collect();
     let state = Arc::new(SimState {
         opts: opts.clone(),
@@ -118,12 +126,18 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
             .spawn(move || {
                 let fut = sim_main(state.clone(), tx.clone());
                 if !state.opts.force_epoll && monoio::utils::detect_uring() {
-                    if let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() {
+                    if let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                        .enable_timer()
+                        .build()
+                    {
                         rt.block_on(fut);
                         return;
                     }
                 }
-                match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build() {
+                match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+                    .enable_timer()
+                    .build()
+                {
                     Ok(mut rt) => rt.block_on(fut),
                     Err(e) => {
                         let _ = tx.send(Err(format!("simulator runtime: {e}")));
@@ -134,9 +148,14 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
         threads.push(t);
     }
     for _ in 0..opts.workers.max(1) {
-        rx.recv().map_err(|_| "simulator thread died".to_string())??;
+        rx.recv()
+            .map_err(|_| "simulator thread died".to_string())??;
     }
-    Ok(Simulator { state, addr: opts.listen, threads })
+    Ok(Simulator {
+        state,
+        addr: opts.listen,
+        threads,
+    })
 }
 
 async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<(), String>>) {
@@ -144,7 +163,10 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
     let listener = match TcpListener::bind_with_config(state.opts.listen, &opts) {
         Ok(l) => l,
         Err(e) => {
-            let _ = ready.send(Err(format!("simulator cannot listen on {}: {e}", state.opts.listen)));
+            let _ = ready.send(Err(format!(
+                "simulator cannot listen on {}: {e}",
+                state.opts.listen
+            )));
             return;
         }
     };
@@ -167,7 +189,10 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
 
 /// Close with RST (SO_LINGER 0), as a crashed or reset upstream would.
 fn reset(stream: TcpStream) {
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     // SAFETY: setsockopt on a socket we own, with a correctly sized linger struct.
     unsafe {
         libc::setsockopt(
@@ -191,17 +216,38 @@ fn key_of(head: &crate::http::Head) -> String {
 async fn serve(state: Arc<SimState>, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let mut buf = BytesMut::with_capacity(16 * 1024);
-    let limits = HeadLimits { max_head_bytes: 64 * 1024, max_headers: 200 };
+    let limits = HeadLimits {
+        max_head_bytes: 64 * 1024,
+        max_headers: 200,
+    };
     loop {
-        let head = match read_request_head(&mut stream, &mut buf, limits, Duration::from_secs(300), Duration::from_secs(30)).await {
+        let head = match read_request_head(
+            &mut stream,
+            &mut buf,
+            limits,
+            Duration::from_secs(300),
+            Duration::from_secs(30),
+        )
+        .await
+        {
             Ok(h) => h,
             Err(ReadError::Closed) | Err(ReadError::Io(_)) => return,
             Err(_) => {
-                let _ = stream.write_all(whole(400, "text/plain", &[], b"bad request\n", false)).await;
+                let _ = stream
+                    .write_all(whole(400, "text/plain", &[], b"bad request\n", false))
+                    .await;
                 return;
             }
         };
-        let Ok(body) = read_body(&mut stream, &mut buf, head.framing, 64 << 20, Duration::from_secs(30)).await else {
+        let Ok(body) = read_body(
+            &mut stream,
+            &mut buf,
+            head.framing,
+            64 << 20,
+            Duration::from_secs(30),
+        )
+        .await
+        else {
             return;
         };
         let keep = head.keep_alive;
@@ -240,8 +286,18 @@ fn control(state: &SimState, head: &crate::http::Head, body: &[u8]) -> (u16, Vec
             faults.retain(|f| f.selector != selector);
             if let Some(spec) = v["spec"].as_str() {
                 match Fault::parse(spec) {
-                    Ok(fault) => faults.push(Arc::new(FaultEntry { selector, fault, used: AtomicU64::new(0) })),
-                    Err(e) => return (400, serde_json::to_vec(&serde_json::json!({"error": e})).unwrap_or_default()),
+                    Ok(fault) => faults.push(Arc::new(FaultEntry {
+                        selector,
+                        fault,
+                        used: AtomicU64::new(0),
+                    })),
+                    Err(e) => {
+                        return (
+                            400,
+                            serde_json::to_vec(&serde_json::json!({"error": e}))
+                                .unwrap_or_default(),
+                        );
+                    }
                 }
             }
             ok(serde_json::json!({"faults": faults.len()}))
@@ -251,13 +307,26 @@ fn control(state: &SimState, head: &crate::http::Head, body: &[u8]) -> (u16, Vec
 }
 
 /// Pick the fault for a request: header first, then key, then model.
-fn pick_fault(state: &SimState, head: &crate::http::Head, key: &str, model: Option<&str>) -> Result<Fault, String> {
+fn pick_fault(
+    state: &SimState,
+    head: &crate::http::Head,
+    key: &str,
+    model: Option<&str>,
+) -> Result<Fault, String> {
     if let Some(spec) = head.get_str("x-sim-fault") {
         return Fault::parse(spec);
     }
     let faults = state.faults.lock().unwrap_or_else(|e| e.into_inner());
-    let by_key = faults.iter().find(|f| f.selector == Selector::Key(key.to_string()));
-    let by_model = || model.and_then(|m| faults.iter().find(|f| f.selector == Selector::Model(m.to_string())));
+    let by_key = faults
+        .iter()
+        .find(|f| f.selector == Selector::Key(key.to_string()));
+    let by_model = || {
+        model.and_then(|m| {
+            faults
+                .iter()
+                .find(|f| f.selector == Selector::Model(m.to_string()))
+        })
+    };
     if let Some(entry) = by_key.or_else(by_model) {
         let n = entry.used.fetch_add(1, Ordering::Relaxed);
         if entry.fault.times == 0 || n < entry.fault.times {
@@ -272,40 +341,63 @@ fn header_num(head: &crate::http::Head, name: &str) -> Option<u64> {
 }
 
 /// Answer one request; returns the stream if it can serve another.
-async fn answer(state: &SimState, head: &crate::http::Head, body: Bytes, mut stream: TcpStream) -> Option<TcpStream> {
+async fn answer(
+    state: &SimState,
+    head: &crate::http::Head,
+    body: Bytes,
+    mut stream: TcpStream,
+) -> Option<TcpStream> {
     let keep = head.keep_alive;
     let Some(api) = Api::from_path(head.path()) else {
         let b = body::error_body(Api::Chat, 404, "unknown path");
-        let _ = stream.write_all(whole(404, "application/json", &[], &b, keep)).await;
+        let _ = stream
+            .write_all(whole(404, "application/json", &[], &b, keep))
+            .await;
         return Some(stream);
     };
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let model = json["model"].as_str().map(str::to_string);
     let wants_stream = json["stream"].as_bool().unwrap_or(false);
-    let include_usage = json["stream_options"]["include_usage"].as_bool().unwrap_or(false);
+    let include_usage = json["stream_options"]["include_usage"]
+        .as_bool()
+        .unwrap_or(false);
     let key = key_of(head);
     let seen = SeenRequest {
         method: head.method().to_string(),
         path: head.target().to_string(),
         key: key.clone(),
         model: model.clone(),
-        headers: head.iter().map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned())).collect(),
+        headers: head
+            .iter()
+            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned()))
+            .collect(),
         body_bytes: body.len(),
     };
     let seq = state.stats.begin(seen);
-    let mut guard = InFlight { stats: &state.stats, key, status: 0 };
+    let mut guard = InFlight {
+        stats: &state.stats,
+        key,
+        status: 0,
+    };
     let fault = match pick_fault(state, head, &guard.key, model.as_deref()) {
         Ok(f) => f,
         Err(e) => {
             guard.status = 400;
             let b = body::error_body(api, 400, &format!("bad x-sim-fault: {e}"));
-            let _ = stream.write_all(whole(400, "application/json", &[], &b, keep)).await;
+            let _ = stream
+                .write_all(whole(400, "application/json", &[], &b, keep))
+                .await;
             return Some(stream);
         }
     };
-    let latency = header_num(head, "x-sim-latency-ms").unwrap_or(fault.latency_ms.max(state.opts.latency_ms));
-    let events = header_num(head, "x-sim-events").map(|n| n as u32).unwrap_or(state.opts.events);
-    let interval = header_num(head, "x-sim-interval-ms").or(fault.interval_ms).unwrap_or(state.opts.interval_ms);
+    let latency =
+        header_num(head, "x-sim-latency-ms").unwrap_or(fault.latency_ms.max(state.opts.latency_ms));
+    let events = header_num(head, "x-sim-events")
+        .map(|n| n as u32)
+        .unwrap_or(state.opts.events);
+    let interval = header_num(head, "x-sim-interval-ms")
+        .or(fault.interval_ms)
+        .unwrap_or(state.opts.interval_ms);
     let model_name = model.unwrap_or_else(|| "sim-model".into());
     if latency > 0 {
         monoio::time::sleep(Duration::from_millis(latency)).await;
@@ -313,10 +405,14 @@ async fn answer(state: &SimState, head: &crate::http::Head, body: Bytes, mut str
     match fault.kind {
         FaultKind::Status(code) => {
             guard.status = code;
-            let msg = fault.message.clone().unwrap_or_else(|| body::default_message(code).to_string());
+            let msg = fault
+                .message
+                .clone()
+                .unwrap_or_else(|| body::default_message(code).to_string());
             let b = body::error_body(api, code, &msg);
             let mut w = HeadWriter::new(code);
-            w.header("content-type", "application/json").header_u64("content-length", b.len() as u64);
+            w.header("content-type", "application/json")
+                .header_u64("content-length", b.len() as u64);
             if let Some(ra) = &fault.retry_after {
                 w.header("retry-after", ra);
             }
@@ -324,7 +420,8 @@ async fn answer(state: &SimState, head: &crate::http::Head, body: Bytes, mut str
                 w.header_u64("retry-after-ms", ms);
             }
             if fault.ratelimit_headers {
-                let reset = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(20));
+                let reset =
+                    httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(20));
                 w.header("x-ratelimit-limit-requests", "60")
                     .header("x-ratelimit-remaining-requests", "0")
                     .header("x-ratelimit-reset-requests", "20s")
@@ -342,7 +439,9 @@ async fn answer(state: &SimState, head: &crate::http::Head, body: Bytes, mut str
         FaultKind::QuotaMessage => {
             guard.status = 403;
             let b = body::error_body(api, 403, "额度不足，请充值后再试 (quota exhausted)");
-            let _ = stream.write_all(whole(403, "application/json", &[], &b, keep)).await;
+            let _ = stream
+                .write_all(whole(403, "application/json", &[], &b, keep))
+                .await;
             Some(stream)
         }
         FaultKind::ResetBeforeHeaders => {
@@ -360,22 +459,47 @@ async fn answer(state: &SimState, head: &crate::http::Head, body: Bytes, mut str
                 }
             }
         }
-        _ if wants_stream || matches!(fault.kind, FaultKind::MalformedSse | FaultKind::SlowDrip | FaultKind::StallAfterHead) => {
+        _ if wants_stream
+            || matches!(
+                fault.kind,
+                FaultKind::MalformedSse | FaultKind::SlowDrip | FaultKind::StallAfterHead
+            ) =>
+        {
             guard.status = 200;
-            stream_answer(api, &model_name, events, interval, seq, include_usage, &fault, stream, keep).await
+            stream_answer(
+                api,
+                &model_name,
+                events,
+                interval,
+                seq,
+                include_usage,
+                &fault,
+                stream,
+                keep,
+            )
+            .await
         }
         FaultKind::CloseDelimited => {
             guard.status = 200;
             let b = body::json_body(api, &model_name, events, seq);
             let mut w = HeadWriter::new(200);
-            w.header("content-type", "application/json").header("connection", "close");
+            w.header("content-type", "application/json")
+                .header("connection", "close");
             let _ = stream.write_all(w.finish(&b)).await;
             None
         }
         _ => {
             guard.status = 200;
             let b = body::json_body(api, &model_name, events, seq);
-            let _ = stream.write_all(whole(200, "application/json", &[("x-request-id", &format!("req_sim{seq}"))], &b, keep)).await;
+            let _ = stream
+                .write_all(whole(
+                    200,
+                    "application/json",
+                    &[("x-request-id", &format!("req_sim{seq}"))],
+                    &b,
+                    keep,
+                ))
+                .await;
             Some(stream)
         }
     }
@@ -395,7 +519,8 @@ async fn stream_answer(
 ) -> Option<TcpStream> {
     let close_delimited = fault.kind == FaultKind::CloseDelimited;
     let mut w = HeadWriter::new(200);
-    w.header("content-type", "text/event-stream").header("cache-control", "no-cache");
+    w.header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache");
     if close_delimited {
         w.header("connection", "close");
     } else {
@@ -426,7 +551,11 @@ async fn stream_answer(
         _ => {}
     }
     let drip = fault.kind == FaultKind::SlowDrip;
-    let interval = if drip { fault.interval_ms.unwrap_or(1000) } else { interval };
+    let interval = if drip {
+        fault.interval_ms.unwrap_or(1000)
+    } else {
+        interval
+    };
     for (i, ev) in evs.iter().enumerate() {
         if fault.kind == FaultKind::ResetMidStream && i as u32 >= fault.after {
             reset(stream);
@@ -435,7 +564,11 @@ async fn stream_answer(
         if i > 0 && interval > 0 {
             monoio::time::sleep(Duration::from_millis(interval)).await;
         }
-        let bytes = if close_delimited { ev.clone() } else { frame(ev) };
+        let bytes = if close_delimited {
+            ev.clone()
+        } else {
+            frame(ev)
+        };
         if stream.write_all(bytes).await.0.is_err() {
             return None;
         }

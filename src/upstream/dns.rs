@@ -22,12 +22,16 @@ impl Resolver {
         let (tx, rx) = crossbeam_channel::unbounded::<Lookup>();
         for i in 0..threads.max(1) {
             let rx = rx.clone();
-            let _ = std::thread::Builder::new().name(format!("ringside-dns-{i}")).spawn(move || {
-                for job in rx.iter() {
-                    let res = (job.host.as_str(), job.port).to_socket_addrs().map(|it| it.collect::<Vec<_>>());
-                    let _ = job.reply.send(res);
-                }
-            });
+            let _ = std::thread::Builder::new()
+                .name(format!("ringside-dns-{i}"))
+                .spawn(move || {
+                    for job in rx.iter() {
+                        let res = (job.host.as_str(), job.port)
+                            .to_socket_addrs()
+                            .map(|it| it.collect::<Vec<_>>());
+                        let _ = job.reply.send(res);
+                    }
+                });
         }
         Resolver { tx }
     }
@@ -35,9 +39,14 @@ impl Resolver {
     async fn lookup(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
         let (reply, rx) = futures_channel::oneshot::channel();
         self.tx
-            .send(Lookup { host: host.to_string(), port, reply })
+            .send(Lookup {
+                host: host.to_string(),
+                port,
+                reply,
+            })
             .map_err(|_| io::Error::other("resolver stopped"))?;
-        rx.await.map_err(|_| io::Error::other("resolver dropped the lookup"))?
+        rx.await
+            .map_err(|_| io::Error::other("resolver dropped the lookup"))?
     }
 }
 
@@ -67,9 +76,15 @@ impl DnsCache {
         }
         let addrs = resolver.lookup(host, port).await?;
         if addrs.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{host} has no addresses")));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{host} has no addresses"),
+            ));
         }
-        cache.borrow_mut().map.insert((host.to_string(), port), (addrs.clone(), now + ttl_ms));
+        cache
+            .borrow_mut()
+            .map
+            .insert((host.to_string(), port), (addrs.clone(), now + ttl_ms));
         Ok(addrs)
     }
 }

@@ -63,9 +63,15 @@ pub struct Connector {
 
 impl Connector {
     pub async fn connect(&self, ep: &Endpoint) -> Result<UpConn, ConnectError> {
-        let addrs = dns::DnsCache::resolve(&self.dns, &self.resolver, &ep.host, ep.port, self.dns_ttl_ms)
-            .await
-            .map_err(ConnectError::Dns)?;
+        let addrs = dns::DnsCache::resolve(
+            &self.dns,
+            &self.resolver,
+            &ep.host,
+            ep.port,
+            self.dns_ttl_ms,
+        )
+        .await
+        .map_err(ConnectError::Dns)?;
         let deadline = std::time::Instant::now() + self.connect_timeout;
         let mut last = ConnectError::Timeout;
         for addr in addrs {
@@ -95,7 +101,11 @@ impl Connector {
             } else {
                 UpStream::Plain(tcp)
             };
-            return Ok(UpConn { stream, buf: BytesMut::with_capacity(crate::http::io::READ_CHUNK), reused: false });
+            return Ok(UpConn {
+                stream,
+                buf: BytesMut::with_capacity(crate::http::io::READ_CHUNK),
+                reused: false,
+            });
         }
         Err(last)
     }

@@ -17,7 +17,11 @@ pub struct Pool {
 
 impl Pool {
     pub fn new(max_idle: usize, idle_timeout_ms: u64) -> Pool {
-        Pool { idle: HashMap::new(), max_idle, idle_timeout_ms }
+        Pool {
+            idle: HashMap::new(),
+            max_idle,
+            idle_timeout_ms,
+        }
     }
 
     /// The most recently returned live connection for `key`, if any.
@@ -43,7 +47,10 @@ impl Pool {
         if list.len() >= self.max_idle {
             list.remove(0); // drop the coldest
         }
-        list.push(Idle { conn, since_ms: now_ms });
+        list.push(Idle {
+            conn,
+            since_ms: now_ms,
+        });
     }
 
     /// Close connections idle for longer than the timeout (run on a tick).

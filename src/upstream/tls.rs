@@ -23,13 +23,18 @@ fn add_pem_file(roots: &mut RootCertStore, path: &str) -> Result<usize, String> 
 }
 
 /// Build the client config. `roots` is "webpki", "system" or "both".
-pub fn client_config(roots: &str, ca_file: Option<&str>) -> Result<Arc<rustls::ClientConfig>, String> {
+pub fn client_config(
+    roots: &str,
+    ca_file: Option<&str>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut store = RootCertStore::empty();
     if roots == "webpki" || roots == "both" {
         store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     }
     if roots == "system" || roots == "both" {
-        let found = SYSTEM_BUNDLES.iter().find(|p| std::path::Path::new(p).exists());
+        let found = SYSTEM_BUNDLES
+            .iter()
+            .find(|p| std::path::Path::new(p).exists());
         match found {
             Some(p) => {
                 add_pem_file(&mut store, p)?;

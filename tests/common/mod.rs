@@ -1,0 +1,243 @@
+//! Shared harness: start the real `ringside` binary against the in-repo simulator (or a
+//! scripted raw upstream) on loopback, with either I/O driver.
+#![allow(dead_code)]
+
+use ringside::demo::client::{self, Reply};
+use ringside::simulate::{self, SimOptions, Simulator};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub const T: Duration = Duration::from_secs(10);
+
+pub fn port() -> u16 {
+    ringside::demo::free_port().expect("free port")
+}
+
+pub fn addr(p: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], p))
+}
+
+pub fn start_sim(mut opts: SimOptions) -> Simulator {
+    opts.listen = addr(port());
+    simulate::start(opts).expect("simulator starts")
+}
+
+pub struct Proxy {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub dir: tempdir::Dir,
+}
+
+pub mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    pub fn new() -> Dir {
+        let p = std::env::temp_dir().join(format!(
+            "ringside-test-{}-{}",
+            std::process::id(),
+            super::port()
+        ));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        Dir(p)
+    }
+}
+
+impl Proxy {
+    /// Start the binary with `body` (providers, routes, extra sections) appended to a [server]
+    /// section that picks ports and the driver.
+    pub fn start(driver: &str, workers: usize, extra_server: &str, body: &str) -> Proxy {
+        let (p, a) = (port(), port());
+        let dir = tempdir::new();
+        let cfg = format!(
+            "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\nshutdown_grace_ms = 5000\n{extra_server}\n{body}",
+            dir.0.join("data").display()
+        );
+        let path = dir.0.join("ringside.toml");
+        std::fs::write(&path, cfg).expect("write config");
+        let child = Command::new(env!("CARGO_BIN_EXE_ringside"))
+            .args(["serve", "--config", path.to_str().unwrap_or_default()])
+            .env("SIM_KEY_A", "sk-sim-a")
+            .env("SIM_KEY_B", "sk-sim-b")
+            .env("SIM_KEY_C", "sk-sim-c")
+            .env("SIM_KEY_BAD", "sk-sim-bad")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ringside");
+        let proxy = Proxy {
+            child,
+            addr: addr(p),
+            admin: addr(a),
+            dir,
+        };
+        let deadline = Instant::now() + T;
+        while Instant::now() < deadline {
+            if let Ok(r) = client::request(
+                proxy.admin,
+                "GET",
+                "/readyz",
+                &[],
+                b"",
+                Duration::from_secs(1),
+            ) {
+                if r.status == 200 {
+                    return proxy;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        panic!("ringside did not become ready");
+    }
+
+    pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        client::request(self.addr, "POST", path, headers, body.as_bytes(), T).expect("request")
+    }
+
+    pub fn metrics(&self) -> String {
+        client::request(self.admin, "GET", "/metrics", &[], b"", T)
+            .expect("metrics")
+            .text()
+    }
+
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ringside did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Providers for the simulator: one OpenAI provider with keys A, B (and optionally more).
+pub fn openai_provider(id: &str, sim: SocketAddr, keys: &[(&str, &str)], models: &str) -> String {
+    let mut s = format!(
+        "[[providers]]\nid = \"{id}\"\ndialect = \"openai\"\nbase_url = \"http://{sim}/v1\"\n"
+    );
+    for (cid, env) in keys {
+        s.push_str(&format!("  [[providers.connections]]\n  id = \"{cid}\"\n  key_env = \"{env}\"\n  models = [{models}]\n"));
+    }
+    s
+}
+
+pub fn chat(model: &str, stream: bool) -> String {
+    format!(
+        r#"{{"model":"{model}","stream":{stream},"messages":[{{"role":"user","content":"hi"}}]}}"#
+    )
+}
+
+pub fn sim_stats(sim: &Simulator) -> serde_json::Value {
+    sim.state.stats.to_json()
+}
+
+pub fn attempts_for(sim: &Simulator, key: &str) -> u64 {
+    sim_stats(sim)["keys"][key]["attempts"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// A raw upstream that answers every request with the same bytes, counting connections.
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    pub connections: Arc<AtomicUsize>,
+}
+
+/// `close_after`: close the socket after each answer (without saying so in the head).
+pub fn raw_upstream(response: Vec<u8>, close_after: bool) -> RawUpstream {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let connections = Arc::new(AtomicUsize::new(0));
+    let c2 = connections.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            c2.fetch_add(1, Ordering::SeqCst);
+            let response = response.clone();
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    // Read one request head and its Content-Length body.
+                    let Some(end) = find(&buf, b"\r\n\r\n") else {
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < end + 4 + len {
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                        }
+                    }
+                    buf.drain(..end + 4 + len);
+                    if s.write_all(&response).is_err() || close_after {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    RawUpstream { addr, connections }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// Open a raw client connection to send hand-made bytes.
+pub fn raw_client(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect_timeout(&addr, T).expect("connect");
+    s.set_read_timeout(Some(T)).expect("timeout");
+    s
+}
+
+pub fn read_all(mut s: TcpStream) -> Vec<u8> {
+    let mut v = Vec::new();
+    let _ = s.read_to_end(&mut v);
+    v
+}
+
+/// Generate a pair of #[test]s (io_uring and epoll) for one scenario `fn(&str)`.
+#[macro_export]
+macro_rules! both_drivers {
+    ($($name:ident),* $(,)?) => {
+        mod uring { $( #[test] fn $name() { super::$name("uring") } )* }
+        mod epoll { $( #[test] fn $name() { super::$name("epoll") } )* }
+    };
+}
