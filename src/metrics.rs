@@ -80,13 +80,12 @@ impl CoreMetrics {
     }
 
     pub fn attempt(&self, connection: usize, outcome: &str) {
-        if connection < self.connections {
-            if let Some(c) = self
+        if connection < self.connections
+            && let Some(c) = self
                 .attempts
                 .get(connection * OUTCOMES.len() + outcome_index(outcome))
-            {
-                c.fetch_add(1, Relaxed);
-            }
+        {
+            c.fetch_add(1, Relaxed);
         }
     }
 }

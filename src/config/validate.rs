@@ -175,10 +175,10 @@ fn check_upstream(p: &mut Problems, u: &UpstreamSection) {
             format!("`{}` is not one of webpki, system, both", u.tls_roots),
         );
     }
-    if let Some(f) = &u.ca_file {
-        if let Err(e) = std::fs::metadata(f) {
-            p.add("upstream.ca_file", format!("cannot read `{f}`: {e}"));
-        }
+    if let Some(f) = &u.ca_file
+        && let Err(e) = std::fs::metadata(f)
+    {
+        p.add("upstream.ca_file", format!("cannot read `{f}`: {e}"));
     }
 }
 
@@ -368,13 +368,13 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
                     format!("no provider `{}`", t.provider),
                 ),
                 Some(pr) => {
-                    if let Some(c) = &t.connection {
-                        if !pr.connections.iter().any(|pc| &pc.id == c) {
-                            p.add(
-                                format!("{tat}.connection"),
-                                format!("provider `{}` has no connection `{c}`", t.provider),
-                            );
-                        }
+                    if let Some(c) = &t.connection
+                        && !pr.connections.iter().any(|pc| &pc.id == c)
+                    {
+                        p.add(
+                            format!("{tat}.connection"),
+                            format!("provider `{}` has no connection `{c}`", t.provider),
+                        );
                     }
                 }
             }

@@ -110,10 +110,10 @@ pub async fn handle(
     ctx.record.total_ms = started.elapsed().as_millis() as u64;
     core.metrics.request(route_index, ctx.record.status);
     core.metrics.in_flight.fetch_sub(1, Relaxed);
-    if let Some(log) = &core.shared.log {
-        if !log.send(ctx.record.log_line()) {
-            core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
-        }
+    if let Some(log) = &core.shared.log
+        && !log.send(ctx.record.log_line())
+    {
+        core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
     }
     keep && !core.drain.is_draining()
 }
@@ -139,10 +139,10 @@ async fn read_client_body(
         && ctx.head.expects_continue()
         && buf.is_empty()
     {
-        if let crate::http::Framing::Length(n) = ctx.head.framing {
-            if n > limits.max_body_bytes as u64 {
-                return Err(too_large(limits.max_body_bytes));
-            }
+        if let crate::http::Framing::Length(n) = ctx.head.framing
+            && n > limits.max_body_bytes as u64
+        {
+            return Err(too_large(limits.max_body_bytes));
         }
         let (res, _) = wr.write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]).await;
         if res.is_err() {

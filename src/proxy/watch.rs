@@ -67,17 +67,17 @@ impl<'a> ClientWatch<'a> {
             if let Poll::Ready(v) = f.as_mut().poll(cx) {
                 return Poll::Ready(Raced::Done(v));
             }
-            if let Some(w) = self.fut.as_mut() {
-                if let Poll::Ready((res, slice)) = w.as_mut().poll(cx) {
-                    self.fut = None;
-                    self.saved = Some(slice.into_inner());
-                    match res {
-                        // The client sent more bytes (a pipelined request): keep them, stop watching.
-                        Ok(n) if n > 0 => {}
-                        _ => {
-                            self.gone = true;
-                            return Poll::Ready(Raced::ClientGone);
-                        }
+            if let Some(w) = self.fut.as_mut()
+                && let Poll::Ready((res, slice)) = w.as_mut().poll(cx)
+            {
+                self.fut = None;
+                self.saved = Some(slice.into_inner());
+                match res {
+                    // The client sent more bytes (a pipelined request): keep them, stop watching.
+                    Ok(n) if n > 0 => {}
+                    _ => {
+                        self.gone = true;
+                        return Poll::Ready(Raced::ClientGone);
                     }
                 }
             }

@@ -265,7 +265,7 @@ async fn tick(core: Rc<Core>) {
             return;
         }
         n += 1;
-        if n % 20 == 0 {
+        if n.is_multiple_of(20) {
             core.pool.borrow_mut().sweep(crate::clock::now_ms());
         }
     }

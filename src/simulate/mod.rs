@@ -125,14 +125,14 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
             .name(format!("sim-{i}"))
             .spawn(move || {
                 let fut = sim_main(state.clone(), tx.clone());
-                if !state.opts.force_epoll && monoio::utils::detect_uring() {
-                    if let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                if !state.opts.force_epoll
+                    && monoio::utils::detect_uring()
+                    && let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
                         .enable_timer()
                         .build()
-                    {
-                        rt.block_on(fut);
-                        return;
-                    }
+                {
+                    rt.block_on(fut);
+                    return;
                 }
                 match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
                     .enable_timer()

@@ -69,10 +69,11 @@ impl DnsCache {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
         let now = crate::clock::now_ms();
-        if let Some((addrs, exp)) = cache.borrow().map.get(&(host.to_string(), port)) {
-            if *exp > now && !addrs.is_empty() {
-                return Ok(addrs.clone());
-            }
+        if let Some((addrs, exp)) = cache.borrow().map.get(&(host.to_string(), port))
+            && *exp > now
+            && !addrs.is_empty()
+        {
+            return Ok(addrs.clone());
         }
         let addrs = resolver.lookup(host, port).await?;
         if addrs.is_empty() {

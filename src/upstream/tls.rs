@@ -42,10 +42,10 @@ pub fn client_config(
             None => return Err("no system CA bundle found; use tls_roots = \"webpki\"".into()),
         }
     }
-    if let Some(f) = ca_file {
-        if add_pem_file(&mut store, f)? == 0 {
-            return Err(format!("CA file {f} holds no usable certificate"));
-        }
+    if let Some(f) = ca_file
+        && add_pem_file(&mut store, f)? == 0
+    {
+        return Err(format!("CA file {f} holds no usable certificate"));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider)

@@ -88,10 +88,9 @@ impl Proxy {
                 &[],
                 b"",
                 Duration::from_secs(1),
-            ) {
-                if r.status == 200 {
-                    return proxy;
-                }
+            ) && r.status == 200
+            {
+                return proxy;
             }
             std::thread::sleep(Duration::from_millis(30));
         }
