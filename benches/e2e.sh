@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# End-to-end load comparison on loopback: direct to the simulator, through nginx, through
+# Ringside, back to back in one run. Prints one markdown table. Bounded in time (about
+# 8 x DUR seconds per target). Usage: benches/e2e.sh   (env: DUR=8 RS_WORKERS=1 NGINX_WORKERS=1)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${DUR:-8}
+RS_WORKERS=${RS_WORKERS:-1}
+NGINX_WORKERS=${NGINX_WORKERS:-1}
+EVENTS=${EVENTS:-20}
+BASE=${BASE_PORT:-19100}
+SIM=$BASE; RS=$((BASE+1)); RSADMIN=$((BASE+2)); NGX=$((BASE+3))
+
+need() { command -v "$1" >/dev/null 2>&1 || NEED="$NEED $2"; }
+NEED=""; need wrk wrk; need nginx nginx-light; need python3 python3
+if [ -n "$NEED" ]; then
+  (apt-get install -y -q $NEED || (apt-get update -q && apt-get install -y -q $NEED)) >/dev/null
+fi
+cargo build --release -q
+BIN=target/release/ringside
+LOAD=target/release/ringside-load
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+$BIN simulate --listen 127.0.0.1:$SIM --events $EVENTS >/dev/null 2>&1 &
+PIDS+=($!)
+
+cat > "$WORK/ringside.toml" <<TOML
+[server]
+listen = "127.0.0.1:$RS"
+admin_listen = "127.0.0.1:$RSADMIN"
+workers = $RS_WORKERS
+access_log = false
+[upstream]
+pool_max_idle_per_upstream = 256
+[[providers]]
+id = "sim"
+dialect = "openai"
+base_url = "http://127.0.0.1:$SIM/v1"
+  [[providers.connections]]
+  id = "bench"
+  key_env = "BENCH_KEY"
+  models = ["bench-model"]
+TOML
+BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >/dev/null 2>&1 &
+RS_PID=$!; PIDS+=($RS_PID)
+
+cat > "$WORK/nginx.conf" <<NGX
+worker_processes $NGINX_WORKERS;
+daemon off;
+master_process off;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
+  upstream sim { server 127.0.0.1:$SIM; keepalive 128; }
+  server {
+    listen 127.0.0.1:$NGX;
+    location / {
+      proxy_pass http://sim;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer sk-bench";
+      proxy_buffering off;
+    }
+  }
+}
+NGX
+nginx -c "$WORK/nginx.conf" -p "$WORK" &
+NGX_PID=$!; PIDS+=($NGX_PID)
+sleep 1
+
+JSON_BODY='{"model":"bench-model","messages":[{"role":"user","content":"hello"}]}'
+SSE_BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$JSON_BODY" > "$WORK/json.lua"
+printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$SSE_BODY" > "$WORK/sse.lua"
+
+cpu_ticks() { [ -n "$1" ] && awk '{print $14+$15}' /proc/"$1"/stat || echo 0; }
+hz=$(getconf CLK_TCK)
+rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
+reqs() { awk '/requests in/ {print $1}' "$1"; }
+
+declare -A R
+run_target() {  # name port pid
+  local name=$1 port=$2 pid=$3 url="http://127.0.0.1:$2/v1/chat/completions"
+  timeout $((DUR+10)) wrk -t1 -c64 -d1s -s "$WORK/json.lua" "$url" >/dev/null 2>&1 || true   # warm-up
+  local c0; c0=$(cpu_ticks "$pid")
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s --latency -s "$WORK/json.lua" "$url" > "$WORK/$name.json.txt"
+  local c1; c1=$(cpu_ticks "$pid")
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s --latency -s "$WORK/sse.lua" "$url" > "$WORK/$name.sse.txt"
+  local c2; c2=$(cpu_ticks "$pid")
+  R[$name.json]=$(rps "$WORK/$name.json.txt")
+  R[$name.sse]=$(rps "$WORK/$name.sse.txt")
+  local nj ns; nj=$(reqs "$WORK/$name.json.txt"); ns=$(reqs "$WORK/$name.sse.txt")
+  if [ -n "$pid" ]; then
+    R[$name.cpu]=$(awk -v t=$((c1-c0)) -v hz="$hz" -v n="$nj" 'BEGIN{printf "%.2f", t/hz/n*10000}')
+    R[$name.cpusse]=$(awk -v t=$((c2-c1)) -v hz="$hz" -v n="$ns" 'BEGIN{printf "%.2f", t/hz/n*10000}')
+  else R[$name.cpu]="-"; R[$name.cpusse]="-"; fi
+  local lat; lat=$(timeout $((DUR+20)) $LOAD 127.0.0.1:$port /v1/chat/completions "$JSON_BODY" 1000 "$DUR" 32)
+  R[$name.p50]=$(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')
+  R[$name.p99]=$(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')
+  if [ -n "$pid" ]; then
+    R[$name.peak]=$(awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/"$pid"/status)
+    R[$name.idle]=$(python3 - "$port" "$pid" <<'PY'
+import socket, sys
+port, pid = int(sys.argv[1]), sys.argv[2]
+body = b'{"model":"bench-model","messages":[]}'
+req = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-bench\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+socks = []
+for _ in range(1000):
+    s = socket.create_connection(("127.0.0.1", port)); s.sendall(req); s.recv(65536); socks.append(s)
+rss = [l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")][0].split()[1]
+print("%.1f" % (int(rss) / 1024))
+PY
+)
+  else R[$name.peak]="-"; R[$name.idle]="-"; fi
+}
+
+run_target direct $SIM ""
+run_target nginx $NGX $NGX_PID
+run_target ringside $RS $RS_PID
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0>0) printf "%.2f", a/b; else print "-" }'; }
+echo
+echo "| target | JSON req/s (64 conns) | SSE streams/s ($EVENTS events) | p50 ms @1000 rps | p99 ms @1000 rps | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE | peak RSS MiB | RSS MiB, 1000 idle clients |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for t in direct nginx ringside; do
+  echo "| $t | ${R[$t.json]} | ${R[$t.sse]} | ${R[$t.p50]} | ${R[$t.p99]} | ${R[$t.cpu]} | ${R[$t.cpusse]} | ${R[$t.peak]} | ${R[$t.idle]} |"
+done
+echo
+echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x, SSE $(ratio "${R[ringside.sse]}" "${R[nginx.sse]}")x, p99 $(ratio "${R[ringside.p99]}" "${R[nginx.p99]}")x, CPU/req JSON $(ratio "${R[ringside.cpu]}" "${R[nginx.cpu]}")x, CPU/req SSE $(ratio "${R[ringside.cpusse]}" "${R[nginx.cpusse]}")x"
+echo "(workers: ringside $RS_WORKERS, nginx $NGINX_WORKERS, simulator 1; duration ${DUR}s per run; $(nproc) cores)"
