@@ -1,6 +1,9 @@
 //! Watching the client while the upstream works: one read stays pending on the client socket
 //! so that a disconnect aborts the upstream at once, instead of at the next write.
 //! A pipelined request that arrives meanwhile is kept, not lost.
+//!
+//! The watch is armed only once a request has run for [`ARM_AFTER`]: most JSON requests finish
+//! sooner, and for them a pending read plus its cancellation would be two extra I/O operations.
 
 use bytes::BytesMut;
 use monoio::BufResult;
@@ -10,6 +13,10 @@ use monoio::net::tcp::TcpOwnedReadHalf;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// How long a request runs before its client is watched.
+pub const ARM_AFTER: Duration = Duration::from_millis(20);
 
 type ReadFut<'a> = Pin<Box<dyn Future<Output = BufResult<usize, SliceMut<BytesMut>>> + 'a>>;
 
@@ -20,6 +27,9 @@ pub enum Raced<T> {
 }
 
 pub struct ClientWatch<'a> {
+    /// The read half and buffer, until the watch is armed.
+    idle: Option<(&'a mut TcpOwnedReadHalf, BytesMut)>,
+    arm_at: Instant,
     fut: Option<ReadFut<'a>>,
     canceller: Option<Canceller>,
     saved: Option<BytesMut>,
@@ -29,28 +39,23 @@ pub struct ClientWatch<'a> {
 impl<'a> ClientWatch<'a> {
     /// Start watching. `buf` is the connection's read buffer; if it already holds bytes of a
     /// pipelined request there is nothing to watch for and the buffer is kept as is.
-    pub fn start(rd: &'a mut TcpOwnedReadHalf, mut buf: BytesMut) -> Self {
-        if !buf.is_empty() {
-            return ClientWatch {
-                fut: None,
-                canceller: None,
-                saved: Some(buf),
-                gone: false,
-            };
-        }
+    pub fn start(rd: &'a mut TcpOwnedReadHalf, buf: BytesMut) -> Self {
+        let arm_at = Instant::now() + ARM_AFTER;
+        let (idle, saved) = if buf.is_empty() { (Some((rd, buf)), None) } else { (None, Some(buf)) };
+        ClientWatch { idle, arm_at, fut: None, canceller: None, saved, gone: false }
+    }
+
+    /// Put a read on the client socket.
+    fn arm(&mut self) {
+        let Some((rd, mut buf)) = self.idle.take() else { return };
         if buf.capacity() < 1024 {
             buf.reserve(crate::http::io::READ_CHUNK);
         }
         let cap = buf.capacity();
         let canceller = Canceller::new();
-        let fut: ReadFut<'a> =
-            Box::pin(rd.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
-        ClientWatch {
-            fut: Some(fut),
-            canceller: Some(canceller),
-            saved: None,
-            gone: false,
-        }
+        let handle = canceller.handle();
+        self.fut = Some(Box::pin(async move { rd.cancelable_read(buf.slice_mut(0..cap), handle).await }));
+        self.canceller = Some(canceller);
     }
 
     pub fn is_gone(&self) -> bool {
@@ -63,9 +68,20 @@ impl<'a> ClientWatch<'a> {
             return Raced::ClientGone;
         }
         let mut f = std::pin::pin!(f);
+        let arm_in = self.idle.is_some().then(|| self.arm_at.saturating_duration_since(Instant::now()));
+        let mut timer = std::pin::pin!(async move {
+            match arm_in {
+                Some(d) => monoio::time::sleep(d).await,
+                None => std::future::pending::<()>().await,
+            }
+        });
         std::future::poll_fn(|cx| {
             if let Poll::Ready(v) = f.as_mut().poll(cx) {
                 return Poll::Ready(Raced::Done(v));
+            }
+            // The timer is polled only while unarmed, so it is never polled after completing.
+            if self.idle.is_some() && timer.as_mut().poll(cx).is_ready() {
+                self.arm();
             }
             if let Some(w) = self.fut.as_mut()
                 && let Poll::Ready((res, slice)) = w.as_mut().poll(cx)
@@ -97,6 +113,9 @@ impl<'a> ClientWatch<'a> {
             if matches!(res, Ok(0)) {
                 self.gone = true;
             }
+            return buf;
+        }
+        if let Some((_, buf)) = self.idle.take() {
             return buf;
         }
         self.saved.take().unwrap_or_default()
