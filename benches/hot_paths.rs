@@ -28,7 +28,9 @@ fn sse_stream(events: usize) -> Vec<u8> {
 }
 
 fn config_with(n: usize) -> String {
-    let mut s = String::from("[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n");
+    let mut s = String::from(
+        "[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    );
     for i in 0..n {
         s.push_str(&format!("  [[providers.connections]]\n  id = \"c{i}\"\n  key_env = \"K\"\n  models = [\"gpt-4o\"]\n  weight = {}\n", 1 + i % 3));
     }
@@ -40,7 +42,12 @@ fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("http");
     g.throughput(Throughput::Bytes(HEAD.len() as u64));
     g.bench_function("parse_request_head", |b| {
-        b.iter(|| parse_request(black_box(HEAD), HeadLimits::default()).unwrap().unwrap().1)
+        b.iter(|| {
+            parse_request(black_box(HEAD), HeadLimits::default())
+                .unwrap()
+                .unwrap()
+                .1
+        })
     });
     let stream = sse_stream(200);
     g.throughput(Throughput::Bytes(stream.len() as u64));
@@ -57,9 +64,14 @@ fn benches(c: &mut Criterion) {
     g.finish();
 
     let body = br#"{"model":"smart","stream":true,"temperature":0.2,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Write a haiku about proxies and retries, please."}]}"#;
-    c.bench_function("facts_scan_chat_body", |b| b.iter(|| facts::scan(black_box(body)).unwrap()));
+    c.bench_function("facts_scan_chat_body", |b| {
+        b.iter(|| facts::scan(black_box(body)).unwrap())
+    });
 
-    let cfg = load_str(&config_with(64), "bench", &|n| (n == "K").then(|| "k".to_string())).unwrap();
+    let cfg = load_str(&config_with(64), "bench", &|n| {
+        (n == "K").then(|| "k".to_string())
+    })
+    .unwrap();
     let table = RouteTable::build(&cfg);
     let mut st = SelectorState::new(table.slot_count(), 42);
     c.bench_function("route_resolve_and_order_64_connections", |b| {

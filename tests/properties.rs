@@ -36,7 +36,9 @@ fn run_split(body: &[u8], cuts: &[usize]) -> (Vec<u8>, bool, usize) {
         if p < start {
             continue;
         }
-        consumed += t.feed(&body[start..p], |x| payload.extend_from_slice(x)).expect("valid body");
+        consumed += t
+            .feed(&body[start..p], |x| payload.extend_from_slice(x))
+            .expect("valid body");
         start = p;
     }
     (payload, t.is_done(), consumed)

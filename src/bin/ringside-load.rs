@@ -13,7 +13,10 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
             let body = &buf[end + 4..];
-            if let Some(len) = head.lines().find_map(|l| l.strip_prefix("content-length:").and_then(|v| v.trim().parse::<usize>().ok())) {
+            if let Some(len) = head.lines().find_map(|l| {
+                l.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            }) {
                 if body.len() >= len {
                     return Ok(());
                 }
@@ -23,7 +26,10 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
         }
         let n = s.read(&mut tmp)?;
         if n == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "closed",
+            ));
         }
         buf.extend_from_slice(&tmp[..n]);
     }
@@ -39,7 +45,10 @@ fn main() {
     let rate: f64 = a[3].parse().unwrap_or(1000.0);
     let secs: f64 = a[4].parse().unwrap_or(10.0);
     let conns: usize = a[5].parse().unwrap_or(16);
-    let req = format!("POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
     let start = Instant::now() + Duration::from_millis(100);
     let per_conn = rate / conns as f64;
     let handles: Vec<_> = (0..conns)
@@ -48,7 +57,9 @@ fn main() {
             std::thread::spawn(move || {
                 let mut lat = Vec::new();
                 let mut errors = 0u64;
-                let Ok(mut s) = TcpStream::connect(&addr) else { return (lat, 1) };
+                let Ok(mut s) = TcpStream::connect(&addr) else {
+                    return (lat, 1);
+                };
                 let _ = s.set_nodelay(true);
                 let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
                 let mut buf = Vec::with_capacity(64 * 1024);
@@ -64,7 +75,8 @@ fn main() {
                     if due > now {
                         std::thread::sleep(due - now);
                     }
-                    let ok = s.write_all(req.as_bytes()).is_ok() && read_response(&mut s, &mut buf).is_ok();
+                    let ok = s.write_all(req.as_bytes()).is_ok()
+                        && read_response(&mut s, &mut buf).is_ok();
                     if ok {
                         lat.push(due.elapsed().as_secs_f64() * 1000.0);
                     } else {
@@ -89,7 +101,11 @@ fn main() {
         }
     }
     all.sort_by(|a, b| a.total_cmp(b));
-    let pct = |p: f64| all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
     println!(
         "{{\"ok\":{},\"errors\":{errors},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3}}}",
         all.len(),

@@ -109,7 +109,11 @@ fn env_overrides_win() {
 #[test]
 fn the_example_config_in_the_repo_is_valid() {
     let text = include_str!("../../ringside.example.toml");
-    let any = |n: &str| n.ends_with("_KEY_A").then(|| "k".to_string()).or_else(|| n.ends_with("_KEY_B").then(|| "k".into()));
+    let any = |n: &str| {
+        n.ends_with("_KEY_A")
+            .then(|| "k".to_string())
+            .or_else(|| n.ends_with("_KEY_B").then(|| "k".into()))
+    };
     let c = load_str(text, "ringside.example.toml", &any).unwrap();
     assert_eq!(c.providers.len(), 2);
     assert_eq!(c.routes[0].targets.len(), 2);

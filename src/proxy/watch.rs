@@ -41,20 +41,35 @@ impl<'a> ClientWatch<'a> {
     /// pipelined request there is nothing to watch for and the buffer is kept as is.
     pub fn start(rd: &'a mut TcpOwnedReadHalf, buf: BytesMut) -> Self {
         let arm_at = Instant::now() + ARM_AFTER;
-        let (idle, saved) = if buf.is_empty() { (Some((rd, buf)), None) } else { (None, Some(buf)) };
-        ClientWatch { idle, arm_at, fut: None, canceller: None, saved, gone: false }
+        let (idle, saved) = if buf.is_empty() {
+            (Some((rd, buf)), None)
+        } else {
+            (None, Some(buf))
+        };
+        ClientWatch {
+            idle,
+            arm_at,
+            fut: None,
+            canceller: None,
+            saved,
+            gone: false,
+        }
     }
 
     /// Put a read on the client socket.
     fn arm(&mut self) {
-        let Some((rd, mut buf)) = self.idle.take() else { return };
+        let Some((rd, mut buf)) = self.idle.take() else {
+            return;
+        };
         if buf.capacity() < 1024 {
             buf.reserve(crate::http::io::READ_CHUNK);
         }
         let cap = buf.capacity();
         let canceller = Canceller::new();
         let handle = canceller.handle();
-        self.fut = Some(Box::pin(async move { rd.cancelable_read(buf.slice_mut(0..cap), handle).await }));
+        self.fut = Some(Box::pin(async move {
+            rd.cancelable_read(buf.slice_mut(0..cap), handle).await
+        }));
         self.canceller = Some(canceller);
     }
 
@@ -68,7 +83,10 @@ impl<'a> ClientWatch<'a> {
             return Raced::ClientGone;
         }
         let mut f = std::pin::pin!(f);
-        let arm_in = self.idle.is_some().then(|| self.arm_at.saturating_duration_since(Instant::now()));
+        let arm_in = self
+            .idle
+            .is_some()
+            .then(|| self.arm_at.saturating_duration_since(Instant::now()));
         let mut timer = std::pin::pin!(async move {
             match arm_in {
                 Some(d) => monoio::time::sleep(d).await,
