@@ -125,6 +125,8 @@ pub struct Config {
     pub upstream: schema::UpstreamSection,
     pub providers: Vec<Provider>,
     pub routes: Vec<schema::RouteSection>,
+    /// (provider index, index within the provider) by flat connection index.
+    pub locator: Vec<(usize, usize)>,
 }
 
 impl Config {
@@ -133,10 +135,14 @@ impl Config {
     }
     /// (provider, connection) for a flat connection index.
     pub fn connection(&self, index: usize) -> Option<(&Provider, &Connection)> {
-        self.providers
-            .iter()
-            .flat_map(|p| p.connections.iter().map(move |c| (p, c)))
-            .find(|(_, c)| c.index == index)
+        let &(pi, ci) = self.locator.get(index)?;
+        let p = self.providers.get(pi)?;
+        Some((p, p.connections.get(ci)?))
+    }
+
+    /// The provider index of a flat connection index.
+    pub fn provider_of(&self, index: usize) -> Option<usize> {
+        self.locator.get(index).map(|l| l.0)
     }
 }
 

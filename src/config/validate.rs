@@ -387,6 +387,11 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     if !p.0.is_empty() {
         return Err(p.0);
     }
+    let locator = providers
+        .iter()
+        .enumerate()
+        .flat_map(|(pi, p)| (0..p.connections.len()).map(move |ci| (pi, ci)))
+        .collect();
     let workers = if s.workers == 0 {
         available_cores()
     } else {
@@ -408,6 +413,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         upstream: file.upstream,
         providers,
         routes: file.routes,
+        locator,
     })
 }
 

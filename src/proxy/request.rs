@@ -405,11 +405,7 @@ async fn attempt(
             detail: "unknown connection".into(),
         };
     };
-    let provider_index = cfg
-        .providers
-        .iter()
-        .position(|p| p.id == provider.id)
-        .unwrap_or(0);
+    let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
     let target = &entry.targets[cand.target];
     let body = match (&ctx.model, &ctx.model_span) {
         (Some(m), Some(span)) if *m != target.model => {
