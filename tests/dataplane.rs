@@ -137,11 +137,7 @@ fn first_event_is_not_buffered(driver: &str) {
         },
     );
     let mut s = raw_client(proxy.addr);
-    let body = chat("gpt-4o-mini", true);
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = raw_chat("gpt-4o-mini", true);
     let t0 = Instant::now();
     s.write_all(req.as_bytes()).unwrap();
     let mut got = Vec::new();
@@ -228,11 +224,7 @@ fn close_delimited_body_is_rechunked(driver: &str) {
     let proxy = raw_proxy(driver, &up, 1);
     // A keep-alive client gets it re-framed as chunked and can send a second request.
     let mut s = raw_client(proxy.addr);
-    let body = chat("m", false);
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = raw_chat("m", false);
     for _ in 0..2 {
         s.write_all(req.as_bytes()).unwrap();
         let mut got = Vec::new();
@@ -260,11 +252,7 @@ fn keep_alive_reuses_one_upstream_connection(driver: &str) {
     let up = raw_upstream(resp, false);
     let proxy = raw_proxy(driver, &up, 1);
     let mut s = raw_client(proxy.addr);
-    let body = chat("m", false);
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = raw_chat("m", false);
     for i in 0..5 {
         s.write_all(req.as_bytes()).unwrap();
         let mut got = Vec::new();
@@ -359,11 +347,7 @@ fn client_disconnect_aborts_upstream(driver: &str) {
         },
     );
     let mut s = raw_client(proxy.addr);
-    let body = chat("smart", true);
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = raw_chat("smart", true);
     s.write_all(req.as_bytes()).unwrap();
     let mut tmp = [0u8; 1024];
     let n = s.read(&mut tmp).unwrap();
@@ -542,11 +526,7 @@ fn graceful_shutdown_drains_a_live_stream(driver: &str) {
         },
     );
     let mut s = raw_client(proxy.addr);
-    let body = chat("smart", true);
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = raw_chat("smart", true);
     s.write_all(req.as_bytes()).unwrap();
     let mut tmp = [0u8; 4096];
     let mut got = Vec::new();

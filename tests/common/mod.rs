@@ -150,6 +150,15 @@ pub fn chat(model: &str, stream: bool) -> String {
     )
 }
 
+/// A keep-alive chat request as raw bytes, for tests that drive the socket by hand.
+pub fn raw_chat(model: &str, stream: bool) -> String {
+    let body = chat(model, stream);
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 pub fn sim_stats(sim: &Simulator) -> serde_json::Value {
     sim.state.stats.to_json()
 }
