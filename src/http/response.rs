@@ -51,7 +51,7 @@ impl HeadWriter {
         HeadWriter { buf }
     }
 
-    /// Start from a relayed status line (keeps the upstream's reason phrase out: we write ours).
+    /// Append one header line.
     pub fn header(&mut self, name: &str, value: impl AsRef<[u8]>) -> &mut Self {
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b": ");

@@ -82,11 +82,8 @@ impl BodyEnd {
     }
 }
 
-fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool) -> Vec<u8> {
+fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool, is_sse: bool) -> Vec<u8> {
     let mut w = HeadWriter::with_capacity(up.status, up.raw.len() + 256);
-    let is_sse = up
-        .get("content-type")
-        .is_some_and(|v| v.starts_with(b"text/event-stream"));
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
             || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-"))
@@ -162,7 +159,7 @@ pub async fn relay(
         Framing::Close => BodyEnd::Close,
         Framing::Empty => BodyEnd::None,
     };
-    let mut pending_head = Some(client_head(head, r, rechunk, keep_alive));
+    let mut pending_head = Some(client_head(head, r, rechunk, keep_alive, is_sse));
     let mut upstream_eof = false;
     loop {
         let (data, done, extra) = match end.take(&mut up.buf) {

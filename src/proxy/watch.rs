@@ -73,10 +73,6 @@ impl<'a> ClientWatch<'a> {
         self.canceller = Some(canceller);
     }
 
-    pub fn is_gone(&self) -> bool {
-        self.gone
-    }
-
     /// Await `f`, unless the client disconnects first (then `f` is dropped: an abort path).
     pub async fn race<F: Future>(&mut self, f: F) -> Raced<F::Output> {
         if self.gone {

@@ -61,10 +61,6 @@ impl Pool {
         }
     }
 
-    pub fn idle_count(&self) -> usize {
-        self.idle.values().map(Vec::len).sum()
-    }
-
     pub fn clear(&mut self) {
         self.idle.clear();
     }
