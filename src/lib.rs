@@ -14,6 +14,7 @@ pub mod http;
 pub mod log;
 pub mod metrics;
 pub mod proxy;
+pub mod resilience;
 pub mod route;
 pub mod runtime;
 pub mod simulate;

@@ -1,0 +1,357 @@
+//! The provider circuit breaker (closed / degraded / open / half-open) and the opt-in provider
+//! window gate. Only server errors and transport failures count; a 429 is neutral.
+//!
+//! Each core keeps its own copy, fed with every failure and success any core observed (the
+//! events carry the time they happened, so the copies agree). The one half-open probe is
+//! claimed through a shared atomic so that exactly one core sends it.
+
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerState {
+    Closed,
+    Degraded,
+    Open,
+    HalfOpen,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BreakerProfile {
+    pub degraded_at: u32,
+    pub open_at: u32,
+    pub open_ms: u64,
+    /// Open cycles before the open time starts doubling.
+    pub escalate_after: u32,
+    pub max_multiplier: u64,
+    /// How long a claimed probe may stay unanswered before another core may probe.
+    pub probe_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Breaker {
+    pub state: BreakerState,
+    pub failures: u32,
+    pub opened_at: u64,
+    pub open_cycles: u32,
+    pub last_failure: u64,
+}
+
+/// What the breaker lets through right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    Yes,
+    /// Half-open: this request is the probe (it holds the claim).
+    Probe,
+    /// Open (or another core's probe is out): retry after this many ms.
+    No(u64),
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Breaker {
+            state: BreakerState::Closed,
+            failures: 0,
+            opened_at: 0,
+            open_cycles: 0,
+            last_failure: 0,
+        }
+    }
+}
+
+impl Breaker {
+    pub fn open_ms(&self, p: &BreakerProfile) -> u64 {
+        if self.open_cycles <= p.escalate_after {
+            p.open_ms
+        } else {
+            let shift = (self.open_cycles - p.escalate_after).min(20);
+            (p.open_ms << shift).min(p.open_ms.saturating_mul(p.max_multiplier.max(1)))
+        }
+    }
+
+    /// Lazy open -> half-open once the open time has passed.
+    pub fn refresh(&mut self, now: u64, p: &BreakerProfile) {
+        if self.state == BreakerState::Open && now >= self.opened_at + self.open_ms(p) {
+            self.state = BreakerState::HalfOpen;
+        }
+    }
+
+    /// Remaining open time (0 unless open).
+    pub fn retry_after(&self, now: u64, p: &BreakerProfile) -> u64 {
+        match self.state {
+            BreakerState::Open => (self.opened_at + self.open_ms(p)).saturating_sub(now),
+            _ => 0,
+        }
+    }
+
+    /// Whether a request may go; half-open admits the single probe claimed in `probe`.
+    pub fn admit(&mut self, now: u64, p: &BreakerProfile, probe: &AtomicU64) -> Admit {
+        self.refresh(now, p);
+        match self.state {
+            BreakerState::Closed | BreakerState::Degraded => Admit::Yes,
+            BreakerState::Open => Admit::No(self.retry_after(now, p).max(1)),
+            BreakerState::HalfOpen => {
+                let held = probe.load(Ordering::Acquire);
+                if held > now {
+                    return Admit::No(held - now);
+                }
+                match probe.compare_exchange(
+                    held,
+                    now + p.probe_timeout_ms,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => Admit::Probe,
+                    Err(v) => Admit::No(v.saturating_sub(now).max(1)),
+                }
+            }
+        }
+    }
+
+    /// A counted failure observed at `at` (by any core).
+    pub fn on_failure(&mut self, at: u64, p: &BreakerProfile) {
+        self.refresh(at, p);
+        self.last_failure = self.last_failure.max(at);
+        match self.state {
+            // Failures while open never extend the open time.
+            BreakerState::Open => {}
+            BreakerState::HalfOpen => {
+                self.open_cycles += 1;
+                self.state = BreakerState::Open;
+                self.opened_at = at;
+            }
+            BreakerState::Closed | BreakerState::Degraded => {
+                self.failures += 1;
+                if self.failures >= p.open_at {
+                    self.state = BreakerState::Open;
+                    self.opened_at = at;
+                    self.open_cycles += 1;
+                } else if self.failures >= p.degraded_at {
+                    self.state = BreakerState::Degraded;
+                }
+            }
+        }
+    }
+
+    /// A success; returns whether it changed anything (worth telling other cores).
+    pub fn on_success(&mut self, p: &BreakerProfile) -> bool {
+        match self.state {
+            // A success of a request sent before the breaker opened proves nothing.
+            BreakerState::Open => false,
+            BreakerState::HalfOpen => {
+                *self = Breaker::default();
+                true
+            }
+            BreakerState::Closed | BreakerState::Degraded => {
+                if self.failures == 0 {
+                    return false;
+                }
+                self.failures -= 1;
+                if self.failures <= p.degraded_at {
+                    self.state = BreakerState::Closed;
+                }
+                true
+            }
+        }
+    }
+
+    pub fn reset(&mut self) {
+        *self = Breaker::default();
+    }
+}
+
+/// Release a probe claim without a verdict (the probe got a 429 or its client left).
+pub fn release_probe(probe: &AtomicU64) {
+    probe.store(0, Ordering::Release);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GateProfile {
+    pub threshold: u32,
+    pub window_ms: u64,
+    pub cooldown_ms: u64,
+}
+
+/// Opt-in provider window gate: `threshold` failures within `window_ms` close the provider
+/// for `cooldown_ms` after the last one; a success clears the window.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WindowGate {
+    failures: VecDeque<u64>,
+}
+
+impl WindowGate {
+    const KEEP: usize = 200;
+
+    pub fn on_failure(&mut self, at: u64, p: &GateProfile) {
+        self.failures.push_back(at);
+        while self.failures.front().is_some_and(|&t| t + p.window_ms < at)
+            || self.failures.len() > Self::KEEP
+        {
+            self.failures.pop_front();
+        }
+    }
+
+    pub fn on_success(&mut self) {
+        self.failures.clear();
+    }
+
+    /// Remaining closed time, if closed.
+    pub fn closed_for(&self, now: u64, p: &GateProfile) -> Option<u64> {
+        let last = *self.failures.back()?;
+        let recent = self
+            .failures
+            .iter()
+            .filter(|&&t| t + p.window_ms >= last)
+            .count();
+        if recent < p.threshold as usize {
+            return None;
+        }
+        let end = last + p.cooldown_ms;
+        (end > now).then(|| end - now)
+    }
+
+    pub fn count(&self) -> usize {
+        self.failures.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const API_KEY: BreakerProfile = BreakerProfile {
+        degraded_at: 7,
+        open_at: 12,
+        open_ms: 30_000,
+        escalate_after: 3,
+        max_multiplier: 4,
+        probe_timeout_ms: 10_000,
+    };
+
+    #[test]
+    fn degrades_then_opens_then_half_opens() {
+        let mut b = Breaker::default();
+        let probe = AtomicU64::new(0);
+        for i in 0..6 {
+            b.on_failure(i, &API_KEY);
+        }
+        assert_eq!(b.state, BreakerState::Closed);
+        b.on_failure(6, &API_KEY);
+        assert_eq!(b.state, BreakerState::Degraded);
+        assert_eq!(b.admit(7, &API_KEY, &probe), Admit::Yes);
+        for i in 7..12 {
+            b.on_failure(i, &API_KEY);
+        }
+        assert_eq!(b.state, BreakerState::Open);
+        assert_eq!(b.admit(1_000, &API_KEY, &probe), Admit::No(29_011));
+        // Failures while open do not extend it.
+        b.on_failure(20_000, &API_KEY);
+        assert_eq!(b.retry_after(20_000, &API_KEY), 10_011);
+        assert_eq!(b.admit(30_011, &API_KEY, &probe), Admit::Probe);
+        assert_eq!(b.state, BreakerState::HalfOpen);
+    }
+
+    #[test]
+    fn exactly_one_probe_across_cores() {
+        let probe = AtomicU64::new(0);
+        let mut a = Breaker::default();
+        let mut b = Breaker::default();
+        for i in 0..12 {
+            a.on_failure(i, &API_KEY);
+            b.on_failure(i, &API_KEY);
+        }
+        let t = 40_000;
+        assert_eq!(a.admit(t, &API_KEY, &probe), Admit::Probe);
+        assert!(matches!(b.admit(t, &API_KEY, &probe), Admit::No(_)));
+        assert!(matches!(a.admit(t + 1, &API_KEY, &probe), Admit::No(_)));
+        // A 429 is neutral: the claim is released, the state stays half-open.
+        release_probe(&probe);
+        assert_eq!(b.admit(t + 2, &API_KEY, &probe), Admit::Probe);
+        // The probe succeeds: every core closes.
+        assert!(b.on_success(&API_KEY));
+        assert!(a.on_success(&API_KEY));
+        assert_eq!(
+            (a.state, b.state),
+            (BreakerState::Closed, BreakerState::Closed)
+        );
+        assert_eq!(a.admit(t + 3, &API_KEY, &probe), Admit::Yes);
+    }
+
+    #[test]
+    fn a_lost_probe_expires() {
+        let probe = AtomicU64::new(0);
+        let mut b = Breaker::default();
+        for i in 0..12 {
+            b.on_failure(i, &API_KEY);
+        }
+        assert_eq!(b.admit(30_011, &API_KEY, &probe), Admit::Probe);
+        assert!(matches!(b.admit(35_000, &API_KEY, &probe), Admit::No(_)));
+        assert_eq!(b.admit(40_012, &API_KEY, &probe), Admit::Probe);
+    }
+
+    #[test]
+    fn failed_probe_reopens_and_escalates() {
+        let probe = AtomicU64::new(0);
+        let mut b = Breaker::default();
+        let mut t = 0;
+        let mut opens = Vec::new();
+        for _ in 0..12 {
+            b.on_failure(t, &API_KEY);
+        }
+        for _ in 0..6 {
+            t += b.open_ms(&API_KEY);
+            assert_eq!(b.admit(t, &API_KEY, &probe), Admit::Probe);
+            release_probe(&probe);
+            b.on_failure(t, &API_KEY);
+            assert_eq!(b.state, BreakerState::Open);
+            opens.push(b.open_ms(&API_KEY));
+        }
+        assert_eq!(opens, [30_000, 30_000, 60_000, 120_000, 120_000, 120_000]);
+    }
+
+    #[test]
+    fn successes_recover_gradually_and_are_ignored_while_open() {
+        let mut b = Breaker::default();
+        for i in 0..8 {
+            b.on_failure(i, &API_KEY);
+        }
+        assert_eq!(b.state, BreakerState::Degraded);
+        assert!(b.on_success(&API_KEY));
+        assert_eq!((b.state, b.failures), (BreakerState::Closed, 7));
+        let mut b = Breaker::default();
+        for i in 0..12 {
+            b.on_failure(i, &API_KEY);
+        }
+        assert!(!b.on_success(&API_KEY));
+        assert_eq!(b.state, BreakerState::Open);
+        assert!(
+            !Breaker::default().on_success(&API_KEY),
+            "nothing to report"
+        );
+    }
+
+    #[test]
+    fn window_gate() {
+        let p = GateProfile {
+            threshold: 3,
+            window_ms: 10_000,
+            cooldown_ms: 5_000,
+        };
+        let mut g = WindowGate::default();
+        g.on_failure(0, &p);
+        g.on_failure(4_000, &p);
+        assert_eq!(g.closed_for(4_000, &p), None);
+        g.on_failure(20_000, &p); // the first two fell out of the window
+        assert_eq!(g.closed_for(20_000, &p), None);
+        g.on_failure(21_000, &p);
+        g.on_failure(22_000, &p);
+        assert_eq!(g.closed_for(23_000, &p), Some(4_000));
+        assert_eq!(g.closed_for(27_000, &p), None);
+        g.on_failure(28_000, &p);
+        assert!(g.closed_for(28_000, &p).is_some());
+        g.on_success();
+        assert_eq!(g.closed_for(28_000, &p), None);
+    }
+}

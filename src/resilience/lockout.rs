@@ -1,0 +1,394 @@
+//! Model lockout: disable one model (or its quota family) on one connection without taking the
+//! connection out of rotation. Opt-in for status-driven locks (reference defaults); a rule with
+//! scope `model` always locks.
+//!
+//! Key shapes: a 429/403/402 locks the connection's quota family, a 404 the one model, any
+//! other status the exact (provider, connection, model) triple. Entries live in a small vector
+//! per connection: empty in the common case, so the hot-path check is one length test.
+
+use serde::Serialize;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockScope {
+    Family,
+    Model,
+    Exact,
+}
+
+impl LockScope {
+    pub fn for_status(status: u16) -> LockScope {
+        match status {
+            402 | 403 | 429 => LockScope::Family,
+            404 => LockScope::Model,
+            _ => LockScope::Exact,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockoutSettings {
+    pub enabled: bool,
+    pub codes: Vec<u16>,
+    pub base_ms: u64,
+    pub max_ms: u64,
+    pub max_steps: u32,
+    pub exponential: bool,
+    /// Escalation memory: a failure within this (plus the last cooldown) escalates.
+    pub reset_after_ms: u64,
+}
+
+impl Default for LockoutSettings {
+    fn default() -> Self {
+        LockoutSettings {
+            enabled: false,
+            codes: vec![403, 404, 429, 502, 503, 504],
+            base_ms: 120_000,
+            max_ms: 1_800_000,
+            max_steps: 10,
+            exponential: true,
+            reset_after_ms: 1_800_000,
+        }
+    }
+}
+
+/// One lock; also the replication event for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lock {
+    pub conn: usize,
+    /// The model id, or its quota family.
+    pub key: Arc<str>,
+    pub scope: LockScope,
+    pub reason: &'static str,
+    pub until: u64,
+    pub failures: u32,
+    pub last_failure: u64,
+    pub last_cooldown: u64,
+}
+
+/// The lock table of one core.
+#[derive(Debug, Default)]
+pub struct Lockouts {
+    by_conn: Vec<Vec<Lock>>,
+    count: usize,
+}
+
+const MAX_ENTRIES: usize = 1000;
+
+impl Lockouts {
+    pub fn new(connections: usize) -> Self {
+        Lockouts {
+            by_conn: vec![Vec::new(); connections],
+            count: 0,
+        }
+    }
+
+    fn key_matches(l: &Lock, model: &str, family: &str) -> bool {
+        match l.scope {
+            LockScope::Family => &*l.key == family,
+            LockScope::Model | LockScope::Exact => l.key.eq_ignore_ascii_case(model),
+        }
+    }
+
+    /// The active lock with the most time left for this model on this connection.
+    pub fn locked(&self, conn: usize, model: &str, family: &str, now: u64) -> Option<&Lock> {
+        let list = self.by_conn.get(conn)?;
+        if list.is_empty() {
+            return None;
+        }
+        list.iter()
+            .filter(|l| l.until > now && Self::key_matches(l, model, family))
+            .max_by_key(|l| l.until)
+    }
+
+    /// Record a failure; returns the lock to replicate.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_failure(
+        &mut self,
+        s: &LockoutSettings,
+        conn: usize,
+        model: &str,
+        family: &str,
+        scope: LockScope,
+        reason: &'static str,
+        exact_ms: Option<(u64, bool)>,
+        now: u64,
+    ) -> Option<Lock> {
+        let key: &str = if scope == LockScope::Family {
+            family
+        } else {
+            model
+        };
+        let list = self.by_conn.get_mut(conn)?;
+        let prev = list.iter().find(|l| l.scope == scope && &*l.key == key);
+        let failures = match prev {
+            Some(p) if now <= p.last_failure + s.reset_after_ms + p.last_cooldown => p.failures + 1,
+            _ => 1,
+        };
+        let cooldown = match exact_ms {
+            // An upstream header reset is authoritative; prose hints stay capped.
+            Some((ms, true)) if ms > 0 => ms,
+            Some((ms, false)) if ms > 0 => ms.min(s.max_ms),
+            _ if s.exponential => {
+                let steps = (failures - 1).min(s.max_steps).min(40);
+                s.base_ms.saturating_mul(1 << steps).min(s.max_ms)
+            }
+            _ => s.base_ms.min(s.max_ms),
+        };
+        let lock = Lock {
+            conn,
+            key: Arc::from(key),
+            scope,
+            reason,
+            until: now + cooldown,
+            failures,
+            last_failure: now,
+            last_cooldown: cooldown,
+        };
+        self.merge(lock.clone());
+        Some(lock)
+    }
+
+    /// Merge a lock (from this core or another): the later end and the higher count win.
+    pub fn merge(&mut self, lock: Lock) {
+        let Some(list) = self.by_conn.get_mut(lock.conn) else {
+            return;
+        };
+        match list
+            .iter_mut()
+            .find(|l| l.scope == lock.scope && l.key == lock.key)
+        {
+            Some(l) => {
+                if lock.until > l.until {
+                    l.until = lock.until;
+                    l.reason = lock.reason;
+                    l.last_cooldown = lock.last_cooldown;
+                }
+                l.failures = l.failures.max(lock.failures);
+                l.last_failure = l.last_failure.max(lock.last_failure);
+            }
+            None => {
+                list.push(lock);
+                self.count += 1;
+            }
+        }
+    }
+
+    /// Whether a success on (conn, model) has anything to decay (checked before sending events).
+    pub fn has_entry(&self, conn: usize, model: &str, family: &str) -> bool {
+        self.by_conn
+            .get(conn)
+            .is_some_and(|l| !l.is_empty() && l.iter().any(|x| Self::key_matches(x, model, family)))
+    }
+
+    /// A success halves the failure count of every matching entry; at zero the entry goes.
+    pub fn on_success(&mut self, conn: usize, model: &str, family: &str) {
+        let Some(list) = self.by_conn.get_mut(conn) else {
+            return;
+        };
+        let before = list.len();
+        list.retain_mut(|l| {
+            if !Self::key_matches(l, model, family) {
+                return true;
+            }
+            l.failures /= 2;
+            l.failures > 0
+        });
+        self.count -= before - list.len();
+    }
+
+    /// Operator re-enable: drop matching locks (`model` None: all of the connection's).
+    pub fn clear(&mut self, conn: usize, model: Option<&str>) -> usize {
+        let Some(list) = self.by_conn.get_mut(conn) else {
+            return 0;
+        };
+        let before = list.len();
+        list.retain(|l| model.is_some_and(|m| !l.key.eq_ignore_ascii_case(m)));
+        let n = before - list.len();
+        self.count -= n;
+        n
+    }
+
+    /// Drop expired entries whose escalation memory has lapsed; keep the table bounded.
+    pub fn sweep(&mut self, s: &LockoutSettings, now: u64) {
+        if self.count == 0 {
+            return;
+        }
+        let over = self.count > MAX_ENTRIES;
+        for list in &mut self.by_conn {
+            let before = list.len();
+            list.retain(|l| {
+                l.until > now
+                    || (!over && now <= l.last_failure + s.reset_after_ms + l.last_cooldown)
+            });
+            self.count -= before - list.len();
+        }
+    }
+
+    pub fn active(&self, now: u64) -> impl Iterator<Item = &Lock> {
+        self.by_conn.iter().flatten().filter(move |l| l.until > now)
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on(t: &mut Lockouts, s: &LockoutSettings, status: u16, now: u64) -> Lock {
+        t.on_failure(
+            s,
+            0,
+            "gpt-4o",
+            "gpt-4o",
+            LockScope::for_status(status),
+            "rate_limit",
+            None,
+            now,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn scope_by_status() {
+        assert_eq!(LockScope::for_status(429), LockScope::Family);
+        assert_eq!(LockScope::for_status(403), LockScope::Family);
+        assert_eq!(LockScope::for_status(402), LockScope::Family);
+        assert_eq!(LockScope::for_status(404), LockScope::Model);
+        assert_eq!(LockScope::for_status(503), LockScope::Exact);
+        let s = LockoutSettings::default();
+        let mut t = Lockouts::new(2);
+        t.on_failure(
+            &s,
+            0,
+            "claude-opus-4",
+            "claude",
+            LockScope::Family,
+            "rate_limit",
+            None,
+            0,
+        );
+        assert!(
+            t.locked(0, "claude-sonnet-4", "claude", 1).is_some(),
+            "family shares"
+        );
+        assert!(
+            t.locked(1, "claude-sonnet-4", "claude", 1).is_none(),
+            "other connection free"
+        );
+        t.on_failure(
+            &s,
+            1,
+            "gpt-4o",
+            "gpt",
+            LockScope::Exact,
+            "server_error",
+            None,
+            0,
+        );
+        assert!(t.locked(1, "GPT-4o", "gpt", 1).is_some());
+        assert!(
+            t.locked(1, "gpt-4o-mini", "gpt", 1).is_none(),
+            "exact is one model"
+        );
+    }
+
+    #[test]
+    fn escalates_caps_and_expires() {
+        let s = LockoutSettings::default();
+        let mut t = Lockouts::new(1);
+        let mut now = 0;
+        let mut got = Vec::new();
+        for _ in 0..6 {
+            let l = on(&mut t, &s, 429, now);
+            got.push(l.until - now);
+            now = l.until;
+        }
+        assert_eq!(
+            got,
+            [120_000, 240_000, 480_000, 960_000, 1_800_000, 1_800_000]
+        );
+        assert!(
+            t.locked(0, "gpt-4o", "gpt-4o", now).is_none(),
+            "expired at its end"
+        );
+        // After the escalation memory lapses it starts over.
+        now += s.reset_after_ms + 1_800_000 + 1;
+        assert_eq!(on(&mut t, &s, 429, now).until - now, 120_000);
+    }
+
+    #[test]
+    fn exact_hints() {
+        let s = LockoutSettings::default();
+        let mut t = Lockouts::new(1);
+        let l = t
+            .on_failure(
+                &s,
+                0,
+                "m",
+                "m",
+                LockScope::Family,
+                "quota",
+                Some((86_400_000, true)),
+                0,
+            )
+            .unwrap();
+        assert_eq!(l.until, 86_400_000, "header reset is authoritative");
+        let l = t
+            .on_failure(
+                &s,
+                0,
+                "n",
+                "n",
+                LockScope::Family,
+                "quota",
+                Some((86_400_000, false)),
+                0,
+            )
+            .unwrap();
+        assert_eq!(l.until, s.max_ms, "prose hints are capped");
+    }
+
+    #[test]
+    fn success_halves_then_removes() {
+        let s = LockoutSettings::default();
+        let mut t = Lockouts::new(1);
+        let mut now = 0;
+        for _ in 0..3 {
+            now = on(&mut t, &s, 429, now).until;
+        }
+        assert!(t.has_entry(0, "gpt-4o", "gpt-4o"));
+        t.on_success(0, "gpt-4o", "gpt-4o"); // 3 -> 1
+        assert_eq!(t.len(), 1);
+        t.on_success(0, "gpt-4o", "gpt-4o"); // 1 -> 0: gone
+        assert_eq!(t.len(), 0);
+        assert!(!t.has_entry(0, "gpt-4o", "gpt-4o"));
+    }
+
+    #[test]
+    fn merge_clear_and_sweep() {
+        let s = LockoutSettings::default();
+        let mut a = Lockouts::new(1);
+        let mut b = Lockouts::new(1);
+        let l = on(&mut a, &s, 503, 0);
+        b.merge(l.clone());
+        b.merge(l);
+        assert_eq!(b.len(), 1);
+        assert!(b.locked(0, "gpt-4o", "gpt-4o", 1).is_some());
+        assert_eq!(b.clear(0, Some("GPT-4O")), 1);
+        assert!(b.locked(0, "gpt-4o", "gpt-4o", 1).is_none());
+        a.sweep(&s, 200_000);
+        assert_eq!(a.len(), 1, "escalation memory kept after expiry");
+        a.sweep(&s, 10_000_000);
+        assert_eq!(a.len(), 0);
+        assert_eq!(a.active(0).count(), 0);
+    }
+}

@@ -1,0 +1,349 @@
+//! The resilience engine: classify every failure, cool what failed, own every retry under one
+//! budget. Each core owns its [`Tables`] (plain data, no locks); what one core learns it applies
+//! and broadcasts as an [`Event`], and every other core merges it before its next decision.
+
+pub mod breaker;
+pub mod budget;
+pub mod bus;
+pub mod classify;
+pub mod cooldown;
+pub mod hints;
+pub mod lockout;
+pub mod restate;
+pub mod settings;
+
+use breaker::{Admit, Breaker, BreakerState, WindowGate};
+use classify::{Reason, Scope, Verdict};
+use cooldown::{ConnState, Terminal};
+use lockout::{Lock, LockScope, Lockouts};
+pub use settings::Settings;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+/// A fact learned by one core, replicated to the others. Merging is idempotent for state
+/// snapshots (`Conn`, `Lock`); counted facts (breaker, gate) are delivered once per core.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Conn {
+        conn: usize,
+        state: ConnState,
+    },
+    BreakerFailure {
+        provider: usize,
+        at: u64,
+    },
+    BreakerSuccess {
+        provider: usize,
+    },
+    BreakerReset {
+        provider: usize,
+    },
+    GateFailure {
+        provider: usize,
+        at: u64,
+    },
+    GateSuccess {
+        provider: usize,
+    },
+    Lock(Lock),
+    LockDecay {
+        conn: usize,
+        model: Arc<str>,
+    },
+    LockClear {
+        conn: usize,
+        model: Option<Arc<str>>,
+    },
+}
+
+/// Why a candidate was not used, with the time left where a timer is involved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Exclusion {
+    Cooling {
+        reason: Option<Reason>,
+        ms: u64,
+    },
+    Terminal(Terminal),
+    BreakerOpen {
+        ms: u64,
+    },
+    ProviderGate {
+        ms: u64,
+    },
+    Lockout {
+        reason: &'static str,
+        ms: u64,
+    },
+    Ineligible(&'static str),
+    /// Already failed once in this request.
+    Tried,
+}
+
+impl Exclusion {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Exclusion::Cooling { .. } => "connection_cooldown",
+            Exclusion::Terminal(Terminal::Banned) => "banned",
+            Exclusion::Terminal(Terminal::Expired) => "expired",
+            Exclusion::Terminal(Terminal::CreditsExhausted) => "credits_exhausted",
+            Exclusion::BreakerOpen { .. } => "circuit_open",
+            Exclusion::ProviderGate { .. } => "provider_cooldown",
+            Exclusion::Lockout { .. } => "model_lockout",
+            Exclusion::Ineligible(why) => why,
+            Exclusion::Tried => "already_tried",
+        }
+    }
+
+    /// Time until this exclusion lifts, if it is a timer.
+    pub fn remaining_ms(&self) -> Option<u64> {
+        match *self {
+            Exclusion::Cooling { ms, .. }
+            | Exclusion::BreakerOpen { ms }
+            | Exclusion::ProviderGate { ms }
+            | Exclusion::Lockout { ms, .. } => Some(ms),
+            _ => None,
+        }
+    }
+
+    /// Whether a request may wait for this to lift (never for quota, auth or not-found).
+    pub fn waitable(&self) -> bool {
+        match self {
+            Exclusion::Cooling { reason, .. } => reason.is_none_or(Reason::waitable),
+            Exclusion::BreakerOpen { .. } | Exclusion::ProviderGate { .. } => true,
+            Exclusion::Lockout { reason, .. } => matches!(
+                *reason,
+                "rate_limited" | "overloaded" | "server_error" | "timeout" | "transport"
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// Shared, lock-free pieces: one half-open probe claim per provider.
+#[derive(Debug)]
+pub struct Probes(pub Vec<AtomicU64>);
+
+impl Probes {
+    pub fn new(providers: usize) -> Self {
+        Probes((0..providers).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+/// Where an attempt went.
+#[derive(Clone, Copy, Debug)]
+pub struct Site<'a> {
+    pub provider: usize,
+    pub conn: usize,
+    pub model: &'a str,
+}
+
+/// One core's resilience tables.
+#[derive(Debug)]
+pub struct Tables {
+    pub conns: Vec<ConnState>,
+    pub breakers: Vec<Breaker>,
+    pub gates: Vec<WindowGate>,
+    pub lockouts: Lockouts,
+}
+
+impl Tables {
+    pub fn new(providers: usize, connections: usize) -> Self {
+        Tables {
+            conns: vec![ConnState::default(); connections],
+            breakers: vec![Breaker::default(); providers],
+            gates: vec![WindowGate::default(); providers],
+            lockouts: Lockouts::new(connections),
+        }
+    }
+
+    /// Merge an event from any core (including this one's own, already applied ones: harmless
+    /// for snapshots, so only other cores' events are passed here).
+    pub fn apply(&mut self, ev: &Event, s: &Settings) {
+        match ev {
+            Event::Conn { conn, state } => {
+                if let Some(c) = self.conns.get_mut(*conn) {
+                    c.merge(state);
+                }
+            }
+            Event::BreakerFailure { provider, at } => {
+                if let (Some(b), Some(p)) =
+                    (self.breakers.get_mut(*provider), s.providers.get(*provider))
+                {
+                    b.on_failure(*at, &p.breaker);
+                }
+            }
+            Event::BreakerSuccess { provider } => {
+                if let (Some(b), Some(p)) =
+                    (self.breakers.get_mut(*provider), s.providers.get(*provider))
+                {
+                    b.on_success(&p.breaker);
+                }
+            }
+            Event::BreakerReset { provider } => {
+                if let Some(b) = self.breakers.get_mut(*provider) {
+                    b.reset();
+                }
+            }
+            Event::GateFailure { provider, at } => {
+                if let (Some(g), Some(p)) =
+                    (self.gates.get_mut(*provider), s.providers.get(*provider))
+                {
+                    g.on_failure(*at, &p.gate);
+                }
+            }
+            Event::GateSuccess { provider } => {
+                if let Some(g) = self.gates.get_mut(*provider) {
+                    g.on_success();
+                }
+            }
+            Event::Lock(l) => self.lockouts.merge(l.clone()),
+            Event::LockDecay { conn, model } => self.lockouts.on_success(*conn, model, model),
+            Event::LockClear { conn, model } => {
+                self.lockouts.clear(*conn, model.as_deref());
+            }
+        }
+    }
+
+    /// Whether `site` may be tried now. A half-open breaker admits exactly one probe.
+    pub fn check(
+        &mut self,
+        s: &Settings,
+        probes: &Probes,
+        site: Site,
+        now: u64,
+    ) -> Result<Admit, Exclusion> {
+        let c = &self.conns[site.conn];
+        if let Some(t) = c.terminal {
+            return Err(Exclusion::Terminal(t));
+        }
+        if c.cooling(now) {
+            return Err(Exclusion::Cooling {
+                reason: c.last.reason,
+                ms: c.until - now,
+            });
+        }
+        if let Some(l) = self.lockouts.locked(site.conn, site.model, site.model, now) {
+            return Err(Exclusion::Lockout {
+                reason: l.reason,
+                ms: l.until - now,
+            });
+        }
+        let policy = &s.providers[site.provider];
+        if s.gate_enabled
+            && let Some(ms) = self.gates[site.provider].closed_for(now, &policy.gate)
+        {
+            return Err(Exclusion::ProviderGate { ms });
+        }
+        match self.breakers[site.provider].admit(now, &policy.breaker, &probes.0[site.provider]) {
+            Admit::No(ms) => Err(Exclusion::BreakerOpen { ms }),
+            admit => Ok(admit),
+        }
+    }
+
+    /// Record a judged failure: apply it here and hand each resulting event to `emit`.
+    pub fn on_failure(
+        &mut self,
+        s: &Settings,
+        site: Site,
+        v: &Verdict,
+        now: u64,
+        emit: &mut dyn FnMut(Event),
+    ) {
+        let policy = &s.providers[site.provider];
+        let lock_by_status =
+            s.lockout.enabled && v.status != 0 && s.lockout.codes.contains(&v.status);
+        let mut cool = |tables: &mut Tables, conn: usize, emit: &mut dyn FnMut(Event)| {
+            if let Some(state) = tables.conns[conn].on_failure(v, now, &policy.cooldown) {
+                emit(Event::Conn { conn, state });
+            }
+        };
+        match v.scope {
+            Scope::Request => {}
+            Scope::Model => self.lock(s, site, v, LockScope::for_status(v.status), now, emit),
+            Scope::Connection => {
+                cool(self, site.conn, emit);
+                if lock_by_status {
+                    self.lock(s, site, v, LockScope::for_status(v.status), now, emit);
+                }
+            }
+            Scope::Provider => {
+                for &conn in &s.provider_conns[site.provider] {
+                    cool(self, conn, emit);
+                }
+            }
+        }
+        if v.reason.trips_breaker() && self.breakers[site.provider].state != BreakerState::Open {
+            self.breakers[site.provider].on_failure(now, &policy.breaker);
+            emit(Event::BreakerFailure {
+                provider: site.provider,
+                at: now,
+            });
+        }
+        if s.gate_enabled && v.scope != Scope::Request && v.reason != Reason::ModelNotFound {
+            self.gates[site.provider].on_failure(now, &policy.gate);
+            emit(Event::GateFailure {
+                provider: site.provider,
+                at: now,
+            });
+        }
+    }
+
+    fn lock(
+        &mut self,
+        s: &Settings,
+        site: Site,
+        v: &Verdict,
+        scope: LockScope,
+        now: u64,
+        emit: &mut dyn FnMut(Event),
+    ) {
+        let exact = v
+            .cooldown_ms
+            .map(|ms| (ms, true))
+            .or(v.hint.map(|h| (h.ms, h.source.is_header())));
+        if let Some(l) = self.lockouts.on_failure(
+            &s.lockout,
+            site.conn,
+            site.model,
+            site.model,
+            scope,
+            v.reason.as_str(),
+            exact,
+            now,
+        ) {
+            emit(Event::Lock(l));
+        }
+    }
+
+    /// Record a success. Emits nothing in the common case (nothing to clear).
+    pub fn on_success(&mut self, s: &Settings, site: Site, now: u64, emit: &mut dyn FnMut(Event)) {
+        if let Some(state) = self.conns[site.conn].on_success(now) {
+            emit(Event::Conn {
+                conn: site.conn,
+                state,
+            });
+        }
+        let policy = &s.providers[site.provider];
+        if self.breakers[site.provider].on_success(&policy.breaker) {
+            emit(Event::BreakerSuccess {
+                provider: site.provider,
+            });
+        }
+        if s.gate_enabled && self.gates[site.provider].count() > 0 {
+            self.gates[site.provider].on_success();
+            emit(Event::GateSuccess {
+                provider: site.provider,
+            });
+        }
+        if self.lockouts.has_entry(site.conn, site.model, site.model) {
+            self.lockouts.on_success(site.conn, site.model, site.model);
+            emit(Event::LockDecay {
+                conn: site.conn,
+                model: Arc::from(site.model),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! Resolved resilience settings: per-provider profiles (OAuth, API key, local) with operator
+//! overrides, the lockout settings, rule tables and request budget defaults.
+
+use super::breaker::{BreakerProfile, GateProfile};
+use super::classify::{Rule, builtin_rules};
+use super::cooldown::CooldownProfile;
+use super::lockout::LockoutSettings;
+use super::restate::RestateRule;
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfileKind {
+    OAuth,
+    ApiKey,
+    Local,
+}
+
+impl ProfileKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileKind::OAuth => "oauth",
+            ProfileKind::ApiKey => "api_key",
+            ProfileKind::Local => "local",
+        }
+    }
+}
+
+/// Everything that shapes how one provider's failures are handled.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProviderPolicy {
+    pub kind: ProfileKind,
+    #[serde(skip)]
+    pub cooldown: CooldownProfile,
+    pub breaker: BreakerProfile,
+    pub gate: GateProfile,
+}
+
+/// Built-in profile defaults (the issue's numbers win over the reference where they differ).
+pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> ProviderPolicy {
+    let (base_ms, max_level) = match kind {
+        ProfileKind::OAuth => (5_000, 8),
+        ProfileKind::ApiKey => (3_000, 5),
+        ProfileKind::Local => (2_000, 3),
+    };
+    let breaker = match kind {
+        ProfileKind::OAuth => BreakerProfile {
+            degraded_at: 5,
+            open_at: 8,
+            open_ms: 60_000,
+            escalate_after: 2,
+            max_multiplier: 8,
+            probe_timeout_ms: 30_000,
+        },
+        ProfileKind::ApiKey => BreakerProfile {
+            degraded_at: 7,
+            open_at: 12,
+            open_ms: 30_000,
+            escalate_after: 3,
+            max_multiplier: 4,
+            probe_timeout_ms: 30_000,
+        },
+        ProfileKind::Local => BreakerProfile {
+            degraded_at: 2,
+            open_at: 2,
+            open_ms: 15_000,
+            escalate_after: 3,
+            max_multiplier: 4,
+            probe_timeout_ms: 30_000,
+        },
+    };
+    let gate = match kind {
+        ProfileKind::OAuth => GateProfile {
+            threshold: 10,
+            window_ms: 900_000,
+            cooldown_ms: 300_000,
+        },
+        ProfileKind::ApiKey => GateProfile {
+            threshold: 15,
+            window_ms: 1_800_000,
+            cooldown_ms: 600_000,
+        },
+        ProfileKind::Local => GateProfile {
+            threshold: 2,
+            window_ms: 300_000,
+            cooldown_ms: 60_000,
+        },
+    };
+    ProviderPolicy {
+        kind,
+        cooldown: CooldownProfile {
+            base_ms,
+            max_ms: max_cooldown_ms,
+            max_level,
+            quota_ms,
+            auth_retries: 3,
+            rejections_to_ban: 3,
+        },
+        breaker,
+        gate,
+    }
+}
+
+/// Resolved settings, shared read-only by every core.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// By provider index.
+    pub providers: Vec<ProviderPolicy>,
+    /// Flat connection indices of each provider (for provider-scoped verdicts).
+    pub provider_conns: Vec<Vec<usize>>,
+    pub gate_enabled: bool,
+    pub lockout: LockoutSettings,
+    pub operator_rules: Vec<Rule>,
+    pub builtin_rules: Vec<Rule>,
+    pub restate: Vec<RestateRule>,
+    /// Request budget defaults.
+    pub deadline_ms: u64,
+    pub max_wait_ms: u64,
+    /// How many decision records the admin ring keeps.
+    pub decision_ring: usize,
+    /// Hold a 200 event stream until its first useful event (at most this long) so that an
+    /// in-band error can still be restated and failed over.
+    pub sse_peek_ms: u64,
+    pub sse_peek_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            providers: Vec::new(),
+            provider_conns: Vec::new(),
+            gate_enabled: false,
+            lockout: LockoutSettings::default(),
+            operator_rules: Vec::new(),
+            builtin_rules: builtin_rules(),
+            restate: vec![super::restate::builtin()],
+            deadline_ms: 600_000,
+            max_wait_ms: 30_000,
+            decision_ring: 1024,
+            sse_peek_ms: 750,
+            sse_peek_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// `RINGSIDE_PROVIDER_BREAKER_{OAUTH,API_KEY}_{FAILURE_THRESHOLD,FAILURE_WINDOW_MS,COOLDOWN_MS}`
+/// override the window-gate profile (any finite number >= 0; garbage is ignored).
+pub fn apply_gate_env(
+    policy: &mut ProviderPolicy,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let prefix = match policy.kind {
+        ProfileKind::OAuth => "RINGSIDE_PROVIDER_BREAKER_OAUTH_",
+        ProfileKind::ApiKey => "RINGSIDE_PROVIDER_BREAKER_API_KEY_",
+        ProfileKind::Local => return Vec::new(),
+    };
+    let mut used = Vec::new();
+    let mut num = |suffix: &str| -> Option<u64> {
+        let name = format!("{prefix}{suffix}");
+        let v: f64 = env(&name)?.trim().parse().ok()?;
+        (v.is_finite() && v >= 0.0).then(|| {
+            used.push(name);
+            v as u64
+        })
+    };
+    if let Some(v) = num("FAILURE_THRESHOLD") {
+        policy.gate.threshold = (v as u32).max(1);
+    }
+    if let Some(v) = num("FAILURE_WINDOW_MS") {
+        policy.gate.window_ms = v;
+    }
+    if let Some(v) = num("COOLDOWN_MS") {
+        policy.gate.cooldown_ms = v;
+    }
+    used
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_defaults_match_the_issue() {
+        let o = profile(ProfileKind::OAuth, 1_800_000, 3_600_000);
+        assert_eq!(
+            (
+                o.cooldown.base_ms,
+                o.breaker.degraded_at,
+                o.breaker.open_at,
+                o.breaker.open_ms
+            ),
+            (5_000, 5, 8, 60_000)
+        );
+        assert_eq!(
+            (o.gate.threshold, o.gate.window_ms, o.gate.cooldown_ms),
+            (10, 900_000, 300_000)
+        );
+        let a = profile(ProfileKind::ApiKey, 1_800_000, 3_600_000);
+        assert_eq!(
+            (
+                a.cooldown.base_ms,
+                a.breaker.degraded_at,
+                a.breaker.open_at,
+                a.breaker.open_ms
+            ),
+            (3_000, 7, 12, 30_000)
+        );
+        assert_eq!(
+            (a.gate.threshold, a.gate.window_ms, a.gate.cooldown_ms),
+            (15, 1_800_000, 600_000)
+        );
+        let l = profile(ProfileKind::Local, 1_800_000, 3_600_000);
+        assert_eq!((l.breaker.open_at, l.breaker.open_ms), (2, 15_000));
+    }
+
+    #[test]
+    fn gate_env_overrides() {
+        let mut a = profile(ProfileKind::ApiKey, 1, 1);
+        let env = |n: &str| match n {
+            "RINGSIDE_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD" => Some("4".to_string()),
+            "RINGSIDE_PROVIDER_BREAKER_API_KEY_COOLDOWN_MS" => Some("junk".to_string()),
+            "RINGSIDE_PROVIDER_BREAKER_OAUTH_COOLDOWN_MS" => Some("5".to_string()),
+            _ => None,
+        };
+        let used = apply_gate_env(&mut a, &env);
+        assert_eq!((a.gate.threshold, a.gate.cooldown_ms), (4, 600_000));
+        assert_eq!(used.len(), 1);
+    }
+}
