@@ -5,7 +5,11 @@ use ringside::config::load_str;
 use ringside::dialect::{Dialect, facts};
 use ringside::http::chunk::ChunkTracker;
 use ringside::http::head::{HeadLimits, parse_request};
+use ringside::resilience::classify::{Reason, Scope, Verdict};
+use ringside::resilience::cooldown::ConnState;
+use ringside::resilience::{Event, Probes, Site, Tables};
 use ringside::route::RouteTable;
+use ringside::route::load::Load;
 use ringside::route::strategy::SelectorState;
 
 const HEAD: &[u8] = b"POST /v1/chat/completions HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: OpenAI/Python 1.54.0\r\n\
@@ -77,8 +81,84 @@ fn benches(c: &mut Criterion) {
     c.bench_function("route_resolve_and_order_64_connections", |b| {
         b.iter(|| {
             let e = table.lookup(&cfg, black_box("r")).unwrap();
-            table.candidates(&e, Dialect::OpenAi, &mut st).len()
+            table
+                .candidates(&e, Dialect::OpenAi, &mut st, &|_| Load::default())
+                .len()
         })
+    });
+
+    // The issue's figure: candidate filtering (cooldown, lockout, breaker checks) plus
+    // selection over 64 connections, with the first 16 connections cooling.
+    let s = &cfg.resilience;
+    let probes = Probes::new(1);
+    let mut tables = Tables::new(1, 64);
+    let cooling = Verdict {
+        reason: Reason::RateLimited,
+        scope: Scope::Connection,
+        status: 429,
+        cooldown_ms: Some(u64::MAX / 4),
+        hint: None,
+        retryable: true,
+        rule: None,
+    };
+    for conn in 0..16 {
+        let site = Site {
+            provider: 0,
+            conn,
+            model: "gpt-4o",
+        };
+        tables.on_failure(s, site, &cooling, 1, &mut |_| {});
+    }
+    for strategy in ["weighted", "p2c", "least_in_flight"] {
+        let cfg = load_str(
+            &config_with(64).replace("\"weighted\"", &format!("\"{strategy}\"")),
+            "bench",
+            &|n| (n == "K").then(|| "k".to_string()),
+        )
+        .unwrap();
+        let table = RouteTable::build(&cfg);
+        let mut st = SelectorState::new(table.slot_count(), 42);
+        let e = table.lookup(&cfg, "r").unwrap();
+        c.bench_function(
+            &format!("filter_and_select_64_connections_16_cooling_{strategy}"),
+            |b| {
+                b.iter(|| {
+                    let cands = table.candidates(&e, Dialect::OpenAi, &mut st, &|c| Load {
+                        in_flight: (c % 5) as u32,
+                        ..Default::default()
+                    });
+                    let now = 1_000;
+                    cands
+                        .iter()
+                        .find(|c| {
+                            let site = Site {
+                                provider: 0,
+                                conn: c.connection,
+                                model: "gpt-4o",
+                            };
+                            tables.check(s, &probes, site, now).is_ok()
+                        })
+                        .map(|c| c.connection)
+                })
+            },
+        );
+    }
+
+    // Merging one replicated event into a core's tables.
+    let mut other = Tables::new(1, 64);
+    let mut state = ConnState::default();
+    let ev = Event::Conn {
+        conn: 7,
+        state: state
+            .on_failure(&cooling, 5, &s.providers[0].cooldown)
+            .unwrap(),
+    };
+    c.bench_function("event_merge_connection_cooldown", |b| {
+        b.iter(|| other.apply(black_box(&ev), s))
+    });
+    let ev = Event::BreakerFailure { provider: 0, at: 9 };
+    c.bench_function("event_merge_breaker_failure", |b| {
+        b.iter(|| other.apply(black_box(&ev), s))
     });
 }
 

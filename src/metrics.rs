@@ -11,17 +11,20 @@ pub const STATUSES: [u16; 22] = [
 ];
 
 /// Outcomes of one upstream attempt.
-pub const OUTCOMES: [&str; 10] = [
+pub const OUTCOMES: [&str; 13] = [
     "ok",
     "http_4xx",
     "http_429",
     "http_5xx",
+    "stream_error",
+    "dns_error",
     "connect_error",
+    "connect_timeout",
     "tls_error",
     "timeout",
     "reset",
-    "protocol_error",
     "client_gone",
+    "protocol_error",
 ];
 
 pub fn outcome_index(name: &str) -> usize {

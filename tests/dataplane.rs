@@ -65,7 +65,7 @@ fn json_and_sse_pass_through(driver: &str) {
         "route name rewritten to the upstream model"
     );
     assert_eq!(r.header("x-ringside-route"), Some("smart"));
-    assert_eq!(r.header("x-ringside-attempts"), Some("1"));
+    assert_eq!(attempt_count(&r), 1);
     assert!(
         r.header("x-request-id")
             .is_some_and(|id| id.starts_with("rs-"))
@@ -282,11 +282,7 @@ fn stale_pooled_connection_is_retried_on_a_fresh_one(driver: &str) {
     for _ in 0..4 {
         let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
         assert_eq!(r.status, 200, "{}", r.text());
-        assert_eq!(
-            r.header("x-ringside-attempts"),
-            Some("1"),
-            "the stale retry is not a new attempt"
-        );
+        assert_eq!(attempt_count(&r), 1, "the stale retry is not a new attempt");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -303,7 +299,8 @@ fn reset_before_headers_fails_over(driver: &str) {
     }
     assert!(attempts_for(&sim, "sk-sim-a") >= 1);
     assert_eq!(attempts_for(&sim, "sk-sim-b"), 4);
-    // Every key failing: a clear 502 in the client's dialect with Retry-After.
+    // Every key failing: both cool, the (local-profile) breaker opens, and the client hears
+    // a precise 503 in its dialect with Retry-After and the reasons.
     let mut opts = SimOptions::default();
     opts.faults
         .push(parse_fault_arg("key:sk-sim-a=reset").unwrap());
@@ -311,9 +308,10 @@ fn reset_before_headers_fails_over(driver: &str) {
         .push(parse_fault_arg("key:sk-sim-b=reset").unwrap());
     let (_sim, proxy) = sim_proxy(driver, opts);
     let r = proxy.post("/v1/chat/completions", &[], &chat("smart", false));
-    assert_eq!(r.status, 502);
-    assert_eq!(r.json()["error"]["code"], "upstream_unavailable");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "all_targets_cooling_down");
     assert!(r.header("retry-after").is_some());
+    assert_eq!(attempt_count(&r), 2);
 }
 
 fn tls_failure_fails_over(driver: &str) {
@@ -329,7 +327,7 @@ fn tls_failure_fails_over(driver: &str) {
     let r = proxy.post("/v1/chat/completions", &[], &chat("r", false));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("x-ringside-connection"), Some("plain/p"));
-    assert_eq!(r.header("x-ringside-attempts"), Some("2"));
+    assert_eq!(attempt_count(&r), 2);
     assert!(
         proxy
             .metrics()

@@ -1,5 +1,8 @@
-//! The admin port: health, readiness, Prometheus metrics. It runs on its own thread and
+//! The admin port: health, readiness, Prometheus metrics, and the resilience state
+//! (connections, model cooldowns, breakers, recent decisions). It runs on its own thread and
 //! runtime so that scrapes never compete with the data-plane cores.
+
+pub mod state;
 
 use crate::http::HeadLimits;
 use crate::http::io::{ReadError, read_body, read_request_head};
@@ -8,11 +11,18 @@ use crate::runtime::core::Shared;
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
+use state::AdminState;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-pub fn start(shared: Arc<Shared>) -> Result<std::thread::JoinHandle<()>, String> {
+pub fn start(
+    shared: Arc<Shared>,
+    inbox: crossbeam_channel::Receiver<crate::resilience::Event>,
+    decisions: crossbeam_channel::Receiver<crate::proxy::record::Record>,
+) -> Result<std::thread::JoinHandle<()>, String> {
     let addr = shared.config.server.admin_listen;
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let h = std::thread::Builder::new()
@@ -29,6 +39,11 @@ pub fn start(shared: Arc<Shared>) -> Result<std::thread::JoinHandle<()>, String>
                 }
             };
             rt.block_on(async move {
+                let admin = Rc::new(RefCell::new(AdminState::new(
+                    shared.clone(),
+                    inbox,
+                    decisions,
+                )));
                 let opts = ListenerOpts::new().reuse_port(false);
                 let listener = match TcpListener::bind_with_config(addr, &opts) {
                     Ok(l) => l,
@@ -42,10 +57,11 @@ pub fn start(shared: Arc<Shared>) -> Result<std::thread::JoinHandle<()>, String>
                     monoio::select! {
                         a = listener.accept() => {
                             if let Ok((s, _)) = a {
-                                monoio::spawn(serve(shared.clone(), s));
+                                monoio::spawn(serve(shared.clone(), admin.clone(), s));
                             }
                         }
                         _ = monoio::time::sleep(Duration::from_millis(100)) => {
+                            admin.borrow_mut().sync();
                             if shared.shutdown.load(Ordering::Relaxed) {
                                 break;
                             }
@@ -77,7 +93,7 @@ fn authorized(shared: &Shared, head: &crate::http::Head) -> bool {
     })
 }
 
-async fn serve(shared: Arc<Shared>, stream: TcpStream) {
+async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let mut stream = stream;
     let mut buf = BytesMut::with_capacity(4096);
@@ -128,6 +144,9 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream) {
             ("GET", "/metrics") => {
                 let text = crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
                 (200, "text/plain; version=0.0.4", text.into_bytes())
+            }
+            (m, p) if let Some((status, v)) = admin.borrow_mut().handle(m, p, head.query()) => {
+                (status, "application/json", serde_json::to_vec_pretty(&v).unwrap_or_default())
             }
             _ => (404, "application/json", br#"{"error":{"message":"no such admin endpoint","type":"invalid_request_error","code":"not_found"}}"#.to_vec()),
         };

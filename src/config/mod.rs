@@ -1,6 +1,7 @@
 //! Configuration: the TOML schema, environment overrides, validation with a location for every
 //! problem, and the resolved, immutable [`Config`] the cores share.
 
+mod resilience;
 pub mod schema;
 mod validate;
 pub use validate::available_cores;
@@ -102,6 +103,8 @@ pub struct Provider {
     pub endpoint: Endpoint,
     pub anthropic_version: String,
     pub connections: Vec<Connection>,
+    pub region: Option<String>,
+    pub tags: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -127,6 +130,8 @@ pub struct Config {
     pub routes: Vec<schema::RouteSection>,
     /// (provider index, index within the provider) by flat connection index.
     pub locator: Vec<(usize, usize)>,
+    /// Resolved resilience settings (profiles, rules, budgets).
+    pub resilience: crate::resilience::Settings,
 }
 
 impl Config {

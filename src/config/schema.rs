@@ -15,6 +15,8 @@ pub struct FileConfig {
     pub providers: Vec<ProviderSection>,
     #[serde(default)]
     pub routes: Vec<RouteSection>,
+    #[serde(default)]
+    pub resilience: ResilienceSection,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -128,6 +130,40 @@ pub struct ProviderSection {
     pub anthropic_version: Option<String>,
     #[serde(default)]
     pub connections: Vec<ConnectionSection>,
+    /// Resilience profile: "auto" (local for loopback upstreams, else by auth), "oauth",
+    /// "api_key" or "local".
+    #[serde(default = "default_profile")]
+    pub profile: String,
+    /// Overrides of the profile's breaker thresholds.
+    #[serde(default)]
+    pub breaker: BreakerOverride,
+    /// Overrides of the profile's connection cooldown.
+    #[serde(default)]
+    pub cooldown: CooldownOverride,
+    /// Region and policy tags of this provider (requests may require them).
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+fn default_profile() -> String {
+    "auto".into()
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerOverride {
+    pub degraded_at: Option<u32>,
+    pub open_at: Option<u32>,
+    pub open_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct CooldownOverride {
+    pub base_ms: Option<u64>,
+    pub max_level: Option<u8>,
 }
 
 fn default_auth() -> String {
@@ -159,6 +195,9 @@ pub struct RouteSection {
     #[serde(default = "default_strategy")]
     pub strategy: String,
     pub targets: Vec<TargetSection>,
+    /// Default request deadline for this route (else `resilience.deadline_ms`).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
 }
 
 fn default_strategy() -> String {
@@ -173,4 +212,143 @@ pub struct TargetSection {
     /// Pin this target to one connection of the provider.
     #[serde(default)]
     pub connection: Option<String>,
+    /// What the target supports; unset means "not restricted".
+    #[serde(default)]
+    pub tools: Option<bool>,
+    #[serde(default)]
+    pub vision: Option<bool>,
+    #[serde(default)]
+    pub structured_output: Option<bool>,
+    /// Context window in tokens.
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    /// Overrides the provider's region and tags.
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Relative price, for the `cost` strategy (lower first).
+    #[serde(default)]
+    pub cost: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResilienceSection {
+    /// Cap on a connection cooldown (also on rate-limit hints).
+    pub max_cooldown_ms: u64,
+    /// Quota exhaustion without a reset hint cools the key this long.
+    pub quota_cooldown_ms: u64,
+    /// Default request deadline (a client may send `x-ringside-deadline-ms`).
+    pub deadline_ms: u64,
+    /// Most time one request spends waiting out cooldowns.
+    pub max_wait_ms: u64,
+    /// The opt-in provider window gate.
+    pub provider_gate: bool,
+    /// The built-in relay quota restatement (403/400 + 额度不足 -> 429).
+    pub builtin_restate: bool,
+    /// Recent decision records kept for the admin API.
+    pub decision_ring: usize,
+    /// Hold a 200 stream at most this long (and this many bytes) for its first useful event.
+    pub sse_peek_ms: u64,
+    pub sse_peek_bytes: usize,
+    pub lockout: LockoutSection,
+    pub rules: Vec<RuleSection>,
+    pub restate: Vec<RestateSection>,
+}
+
+impl Default for ResilienceSection {
+    fn default() -> Self {
+        ResilienceSection {
+            max_cooldown_ms: 1_800_000,
+            quota_cooldown_ms: 3_600_000,
+            deadline_ms: 600_000,
+            max_wait_ms: 30_000,
+            provider_gate: false,
+            builtin_restate: true,
+            decision_ring: 1024,
+            sse_peek_ms: 750,
+            sse_peek_bytes: 64 * 1024,
+            lockout: LockoutSection::default(),
+            rules: Vec::new(),
+            restate: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct LockoutSection {
+    pub enabled: bool,
+    pub codes: Vec<u16>,
+    pub base_ms: u64,
+    pub max_ms: u64,
+    pub max_steps: u32,
+    pub exponential: bool,
+}
+
+impl Default for LockoutSection {
+    fn default() -> Self {
+        LockoutSection {
+            enabled: false,
+            codes: vec![403, 404, 429, 502, 503, 504],
+            base_ms: 120_000,
+            max_ms: 1_800_000,
+            max_steps: 10,
+            exponential: true,
+        }
+    }
+}
+
+/// An operator classification rule (evaluated before the built-in ones).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSection {
+    pub id: String,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub statuses: Vec<u16>,
+    /// Case-insensitive body substrings (never regexes).
+    #[serde(default)]
+    pub markers: Vec<String>,
+    /// `"header-name: substring"`.
+    #[serde(default)]
+    pub header_markers: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub reason: String,
+    #[serde(default = "default_scope")]
+    pub scope: String,
+    #[serde(default)]
+    pub cooldown_ms: Option<u64>,
+}
+
+fn default_scope() -> String {
+    "connection".into()
+}
+
+/// An operator restatement rule.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RestateSection {
+    pub id: String,
+    #[serde(default)]
+    pub provider: Option<String>,
+    pub from: Vec<u16>,
+    #[serde(default = "default_to")]
+    pub to: u16,
+    pub markers: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    #[serde(default = "default_restate_ms")]
+    pub retry_after_ms: u64,
+}
+
+fn default_to() -> u16 {
+    429
+}
+
+fn default_restate_ms() -> u64 {
+    60_000
 }

@@ -332,6 +332,8 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
                 .clone()
                 .unwrap_or_else(|| "2023-06-01".into()),
             connections,
+            region: ps.region.clone(),
+            tags: ps.tags.clone(),
         });
     }
 
@@ -384,6 +386,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         }
     }
 
+    let resilience = super::resilience::resolve(&mut p.0, &file, &providers, env);
     if !p.0.is_empty() {
         return Err(p.0);
     }
@@ -414,6 +417,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         providers,
         routes: file.routes,
         locator,
+        resilience,
     })
 }
 

@@ -15,6 +15,8 @@ pub struct ApiError {
     pub should_retry: Option<bool>,
     /// Extra fields merged into the error object (diagnostics).
     pub extra: Option<serde_json::Value>,
+    /// Extra response headers (e.g. the decision record).
+    pub extra_headers: Vec<(&'static str, String)>,
 }
 
 impl ApiError {
@@ -26,7 +28,12 @@ impl ApiError {
             retry_after: None,
             should_retry: None,
             extra: None,
+            extra_headers: Vec::new(),
         }
+    }
+    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.extra_headers.push((name, value.into()));
+        self
     }
     pub fn retry_after(mut self, secs: u64) -> Self {
         self.retry_after = Some(secs.max(1));
@@ -36,8 +43,14 @@ impl ApiError {
         self.should_retry = Some(v);
         self
     }
+    /// Merge fields into the error object (later calls add to earlier ones).
     pub fn extra(mut self, v: serde_json::Value) -> Self {
-        self.extra = Some(v);
+        match (&mut self.extra, v) {
+            (Some(serde_json::Value::Object(have)), serde_json::Value::Object(add)) => {
+                have.extend(add);
+            }
+            (slot, v) => *slot = Some(v),
+        }
         self
     }
 
@@ -115,6 +128,7 @@ impl ApiError {
         if let Some(r) = self.should_retry {
             h.push(("x-should-retry", r.to_string()));
         }
+        h.extend(self.extra_headers.iter().cloned());
         h
     }
 }

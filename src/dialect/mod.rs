@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod facts;
+pub mod needs;
 
 pub use error::ApiError;
 pub use facts::Facts;

@@ -22,7 +22,8 @@ pub struct Relay<'a> {
     pub request_id: &'a str,
     pub route: &'a str,
     pub connection_label: &'a str,
-    pub attempts: u32,
+    /// `x-ringside-attempts` (the decision record so far).
+    pub attempts: &'a str,
     pub client_keep_alive: bool,
     pub client_http11: bool,
     pub idle_timeout: Duration,
@@ -83,10 +84,28 @@ impl BodyEnd {
 }
 
 fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool, is_sse: bool) -> Vec<u8> {
-    let mut w = HeadWriter::with_capacity(up.status, up.raw.len() + 256);
+    head_for_client(up, up.status, r, rechunk, keep_alive, is_sse, None, &[])
+}
+
+/// The client's response head: the upstream's headers (hygiene applied) plus ours.
+/// `length` replaces the body framing (for a buffered body); `extra` overrides headers.
+#[allow(clippy::too_many_arguments)]
+fn head_for_client(
+    up: &Head,
+    status: u16,
+    r: &Relay,
+    rechunk: bool,
+    keep_alive: bool,
+    is_sse: bool,
+    length: Option<usize>,
+    extra: &[(&str, String)],
+) -> Vec<u8> {
+    let mut w = HeadWriter::with_capacity(status, up.raw.len() + 256);
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
             || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-"))
+            || (length.is_some() && name.eq_ignore_ascii_case("content-length"))
+            || extra.iter().any(|(n, _)| name.eq_ignore_ascii_case(n))
         {
             continue;
         }
@@ -99,8 +118,13 @@ fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool, is_sse: bo
     w.header("x-request-id", r.request_id);
     w.header("x-ringside-route", r.route);
     w.header("x-ringside-connection", r.connection_label);
-    w.header_u64("x-ringside-attempts", u64::from(r.attempts));
-    if up.framing == Framing::Chunked || rechunk {
+    w.header("x-ringside-attempts", r.attempts);
+    for (n, v) in extra {
+        w.header(n, v);
+    }
+    if let Some(n) = length {
+        w.header_u64("content-length", n as u64);
+    } else if up.framing == Framing::Chunked || rechunk {
         w.header("transfer-encoding", "chunked");
     }
     if is_sse {
@@ -111,6 +135,30 @@ fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool, is_sse: bo
         w.header("connection", "close");
     }
     w.finish(b"")
+}
+
+/// Send a response whose body was read whole while judging it (an upstream error passed
+/// through). Returns whether the client connection stays usable.
+pub async fn relay_buffered(
+    wr: &mut TcpOwnedWriteHalf,
+    up: &Head,
+    status: u16,
+    body: &[u8],
+    r: &Relay<'_>,
+    extra: &[(&str, String)],
+) -> bool {
+    let mut h = head_for_client(
+        up,
+        status,
+        r,
+        false,
+        r.client_keep_alive,
+        false,
+        Some(body.len()),
+        extra,
+    );
+    h.extend_from_slice(body);
+    write(wr, Bytes::from(h)).await && r.client_keep_alive
 }
 
 /// Frame `data` as one chunk (only for re-framed close-delimited bodies).

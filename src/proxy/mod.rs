@@ -1,6 +1,9 @@
 //! The data plane: one task per client connection, one request state machine per request.
 
+pub mod answer;
+pub mod attempts;
 pub mod forward;
+pub mod judge;
 pub mod outbound;
 pub mod record;
 pub mod request;

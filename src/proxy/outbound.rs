@@ -148,6 +148,8 @@ mod tests {
             },
             anthropic_version: "2023-06-01".into(),
             connections: vec![conn.clone()],
+            region: None,
+            tags: vec![],
         };
         (p, conn)
     }

@@ -1,9 +1,11 @@
-//! The decision record of one request: every attempt and how it ended. It becomes the access
-//! log line, the `x-ringside-attempts` header and (later) the admin ring of recent decisions.
+//! The decision record of one request: every attempt (target, connection, outcome, status,
+//! retry hint, decision, budget left), every wait, and what was excluded when Ringside gave up.
+//! It becomes the access log line, the `x-ringside-attempts` header and an entry of the admin
+//! ring of recent decisions.
 
 use serde::Serialize;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct AttemptRecord {
     pub provider: String,
     pub connection: String,
@@ -11,12 +13,34 @@ pub struct AttemptRecord {
     pub outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// Classified reason of a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// Status before a restatement rule changed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restated_from: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// stream | next | wait | fail | pass_through
+    pub decision: &'static str,
+    pub attempts_left: u32,
+    pub ms_left: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     pub ms: u64,
 }
 
-#[derive(Debug, Default, Serialize)]
+/// A candidate that was not used, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Excluded {
+    pub target: String,
+    pub connection: String,
+    pub reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining_s: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Record {
     pub request_id: String,
     pub core: usize,
@@ -33,6 +57,10 @@ pub struct Record {
     pub status: u16,
     pub stream: bool,
     pub attempts: Vec<AttemptRecord>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<Excluded>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub waited_ms: u64,
     pub outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<&'static str>,
@@ -43,6 +71,10 @@ pub struct Record {
     pub bytes_out: u64,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 impl Record {
     pub fn log_line(&self) -> String {
         let mut v = serde_json::to_value(self).unwrap_or_default();
@@ -51,5 +83,58 @@ impl Record {
             o.insert("kind".into(), "access".into());
         }
         v.to_string()
+    }
+
+    /// `x-ringside-attempts`: the count, then one `provider/connection status reason decision`
+    /// per attempt (`;`-separated, ASCII, at most ~900 bytes).
+    pub fn attempts_header(&self, current: Option<(&str, u16)>) -> String {
+        let n = self.attempts.len() + usize::from(current.is_some());
+        let mut out = n.to_string();
+        for a in &self.attempts {
+            if out.len() > 800 {
+                out.push_str("; ...");
+                return out;
+            }
+            let status = a.status.map_or("-".to_string(), |s| s.to_string());
+            out.push_str(&format!(
+                "; {}/{} {} {} {}",
+                a.provider,
+                a.connection,
+                status,
+                a.reason.unwrap_or(a.outcome),
+                a.decision
+            ));
+        }
+        if let Some((label, status)) = current {
+            out.push_str(&format!("; {label} {status} ok stream"));
+        }
+        out.retain(|c| c.is_ascii() && !c.is_ascii_control());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_header_lists_each_decision() {
+        let mut r = Record::default();
+        assert_eq!(
+            r.attempts_header(Some(("p/a", 200))),
+            "1; p/a 200 ok stream"
+        );
+        r.attempts.push(AttemptRecord {
+            provider: "p".into(),
+            connection: "a".into(),
+            status: Some(429),
+            reason: Some("rate_limited"),
+            decision: "next",
+            ..Default::default()
+        });
+        assert_eq!(
+            r.attempts_header(Some(("p/b", 200))),
+            "2; p/a 429 rate_limited next; p/b 200 ok stream"
+        );
     }
 }

@@ -3,15 +3,13 @@
 //! Before the first client byte anything may be retried; after it, nothing is replayed.
 
 use super::forward::{Relay, relay};
-use super::outbound::{self, Outbound};
 use super::record::{AttemptRecord, Record};
-use super::watch::{ClientWatch, Raced};
+use super::watch::ClientWatch;
 use super::{respond_error, respond_json};
-use crate::dialect::facts::{FactsError, rewrite_model, scan};
+use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::{ApiError, Dialect, Endpoint, dialect_for_path};
-use crate::http::head::parse_response;
-use crate::http::io::{ReadError, read_body, read_more};
-use crate::http::{Head, HeadLimits};
+use crate::http::Head;
+use crate::http::io::{ReadError, read_body};
 use crate::route::{Candidate, Entry};
 use crate::runtime::core::Core;
 use crate::upstream::UpConn;
@@ -30,31 +28,38 @@ fn client_request_id(head: &Head) -> Option<String> {
 }
 
 /// How one attempt ended.
-enum AttemptEnd {
-    /// The response was relayed (successfully or not): the request is over.
-    Relayed {
+pub(super) enum AttemptEnd {
+    /// The response was committed to the client (successfully or not): the request is over.
+    Done {
         keep_alive: bool,
     },
-    /// Failed before any response byte: safe to try the next candidate.
+    /// Failed before commit: judged, and possibly worth trying elsewhere.
     Failed {
-        outcome: &'static str,
+        verdict: crate::resilience::classify::Verdict,
+        /// Metrics outcome (`http_429`, `tls_error`, ...).
+        kind: &'static str,
         detail: String,
+        /// The upstream's error answer, read whole (absent for transport failures).
+        response: Option<Box<super::answer::Buffered>>,
+        restated_from: Option<u16>,
+        /// Cut short by the request's own deadline: says nothing about the upstream.
+        self_inflicted: bool,
     },
     ClientGone,
 }
 
-struct Ctx<'a> {
-    core: &'a Core,
-    head: &'a Head,
-    endpoint: Endpoint,
-    dialect: Dialect,
-    request_id: String,
-    body: Bytes,
-    model: Option<String>,
-    model_span: Option<std::ops::Range<usize>>,
-    keep_alive: bool,
-    record: Record,
-    started: Instant,
+pub(super) struct Ctx<'a> {
+    pub core: &'a Core,
+    pub head: &'a Head,
+    pub endpoint: Endpoint,
+    pub dialect: Dialect,
+    pub request_id: String,
+    pub body: Bytes,
+    pub model: Option<String>,
+    pub model_span: Option<std::ops::Range<usize>>,
+    pub keep_alive: bool,
+    pub record: Record,
+    pub started: Instant,
 }
 
 /// Handle one request whose head has been read. Returns whether the connection stays open.
@@ -114,6 +119,13 @@ pub async fn handle(
         && !log.send(ctx.record.log_line())
     {
         core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
+    }
+    if core.config().resilience.decision_ring > 0 {
+        // Full channel: the admin is busy; losing a ring entry beats blocking a core.
+        let _ = core
+            .shared
+            .decisions
+            .try_send(std::mem::take(&mut ctx.record));
     }
     keep && !core.drain.is_draining()
 }
@@ -187,7 +199,7 @@ fn too_large(max: usize) -> ApiError {
 }
 
 /// Write an error, record it, and say whether the connection stays open.
-async fn finish_error(
+pub(super) async fn finish_error(
     ctx: &mut Ctx<'_>,
     wr: &mut TcpOwnedWriteHalf,
     err: &ApiError,
@@ -269,10 +281,15 @@ async fn serve(
         return (finish_error(ctx, wr, &err, true).await, other);
     };
     ctx.record.route = Some(entry.name.clone());
-    let candidates =
+    let core = ctx.core;
+    let now = crate::clock::now_ms();
+    let candidates = {
+        let loads = core.loads.borrow();
+        let load = |c: usize| loads.load(c, &shared.in_flight, now);
         shared
             .routes
-            .candidates(&entry, ctx.dialect, &mut ctx.core.selector.borrow_mut());
+            .candidates(&entry, ctx.dialect, &mut core.selector.borrow_mut(), &load)
+    };
     if candidates.is_empty() {
         let why = if shared.routes.other_dialect_only(&entry, ctx.dialect) {
             format!(
@@ -285,7 +302,9 @@ async fn serve(
         let err = ApiError::new(404, "no_executable_targets", why).should_retry(false);
         return (finish_error(ctx, wr, &err, true).await, entry.index);
     }
-    let keep = attempts(ctx, &entry, &candidates, rd, wr, buf).await;
+    let restricted = entry.targets.iter().any(|t| t.caps.restricts());
+    let needs = crate::dialect::needs::needs(&ctx.body, ctx.head, restricted);
+    let keep = super::attempts::run(ctx, &entry, &candidates, &needs, rd, wr, buf).await;
     (keep, entry.index)
 }
 
@@ -311,242 +330,9 @@ async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
     respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await
 }
 
-/// The attempt loop under the request's budget.
-async fn attempts(
-    ctx: &mut Ctx<'_>,
-    entry: &Entry,
-    candidates: &[Candidate],
-    rd: &mut TcpOwnedReadHalf,
-    wr: &mut TcpOwnedWriteHalf,
-    buf: &mut BytesMut,
-) -> bool {
-    let max_attempts = ctx.core.config().upstream.max_attempts.max(1);
-    let mut watch = ClientWatch::start(rd, std::mem::take(buf));
-    let mut last: Option<(&'static str, String)> = None;
-    let mut result: Option<bool> = None;
-    for cand in candidates.iter().take(max_attempts as usize) {
-        let t0 = Instant::now();
-        let end = attempt(ctx, entry, *cand, &mut watch, wr).await;
-        let (provider, conn) = ctx
-            .core
-            .config()
-            .connection(cand.connection)
-            .map(|(p, c)| (p.id.clone(), c.id.clone()))
-            .unwrap_or_default();
-        let model = entry.targets[cand.target].model.clone();
-        let ms = t0.elapsed().as_millis() as u64;
-        match end {
-            AttemptEnd::Relayed { keep_alive } => {
-                result = Some(keep_alive);
-                break;
-            }
-            AttemptEnd::ClientGone => {
-                ctx.core.metrics.attempt(cand.connection, "client_gone");
-                ctx.record.attempts.push(AttemptRecord {
-                    provider,
-                    connection: conn,
-                    model,
-                    outcome: "client_gone",
-                    status: None,
-                    detail: None,
-                    ms,
-                });
-                ctx.record.status = 499;
-                ctx.record.outcome = "client_gone";
-                result = Some(false);
-                break;
-            }
-            AttemptEnd::Failed { outcome, detail } => {
-                ctx.core.metrics.attempt(cand.connection, outcome);
-                ctx.record.attempts.push(AttemptRecord {
-                    provider,
-                    connection: conn,
-                    model,
-                    outcome,
-                    status: None,
-                    detail: Some(detail.clone()),
-                    ms,
-                });
-                last = Some((outcome, detail));
-            }
-        }
-    }
-    let rest = watch.finish().await;
-    *buf = rest;
-    if let Some(keep) = result {
-        return keep;
-    }
-    let n = ctx.record.attempts.len();
-    let (outcome, detail) = last.unwrap_or(("none", "no attempt was made".into()));
-    let err = ApiError::new(
-        502,
-        "upstream_unavailable",
-        format!("all {n} upstream attempt(s) failed; last: {outcome}: {detail}"),
-    )
-    .retry_after(1)
-    .should_retry(true)
-    .extra(serde_json::json!({"attempts": n}));
-    finish_error(ctx, wr, &err, true).await
-}
-
-/// One upstream attempt against one candidate.
-async fn attempt(
-    ctx: &mut Ctx<'_>,
-    entry: &Entry,
-    cand: Candidate,
-    watch: &mut ClientWatch<'_>,
-    wr: &mut TcpOwnedWriteHalf,
-) -> AttemptEnd {
-    let core = ctx.core;
-    let cfg = core.config();
-    let Some((provider, conn)) = cfg.connection(cand.connection) else {
-        return AttemptEnd::Failed {
-            outcome: "protocol_error",
-            detail: "unknown connection".into(),
-        };
-    };
-    let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
-    let target = &entry.targets[cand.target];
-    let body = match (&ctx.model, &ctx.model_span) {
-        (Some(m), Some(span)) if *m != target.model => {
-            rewrite_model(&ctx.body, span, &target.model)
-        }
-        _ => ctx.body.clone(),
-    };
-    let out = outbound::build(
-        ctx.head,
-        ctx.endpoint,
-        provider,
-        conn,
-        &body,
-        &ctx.request_id,
-    );
-    let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms);
-    let mut fresh_retry_used = false;
-    loop {
-        let pooled = core
-            .pool
-            .borrow_mut()
-            .take(provider_index, crate::clock::now_ms());
-        let mut up = match pooled {
-            Some(c) => c,
-            None => match watch.race(core.connector.connect(&provider.endpoint)).await {
-                Raced::ClientGone => return AttemptEnd::ClientGone,
-                Raced::Done(Ok(c)) => c,
-                Raced::Done(Err(e)) => {
-                    return AttemptEnd::Failed {
-                        outcome: e.outcome(),
-                        detail: e.to_string(),
-                    };
-                }
-            },
-        };
-        match send_and_await_head(&mut up, &out, first_byte, watch).await {
-            Ok(head) => {
-                return relay_response(ctx, entry, cand, provider_index, up, head, wr, watch).await;
-            }
-            Err(HeadFail::ClientGone) => return AttemptEnd::ClientGone,
-            Err(HeadFail::Failed {
-                outcome,
-                detail,
-                nothing_received,
-            }) => {
-                // A pooled connection that dies before any response byte was probably closed by
-                // the upstream while idle: retry once on a fresh connection.
-                if up.reused && nothing_received && !fresh_retry_used {
-                    fresh_retry_used = true;
-                    continue;
-                }
-                return AttemptEnd::Failed { outcome, detail };
-            }
-        }
-    }
-}
-
-enum HeadFail {
-    ClientGone,
-    Failed {
-        outcome: &'static str,
-        detail: String,
-        nothing_received: bool,
-    },
-}
-
-async fn send_and_await_head(
-    up: &mut UpConn,
-    out: &Outbound,
-    first_byte: Duration,
-    watch: &mut ClientWatch<'_>,
-) -> Result<Head, HeadFail> {
-    let fail = |outcome, detail: String, nothing_received| HeadFail::Failed {
-        outcome,
-        detail,
-        nothing_received,
-    };
-    for part in [&out.head, &out.body] {
-        if part.is_empty() {
-            continue;
-        }
-        match watch.race(up.stream.write_all(part.clone())).await {
-            Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done((Err(e), _)) => {
-                return Err(fail("reset", format!("send failed: {e}"), true));
-            }
-            Raced::Done((Ok(_), _)) => {}
-        }
-    }
-    let deadline = Instant::now() + first_byte;
-    let limits = HeadLimits {
-        max_head_bytes: 64 * 1024,
-        max_headers: crate::http::head::MAX_HEADERS_HARD,
-    };
-    loop {
-        match parse_response(&up.buf, limits, false) {
-            Ok(Some((head, used))) => {
-                let _ = up.buf.split_to(used);
-                if (100..200).contains(&head.status) {
-                    continue; // interim response: wait for the real one
-                }
-                return Ok(head);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                return Err(fail(
-                    "protocol_error",
-                    format!("bad response head: {}", e.message()),
-                    false,
-                ));
-            }
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let received = !up.buf.is_empty();
-        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
-        match watch.race(read).await {
-            Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done(Err(_)) => {
-                return Err(fail(
-                    "timeout",
-                    "no response head in time".into(),
-                    !received,
-                ));
-            }
-            Raced::Done(Ok(Err(e))) => {
-                return Err(fail("reset", format!("connection failed: {e}"), !received));
-            }
-            Raced::Done(Ok(Ok(0))) => {
-                return Err(fail(
-                    "reset",
-                    "connection closed before the response head".into(),
-                    !received,
-                ));
-            }
-            Raced::Done(Ok(Ok(_))) => {}
-        }
-    }
-}
-
+/// Commit: relay the upstream response to the client (nothing may be retried after this).
 #[allow(clippy::too_many_arguments)]
-async fn relay_response(
+pub(super) async fn commit(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
     cand: Candidate,
@@ -562,20 +348,24 @@ async fn relay_response(
         Some(pc) => pc,
         None => {
             return AttemptEnd::Failed {
-                outcome: "protocol_error",
+                verdict: crate::resilience::classify::transport(false),
+                kind: "protocol_error",
                 detail: "unknown connection".into(),
+                response: None,
+                restated_from: None,
+                self_inflicted: true,
             };
         }
     };
     let label = format!("{}/{}", provider.id, conn.id);
-    let attempts = ctx.record.attempts.len() as u32 + 1;
+    let attempts = ctx.record.attempts_header(Some((&label, head.status)));
     ctx.record.ttfb_ms = Some(ctx.started.elapsed().as_millis() as u64);
     let r = Relay {
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &entry.name,
         connection_label: &label,
-        attempts,
+        attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
@@ -585,8 +375,12 @@ async fn relay_response(
     if !res.committed {
         let detail = res.failure.unwrap_or("upstream_bad_framing").to_string();
         return AttemptEnd::Failed {
-            outcome: "protocol_error",
+            verdict: crate::resilience::classify::transport(false),
+            kind: "protocol_error",
             detail,
+            response: None,
+            restated_from: None,
+            self_inflicted: false,
         };
     }
     let outcome: &'static str = if res.client_gone {
@@ -613,8 +407,10 @@ async fn relay_response(
         model: entry.targets[cand.target].model.clone(),
         outcome,
         status: Some(head.status),
+        decision: "stream",
         detail: res.failure.map(str::to_string),
         ms: t0.elapsed().as_millis() as u64,
+        ..Default::default()
     });
     ctx.record.status = if res.client_gone { 499 } else { head.status };
     ctx.record.outcome = if res.client_gone {
@@ -636,7 +432,7 @@ async fn relay_response(
             .borrow_mut()
             .put(provider_index, up, crate::clock::now_ms());
     }
-    AttemptEnd::Relayed {
+    AttemptEnd::Done {
         keep_alive: res.client_keep_alive,
     }
 }

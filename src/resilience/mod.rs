@@ -109,7 +109,8 @@ impl Exclusion {
     pub fn waitable(&self) -> bool {
         match self {
             Exclusion::Cooling { reason, .. } => reason.is_none_or(Reason::waitable),
-            Exclusion::BreakerOpen { .. } | Exclusion::ProviderGate { .. } => true,
+            // A breaker or gate exists to fail fast while a provider is unwell.
+            Exclusion::BreakerOpen { .. } | Exclusion::ProviderGate { .. } => false,
             Exclusion::Lockout { reason, .. } => matches!(
                 *reason,
                 "rate_limited" | "overloaded" | "server_error" | "timeout" | "transport"
@@ -204,7 +205,9 @@ impl Tables {
         }
     }
 
-    /// Whether `site` may be tried now. A half-open breaker admits exactly one probe.
+    /// Whether `site` may be tried now. A half-open breaker admits exactly one probe. When
+    /// several things block it, the one that lasts longest is reported (a terminal state first),
+    /// so that a wait decision never wakes up to a candidate that is still blocked.
     pub fn check(
         &mut self,
         s: &Settings,
@@ -216,14 +219,23 @@ impl Tables {
         if let Some(t) = c.terminal {
             return Err(Exclusion::Terminal(t));
         }
+        let mut worst: Option<Exclusion> = None;
+        let mut consider = |e: Exclusion| {
+            if worst
+                .as_ref()
+                .is_none_or(|w| e.remaining_ms() > w.remaining_ms())
+            {
+                worst = Some(e);
+            }
+        };
         if c.cooling(now) {
-            return Err(Exclusion::Cooling {
+            consider(Exclusion::Cooling {
                 reason: c.last.reason,
                 ms: c.until - now,
             });
         }
         if let Some(l) = self.lockouts.locked(site.conn, site.model, site.model, now) {
-            return Err(Exclusion::Lockout {
+            consider(Exclusion::Lockout {
                 reason: l.reason,
                 ms: l.until - now,
             });
@@ -232,9 +244,20 @@ impl Tables {
         if s.gate_enabled
             && let Some(ms) = self.gates[site.provider].closed_for(now, &policy.gate)
         {
-            return Err(Exclusion::ProviderGate { ms });
+            consider(Exclusion::ProviderGate { ms });
         }
-        match self.breakers[site.provider].admit(now, &policy.breaker, &probes.0[site.provider]) {
+        let breaker = &mut self.breakers[site.provider];
+        breaker.refresh(now, &policy.breaker);
+        if breaker.state == BreakerState::Open {
+            consider(Exclusion::BreakerOpen {
+                ms: breaker.retry_after(now, &policy.breaker).max(1),
+            });
+        }
+        if let Some(e) = worst {
+            return Err(e);
+        }
+        // Only now claim a half-open probe: a blocked candidate must not hold it.
+        match breaker.admit(now, &policy.breaker, &probes.0[site.provider]) {
             Admit::No(ms) => Err(Exclusion::BreakerOpen { ms }),
             admit => Ok(admit),
         }
@@ -252,7 +275,7 @@ impl Tables {
         let policy = &s.providers[site.provider];
         let lock_by_status =
             s.lockout.enabled && v.status != 0 && s.lockout.codes.contains(&v.status);
-        let mut cool = |tables: &mut Tables, conn: usize, emit: &mut dyn FnMut(Event)| {
+        let cool = |tables: &mut Tables, conn: usize, emit: &mut dyn FnMut(Event)| {
             if let Some(state) = tables.conns[conn].on_failure(v, now, &policy.cooldown) {
                 emit(Event::Conn { conn, state });
             }

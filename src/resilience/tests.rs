@@ -270,7 +270,7 @@ fn exclusion_waitability() {
         }
         .waitable()
     );
-    assert!(Exclusion::BreakerOpen { ms: 1 }.waitable());
+    assert!(!Exclusion::BreakerOpen { ms: 1 }.waitable());
     assert!(
         !Exclusion::Lockout {
             reason: "model_not_found",

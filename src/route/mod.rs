@@ -1,10 +1,14 @@
 //! Routes: what the client names in `model`, resolved to an ordered list of candidate
 //! (target, connection) pairs. The table is built once from the config and shared read-only.
 
+pub mod eligibility;
+pub mod load;
 pub mod strategy;
 
 use crate::config::Config;
 use crate::dialect::Dialect;
+use eligibility::Caps;
+use load::Load;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use strategy::{SelectorState, Strategy};
@@ -20,6 +24,7 @@ pub struct Target {
     pub weights: Vec<u32>,
     /// Selector slot for ordering this target's connections.
     pub slot: usize,
+    pub caps: Caps,
 }
 
 /// A resolvable name: a configured route, a plain model, or `provider/model`.
@@ -32,6 +37,8 @@ pub struct Entry {
     pub index: usize,
     /// Selector slot for ordering targets.
     pub slot: usize,
+    /// Request deadline for this route, if it has its own.
+    pub deadline_ms: Option<u64>,
 }
 
 /// One attempt option: a target of the entry and one of its connections.
@@ -60,6 +67,11 @@ fn make_target(
     slot: usize,
 ) -> Target {
     let p = &cfg.providers[provider];
+    let caps = Caps {
+        region: p.region.clone(),
+        tags: p.tags.clone(),
+        ..Default::default()
+    };
     let mut conns: Vec<_> = p
         .connections
         .iter()
@@ -76,6 +88,7 @@ fn make_target(
         priorities: conns.iter().map(|c| c.priority).collect(),
         weights: conns.iter().map(|c| c.weight).collect(),
         slot,
+        caps,
     }
 }
 
@@ -95,16 +108,27 @@ impl RouteTable {
             for tg in &r.targets {
                 if let Some(pi) = cfg.providers.iter().position(|p| p.id == tg.provider) {
                     let slot = t.next_slot();
-                    targets.push(make_target(
-                        cfg,
-                        pi,
-                        &tg.model,
-                        tg.connection.as_deref(),
-                        slot,
-                    ));
+                    let mut target =
+                        make_target(cfg, pi, &tg.model, tg.connection.as_deref(), slot);
+                    let caps = &mut target.caps;
+                    caps.tools = tg.tools;
+                    caps.vision = tg.vision;
+                    caps.structured_output = tg.structured_output;
+                    caps.context_window = tg.context_window;
+                    if tg.region.is_some() {
+                        caps.region = tg.region.clone();
+                    }
+                    if let Some(tags) = &tg.tags {
+                        caps.tags = tags.clone();
+                    }
+                    caps.cost = tg.cost.unwrap_or(0.0);
+                    targets.push(target);
                 }
             }
             t.push(r.name.clone(), strategy, targets);
+            if let Some(e) = t.entries.last_mut() {
+                e.deadline_ms = r.deadline_ms;
+            }
         }
         // Plain model names: every provider whose connections list the model.
         let mut models: Vec<String> = Vec::new();
@@ -164,6 +188,7 @@ impl RouteTable {
             targets,
             index,
             slot,
+            deadline_ms: None,
         });
     }
 
@@ -200,33 +225,79 @@ impl RouteTable {
             targets: vec![target],
             index: self.other_index,
             slot: self.slots,
+            deadline_ms: None,
         }))
     }
 
-    /// Candidates in attempt order, restricted to providers speaking `dialect`.
+    /// Candidates in attempt order, restricted to providers speaking `dialect`. `load` gives a
+    /// connection's load; it is only consulted by load-aware strategies.
     pub fn candidates(
         &self,
         entry: &Entry,
         dialect: Dialect,
         st: &mut SelectorState,
+        load: &dyn Fn(usize) -> Load,
     ) -> Vec<Candidate> {
         let mut torder: Vec<usize> = (0..entry.targets.len())
             .filter(|&i| self.dialects[entry.targets[i].provider] == dialect)
             .collect();
-        let ones = vec![1u32; entry.targets.len()];
-        st.order(entry.strategy, entry.slot, &ones, &mut torder);
-        let mut out = Vec::new();
+        let needs_load = entry.strategy.needs_load();
+        let mut loads: Vec<Load> = Vec::new();
+        if needs_load && torder.len() > 1 {
+            loads = entry
+                .targets
+                .iter()
+                .map(|t| {
+                    let mut agg = Load {
+                        headroom: 0,
+                        reset_in_ms: u64::MAX,
+                        cost: t.caps.cost,
+                        ..Default::default()
+                    };
+                    for &c in &t.connections {
+                        let l = load(c);
+                        agg.in_flight += l.in_flight;
+                        if l.latency_ms > 0
+                            && (agg.latency_ms == 0 || l.latency_ms < agg.latency_ms)
+                        {
+                            agg.latency_ms = l.latency_ms;
+                        }
+                        agg.headroom = agg.headroom.max(l.headroom);
+                        agg.reset_in_ms = agg.reset_in_ms.min(l.reset_in_ms);
+                    }
+                    agg
+                })
+                .collect();
+        }
+        let weights: Vec<u32> = if entry.strategy == Strategy::Weighted {
+            vec![1u32; entry.targets.len()]
+        } else {
+            Vec::new()
+        };
+        st.order(entry.strategy, entry.slot, &weights, &mut torder, &loads);
+        let mut out = Vec::with_capacity(entry.targets.iter().map(|t| t.connections.len()).sum());
+        let mut cloads: Vec<Load> = Vec::new();
         for ti in torder {
             let t = &entry.targets[ti];
-            let mut corder: Vec<usize> = (0..t.connections.len()).collect();
+            let start = out.len();
+            out.extend(t.connections.iter().map(|&c| Candidate {
+                target: ti,
+                connection: c,
+            }));
             // The strategy spreads load inside the top priority group; lower groups stay fallbacks.
             let top = t.priorities.first().copied().unwrap_or(0);
             let top_n = t.priorities.iter().take_while(|&&p| p == top).count();
-            st.order(entry.strategy, t.slot, &t.weights, &mut corder[..top_n]);
-            out.extend(corder.into_iter().map(|ci| Candidate {
-                target: ti,
-                connection: t.connections[ci],
-            }));
+            if top_n > 1 {
+                let mut corder: Vec<usize> = (0..top_n).collect();
+                if needs_load {
+                    cloads.clear();
+                    cloads.extend(t.connections[..top_n].iter().map(|&c| load(c)));
+                }
+                st.order(entry.strategy, t.slot, &t.weights, &mut corder, &cloads);
+                for (k, ci) in corder.into_iter().enumerate() {
+                    out[start + k].connection = t.connections[ci];
+                }
+            }
         }
         out
     }

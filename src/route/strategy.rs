@@ -12,10 +12,33 @@ pub enum Strategy {
     Weighted,
     /// Uniformly random order.
     Random,
+    /// Shuffled deck: every option once per cycle, in random order, then reshuffle.
+    Deck,
+    /// Power of two choices: of two random options, the one with less in flight and latency.
+    P2c,
+    /// Fewest requests in flight (across all cores) first.
+    LeastInFlight,
+    /// Use the first option until it cannot serve, then the next (priority order).
+    FillFirst,
+    /// Cheapest target first (`cost` in the route).
+    Cost,
+    /// Most quota headroom first, then the soonest reset (from rate-limit headers).
+    ResetAware,
 }
 
 impl Strategy {
-    pub const NAMES: [&'static str; 4] = ["priority", "round_robin", "weighted", "random"];
+    pub const NAMES: [&'static str; 10] = [
+        "priority",
+        "round_robin",
+        "weighted",
+        "random",
+        "deck",
+        "p2c",
+        "least_in_flight",
+        "fill_first",
+        "cost",
+        "reset_aware",
+    ];
 
     pub fn parse(s: &str) -> Option<Strategy> {
         Some(match s {
@@ -23,8 +46,22 @@ impl Strategy {
             "round_robin" | "round-robin" => Strategy::RoundRobin,
             "weighted" => Strategy::Weighted,
             "random" => Strategy::Random,
+            "deck" | "shuffled_deck" | "strict-random" => Strategy::Deck,
+            "p2c" | "power_of_two" => Strategy::P2c,
+            "least_in_flight" | "least-used" | "least_used" => Strategy::LeastInFlight,
+            "fill_first" | "fill-first" => Strategy::FillFirst,
+            "cost" | "cost-optimized" => Strategy::Cost,
+            "reset_aware" | "reset-aware" => Strategy::ResetAware,
             _ => return None,
         })
+    }
+
+    /// Whether ordering needs the options' load figures.
+    pub fn needs_load(self) -> bool {
+        matches!(
+            self,
+            Strategy::P2c | Strategy::LeastInFlight | Strategy::Cost | Strategy::ResetAware
+        )
     }
 }
 
@@ -34,6 +71,8 @@ pub struct SelectorState {
     pub rotation: Vec<u64>,
     /// Smooth-WRR current weights, per entry, per slot.
     pub current: Vec<Vec<i64>>,
+    /// Shuffled decks, per slot: options not yet dealt in this cycle.
+    pub decks: Vec<Vec<u32>>,
     pub rng: u64,
 }
 
@@ -42,6 +81,7 @@ impl SelectorState {
         SelectorState {
             rotation: vec![0; entries],
             current: vec![Vec::new(); entries],
+            decks: vec![Vec::new(); entries],
             rng: seed | 1,
         }
     }
@@ -63,8 +103,10 @@ impl SelectorState {
         entry: usize,
         weights: &[u32],
         order: &mut [usize],
+        loads: &[super::load::Load],
     ) {
         let n = order.len();
+        let load = |i: usize| loads.get(i).copied().unwrap_or_default();
         if n <= 1 {
             return;
         }
@@ -107,6 +149,49 @@ impl SelectorState {
                 // The chosen one first; the rest keep their order as fallbacks.
                 order[..=best].rotate_right(1);
             }
+            Strategy::Deck => {
+                let Some(deck) = self.decks.get_mut(entry) else {
+                    return;
+                };
+                deck.retain(|&i| order.contains(&(i as usize)));
+                if deck.is_empty() {
+                    deck.extend(order.iter().map(|&i| i as u32));
+                }
+                let len = deck.len() as u64;
+                let k = (self.next_random() % len) as usize;
+                let Some(deck) = self.decks.get_mut(entry) else {
+                    return;
+                };
+                let chosen = deck.swap_remove(k) as usize;
+                if let Some(pos) = order.iter().position(|&i| i == chosen) {
+                    order[..=pos].rotate_right(1);
+                }
+            }
+            Strategy::P2c => {
+                let a = (self.next_random() % n as u64) as usize;
+                let mut b = (self.next_random() % (n as u64 - 1)) as usize;
+                if b >= a {
+                    b += 1;
+                }
+                let score = |i: usize| {
+                    let l = load(i);
+                    (u64::from(l.in_flight) + 1) * (u64::from(l.latency_ms) + 50)
+                };
+                let (first, second) = (a.min(b), a.max(b));
+                let pick = if score(order[second]) < score(order[first]) {
+                    second
+                } else {
+                    first
+                };
+                order[..=pick].rotate_right(1);
+            }
+            Strategy::LeastInFlight => order.sort_by_key(|&i| load(i).in_flight),
+            Strategy::FillFirst => {}
+            Strategy::Cost => order.sort_by(|&a, &b| load(a).cost.total_cmp(&load(b).cost)),
+            Strategy::ResetAware => order.sort_by_key(|&i| {
+                let l = load(i);
+                (std::cmp::Reverse(l.headroom), l.reset_in_ms)
+            }),
         }
     }
 }
@@ -114,6 +199,7 @@ impl SelectorState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::route::load::Load;
 
     #[test]
     fn round_robin_rotates() {
@@ -121,7 +207,7 @@ mod tests {
         let mut firsts = Vec::new();
         for _ in 0..4 {
             let mut o = [0, 1, 2];
-            s.order(Strategy::RoundRobin, 0, &[1, 1, 1], &mut o);
+            s.order(Strategy::RoundRobin, 0, &[1, 1, 1], &mut o, &[]);
             firsts.push(o[0]);
         }
         assert_eq!(firsts, vec![0, 1, 2, 0]);
@@ -133,7 +219,7 @@ mod tests {
         let mut counts = [0; 2];
         for _ in 0..400 {
             let mut o = [0, 1];
-            s.order(Strategy::Weighted, 0, &[3, 1], &mut o);
+            s.order(Strategy::Weighted, 0, &[3, 1], &mut o, &[]);
             counts[o[0]] += 1;
         }
         assert_eq!(counts, [300, 100]);
@@ -144,10 +230,66 @@ mod tests {
         let mut s = SelectorState::new(1, 99);
         for _ in 0..50 {
             let mut o = [0, 1, 2, 3];
-            s.order(Strategy::Random, 0, &[1; 4], &mut o);
+            s.order(Strategy::Random, 0, &[1; 4], &mut o, &[]);
             let mut sorted = o;
             sorted.sort();
             assert_eq!(sorted, [0, 1, 2, 3]);
+        }
+    }
+
+    fn load(in_flight: u32, latency_ms: u32, headroom: u16, reset_in_ms: u64, cost: f64) -> Load {
+        Load {
+            in_flight,
+            latency_ms,
+            headroom,
+            reset_in_ms,
+            cost,
+        }
+    }
+
+    #[test]
+    fn deck_deals_each_once_per_cycle() {
+        let mut s = SelectorState::new(1, 5);
+        for _ in 0..5 {
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                let mut o = [0, 1, 2];
+                s.order(Strategy::Deck, 0, &[1; 3], &mut o, &[]);
+                seen.push(o[0]);
+            }
+            seen.sort();
+            assert_eq!(seen, [0, 1, 2]);
+        }
+    }
+
+    #[test]
+    fn load_aware_orders() {
+        let mut s = SelectorState::new(1, 3);
+        let loads = [
+            load(5, 100, 900, 10_000, 3.0),
+            load(0, 100, 100, 1_000, 1.0),
+            load(2, 100, 900, 5_000, 2.0),
+        ];
+        let mut o = [0, 1, 2];
+        s.order(Strategy::LeastInFlight, 0, &[1; 3], &mut o, &loads);
+        assert_eq!(o, [1, 2, 0]);
+        let mut o = [0, 1, 2];
+        s.order(Strategy::Cost, 0, &[1; 3], &mut o, &loads);
+        assert_eq!(o, [1, 2, 0]);
+        let mut o = [0, 1, 2];
+        s.order(Strategy::ResetAware, 0, &[1; 3], &mut o, &loads);
+        assert_eq!(o, [2, 0, 1]);
+        let mut o = [0, 1, 2];
+        s.order(Strategy::FillFirst, 0, &[1; 3], &mut o, &loads);
+        assert_eq!(o, [0, 1, 2]);
+        // p2c never picks the busiest of three as long as it compares it with a lighter one.
+        for _ in 0..100 {
+            let mut o = [0, 1, 2];
+            s.order(Strategy::P2c, 0, &[1; 3], &mut o, &loads);
+            assert_ne!(o[0], 0);
+            let mut sorted = o;
+            sorted.sort();
+            assert_eq!(sorted, [0, 1, 2]);
         }
     }
 }

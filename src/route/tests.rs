@@ -44,7 +44,7 @@ fn a_route_keeps_its_order_and_pins() {
     let (cfg, t) = setup();
     let e = t.lookup(&cfg, "smart").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
-    let c = t.candidates(&e, Dialect::OpenAi, &mut st);
+    let c = t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default());
     assert_eq!(
         c,
         vec![
@@ -67,10 +67,10 @@ fn a_plain_model_spreads_over_top_priority_and_keeps_backups_last() {
     let e = t.lookup(&cfg, "gpt-4o").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
     let first: Vec<usize> = (0..4)
-        .map(|_| t.candidates(&e, Dialect::OpenAi, &mut st)[0].connection)
+        .map(|_| t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default())[0].connection)
         .collect();
     assert_eq!(first, vec![0, 1, 0, 1]);
-    let all = t.candidates(&e, Dialect::OpenAi, &mut st);
+    let all = t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default());
     assert_eq!(
         all.last().unwrap().connection,
         2,
@@ -87,7 +87,10 @@ fn provider_prefix_and_dialects() {
     assert!(t.lookup(&cfg, "nope").is_none());
     let e = t.lookup(&cfg, "claude").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
-    assert!(t.candidates(&e, Dialect::OpenAi, &mut st).is_empty());
+    assert!(
+        t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default())
+            .is_empty()
+    );
     assert!(t.other_dialect_only(&e, Dialect::OpenAi));
     let names: Vec<&str> = t.model_list().iter().map(|(n, _)| *n).collect();
     assert!(names.contains(&"smart") && names.contains(&"claude") && names.contains(&"an/claude"));

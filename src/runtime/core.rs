@@ -5,12 +5,18 @@ use super::drain::Drain;
 use crate::config::Config;
 use crate::log::LogSink;
 use crate::metrics::CoreMetrics;
+use crate::proxy::record::Record;
+use crate::resilience::bus::{Bus, drain};
+use crate::resilience::classify::Verdict;
+use crate::resilience::{Event, Probes, Site, Tables};
 use crate::route::RouteTable;
+use crate::route::load::LoadTable;
 use crate::route::strategy::SelectorState;
 use crate::upstream::{Connector, pool::Pool};
+use crossbeam_channel::{Receiver, Sender};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 
 /// Read-only (or atomic) state shared by every core.
 pub struct Shared {
@@ -24,6 +30,14 @@ pub struct Shared {
     pub log: Option<LogSink>,
     /// Random per-process prefix for request ids.
     pub id_prefix: u32,
+    /// Cross-core resilience events (members: the cores, then the admin replica).
+    pub bus: Bus,
+    /// Half-open probe claims, one per provider.
+    pub probes: Probes,
+    /// Requests in flight per connection, across all cores.
+    pub in_flight: Vec<AtomicU32>,
+    /// Finished decision records for the admin ring (dropped when the ring is busy).
+    pub decisions: Sender<Record>,
 }
 
 pub struct Core {
@@ -37,11 +51,43 @@ pub struct Core {
     /// Client connections open on this core.
     pub open_conns: Cell<usize>,
     pub request_seq: Cell<u64>,
+    /// This core's resilience tables and the inbox that keeps them in step with the others.
+    pub tables: RefCell<Tables>,
+    pub inbox: Receiver<Event>,
+    pub loads: RefCell<LoadTable>,
 }
 
 impl Core {
     pub fn config(&self) -> &Config {
         &self.shared.config
+    }
+
+    /// Merge what other cores learned (before every routing decision and on the tick).
+    pub fn sync(&self) {
+        if self.inbox.is_empty() {
+            return;
+        }
+        let s = &self.shared.config.resilience;
+        let mut t = self.tables.borrow_mut();
+        drain(&self.inbox, |ev| t.apply(ev, s));
+    }
+
+    fn emit(&self, ev: Event) {
+        self.shared.bus.broadcast(self.id, &ev);
+    }
+
+    pub fn record_failure(&self, site: Site, v: &Verdict) {
+        let s = &self.shared.config.resilience;
+        let now = crate::clock::now_ms();
+        let mut t = self.tables.borrow_mut();
+        t.on_failure(s, site, v, now, &mut |ev| self.emit(ev));
+    }
+
+    pub fn record_success(&self, site: Site) {
+        let s = &self.shared.config.resilience;
+        let now = crate::clock::now_ms();
+        let mut t = self.tables.borrow_mut();
+        t.on_success(s, site, now, &mut |ev| self.emit(ev));
     }
 
     /// A new request id: process prefix, core, sequence.

@@ -87,6 +87,11 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
     let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
         .map(|_| Arc::new(CoreMetrics::new(route_labels.len(), conn_labels.len())))
         .collect();
+    let (bus, mut inboxes) = crate::resilience::bus::bus(workers + 1);
+    let admin_inbox = inboxes.pop().ok_or("event bus without members")?;
+    let (decisions, decision_rx) = crossbeam_channel::bounded(4096);
+    let providers = config.providers.len();
+    let connections = config.connection_count();
     let shared = Arc::new(Shared {
         config,
         routes,
@@ -96,18 +101,22 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         shutdown: Default::default(),
         log: access_log,
         id_prefix: rand::random(),
+        bus,
+        probes: crate::resilience::Probes::new(providers),
+        in_flight: (0..connections).map(|_| Default::default()).collect(),
+        decisions,
     });
     let resolver = Resolver::start(2);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();
     let mut handles = Vec::new();
-    for id in 0..workers {
+    for (id, inbox) in inboxes.into_iter().enumerate() {
         let shared = shared.clone();
         let tls = tls.clone();
         let resolver = resolver.clone();
         let ready = ready_tx.clone();
         let h = std::thread::Builder::new()
             .name(format!("ringside-core-{id}"))
-            .spawn(move || worker(id, shared, tls, resolver, ready))
+            .spawn(move || worker(id, shared, tls, resolver, inbox, ready))
             .map_err(|e| format!("cannot start worker thread: {e}"))?;
         handles.push(h);
     }
@@ -123,7 +132,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
             Err(_) => return Err("a worker died during start".into()),
         }
     }
-    let admin = crate::admin::start(shared.clone())?;
+    let admin = crate::admin::start(shared.clone(), admin_inbox, decision_rx)?;
     Ok(Running {
         shared,
         drivers,
@@ -133,12 +142,14 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
 }
 
 type Ready = std::sync::mpsc::Sender<Result<&'static str, String>>;
+type Inbox = crossbeam_channel::Receiver<crate::resilience::Event>;
 
 fn worker(
     id: usize,
     shared: Arc<Shared>,
     tls: Arc<rustls::ClientConfig>,
     resolver: Resolver,
+    inbox: Inbox,
     ready: Ready,
 ) {
     if shared.config.server.pin_workers {
@@ -158,7 +169,9 @@ fn worker(
             .build()
         {
             Ok(mut rt) => {
-                rt.block_on(core_main(id, shared, tls, resolver, ready, "io_uring"));
+                rt.block_on(core_main(
+                    id, shared, tls, resolver, inbox, ready, "io_uring",
+                ));
                 return;
             }
             Err(e) if shared.config.server.driver == DriverChoice::Uring => {
@@ -179,7 +192,7 @@ fn worker(
         .enable_timer()
         .build()
     {
-        Ok(mut rt) => rt.block_on(core_main(id, shared, tls, resolver, ready, "epoll")),
+        Ok(mut rt) => rt.block_on(core_main(id, shared, tls, resolver, inbox, ready, "epoll")),
         Err(e) => {
             let _ = ready.send(Err(format!("cannot build the epoll runtime: {e}")));
         }
@@ -191,6 +204,7 @@ async fn core_main(
     shared: Arc<Shared>,
     tls: Arc<rustls::ClientConfig>,
     resolver: Resolver,
+    inbox: Inbox,
     ready: Ready,
     driver: &'static str,
 ) {
@@ -232,6 +246,12 @@ async fn core_main(
         drain: Default::default(),
         open_conns: Cell::new(0),
         request_seq: Cell::new(0),
+        tables: RefCell::new(crate::resilience::Tables::new(
+            cfg.providers.len(),
+            cfg.connection_count(),
+        )),
+        inbox,
+        loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
     });
     let _ = ready.send(Ok(driver));
     monoio::spawn(tick(core.clone()));
@@ -265,8 +285,12 @@ async fn tick(core: Rc<Core>) {
             return;
         }
         n += 1;
+        core.sync();
         if n.is_multiple_of(20) {
-            core.pool.borrow_mut().sweep(crate::clock::now_ms());
+            let now = crate::clock::now_ms();
+            core.pool.borrow_mut().sweep(now);
+            let s = &core.shared.config.resilience;
+            core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
         }
     }
 }

@@ -23,6 +23,8 @@ pub enum FaultKind {
     CloseDelimited,
     /// A stream that ends cleanly at the HTTP level but without its terminal marker.
     NoTerminalMarker,
+    /// A 200 event stream whose first content is an in-band error event (`message` as text).
+    SseError,
     /// Healthy: only the params (latency, events) apply.
     None,
 }
@@ -59,6 +61,7 @@ impl Fault {
             "malformed-sse" => FaultKind::MalformedSse,
             "close-delimited" => FaultKind::CloseDelimited,
             "no-terminal" => FaultKind::NoTerminalMarker,
+            "sse-error" => FaultKind::SseError,
             s => match s.parse::<u16>() {
                 Ok(code) if (100..=599).contains(&code) => FaultKind::Status(code),
                 _ => return Err(format!("unknown fault `{s}`")),

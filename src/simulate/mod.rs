@@ -462,7 +462,10 @@ async fn answer(
         _ if wants_stream
             || matches!(
                 fault.kind,
-                FaultKind::MalformedSse | FaultKind::SlowDrip | FaultKind::StallAfterHead
+                FaultKind::MalformedSse
+                    | FaultKind::SlowDrip
+                    | FaultKind::StallAfterHead
+                    | FaultKind::SseError
             ) =>
         {
             guard.status = 200;
@@ -547,6 +550,20 @@ async fn stream_answer(
         }
         FaultKind::NoTerminalMarker => {
             evs.pop();
+        }
+        FaultKind::SseError => {
+            // Lifecycle events first (Anthropic message_start, Responses response.created),
+            // then the error where content should begin.
+            let plain = matches!(api, Api::Chat | Api::Completions);
+            let keep_first = usize::from(!plain);
+            evs.truncate(keep_first);
+            let msg = fault.message.as_deref().unwrap_or("Rate limit exceeded");
+            let err = serde_json::json!({"type": "error", "error": {"type": "rate_limit_error", "code": "rate_limit_exceeded", "message": msg}});
+            evs.push(if plain {
+                format!("data: {}\n\n", serde_json::json!({"error": err["error"]})).into_bytes()
+            } else {
+                format!("event: error\ndata: {err}\n\n").into_bytes()
+            });
         }
         _ => {}
     }

@@ -249,3 +249,11 @@ macro_rules! both_drivers {
         mod epoll { $( #[test] fn $name() { super::$name("epoll") } )* }
     };
 }
+
+/// The attempt count at the head of `x-ringside-attempts` (`2; p/a 429 rate_limited next; ...`).
+pub fn attempt_count(r: &ringside::demo::client::Reply) -> usize {
+    r.header("x-ringside-attempts")
+        .and_then(|v| v.split(';').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}

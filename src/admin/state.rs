@@ -1,0 +1,251 @@
+//! The admin replica of the resilience tables (a bus member like any core) and the ring of
+//! recent decision records, with the endpoints that show and reset them.
+
+use crate::proxy::record::Record;
+use crate::resilience::bus::drain;
+use crate::resilience::cooldown::Terminal;
+use crate::resilience::{Event, Tables};
+use crate::runtime::core::Shared;
+use crossbeam_channel::Receiver;
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+pub struct AdminState {
+    pub shared: Arc<Shared>,
+    tables: Tables,
+    inbox: Receiver<Event>,
+    decisions: Receiver<Record>,
+    ring: VecDeque<Record>,
+    /// This replica's bus member id.
+    me: usize,
+}
+
+type Answer = (u16, Value);
+
+fn not_found(what: &str) -> Answer {
+    (
+        404,
+        json!({"error": {"message": format!("no {what}"), "type": "invalid_request_error", "code": "not_found"}}),
+    )
+}
+
+fn query<'a>(q: Option<&'a str>, key: &str) -> Option<&'a str> {
+    q?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == key).then_some(v)
+    })
+}
+
+impl AdminState {
+    pub fn new(shared: Arc<Shared>, inbox: Receiver<Event>, decisions: Receiver<Record>) -> Self {
+        let cfg = &shared.config;
+        AdminState {
+            tables: Tables::new(cfg.providers.len(), cfg.connection_count()),
+            me: shared.bus.members() - 1,
+            shared,
+            inbox,
+            decisions,
+            ring: VecDeque::new(),
+        }
+    }
+
+    /// Catch up with the cores (called on every admin request and on the admin tick).
+    pub fn sync(&mut self) {
+        let s = &self.shared.config.resilience;
+        let t = &mut self.tables;
+        drain(&self.inbox, |ev| t.apply(ev, s));
+        let cap = s.decision_ring;
+        while let Ok(r) = self.decisions.try_recv() {
+            if cap == 0 {
+                continue;
+            }
+            if self.ring.len() >= cap {
+                self.ring.pop_front();
+            }
+            self.ring.push_back(r);
+        }
+    }
+
+    fn conn_index(&self, provider: &str, conn: &str) -> Option<usize> {
+        self.shared
+            .conn_labels
+            .iter()
+            .position(|(p, c)| p == provider && c == conn)
+    }
+
+    fn connections(&self) -> Answer {
+        let now = crate::clock::now_ms();
+        let list: Vec<Value> = self
+            .shared
+            .conn_labels
+            .iter()
+            .enumerate()
+            .map(|(i, (p, c))| {
+                let st = &self.tables.conns[i];
+                let state = match st.terminal {
+                    Some(Terminal::Banned) => "banned",
+                    Some(Terminal::Expired) => "expired",
+                    Some(Terminal::CreditsExhausted) => "credits_exhausted",
+                    None if st.cooling(now) => "cooling",
+                    None => "active",
+                };
+                json!({
+                    "provider": p,
+                    "connection": c,
+                    "state": state,
+                    "cooling_ms": st.until.saturating_sub(now),
+                    "backoff_level": st.level(),
+                    "last_error": st.has_error().then(|| json!({
+                        "reason": st.last.reason.map(|r| r.as_str()),
+                        "status": st.last.status,
+                        "ago_ms": now.saturating_sub(st.last.at),
+                    })),
+                    "in_flight": self.shared.in_flight[i].load(Ordering::Relaxed),
+                    "epoch": st.epoch,
+                })
+            })
+            .collect();
+        (200, json!({"connections": list}))
+    }
+
+    fn reset_connection(&mut self, provider: &str, conn: &str) -> Answer {
+        let Some(i) = self.conn_index(provider, conn) else {
+            return not_found("such connection");
+        };
+        let state = self.tables.conns[i].reset();
+        self.shared
+            .bus
+            .broadcast(self.me, &Event::Conn { conn: i, state });
+        let cleared = self.tables.lockouts.clear(i, None);
+        self.shared.bus.broadcast(
+            self.me,
+            &Event::LockClear {
+                conn: i,
+                model: None,
+            },
+        );
+        (
+            200,
+            json!({"reset": format!("{provider}/{conn}"), "epoch": state.epoch, "lockouts_cleared": cleared}),
+        )
+    }
+
+    fn model_cooldowns(&self) -> Answer {
+        let now = crate::clock::now_ms();
+        let list: Vec<Value> = self
+            .tables
+            .lockouts
+            .active(now)
+            .map(|l| {
+                let (p, c) = self
+                    .shared
+                    .conn_labels
+                    .get(l.conn)
+                    .cloned()
+                    .unwrap_or_default();
+                json!({"provider": p, "connection": c, "model": &*l.key, "scope": l.scope,
+                    "reason": l.reason, "remaining_ms": l.until - now, "failures": l.failures})
+            })
+            .collect();
+        (200, json!({"model_cooldowns": list}))
+    }
+
+    fn clear_model_cooldown(&mut self, q: Option<&str>) -> Answer {
+        let (Some(p), Some(c)) = (query(q, "provider"), query(q, "connection")) else {
+            return (
+                400,
+                json!({"error": {"message": "provider and connection are required", "type": "invalid_request_error", "code": "missing_parameter"}}),
+            );
+        };
+        let Some(i) = self.conn_index(p, c) else {
+            return not_found("such connection");
+        };
+        let model = query(q, "model").filter(|m| !m.is_empty());
+        let cleared = self.tables.lockouts.clear(i, model);
+        self.shared.bus.broadcast(
+            self.me,
+            &Event::LockClear {
+                conn: i,
+                model: model.map(Arc::from),
+            },
+        );
+        (200, json!({"cleared": cleared}))
+    }
+
+    fn breakers(&mut self) -> Answer {
+        let now = crate::clock::now_ms();
+        let s = &self.shared.config.resilience;
+        let list: Vec<Value> = self
+            .shared
+            .config
+            .providers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let pol = &s.providers[i];
+                let b = &mut self.tables.breakers[i];
+                b.refresh(now, &pol.breaker);
+                let gate = s
+                    .gate_enabled
+                    .then(|| self.tables.gates[i].closed_for(now, &pol.gate));
+                json!({"provider": p.id, "profile": pol.kind.as_str(), "state": b.state,
+                    "failures": b.failures, "open_cycles": b.open_cycles,
+                    "retry_after_ms": b.retry_after(now, &pol.breaker),
+                    "thresholds": pol.breaker, "window_gate_closed_ms": gate})
+            })
+            .collect();
+        (200, json!({"breakers": list}))
+    }
+
+    fn reset_breaker(&mut self, provider: &str) -> Answer {
+        let Some(i) = self
+            .shared
+            .config
+            .providers
+            .iter()
+            .position(|p| p.id == provider)
+        else {
+            return not_found("such provider");
+        };
+        self.tables.breakers[i].reset();
+        self.shared
+            .bus
+            .broadcast(self.me, &Event::BreakerReset { provider: i });
+        crate::resilience::breaker::release_probe(&self.shared.probes.0[i]);
+        (200, json!({"reset": provider}))
+    }
+
+    fn decisions(&self, q: Option<&str>) -> Answer {
+        let limit = query(q, "limit")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(50usize);
+        let list: Vec<&Record> = self.ring.iter().rev().take(limit).collect();
+        (200, json!({"decisions": list}))
+    }
+
+    fn decision(&self, id: &str) -> Answer {
+        match self.ring.iter().rev().find(|r| r.request_id == id) {
+            Some(r) => (200, json!(r)),
+            None => not_found("decision with that request id (it may have left the ring)"),
+        }
+    }
+
+    /// Route an admin API request; `None` if the path is not ours.
+    pub fn handle(&mut self, method: &str, path: &str, q: Option<&str>) -> Option<Answer> {
+        self.sync();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        Some(match (method, parts.as_slice()) {
+            ("GET", ["admin", "connections"]) => self.connections(),
+            ("POST", ["admin", "connections", p, c, "reset"]) => self.reset_connection(p, c),
+            ("GET", ["admin", "model-cooldowns"]) => self.model_cooldowns(),
+            ("DELETE", ["admin", "model-cooldowns"]) => self.clear_model_cooldown(q),
+            ("GET", ["admin", "breakers"]) => self.breakers(),
+            ("POST", ["admin", "breakers", p, "reset"]) => self.reset_breaker(p),
+            ("GET", ["admin", "decisions"]) => self.decisions(q),
+            ("GET", ["admin", "decisions", id]) => self.decision(id),
+            _ => return None,
+        })
+    }
+}

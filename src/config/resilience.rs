@@ -1,0 +1,243 @@
+//! Validating and resolving the `[resilience]` section and each provider's profile into the
+//! [`Settings`] the cores read.
+
+use super::schema::{FileConfig, ProviderSection};
+use super::{AuthKind, EnvLookup, Problem, Provider};
+use crate::resilience::Settings;
+use crate::resilience::classify::{Reason, Rule, Scope};
+use crate::resilience::lockout::LockoutSettings;
+use crate::resilience::restate::RestateRule;
+use crate::resilience::settings::{ProfileKind, ProviderPolicy, apply_gate_env, profile};
+
+fn problem(out: &mut Vec<Problem>, at: impl Into<String>, message: impl Into<String>) {
+    out.push(Problem {
+        at: at.into(),
+        message: message.into(),
+    });
+}
+
+fn range(out: &mut Vec<Problem>, at: &str, v: u64, lo: u64, hi: u64) -> u64 {
+    if v < lo || v > hi {
+        problem(out, at, format!("{v} is out of range ({lo} to {hi})"));
+    }
+    v.clamp(lo, hi)
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn policy(
+    out: &mut Vec<Problem>,
+    at: &str,
+    ps: &ProviderSection,
+    p: &Provider,
+    r: &super::schema::ResilienceSection,
+    env: EnvLookup,
+) -> ProviderPolicy {
+    let kind = match ps.profile.as_str() {
+        "auto" if is_loopback(&p.endpoint.host) => ProfileKind::Local,
+        "auto" => match p.auth {
+            AuthKind::OAuth => ProfileKind::OAuth,
+            AuthKind::ApiKey => ProfileKind::ApiKey,
+        },
+        "oauth" => ProfileKind::OAuth,
+        "api_key" => ProfileKind::ApiKey,
+        "local" => ProfileKind::Local,
+        other => {
+            problem(
+                out,
+                format!("{at}.profile"),
+                format!("`{other}` is not one of auto, oauth, api_key, local"),
+            );
+            ProfileKind::ApiKey
+        }
+    };
+    let mut pol = profile(kind, r.max_cooldown_ms, r.quota_cooldown_ms);
+    apply_gate_env(&mut pol, env);
+    let b = &ps.breaker;
+    if let Some(v) = b.open_at {
+        pol.breaker.open_at =
+            range(out, &format!("{at}.breaker.open_at"), v.into(), 1, 1000) as u32;
+    }
+    if let Some(v) = b.degraded_at {
+        pol.breaker.degraded_at =
+            range(out, &format!("{at}.breaker.degraded_at"), v.into(), 1, 1000) as u32;
+    }
+    pol.breaker.degraded_at = pol.breaker.degraded_at.min(pol.breaker.open_at);
+    if let Some(v) = b.open_ms {
+        pol.breaker.open_ms = range(out, &format!("{at}.breaker.open_ms"), v, 100, 86_400_000);
+    }
+    if let Some(v) = ps.cooldown.base_ms {
+        pol.cooldown.base_ms = range(out, &format!("{at}.cooldown.base_ms"), v, 0, 86_400_000);
+    }
+    if let Some(v) = ps.cooldown.max_level {
+        pol.cooldown.max_level =
+            range(out, &format!("{at}.cooldown.max_level"), v.into(), 0, 32) as u8;
+    }
+    pol
+}
+
+/// Resolve the resilience settings; problems are appended to `out`.
+pub(super) fn resolve(
+    out: &mut Vec<Problem>,
+    file: &FileConfig,
+    providers: &[Provider],
+    env: EnvLookup,
+) -> Settings {
+    let r = &file.resilience;
+    let mut s = Settings::default();
+    range(
+        out,
+        "resilience.max_cooldown_ms",
+        r.max_cooldown_ms,
+        1_000,
+        86_400_000,
+    );
+    range(
+        out,
+        "resilience.quota_cooldown_ms",
+        r.quota_cooldown_ms,
+        1_000,
+        30 * 86_400_000,
+    );
+    s.deadline_ms = range(out, "resilience.deadline_ms", r.deadline_ms, 1, 86_400_000);
+    s.max_wait_ms = range(out, "resilience.max_wait_ms", r.max_wait_ms, 0, 3_600_000);
+    s.decision_ring = range(
+        out,
+        "resilience.decision_ring",
+        r.decision_ring as u64,
+        0,
+        1_000_000,
+    ) as usize;
+    s.sse_peek_ms = range(out, "resilience.sse_peek_ms", r.sse_peek_ms, 0, 60_000);
+    s.sse_peek_bytes = range(
+        out,
+        "resilience.sse_peek_bytes",
+        r.sse_peek_bytes as u64,
+        0,
+        1 << 20,
+    ) as usize;
+    s.gate_enabled = r.provider_gate;
+    let l = &r.lockout;
+    if l.codes.iter().any(|c| !(100..=599).contains(c)) {
+        problem(
+            out,
+            "resilience.lockout.codes",
+            "codes must be HTTP statuses (100 to 599)",
+        );
+    }
+    let base_ms = range(out, "resilience.lockout.base_ms", l.base_ms, 0, 600_000);
+    s.lockout = LockoutSettings {
+        enabled: l.enabled,
+        codes: if l.codes.is_empty() {
+            LockoutSettings::default().codes
+        } else {
+            l.codes.clone()
+        },
+        base_ms,
+        max_ms: range(out, "resilience.lockout.max_ms", l.max_ms, 5_000, 3_600_000).max(base_ms),
+        max_steps: range(
+            out,
+            "resilience.lockout.max_steps",
+            l.max_steps.into(),
+            0,
+            20,
+        ) as u32,
+        exponential: l.exponential,
+        reset_after_ms: LockoutSettings::default().reset_after_ms,
+    };
+    let known = |p: &Option<String>| {
+        p.as_ref()
+            .is_none_or(|id| providers.iter().any(|x| &x.id == id))
+    };
+    if r.rules.len() > 50 {
+        problem(out, "resilience.rules", "at most 50 operator rules");
+    }
+    for (i, rs) in r.rules.iter().enumerate() {
+        let at = format!("resilience.rules[{i}]");
+        if !known(&rs.provider) {
+            problem(out, format!("{at}.provider"), "no such provider");
+        }
+        let reason = Reason::parse(&rs.reason).unwrap_or_else(|| {
+            problem(
+                out,
+                format!("{at}.reason"),
+                format!("`{}` is not a known reason", rs.reason),
+            );
+            Reason::ServerError
+        });
+        let scope = Scope::parse(&rs.scope).unwrap_or_else(|| {
+            problem(
+                out,
+                format!("{at}.scope"),
+                "must be one of request, model, connection, provider",
+            );
+            Scope::Connection
+        });
+        let mut header_markers = Vec::new();
+        for h in &rs.header_markers {
+            match h.split_once(':') {
+                Some((n, v)) if !n.trim().is_empty() => header_markers
+                    .push((n.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase())),
+                _ => problem(
+                    out,
+                    format!("{at}.header_markers"),
+                    format!("`{h}` is not `name: substring`"),
+                ),
+            }
+        }
+        if rs.statuses.is_empty() && rs.markers.is_empty() && header_markers.is_empty() {
+            problem(out, &at, "a rule needs statuses, markers or header_markers");
+        }
+        s.operator_rules.push(Rule {
+            id: rs.id.clone(),
+            provider: rs.provider.clone(),
+            statuses: rs.statuses.clone(),
+            markers: rs.markers.iter().map(|m| m.to_lowercase()).collect(),
+            header_markers,
+            exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
+            reason,
+            scope,
+            cooldown_ms: rs.cooldown_ms,
+        });
+    }
+    let mut restate: Vec<RestateRule> = Vec::new();
+    for (i, rs) in r.restate.iter().enumerate() {
+        let at = format!("resilience.restate[{i}]");
+        if !known(&rs.provider) {
+            problem(out, format!("{at}.provider"), "no such provider");
+        }
+        if rs.markers.is_empty() {
+            problem(
+                out,
+                format!("{at}.markers"),
+                "a restatement needs at least one marker",
+            );
+        }
+        range(out, &format!("{at}.to"), rs.to.into(), 100, 599);
+        restate.push(RestateRule {
+            id: rs.id.clone(),
+            provider: rs.provider.clone(),
+            from: rs.from.clone(),
+            to: rs.to,
+            markers: rs.markers.iter().map(|m| m.to_lowercase()).collect(),
+            exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
+            retry_after_ms: rs.retry_after_ms,
+        });
+    }
+    if r.builtin_restate {
+        restate.push(crate::resilience::restate::builtin());
+    }
+    s.restate = restate;
+    for (i, (ps, p)) in file.providers.iter().zip(providers).enumerate() {
+        s.providers
+            .push(policy(out, &format!("providers[{i}]"), ps, p, r, env));
+        s.provider_conns
+            .push(p.connections.iter().map(|c| c.index).collect());
+    }
+    s
+}

@@ -1,0 +1,213 @@
+//! What the client hears when Ringside stops trying: a non-retryable upstream answer passed
+//! through, the last upstream answer when the budget is spent, or a precise answer of our own
+//! (all targets cooling, model cooldown, every connection terminal, nothing executable,
+//! deadline exceeded). Terminal answers carry `x-should-retry: false`; answers worth retrying
+//! carry `Retry-After`.
+
+use super::forward::{Relay, relay_buffered};
+use super::request::{Ctx, finish_error};
+use crate::dialect::ApiError;
+use crate::http::Head;
+use crate::resilience::Exclusion;
+use crate::resilience::budget::Budget;
+use crate::resilience::classify::{Reason, Verdict};
+use crate::resilience::cooldown::Terminal;
+use bytes::Bytes;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use serde_json::json;
+use std::time::Duration;
+
+/// An upstream error answer read whole while judging it.
+pub struct Buffered {
+    /// After restatement.
+    pub status: u16,
+    pub head: Head,
+    pub body: Bytes,
+}
+
+pub struct LastFailure {
+    pub verdict: Verdict,
+    pub detail: String,
+    pub response: Option<Box<Buffered>>,
+    /// `provider/connection`.
+    pub label: String,
+    pub conn: usize,
+}
+
+/// Replace the connection's own credential if an upstream echoes it back.
+fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
+    let secret = ctx
+        .core
+        .config()
+        .connection(conn)
+        .map(|(_, c)| c.secret.expose().as_bytes().to_vec())
+        .unwrap_or_default();
+    if secret.len() < 8 || !text.windows(secret.len()).any(|w| w == secret.as_slice()) {
+        return Bytes::copy_from_slice(text);
+    }
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        if text[i..].starts_with(&secret) {
+            out.extend_from_slice(b"[REDACTED]");
+            i += secret.len();
+        } else {
+            out.push(text[i]);
+            i += 1;
+        }
+    }
+    Bytes::from(out)
+}
+
+fn secs(ms: u64) -> u64 {
+    ms.div_ceil(1000).max(1)
+}
+
+/// Pass an upstream answer through (restated status, our headers).
+async fn pass_through(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    last: &LastFailure,
+    resp: &Buffered,
+    should_retry: bool,
+) -> bool {
+    let body = redact(ctx, last.conn, &resp.body);
+    let mut extra: Vec<(&str, String)> = vec![("x-should-retry", should_retry.to_string())];
+    if let Some(ms) = last.verdict.hint.map(|h| h.ms).or(last.verdict.cooldown_ms) {
+        extra.push(("retry-after", secs(ms).to_string()));
+    }
+    let attempts = ctx.record.attempts_header(None);
+    let route = ctx.record.route.clone().unwrap_or_default();
+    let r = Relay {
+        dialect: ctx.dialect,
+        request_id: &ctx.request_id,
+        route: &route,
+        connection_label: &last.label,
+        attempts: &attempts,
+        client_keep_alive: ctx.keep_alive,
+        client_http11: ctx.head.version_minor >= 1,
+        idle_timeout: Duration::from_secs(1),
+    };
+    ctx.record.status = resp.status;
+    ctx.record.outcome = if last.verdict.retryable {
+        "failed"
+    } else {
+        "passed_through"
+    };
+    ctx.record.error_code = Some(last.verdict.reason.as_str());
+    ctx.record.connection = Some(last.label.clone());
+    ctx.record.bytes_out = body.len() as u64;
+    relay_buffered(wr, &resp.head, resp.status, &body, &r, &extra).await
+}
+
+fn error_for_reason(v: &Verdict, detail: &str) -> ApiError {
+    let (status, code) = match v.reason {
+        Reason::Timeout => (504, "upstream_timeout"),
+        Reason::Transport => (502, "upstream_unavailable"),
+        r => (if v.status >= 400 { v.status } else { 502 }, r.as_str()),
+    };
+    ApiError::new(status, code, format!("upstream failed: {detail}"))
+}
+
+/// Build and send the final answer. Returns whether the connection stays open.
+pub(super) async fn give_up(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    budget: &Budget,
+    last: Option<LastFailure>,
+    excluded: &[(usize, Exclusion)],
+    diagnostics: Vec<crate::proxy::record::Excluded>,
+) -> bool {
+    let now = crate::clock::now_ms();
+    ctx.record.excluded = diagnostics;
+    let n = ctx.record.attempts.len();
+    let timers: Vec<&Exclusion> = excluded
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| **e != Exclusion::Tried)
+        .collect();
+    // A non-retryable answer (bad request): the client's own problem, passed through as is.
+    if let Some(l) = &last
+        && !l.verdict.retryable
+        && let Some(resp) = &l.response
+    {
+        return pass_through(ctx, wr, l, resp, false).await;
+    }
+    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
+    let diag = json!({
+        "attempts": n,
+        "excluded": ctx.record.excluded,
+        "last_error": last.as_ref().map(|l| l.detail.clone()),
+    });
+    let err = if budget.expired(now) {
+        ApiError::new(
+            504,
+            "deadline_exceeded",
+            format!("the request deadline passed after {n} attempt(s)"),
+        )
+        .should_retry(false)
+    } else if timers.is_empty() || budget.attempts_left() == 0 {
+        // Every candidate was tried (or the attempt budget is spent): the last word stands.
+        match &last {
+            Some(l) => match &l.response {
+                Some(resp) => return pass_through(ctx, wr, l, resp, false).await,
+                None => {
+                    let e = error_for_reason(&l.verdict, &l.detail).should_retry(false);
+                    match earliest {
+                        Some(ms) => e.retry_after(secs(ms)),
+                        None => e,
+                    }
+                }
+            },
+            None => ApiError::new(503, "no_upstream_response", "no upstream was tried"),
+        }
+    } else if timers.iter().all(|e| matches!(e, Exclusion::Terminal(_))) {
+        let kind = match timers[0] {
+            Exclusion::Terminal(Terminal::Banned) => "banned by the upstream",
+            Exclusion::Terminal(Terminal::Expired) => "expired (authentication failed)",
+            _ => "out of credits",
+        };
+        ApiError::new(
+            401,
+            "all_connections_unusable",
+            format!(
+                "every connection for this model is {kind}; an operator must reset or replace them"
+            ),
+        )
+        .should_retry(false)
+    } else if let Some(earliest) = earliest {
+        let s = secs(earliest);
+        let all_locked = timers
+            .iter()
+            .all(|e| matches!(e, Exclusion::Lockout { .. }));
+        let model = ctx.model.clone().unwrap_or_default();
+        let e = if all_locked {
+            ApiError::new(
+                429,
+                "model_cooldown",
+                format!("all credentials for model {model} are cooling down"),
+            )
+            .extra(json!({"model": model, "reset_seconds": s}))
+        } else {
+            ApiError::new(
+                503,
+                "all_targets_cooling_down",
+                format!("every target is cooling down; the first recovers in {s}s"),
+            )
+        };
+        // Long waits are not worth an SDK's automatic retry.
+        e.retry_after(s).should_retry(s <= 60)
+    } else {
+        ApiError::new(
+            404,
+            "no_executable_targets",
+            "no target can serve this request",
+        )
+        .should_retry(false)
+    };
+    let attempts = ctx.record.attempts_header(None);
+    let err = err
+        .extra(json!({"diagnostics": diag}))
+        .header("x-ringside-attempts", attempts);
+    finish_error(ctx, wr, &err, true).await
+}

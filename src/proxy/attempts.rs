@@ -1,0 +1,564 @@
+//! The attempt loop under one budget: candidates (dropping cooling / locked / breaker-open /
+//! ineligible ones, each with its reason) -> select -> connect -> send -> await head -> judge
+//! -> stream | retry the same target after a short cooldown | next target | wait | fail.
+
+use super::answer::{self, Buffered, LastFailure};
+use super::judge::{self, Peek, Read};
+use super::record::{AttemptRecord, Excluded};
+use super::request::{AttemptEnd, Ctx, commit};
+use super::watch::{ClientWatch, Raced};
+use crate::http::head::parse_response;
+use crate::http::io::read_more;
+use crate::http::{Head, HeadLimits};
+use crate::resilience::breaker::{Admit, release_probe};
+use crate::resilience::budget::{Budget, parse_deadline_header};
+use crate::resilience::classify::{self, Verdict};
+use crate::resilience::{Exclusion, Site};
+use crate::route::eligibility::Needs;
+use crate::route::load::InFlight;
+use crate::route::{Candidate, Entry};
+use crate::upstream::UpConn;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
+use std::time::{Duration, Instant};
+
+fn now() -> u64 {
+    crate::clock::now_ms()
+}
+
+/// The attempt loop. Returns whether the client connection stays open.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    cands: &[Candidate],
+    needs: &Needs,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut bytes::BytesMut,
+) -> bool {
+    let core = ctx.core;
+    let s = &core.shared.config.resilience;
+    let deadline_ms = ctx
+        .head
+        .get_str("x-ringside-deadline-ms")
+        .and_then(|v| parse_deadline_header(v, crate::clock::unix_ms()))
+        .or(entry.deadline_ms)
+        .unwrap_or(s.deadline_ms);
+    let max_attempts = core.config().upstream.max_attempts;
+    let mut budget = Budget::new(max_attempts, now(), deadline_ms, s.max_wait_ms);
+    let mut watch = ClientWatch::start(rd, std::mem::take(buf));
+    let mut tried = vec![false; cands.len()];
+    let mut last: Option<LastFailure> = None;
+    let mut excluded: Vec<(usize, Exclusion)> = Vec::new();
+    let result = loop {
+        core.sync();
+        let t = now();
+        if budget.expired(t) {
+            break None;
+        }
+        excluded.clear();
+        let mut pick = None;
+        {
+            let mut tables = core.tables.borrow_mut();
+            for (i, c) in cands.iter().enumerate() {
+                let target = &entry.targets[c.target];
+                if tried[i] {
+                    excluded.push((i, Exclusion::Tried));
+                    continue;
+                }
+                if let Err(why) = target.caps.admits(needs) {
+                    excluded.push((i, Exclusion::Ineligible(why)));
+                    continue;
+                }
+                let site = site(ctx, entry, *c);
+                match tables.check(s, &core.shared.probes, site, t) {
+                    Ok(admit) => {
+                        pick = Some((i, admit));
+                        break;
+                    }
+                    Err(e) => excluded.push((i, e)),
+                }
+            }
+        }
+        let Some((i, admit)) = pick else {
+            // Nothing usable now: wait for the earliest short recovery if the budget allows.
+            let earliest = excluded
+                .iter()
+                .filter(|(_, e)| e.waitable())
+                .filter_map(|(_, e)| e.remaining_ms())
+                .min();
+            match earliest {
+                Some(ms) if budget.can_wait(ms + 5, t) => {
+                    let ms = ms + 5;
+                    ctx.record.waited_ms += ms;
+                    budget.waited(ms);
+                    let sleep = monoio::time::sleep(Duration::from_millis(ms));
+                    if let Raced::ClientGone = watch.race(sleep).await {
+                        ctx.record.status = 499;
+                        ctx.record.outcome = "client_gone";
+                        break Some(false);
+                    }
+                    continue;
+                }
+                _ => break None,
+            }
+        };
+        let cand = cands[i];
+        let site = site(ctx, entry, cand);
+        if !budget.try_attempt(t) {
+            if admit == Admit::Probe {
+                release_probe(&core.shared.probes.0[site.provider]);
+            }
+            break None;
+        }
+        let t0 = Instant::now();
+        let end = {
+            let _in_flight = InFlight::enter(&core.shared.in_flight[cand.connection]);
+            attempt(ctx, entry, cand, &mut watch, wr, &budget).await
+        };
+        if admit == Admit::Probe {
+            release_probe(&core.shared.probes.0[site.provider]);
+        }
+        match end {
+            AttemptEnd::Done { keep_alive } => break Some(keep_alive),
+            AttemptEnd::ClientGone => {
+                push(
+                    ctx,
+                    entry,
+                    cand,
+                    t0,
+                    "client_gone",
+                    None,
+                    "fail",
+                    &budget,
+                    None,
+                );
+                ctx.record.status = 499;
+                ctx.record.outcome = "client_gone";
+                break Some(false);
+            }
+            AttemptEnd::Failed {
+                verdict,
+                kind,
+                detail,
+                response,
+                restated_from,
+                self_inflicted,
+            } => {
+                if !self_inflicted {
+                    core.record_failure(site, &verdict);
+                }
+                let pass = !verdict.retryable;
+                let decision = if pass {
+                    "pass_through"
+                } else if budget.attempts_left() == 0 {
+                    "fail"
+                } else {
+                    "next"
+                };
+                push(
+                    ctx,
+                    entry,
+                    cand,
+                    t0,
+                    kind,
+                    Some(&verdict),
+                    decision,
+                    &budget,
+                    Some(detail.clone()),
+                );
+                if let Some(a) = ctx.record.attempts.last_mut() {
+                    a.restated_from = restated_from;
+                }
+                // Try this candidate again only if the failure put it on a timer (then it is
+                // excluded by that timer, and a short one may be waited out).
+                let still_usable = core
+                    .tables
+                    .borrow_mut()
+                    .check(s, &core.shared.probes, site, now())
+                    .is_ok_and(|a| a == Admit::Yes);
+                tried[i] = still_usable;
+                last = Some(LastFailure {
+                    verdict,
+                    detail,
+                    response,
+                    label: label(ctx, cand),
+                    conn: cand.connection,
+                });
+                if pass {
+                    break None;
+                }
+            }
+        }
+    };
+    *buf = watch.finish().await;
+    if let Some(keep) = result {
+        return keep;
+    }
+    let excl: Vec<Excluded> = excluded
+        .iter()
+        .filter(|(_, e)| *e != Exclusion::Tried)
+        .map(|(i, e)| {
+            let c = cands[*i];
+            let t = &entry.targets[c.target];
+            let (p, conn) = names(ctx, c.connection);
+            Excluded {
+                target: format!("{p}/{}", t.model),
+                connection: conn,
+                reason: e.label(),
+                remaining_s: e.remaining_ms().map(|ms| ms.div_ceil(1000)),
+            }
+        })
+        .collect();
+    answer::give_up(ctx, wr, &budget, last, &excluded, excl).await
+}
+
+fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
+    Site {
+        provider: ctx.core.config().provider_of(c.connection).unwrap_or(0),
+        conn: c.connection,
+        model: &entry.targets[c.target].model,
+    }
+}
+
+fn names(ctx: &Ctx<'_>, conn: usize) -> (String, String) {
+    ctx.core
+        .shared
+        .conn_labels
+        .get(conn)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn label(ctx: &Ctx<'_>, c: Candidate) -> String {
+    let (p, conn) = names(ctx, c.connection);
+    format!("{p}/{conn}")
+}
+
+#[allow(clippy::too_many_arguments)]
+fn push(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    c: Candidate,
+    t0: Instant,
+    outcome: &'static str,
+    v: Option<&Verdict>,
+    decision: &'static str,
+    budget: &Budget,
+    detail: Option<String>,
+) {
+    let (provider, connection) = names(ctx, c.connection);
+    ctx.core.metrics.attempt(c.connection, outcome);
+    ctx.record.attempts.push(AttemptRecord {
+        provider,
+        connection,
+        model: entry.targets[c.target].model.clone(),
+        outcome,
+        status: v.map(|v| v.status).filter(|&s| s != 0),
+        reason: v.map(|v| v.reason.as_str()),
+        restated_from: None,
+        retry_after_ms: v.and_then(|v| v.hint.map(|h| h.ms).or(v.cooldown_ms)),
+        decision,
+        attempts_left: budget.attempts_left(),
+        ms_left: budget.time_left(now()),
+        detail,
+        ms: t0.elapsed().as_millis() as u64,
+    });
+}
+
+fn failed(
+    verdict: Verdict,
+    kind: &'static str,
+    detail: String,
+    self_inflicted: bool,
+) -> AttemptEnd {
+    AttemptEnd::Failed {
+        verdict,
+        kind,
+        detail,
+        response: None,
+        restated_from: None,
+        self_inflicted,
+    }
+}
+
+/// One upstream attempt against one candidate, judged before anything reaches the client.
+async fn attempt(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    cand: Candidate,
+    watch: &mut ClientWatch<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    budget: &Budget,
+) -> AttemptEnd {
+    let core = ctx.core;
+    let cfg = core.config();
+    let s = &cfg.resilience;
+    let Some((provider, conn)) = cfg.connection(cand.connection) else {
+        return failed(
+            classify::transport(false),
+            "protocol_error",
+            "unknown connection".into(),
+            true,
+        );
+    };
+    let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
+    let target = &entry.targets[cand.target];
+    let body = match (&ctx.model, &ctx.model_span) {
+        (Some(m), Some(span)) if *m != target.model => {
+            crate::dialect::facts::rewrite_model(&ctx.body, span, &target.model)
+        }
+        _ => ctx.body.clone(),
+    };
+    let out = super::outbound::build(
+        ctx.head,
+        ctx.endpoint,
+        provider,
+        conn,
+        &body,
+        &ctx.request_id,
+    );
+    let left_ms = budget.time_left(now());
+    let deadline = Instant::now() + Duration::from_millis(left_ms);
+    // A timeout caused by the client's own deadline says nothing about the upstream.
+    let cut_by_deadline = left_ms < cfg.upstream.first_byte_timeout_ms;
+    let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms.min(left_ms));
+    let mut fresh_retry_used = false;
+    let sent_at = Instant::now();
+    let (mut up, head) = loop {
+        let pooled = core.pool.borrow_mut().take(provider_index, now());
+        let mut up = match pooled {
+            Some(c) => c,
+            None => {
+                let connect = monoio::time::timeout(
+                    deadline.saturating_duration_since(Instant::now()),
+                    core.connector.connect(&provider.endpoint),
+                );
+                match watch.race(connect).await {
+                    Raced::ClientGone => return AttemptEnd::ClientGone,
+                    Raced::Done(Err(_)) => {
+                        return failed(
+                            classify::transport(true),
+                            "connect_timeout",
+                            "deadline reached while connecting".into(),
+                            true,
+                        );
+                    }
+                    Raced::Done(Ok(Ok(c))) => c,
+                    Raced::Done(Ok(Err(e))) => {
+                        let timeout = matches!(e, crate::upstream::ConnectError::Timeout);
+                        return failed(
+                            classify::transport(timeout),
+                            e.outcome(),
+                            e.to_string(),
+                            false,
+                        );
+                    }
+                }
+            }
+        };
+        match send_and_await_head(&mut up, &out, first_byte, watch).await {
+            Ok(head) => break (up, head),
+            Err(HeadFail::ClientGone) => return AttemptEnd::ClientGone,
+            Err(HeadFail::Failed {
+                timeout,
+                kind,
+                detail,
+                nothing_received,
+            }) => {
+                // A pooled connection that dies before any response byte was probably closed by
+                // the upstream while idle: retry once on a fresh connection.
+                if up.reused && nothing_received && !fresh_retry_used {
+                    fresh_retry_used = true;
+                    continue;
+                }
+                return failed(
+                    classify::transport(timeout),
+                    kind,
+                    detail,
+                    timeout && cut_by_deadline,
+                );
+            }
+        }
+    };
+    let get = |n: &str| head.get_str(n).map(str::to_string);
+    core.loads
+        .borrow_mut()
+        .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
+    let is_sse = head
+        .get("content-type")
+        .is_some_and(|v| v.starts_with(b"text/event-stream"));
+    let site = Site {
+        provider: provider_index,
+        conn: cand.connection,
+        model: &target.model,
+    };
+    if (200..300).contains(&head.status) {
+        if is_sse && s.sse_peek_ms > 0 {
+            let window = Duration::from_millis(s.sse_peek_ms);
+            match judge::peek_stream(&mut up, &head, window, s.sse_peek_bytes, deadline, watch)
+                .await
+            {
+                Read::ClientGone => return AttemptEnd::ClientGone,
+                Read::Failed { detail, timeout } => {
+                    return failed(classify::transport(timeout), "stream_error", detail, false);
+                }
+                Read::Ok(Peek::Error(text)) => {
+                    let (verdict, restated) = judge::judge(
+                        s,
+                        &provider.id,
+                        200,
+                        &head,
+                        text.as_bytes(),
+                        crate::clock::unix_ms(),
+                    );
+                    return AttemptEnd::Failed {
+                        kind: "stream_error",
+                        detail: format!("in-band stream error: {}", first_line(&text)),
+                        restated_from: restated.map(|r| r.from),
+                        response: None,
+                        verdict,
+                        self_inflicted: false,
+                    };
+                }
+                Read::Ok(Peek::Clean) => {}
+            }
+        }
+        core.loads
+            .borrow_mut()
+            .observe_latency(cand.connection, sent_at.elapsed().as_millis() as u64);
+        core.record_success(site);
+        return commit(ctx, entry, cand, provider_index, up, head, wr, watch).await;
+    }
+    match judge::read_error_body(&mut up, &head, deadline, watch).await {
+        Read::ClientGone => AttemptEnd::ClientGone,
+        Read::Failed { detail, timeout } => failed(
+            classify::transport(timeout),
+            "reset",
+            detail,
+            timeout && cut_by_deadline,
+        ),
+        // Too large to judge: relay it as it comes.
+        Read::Ok(None) => commit(ctx, entry, cand, provider_index, up, head, wr, watch).await,
+        Read::Ok(Some((body, complete))) => {
+            let (verdict, restated) = judge::judge(
+                s,
+                &provider.id,
+                head.status,
+                &head,
+                &body,
+                crate::clock::unix_ms(),
+            );
+            if complete && head.keep_alive && !core.drain.is_draining() {
+                let _ = up.buf.split();
+                core.pool.borrow_mut().put(provider_index, up, now());
+            }
+            let kind = match head.status {
+                429 => "http_429",
+                s if s >= 500 => "http_5xx",
+                _ => "http_4xx",
+            };
+            AttemptEnd::Failed {
+                kind,
+                detail: format!(
+                    "upstream {}: {}",
+                    head.status,
+                    first_line(&String::from_utf8_lossy(&body))
+                ),
+                restated_from: restated.as_ref().map(|r| r.from),
+                response: Some(Box::new(Buffered {
+                    status: verdict.status,
+                    head,
+                    body,
+                })),
+                verdict,
+                self_inflicted: false,
+            }
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("");
+    line.chars().take(300).collect()
+}
+
+enum HeadFail {
+    ClientGone,
+    Failed {
+        timeout: bool,
+        kind: &'static str,
+        detail: String,
+        nothing_received: bool,
+    },
+}
+
+async fn send_and_await_head(
+    up: &mut UpConn,
+    out: &super::outbound::Outbound,
+    first_byte: Duration,
+    watch: &mut ClientWatch<'_>,
+) -> Result<Head, HeadFail> {
+    let fail = |timeout: bool, detail: String, nothing_received| HeadFail::Failed {
+        timeout,
+        kind: if timeout { "timeout" } else { "reset" },
+        detail,
+        nothing_received,
+    };
+    for part in [&out.head, &out.body] {
+        if part.is_empty() {
+            continue;
+        }
+        match watch.race(up.stream.write_all(part.clone())).await {
+            Raced::ClientGone => return Err(HeadFail::ClientGone),
+            Raced::Done((Err(e), _)) => return Err(fail(false, format!("send failed: {e}"), true)),
+            Raced::Done((Ok(_), _)) => {}
+        }
+    }
+    let deadline = Instant::now() + first_byte;
+    let limits = HeadLimits {
+        max_head_bytes: 64 * 1024,
+        max_headers: crate::http::head::MAX_HEADERS_HARD,
+    };
+    loop {
+        match parse_response(&up.buf, limits, false) {
+            Ok(Some((head, used))) => {
+                let _ = up.buf.split_to(used);
+                if (100..200).contains(&head.status) {
+                    continue; // interim response: wait for the real one
+                }
+                return Ok(head);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(HeadFail::Failed {
+                    timeout: false,
+                    kind: "protocol_error",
+                    detail: format!("bad response head: {}", e.message()),
+                    nothing_received: false,
+                });
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let received = !up.buf.is_empty();
+        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
+        match watch.race(read).await {
+            Raced::ClientGone => return Err(HeadFail::ClientGone),
+            Raced::Done(Err(_)) => {
+                return Err(fail(true, "no response head in time".into(), !received));
+            }
+            Raced::Done(Ok(Err(e))) => {
+                return Err(fail(false, format!("connection failed: {e}"), !received));
+            }
+            Raced::Done(Ok(Ok(0))) => {
+                return Err(fail(
+                    false,
+                    "connection closed before the response head".into(),
+                    !received,
+                ));
+            }
+            Raced::Done(Ok(Ok(_))) => {}
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The eligibility contract: a fallback must preserve what the request needs (dialect, tools,
+//! structured output, vision, a large enough context window, region and policy tags). Targets
+//! declare what they support; unset means "not restricted".
+
+/// What a target supports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Caps {
+    pub tools: Option<bool>,
+    pub vision: Option<bool>,
+    pub structured_output: Option<bool>,
+    pub context_window: Option<u64>,
+    pub region: Option<String>,
+    pub tags: Vec<String>,
+    pub cost: f64,
+}
+
+/// What one request needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub tools: bool,
+    pub vision: bool,
+    pub structured_output: bool,
+    /// Estimated prompt plus requested output tokens.
+    pub context_tokens: u64,
+    /// From `x-ringside-region`.
+    pub region: Option<String>,
+    /// From `x-ringside-require-tags` (comma-separated).
+    pub tags: Vec<String>,
+}
+
+impl Caps {
+    /// Whether the target declares any capability limit (else the body need not be scanned).
+    pub fn restricts(&self) -> bool {
+        self.tools == Some(false)
+            || self.vision == Some(false)
+            || self.structured_output == Some(false)
+            || self.context_window.is_some()
+    }
+
+    /// `Err(reason)` when the target cannot serve the request.
+    pub fn admits(&self, n: &Needs) -> Result<(), &'static str> {
+        if n.tools && self.tools == Some(false) {
+            return Err("no_tool_support");
+        }
+        if n.vision && self.vision == Some(false) {
+            return Err("no_vision_support");
+        }
+        if n.structured_output && self.structured_output == Some(false) {
+            return Err("no_structured_output");
+        }
+        if let Some(w) = self.context_window
+            && n.context_tokens > w
+        {
+            return Err("context_window_too_small");
+        }
+        if let Some(r) = &n.region
+            && self
+                .region
+                .as_deref()
+                .is_none_or(|mine| !mine.eq_ignore_ascii_case(r))
+        {
+            return Err("region_mismatch");
+        }
+        if n.tags
+            .iter()
+            .any(|t| !self.tags.iter().any(|m| m.eq_ignore_ascii_case(t)))
+        {
+            return Err("policy_tags_missing");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract() {
+        let open = Caps::default();
+        let needs = Needs {
+            tools: true,
+            vision: true,
+            structured_output: true,
+            context_tokens: 10_000,
+            region: None,
+            tags: vec![],
+        };
+        assert_eq!(open.admits(&needs), Ok(()));
+        let small = Caps {
+            context_window: Some(8_000),
+            ..Default::default()
+        };
+        assert_eq!(small.admits(&needs), Err("context_window_too_small"));
+        let no_tools = Caps {
+            tools: Some(false),
+            ..Default::default()
+        };
+        assert_eq!(no_tools.admits(&needs), Err("no_tool_support"));
+        assert_eq!(no_tools.admits(&Needs::default()), Ok(()));
+        let eu = Caps {
+            region: Some("eu".into()),
+            tags: vec!["zdr".into()],
+            ..Default::default()
+        };
+        let want_eu = Needs {
+            region: Some("EU".into()),
+            tags: vec!["zdr".into()],
+            ..Default::default()
+        };
+        assert_eq!(eu.admits(&want_eu), Ok(()));
+        assert_eq!(open.admits(&want_eu), Err("region_mismatch"));
+        let want_us = Needs {
+            region: Some("us".into()),
+            ..Default::default()
+        };
+        assert_eq!(eu.admits(&want_us), Err("region_mismatch"));
+        let want_tag = Needs {
+            tags: vec!["hipaa".into()],
+            ..Default::default()
+        };
+        assert_eq!(eu.admits(&want_tag), Err("policy_tags_missing"));
+    }
+}

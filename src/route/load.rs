@@ -1,0 +1,199 @@
+//! What the load-aware strategies look at: requests in flight per connection (global atomics,
+//! shared by every core), and, per core, a latency average and the quota headroom learned from
+//! rate-limit headers.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// One option's load as the strategies see it (a target aggregates its connections).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Load {
+    pub in_flight: u32,
+    /// Moving average time to first byte (ms); 0 = unknown.
+    pub latency_ms: u32,
+    /// Remaining quota in permille of the limit; 1000 when unknown.
+    pub headroom: u16,
+    /// Time until the quota window resets (ms); u64::MAX when unknown.
+    pub reset_in_ms: u64,
+    pub cost: f64,
+}
+
+/// Quota as last reported by the upstream for one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quota {
+    pub headroom: u16,
+    /// Monotonic ms at which the window resets (0 = unknown).
+    pub reset_at: u64,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Quota {
+            headroom: 1000,
+            reset_at: 0,
+        }
+    }
+}
+
+/// Core-local load memory.
+#[derive(Debug, Default)]
+pub struct LoadTable {
+    pub latency: Vec<u32>,
+    pub quota: Vec<Quota>,
+}
+
+impl LoadTable {
+    pub fn new(connections: usize) -> Self {
+        LoadTable {
+            latency: vec![0; connections],
+            quota: vec![Quota::default(); connections],
+        }
+    }
+
+    /// Exponential moving average (1/4 weight to the new sample).
+    pub fn observe_latency(&mut self, conn: usize, ms: u64) {
+        if let Some(l) = self.latency.get_mut(conn) {
+            let ms = ms.min(u64::from(u32::MAX)) as u32;
+            *l = if *l == 0 {
+                ms.max(1)
+            } else {
+                (*l * 3 + ms) / 4
+            };
+        }
+    }
+
+    /// Learn from `x-ratelimit-*` / `anthropic-ratelimit-*` headers, if present.
+    pub fn observe_quota(
+        &mut self,
+        conn: usize,
+        get: &dyn Fn(&str) -> Option<String>,
+        now: u64,
+        now_unix: u64,
+    ) {
+        let num = |n: &str| get(n).and_then(|v| v.trim().parse::<f64>().ok());
+        let pairs = [
+            (
+                "x-ratelimit-remaining-requests",
+                "x-ratelimit-limit-requests",
+                "x-ratelimit-reset-requests",
+            ),
+            (
+                "x-ratelimit-remaining-tokens",
+                "x-ratelimit-limit-tokens",
+                "x-ratelimit-reset-tokens",
+            ),
+            (
+                "anthropic-ratelimit-requests-remaining",
+                "anthropic-ratelimit-requests-limit",
+                "anthropic-ratelimit-requests-reset",
+            ),
+            (
+                "anthropic-ratelimit-tokens-remaining",
+                "anthropic-ratelimit-tokens-limit",
+                "anthropic-ratelimit-tokens-reset",
+            ),
+        ];
+        let mut best: Option<Quota> = None;
+        for (rem, lim, reset) in pairs {
+            let (Some(r), Some(l)) = (num(rem), num(lim)) else {
+                continue;
+            };
+            if l <= 0.0 {
+                continue;
+            }
+            let headroom = ((r / l).clamp(0.0, 1.0) * 1000.0) as u16;
+            let reset_ms = get(reset).and_then(|v| {
+                super::super::resilience::hints::parse_duration(&v)
+                    .or_else(|| super::super::resilience::hints::parse_reset(&v, now_unix))
+            });
+            let q = Quota {
+                headroom,
+                reset_at: reset_ms.map_or(0, |ms| now + ms),
+            };
+            // The tightest limit decides.
+            if best.is_none_or(|b| q.headroom < b.headroom) {
+                best = Some(q);
+            }
+        }
+        if let (Some(q), Some(slot)) = (best, self.quota.get_mut(conn)) {
+            *slot = q;
+        }
+    }
+
+    /// The load of one connection now.
+    pub fn load(&self, conn: usize, in_flight: &[AtomicU32], now: u64) -> Load {
+        let q = self.quota.get(conn).copied().unwrap_or_default();
+        let (headroom, reset_in_ms) = if q.reset_at > now {
+            (q.headroom, q.reset_at - now)
+        } else if q.reset_at == 0 {
+            (q.headroom, u64::MAX)
+        } else {
+            (1000, u64::MAX) // the window has reset since we heard
+        };
+        Load {
+            in_flight: in_flight.get(conn).map_or(0, |a| a.load(Ordering::Relaxed)),
+            latency_ms: self.latency.get(conn).copied().unwrap_or(0),
+            headroom,
+            reset_in_ms,
+            cost: 0.0,
+        }
+    }
+}
+
+/// Counts a request in flight on a connection until dropped (every exit path releases it).
+pub struct InFlight<'a>(&'a AtomicU32);
+
+impl<'a> InFlight<'a> {
+    pub fn enter(counter: &'a AtomicU32) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learns_headroom_from_the_tightest_limit() {
+        let mut t = LoadTable::new(1);
+        let h = |n: &str| {
+            Some(
+                match n {
+                    "x-ratelimit-remaining-requests" => "50",
+                    "x-ratelimit-limit-requests" => "100",
+                    "x-ratelimit-reset-requests" => "10s",
+                    "x-ratelimit-remaining-tokens" => "100",
+                    "x-ratelimit-limit-tokens" => "1000",
+                    "x-ratelimit-reset-tokens" => "2s",
+                    _ => return None,
+                }
+                .to_string(),
+            )
+        };
+        t.observe_quota(0, &h, 1_000, 0);
+        let none: [AtomicU32; 1] = [AtomicU32::new(3)];
+        let l = t.load(0, &none, 1_500);
+        assert_eq!((l.headroom, l.reset_in_ms, l.in_flight), (100, 1_500, 3));
+        assert_eq!(t.load(0, &none, 5_000).headroom, 1000, "window reset since");
+    }
+
+    #[test]
+    fn latency_average_and_in_flight_guard() {
+        let mut t = LoadTable::new(1);
+        t.observe_latency(0, 100);
+        t.observe_latency(0, 200);
+        assert_eq!(t.latency[0], 125);
+        let c = AtomicU32::new(0);
+        {
+            let _g = InFlight::enter(&c);
+            assert_eq!(c.load(Ordering::Relaxed), 1);
+        }
+        assert_eq!(c.load(Ordering::Relaxed), 0);
+    }
+}
