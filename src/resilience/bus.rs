@@ -54,7 +54,7 @@ mod tests {
     #[test]
     fn broadcast_skips_the_sender() {
         let (b, rx) = bus(3);
-        b.broadcast(1, &Event::BreakerSuccess { provider: 7 });
+        b.broadcast(1, &Event::BreakerSuccess { provider: 7, at: 0 });
         assert_eq!(drain(&rx[0], |_| {}), 1);
         assert_eq!(drain(&rx[1], |_| {}), 0);
         assert_eq!(drain(&rx[2], |_| {}), 1);

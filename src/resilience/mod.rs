@@ -34,6 +34,7 @@ pub enum Event {
     },
     BreakerSuccess {
         provider: usize,
+        at: u64,
     },
     BreakerReset {
         provider: usize,
@@ -173,10 +174,12 @@ impl Tables {
                     b.on_failure(*at, &p.breaker);
                 }
             }
-            Event::BreakerSuccess { provider } => {
+            Event::BreakerSuccess { provider, at } => {
                 if let (Some(b), Some(p)) =
                     (self.breakers.get_mut(*provider), s.providers.get(*provider))
                 {
+                    // A probe's success: this replica may not have noticed the half-open yet.
+                    b.refresh(*at, &p.breaker);
                     b.on_success(&p.breaker);
                 }
             }
@@ -350,6 +353,7 @@ impl Tables {
         if self.breakers[site.provider].on_success(&policy.breaker) {
             emit(Event::BreakerSuccess {
                 provider: site.provider,
+                at: now,
             });
         }
         if s.gate_enabled && self.gates[site.provider].count() > 0 {

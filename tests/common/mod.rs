@@ -257,3 +257,26 @@ pub fn attempt_count(r: &ringside::demo::client::Reply) -> usize {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0)
 }
+
+impl Proxy {
+    /// Call the admin API and parse its JSON answer.
+    pub fn admin(&self, method: &str, path: &str) -> (u16, serde_json::Value) {
+        let r = client::request(self.admin, method, path, &[], b"", T).expect("admin request");
+        (r.status, r.json())
+    }
+}
+
+/// Keys A, B, C in priority order (A first), on one OpenAI provider `sim`, serving model `m`,
+/// with a `[resilience]`/provider tail appended.
+pub fn priority_keys(sim: SocketAddr, keys: &[&str], provider_extra: &str) -> String {
+    let mut s = format!(
+        "[[providers]]\nid = \"sim\"\ndialect = \"openai\"\nbase_url = \"http://{sim}/v1\"\n{provider_extra}\n"
+    );
+    for (i, k) in keys.iter().enumerate() {
+        s.push_str(&format!(
+            "  [[providers.connections]]\n  id = \"{k}\"\n  key_env = \"SIM_KEY_{}\"\n  models = [\"m\"]\n  priority = {i}\n",
+            k.to_uppercase()
+        ));
+    }
+    s
+}

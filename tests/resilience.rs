@@ -1,0 +1,355 @@
+//! The resilience engine end to end, with 2 workers, on io_uring and on epoll: cooldowns learned
+//! from Retry-After, the breaker and its single probe, restatement, pass-through of bad
+//! requests, the attempt budget, the deadline, and cross-core replication.
+
+mod common;
+use common::*;
+use ringside::simulate::{SimOptions, parse_fault_arg};
+use std::time::{Duration, Instant};
+
+both_drivers!(
+    retry_after_moves_traffic_off_a_key,
+    every_key_429_is_hit_once_per_window,
+    short_cooldown_is_waited_out,
+    breaker_opens_and_one_probe_closes_it,
+    restated_relay_error_fails_over,
+    in_band_stream_error_fails_over_before_commit,
+    bad_request_is_passed_through_untried_elsewhere,
+    attempts_never_exceed_the_budget,
+    deadline_holds,
+    admin_shows_and_resets_state,
+);
+
+fn sim_with(faults: &[&str]) -> ringside::simulate::Simulator {
+    let mut opts = SimOptions::default();
+    for f in faults {
+        opts.faults.push(parse_fault_arg(f).expect("fault"));
+    }
+    start_sim(opts)
+}
+
+fn retry_after_moves_traffic_off_a_key(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=429;retry-after=2"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let started = Instant::now();
+    let first = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.header("x-ringside-connection"), Some("sim/b"));
+    assert!(
+        first
+            .header("x-ringside-attempts")
+            .unwrap_or("")
+            .contains("sim/a 429 rate_limited next"),
+        "{:?}",
+        first.header("x-ringside-attempts")
+    );
+    // Until the hint expires nothing reaches key a, whichever core takes the request.
+    let mut cores = std::collections::HashSet::new();
+    while started.elapsed() < Duration::from_millis(1_500) {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+        assert_eq!(attempt_count(&r), 1);
+        let id = r.header("x-request-id").unwrap_or_default().to_string();
+        let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+        if let Some(c) = d["core"].as_u64() {
+            cores.insert(c);
+        }
+    }
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a"),
+        1,
+        "a was left alone while cooling"
+    );
+    assert!(cores.len() == 2, "requests reached both cores: {cores:?}");
+    // After the hint, a is tried again (and answers 429 again).
+    std::thread::sleep(Duration::from_millis(2_600).saturating_sub(started.elapsed()));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200);
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 2);
+}
+
+fn every_key_429_is_hit_once_per_window(driver: &str) {
+    let sim = sim_with(&[
+        "key:sk-sim-a=429;retry-after=3",
+        "key:sk-sim-b=429;retry-after=3",
+        "key:sk-sim-c=429;retry-after=3",
+    ]);
+    let body = priority_keys(sim.addr, &["a", "b", "c"], "") + "[resilience]\nmax_wait_ms = 0\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let first = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(
+        first.status, 429,
+        "the last upstream word stands when the budget is spent"
+    );
+    assert_eq!(first.header("x-should-retry"), Some("false"));
+    assert_eq!(attempt_count(&first), 3);
+    for _ in 0..10 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 503, "{}", r.text());
+        let v = r.json();
+        assert_eq!(v["error"]["code"], "all_targets_cooling_down");
+        let ra: u64 = r
+            .header("retry-after")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!((1..=3).contains(&ra), "retry-after {ra}");
+        let excluded = v["error"]["diagnostics"]["excluded"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(excluded.len(), 3, "{v}");
+        assert!(
+            excluded
+                .iter()
+                .all(|e| e["reason"] == "connection_cooldown")
+        );
+    }
+    for k in ["sk-sim-a", "sk-sim-b", "sk-sim-c"] {
+        assert_eq!(attempts_for(&sim, k), 1, "{k} hit once in its window");
+    }
+}
+
+fn short_cooldown_is_waited_out(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=429;retry-after=1;times=1"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a"], ""));
+    let t0 = Instant::now();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "waited for the hint"
+    );
+    assert_eq!(attempt_count(&r), 2);
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 2);
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    assert!(d["waited_ms"].as_u64().unwrap_or(0) >= 900, "{d}");
+}
+
+fn breaker_opens_and_one_probe_closes_it(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=503;times=3"]);
+    let extra = "  [providers.breaker]\n  open_at = 3\n  open_ms = 1000\n  [providers.cooldown]\n  base_ms = 0\n";
+    let body = priority_keys(sim.addr, &["a"], extra);
+    let proxy = Proxy::start(
+        driver,
+        2,
+        "",
+        &(body.replace("[[providers.connections]]", "[[providers.connections]]")
+            + "[upstream]\nmax_attempts = 1\n"),
+    );
+    for _ in 0..3 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 503);
+    }
+    // Open: nothing reaches the upstream.
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 503);
+    assert_eq!(
+        r.json()["error"]["code"],
+        "all_targets_cooling_down",
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        r.json()["error"]["diagnostics"]["excluded"][0]["reason"],
+        "circuit_open"
+    );
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 3);
+    let (_, b) = proxy.admin("GET", "/admin/breakers");
+    assert_eq!(b["breakers"][0]["state"], "open", "{b}");
+    // Half-open: of a burst of concurrent requests exactly one probes the upstream.
+    std::thread::sleep(Duration::from_millis(1_150));
+    let addr = proxy.addr;
+    let burst: Vec<_> = (0..6)
+        .map(|_| {
+            std::thread::spawn(move || {
+                ringside::demo::client::request(
+                    addr,
+                    "POST",
+                    "/v1/chat/completions",
+                    &[("x-sim-latency-ms", "400")],
+                    chat("m", false).as_bytes(),
+                    T,
+                )
+                .map(|r| r.status)
+                .unwrap_or(0)
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = burst.into_iter().map(|h| h.join().unwrap_or(0)).collect();
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 503).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 4, "one probe");
+    // The probe's success closed the breaker on every core.
+    for _ in 0..6 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 200);
+    }
+    let (_, b) = proxy.admin("GET", "/admin/breakers");
+    assert_eq!(b["breakers"][0]["state"], "closed", "{b}");
+}
+
+fn restated_relay_error_fails_over(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=403-quota"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let a = &d["attempts"][0];
+    assert_eq!(
+        (a["status"].as_u64(), a["restated_from"].as_u64()),
+        (Some(429), Some(403)),
+        "{d}"
+    );
+    assert_eq!(a["reason"], "quota_exhausted");
+    assert_eq!(a["retry_after_ms"], 60_000);
+    // The key is cooled for the restated hint: later requests go straight to b.
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(attempt_count(&r), 1);
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 1);
+}
+
+fn in_band_stream_error_fails_over_before_commit(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=sse-error;message=用户额度不足"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    let text = r.text();
+    assert!(
+        !text.contains("error"),
+        "the client saw one clean stream: {text}"
+    );
+    assert!(text.ends_with("data: [DONE]\n\n"));
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    assert_eq!(d["attempts"][0]["restated_from"], 200, "{d}");
+    assert_eq!(d["attempts"][0]["reason"], "quota_exhausted");
+    // Anthropic's `event: error` (rate limit) before content fails over the same way.
+    let sim = sim_with(&["key:sk-sim-a=sse-error"]);
+    let body = priority_keys(sim.addr, &["a", "b"], "")
+        .replace("dialect = \"openai\"", "dialect = \"anthropic\"");
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let msg = r#"{"model":"m","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let r = proxy.post("/v1/messages", &[], msg);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert!(!r.text().contains("event: error"), "{}", r.text());
+}
+
+fn bad_request_is_passed_through_untried_elsewhere(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=400;message=Invalid value for 'temperature'"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 400);
+    assert!(
+        r.text().contains("Invalid value for 'temperature'"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.header("x-should-retry"), Some("false"));
+    assert_eq!(attempts_for(&sim, "sk-sim-b"), 0);
+    // Nothing was cooled: the next request goes to a again.
+    let _ = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 2);
+}
+
+fn attempts_never_exceed_the_budget(driver: &str) {
+    let sim = sim_with(&["model:m=500"]);
+    let extra = "  [providers.breaker]\n  open_at = 1000\n  [providers.cooldown]\n  base_ms = 0\n";
+    let body = priority_keys(sim.addr, &["a", "b", "c"], extra) + "[upstream]\nmax_attempts = 2\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let mut total = 0;
+    for _ in 0..8 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 500);
+        assert_eq!(r.header("x-should-retry"), Some("false"));
+        let n = attempt_count(&r);
+        assert!(n <= 2, "{n} attempts");
+        total += n as u64;
+    }
+    let upstream: u64 = ["sk-sim-a", "sk-sim-b", "sk-sim-c"]
+        .iter()
+        .map(|k| attempts_for(&sim, k))
+        .sum();
+    assert_eq!(upstream, total);
+    assert!(upstream <= 16);
+}
+
+fn deadline_holds(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=hang"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let t0 = Instant::now();
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-ringside-deadline-ms", "600")],
+        &chat("m", false),
+    );
+    let took = t0.elapsed();
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "deadline_exceeded");
+    assert!(took >= Duration::from_millis(550), "{took:?}");
+    assert!(
+        took < Duration::from_millis(850),
+        "deadline + 250 ms: {took:?}"
+    );
+    // A deadline we imposed says nothing about the key: it is not cooled.
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    assert_eq!(c["connections"][0]["state"], "active", "{c}");
+}
+
+fn admin_shows_and_resets_state(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=402", "key:sk-sim-b=503"]);
+    let body =
+        priority_keys(sim.addr, &["a", "b", "c"], "") + "[resilience.lockout]\nenabled = true\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/c"));
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    assert_eq!(c["connections"][0]["state"], "credits_exhausted", "{c}");
+    assert_eq!(c["connections"][1]["state"], "cooling");
+    assert_eq!(c["connections"][1]["last_error"]["status"], 503);
+    let (_, m) = proxy.admin("GET", "/admin/model-cooldowns");
+    let locks = m["model_cooldowns"].as_array().cloned().unwrap_or_default();
+    assert!(
+        locks
+            .iter()
+            .any(|l| l["connection"] == "b" && l["scope"] == "exact"),
+        "{m}"
+    );
+    let (s, _) = proxy.admin("DELETE", "/admin/model-cooldowns?provider=sim&connection=b");
+    assert_eq!(s, 200);
+    let (_, m) = proxy.admin("GET", "/admin/model-cooldowns");
+    assert_eq!(
+        m["model_cooldowns"].as_array().map(Vec::len),
+        Some(0),
+        "{m}"
+    );
+    // A terminal state lasts until an operator resets it, on every core.
+    let (s, v) = proxy.admin("POST", "/admin/connections/sim/a/reset");
+    assert_eq!(s, 200, "{v}");
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    assert_eq!(c["connections"][0]["state"], "active", "{c}");
+    let (s, _) = proxy.admin("POST", "/admin/connections/sim/zzz/reset");
+    assert_eq!(s, 404);
+    let (_, d) = proxy.admin("GET", "/admin/decisions?limit=5");
+    assert!(
+        !d["decisions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .is_empty()
+    );
+}
