@@ -131,13 +131,7 @@ fn breaker_opens_and_one_probe_closes_it(driver: &str) {
     let sim = sim_with(&["key:sk-sim-a=503;times=3"]);
     let extra = "  [providers.breaker]\n  open_at = 3\n  open_ms = 1000\n  [providers.cooldown]\n  base_ms = 0\n";
     let body = priority_keys(sim.addr, &["a"], extra);
-    let proxy = Proxy::start(
-        driver,
-        2,
-        "",
-        &(body.replace("[[providers.connections]]", "[[providers.connections]]")
-            + "[upstream]\nmax_attempts = 1\n"),
-    );
+    let proxy = Proxy::start(driver, 2, "", &(body + "[upstream]\nmax_attempts = 1\n"));
     for _ in 0..3 {
         let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
         assert_eq!(r.status, 503);
