@@ -18,6 +18,7 @@ both_drivers!(
     attempts_never_exceed_the_budget,
     deadline_holds,
     admin_shows_and_resets_state,
+    eligibility_contract_preserves_needs,
 );
 
 fn sim_with(faults: &[&str]) -> ringside::simulate::Simulator {
@@ -345,5 +346,53 @@ fn admin_shows_and_resets_state(driver: &str) {
             .cloned()
             .unwrap_or_default()
             .is_empty()
+    );
+}
+
+fn eligibility_contract_preserves_needs(driver: &str) {
+    let sim = sim_with(&[]);
+    let body = priority_keys(sim.addr, &["a"], "region = \"us\"")
+        .replace("models = [\"m\"]", "models = [\"small\", \"big\"]")
+        + "[[routes]]\nname = \"r\"\ntargets = [\n  { provider = \"sim\", model = \"small\", tools = false, context_window = 1000 },\n  { provider = \"sim\", model = \"big\" },\n]\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let plain = proxy.post("/v1/chat/completions", &[], &chat("r", false));
+    assert_eq!(plain.json()["model"], "small", "{}", plain.text());
+    let tools = r#"{"model":"r","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"hi"}]}"#;
+    let r = proxy.post("/v1/chat/completions", &[], tools);
+    assert_eq!(
+        r.json()["model"],
+        "big",
+        "a target without tools is skipped"
+    );
+    let long = chat("r", false).replace("hi", &"x".repeat(6000));
+    let r = proxy.post("/v1/chat/completions", &[], &long);
+    assert_eq!(
+        r.json()["model"],
+        "big",
+        "too large for the small context window"
+    );
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-ringside-region", "eu")],
+        &chat("r", false),
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["error"]["code"], "no_executable_targets");
+    assert_eq!(
+        v["error"]["diagnostics"]["excluded"][0]["reason"], "region_mismatch",
+        "{v}"
+    );
+    assert_eq!(r.header("x-should-retry"), Some("false"));
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-ringside-region", "US")],
+        &chat("r", false),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a"),
+        4,
+        "ineligible targets were never sent anything"
     );
 }

@@ -182,6 +182,11 @@ pub struct ConnectionSection {
     pub weight: u32,
     #[serde(default)]
     pub priority: u32,
+    /// Upstream account (organisation) this key belongs to. Keys of one account share its
+    /// limits: a rate limit or quota wall on one cools them all, so that extra keys are never
+    /// used to evade a limit.
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 fn one() -> u32 {

@@ -118,3 +118,48 @@ fn the_example_config_in_the_repo_is_valid() {
     assert_eq!(c.providers.len(), 2);
     assert_eq!(c.routes[0].targets.len(), 2);
 }
+
+#[test]
+fn resilience_section_resolves_with_locations_for_problems() {
+    let text = format!(
+        "{GOOD}\n[resilience]\nmax_wait_ms = 5000\n[resilience.lockout]\nenabled = true\n\
+         [[resilience.rules]]\nid = \"gw\"\nprovider = \"oa\"\nstatuses = [429]\nheader_markers = [\"x-kind: daily\"]\nreason = \"quota_exhausted\"\nscope = \"provider\"\ncooldown_ms = 60000\n\
+         [[resilience.restate]]\nid = \"r\"\nfrom = [400]\nmarkers = [\"Out Of Juice\"]\n"
+    );
+    let c = load_str(&text, "t.toml", &env).unwrap();
+    let s = &c.resilience;
+    assert_eq!(s.max_wait_ms, 5000);
+    assert!(s.lockout.enabled);
+    assert_eq!(
+        s.operator_rules[0].header_markers,
+        [("x-kind".to_string(), "daily".to_string())]
+    );
+    assert_eq!(
+        s.restate[0].markers,
+        ["out of juice"],
+        "markers are matched lower-cased"
+    );
+    assert_eq!(s.restate.len(), 2, "the built-in restatement stays");
+    // Loopback upstreams get the local profile.
+    assert_eq!(s.providers[0].kind.as_str(), "local");
+
+    let bad = format!(
+        "{GOOD}\n[[resilience.rules]]\nid = \"x\"\nprovider = \"nope\"\nreason = \"sad\"\nscope = \"planet\"\n"
+    );
+    let errs = load_str(&bad, "t.toml", &env).unwrap_err();
+    let at: Vec<&str> = errs.iter().map(|p| p.at.as_str()).collect();
+    for want in [
+        "resilience.rules[0].provider",
+        "resilience.rules[0].reason",
+        "resilience.rules[0].scope",
+        "resilience.rules[0]",
+    ] {
+        assert!(at.contains(&want), "{want} missing in {at:?}");
+    }
+    let bad = GOOD.replace(
+        "dialect = \"openai\"",
+        "dialect = \"openai\"\nprofile = \"fast\"",
+    );
+    let errs = load_str(&bad, "t.toml", &env).unwrap_err();
+    assert_eq!(errs[0].at, "providers[0].profile");
+}

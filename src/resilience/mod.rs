@@ -288,6 +288,16 @@ impl Tables {
             Scope::Model => self.lock(s, site, v, LockScope::for_status(v.status), now, emit),
             Scope::Connection => {
                 cool(self, site.conn, emit);
+                // Account-wide limits hold for every key of the account.
+                if matches!(
+                    v.reason,
+                    Reason::RateLimited | Reason::QuotaExhausted | Reason::CreditsExhausted
+                ) && let Some(siblings) = s.account_siblings.get(site.conn)
+                {
+                    for &conn in siblings {
+                        cool(self, conn, emit);
+                    }
+                }
                 if lock_by_status {
                     self.lock(s, site, v, LockScope::for_status(v.status), now, emit);
                 }

@@ -108,6 +108,8 @@ pub struct Settings {
     pub providers: Vec<ProviderPolicy>,
     /// Flat connection indices of each provider (for provider-scoped verdicts).
     pub provider_conns: Vec<Vec<usize>>,
+    /// Other keys of the same upstream account, by flat connection index.
+    pub account_siblings: Vec<Vec<usize>>,
     pub gate_enabled: bool,
     pub lockout: LockoutSettings,
     pub operator_rules: Vec<Rule>,
@@ -129,6 +131,7 @@ impl Default for Settings {
         Settings {
             providers: Vec::new(),
             provider_conns: Vec::new(),
+            account_siblings: Vec::new(),
             gate_enabled: false,
             lockout: LockoutSettings::default(),
             operator_rules: Vec::new(),

@@ -280,3 +280,23 @@ fn exclusion_waitability() {
     );
     assert!(!Exclusion::Terminal(cooldown::Terminal::Banned).waitable());
 }
+
+#[test]
+fn account_limits_cool_sibling_keys() {
+    let mut c = Cores::new(1, 3);
+    c.s.account_siblings = vec![vec![1], vec![0], vec![]];
+    c.fail(0, A, &verdict(429, ""), 0);
+    c.sync();
+    assert!(c.check(1, B, 1).is_err(), "same account: cooled too");
+    let third = Site {
+        provider: 0,
+        conn: 2,
+        model: "m",
+    };
+    assert_eq!(c.check(1, third, 1), Ok(Admit::Yes));
+    // A server error is not an account limit.
+    let mut c = Cores::new(1, 3);
+    c.s.account_siblings = vec![vec![1], vec![0], vec![]];
+    c.fail(0, A, &verdict(500, ""), 0);
+    assert_eq!(c.check(0, B, 1), Ok(Admit::Yes));
+}
