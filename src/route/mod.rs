@@ -242,41 +242,43 @@ impl RouteTable {
             .filter(|&i| self.dialects[entry.targets[i].provider] == dialect)
             .collect();
         let needs_load = entry.strategy.needs_load();
-        let mut loads: Vec<Load> = Vec::new();
-        if needs_load && torder.len() > 1 {
-            loads = entry
-                .targets
-                .iter()
-                .map(|t| {
-                    let mut agg = Load {
-                        headroom: 0,
-                        reset_in_ms: u64::MAX,
-                        cost: t.caps.cost,
-                        ..Default::default()
-                    };
-                    for &c in &t.connections {
-                        let l = load(c);
-                        agg.in_flight += l.in_flight;
-                        if l.latency_ms > 0
-                            && (agg.latency_ms == 0 || l.latency_ms < agg.latency_ms)
-                        {
-                            agg.latency_ms = l.latency_ms;
-                        }
-                        agg.headroom = agg.headroom.max(l.headroom);
-                        agg.reset_in_ms = agg.reset_in_ms.min(l.reset_in_ms);
-                    }
-                    agg
-                })
-                .collect();
-        }
+        // A target's load aggregates its connections; computed only for the options a
+        // load-aware strategy actually looks at.
+        let target_load = |ti: usize| {
+            let t = &entry.targets[ti];
+            let mut agg = Load {
+                headroom: 0,
+                reset_in_ms: u64::MAX,
+                cost: t.caps.cost,
+                ..Default::default()
+            };
+            if !needs_load {
+                return agg;
+            }
+            for &c in &t.connections {
+                let l = load(c);
+                agg.in_flight += l.in_flight;
+                if l.latency_ms > 0 && (agg.latency_ms == 0 || l.latency_ms < agg.latency_ms) {
+                    agg.latency_ms = l.latency_ms;
+                }
+                agg.headroom = agg.headroom.max(l.headroom);
+                agg.reset_in_ms = agg.reset_in_ms.min(l.reset_in_ms);
+            }
+            agg
+        };
         let weights: Vec<u32> = if entry.strategy == Strategy::Weighted {
             vec![1u32; entry.targets.len()]
         } else {
             Vec::new()
         };
-        st.order(entry.strategy, entry.slot, &weights, &mut torder, &loads);
+        st.order(
+            entry.strategy,
+            entry.slot,
+            &weights,
+            &mut torder,
+            &target_load,
+        );
         let mut out = Vec::with_capacity(entry.targets.iter().map(|t| t.connections.len()).sum());
-        let mut cloads: Vec<Load> = Vec::new();
         for ti in torder {
             let t = &entry.targets[ti];
             let start = out.len();
@@ -289,11 +291,8 @@ impl RouteTable {
             let top_n = t.priorities.iter().take_while(|&&p| p == top).count();
             if top_n > 1 {
                 let mut corder: Vec<usize> = (0..top_n).collect();
-                if needs_load {
-                    cloads.clear();
-                    cloads.extend(t.connections[..top_n].iter().map(|&c| load(c)));
-                }
-                st.order(entry.strategy, t.slot, &t.weights, &mut corder, &cloads);
+                let conn_load = |ci: usize| load(t.connections[ci]);
+                st.order(entry.strategy, t.slot, &t.weights, &mut corder, &conn_load);
                 for (k, ci) in corder.into_iter().enumerate() {
                     out[start + k].connection = t.connections[ci];
                 }

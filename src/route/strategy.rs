@@ -103,10 +103,9 @@ impl SelectorState {
         entry: usize,
         weights: &[u32],
         order: &mut [usize],
-        loads: &[super::load::Load],
+        load: &dyn Fn(usize) -> super::load::Load,
     ) {
         let n = order.len();
-        let load = |i: usize| loads.get(i).copied().unwrap_or_default();
         if n <= 1 {
             return;
         }
@@ -185,13 +184,24 @@ impl SelectorState {
                 };
                 order[..=pick].rotate_right(1);
             }
-            Strategy::LeastInFlight => order.sort_by_key(|&i| load(i).in_flight),
+            // The best first; the rest keep their priority order as fallbacks (one pass, no sort).
+            Strategy::LeastInFlight => {
+                let best = (0..n)
+                    .min_by_key(|&k| load(order[k]).in_flight)
+                    .unwrap_or(0);
+                order[..=best].rotate_right(1);
+            }
+            Strategy::ResetAware => {
+                let best = (0..n)
+                    .min_by_key(|&k| {
+                        let l = load(order[k]);
+                        (std::cmp::Reverse(l.headroom), l.reset_in_ms)
+                    })
+                    .unwrap_or(0);
+                order[..=best].rotate_right(1);
+            }
             Strategy::FillFirst => {}
             Strategy::Cost => order.sort_by(|&a, &b| load(a).cost.total_cmp(&load(b).cost)),
-            Strategy::ResetAware => order.sort_by_key(|&i| {
-                let l = load(i);
-                (std::cmp::Reverse(l.headroom), l.reset_in_ms)
-            }),
         }
     }
 }
@@ -207,7 +217,9 @@ mod tests {
         let mut firsts = Vec::new();
         for _ in 0..4 {
             let mut o = [0, 1, 2];
-            s.order(Strategy::RoundRobin, 0, &[1, 1, 1], &mut o, &[]);
+            s.order(Strategy::RoundRobin, 0, &[1, 1, 1], &mut o, &|_| {
+                Load::default()
+            });
             firsts.push(o[0]);
         }
         assert_eq!(firsts, vec![0, 1, 2, 0]);
@@ -219,7 +231,7 @@ mod tests {
         let mut counts = [0; 2];
         for _ in 0..400 {
             let mut o = [0, 1];
-            s.order(Strategy::Weighted, 0, &[3, 1], &mut o, &[]);
+            s.order(Strategy::Weighted, 0, &[3, 1], &mut o, &|_| Load::default());
             counts[o[0]] += 1;
         }
         assert_eq!(counts, [300, 100]);
@@ -230,7 +242,7 @@ mod tests {
         let mut s = SelectorState::new(1, 99);
         for _ in 0..50 {
             let mut o = [0, 1, 2, 3];
-            s.order(Strategy::Random, 0, &[1; 4], &mut o, &[]);
+            s.order(Strategy::Random, 0, &[1; 4], &mut o, &|_| Load::default());
             let mut sorted = o;
             sorted.sort();
             assert_eq!(sorted, [0, 1, 2, 3]);
@@ -254,7 +266,7 @@ mod tests {
             let mut seen = Vec::new();
             for _ in 0..3 {
                 let mut o = [0, 1, 2];
-                s.order(Strategy::Deck, 0, &[1; 3], &mut o, &[]);
+                s.order(Strategy::Deck, 0, &[1; 3], &mut o, &|_| Load::default());
                 seen.push(o[0]);
             }
             seen.sort();
@@ -271,21 +283,25 @@ mod tests {
             load(2, 100, 900, 5_000, 2.0),
         ];
         let mut o = [0, 1, 2];
-        s.order(Strategy::LeastInFlight, 0, &[1; 3], &mut o, &loads);
+        s.order(Strategy::LeastInFlight, 0, &[1; 3], &mut o, &|i| loads[i]);
+        assert_eq!(
+            o,
+            [1, 0, 2],
+            "the least busy first, the rest in priority order"
+        );
+        let mut o = [0, 1, 2];
+        s.order(Strategy::Cost, 0, &[1; 3], &mut o, &|i| loads[i]);
         assert_eq!(o, [1, 2, 0]);
         let mut o = [0, 1, 2];
-        s.order(Strategy::Cost, 0, &[1; 3], &mut o, &loads);
-        assert_eq!(o, [1, 2, 0]);
+        s.order(Strategy::ResetAware, 0, &[1; 3], &mut o, &|i| loads[i]);
+        assert_eq!(o, [2, 0, 1], "most headroom, then the soonest reset");
         let mut o = [0, 1, 2];
-        s.order(Strategy::ResetAware, 0, &[1; 3], &mut o, &loads);
-        assert_eq!(o, [2, 0, 1]);
-        let mut o = [0, 1, 2];
-        s.order(Strategy::FillFirst, 0, &[1; 3], &mut o, &loads);
+        s.order(Strategy::FillFirst, 0, &[1; 3], &mut o, &|i| loads[i]);
         assert_eq!(o, [0, 1, 2]);
         // p2c never picks the busiest of three as long as it compares it with a lighter one.
         for _ in 0..100 {
             let mut o = [0, 1, 2];
-            s.order(Strategy::P2c, 0, &[1; 3], &mut o, &loads);
+            s.order(Strategy::P2c, 0, &[1; 3], &mut o, &|i| loads[i]);
             assert_ne!(o[0], 0);
             let mut sorted = o;
             sorted.sort();
