@@ -27,16 +27,29 @@ id = "sim-openai"
 dialect = "openai"
 base_url = "http://127.0.0.1:{SIM}/v1"
   [[providers.connections]]
-  id = "key-a"
-  key_env = "DEMO_KEY_A"
+  id = "key-limited"
+  key_env = "DEMO_KEY_LIMITED"
   models = ["gpt-4o-mini"]
   [[providers.connections]]
   id = "key-flaky"
   key_env = "DEMO_KEY_FLAKY"
   models = ["gpt-4o-mini"]
   [[providers.connections]]
+  id = "key-a"
+  key_env = "DEMO_KEY_A"
+  models = ["gpt-4o-mini"]
+  [[providers.connections]]
   id = "key-b"
   key_env = "DEMO_KEY_B"
+  models = ["gpt-4o-mini"]
+
+[[providers]]
+id = "sim-relay"
+dialect = "openai"
+base_url = "http://127.0.0.1:{SIM}/v1"
+  [[providers.connections]]
+  id = "relay-key"
+  key_env = "DEMO_KEY_RELAY"
   models = ["gpt-4o-mini"]
 
 [[providers]]
@@ -52,6 +65,11 @@ base_url = "http://127.0.0.1:{SIM}/v1"
 name = "demo-chat"
 strategy = "round_robin"
 targets = [{ provider = "sim-openai", model = "gpt-4o-mini" }]
+
+[[routes]]
+name = "relay-first"
+strategy = "priority"
+targets = [{ provider = "sim-relay", model = "gpt-4o-mini" }, { provider = "sim-openai", model = "gpt-4o-mini" }]
 "#;
 
 fn demo_env(name: &str) -> Option<String> {
@@ -61,6 +79,8 @@ fn demo_env(name: &str) -> Option<String> {
             "DEMO_KEY_B" => "sk-demo-b",
             "DEMO_KEY_FLAKY" => "sk-demo-flaky",
             "DEMO_KEY_C" => "sk-ant-demo-c",
+            "DEMO_KEY_LIMITED" => "sk-demo-limited",
+            "DEMO_KEY_RELAY" => "sk-demo-relay",
             _ => return None,
         }
         .to_string(),
@@ -79,10 +99,14 @@ pub fn run() -> Result<(), String> {
     };
     opts.faults
         .push(parse_fault_arg("key:sk-demo-flaky=reset-before-headers")?);
+    opts.faults
+        .push(parse_fault_arg("key:sk-demo-limited=429;retry-after=30")?);
+    opts.faults
+        .push(parse_fault_arg("key:sk-demo-relay=403-quota")?);
     let sim = crate::simulate::start(opts)?;
-    println!(
-        "upstream simulator on {sim_addr} (key-flaky resets every connection before answering)"
-    );
+    println!("upstream simulator on {sim_addr}:");
+    println!("  key-flaky resets every connection, key-limited answers 429 (Retry-After: 30),");
+    println!("  relay-key is a relay answering quota exhaustion with 403 \"额度不足\"");
 
     let text = DEMO_CONFIG
         .replace("{PROXY}", &proxy_port.to_string())
@@ -114,8 +138,10 @@ pub fn run() -> Result<(), String> {
         ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
         ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
         ("POST", "/v1/chat/completions", chat(true, "demo-chat")),
-        ("POST", "/v1/chat/completions", chat(true, "gpt-4o-mini")),
-        ("POST", "/v1/chat/completions", chat(true, "gpt-4o-mini")),
+        ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
+        ("POST", "/v1/chat/completions", chat(true, "demo-chat")),
+        ("POST", "/v1/chat/completions", chat(false, "relay-first")),
+        ("POST", "/v1/chat/completions", chat(true, "relay-first")),
         ("POST", "/v1/responses", responses.to_string()),
         ("POST", "/v1/messages", anthropic.to_string()),
         ("GET", "/v1/models", String::new()),
@@ -123,8 +149,8 @@ pub fn run() -> Result<(), String> {
         ("POST", "/v1/chat/completions", "{not json".to_string()),
     ];
     println!(
-        "{:<4} {:<30} {:<16} {:>6} {:<26} {:>8}  outcome",
-        "#", "endpoint", "model", "status", "connection", "attempts"
+        "{:<3} {:<26} {:<16} {:>6} {:<24} {:<22} decisions (x-ringside-attempts)",
+        "#", "endpoint", "model", "status", "connection", "outcome"
     );
     let mut failures = 0;
     for (i, (method, path, body)) in script.iter().enumerate() {
@@ -162,20 +188,41 @@ pub fn run() -> Result<(), String> {
                     format!("{} bytes of JSON", r.body.len())
                 };
                 println!(
-                    "{:<4} {:<30} {:<16} {:>6} {:<26} {:>8}  {}",
+                    "{:<3} {:<26} {:<16} {:>6} {:<24} {:<22} {}",
                     i + 1,
                     format!("{method} {path}"),
                     model,
                     r.status,
                     r.header("x-ringside-connection").unwrap_or("-"),
+                    outcome,
                     r.header("x-ringside-attempts").unwrap_or("-"),
-                    outcome
                 );
             }
             Err(e) => {
                 failures += 1;
                 println!("{:<4} {method} {path}: request failed: {e}", i + 1);
             }
+        }
+    }
+    let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+    println!("\nwhat Ringside learned (GET /admin/connections):");
+    if let Ok(r) = client::request(
+        admin,
+        "GET",
+        "/admin/connections",
+        &[],
+        b"",
+        Duration::from_secs(5),
+    ) {
+        for c in r.json()["connections"].as_array().into_iter().flatten() {
+            println!(
+                "  {:<14} {:<12} {:<9} cooling {:>6} ms  last error {}",
+                c["provider"].as_str().unwrap_or("?"),
+                c["connection"].as_str().unwrap_or("?"),
+                c["state"].as_str().unwrap_or("?"),
+                c["cooling_ms"],
+                c["last_error"]["reason"].as_str().unwrap_or("-"),
+            );
         }
     }
     println!("\nwhat the upstream saw, per key:");
@@ -195,7 +242,7 @@ pub fn run() -> Result<(), String> {
         return Err(format!("{failures} demo request(s) failed"));
     }
     println!(
-        "\ndemo finished: the flaky key never answered, and every request it got moved on to a healthy key."
+        "\ndemo finished: every request a faulty key failed moved on to a healthy key, and cooling keys were skipped on both cores."
     );
     Ok(())
 }
