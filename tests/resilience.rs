@@ -19,6 +19,7 @@ both_drivers!(
     deadline_holds,
     admin_shows_and_resets_state,
     eligibility_contract_preserves_needs,
+    terminal_and_model_cooldown_answers,
 );
 
 fn sim_with(faults: &[&str]) -> ringside::simulate::Simulator {
@@ -339,6 +340,14 @@ fn admin_shows_and_resets_state(driver: &str) {
     assert_eq!(c["connections"][0]["state"], "active", "{c}");
     let (s, _) = proxy.admin("POST", "/admin/connections/sim/zzz/reset");
     assert_eq!(s, 404);
+    let m = proxy.metrics();
+    assert!(
+        m.contains(
+            "ringside_connection_state{provider=\"sim\",connection=\"b\",state=\"cooling\"} 1"
+        ),
+        "{m}"
+    );
+    assert!(m.contains("ringside_breaker_state{provider=\"sim\"}"));
     let (_, d) = proxy.admin("GET", "/admin/decisions?limit=5");
     assert!(
         !d["decisions"]
@@ -394,5 +403,34 @@ fn eligibility_contract_preserves_needs(driver: &str) {
         attempts_for(&sim, "sk-sim-a"),
         4,
         "ineligible targets were never sent anything"
+    );
+}
+
+fn terminal_and_model_cooldown_answers(driver: &str) {
+    // Every key out of credits: 401, no retry, nothing sent on the next request.
+    let sim = sim_with(&["model:m=402"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "all_connections_unusable");
+    assert_eq!(r.header("x-should-retry"), Some("false"));
+    let _ = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a") + attempts_for(&sim, "sk-sim-b"),
+        2
+    );
+    // Every key's model locked out (a model-scope rule): 429 model_cooldown with Retry-After.
+    let sim = sim_with(&["model:m=404;message=The model `m` does not exist"]);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 429, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["error"]["code"], "model_cooldown", "{v}");
+    assert_eq!(v["error"]["model"], "m");
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(
+        r.header("x-should-retry"),
+        Some("false"),
+        "a two-minute lock is not worth an SDK retry"
     );
 }

@@ -142,7 +142,8 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 (401, "application/json", br#"{"error":{"message":"admin token required","type":"authentication_error","code":"admin_unauthorized"}}"#.to_vec())
             }
             ("GET", "/metrics") => {
-                let text = crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
+                let mut text = crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
+                text.push_str(&admin.borrow_mut().metrics());
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
             (m, p) if let Some((status, v)) = admin.borrow_mut().handle(m, p, head.query()) => {

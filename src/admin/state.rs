@@ -2,6 +2,7 @@
 //! recent decision records, with the endpoints that show and reset them.
 
 use crate::proxy::record::Record;
+use crate::resilience::breaker::BreakerState;
 use crate::resilience::bus::drain;
 use crate::resilience::cooldown::Terminal;
 use crate::resilience::{Event, Tables};
@@ -230,6 +231,48 @@ impl AdminState {
             Some(r) => (200, json!(r)),
             None => not_found("decision with that request id (it may have left the ring)"),
         }
+    }
+
+    /// Resilience gauges for `/metrics`, from this replica.
+    pub fn metrics(&mut self) -> String {
+        use std::fmt::Write;
+        self.sync();
+        let now = crate::clock::now_ms();
+        let s = &self.shared.config.resilience;
+        let mut out = String::new();
+        out.push_str("# HELP ringside_connection_state Connection state (1 for the current one).\n# TYPE ringside_connection_state gauge\n");
+        for (i, (p, c)) in self.shared.conn_labels.iter().enumerate() {
+            let st = &self.tables.conns[i];
+            let state = match st.terminal {
+                Some(Terminal::Banned) => "banned",
+                Some(Terminal::Expired) => "expired",
+                Some(Terminal::CreditsExhausted) => "credits_exhausted",
+                None if st.cooling(now) => "cooling",
+                None => "active",
+            };
+            let _ = writeln!(
+                out,
+                "ringside_connection_state{{provider=\"{p}\",connection=\"{c}\",state=\"{state}\"}} 1"
+            );
+        }
+        out.push_str("# HELP ringside_breaker_state Provider breaker: 0 closed, 1 degraded, 2 open, 3 half-open.\n# TYPE ringside_breaker_state gauge\n");
+        for (i, p) in self.shared.config.providers.iter().enumerate() {
+            let b = &mut self.tables.breakers[i];
+            b.refresh(now, &s.providers[i].breaker);
+            let v = match b.state {
+                BreakerState::Closed => 0,
+                BreakerState::Degraded => 1,
+                BreakerState::Open => 2,
+                BreakerState::HalfOpen => 3,
+            };
+            let _ = writeln!(out, "ringside_breaker_state{{provider=\"{}\"}} {v}", p.id);
+        }
+        let _ = writeln!(
+            out,
+            "# HELP ringside_model_lockouts Active model lockouts.\n# TYPE ringside_model_lockouts gauge\nringside_model_lockouts {}",
+            self.tables.lockouts.active(now).count()
+        );
+        out
     }
 
     /// Route an admin API request; `None` if the path is not ours.

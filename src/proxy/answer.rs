@@ -34,21 +34,16 @@ pub struct LastFailure {
     pub conn: usize,
 }
 
-/// Replace the connection's own credential if an upstream echoes it back.
-fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
-    let secret = ctx
-        .core
-        .config()
-        .connection(conn)
-        .map(|(_, c)| c.secret.expose().as_bytes().to_vec())
-        .unwrap_or_default();
-    if secret.len() < 8 || !text.windows(secret.len()).any(|w| w == secret.as_slice()) {
+/// Replace a credential wherever an upstream echoes it back (error bodies sometimes quote the
+/// key they refused).
+pub fn redact_secret(text: &[u8], secret: &[u8]) -> Bytes {
+    if secret.len() < 8 || !text.windows(secret.len()).any(|w| w == secret) {
         return Bytes::copy_from_slice(text);
     }
     let mut out = Vec::with_capacity(text.len());
     let mut i = 0;
     while i < text.len() {
-        if text[i..].starts_with(&secret) {
+        if text[i..].starts_with(secret) {
             out.extend_from_slice(b"[REDACTED]");
             i += secret.len();
         } else {
@@ -57,6 +52,29 @@ fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
         }
     }
     Bytes::from(out)
+}
+
+fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
+    match ctx.core.config().connection(conn) {
+        Some((_, c)) => redact_secret(text, c.secret.expose().as_bytes()),
+        None => Bytes::copy_from_slice(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn secrets_are_redacted() {
+        let out = super::redact_secret(
+            b"Incorrect API key provided: sk-live-123456789. x",
+            b"sk-live-123456789",
+        );
+        assert_eq!(&out[..], b"Incorrect API key provided: [REDACTED]. x");
+        assert_eq!(
+            &super::redact_secret(b"abc", b"sk-live-123456789")[..],
+            b"abc"
+        );
+    }
 }
 
 fn secs(ms: u64) -> u64 {

@@ -415,7 +415,7 @@ async fn attempt(
                     );
                     return AttemptEnd::Failed {
                         kind: "stream_error",
-                        detail: format!("in-band stream error: {}", first_line(&text)),
+                        detail: format!("in-band stream error: {}", clean(&text, conn)),
                         restated_from: restated.map(|r| r.from),
                         response: None,
                         verdict,
@@ -464,7 +464,7 @@ async fn attempt(
                 detail: format!(
                     "upstream {}: {}",
                     head.status,
-                    first_line(&String::from_utf8_lossy(&body))
+                    clean(&String::from_utf8_lossy(&body), conn)
                 ),
                 restated_from: restated.as_ref().map(|r| r.from),
                 response: Some(Box::new(Buffered {
@@ -479,9 +479,11 @@ async fn attempt(
     }
 }
 
-fn first_line(s: &str) -> String {
-    let line = s.lines().next().unwrap_or("");
-    line.chars().take(300).collect()
+/// The first line of an upstream error, short, with the connection's key redacted.
+fn clean(s: &str, conn: &crate::config::Connection) -> String {
+    let line: String = s.lines().next().unwrap_or("").chars().take(300).collect();
+    let red = super::answer::redact_secret(line.as_bytes(), conn.secret.expose().as_bytes());
+    String::from_utf8_lossy(&red).into_owned()
 }
 
 enum HeadFail {
