@@ -61,22 +61,6 @@ fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn secrets_are_redacted() {
-        let out = super::redact_secret(
-            b"Incorrect API key provided: sk-live-123456789. x",
-            b"sk-live-123456789",
-        );
-        assert_eq!(&out[..], b"Incorrect API key provided: [REDACTED]. x");
-        assert_eq!(
-            &super::redact_secret(b"abc", b"sk-live-123456789")[..],
-            b"abc"
-        );
-    }
-}
-
 fn secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
@@ -133,7 +117,7 @@ pub(super) async fn give_up(
     wr: &mut TcpOwnedWriteHalf,
     budget: &Budget,
     last: Option<LastFailure>,
-    excluded: &[(usize, Exclusion)],
+    excluded: &[(crate::route::Candidate, Exclusion)],
     diagnostics: Vec<crate::proxy::record::Excluded>,
 ) -> bool {
     let now = crate::clock::now_ms();
@@ -228,4 +212,20 @@ pub(super) async fn give_up(
         .extra(json!({"diagnostics": diag}))
         .header("x-ringside-attempts", attempts);
     finish_error(ctx, wr, &err, true).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn secrets_are_redacted() {
+        let out = super::redact_secret(
+            b"Incorrect API key provided: sk-live-123456789. x",
+            b"sk-live-123456789",
+        );
+        assert_eq!(&out[..], b"Incorrect API key provided: [REDACTED]. x");
+        assert_eq!(
+            &super::redact_secret(b"abc", b"sk-live-123456789")[..],
+            b"abc"
+        );
+    }
 }

@@ -31,7 +31,6 @@ fn now() -> u64 {
 pub(super) async fn run(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
-    cands: &[Candidate],
     needs: &Needs,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
@@ -48,9 +47,9 @@ pub(super) async fn run(
     let max_attempts = core.config().upstream.max_attempts;
     let mut budget = Budget::new(max_attempts, now(), deadline_ms, s.max_wait_ms);
     let mut watch = ClientWatch::start(rd, std::mem::take(buf));
-    let mut tried = vec![false; cands.len()];
+    let mut tried: Vec<Candidate> = Vec::new();
     let mut last: Option<LastFailure> = None;
-    let mut excluded: Vec<(usize, Exclusion)> = Vec::new();
+    let mut excluded: Vec<(Candidate, Exclusion)> = Vec::new();
     let result = loop {
         core.sync();
         let t = now();
@@ -60,28 +59,44 @@ pub(super) async fn run(
         excluded.clear();
         let mut pick = None;
         {
+            // Filter first, then let the strategy choose among the usable candidates.
+            let shared = &core.shared;
+            let loads = core.loads.borrow();
+            let load = |c: usize| loads.load(c, &shared.in_flight, t);
             let mut tables = core.tables.borrow_mut();
-            for (i, c) in cands.iter().enumerate() {
-                let target = &entry.targets[c.target];
-                if tried[i] {
-                    excluded.push((i, Exclusion::Tried));
-                    continue;
-                }
-                if let Err(why) = target.caps.admits(needs) {
-                    excluded.push((i, Exclusion::Ineligible(why)));
-                    continue;
-                }
-                let site = site(ctx, entry, *c);
-                match tables.check(s, &core.shared.probes, site, t) {
+            let ordered = shared.routes.candidates_where(
+                entry,
+                ctx.dialect,
+                &mut core.selector.borrow_mut(),
+                &load,
+                &mut |c| {
+                    let why = if tried.contains(&c) {
+                        Some(Exclusion::Tried)
+                    } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
+                        Some(Exclusion::Ineligible(why))
+                    } else {
+                        tables.blocked(s, site(ctx, entry, c), t)
+                    };
+                    match why {
+                        Some(e) => {
+                            excluded.push((c, e));
+                            false
+                        }
+                        None => true,
+                    }
+                },
+            );
+            for c in ordered {
+                match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
                     Ok(admit) => {
-                        pick = Some((i, admit));
+                        pick = Some((c, admit));
                         break;
                     }
-                    Err(e) => excluded.push((i, e)),
+                    Err(e) => excluded.push((c, e)),
                 }
             }
         }
-        let Some((i, admit)) = pick else {
+        let Some((cand, admit)) = pick else {
             // Nothing usable now: wait for the earliest short recovery if the budget allows.
             let earliest = excluded
                 .iter()
@@ -104,7 +119,6 @@ pub(super) async fn run(
                 _ => break None,
             }
         };
-        let cand = cands[i];
         let site = site(ctx, entry, cand);
         if !budget.try_attempt(t) {
             if admit == Admit::Probe {
@@ -173,12 +187,10 @@ pub(super) async fn run(
                 }
                 // Try this candidate again only if the failure put it on a timer (then it is
                 // excluded by that timer, and a short one may be waited out).
-                let still_usable = core
-                    .tables
-                    .borrow_mut()
-                    .check(s, &core.shared.probes, site, now())
-                    .is_ok_and(|a| a == Admit::Yes);
-                tried[i] = still_usable;
+                let still_usable = core.tables.borrow_mut().blocked(s, site, now()).is_none();
+                if still_usable {
+                    tried.push(cand);
+                }
                 last = Some(LastFailure {
                     verdict,
                     detail,
@@ -199,8 +211,7 @@ pub(super) async fn run(
     let excl: Vec<Excluded> = excluded
         .iter()
         .filter(|(_, e)| *e != Exclusion::Tried)
-        .map(|(i, e)| {
-            let c = cands[*i];
+        .map(|(c, e)| {
             let t = &entry.targets[c.target];
             let (p, conn) = names(ctx, c.connection);
             Excluded {

@@ -281,16 +281,7 @@ async fn serve(
         return (finish_error(ctx, wr, &err, true).await, other);
     };
     ctx.record.route = Some(entry.name.clone());
-    let core = ctx.core;
-    let now = crate::clock::now_ms();
-    let candidates = {
-        let loads = core.loads.borrow();
-        let load = |c: usize| loads.load(c, &shared.in_flight, now);
-        shared
-            .routes
-            .candidates(&entry, ctx.dialect, &mut core.selector.borrow_mut(), &load)
-    };
-    if candidates.is_empty() {
+    if !shared.routes.serves(&entry, ctx.dialect) {
         let why = if shared.routes.other_dialect_only(&entry, ctx.dialect) {
             format!(
                 "`{model}` is served only by providers of another dialect than {}",
@@ -304,7 +295,7 @@ async fn serve(
     }
     let restricted = entry.targets.iter().any(|t| t.caps.restricts());
     let needs = crate::dialect::needs::needs(&ctx.body, ctx.head, restricted);
-    let keep = super::attempts::run(ctx, &entry, &candidates, &needs, rd, wr, buf).await;
+    let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
     (keep, entry.index)
 }
 

@@ -208,9 +208,7 @@ impl Tables {
         }
     }
 
-    /// Whether `site` may be tried now. A half-open breaker admits exactly one probe. When
-    /// several things block it, the one that lasts longest is reported (a terminal state first),
-    /// so that a wait decision never wakes up to a candidate that is still blocked.
+    /// Whether `site` may be tried now. A half-open breaker admits exactly one probe.
     pub fn check(
         &mut self,
         s: &Settings,
@@ -218,9 +216,19 @@ impl Tables {
         site: Site,
         now: u64,
     ) -> Result<Admit, Exclusion> {
+        match self.blocked(s, site, now) {
+            Some(e) => Err(e),
+            None => self.admit(s, probes, site, now),
+        }
+    }
+
+    /// What keeps `site` from being tried now, if anything. When several things block it, the
+    /// one that lasts longest is reported (a terminal state first), so that a wait decision
+    /// never wakes up to a candidate that is still blocked. Claims nothing.
+    pub fn blocked(&mut self, s: &Settings, site: Site, now: u64) -> Option<Exclusion> {
         let c = &self.conns[site.conn];
         if let Some(t) = c.terminal {
-            return Err(Exclusion::Terminal(t));
+            return Some(Exclusion::Terminal(t));
         }
         let mut worst: Option<Exclusion> = None;
         let mut consider = |e: Exclusion| {
@@ -256,11 +264,20 @@ impl Tables {
                 ms: breaker.retry_after(now, &policy.breaker).max(1),
             });
         }
-        if let Some(e) = worst {
-            return Err(e);
-        }
-        // Only now claim a half-open probe: a blocked candidate must not hold it.
-        match breaker.admit(now, &policy.breaker, &probes.0[site.provider]) {
+        worst
+    }
+
+    /// Admission by the provider breaker for a candidate that is not blocked: a half-open
+    /// breaker lets exactly one probe through (claimed across all cores).
+    pub fn admit(
+        &mut self,
+        s: &Settings,
+        probes: &Probes,
+        site: Site,
+        now: u64,
+    ) -> Result<Admit, Exclusion> {
+        let policy = &s.providers[site.provider];
+        match self.breakers[site.provider].admit(now, &policy.breaker, &probes.0[site.provider]) {
             Admit::No(ms) => Err(Exclusion::BreakerOpen { ms }),
             admit => Ok(admit),
         }

@@ -229,8 +229,7 @@ impl RouteTable {
         }))
     }
 
-    /// Candidates in attempt order, restricted to providers speaking `dialect`. `load` gives a
-    /// connection's load; it is only consulted by load-aware strategies.
+    /// Candidates in attempt order, restricted to providers speaking `dialect`.
     pub fn candidates(
         &self,
         entry: &Entry,
@@ -238,25 +237,64 @@ impl RouteTable {
         st: &mut SelectorState,
         load: &dyn Fn(usize) -> Load,
     ) -> Vec<Candidate> {
-        let mut torder: Vec<usize> = (0..entry.targets.len())
-            .filter(|&i| self.dialects[entry.targets[i].provider] == dialect)
-            .collect();
+        self.candidates_where(entry, dialect, st, load, &mut |_| true)
+    }
+
+    /// Whether the entry has any connection for `dialect`.
+    pub fn serves(&self, entry: &Entry, dialect: Dialect) -> bool {
+        entry
+            .targets
+            .iter()
+            .any(|t| self.dialects[t.provider] == dialect && !t.connections.is_empty())
+    }
+
+    /// Candidates in attempt order among those `keep` accepts. The strategy chooses among the
+    /// usable options only (so a cooling key does not hand its share to its neighbour). `load`
+    /// gives a connection's load; only load-aware strategies consult it.
+    pub fn candidates_where(
+        &self,
+        entry: &Entry,
+        dialect: Dialect,
+        st: &mut SelectorState,
+        load: &dyn Fn(usize) -> Load,
+        keep: &mut dyn FnMut(Candidate) -> bool,
+    ) -> Vec<Candidate> {
+        // Usable connections, grouped by target, each group in priority order.
+        let mut kept: Vec<(Candidate, u32, u32)> = Vec::new(); // (candidate, priority, weight)
+        let mut groups: Vec<(usize, usize, usize)> = Vec::new(); // (target, start, end)
+        for (ti, t) in entry.targets.iter().enumerate() {
+            if self.dialects[t.provider] != dialect {
+                continue;
+            }
+            let start = kept.len();
+            for (ci, &c) in t.connections.iter().enumerate() {
+                let cand = Candidate {
+                    target: ti,
+                    connection: c,
+                };
+                if keep(cand) {
+                    kept.push((cand, t.priorities[ci], t.weights[ci]));
+                }
+            }
+            if kept.len() > start {
+                groups.push((ti, start, kept.len()));
+            }
+        }
         let needs_load = entry.strategy.needs_load();
-        // A target's load aggregates its connections; computed only for the options a
-        // load-aware strategy actually looks at.
-        let target_load = |ti: usize| {
-            let t = &entry.targets[ti];
+        // A target's load aggregates its usable connections; computed only when looked at.
+        let target_load = |g: usize| {
+            let (ti, a, b) = groups[g];
             let mut agg = Load {
                 headroom: 0,
                 reset_in_ms: u64::MAX,
-                cost: t.caps.cost,
+                cost: entry.targets[ti].caps.cost,
                 ..Default::default()
             };
             if !needs_load {
                 return agg;
             }
-            for &c in &t.connections {
-                let l = load(c);
+            for (c, _, _) in &kept[a..b] {
+                let l = load(c.connection);
                 agg.in_flight += l.in_flight;
                 if l.latency_ms > 0 && (agg.latency_ms == 0 || l.latency_ms < agg.latency_ms) {
                     agg.latency_ms = l.latency_ms;
@@ -266,37 +304,33 @@ impl RouteTable {
             }
             agg
         };
-        let weights: Vec<u32> = if entry.strategy == Strategy::Weighted {
-            vec![1u32; entry.targets.len()]
-        } else {
-            Vec::new()
-        };
-        st.order(
-            entry.strategy,
-            entry.slot,
-            &weights,
-            &mut torder,
-            &target_load,
-        );
-        let mut out = Vec::with_capacity(entry.targets.iter().map(|t| t.connections.len()).sum());
-        for ti in torder {
-            let t = &entry.targets[ti];
-            let start = out.len();
-            out.extend(t.connections.iter().map(|&c| Candidate {
-                target: ti,
-                connection: c,
-            }));
+        let mut gorder: Vec<usize> = (0..groups.len()).collect();
+        st.order(entry.strategy, entry.slot, &[], &mut gorder, &target_load);
+        let mut out = Vec::with_capacity(kept.len());
+        let mut corder: Vec<usize> = Vec::new();
+        let mut weights: Vec<u32> = Vec::new();
+        for g in gorder {
+            let (ti, a, b) = groups[g];
+            let group = &kept[a..b];
             // The strategy spreads load inside the top priority group; lower groups stay fallbacks.
-            let top = t.priorities.first().copied().unwrap_or(0);
-            let top_n = t.priorities.iter().take_while(|&&p| p == top).count();
+            let top = group[0].1;
+            let top_n = group.iter().take_while(|x| x.1 == top).count();
+            corder.clear();
+            corder.extend(0..top_n);
             if top_n > 1 {
-                let mut corder: Vec<usize> = (0..top_n).collect();
-                let conn_load = |ci: usize| load(t.connections[ci]);
-                st.order(entry.strategy, t.slot, &t.weights, &mut corder, &conn_load);
-                for (k, ci) in corder.into_iter().enumerate() {
-                    out[start + k].connection = t.connections[ci];
-                }
+                weights.clear();
+                weights.extend(group[..top_n].iter().map(|x| x.2));
+                let conn_load = |j: usize| load(group[j].0.connection);
+                st.order(
+                    entry.strategy,
+                    entry.targets[ti].slot,
+                    &weights,
+                    &mut corder,
+                    &conn_load,
+                );
             }
+            out.extend(corder.iter().map(|&j| group[j].0));
+            out.extend(group[top_n..].iter().map(|x| x.0));
         }
         out
     }
