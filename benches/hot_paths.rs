@@ -78,6 +78,20 @@ fn benches(c: &mut Criterion) {
     .unwrap();
     let table = RouteTable::build(&cfg);
     let mut st = SelectorState::new(table.slot_count(), 42);
+    c.bench_function("candidates_where_64_connections_no_filter", |b| {
+        let e = table.lookup(&cfg, "r").unwrap();
+        b.iter(|| {
+            table
+                .candidates_where(
+                    &e,
+                    Dialect::OpenAi,
+                    &mut st,
+                    &|_| Load::default(),
+                    &mut |_| true,
+                )
+                .len()
+        })
+    });
     c.bench_function("route_resolve_and_order_64_connections", |b| {
         b.iter(|| {
             let e = table.lookup(&cfg, black_box("r")).unwrap();
@@ -123,22 +137,28 @@ fn benches(c: &mut Criterion) {
             &format!("filter_and_select_64_connections_16_cooling_{strategy}"),
             |b| {
                 b.iter(|| {
-                    let cands = table.candidates(&e, Dialect::OpenAi, &mut st, &|c| Load {
+                    // The request path: filter (cooldown, lockout, breaker), let the strategy
+                    // choose among the usable, admit the first.
+                    let now = 1_000;
+                    let load = |c: usize| Load {
                         in_flight: (c % 5) as u32,
                         ..Default::default()
-                    });
-                    let now = 1_000;
-                    cands
-                        .iter()
-                        .find(|c| {
-                            let site = Site {
-                                provider: 0,
-                                conn: c.connection,
-                                model: "gpt-4o",
-                            };
-                            tables.check(s, &probes, site, now).is_ok()
-                        })
-                        .map(|c| c.connection)
+                    };
+                    let site = |conn: usize| Site {
+                        provider: 0,
+                        conn,
+                        model: "gpt-4o",
+                    };
+                    let ordered =
+                        table.candidates_where(&e, Dialect::OpenAi, &mut st, &load, |c| {
+                            tables.blocked(s, site(c.connection), now).is_none()
+                        });
+                    ordered.iter().find_map(|c| {
+                        tables
+                            .admit(s, &probes, site(c.connection), now)
+                            .ok()
+                            .map(|_| c.connection)
+                    })
                 })
             },
         );

@@ -64,29 +64,27 @@ pub(super) async fn run(
             let loads = core.loads.borrow();
             let load = |c: usize| loads.load(c, &shared.in_flight, t);
             let mut tables = core.tables.borrow_mut();
-            let ordered = shared.routes.candidates_where(
-                entry,
-                ctx.dialect,
-                &mut core.selector.borrow_mut(),
-                &load,
-                &mut |c| {
-                    let why = if tried.contains(&c) {
-                        Some(Exclusion::Tried)
-                    } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
-                        Some(Exclusion::Ineligible(why))
-                    } else {
-                        tables.blocked(s, site(ctx, entry, c), t)
-                    };
-                    match why {
-                        Some(e) => {
-                            excluded.push((c, e));
-                            false
+            let mut selector = core.selector.borrow_mut();
+            let ordered =
+                shared
+                    .routes
+                    .candidates_where(entry, ctx.dialect, &mut selector, &load, |c| {
+                        let why = if tried.contains(&c) {
+                            Some(Exclusion::Tried)
+                        } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
+                            Some(Exclusion::Ineligible(why))
+                        } else {
+                            tables.blocked(s, site(ctx, entry, c), t)
+                        };
+                        match why {
+                            Some(e) => {
+                                excluded.push((c, e));
+                                false
+                            }
+                            None => true,
                         }
-                        None => true,
-                    }
-                },
-            );
-            for c in ordered {
+                    });
+            for &c in ordered {
                 match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
                     Ok(admit) => {
                         pick = Some((c, admit));

@@ -225,7 +225,24 @@ impl Tables {
     /// What keeps `site` from being tried now, if anything. When several things block it, the
     /// one that lasts longest is reported (a terminal state first), so that a wait decision
     /// never wakes up to a candidate that is still blocked. Claims nothing.
+    #[inline]
     pub fn blocked(&mut self, s: &Settings, site: Site, now: u64) -> Option<Exclusion> {
+        let c = &self.conns[site.conn];
+        // Fast path, the common case: nothing on record anywhere.
+        if c.until <= now
+            && c.terminal.is_none()
+            && self.lockouts.is_empty()
+            && !s.gate_enabled
+            && self.breakers[site.provider].state != BreakerState::Open
+        {
+            return None;
+        }
+        self.blocked_slow(s, site, now)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn blocked_slow(&mut self, s: &Settings, site: Site, now: u64) -> Option<Exclusion> {
         let c = &self.conns[site.conn];
         if let Some(t) = c.terminal {
             return Some(Exclusion::Terminal(t));

@@ -237,7 +237,8 @@ impl RouteTable {
         st: &mut SelectorState,
         load: &dyn Fn(usize) -> Load,
     ) -> Vec<Candidate> {
-        self.candidates_where(entry, dialect, st, load, &mut |_| true)
+        self.candidates_where(entry, dialect, st, load, |_| true)
+            .to_vec()
     }
 
     /// Whether the entry has any connection for `dialect`.
@@ -250,89 +251,99 @@ impl RouteTable {
 
     /// Candidates in attempt order among those `keep` accepts. The strategy chooses among the
     /// usable options only (so a cooling key does not hand its share to its neighbour). `load`
-    /// gives a connection's load; only load-aware strategies consult it.
-    pub fn candidates_where(
+    /// gives a connection's load; only load-aware strategies consult it. The list lives in the
+    /// selector's scratch space: building it allocates nothing once the buffers are warm.
+    pub fn candidates_where<'s>(
         &self,
         entry: &Entry,
         dialect: Dialect,
-        st: &mut SelectorState,
+        st: &'s mut SelectorState,
         load: &dyn Fn(usize) -> Load,
-        keep: &mut dyn FnMut(Candidate) -> bool,
-    ) -> Vec<Candidate> {
-        // Usable connections, grouped by target, each group in priority order.
-        let mut kept: Vec<(Candidate, u32, u32)> = Vec::new(); // (candidate, priority, weight)
-        let mut groups: Vec<(usize, usize, usize)> = Vec::new(); // (target, start, end)
+        mut keep: impl FnMut(Candidate) -> bool,
+    ) -> &'s [Candidate] {
+        let mut sc = std::mem::take(&mut st.scratch);
+        sc.kept.clear();
+        sc.groups.clear();
         for (ti, t) in entry.targets.iter().enumerate() {
             if self.dialects[t.provider] != dialect {
                 continue;
             }
-            let start = kept.len();
+            let start = sc.kept.len();
             for (ci, &c) in t.connections.iter().enumerate() {
                 let cand = Candidate {
                     target: ti,
                     connection: c,
                 };
                 if keep(cand) {
-                    kept.push((cand, t.priorities[ci], t.weights[ci]));
+                    sc.kept.push((cand, t.priorities[ci], t.weights[ci]));
                 }
             }
-            if kept.len() > start {
-                groups.push((ti, start, kept.len()));
+            if sc.kept.len() > start {
+                sc.groups.push((ti, start, sc.kept.len()));
             }
         }
         let needs_load = entry.strategy.needs_load();
-        // A target's load aggregates its usable connections; computed only when looked at.
-        let target_load = |g: usize| {
-            let (ti, a, b) = groups[g];
-            let mut agg = Load {
-                headroom: 0,
-                reset_in_ms: u64::MAX,
-                cost: entry.targets[ti].caps.cost,
-                ..Default::default()
-            };
-            if !needs_load {
-                return agg;
-            }
-            for (c, _, _) in &kept[a..b] {
-                let l = load(c.connection);
-                agg.in_flight += l.in_flight;
-                if l.latency_ms > 0 && (agg.latency_ms == 0 || l.latency_ms < agg.latency_ms) {
-                    agg.latency_ms = l.latency_ms;
+        sc.gorder.clear();
+        sc.gorder.extend(0..sc.groups.len());
+        if sc.groups.len() > 1 {
+            let (kept, groups) = (&sc.kept, &sc.groups);
+            // A target's load aggregates its usable connections; computed only when looked at.
+            let target_load = |g: usize| {
+                let (ti, a, b) = groups[g];
+                let mut agg = Load {
+                    headroom: 0,
+                    reset_in_ms: u64::MAX,
+                    cost: entry.targets[ti].caps.cost,
+                    ..Default::default()
+                };
+                if !needs_load {
+                    return agg;
                 }
-                agg.headroom = agg.headroom.max(l.headroom);
-                agg.reset_in_ms = agg.reset_in_ms.min(l.reset_in_ms);
-            }
-            agg
-        };
-        let mut gorder: Vec<usize> = (0..groups.len()).collect();
-        st.order(entry.strategy, entry.slot, &[], &mut gorder, &target_load);
-        let mut out = Vec::with_capacity(kept.len());
-        let mut corder: Vec<usize> = Vec::new();
-        let mut weights: Vec<u32> = Vec::new();
-        for g in gorder {
-            let (ti, a, b) = groups[g];
-            let group = &kept[a..b];
+                for (c, _, _) in &kept[a..b] {
+                    let l = load(c.connection);
+                    agg.in_flight += l.in_flight;
+                    if l.latency_ms > 0 && (agg.latency_ms == 0 || l.latency_ms < agg.latency_ms) {
+                        agg.latency_ms = l.latency_ms;
+                    }
+                    agg.headroom = agg.headroom.max(l.headroom);
+                    agg.reset_in_ms = agg.reset_in_ms.min(l.reset_in_ms);
+                }
+                agg
+            };
+            st.order(
+                entry.strategy,
+                entry.slot,
+                &[],
+                &mut sc.gorder,
+                &target_load,
+            );
+        }
+        sc.out.clear();
+        for &g in &sc.gorder {
+            let (ti, a, b) = sc.groups[g];
+            let group = &sc.kept[a..b];
             // The strategy spreads load inside the top priority group; lower groups stay fallbacks.
             let top = group[0].1;
             let top_n = group.iter().take_while(|x| x.1 == top).count();
-            corder.clear();
-            corder.extend(0..top_n);
+            sc.corder.clear();
+            sc.corder.extend(0..top_n);
             if top_n > 1 {
-                weights.clear();
-                weights.extend(group[..top_n].iter().map(|x| x.2));
+                sc.weights.clear();
+                sc.weights.extend(group[..top_n].iter().map(|x| x.2));
                 let conn_load = |j: usize| load(group[j].0.connection);
                 st.order(
                     entry.strategy,
                     entry.targets[ti].slot,
-                    &weights,
-                    &mut corder,
+                    &sc.weights,
+                    &mut sc.corder,
                     &conn_load,
                 );
             }
-            out.extend(corder.iter().map(|&j| group[j].0));
-            out.extend(group[top_n..].iter().map(|x| x.0));
+            sc.out.extend(sc.corder.iter().map(|&j| group[j].0));
+            sc.out.extend(group[top_n..].iter().map(|x| x.0));
         }
-        out
+        st.scratch = sc;
+        &st.scratch.out
     }
 
     /// Whether any target of the entry exists for another dialect (to explain a 404).

@@ -74,6 +74,20 @@ pub struct SelectorState {
     /// Shuffled decks, per slot: options not yet dealt in this cycle.
     pub decks: Vec<Vec<u32>>,
     pub rng: u64,
+    /// Reused buffers for building candidate lists (no allocation per request once warm).
+    pub scratch: Scratch,
+}
+
+#[derive(Debug, Default)]
+pub struct Scratch {
+    /// (candidate, priority, weight) of usable connections, grouped by target.
+    pub kept: Vec<(super::Candidate, u32, u32)>,
+    /// (target, start, end) into `kept`.
+    pub groups: Vec<(usize, usize, usize)>,
+    pub gorder: Vec<usize>,
+    pub corder: Vec<usize>,
+    pub weights: Vec<u32>,
+    pub out: Vec<super::Candidate>,
 }
 
 impl SelectorState {
@@ -83,6 +97,7 @@ impl SelectorState {
             current: vec![Vec::new(); entries],
             decks: vec![Vec::new(); entries],
             rng: seed | 1,
+            scratch: Scratch::default(),
         }
     }
 
