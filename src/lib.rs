@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod dialect;
+pub mod flow;
 pub mod http;
 pub mod log;
 pub mod metrics;

@@ -1,0 +1,306 @@
+//! The global gate of one connection: concurrency, spacing between starts and an optional
+//! reservoir, held for the connection as a whole across every core with lock-free atomics.
+//! Waiters are served in one global FIFO of tickets, so no core can hog a connection.
+
+use serde::Serialize;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::*};
+
+/// Why a start cannot happen now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// Every slot is taken: a release will wake us.
+    Full,
+    /// Spacing or the reservoir: try again in this many ms.
+    Later(u64),
+}
+
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// 0 = unlimited.
+    pub max_concurrent: AtomicU32,
+    pub min_time_ms: AtomicU64,
+    /// Extra spacing learned from rate-limit headers (0 = none).
+    pub learned_spacing_ms: AtomicU64,
+    /// Reservoir size on refresh; 0 = no reservoir.
+    pub reservoir_amount: AtomicI64,
+    pub reservoir_refresh_ms: AtomicU64,
+    running: AtomicU32,
+    next_start: AtomicU64,
+    reservoir: AtomicI64,
+    reservoir_at: AtomicU64,
+    /// Live waiters across all cores.
+    queued: AtomicU32,
+    next_ticket: AtomicU64,
+    serving: AtomicU64,
+    /// Bit per core holding unserved tickets (who to wake when a slot frees).
+    pub waiting_cores: AtomicU64,
+    pub stats: GateStats,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct GateStats {
+    pub started: AtomicU64,
+    pub waited: AtomicU64,
+    pub wait_ms_total: AtomicU64,
+    pub rejected_full: AtomicU64,
+    pub rejected_saturated: AtomicU64,
+    pub queue_timeouts: AtomicU64,
+    pub execution_timeouts: AtomicU64,
+    pub cancelled: AtomicU64,
+    /// Wait-time histogram: <=10 ms, <=100 ms, <=1 s, <=10 s, more.
+    pub wait_buckets: [AtomicU64; 5],
+}
+
+pub const WAIT_BUCKETS_MS: [u64; 4] = [10, 100, 1_000, 10_000];
+
+impl GateStats {
+    pub fn observe_wait(&self, ms: u64) {
+        self.waited.fetch_add(1, Relaxed);
+        self.wait_ms_total.fetch_add(ms, Relaxed);
+        let i = WAIT_BUCKETS_MS.iter().position(|&b| ms <= b).unwrap_or(4);
+        self.wait_buckets[i].fetch_add(1, Relaxed);
+    }
+}
+
+impl Gate {
+    pub fn new(max_concurrent: u32, min_time_ms: u64, reservoir: i64, refresh_ms: u64) -> Self {
+        let g = Gate::default();
+        g.max_concurrent.store(max_concurrent, Relaxed);
+        g.min_time_ms.store(min_time_ms, Relaxed);
+        g.reservoir_amount.store(reservoir, Relaxed);
+        g.reservoir_refresh_ms.store(refresh_ms, Relaxed);
+        g.reservoir.store(reservoir, Relaxed);
+        g
+    }
+
+    pub fn running(&self) -> u32 {
+        self.running.load(Acquire)
+    }
+
+    pub fn queued(&self) -> u32 {
+        self.queued.load(Acquire)
+    }
+
+    /// Whether a new request must queue behind others (keeps FIFO across cores).
+    pub fn has_queue(&self) -> bool {
+        self.serving.load(Acquire) != self.next_ticket.load(Acquire)
+    }
+
+    pub fn spacing_ms(&self) -> u64 {
+        self.min_time_ms
+            .load(Relaxed)
+            .max(self.learned_spacing_ms.load(Relaxed))
+    }
+
+    /// Take a slot if concurrency, spacing and reservoir all allow it right now.
+    pub fn try_start(&self, now: u64) -> Result<(), Blocked> {
+        let max = self.max_concurrent.load(Relaxed);
+        let mut r = self.running.load(Acquire);
+        loop {
+            if max > 0 && r >= max {
+                return Err(Blocked::Full);
+            }
+            match self
+                .running
+                .compare_exchange_weak(r, r + 1, AcqRel, Acquire)
+            {
+                Ok(_) => break,
+                Err(v) => r = v,
+            }
+        }
+        let spacing = self.spacing_ms();
+        if spacing > 0 {
+            let mut ns = self.next_start.load(Acquire);
+            loop {
+                if now < ns {
+                    self.running.fetch_sub(1, AcqRel);
+                    return Err(Blocked::Later(ns - now));
+                }
+                match self
+                    .next_start
+                    .compare_exchange_weak(ns, now + spacing, AcqRel, Acquire)
+                {
+                    Ok(_) => break,
+                    Err(v) => ns = v,
+                }
+            }
+        }
+        if self.reservoir_amount.load(Relaxed) > 0 {
+            self.refresh_reservoir(now);
+            let mut v = self.reservoir.load(Acquire);
+            loop {
+                if v <= 0 {
+                    self.running.fetch_sub(1, AcqRel);
+                    let at = self.reservoir_at.load(Acquire);
+                    let every = self.reservoir_refresh_ms.load(Relaxed).max(1);
+                    return Err(Blocked::Later((at + every).saturating_sub(now).max(1)));
+                }
+                match self.reservoir.compare_exchange_weak(v, v - 1, AcqRel, Acquire) {
+                    Ok(_) => break,
+                    Err(x) => v = x,
+                }
+            }
+        }
+        self.stats.started.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    fn refresh_reservoir(&self, now: u64) {
+        let every = self.reservoir_refresh_ms.load(Relaxed);
+        if every == 0 {
+            return;
+        }
+        let at = self.reservoir_at.load(Acquire);
+        if now >= at + every
+            && self
+                .reservoir_at
+                .compare_exchange(at, now, AcqRel, Acquire)
+                .is_ok()
+        {
+            self.reservoir
+                .store(self.reservoir_amount.load(Relaxed), Release);
+        }
+    }
+
+    /// Free a slot (the request has ended and its upstream connection is closed or pooled).
+    pub fn release(&self) {
+        let _ = self
+            .running
+            .fetch_update(AcqRel, Acquire, |r| r.checked_sub(1));
+    }
+
+    /// Join the global queue: a ticket, and one more live waiter.
+    pub fn enqueue(&self) -> u64 {
+        self.queued.fetch_add(1, AcqRel);
+        self.next_ticket.fetch_add(1, AcqRel)
+    }
+
+    /// A live waiter left (granted, timed out or cancelled).
+    pub fn dequeue(&self) {
+        let _ = self
+            .queued
+            .fetch_update(AcqRel, Acquire, |q| q.checked_sub(1));
+    }
+
+    pub fn serving(&self) -> u64 {
+        self.serving.load(Acquire)
+    }
+
+    /// The ticket at the head has been used (or passed): the next one's turn.
+    pub fn advance(&self) {
+        self.serving.fetch_add(1, AcqRel);
+    }
+
+    /// Learn from the upstream's rate-limit headers: when few requests remain before the
+    /// window resets, spread what is left over the rest of the window; otherwise relax.
+    pub fn learn(&self, remaining: Option<f64>, limit: Option<f64>, reset_ms: Option<u64>) {
+        let spacing = match (remaining, reset_ms) {
+            (Some(r), Some(reset)) => {
+                let low = limit.map_or(r <= 2.0, |l| l > 0.0 && (r <= 2.0 || r / l <= 0.1));
+                if low {
+                    (reset as f64 / (r.max(0.0) + 1.0)).min(60_000.0) as u64
+                } else {
+                    0
+                }
+            }
+            _ => return,
+        };
+        self.learned_spacing_ms.store(spacing, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_cap() {
+        let g = Gate::new(2, 0, 0, 0);
+        assert_eq!(g.try_start(0), Ok(()));
+        assert_eq!(g.try_start(0), Ok(()));
+        assert_eq!(g.try_start(0), Err(Blocked::Full));
+        g.release();
+        assert_eq!(g.try_start(0), Ok(()));
+        assert_eq!(g.running(), 2);
+        g.release();
+        g.release();
+        g.release(); // never below zero
+        assert_eq!(g.running(), 0);
+        let open = Gate::new(0, 0, 0, 0);
+        for _ in 0..1000 {
+            assert_eq!(open.try_start(0), Ok(()));
+        }
+    }
+
+    #[test]
+    fn spacing_between_starts() {
+        let g = Gate::new(0, 350, 0, 0);
+        assert_eq!(g.try_start(1_000), Ok(()));
+        assert_eq!(g.try_start(1_100), Err(Blocked::Later(250)));
+        assert_eq!(g.running(), 1, "a refused start gives its slot back");
+        assert_eq!(g.try_start(1_350), Ok(()));
+        assert_eq!(g.try_start(1_699), Err(Blocked::Later(1)));
+    }
+
+    #[test]
+    fn reservoir_drains_and_refreshes() {
+        let g = Gate::new(0, 0, 2, 1_000);
+        assert_eq!(g.try_start(5_000), Ok(())); // first use refreshes at 5 000
+        assert_eq!(g.try_start(5_001), Ok(()));
+        assert_eq!(g.try_start(5_002), Err(Blocked::Later(998)));
+        assert_eq!(g.try_start(6_000), Ok(()));
+    }
+
+    #[test]
+    fn tickets_are_one_fifo() {
+        let g = Gate::new(1, 0, 0, 0);
+        assert!(!g.has_queue());
+        let a = g.enqueue();
+        let b = g.enqueue();
+        assert_eq!((a, b, g.queued()), (0, 1, 2));
+        assert!(g.has_queue());
+        assert_eq!(g.serving(), a);
+        g.advance();
+        g.dequeue();
+        assert_eq!(g.serving(), b);
+        g.advance();
+        g.dequeue();
+        assert!(!g.has_queue());
+        assert_eq!(g.queued(), 0);
+    }
+
+    #[test]
+    fn learns_spacing_from_headers() {
+        let g = Gate::new(0, 100, 0, 0);
+        g.learn(Some(1.0), Some(60.0), Some(20_000));
+        assert_eq!(g.spacing_ms(), 10_000, "one left in 20 s: spread it");
+        g.learn(Some(50.0), Some(60.0), Some(20_000));
+        assert_eq!(g.spacing_ms(), 100, "plenty left: back to the configured spacing");
+        g.learn(None, None, None);
+        assert_eq!(g.spacing_ms(), 100);
+    }
+
+    #[test]
+    fn contended_across_threads_never_exceeds_the_cap() {
+        let g = std::sync::Arc::new(Gate::new(3, 0, 0, 0));
+        let peak = std::sync::Arc::new(AtomicU32::new(0));
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                let (g, peak) = (g.clone(), peak.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        if g.try_start(0).is_ok() {
+                            peak.fetch_max(g.running(), Relaxed);
+                            g.release();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(peak.load(Relaxed) <= 3);
+        assert_eq!(g.running(), 0);
+    }
+}

@@ -1,0 +1,377 @@
+//! Flow control: Bottleneck-style admission per connection. The limits (concurrency, spacing,
+//! reservoir) hold for the connection as a whole through lock-free [`gate::Gate`]s shared by
+//! every core; waiters queue on their own core ([`queue::LocalQueue`]) but are served in one
+//! global FIFO of tickets, so a slot freed on one core wakes a waiter on another (through that
+//! core's doorbell) and no core can hog a connection.
+
+pub mod gate;
+pub mod queue;
+pub mod settings;
+
+use gate::{Blocked, Gate};
+use queue::{LocalQueue, Waiter};
+use serde::Serialize;
+use settings::{Budgets, Knob, Value};
+use std::cell::{Cell, RefCell};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::task::{Poll, Waker};
+
+/// What to do when a connection has no free slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Saturation {
+    /// Wait in the queue (within `max_wait_ms`).
+    #[default]
+    Queue,
+    /// Skip this connection; try the next candidate.
+    Reject,
+    /// Go anyway, over the cap (as the reference's quota-share fail-open).
+    FailOpen,
+}
+
+impl Saturation {
+    pub fn parse(s: &str) -> Option<Saturation> {
+        Some(match s {
+            "queue" => Saturation::Queue,
+            "reject" => Saturation::Reject,
+            "fail_open" => Saturation::FailOpen,
+            _ => return None,
+        })
+    }
+}
+
+/// A connection's flow settings from the config.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnFlow {
+    pub max_concurrent: u32,
+    pub min_time_ms: u64,
+    pub reservoir: i64,
+    pub reservoir_refresh_ms: u64,
+    pub on_saturation: Saturation,
+    pub max_wait_ms: Option<u64>,
+    pub execution_max_wait_ms: Option<u64>,
+    pub max_queue_depth: Option<u64>,
+}
+
+/// Shared by every core: the gates, the budgets, the doorbells.
+#[derive(Debug)]
+pub struct FlowShared {
+    pub gates: Vec<Gate>,
+    pub conns: Vec<ConnFlow>,
+    pub budgets: Budgets,
+    /// Write ends; one byte wakes that core's queue pump.
+    doorbells: Vec<UnixStream>,
+}
+
+impl FlowShared {
+    pub fn new(conns: Vec<ConnFlow>, budgets: Budgets, doorbells: Vec<UnixStream>) -> Self {
+        FlowShared {
+            gates: conns
+                .iter()
+                .map(|c| {
+                    Gate::new(
+                        c.max_concurrent,
+                        c.min_time_ms,
+                        c.reservoir,
+                        c.reservoir_refresh_ms,
+                    )
+                })
+                .collect(),
+            conns,
+            budgets,
+            doorbells,
+        }
+    }
+
+    pub fn effective(&self, conn: usize, k: Knob) -> Value {
+        let own = self.conns.get(conn).and_then(|c| match k {
+            Knob::MaxWaitMs => c.max_wait_ms,
+            Knob::ExecutionMaxWaitMs => c.execution_max_wait_ms,
+            Knob::MaxQueueDepth => c.max_queue_depth,
+        });
+        self.budgets.effective(k, own)
+    }
+
+    /// Wake every core holding tickets for `conn`.
+    pub fn ring(&self, conn: usize) {
+        let mut bits = self.gates[conn].waiting_cores.load(Acquire);
+        while bits != 0 {
+            let core = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.ring_core(core);
+        }
+    }
+
+    pub fn ring_core(&self, core: usize) {
+        if let Some(mut s) = self.doorbells.get(core) {
+            // Full pipe: the core already has a wake-up pending.
+            let _ = s.write(&[1]);
+        }
+    }
+}
+
+/// A held slot. Dropping it frees the slot and wakes waiters on every core; it is dropped
+/// only after the request's upstream connection has been closed or pooled.
+#[derive(Debug)]
+pub struct Permit {
+    flow: Arc<FlowShared>,
+    conn: usize,
+    /// False for a fail-open start over the cap (nothing to free).
+    counted: bool,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if self.counted {
+            self.flow.gates[self.conn].release();
+            if self.flow.gates[self.conn].waiting_cores.load(Acquire) != 0 {
+                self.flow.ring(self.conn);
+            }
+        }
+    }
+}
+
+/// Why admission failed (local overload: never counted against the upstream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// `max_queue_depth` waiters already wait.
+    QueueFull,
+    /// Waited `max_wait_ms` (or the request's deadline) without a slot.
+    QueueTimeout { waited_ms: u64 },
+    /// `on_saturation = "reject"` and no slot free.
+    Saturated,
+}
+
+/// A minimal single-threaded notification (the pump sleeps on it).
+#[derive(Default)]
+pub struct LocalNotify {
+    flag: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl LocalNotify {
+    pub fn notify(&self) {
+        self.flag.set(true);
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    pub async fn notified(&self) {
+        std::future::poll_fn(|cx| {
+            if self.flag.replace(false) {
+                Poll::Ready(())
+            } else {
+                *self.waker.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+type Grant = futures_channel::oneshot::Sender<Permit>;
+
+/// One core's queues and its pump's wake-up.
+pub struct FlowCore {
+    pub id: usize,
+    pub queues: RefCell<Vec<LocalQueue<Grant>>>,
+    pub notify: LocalNotify,
+}
+
+impl FlowCore {
+    pub fn new(id: usize, connections: usize) -> Self {
+        FlowCore {
+            id,
+            queues: RefCell::new((0..connections).map(|_| LocalQueue::default()).collect()),
+            notify: LocalNotify::default(),
+        }
+    }
+
+    /// Hand out slots whose turn has come. Returns the time until the next spacing/reservoir
+    /// retry, if any connection is waiting on one.
+    pub fn pump(&self, flow: &Arc<FlowShared>, now: u64) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        let mut queues = self.queues.borrow_mut();
+        for (conn, q) in queues.iter_mut().enumerate() {
+            if q.tickets.is_empty() {
+                continue;
+            }
+            let gate = &flow.gates[conn];
+            q.prune(|w| w.grant.is_canceled());
+            while let Some(&t) = q.tickets.front() {
+                let serving = gate.serving();
+                if t != serving {
+                    break; // another core's turn first
+                }
+                if q.is_empty() {
+                    // Its waiter left: pass the turn on.
+                    q.tickets.pop_front();
+                    gate.advance();
+                    flow.ring(conn);
+                    continue;
+                }
+                match gate.try_start(now) {
+                    Ok(()) => {
+                        q.tickets.pop_front();
+                        gate.advance();
+                        let permit = Permit {
+                            flow: flow.clone(),
+                            conn,
+                            counted: true,
+                        };
+                        if let Some(w) = q.pop() {
+                            // A waiter that left at this very moment drops the permit again.
+                            let _ = w.grant.send(permit);
+                        }
+                        flow.ring(conn);
+                    }
+                    Err(Blocked::Full) => break,
+                    Err(Blocked::Later(ms)) => {
+                        next = Some(next.map_or(ms, |n: u64| n.min(ms)));
+                        break;
+                    }
+                }
+            }
+            if q.tickets.is_empty() {
+                gate.waiting_cores.fetch_and(!(1u64 << self.id), AcqRel);
+            }
+        }
+        next
+    }
+}
+
+/// Admission for one attempt on `conn`.
+pub struct Ask {
+    pub conn: usize,
+    pub tenant: u64,
+    pub priority: u8,
+    /// The request's remaining time: a queue wait never outlives the request.
+    pub time_left_ms: u64,
+}
+
+/// Take a slot now if the connection is free and nobody queues ahead; otherwise queue (or
+/// refuse, per the connection's saturation policy). `watch` aborts the wait when the client
+/// leaves (`Err(None)`).
+pub async fn acquire<F>(
+    flow: &Arc<FlowShared>,
+    fc: &FlowCore,
+    ask: Ask,
+    now: u64,
+    wait_with: impl FnOnce(futures_channel::oneshot::Receiver<Permit>, u64) -> F,
+) -> Result<Permit, Option<Refused>>
+where
+    F: std::future::Future<Output = Option<Option<Permit>>>,
+{
+    let gate = &flow.gates[ask.conn];
+    if !gate.has_queue() && gate.try_start(now).is_ok() {
+        return Ok(Permit {
+            flow: flow.clone(),
+            conn: ask.conn,
+            counted: true,
+        });
+    }
+    match flow.conns[ask.conn].on_saturation {
+        Saturation::Queue => {}
+        Saturation::Reject => {
+            gate.stats.rejected_saturated.fetch_add(1, Relaxed);
+            return Err(Some(Refused::Saturated));
+        }
+        Saturation::FailOpen => {
+            return Ok(Permit {
+                flow: flow.clone(),
+                conn: ask.conn,
+                counted: false,
+            });
+        }
+    }
+    let depth = flow.effective(ask.conn, Knob::MaxQueueDepth).value;
+    if depth > 0 && u64::from(gate.queued()) >= depth {
+        gate.stats.rejected_full.fetch_add(1, Relaxed);
+        return Err(Some(Refused::QueueFull));
+    }
+    let max_wait = flow
+        .effective(ask.conn, Knob::MaxWaitMs)
+        .value
+        .min(ask.time_left_ms);
+    let (tx, rx) = futures_channel::oneshot::channel();
+    {
+        let mut queues = fc.queues.borrow_mut();
+        let q = &mut queues[ask.conn];
+        q.tickets.push_back(gate.enqueue());
+        q.push(Waiter {
+            tenant: ask.tenant,
+            priority: ask.priority,
+            enqueued_at: now,
+            grant: tx,
+        });
+        gate.waiting_cores.fetch_or(1u64 << fc.id, AcqRel);
+    }
+    fc.notify.notify();
+    let got = wait_with(rx, max_wait).await;
+    gate.dequeue();
+    let waited = crate::clock::now_ms().saturating_sub(now);
+    match got {
+        Some(Some(permit)) => {
+            gate.stats.observe_wait(waited);
+            Ok(permit)
+        }
+        Some(None) => {
+            gate.stats.queue_timeouts.fetch_add(1, Relaxed);
+            fc.notify.notify(); // let the pump pass this waiter's turn on
+            Err(Some(Refused::QueueTimeout { waited_ms: waited }))
+        }
+        None => {
+            gate.stats.cancelled.fetch_add(1, Relaxed);
+            fc.notify.notify();
+            Err(None)
+        }
+    }
+}
+
+/// The core's queue pump: woken by its doorbell, by a local enqueue, or by a timer for
+/// spacing; it also polls briefly while it holds tickets, in case a wake-up was missed.
+pub async fn run_pump(flow: Arc<FlowShared>, fc: Rc<FlowCore>, stop: impl Fn() -> bool) {
+    loop {
+        let next = fc.pump(&flow, crate::clock::now_ms());
+        let holding = fc.queues.borrow().iter().any(|q| !q.tickets.is_empty());
+        let idle_ms = match (next, holding) {
+            (Some(ms), _) => ms.clamp(1, 1_000),
+            (None, true) => 25,
+            (None, false) => 250,
+        };
+        monoio::select! {
+            _ = fc.notify.notified() => {}
+            _ = monoio::time::sleep(std::time::Duration::from_millis(idle_ms)) => {}
+        }
+        if stop() {
+            return;
+        }
+    }
+}
+
+/// Read the core's doorbell forever, turning each ring into a local notification.
+pub async fn run_doorbell(read_end: UnixStream, fc: Rc<FlowCore>) {
+    if read_end.set_nonblocking(true).is_err() {
+        return;
+    }
+    let Ok(mut s) = monoio::net::UnixStream::from_std(read_end) else {
+        return;
+    };
+    let mut buf = vec![0u8; 64];
+    loop {
+        let (res, b) = monoio::io::AsyncReadRent::read(&mut s, buf).await;
+        buf = b;
+        match res {
+            Ok(n) if n > 0 => fc.notify.notify(),
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
