@@ -11,7 +11,7 @@ pub const STATUSES: [u16; 22] = [
 ];
 
 /// Outcomes of one upstream attempt.
-pub const OUTCOMES: [&str; 13] = [
+pub const OUTCOMES: [&str; 14] = [
     "ok",
     "http_4xx",
     "http_429",
@@ -22,6 +22,7 @@ pub const OUTCOMES: [&str; 13] = [
     "connect_timeout",
     "tls_error",
     "timeout",
+    "execution_timeout",
     "reset",
     "client_gone",
     "protocol_error",

@@ -93,6 +93,7 @@ pub struct Connection {
     pub priority: u32,
     /// Index in the flat list of all connections (metrics, state tables).
     pub index: usize,
+    pub flow: crate::flow::ConnFlow,
 }
 
 #[derive(Clone, Debug)]
@@ -132,6 +133,8 @@ pub struct Config {
     pub locator: Vec<(usize, usize)>,
     /// Resolved resilience settings (profiles, rules, budgets).
     pub resilience: crate::resilience::Settings,
+    /// `RINGSIDE_RATE_LIMIT_*` as read at load time (flow budgets' defaults).
+    pub flow_env: [Option<u64>; 3],
 }
 
 impl Config {

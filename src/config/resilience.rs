@@ -241,3 +241,60 @@ pub(super) fn resolve(
     }
     s
 }
+
+/// A connection's flow-control settings, validated.
+pub(super) fn conn_flow(
+    out: &mut Vec<Problem>,
+    at: &str,
+    cs: &super::schema::ConnectionSection,
+) -> crate::flow::ConnFlow {
+    use crate::flow::settings::{MAX_DEPTH, MAX_MS};
+    let on_saturation = crate::flow::Saturation::parse(&cs.on_saturation).unwrap_or_else(|| {
+        problem(
+            out,
+            format!("{at}.on_saturation"),
+            format!(
+                "`{}` is not one of queue, reject, fail_open",
+                cs.on_saturation
+            ),
+        );
+        crate::flow::Saturation::Queue
+    });
+    range(
+        out,
+        &format!("{at}.max_concurrent"),
+        cs.max_concurrent.into(),
+        0,
+        100_000,
+    );
+    range(out, &format!("{at}.min_time_ms"), cs.min_time_ms, 0, MAX_MS);
+    if cs.reservoir < 0 {
+        problem(out, format!("{at}.reservoir"), "must not be negative");
+    }
+    if cs.reservoir > 0 && cs.reservoir_refresh_ms == 0 {
+        problem(
+            out,
+            format!("{at}.reservoir_refresh_ms"),
+            "a reservoir needs a refresh interval",
+        );
+    }
+    let opt = |out: &mut Vec<Problem>, name: &str, v: Option<u64>, lo: u64, hi: u64| {
+        v.map(|v| range(out, &format!("{at}.{name}"), v, lo, hi))
+    };
+    crate::flow::ConnFlow {
+        max_concurrent: cs.max_concurrent,
+        min_time_ms: cs.min_time_ms,
+        reservoir: cs.reservoir.max(0),
+        reservoir_refresh_ms: cs.reservoir_refresh_ms,
+        on_saturation,
+        max_wait_ms: opt(out, "max_wait_ms", cs.max_wait_ms, 1, MAX_MS),
+        execution_max_wait_ms: opt(
+            out,
+            "execution_max_wait_ms",
+            cs.execution_max_wait_ms,
+            1,
+            MAX_MS,
+        ),
+        max_queue_depth: opt(out, "max_queue_depth", cs.max_queue_depth, 0, MAX_DEPTH),
+    }
+}

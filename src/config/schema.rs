@@ -187,6 +187,31 @@ pub struct ConnectionSection {
     /// used to evade a limit.
     #[serde(default)]
     pub account: Option<String>,
+    /// Flow control for this key (Bottleneck's knobs); 0 = unlimited.
+    #[serde(default)]
+    pub max_concurrent: u32,
+    /// Minimum spacing between two starts, in ms.
+    #[serde(default)]
+    pub min_time_ms: u64,
+    /// Starts allowed per refresh interval (0 = no reservoir).
+    #[serde(default)]
+    pub reservoir: i64,
+    #[serde(default)]
+    pub reservoir_refresh_ms: u64,
+    /// "queue" | "reject" | "fail_open" when every slot is taken.
+    #[serde(default = "default_saturation")]
+    pub on_saturation: String,
+    /// Overrides of the process-wide budgets (win over env and admin settings).
+    #[serde(default)]
+    pub max_wait_ms: Option<u64>,
+    #[serde(default)]
+    pub execution_max_wait_ms: Option<u64>,
+    #[serde(default)]
+    pub max_queue_depth: Option<u64>,
+}
+
+fn default_saturation() -> String {
+    "queue".into()
 }
 
 fn one() -> u32 {

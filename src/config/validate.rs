@@ -312,6 +312,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
                     format!("{} is out of range (1 to 1000000)", cs.weight),
                 );
             }
+            let flow = super::resilience::conn_flow(&mut p.0, &cat, cs);
             connections.push(Connection {
                 id: cs.id.clone(),
                 secret,
@@ -319,6 +320,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
                 weight: cs.weight.max(1),
                 priority: cs.priority,
                 index,
+                flow,
             });
             index += 1;
         }
@@ -418,6 +420,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         routes: file.routes,
         locator,
         resilience,
+        flow_env: crate::flow::settings::Budgets::read_env(env),
     })
 }
 

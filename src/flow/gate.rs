@@ -135,7 +135,10 @@ impl Gate {
                     let every = self.reservoir_refresh_ms.load(Relaxed).max(1);
                     return Err(Blocked::Later((at + every).saturating_sub(now).max(1)));
                 }
-                match self.reservoir.compare_exchange_weak(v, v - 1, AcqRel, Acquire) {
+                match self
+                    .reservoir
+                    .compare_exchange_weak(v, v - 1, AcqRel, Acquire)
+                {
                     Ok(_) => break,
                     Err(x) => v = x,
                 }
@@ -275,7 +278,11 @@ mod tests {
         g.learn(Some(1.0), Some(60.0), Some(20_000));
         assert_eq!(g.spacing_ms(), 10_000, "one left in 20 s: spread it");
         g.learn(Some(50.0), Some(60.0), Some(20_000));
-        assert_eq!(g.spacing_ms(), 100, "plenty left: back to the configured spacing");
+        assert_eq!(
+            g.spacing_ms(),
+            100,
+            "plenty left: back to the configured spacing"
+        );
         g.learn(None, None, None);
         assert_eq!(g.spacing_ms(), 100);
     }

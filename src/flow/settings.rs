@@ -35,7 +35,11 @@ pub enum Knob {
 }
 
 impl Knob {
-    pub const ALL: [Knob; 3] = [Knob::MaxWaitMs, Knob::ExecutionMaxWaitMs, Knob::MaxQueueDepth];
+    pub const ALL: [Knob; 3] = [
+        Knob::MaxWaitMs,
+        Knob::ExecutionMaxWaitMs,
+        Knob::MaxQueueDepth,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -84,14 +88,22 @@ pub struct Budgets {
 
 impl Budgets {
     /// Read the environment; garbage is ignored (the default stays).
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Self {
+    pub fn read_env(env: &dyn Fn(&str) -> Option<String>) -> [Option<u64>; 3] {
         let read = |k: Knob| {
             let v: f64 = env(k.env())?.trim().parse().ok()?;
             (v.is_finite() && v >= 0.0 && (v > 0.0 || k == Knob::MaxQueueDepth))
                 .then(|| k.clamp(v as u64))
         };
+        Knob::ALL.map(read)
+    }
+
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Self {
+        Self::new(Self::read_env(env))
+    }
+
+    pub fn new(env: [Option<u64>; 3]) -> Self {
         Budgets {
-            env: Knob::ALL.map(read),
+            env,
             admin: [
                 AtomicU64::new(u64::MAX),
                 AtomicU64::new(u64::MAX),
@@ -145,16 +157,34 @@ mod tests {
         let b = Budgets::from_env(&none);
         assert_eq!(
             b.effective(Knob::MaxWaitMs, None),
-            Value { value: 30_000, source: Source::Default }
+            Value {
+                value: 30_000,
+                source: Source::Default
+            }
         );
         let env = |n: &str| (n == "RINGSIDE_RATE_LIMIT_MAX_WAIT_MS").then(|| "5000".to_string());
         let b = Budgets::from_env(&env);
-        assert_eq!(b.effective(Knob::MaxWaitMs, None), Value { value: 5_000, source: Source::Env });
+        assert_eq!(
+            b.effective(Knob::MaxWaitMs, None),
+            Value {
+                value: 5_000,
+                source: Source::Env
+            }
+        );
         b.set_admin(Knob::MaxWaitMs, Some(7_000));
-        assert_eq!(b.effective(Knob::MaxWaitMs, None), Value { value: 7_000, source: Source::Admin });
+        assert_eq!(
+            b.effective(Knob::MaxWaitMs, None),
+            Value {
+                value: 7_000,
+                source: Source::Admin
+            }
+        );
         assert_eq!(
             b.effective(Knob::MaxWaitMs, Some(9_000)),
-            Value { value: 9_000, source: Source::Connection }
+            Value {
+                value: 9_000,
+                source: Source::Connection
+            }
         );
         b.set_admin(Knob::MaxWaitMs, None);
         assert_eq!(b.effective(Knob::MaxWaitMs, None).source, Source::Env);
@@ -169,11 +199,21 @@ mod tests {
             _ => None,
         };
         let b = Budgets::from_env(&env);
-        assert_eq!(b.effective(Knob::MaxWaitMs, None).source, Source::Default, "0 is not a wait");
+        assert_eq!(
+            b.effective(Knob::MaxWaitMs, None).source,
+            Source::Default,
+            "0 is not a wait"
+        );
         assert_eq!(b.effective(Knob::ExecutionMaxWaitMs, None).value, MAX_MS);
         assert_eq!(b.effective(Knob::MaxQueueDepth, None).value, 0);
-        assert_eq!(b.set_admin(Knob::MaxQueueDepth, Some(1 << 40)), Some(MAX_DEPTH));
+        assert_eq!(
+            b.set_admin(Knob::MaxQueueDepth, Some(1 << 40)),
+            Some(MAX_DEPTH)
+        );
         assert_eq!(b.effective(Knob::MaxWaitMs, Some(0)).value, 1);
-        assert_eq!(b.effective(Knob::ExecutionMaxWaitMs, Some(u64::MAX)).value, MAX_MS);
+        assert_eq!(
+            b.effective(Knob::ExecutionMaxWaitMs, Some(u64::MAX)).value,
+            MAX_MS
+        );
     }
 }

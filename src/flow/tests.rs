@@ -9,7 +9,11 @@ fn shared(max: u32, min_time: u64) -> Arc<FlowShared> {
         min_time_ms: min_time,
         ..Default::default()
     };
-    Arc::new(FlowShared::new(vec![conn], Budgets::from_env(&|_| None), Vec::new()))
+    Arc::new(FlowShared::new(
+        vec![conn],
+        Budgets::from_env(&|_| None),
+        Vec::new(),
+    ))
 }
 
 fn enqueue(flow: &FlowShared, fc: &FlowCore, tenant: u64, priority: u8) -> Receiver<Permit> {
@@ -44,7 +48,10 @@ fn a_slot_freed_on_one_core_goes_to_the_oldest_waiter_on_any_core() {
     let mut second = enqueue(&flow, &c0, 1, 5);
     c0.pump(&flow, 1);
     c1.pump(&flow, 1);
-    assert!(granted(&mut first).is_none() && granted(&mut second).is_none(), "still full");
+    assert!(
+        granted(&mut first).is_none() && granted(&mut second).is_none(),
+        "still full"
+    );
     drop(held);
     c0.pump(&flow, 2); // core 0 must not jump the global queue
     assert!(granted(&mut second).is_none());
@@ -54,7 +61,11 @@ fn a_slot_freed_on_one_core_goes_to_the_oldest_waiter_on_any_core() {
     drop(p);
     c0.pump(&flow, 3);
     assert!(granted(&mut second).is_some());
-    assert_eq!(flow.gates[0].waiting_cores.load(Acquire), 0, "no core holds tickets now");
+    assert_eq!(
+        flow.gates[0].waiting_cores.load(Acquire),
+        0,
+        "no core holds tickets now"
+    );
 }
 
 #[test]
@@ -128,23 +139,46 @@ fn priorities_and_tenants_within_a_core() {
 fn fail_open_and_reject_policies() {
     let flow = Arc::new(FlowShared::new(
         vec![
-            ConnFlow { max_concurrent: 1, on_saturation: Saturation::Reject, ..Default::default() },
-            ConnFlow { max_concurrent: 1, on_saturation: Saturation::FailOpen, ..Default::default() },
+            ConnFlow {
+                max_concurrent: 1,
+                on_saturation: Saturation::Reject,
+                ..Default::default()
+            },
+            ConnFlow {
+                max_concurrent: 1,
+                on_saturation: Saturation::FailOpen,
+                ..Default::default()
+            },
         ],
         Budgets::from_env(&|_| None),
         Vec::new(),
     ));
     let fc = FlowCore::new(0, 2);
-    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .unwrap();
     rt.block_on(async {
-        let ask = |conn| Ask { conn, tenant: 1, priority: 5, time_left_ms: 1_000 };
+        let ask = |conn| Ask {
+            conn,
+            tenant: 1,
+            priority: 5,
+            time_left_ms: 1_000,
+        };
         let never = |_rx, _ms| async { None };
         let a = acquire(&flow, &fc, ask(0), 0, never).await.unwrap();
-        assert_eq!(acquire(&flow, &fc, ask(0), 0, never).await.unwrap_err(), Some(Refused::Saturated));
+        assert_eq!(
+            acquire(&flow, &fc, ask(0), 0, never).await.unwrap_err(),
+            Some(Refused::Saturated)
+        );
         drop(a);
         let b = acquire(&flow, &fc, ask(1), 0, never).await.unwrap();
         let c = acquire(&flow, &fc, ask(1), 0, never).await.unwrap();
-        assert_eq!(flow.gates[1].running(), 1, "fail-open goes over the cap without counting");
+        assert_eq!(
+            flow.gates[1].running(),
+            1,
+            "fail-open goes over the cap without counting"
+        );
         drop((b, c));
         assert_eq!(flow.gates[1].running(), 0);
     });
@@ -153,24 +187,49 @@ fn fail_open_and_reject_policies() {
 #[test]
 fn queue_depth_and_timeout() {
     let flow = Arc::new(FlowShared::new(
-        vec![ConnFlow { max_concurrent: 1, max_queue_depth: Some(1), max_wait_ms: Some(20), ..Default::default() }],
+        vec![ConnFlow {
+            max_concurrent: 1,
+            max_queue_depth: Some(1),
+            max_wait_ms: Some(20),
+            ..Default::default()
+        }],
         Budgets::from_env(&|_| None),
         Vec::new(),
     ));
     let fc = FlowCore::new(0, 1);
-    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .unwrap();
     rt.block_on(async {
-        let ask = Ask { conn: 0, tenant: 1, priority: 5, time_left_ms: 1_000 };
-        let _held = acquire(&flow, &fc, ask, 0, |_rx, _| async { None }).await.unwrap();
+        let ask = Ask {
+            conn: 0,
+            tenant: 1,
+            priority: 5,
+            time_left_ms: 1_000,
+        };
+        let _held = acquire(&flow, &fc, ask, 0, |_rx, _| async { None })
+            .await
+            .unwrap();
         // One waiter fills the queue (depth 1); a second is refused at once.
         let gate = &flow.gates[0];
         gate.enqueue();
-        let ask = Ask { conn: 0, tenant: 1, priority: 5, time_left_ms: 1_000 };
+        let ask = Ask {
+            conn: 0,
+            tenant: 1,
+            priority: 5,
+            time_left_ms: 1_000,
+        };
         let r = acquire(&flow, &fc, ask, 0, |_rx, _| async { None }).await;
         assert_eq!(r.unwrap_err(), Some(Refused::QueueFull));
         gate.dequeue();
         // A waiter whose wait expires is told so, with its budget as the bound.
-        let ask = Ask { conn: 0, tenant: 1, priority: 5, time_left_ms: 1_000 };
+        let ask = Ask {
+            conn: 0,
+            tenant: 1,
+            priority: 5,
+            time_left_ms: 1_000,
+        };
         let seen = std::cell::Cell::new(0);
         let r = acquire(&flow, &fc, ask, 0, |_rx, ms| {
             seen.set(ms);

@@ -89,6 +89,7 @@ async fn pass_through(
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_secs(1),
+        hard_deadline: None,
     };
     ctx.record.status = resp.status;
     ctx.record.outcome = if last.verdict.retryable {
@@ -228,4 +229,41 @@ mod tests {
             b"abc"
         );
     }
+}
+
+/// Local overload (never counted against the upstream): queue full or queue timeout.
+pub fn refused(r: crate::flow::Refused, record: &crate::proxy::record::Record) -> ApiError {
+    let attempts = record.attempts_header(None);
+    let e = match r {
+        crate::flow::Refused::QueueFull => ApiError::new(
+            429,
+            "RATE_LIMIT_QUEUE_FULL",
+            "the connection's queue is full; try again shortly",
+        ),
+        crate::flow::Refused::QueueTimeout { waited_ms } => ApiError::new(
+            503,
+            "RATE_LIMIT_QUEUE_TIMEOUT",
+            format!("no slot became free within {waited_ms} ms of queueing"),
+        ),
+        crate::flow::Refused::Saturated => ApiError::new(
+            429,
+            "RATE_LIMIT_QUEUE_FULL",
+            "every connection is at its concurrency limit",
+        ),
+    };
+    e.retry_after(1)
+        .should_retry(true)
+        .header("x-ringside-attempts", attempts)
+}
+
+/// The execution budget ran out before the answer began: the upstream was closed first.
+pub fn execution_timeout(record: &crate::proxy::record::Record) -> ApiError {
+    ApiError::new(
+        504,
+        "RATE_LIMIT_EXECUTION_TIMEOUT",
+        "the upstream did not answer within the execution budget",
+    )
+    .retry_after(1)
+    .should_retry(false)
+    .header("x-ringside-attempts", record.attempts_header(None))
 }

@@ -5,8 +5,11 @@
 use super::answer::{self, Buffered, LastFailure};
 use super::judge::{self, Peek, Read};
 use super::record::{AttemptRecord, Excluded};
-use super::request::{AttemptEnd, Ctx, commit};
+use super::request::{AttemptEnd, Ctx, commit, finish_error};
 use super::watch::{ClientWatch, Raced};
+use crate::dialect::ApiError;
+use crate::flow::settings::Knob;
+use crate::flow::{self, Ask, Refused};
 use crate::http::head::parse_response;
 use crate::http::io::read_more;
 use crate::http::{Head, HeadLimits};
@@ -50,6 +53,10 @@ pub(super) async fn run(
     let mut tried: Vec<Candidate> = Vec::new();
     let mut last: Option<LastFailure> = None;
     let mut excluded: Vec<(Candidate, Exclusion)> = Vec::new();
+    // Connections that refused us (saturated with on_saturation = "reject") this request.
+    let mut saturated: Vec<Candidate> = Vec::new();
+    // A local-overload answer (queue full / queue timeout / execution timeout).
+    let mut refusal: Option<ApiError> = None;
     let result = loop {
         core.sync();
         let t = now();
@@ -118,17 +125,73 @@ pub(super) async fn run(
             }
         };
         let site = site(ctx, entry, cand);
-        if !budget.try_attempt(t) {
+        if budget.attempts_left() == 0 {
             if admit == Admit::Probe {
                 release_probe(&core.shared.probes.0[site.provider]);
             }
             break None;
         }
+        // Admission: a slot of the connection (global across cores), or a place in its queue.
+        let ask = Ask {
+            conn: cand.connection,
+            tenant: ctx.tenant,
+            priority: ctx.priority,
+            time_left_ms: budget.time_left(t),
+        };
+        let watch_ref = &mut watch;
+        let admitted = flow::acquire(&core.shared.flow, &core.flow, ask, t, |rx, ms| async move {
+            let wait = monoio::time::timeout(Duration::from_millis(ms), rx);
+            match watch_ref.race(wait).await {
+                Raced::ClientGone => None,
+                Raced::Done(Ok(Ok(permit))) => Some(Some(permit)),
+                Raced::Done(_) => Some(None),
+            }
+        })
+        .await;
+        let permit = match admitted {
+            Ok(p) => p,
+            Err(e) => {
+                if admit == Admit::Probe {
+                    release_probe(&core.shared.probes.0[site.provider]);
+                }
+                match e {
+                    None => {
+                        ctx.record.status = 499;
+                        ctx.record.outcome = "client_gone";
+                        break Some(false);
+                    }
+                    Some(Refused::Saturated) => {
+                        saturated.push(cand);
+                        continue;
+                    }
+                    Some(r) => {
+                        refusal = Some(answer::refused(r, &ctx.record));
+                        break None;
+                    }
+                }
+            }
+        };
+        if !budget.try_attempt(now()) {
+            if admit == Admit::Probe {
+                release_probe(&core.shared.probes.0[site.provider]);
+            }
+            break None;
+        }
+        let exec_ms = core
+            .shared
+            .flow
+            .effective(cand.connection, Knob::ExecutionMaxWaitMs)
+            .value
+            .max(core.config().upstream.first_byte_timeout_ms);
+        ctx.exec_deadline = Some(Instant::now() + Duration::from_millis(exec_ms));
         let t0 = Instant::now();
         let end = {
             let _in_flight = InFlight::enter(&core.shared.in_flight[cand.connection]);
             attempt(ctx, entry, cand, &mut watch, wr, &budget).await
         };
+        // The attempt has closed or pooled its upstream connection: only now free the slot.
+        drop(permit);
+        ctx.exec_deadline = None;
         if admit == Admit::Probe {
             release_probe(&core.shared.probes.0[site.provider]);
         }
@@ -158,6 +221,25 @@ pub(super) async fn run(
                 restated_from,
                 self_inflicted,
             } => {
+                if kind == "execution_timeout" {
+                    core.shared.flow.gates[cand.connection]
+                        .stats
+                        .execution_timeouts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    push(
+                        ctx,
+                        entry,
+                        cand,
+                        t0,
+                        kind,
+                        None,
+                        "fail",
+                        &budget,
+                        Some(detail),
+                    );
+                    refusal = Some(answer::execution_timeout(&ctx.record));
+                    break None;
+                }
                 if !self_inflicted {
                     core.record_failure(site, &verdict);
                 }
@@ -205,6 +287,9 @@ pub(super) async fn run(
     *buf = watch.finish().await;
     if let Some(keep) = result {
         return keep;
+    }
+    if let Some(err) = refusal {
+        return finish_error(ctx, wr, &err, true).await;
     }
     let excl: Vec<Excluded> = excluded
         .iter()
@@ -328,10 +413,23 @@ async fn attempt(
         &body,
         &ctx.request_id,
     );
-    let left_ms = budget.time_left(now());
+    let budget_left = budget.time_left(now());
+    let exec_left = ctx.exec_deadline.map_or(u64::MAX, |d| {
+        d.saturating_duration_since(Instant::now()).as_millis() as u64
+    });
+    let left_ms = budget_left.min(exec_left);
     let deadline = Instant::now() + Duration::from_millis(left_ms);
     // A timeout caused by the client's own deadline says nothing about the upstream.
     let cut_by_deadline = left_ms < cfg.upstream.first_byte_timeout_ms;
+    // The execution budget (flow control) is cut, not the request's deadline.
+    let cut_by_execution = exec_left < budget_left;
+    let timeout_kind = |timeout: bool, kind: &'static str| {
+        if timeout && cut_by_execution {
+            "execution_timeout"
+        } else {
+            kind
+        }
+    };
     let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms.min(left_ms));
     let mut fresh_retry_used = false;
     let sent_at = Instant::now();
@@ -349,7 +447,7 @@ async fn attempt(
                     Raced::Done(Err(_)) => {
                         return failed(
                             classify::transport(true),
-                            "connect_timeout",
+                            timeout_kind(true, "connect_timeout"),
                             "deadline reached while connecting".into(),
                             true,
                         );
@@ -384,7 +482,7 @@ async fn attempt(
                 }
                 return failed(
                     classify::transport(timeout),
-                    kind,
+                    timeout_kind(timeout, kind),
                     detail,
                     timeout && cut_by_deadline,
                 );
@@ -395,6 +493,7 @@ async fn attempt(
     core.loads
         .borrow_mut()
         .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
+    learn_pacing(&core.shared.flow.gates[cand.connection], &head);
     let is_sse = head
         .get("content-type")
         .is_some_and(|v| v.starts_with(b"text/event-stream"));
@@ -444,7 +543,7 @@ async fn attempt(
         Read::ClientGone => AttemptEnd::ClientGone,
         Read::Failed { detail, timeout } => failed(
             classify::transport(timeout),
-            "reset",
+            timeout_kind(timeout, "reset"),
             detail,
             timeout && cut_by_deadline,
         ),
@@ -572,4 +671,27 @@ async fn send_and_await_head(
             Raced::Done(Ok(Ok(_))) => {}
         }
     }
+}
+
+/// Let the connection's gate learn from the upstream's rate-limit headers.
+fn learn_pacing(gate: &crate::flow::gate::Gate, head: &Head) {
+    let num = |n: &str| head.get_str(n).and_then(|v| v.trim().parse::<f64>().ok());
+    let (rem, lim, reset) = if head.get("x-ratelimit-remaining-requests").is_some() {
+        (
+            num("x-ratelimit-remaining-requests"),
+            num("x-ratelimit-limit-requests"),
+            head.get_str("x-ratelimit-reset-requests")
+                .and_then(crate::resilience::hints::parse_duration),
+        )
+    } else if head.get("anthropic-ratelimit-requests-remaining").is_some() {
+        (
+            num("anthropic-ratelimit-requests-remaining"),
+            num("anthropic-ratelimit-requests-limit"),
+            head.get_str("anthropic-ratelimit-requests-reset")
+                .and_then(|v| crate::resilience::hints::parse_reset(v, crate::clock::unix_ms())),
+        )
+    } else {
+        return;
+    };
+    gate.learn(rem, lim, reset);
 }

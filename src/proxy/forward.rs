@@ -27,6 +27,8 @@ pub struct Relay<'a> {
     pub client_keep_alive: bool,
     pub client_http11: bool,
     pub idle_timeout: Duration,
+    /// The execution budget's end: the stream is cut (upstream closed) when it passes.
+    pub hard_deadline: Option<std::time::Instant>,
 }
 
 /// How the relay ended.
@@ -260,14 +262,25 @@ pub async fn relay(
             }
             break;
         }
-        let read = monoio::time::timeout(r.idle_timeout, read_more(&mut up.stream, &mut up.buf));
+        let (wait, hard) = match r.hard_deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                (left.min(r.idle_timeout), left < r.idle_timeout)
+            }
+            None => (r.idle_timeout, false),
+        };
+        let read = monoio::time::timeout(wait, read_more(&mut up.stream, &mut up.buf));
         match watch.race(read).await {
             Raced::ClientGone => {
                 out.client_gone = true;
                 break;
             }
             Raced::Done(Err(_)) => {
-                out.failure = Some("upstream_idle_timeout");
+                out.failure = Some(if hard {
+                    "execution_timeout"
+                } else {
+                    "upstream_idle_timeout"
+                });
                 break;
             }
             Raced::Done(Ok(Err(_))) => {

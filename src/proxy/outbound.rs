@@ -135,6 +135,7 @@ mod tests {
             weight: 1,
             priority: 0,
             index: 0,
+            flow: Default::default(),
         };
         let p = Provider {
             id: "p".into(),

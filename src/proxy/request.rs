@@ -60,6 +60,35 @@ pub(super) struct Ctx<'a> {
     pub keep_alive: bool,
     pub record: Record,
     pub started: Instant,
+    /// The client (tenant) as a stable hash of its credential; 0 when it sent none.
+    pub tenant: u64,
+    /// 0 (first) to 9, from `x-ringside-priority`; 5 by default.
+    pub priority: u8,
+    /// Set once a flow permit is held: when the execution budget ends.
+    pub exec_deadline: Option<Instant>,
+}
+
+/// A stable tenant id for the client's credential (never stored or logged as such).
+fn tenant_of(head: &Head) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let key = head
+        .get("authorization")
+        .or_else(|| head.get("x-api-key"))
+        .or_else(|| head.get("api-key"));
+    match key {
+        None => 0,
+        Some(k) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            k.hash(&mut h);
+            h.finish() | 1
+        }
+    }
+}
+
+fn priority_of(head: &Head) -> u8 {
+    head.get_str("x-ringside-priority")
+        .and_then(|v| v.trim().parse::<u8>().ok())
+        .map_or(crate::flow::queue::DEFAULT_PRIORITY, |p| p.min(9))
 }
 
 /// Handle one request whose head has been read. Returns whether the connection stays open.
@@ -96,6 +125,9 @@ pub async fn handle(
         keep_alive,
         record: std::mem::take(&mut record),
         started,
+        tenant: tenant_of(&head),
+        priority: priority_of(&head),
+        exec_deadline: None,
     };
     let (keep, route_index) = match endpoint {
         None => {
@@ -360,6 +392,7 @@ pub(super) async fn commit(
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
+        hard_deadline: ctx.exec_deadline,
     };
     let t0 = Instant::now();
     let res = relay(wr, watch, &mut up, &head, &r).await;
@@ -390,6 +423,12 @@ pub(super) async fn commit(
     if res.failure.is_some() {
         core.metrics
             .streams_failed_after_commit
+            .fetch_add(1, Relaxed);
+    }
+    if res.failure == Some("execution_timeout") {
+        core.shared.flow.gates[cand.connection]
+            .stats
+            .execution_timeouts
             .fetch_add(1, Relaxed);
     }
     ctx.record.attempts.push(AttemptRecord {

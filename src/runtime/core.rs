@@ -38,6 +38,8 @@ pub struct Shared {
     pub in_flight: Vec<AtomicU32>,
     /// Finished decision records for the admin ring (dropped when the ring is busy).
     pub decisions: Sender<Record>,
+    /// Flow control: per-connection gates and the cores' doorbells.
+    pub flow: Arc<crate::flow::FlowShared>,
 }
 
 pub struct Core {
@@ -55,6 +57,8 @@ pub struct Core {
     pub tables: RefCell<Tables>,
     pub inbox: Receiver<Event>,
     pub loads: RefCell<LoadTable>,
+    /// This core's flow queues.
+    pub flow: std::rc::Rc<crate::flow::FlowCore>,
 }
 
 impl Core {

@@ -92,6 +92,27 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
     let (decisions, decision_rx) = crossbeam_channel::bounded(4096);
     let providers = config.providers.len();
     let connections = config.connection_count();
+    // One doorbell per core: another core writes a byte to wake this core's queue pump.
+    let mut bell_writers = Vec::new();
+    let mut bell_readers = Vec::new();
+    for _ in 0..workers {
+        let (w, r) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| format!("cannot create a core doorbell: {e}"))?;
+        w.set_nonblocking(true)
+            .map_err(|e| format!("cannot create a core doorbell: {e}"))?;
+        bell_writers.push(w);
+        bell_readers.push(r);
+    }
+    let flow_conns: Vec<crate::flow::ConnFlow> = config
+        .providers
+        .iter()
+        .flat_map(|p| p.connections.iter().map(|c| c.flow.clone()))
+        .collect();
+    let flow = Arc::new(crate::flow::FlowShared::new(
+        flow_conns,
+        crate::flow::settings::Budgets::new(config.flow_env),
+        bell_writers,
+    ));
     let shared = Arc::new(Shared {
         config,
         routes,
@@ -105,18 +126,19 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         probes: crate::resilience::Probes::new(providers),
         in_flight: (0..connections).map(|_| Default::default()).collect(),
         decisions,
+        flow,
     });
     let resolver = Resolver::start(2);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();
     let mut handles = Vec::new();
-    for (id, inbox) in inboxes.into_iter().enumerate() {
+    for (id, (inbox, bell)) in inboxes.into_iter().zip(bell_readers).enumerate() {
         let shared = shared.clone();
         let tls = tls.clone();
         let resolver = resolver.clone();
         let ready = ready_tx.clone();
         let h = std::thread::Builder::new()
             .name(format!("ringside-core-{id}"))
-            .spawn(move || worker(id, shared, tls, resolver, inbox, ready))
+            .spawn(move || worker(id, shared, tls, resolver, (inbox, bell), ready))
             .map_err(|e| format!("cannot start worker thread: {e}"))?;
         handles.push(h);
     }
@@ -142,7 +164,11 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
 }
 
 type Ready = std::sync::mpsc::Sender<Result<&'static str, String>>;
-type Inbox = crossbeam_channel::Receiver<crate::resilience::Event>;
+/// A core's event inbox and the read end of its doorbell.
+type Inbox = (
+    crossbeam_channel::Receiver<crate::resilience::Event>,
+    std::os::unix::net::UnixStream,
+);
 
 fn worker(
     id: usize,
@@ -208,6 +234,7 @@ async fn core_main(
     ready: Ready,
     driver: &'static str,
 ) {
+    let (inbox, bell) = inbox;
     let cfg = &shared.config;
     let opts = ListenerOpts::new()
         .reuse_port(true)
@@ -252,9 +279,17 @@ async fn core_main(
         )),
         inbox,
         loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
+        flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),
     });
     let _ = ready.send(Ok(driver));
     monoio::spawn(tick(core.clone()));
+    monoio::spawn(crate::flow::run_doorbell(bell, core.flow.clone()));
+    // The pump lives as long as the core: queued requests keep being served while draining.
+    monoio::spawn(crate::flow::run_pump(
+        core.shared.flow.clone(),
+        core.flow.clone(),
+        || false,
+    ));
     loop {
         monoio::select! {
             accepted = listener.accept() => match accepted {
