@@ -215,22 +215,6 @@ pub(super) async fn give_up(
     finish_error(ctx, wr, &err, true).await
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn secrets_are_redacted() {
-        let out = super::redact_secret(
-            b"Incorrect API key provided: sk-live-123456789. x",
-            b"sk-live-123456789",
-        );
-        assert_eq!(&out[..], b"Incorrect API key provided: [REDACTED]. x");
-        assert_eq!(
-            &super::redact_secret(b"abc", b"sk-live-123456789")[..],
-            b"abc"
-        );
-    }
-}
-
 /// Local overload (never counted against the upstream): queue full or queue timeout.
 pub fn refused(r: crate::flow::Refused, record: &crate::proxy::record::Record) -> ApiError {
     let attempts = record.attempts_header(None);
@@ -266,4 +250,20 @@ pub fn execution_timeout(record: &crate::proxy::record::Record) -> ApiError {
     .retry_after(1)
     .should_retry(false)
     .header("x-ringside-attempts", record.attempts_header(None))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn secrets_are_redacted() {
+        let out = super::redact_secret(
+            b"Incorrect API key provided: sk-live-123456789. x",
+            b"sk-live-123456789",
+        );
+        assert_eq!(&out[..], b"Incorrect API key provided: [REDACTED]. x");
+        assert_eq!(
+            &super::redact_secret(b"abc", b"sk-live-123456789")[..],
+            b"abc"
+        );
+    }
 }
