@@ -1,9 +1,16 @@
 //! The global gate of one connection: concurrency, spacing between starts and an optional
 //! reservoir, held for the connection as a whole across every core with lock-free atomics.
-//! Waiters are served in one global FIFO of tickets, so no core can hog a connection.
+//! Cores with waiters publish their most urgent priority; a freed slot goes to the core with
+//! the most urgent waiter, ties taken in turn after the core served last, so no core can hog
+//! a connection and a waiter on any core is woken by a slot freed on any other.
 
 use serde::Serialize;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+
+/// Cores addressable by the waiting mask (more cores share slots, modulo).
+pub const MAX_CORES: usize = 64;
+/// Published priority of a core without waiters.
+pub const NO_WAITERS: u8 = u8::MAX;
 
 /// Why a start cannot happen now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,7 +21,7 @@ pub enum Blocked {
     Later(u64),
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Gate {
     /// 0 = unlimited.
     pub max_concurrent: AtomicU32,
@@ -30,10 +37,12 @@ pub struct Gate {
     reservoir_at: AtomicU64,
     /// Live waiters across all cores.
     queued: AtomicU32,
-    next_ticket: AtomicU64,
-    serving: AtomicU64,
-    /// Bit per core holding unserved tickets (who to wake when a slot frees).
+    /// Bit per core with waiters (who to wake when a slot frees).
     pub waiting_cores: AtomicU64,
+    /// Most urgent waiting priority per core (`NO_WAITERS` when none).
+    core_prio: [AtomicU8; MAX_CORES],
+    /// The core that took the last slot from the queue (ties rotate after it).
+    last_core: AtomicU32,
     pub stats: GateStats,
 }
 
@@ -62,6 +71,27 @@ impl GateStats {
     }
 }
 
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            max_concurrent: AtomicU32::new(0),
+            min_time_ms: AtomicU64::new(0),
+            learned_spacing_ms: AtomicU64::new(0),
+            reservoir_amount: AtomicI64::new(0),
+            reservoir_refresh_ms: AtomicU64::new(0),
+            running: AtomicU32::new(0),
+            next_start: AtomicU64::new(0),
+            reservoir: AtomicI64::new(0),
+            reservoir_at: AtomicU64::new(0),
+            queued: AtomicU32::new(0),
+            waiting_cores: AtomicU64::new(0),
+            core_prio: std::array::from_fn(|_| AtomicU8::new(NO_WAITERS)),
+            last_core: AtomicU32::new(0),
+            stats: GateStats::default(),
+        }
+    }
+}
+
 impl Gate {
     pub fn new(max_concurrent: u32, min_time_ms: u64, reservoir: i64, refresh_ms: u64) -> Self {
         let g = Gate::default();
@@ -81,9 +111,51 @@ impl Gate {
         self.queued.load(Acquire)
     }
 
-    /// Whether a new request must queue behind others (keeps FIFO across cores).
+    /// Whether someone already waits (a newcomer must not overtake them).
     pub fn has_queue(&self) -> bool {
-        self.serving.load(Acquire) != self.next_ticket.load(Acquire)
+        self.waiting_cores.load(Acquire) != 0
+    }
+
+    /// Publish this core's most urgent waiting priority (`None`: no waiters).
+    pub fn publish(&self, core: usize, priority: Option<u8>) {
+        let slot = core % MAX_CORES;
+        self.core_prio[slot].store(priority.unwrap_or(NO_WAITERS), Release);
+        match priority {
+            Some(_) => self.waiting_cores.fetch_or(1 << slot, AcqRel),
+            None => self.waiting_cores.fetch_and(!(1 << slot), AcqRel),
+        };
+    }
+
+    /// Whether the next free slot belongs to `core`: it has the most urgent waiter, and among
+    /// equally urgent cores it comes first in turn after the core served last.
+    pub fn my_turn(&self, core: usize) -> bool {
+        let me = core % MAX_CORES;
+        let mine = self.core_prio[me].load(Acquire);
+        if mine == NO_WAITERS {
+            return false;
+        }
+        let last = self.last_core.load(Acquire) as usize % MAX_CORES;
+        let mut bits = self.waiting_cores.load(Acquire);
+        let mut best: Option<(u8, usize)> = None;
+        while bits != 0 {
+            let c = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let p = self.core_prio[c].load(Acquire);
+            if p == NO_WAITERS {
+                continue;
+            }
+            // Distance after the last served core: the one served last goes to the back.
+            let dist = (c + MAX_CORES - last - 1) % MAX_CORES;
+            if best.is_none_or(|(bp, bd)| (p, dist) < (bp, bd)) {
+                best = Some((p, dist));
+            }
+        }
+        best.is_some_and(|(bp, bd)| (bp, bd) == (mine, (me + MAX_CORES - last - 1) % MAX_CORES))
+    }
+
+    /// Record that `core` took a slot from the queue.
+    pub fn served(&self, core: usize) {
+        self.last_core.store((core % MAX_CORES) as u32, Release);
     }
 
     pub fn spacing_ms(&self) -> u64 {
@@ -172,10 +244,9 @@ impl Gate {
             .fetch_update(AcqRel, Acquire, |r| r.checked_sub(1));
     }
 
-    /// Join the global queue: a ticket, and one more live waiter.
-    pub fn enqueue(&self) -> u64 {
+    /// One more live waiter (for the depth limit and visibility).
+    pub fn enqueue(&self) {
         self.queued.fetch_add(1, AcqRel);
-        self.next_ticket.fetch_add(1, AcqRel)
     }
 
     /// A live waiter left (granted, timed out or cancelled).
@@ -183,15 +254,6 @@ impl Gate {
         let _ = self
             .queued
             .fetch_update(AcqRel, Acquire, |q| q.checked_sub(1));
-    }
-
-    pub fn serving(&self) -> u64 {
-        self.serving.load(Acquire)
-    }
-
-    /// The ticket at the head has been used (or passed): the next one's turn.
-    pub fn advance(&self) {
-        self.serving.fetch_add(1, AcqRel);
     }
 
     /// Learn from the upstream's rate-limit headers: when few requests remain before the
@@ -255,20 +317,32 @@ mod tests {
     }
 
     #[test]
-    fn tickets_are_one_fifo() {
+    fn turns_go_to_the_most_urgent_core_then_rotate() {
         let g = Gate::new(1, 0, 0, 0);
         assert!(!g.has_queue());
-        let a = g.enqueue();
-        let b = g.enqueue();
-        assert_eq!((a, b, g.queued()), (0, 1, 2));
+        assert!(!g.my_turn(0), "no waiters, no turn");
+        g.publish(0, Some(5));
+        g.publish(1, Some(5));
+        g.publish(2, Some(5));
         assert!(g.has_queue());
-        assert_eq!(g.serving(), a);
-        g.advance();
-        g.dequeue();
-        assert_eq!(g.serving(), b);
-        g.advance();
-        g.dequeue();
+        // last served is core 0 (initial): core 1 is next, then 2, then 0.
+        assert!(g.my_turn(1) && !g.my_turn(0) && !g.my_turn(2));
+        g.served(1);
+        assert!(g.my_turn(2));
+        g.served(2);
+        assert!(g.my_turn(0));
+        // A more urgent waiter wins regardless of turn.
+        g.publish(2, Some(0));
+        assert!(g.my_turn(2) && !g.my_turn(0));
+        g.publish(2, None);
+        g.publish(1, None);
+        assert!(g.my_turn(0));
+        g.publish(0, None);
         assert!(!g.has_queue());
+        g.enqueue();
+        assert_eq!(g.queued(), 1);
+        g.dequeue();
+        g.dequeue();
         assert_eq!(g.queued(), 0);
     }
 

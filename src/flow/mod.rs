@@ -1,8 +1,8 @@
 //! Flow control: Bottleneck-style admission per connection. The limits (concurrency, spacing,
 //! reservoir) hold for the connection as a whole through lock-free [`gate::Gate`]s shared by
-//! every core; waiters queue on their own core ([`queue::LocalQueue`]) but are served in one
-//! global FIFO of tickets, so a slot freed on one core wakes a waiter on another (through that
-//! core's doorbell) and no core can hog a connection.
+//! every core; waiters queue on their own core ([`queue::LocalQueue`]: priority, tenant turns,
+//! FIFO) and cores take freed slots by urgency and in turn, so a slot freed on one core wakes a
+//! waiter on another (through that core's doorbell) and no core can hog a connection.
 
 pub mod gate;
 pub mod queue;
@@ -17,7 +17,7 @@ use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::task::{Poll, Waker};
 
 /// What to do when a connection has no free slot.
@@ -198,27 +198,16 @@ impl FlowCore {
         let mut next: Option<u64> = None;
         let mut queues = self.queues.borrow_mut();
         for (conn, q) in queues.iter_mut().enumerate() {
-            if q.tickets.is_empty() {
+            let gate = &flow.gates[conn];
+            if q.is_empty() && gate.waiting_cores.load(Acquire) & (1 << (self.id % 64)) == 0 {
                 continue;
             }
-            let gate = &flow.gates[conn];
             q.prune(|w| w.grant.is_canceled());
-            while let Some(&t) = q.tickets.front() {
-                let serving = gate.serving();
-                if t != serving {
-                    break; // another core's turn first
-                }
-                if q.is_empty() {
-                    // Its waiter left: pass the turn on.
-                    q.tickets.pop_front();
-                    gate.advance();
-                    flow.ring(conn);
-                    continue;
-                }
+            gate.publish(self.id, q.best_priority());
+            while !q.is_empty() && gate.my_turn(self.id) {
                 match gate.try_start(now) {
                     Ok(()) => {
-                        q.tickets.pop_front();
-                        gate.advance();
+                        gate.served(self.id);
                         let permit = Permit {
                             flow: flow.clone(),
                             conn,
@@ -228,6 +217,8 @@ impl FlowCore {
                             // A waiter that left at this very moment drops the permit again.
                             let _ = w.grant.send(permit);
                         }
+                        gate.publish(self.id, q.best_priority());
+                        // Another core may be next in turn for a slot that is still free.
                         flow.ring(conn);
                     }
                     Err(Blocked::Full) => break,
@@ -236,9 +227,6 @@ impl FlowCore {
                         break;
                     }
                 }
-            }
-            if q.tickets.is_empty() {
-                gate.waiting_cores.fetch_and(!(1u64 << self.id), AcqRel);
             }
         }
         next
@@ -302,14 +290,14 @@ where
     {
         let mut queues = fc.queues.borrow_mut();
         let q = &mut queues[ask.conn];
-        q.tickets.push_back(gate.enqueue());
+        gate.enqueue();
         q.push(Waiter {
             tenant: ask.tenant,
             priority: ask.priority,
             enqueued_at: now,
             grant: tx,
         });
-        gate.waiting_cores.fetch_or(1u64 << fc.id, AcqRel);
+        gate.publish(fc.id, q.best_priority());
     }
     fc.notify.notify();
     let got = wait_with(rx, max_wait).await;
@@ -322,7 +310,7 @@ where
         }
         Some(None) => {
             gate.stats.queue_timeouts.fetch_add(1, Relaxed);
-            fc.notify.notify(); // let the pump pass this waiter's turn on
+            fc.notify.notify(); // let the pump drop this waiter and republish
             Err(Some(Refused::QueueTimeout { waited_ms: waited }))
         }
         None => {
@@ -338,7 +326,7 @@ where
 pub async fn run_pump(flow: Arc<FlowShared>, fc: Rc<FlowCore>, stop: impl Fn() -> bool) {
     loop {
         let next = fc.pump(&flow, crate::clock::now_ms());
-        let holding = fc.queues.borrow().iter().any(|q| !q.tickets.is_empty());
+        let holding = fc.queues.borrow().iter().any(|q| !q.is_empty());
         let idle_ms = match (next, holding) {
             (Some(ms), _) => ms.clamp(1, 1_000),
             (None, true) => 25,

@@ -36,8 +36,6 @@ impl<T> Default for Level<T> {
 pub struct LocalQueue<T> {
     levels: Vec<Level<T>>,
     len: usize,
-    /// Global tickets this core holds for this connection, oldest first.
-    pub tickets: VecDeque<u64>,
 }
 
 impl<T> Default for LocalQueue<T> {
@@ -45,7 +43,6 @@ impl<T> Default for LocalQueue<T> {
         LocalQueue {
             levels: (0..PRIORITIES).map(|_| Level::default()).collect(),
             len: 0,
-            tickets: VecDeque::new(),
         }
     }
 }
@@ -104,6 +101,14 @@ impl<T> LocalQueue<T> {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The most urgent priority waiting, if any.
+    pub fn best_priority(&self) -> Option<u8> {
+        self.levels
+            .iter()
+            .position(|l| !l.turn.is_empty())
+            .map(|p| p as u8)
     }
 
     pub fn is_empty(&self) -> bool {

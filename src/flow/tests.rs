@@ -20,14 +20,14 @@ fn enqueue(flow: &FlowShared, fc: &FlowCore, tenant: u64, priority: u8) -> Recei
     let gate = &flow.gates[0];
     let (tx, rx) = futures_channel::oneshot::channel();
     let mut queues = fc.queues.borrow_mut();
-    queues[0].tickets.push_back(gate.enqueue());
+    gate.enqueue();
     queues[0].push(Waiter {
         tenant,
         priority,
         enqueued_at: 0,
         grant: tx,
     });
-    gate.waiting_cores.fetch_or(1 << fc.id, AcqRel);
+    gate.publish(fc.id, queues[0].best_priority());
     rx
 }
 
@@ -69,18 +69,18 @@ fn a_slot_freed_on_one_core_goes_to_the_oldest_waiter_on_any_core() {
 }
 
 #[test]
-fn a_waiter_that_left_passes_its_turn_and_frees_nothing_twice() {
+fn a_waiter_that_left_gives_up_its_turn_and_frees_nothing_twice() {
     let flow = shared(1, 0);
     let (c0, c1) = (FlowCore::new(0, 1), FlowCore::new(1, 1));
     let held = flow.gates[0].try_start(0);
     assert!(held.is_ok());
-    let gone = enqueue(&flow, &c0, 1, 5);
-    let mut next = enqueue(&flow, &c1, 2, 5);
-    drop(gone); // the client disconnected while queued
+    let gone = enqueue(&flow, &c1, 1, 5);
+    let mut next = enqueue(&flow, &c0, 2, 5);
+    drop(gone); // the client disconnected while queued (core 1 held the turn)
     flow.gates[0].dequeue();
     flow.gates[0].release();
-    c0.pump(&flow, 1); // passes the dead ticket on
-    c1.pump(&flow, 1);
+    c1.pump(&flow, 1); // drops the dead waiter, stops claiming the turn
+    c0.pump(&flow, 1);
     let p = granted(&mut next).expect("granted");
     assert_eq!(flow.gates[0].running(), 1);
     drop(p);
@@ -214,6 +214,7 @@ fn queue_depth_and_timeout() {
         // One waiter fills the queue (depth 1); a second is refused at once.
         let gate = &flow.gates[0];
         gate.enqueue();
+        gate.publish(1, Some(5));
         let ask = Ask {
             conn: 0,
             tenant: 1,
@@ -223,6 +224,7 @@ fn queue_depth_and_timeout() {
         let r = acquire(&flow, &fc, ask, 0, |_rx, _| async { None }).await;
         assert_eq!(r.unwrap_err(), Some(Refused::QueueFull));
         gate.dequeue();
+        gate.publish(1, None);
         // A waiter whose wait expires is told so, with its budget as the bound.
         let ask = Ask {
             conn: 0,
