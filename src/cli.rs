@@ -72,6 +72,51 @@ fn check(args: &[String]) -> Result<(), String> {
                     p.endpoint.port,
                     p.connections.len()
                 );
+                let policy = cfg
+                    .resilience
+                    .providers
+                    .iter()
+                    .zip(&cfg.providers)
+                    .find(|(_, x)| x.id == p.id);
+                if let Some((pol, _)) = policy {
+                    println!(
+                        "    profile {}: cooldown base {} ms (max level {}), breaker degraded at {} / open at {} for {} ms",
+                        pol.kind.as_str(),
+                        pol.cooldown.base_ms,
+                        pol.cooldown.max_level,
+                        pol.breaker.degraded_at,
+                        pol.breaker.open_at,
+                        pol.breaker.open_ms
+                    );
+                }
+                let budgets = crate::flow::settings::Budgets::new(cfg.flow_env);
+                for c in &p.connections {
+                    let f = &c.flow;
+                    let show = |k: crate::flow::settings::Knob, own: Option<u64>| {
+                        let v = budgets.effective(k, own);
+                        format!("{} {} ({:?})", k.name(), v.value, v.source).to_lowercase()
+                    };
+                    println!(
+                        "    connection {}: max_concurrent {}, min_time_ms {}, on_saturation {:?}, {}, {}, {}",
+                        c.id,
+                        if f.max_concurrent == 0 {
+                            "unlimited".to_string()
+                        } else {
+                            f.max_concurrent.to_string()
+                        },
+                        f.min_time_ms,
+                        f.on_saturation,
+                        show(crate::flow::settings::Knob::MaxWaitMs, f.max_wait_ms),
+                        show(
+                            crate::flow::settings::Knob::ExecutionMaxWaitMs,
+                            f.execution_max_wait_ms
+                        ),
+                        show(
+                            crate::flow::settings::Knob::MaxQueueDepth,
+                            f.max_queue_depth
+                        ),
+                    );
+                }
             }
             for r in &cfg.routes {
                 println!(

@@ -2,6 +2,7 @@
 //! (connections, model cooldowns, breakers, recent decisions). It runs on its own thread and
 //! runtime so that scrapes never compete with the data-plane cores.
 
+pub mod flow;
 pub mod state;
 
 use crate::http::HeadLimits;
@@ -93,6 +94,14 @@ fn authorized(shared: &Shared, head: &crate::http::Head) -> bool {
     })
 }
 
+fn json((status, v): (u16, serde_json::Value)) -> (u16, &'static str, Vec<u8>) {
+    (
+        status,
+        "application/json",
+        serde_json::to_vec_pretty(&v).unwrap_or_default(),
+    )
+}
+
 async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let mut stream = stream;
@@ -120,7 +129,7 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 return;
             }
         };
-        if read_body(
+        let Ok(body) = read_body(
             &mut stream,
             &mut buf,
             head.framing,
@@ -128,10 +137,9 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             Duration::from_secs(10),
         )
         .await
-        .is_err()
-        {
+        else {
             return;
-        }
+        };
         let keep = head.keep_alive;
         let draining = shared.shutdown.load(Ordering::Relaxed);
         let (status, ctype, body): (u16, &str, Vec<u8>) = match (head.method(), head.path()) {
@@ -144,8 +152,12 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             ("GET", "/metrics") => {
                 let mut text = crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
                 text.push_str(&admin.borrow_mut().metrics());
+                text.push_str(&flow::metrics(&shared));
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
+            ("GET", "/admin/queues") => json(flow::queues(&shared)),
+            ("GET", "/admin/settings") => json(flow::settings(&shared)),
+            ("PATCH", "/admin/settings") => json(flow::patch_settings(&shared, &body)),
             (m, p) if let Some((status, v)) = admin.borrow_mut().handle(m, p, head.query()) => {
                 (status, "application/json", serde_json::to_vec_pretty(&v).unwrap_or_default())
             }

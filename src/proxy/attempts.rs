@@ -421,10 +421,17 @@ async fn attempt(
     let deadline = Instant::now() + Duration::from_millis(left_ms);
     // A timeout caused by the client's own deadline says nothing about the upstream.
     let cut_by_deadline = left_ms < cfg.upstream.first_byte_timeout_ms;
-    // The execution budget (flow control) is cut, not the request's deadline.
+    // When the execution budget (flow control) is what cut a wait, not the request's deadline
+    // nor the upstream's own timeouts.
     let cut_by_execution = exec_left < budget_left;
+    let head_cut_by_execution = exec_left < budget_left.min(cfg.upstream.first_byte_timeout_ms);
     let timeout_kind = |timeout: bool, kind: &'static str| {
-        if timeout && cut_by_execution {
+        let binding = if kind == "timeout" {
+            head_cut_by_execution
+        } else {
+            cut_by_execution
+        };
+        if timeout && binding {
             "execution_timeout"
         } else {
             kind
@@ -510,7 +517,12 @@ async fn attempt(
             {
                 Read::ClientGone => return AttemptEnd::ClientGone,
                 Read::Failed { detail, timeout } => {
-                    return failed(classify::transport(timeout), "stream_error", detail, false);
+                    return failed(
+                        classify::transport(timeout),
+                        timeout_kind(timeout, "stream_error"),
+                        detail,
+                        timeout && cut_by_deadline,
+                    );
                 }
                 Read::Ok(Peek::Error(text)) => {
                     let (verdict, restated) = judge::judge(

@@ -172,7 +172,8 @@ pub async fn peek_stream(
     deadline: Instant,
     watch: &mut ClientWatch<'_>,
 ) -> Read<Peek> {
-    let until = (Instant::now() + window).min(deadline);
+    let window_end = Instant::now() + window;
+    let until = window_end.min(deadline);
     loop {
         let Ok((p, done)) = payload(&up.buf, head.framing) else {
             return Read::Ok(Peek::Clean); // the relay reports the framing error
@@ -184,12 +185,22 @@ pub async fn peek_stream(
             return Read::Ok(Peek::Clean);
         }
         let left = until.saturating_duration_since(Instant::now());
+        // The request's own deadline (or execution budget) ends first: nothing useful came.
+        let out_of_time = || Read::Failed {
+            detail: "no stream event before the deadline".into(),
+            timeout: true,
+        };
         if left.is_zero() {
-            return Read::Ok(Peek::Clean);
+            return if deadline <= window_end {
+                out_of_time()
+            } else {
+                Read::Ok(Peek::Clean)
+            };
         }
         let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
         match watch.race(read).await {
             Raced::ClientGone => return Read::ClientGone,
+            Raced::Done(Err(_)) if deadline <= window_end => return out_of_time(),
             Raced::Done(Err(_)) => return Read::Ok(Peek::Clean),
             Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) if p.is_empty() => {
                 return Read::Failed {

@@ -1,0 +1,174 @@
+//! Admin views of flow control: queue state per connection and tenant-free totals, the
+//! budgets in force with where each value comes from, live changes to them, and gauges.
+
+use crate::flow::settings::Knob;
+use crate::runtime::core::Shared;
+use serde_json::{Value, json};
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+
+fn effective(shared: &Shared, conn: usize) -> Value {
+    let mut m = serde_json::Map::new();
+    for k in Knob::ALL {
+        m.insert(k.name().into(), json!(shared.flow.effective(conn, k)));
+    }
+    Value::Object(m)
+}
+
+/// `GET /admin/queues`: per connection, what runs, what waits, how it went.
+pub fn queues(shared: &Shared) -> (u16, Value) {
+    let list: Vec<Value> = shared
+        .conn_labels
+        .iter()
+        .enumerate()
+        .map(|(i, (p, c))| {
+            let g = &shared.flow.gates[i];
+            let st = &g.stats;
+            json!({
+                "provider": p,
+                "connection": c,
+                "running": g.running(),
+                "queued": g.queued(),
+                "max_concurrent": g.max_concurrent.load(Relaxed),
+                "spacing_ms": g.spacing_ms(),
+                "learned_spacing_ms": g.learned_spacing_ms.load(Relaxed),
+                "on_saturation": shared.flow.conns[i].on_saturation,
+                "started": st.started.load(Relaxed),
+                "waited": st.waited.load(Relaxed),
+                "wait_ms_total": st.wait_ms_total.load(Relaxed),
+                "rejected": {
+                    "queue_full": st.rejected_full.load(Relaxed),
+                    "saturated": st.rejected_saturated.load(Relaxed),
+                    "queue_timeout": st.queue_timeouts.load(Relaxed),
+                    "execution_timeout": st.execution_timeouts.load(Relaxed),
+                    "cancelled": st.cancelled.load(Relaxed),
+                },
+                "settings": effective(shared, i),
+            })
+        })
+        .collect();
+    (200, json!({"queues": list}))
+}
+
+/// `GET /admin/settings`: the process-wide budgets (what a connection without its own values gets).
+pub fn settings(shared: &Shared) -> (u16, Value) {
+    let mut m = serde_json::Map::new();
+    for k in Knob::ALL {
+        m.insert(
+            k.name().into(),
+            json!(shared.flow.budgets.effective(k, None)),
+        );
+    }
+    (
+        200,
+        json!({"flow": m, "note": "admin changes are kept in memory until the durable store lands"}),
+    )
+}
+
+/// `PATCH /admin/settings` with `{"flow": {"max_wait_ms": 5000, "max_queue_depth": null}}`
+/// (null clears an admin value; the environment or default applies again).
+pub fn patch_settings(shared: &Shared, body: &[u8]) -> (u16, Value) {
+    let bad = |m: String| {
+        (
+            400,
+            json!({"error": {"message": m, "type": "invalid_request_error", "code": "invalid_settings"}}),
+        )
+    };
+    let v: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("body is not JSON: {e}")),
+    };
+    let Some(flow) = v.get("flow").and_then(Value::as_object) else {
+        return bad("expected {\"flow\": {...}}".into());
+    };
+    let mut changes = Vec::new();
+    for (name, val) in flow {
+        let Some(k) = Knob::ALL.into_iter().find(|k| k.name() == name) else {
+            return bad(format!("unknown setting `{name}`"));
+        };
+        let parsed = match val {
+            Value::Null => None,
+            v => match v.as_u64() {
+                Some(n) => Some(n),
+                None => return bad(format!("`{name}` must be a non-negative integer or null")),
+            },
+        };
+        changes.push((k, parsed));
+    }
+    for (k, v) in changes {
+        shared.flow.budgets.set_admin(k, v);
+    }
+    settings(shared)
+}
+
+/// Gauges and counters per connection for `/metrics`.
+pub fn metrics(shared: &Shared) -> String {
+    let mut out = String::new();
+    out.push_str("# HELP ringside_queue_running Requests holding a slot, per connection.\n# TYPE ringside_queue_running gauge\n");
+    let label = |i: usize| {
+        let (p, c) = &shared.conn_labels[i];
+        format!("provider=\"{p}\",connection=\"{c}\"")
+    };
+    for i in 0..shared.flow.gates.len() {
+        let _ = writeln!(
+            out,
+            "ringside_queue_running{{{}}} {}",
+            label(i),
+            shared.flow.gates[i].running()
+        );
+    }
+    out.push_str("# HELP ringside_queue_waiting Requests waiting for a slot, per connection.\n# TYPE ringside_queue_waiting gauge\n");
+    for i in 0..shared.flow.gates.len() {
+        let _ = writeln!(
+            out,
+            "ringside_queue_waiting{{{}}} {}",
+            label(i),
+            shared.flow.gates[i].queued()
+        );
+    }
+    out.push_str("# HELP ringside_queue_rejections_total Requests refused by flow control, by reason.\n# TYPE ringside_queue_rejections_total counter\n");
+    for i in 0..shared.flow.gates.len() {
+        let st = &shared.flow.gates[i].stats;
+        for (reason, n) in [
+            ("queue_full", &st.rejected_full),
+            ("saturated", &st.rejected_saturated),
+            ("queue_timeout", &st.queue_timeouts),
+            ("execution_timeout", &st.execution_timeouts),
+            ("cancelled", &st.cancelled),
+        ] {
+            let _ = writeln!(
+                out,
+                "ringside_queue_rejections_total{{{},reason=\"{reason}\"}} {}",
+                label(i),
+                n.load(Relaxed)
+            );
+        }
+    }
+    out.push_str("# HELP ringside_queue_wait_ms Time queued before a slot, per connection.\n# TYPE ringside_queue_wait_ms histogram\n");
+    for i in 0..shared.flow.gates.len() {
+        let st = &shared.flow.gates[i].stats;
+        let mut cum = 0;
+        for (b, le) in crate::flow::gate::WAIT_BUCKETS_MS.iter().enumerate() {
+            cum += st.wait_buckets[b].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "ringside_queue_wait_ms_bucket{{{},le=\"{le}\"}} {cum}",
+                label(i)
+            );
+        }
+        cum += st.wait_buckets[4].load(Relaxed);
+        let _ = writeln!(
+            out,
+            "ringside_queue_wait_ms_bucket{{{},le=\"+Inf\"}} {cum}",
+            label(i)
+        );
+        let _ = writeln!(
+            out,
+            "ringside_queue_wait_ms_sum{{{}}} {}",
+            label(i),
+            st.wait_ms_total.load(Relaxed)
+        );
+        let _ = writeln!(out, "ringside_queue_wait_ms_count{{{}}} {cum}", label(i));
+    }
+    out
+}
