@@ -17,6 +17,7 @@ both_drivers!(
     random_cancels_leave_nothing_behind,
     one_tenants_burst_does_not_starve_anothers_trickle,
     admin_settings_change_the_budget,
+    tenant_quota_holds_across_keys_and_cores,
 );
 
 fn sim_with(faults: &[&str]) -> ringside::simulate::Simulator {
@@ -322,4 +323,44 @@ fn admin_settings_change_the_budget(driver: &str) {
     assert_eq!(bad.status, 400);
     let m = proxy.metrics();
     assert!(m.contains("ringside_queue_rejections_total{provider=\"sim\",connection=\"a\",reason=\"queue_timeout\"} 1"), "{m}");
+}
+
+fn tenant_quota_holds_across_keys_and_cores(driver: &str) {
+    let sim = sim_with(&[]);
+    let body =
+        priority_keys(sim.addr, &["a", "b"], "") + "[flow]\ntenant_requests_per_minute = 4\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let ask = |who: &str| {
+        let auth = format!("Bearer {who}");
+        proxy.post(
+            "/v1/chat/completions",
+            &[("authorization", auth.as_str())],
+            &chat("m", false),
+        )
+    };
+    // Near a minute boundary the window may turn over mid-test (the count restarts), so count
+    // refusals: 9 requests over at most two windows of 4 leave at least one refused.
+    let statuses: Vec<u16> = (0..9).map(|_| ask("sk-client-one").status).collect();
+    let refused = statuses.iter().filter(|&&s| s == 429).count();
+    assert!((1..=5).contains(&refused), "{statuses:?}");
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a") + attempts_for(&sim, "sk-sim-b"),
+        9 - refused as u64
+    );
+    let r = ask("sk-client-one");
+    if r.status == 429 {
+        assert_eq!(r.json()["error"]["code"], "TENANT_QUOTA_EXCEEDED");
+        assert!(r.header("retry-after").is_some());
+    }
+    assert_eq!(
+        ask("sk-client-two").status,
+        200,
+        "another tenant is unaffected"
+    );
+    let (_, t) = proxy.admin("GET", "/admin/tenants");
+    assert_eq!(t["tenants"].as_array().map(Vec::len), Some(2), "{t}");
+    assert!(
+        !t.to_string().contains("sk-client"),
+        "tenants are hashes, never keys"
+    );
 }

@@ -156,6 +156,10 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
             ("GET", "/admin/queues") => json(flow::queues(&shared)),
+            ("GET", "/admin/tenants") => json((200, serde_json::json!({
+                "limits": shared.flow.tenants.limits,
+                "tenants": shared.flow.tenants.snapshot(crate::clock::now_ms()),
+            }))),
             ("GET", "/admin/settings") => json(flow::settings(&shared)),
             ("PATCH", "/admin/settings") => json(flow::patch_settings(&shared, &body)),
             (m, p) if let Some((status, v)) = admin.borrow_mut().handle(m, p, head.query()) => {

@@ -135,6 +135,7 @@ pub struct Config {
     pub resilience: crate::resilience::Settings,
     /// `RINGSIDE_RATE_LIMIT_*` as read at load time (flow budgets' defaults).
     pub flow_env: [Option<u64>; 3],
+    pub tenant_limits: crate::flow::tenant::TenantLimits,
 }
 
 impl Config {

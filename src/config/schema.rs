@@ -17,6 +17,18 @@ pub struct FileConfig {
     pub routes: Vec<RouteSection>,
     #[serde(default)]
     pub resilience: ResilienceSection,
+    #[serde(default)]
+    pub flow: FlowSection,
+}
+
+/// Process-wide flow control: per-tenant quotas (a tenant is a client key).
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlowSection {
+    /// 0 = unlimited.
+    pub tenant_requests_per_minute: u32,
+    pub tenant_tokens_per_minute: u64,
+    pub tenant_max_concurrent: u32,
 }
 
 #[derive(Debug, Deserialize, Clone)]

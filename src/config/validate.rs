@@ -421,6 +421,11 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         locator,
         resilience,
         flow_env: crate::flow::settings::Budgets::read_env(env),
+        tenant_limits: crate::flow::tenant::TenantLimits {
+            requests_per_minute: file.flow.tenant_requests_per_minute,
+            tokens_per_minute: file.flow.tenant_tokens_per_minute,
+            max_concurrent: file.flow.tenant_max_concurrent,
+        },
     })
 }
 

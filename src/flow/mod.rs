@@ -7,6 +7,7 @@
 pub mod gate;
 pub mod queue;
 pub mod settings;
+pub mod tenant;
 
 use gate::{Blocked, Gate};
 use queue::{LocalQueue, Waiter};
@@ -63,13 +64,24 @@ pub struct FlowShared {
     pub gates: Vec<Gate>,
     pub conns: Vec<ConnFlow>,
     pub budgets: Budgets,
+    pub tenants: Arc<tenant::Tenants>,
     /// Write ends; one byte wakes that core's queue pump.
     doorbells: Vec<UnixStream>,
 }
 
 impl FlowShared {
     pub fn new(conns: Vec<ConnFlow>, budgets: Budgets, doorbells: Vec<UnixStream>) -> Self {
+        Self::with_tenants(conns, budgets, doorbells, tenant::TenantLimits::default())
+    }
+
+    pub fn with_tenants(
+        conns: Vec<ConnFlow>,
+        budgets: Budgets,
+        doorbells: Vec<UnixStream>,
+        limits: tenant::TenantLimits,
+    ) -> Self {
         FlowShared {
+            tenants: Arc::new(tenant::Tenants::new(limits)),
             gates: conns
                 .iter()
                 .map(|c| {

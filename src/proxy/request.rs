@@ -325,8 +325,37 @@ async fn serve(
         let err = ApiError::new(404, "no_executable_targets", why).should_retry(false);
         return (finish_error(ctx, wr, &err, true).await, entry.index);
     }
-    let restricted = entry.targets.iter().any(|t| t.caps.restricts());
+    let tenants = &shared.flow.tenants;
+    let counts_tokens = tenants.limits.tokens_per_minute > 0;
+    let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
     let needs = crate::dialect::needs::needs(&ctx.body, ctx.head, restricted);
+    // Tenant quotas hold across every connection and core, for the whole request.
+    let _tenant_permit = if tenants.limits.any() {
+        match tenants.admit(ctx.tenant, needs.context_tokens, crate::clock::now_ms()) {
+            Ok(p) => Some(p),
+            Err(over) => {
+                let (why, retry_ms) = match over {
+                    crate::flow::tenant::OverQuota::Concurrent => ("requests at once", 1_000),
+                    crate::flow::tenant::OverQuota::RequestsPerMinute { retry_ms } => {
+                        ("requests per minute", retry_ms)
+                    }
+                    crate::flow::tenant::OverQuota::TokensPerMinute { retry_ms } => {
+                        ("tokens per minute", retry_ms)
+                    }
+                };
+                let err = ApiError::new(
+                    429,
+                    "TENANT_QUOTA_EXCEEDED",
+                    format!("this client key is over its quota of {why}"),
+                )
+                .retry_after(retry_ms.div_ceil(1000))
+                .should_retry(retry_ms <= 60_000);
+                return (finish_error(ctx, wr, &err, true).await, entry.index);
+            }
+        }
+    } else {
+        None
+    };
     let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
     (keep, entry.index)
 }

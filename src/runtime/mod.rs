@@ -108,10 +108,11 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         .iter()
         .flat_map(|p| p.connections.iter().map(|c| c.flow.clone()))
         .collect();
-    let flow = Arc::new(crate::flow::FlowShared::new(
+    let flow = Arc::new(crate::flow::FlowShared::with_tenants(
         flow_conns,
         crate::flow::settings::Budgets::new(config.flow_env),
         bell_writers,
+        config.tenant_limits,
     ));
     let shared = Arc::new(Shared {
         config,
