@@ -3,6 +3,8 @@
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use ringside::config::load_str;
 use ringside::dialect::{Dialect, facts};
+use ringside::flow::gate::Gate;
+use ringside::flow::tenant::{TenantLimits, Tenants};
 use ringside::http::chunk::ChunkTracker;
 use ringside::http::head::{HeadLimits, parse_request};
 use ringside::resilience::classify::{Reason, Scope, Verdict};
@@ -179,6 +181,47 @@ fn benches(c: &mut Criterion) {
     let ev = Event::BreakerFailure { provider: 0, at: 9 };
     c.bench_function("event_merge_breaker_failure", |b| {
         b.iter(|| other.apply(black_box(&ev), s))
+    });
+
+    // Flow control: a slot of a capped connection taken and freed (the admission check).
+    let gate = std::sync::Arc::new(Gate::new(8, 0, 0, 0));
+    c.bench_function("flow_permit_acquire_release_uncontended", |b| {
+        b.iter(|| {
+            let ok = gate.try_start(black_box(1)).is_ok();
+            gate.release();
+            ok
+        })
+    });
+    // The same with another thread hammering the same connection's gate.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rival = {
+        let (gate, stop) = (gate.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if gate.try_start(1).is_ok() {
+                    gate.release();
+                }
+            }
+        })
+    };
+    c.bench_function("flow_permit_acquire_release_contended_2_threads", |b| {
+        b.iter(|| {
+            let ok = gate.try_start(black_box(1)).is_ok();
+            if ok {
+                gate.release();
+            }
+            ok
+        })
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = rival.join();
+    let tenants = std::sync::Arc::new(Tenants::new(TenantLimits {
+        requests_per_minute: u32::MAX,
+        tokens_per_minute: 0,
+        max_concurrent: 1_000,
+    }));
+    c.bench_function("flow_tenant_quota_admit", |b| {
+        b.iter(|| tenants.admit(black_box(0xfeed), 100, 5).is_ok())
     });
 }
 
