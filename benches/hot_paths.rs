@@ -215,11 +215,11 @@ fn benches(c: &mut Criterion) {
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = rival.join();
-    let tenants = std::sync::Arc::new(Tenants::new(TenantLimits {
+    let tenants: &'static Tenants = Box::leak(Box::new(Tenants::new(TenantLimits {
         requests_per_minute: u32::MAX,
         tokens_per_minute: 0,
         max_concurrent: 1_000,
-    }));
+    })));
     c.bench_function("flow_tenant_quota_admit", |b| {
         b.iter(|| tenants.admit(black_box(0xfeed), 100, 5).is_ok())
     });

@@ -158,6 +158,14 @@ impl Gate {
         self.last_core.store((core % MAX_CORES) as u32, Release);
     }
 
+    /// No cap, no spacing, no reservoir and nobody waiting: admission has nothing to count.
+    pub fn unlimited(&self) -> bool {
+        self.max_concurrent.load(Relaxed) == 0
+            && self.spacing_ms() == 0
+            && self.reservoir_amount.load(Relaxed) == 0
+            && !self.has_queue()
+    }
+
     pub fn spacing_ms(&self) -> u64 {
         self.min_time_ms
             .load(Relaxed)

@@ -17,7 +17,6 @@ use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::task::{Poll, Waker};
 
@@ -64,7 +63,7 @@ pub struct FlowShared {
     pub gates: Vec<Gate>,
     pub conns: Vec<ConnFlow>,
     pub budgets: Budgets,
-    pub tenants: Arc<tenant::Tenants>,
+    pub tenants: tenant::Tenants,
     /// Write ends; one byte wakes that core's queue pump.
     doorbells: Vec<UnixStream>,
 }
@@ -81,7 +80,7 @@ impl FlowShared {
         limits: tenant::TenantLimits,
     ) -> Self {
         FlowShared {
-            tenants: Arc::new(tenant::Tenants::new(limits)),
+            tenants: tenant::Tenants::new(limits),
             gates: conns
                 .iter()
                 .map(|c| {
@@ -130,7 +129,7 @@ impl FlowShared {
 /// only after the request's upstream connection has been closed or pooled.
 #[derive(Debug)]
 pub struct Permit {
-    flow: Arc<FlowShared>,
+    flow: &'static FlowShared,
     conn: usize,
     /// False for a fail-open start over the cap (nothing to free).
     counted: bool,
@@ -206,7 +205,7 @@ impl FlowCore {
 
     /// Hand out slots whose turn has come. Returns the time until the next spacing/reservoir
     /// retry, if any connection is waiting on one.
-    pub fn pump(&self, flow: &Arc<FlowShared>, now: u64) -> Option<u64> {
+    pub fn pump(&self, flow: &'static FlowShared, now: u64) -> Option<u64> {
         let mut next: Option<u64> = None;
         let mut queues = self.queues.borrow_mut();
         for (conn, q) in queues.iter_mut().enumerate() {
@@ -221,7 +220,7 @@ impl FlowCore {
                     Ok(()) => {
                         gate.served(self.id);
                         let permit = Permit {
-                            flow: flow.clone(),
+                            flow,
                             conn,
                             counted: true,
                         };
@@ -258,7 +257,7 @@ pub struct Ask {
 /// refuse, per the connection's saturation policy). `watch` aborts the wait when the client
 /// leaves (`Err(None)`).
 pub async fn acquire<F>(
-    flow: &Arc<FlowShared>,
+    flow: &'static FlowShared,
     fc: &FlowCore,
     ask: Ask,
     now: u64,
@@ -268,9 +267,17 @@ where
     F: std::future::Future<Output = Option<Option<Permit>>>,
 {
     let gate = &flow.gates[ask.conn];
+    if gate.unlimited() {
+        // Nothing to count against: no shared write at all on this path.
+        return Ok(Permit {
+            flow,
+            conn: ask.conn,
+            counted: false,
+        });
+    }
     if !gate.has_queue() && gate.try_start(now).is_ok() {
         return Ok(Permit {
-            flow: flow.clone(),
+            flow,
             conn: ask.conn,
             counted: true,
         });
@@ -283,7 +290,7 @@ where
         }
         Saturation::FailOpen => {
             return Ok(Permit {
-                flow: flow.clone(),
+                flow,
                 conn: ask.conn,
                 counted: false,
             });
@@ -335,9 +342,9 @@ where
 
 /// The core's queue pump: woken by its doorbell, by a local enqueue, or by a timer for
 /// spacing; it also polls briefly while it holds tickets, in case a wake-up was missed.
-pub async fn run_pump(flow: Arc<FlowShared>, fc: Rc<FlowCore>, stop: impl Fn() -> bool) {
+pub async fn run_pump(flow: &'static FlowShared, fc: Rc<FlowCore>, stop: impl Fn() -> bool) {
     loop {
-        let next = fc.pump(&flow, crate::clock::now_ms());
+        let next = fc.pump(flow, crate::clock::now_ms());
         let holding = fc.queues.borrow().iter().any(|q| !q.is_empty());
         let idle_ms = match (next, holding) {
             (Some(ms), _) => ms.clamp(1, 1_000),

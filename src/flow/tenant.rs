@@ -4,7 +4,6 @@
 //! windows are fixed (reset on the first use in a new minute).
 
 use serde::Serialize;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
 /// Limits per tenant; 0 = unlimited.
@@ -52,7 +51,7 @@ const PROBE: usize = 32;
 /// A request counted as running for its tenant until dropped.
 #[derive(Debug)]
 pub struct TenantPermit {
-    tenants: Arc<Tenants>,
+    tenants: &'static Tenants,
     slot: usize,
 }
 
@@ -95,12 +94,7 @@ impl Tenants {
     }
 
     /// Count a new request of `tokens` estimated tokens for tenant `id` at `now` (ms).
-    pub fn admit(
-        self: &Arc<Self>,
-        id: u64,
-        tokens: u64,
-        now: u64,
-    ) -> Result<TenantPermit, OverQuota> {
+    pub fn admit(&'static self, id: u64, tokens: u64, now: u64) -> Result<TenantPermit, OverQuota> {
         let l = self.limits;
         let i = self.slot(id);
         let s = &self.slots[i];
@@ -115,7 +109,7 @@ impl Tenants {
             s.running.fetch_add(1, AcqRel);
         }
         let permit = TenantPermit {
-            tenants: self.clone(),
+            tenants: self,
             slot: i,
         };
         let minute = now / 60_000;
@@ -175,8 +169,10 @@ impl Tenants {
 mod tests {
     use super::*;
 
-    fn t(l: TenantLimits) -> Arc<Tenants> {
-        Arc::new(Tenants::new(l))
+    use std::sync::Arc;
+
+    fn t(l: TenantLimits) -> &'static Tenants {
+        Box::leak(Box::new(Tenants::new(l)))
     }
 
     #[test]
@@ -229,7 +225,7 @@ mod tests {
         let ok = Arc::new(AtomicU32::new(0));
         let hs: Vec<_> = (0..4)
             .map(|_| {
-                let (ts, ok) = (ts.clone(), ok.clone());
+                let (ts, ok) = (ts, ok.clone());
                 std::thread::spawn(move || {
                     for _ in 0..1_000 {
                         if ts.admit(42, 0, 1).is_ok() {

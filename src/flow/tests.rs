@@ -3,20 +3,30 @@
 use super::*;
 use futures_channel::oneshot::Receiver;
 
-fn shared(max: u32, min_time: u64) -> Arc<FlowShared> {
+/// Leaked like the real one (it lives as long as the process).
+fn leak(f: FlowShared) -> &'static FlowShared {
+    Box::leak(Box::new(f))
+}
+
+fn shared(max: u32, min_time: u64) -> &'static FlowShared {
     let conn = ConnFlow {
         max_concurrent: max,
         min_time_ms: min_time,
         ..Default::default()
     };
-    Arc::new(FlowShared::new(
+    leak(FlowShared::new(
         vec![conn],
         Budgets::from_env(&|_| None),
         Vec::new(),
     ))
 }
 
-fn enqueue(flow: &FlowShared, fc: &FlowCore, tenant: u64, priority: u8) -> Receiver<Permit> {
+fn enqueue(
+    flow: &'static FlowShared,
+    fc: &FlowCore,
+    tenant: u64,
+    priority: u8,
+) -> Receiver<Permit> {
     let gate = &flow.gates[0];
     let (tx, rx) = futures_channel::oneshot::channel();
     let mut queues = fc.queues.borrow_mut();
@@ -40,26 +50,26 @@ fn a_slot_freed_on_one_core_goes_to_the_oldest_waiter_on_any_core() {
     let flow = shared(1, 0);
     let (c0, c1) = (FlowCore::new(0, 1), FlowCore::new(1, 1));
     let held = Permit {
-        flow: flow.clone(),
+        flow,
         conn: 0,
         counted: flow.gates[0].try_start(0).is_ok(),
     };
-    let mut first = enqueue(&flow, &c1, 1, 5); // core 1 asked first
-    let mut second = enqueue(&flow, &c0, 1, 5);
-    c0.pump(&flow, 1);
-    c1.pump(&flow, 1);
+    let mut first = enqueue(flow, &c1, 1, 5); // core 1 asked first
+    let mut second = enqueue(flow, &c0, 1, 5);
+    c0.pump(flow, 1);
+    c1.pump(flow, 1);
     assert!(
         granted(&mut first).is_none() && granted(&mut second).is_none(),
         "still full"
     );
     drop(held);
-    c0.pump(&flow, 2); // core 0 must not jump the global queue
+    c0.pump(flow, 2); // core 0 must not jump the global queue
     assert!(granted(&mut second).is_none());
-    c1.pump(&flow, 2);
+    c1.pump(flow, 2);
     let p = granted(&mut first).expect("the oldest ticket wins");
     assert_eq!(flow.gates[0].running(), 1);
     drop(p);
-    c0.pump(&flow, 3);
+    c0.pump(flow, 3);
     assert!(granted(&mut second).is_some());
     assert_eq!(
         flow.gates[0].waiting_cores.load(Acquire),
@@ -74,13 +84,13 @@ fn a_waiter_that_left_gives_up_its_turn_and_frees_nothing_twice() {
     let (c0, c1) = (FlowCore::new(0, 1), FlowCore::new(1, 1));
     let held = flow.gates[0].try_start(0);
     assert!(held.is_ok());
-    let gone = enqueue(&flow, &c1, 1, 5);
-    let mut next = enqueue(&flow, &c0, 2, 5);
+    let gone = enqueue(flow, &c1, 1, 5);
+    let mut next = enqueue(flow, &c0, 2, 5);
     drop(gone); // the client disconnected while queued (core 1 held the turn)
     flow.gates[0].dequeue();
     flow.gates[0].release();
-    c1.pump(&flow, 1); // drops the dead waiter, stops claiming the turn
-    c0.pump(&flow, 1);
+    c1.pump(flow, 1); // drops the dead waiter, stops claiming the turn
+    c0.pump(flow, 1);
     let p = granted(&mut next).expect("granted");
     assert_eq!(flow.gates[0].running(), 1);
     drop(p);
@@ -93,10 +103,10 @@ fn spacing_tells_the_pump_when_to_come_back() {
     let flow = shared(0, 100);
     let c0 = FlowCore::new(0, 1);
     assert!(flow.gates[0].try_start(1_000).is_ok());
-    let mut rx = enqueue(&flow, &c0, 1, 5);
-    assert_eq!(c0.pump(&flow, 1_040), Some(60));
+    let mut rx = enqueue(flow, &c0, 1, 5);
+    assert_eq!(c0.pump(flow, 1_040), Some(60));
     assert!(granted(&mut rx).is_none());
-    assert_eq!(c0.pump(&flow, 1_100), None);
+    assert_eq!(c0.pump(flow, 1_100), None);
     assert!(granted(&mut rx).is_some());
 }
 
@@ -105,17 +115,17 @@ fn priorities_and_tenants_within_a_core() {
     let flow = shared(1, 0);
     let c0 = FlowCore::new(0, 1);
     let held = Permit {
-        flow: flow.clone(),
+        flow,
         conn: 0,
         counted: flow.gates[0].try_start(0).is_ok(),
     };
-    let mut low = enqueue(&flow, &c0, 1, 9);
-    let mut burst: Vec<_> = (0..3).map(|_| enqueue(&flow, &c0, 1, 5)).collect();
-    let mut trickle = enqueue(&flow, &c0, 2, 5);
+    let mut low = enqueue(flow, &c0, 1, 9);
+    let mut burst: Vec<_> = (0..3).map(|_| enqueue(flow, &c0, 1, 5)).collect();
+    let mut trickle = enqueue(flow, &c0, 2, 5);
     let mut order = Vec::new();
     drop(held);
     for step in 0..5 {
-        c0.pump(&flow, step);
+        c0.pump(flow, step);
         let mut got = None;
         for (i, rx) in burst.iter_mut().enumerate() {
             if let Some(p) = granted(rx) {
@@ -137,7 +147,7 @@ fn priorities_and_tenants_within_a_core() {
 
 #[test]
 fn fail_open_and_reject_policies() {
-    let flow = Arc::new(FlowShared::new(
+    let flow = leak(FlowShared::new(
         vec![
             ConnFlow {
                 max_concurrent: 1,
@@ -166,14 +176,14 @@ fn fail_open_and_reject_policies() {
             time_left_ms: 1_000,
         };
         let never = |_rx, _ms| async { None };
-        let a = acquire(&flow, &fc, ask(0), 0, never).await.unwrap();
+        let a = acquire(flow, &fc, ask(0), 0, never).await.unwrap();
         assert_eq!(
-            acquire(&flow, &fc, ask(0), 0, never).await.unwrap_err(),
+            acquire(flow, &fc, ask(0), 0, never).await.unwrap_err(),
             Some(Refused::Saturated)
         );
         drop(a);
-        let b = acquire(&flow, &fc, ask(1), 0, never).await.unwrap();
-        let c = acquire(&flow, &fc, ask(1), 0, never).await.unwrap();
+        let b = acquire(flow, &fc, ask(1), 0, never).await.unwrap();
+        let c = acquire(flow, &fc, ask(1), 0, never).await.unwrap();
         assert_eq!(
             flow.gates[1].running(),
             1,
@@ -186,7 +196,7 @@ fn fail_open_and_reject_policies() {
 
 #[test]
 fn queue_depth_and_timeout() {
-    let flow = Arc::new(FlowShared::new(
+    let flow = leak(FlowShared::new(
         vec![ConnFlow {
             max_concurrent: 1,
             max_queue_depth: Some(1),
@@ -208,7 +218,7 @@ fn queue_depth_and_timeout() {
             priority: 5,
             time_left_ms: 1_000,
         };
-        let _held = acquire(&flow, &fc, ask, 0, |_rx, _| async { None })
+        let _held = acquire(flow, &fc, ask, 0, |_rx, _| async { None })
             .await
             .unwrap();
         // One waiter fills the queue (depth 1); a second is refused at once.
@@ -221,7 +231,7 @@ fn queue_depth_and_timeout() {
             priority: 5,
             time_left_ms: 1_000,
         };
-        let r = acquire(&flow, &fc, ask, 0, |_rx, _| async { None }).await;
+        let r = acquire(flow, &fc, ask, 0, |_rx, _| async { None }).await;
         assert_eq!(r.unwrap_err(), Some(Refused::QueueFull));
         gate.dequeue();
         gate.publish(1, None);
@@ -233,7 +243,7 @@ fn queue_depth_and_timeout() {
             time_left_ms: 1_000,
         };
         let seen = std::cell::Cell::new(0);
-        let r = acquire(&flow, &fc, ask, 0, |_rx, ms| {
+        let r = acquire(flow, &fc, ask, 0, |_rx, ms| {
             seen.set(ms);
             async { Some(None) }
         })

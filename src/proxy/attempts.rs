@@ -139,7 +139,7 @@ pub(super) async fn run(
             time_left_ms: budget.time_left(t),
         };
         let watch_ref = &mut watch;
-        let admitted = flow::acquire(&core.shared.flow, &core.flow, ask, t, |rx, ms| async move {
+        let admitted = flow::acquire(core.shared.flow, &core.flow, ask, t, |rx, ms| async move {
             let wait = monoio::time::timeout(Duration::from_millis(ms), rx);
             match watch_ref.race(wait).await {
                 Raced::ClientGone => None,

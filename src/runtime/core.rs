@@ -39,7 +39,7 @@ pub struct Shared {
     /// Finished decision records for the admin ring (dropped when the ring is busy).
     pub decisions: Sender<Record>,
     /// Flow control: per-connection gates and the cores' doorbells.
-    pub flow: Arc<crate::flow::FlowShared>,
+    pub flow: &'static crate::flow::FlowShared,
 }
 
 pub struct Core {

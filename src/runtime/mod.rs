@@ -108,12 +108,14 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         .iter()
         .flat_map(|p| p.connections.iter().map(|c| c.flow.clone()))
         .collect();
-    let flow = Arc::new(crate::flow::FlowShared::with_tenants(
-        flow_conns,
-        crate::flow::settings::Budgets::new(config.flow_env),
-        bell_writers,
-        config.tenant_limits,
-    ));
+    // Lives as long as the process: permits refer to it without touching a shared refcount.
+    let flow: &'static crate::flow::FlowShared =
+        Box::leak(Box::new(crate::flow::FlowShared::with_tenants(
+            flow_conns,
+            crate::flow::settings::Budgets::new(config.flow_env),
+            bell_writers,
+            config.tenant_limits,
+        )));
     let shared = Arc::new(Shared {
         config,
         routes,
@@ -287,7 +289,7 @@ async fn core_main(
     monoio::spawn(crate::flow::run_doorbell(bell, core.flow.clone()));
     // The pump lives as long as the core: queued requests keep being served while draining.
     monoio::spawn(crate::flow::run_pump(
-        core.shared.flow.clone(),
+        core.shared.flow,
         core.flow.clone(),
         || false,
     ));
