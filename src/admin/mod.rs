@@ -22,7 +22,6 @@ use std::time::Duration;
 pub fn start(
     shared: Arc<Shared>,
     inbox: crossbeam_channel::Receiver<crate::resilience::Event>,
-    decisions: crossbeam_channel::Receiver<crate::proxy::record::Record>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     let addr = shared.config.server.admin_listen;
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -40,11 +39,7 @@ pub fn start(
                 }
             };
             rt.block_on(async move {
-                let admin = Rc::new(RefCell::new(AdminState::new(
-                    shared.clone(),
-                    inbox,
-                    decisions,
-                )));
+                let admin = Rc::new(RefCell::new(AdminState::new(shared.clone(), inbox)));
                 let opts = ListenerOpts::new().reuse_port(false);
                 let listener = match TcpListener::bind_with_config(addr, &opts) {
                     Ok(l) => l,
@@ -91,6 +86,54 @@ fn authorized(shared: &Shared, head: &crate::http::Head) -> bool {
     given.is_some_and(|g| {
         let (a, b) = (g.as_bytes(), token.expose().as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    })
+}
+
+/// `GET /admin/decisions[?limit=N]` and `GET /admin/decisions/{request_id}`.
+async fn decision_query(
+    shared: &Shared,
+    admin: &Rc<RefCell<AdminState>>,
+    path: &str,
+    query: Option<&str>,
+) -> Option<(u16, serde_json::Value)> {
+    let rest = path.strip_prefix("/admin/decisions")?;
+    let id = match rest.strip_prefix('/') {
+        Some(id) if !id.is_empty() => Some(id.to_string()),
+        Some(_) | None if rest.is_empty() || rest == "/" => None,
+        _ => return None,
+    };
+    let limit = query
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("limit=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50usize)
+        .min(10_000);
+    let rx = admin.borrow().query_decisions(id.as_deref(), limit);
+    let cores = shared.config.server.workers.max(1);
+    let mut all = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
+    let mut answered = 0;
+    while answered < cores && std::time::Instant::now() < deadline {
+        match rx.try_recv() {
+            Ok(mut v) => {
+                answered += 1;
+                all.append(&mut v);
+            }
+            Err(_) => monoio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+    all.sort_by_key(|r| std::cmp::Reverse(r.ts_ms));
+    Some(match id {
+        Some(_) => match all.into_iter().next() {
+            Some(r) => (200, serde_json::json!(r)),
+            None => (
+                404,
+                serde_json::json!({"error": {"message": "no decision with that request id (it may have left the ring)", "type": "invalid_request_error", "code": "not_found"}}),
+            ),
+        },
+        None => {
+            all.truncate(limit);
+            (200, serde_json::json!({"decisions": all}))
+        }
     })
 }
 
@@ -141,6 +184,12 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             return;
         };
         let keep = head.keep_alive;
+        // Decision records live on the cores: ask them (this may take one core tick).
+        let decisions = if head.method() == "GET" && authorized(&shared, &head) {
+            decision_query(&shared, &admin, head.path(), head.query()).await
+        } else {
+            None
+        };
         let draining = shared.shutdown.load(Ordering::Relaxed);
         let (status, ctype, body): (u16, &str, Vec<u8>) = match (head.method(), head.path()) {
             ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
@@ -155,6 +204,7 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 text.push_str(&flow::metrics(&shared));
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
+            _ if decisions.is_some() => json(decisions.unwrap_or((500, serde_json::Value::Null))),
             ("GET", "/admin/queues") => json(flow::queues(&shared)),
             ("GET", "/admin/tenants") => json((200, serde_json::json!({
                 "limits": shared.flow.tenants.limits,

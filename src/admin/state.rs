@@ -9,7 +9,6 @@ use crate::resilience::{Event, Tables};
 use crate::runtime::core::Shared;
 use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -17,8 +16,6 @@ pub struct AdminState {
     pub shared: Arc<Shared>,
     tables: Tables,
     inbox: Receiver<Event>,
-    decisions: Receiver<Record>,
-    ring: VecDeque<Record>,
     /// This replica's bus member id.
     me: usize,
 }
@@ -40,15 +37,13 @@ fn query<'a>(q: Option<&'a str>, key: &str) -> Option<&'a str> {
 }
 
 impl AdminState {
-    pub fn new(shared: Arc<Shared>, inbox: Receiver<Event>, decisions: Receiver<Record>) -> Self {
+    pub fn new(shared: Arc<Shared>, inbox: Receiver<Event>) -> Self {
         let cfg = &shared.config;
         AdminState {
             tables: Tables::new(cfg.providers.len(), cfg.connection_count()),
             me: shared.bus.members() - 1,
             shared,
             inbox,
-            decisions,
-            ring: VecDeque::new(),
         }
     }
 
@@ -57,16 +52,22 @@ impl AdminState {
         let s = &self.shared.config.resilience;
         let t = &mut self.tables;
         drain(&self.inbox, |ev| t.apply(ev, s));
-        let cap = s.decision_ring;
-        while let Ok(r) = self.decisions.try_recv() {
-            if cap == 0 {
-                continue;
-            }
-            if self.ring.len() >= cap {
-                self.ring.pop_front();
-            }
-            self.ring.push_back(r);
-        }
+    }
+
+    /// Ask every core for decision records (they answer on their next tick) and merge.
+    pub fn query_decisions(
+        &self,
+        id: Option<&str>,
+        limit: usize,
+    ) -> crossbeam_channel::Receiver<Vec<Record>> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let ev = Event::DecisionQuery {
+            id: id.map(Arc::from),
+            limit,
+            reply: tx,
+        };
+        self.shared.bus.broadcast(self.me, &ev);
+        rx
     }
 
     fn conn_index(&self, provider: &str, conn: &str) -> Option<usize> {
@@ -218,21 +219,6 @@ impl AdminState {
         (200, json!({"reset": provider}))
     }
 
-    fn decisions(&self, q: Option<&str>) -> Answer {
-        let limit = query(q, "limit")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(50usize);
-        let list: Vec<&Record> = self.ring.iter().rev().take(limit).collect();
-        (200, json!({"decisions": list}))
-    }
-
-    fn decision(&self, id: &str) -> Answer {
-        match self.ring.iter().rev().find(|r| r.request_id == id) {
-            Some(r) => (200, json!(r)),
-            None => not_found("decision with that request id (it may have left the ring)"),
-        }
-    }
-
     /// Resilience gauges for `/metrics`, from this replica.
     pub fn metrics(&mut self) -> String {
         use std::fmt::Write;
@@ -286,8 +272,6 @@ impl AdminState {
             ("DELETE", ["admin", "model-cooldowns"]) => self.clear_model_cooldown(q),
             ("GET", ["admin", "breakers"]) => self.breakers(),
             ("POST", ["admin", "breakers", p, "reset"]) => self.reset_breaker(p),
-            ("GET", ["admin", "decisions"]) => self.decisions(q),
-            ("GET", ["admin", "decisions", id]) => self.decision(id),
             _ => return None,
         })
     }

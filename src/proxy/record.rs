@@ -69,6 +69,8 @@ pub struct Record {
     pub total_ms: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// When the request ended (Unix ms).
+    pub ts_ms: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -79,7 +81,9 @@ impl Record {
     pub fn log_line(&self) -> String {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
-            o.insert("ts_ms".into(), crate::clock::unix_ms().into());
+            if self.ts_ms == 0 {
+                o.insert("ts_ms".into(), crate::clock::unix_ms().into());
+            }
             o.insert("kind".into(), "access".into());
         }
         v.to_string()

@@ -152,13 +152,8 @@ pub async fn handle(
     {
         core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
     }
-    if core.config().resilience.decision_ring > 0 {
-        // Full channel: the admin is busy; losing a ring entry beats blocking a core.
-        let _ = core
-            .shared
-            .decisions
-            .try_send(std::mem::take(&mut ctx.record));
-    }
+    ctx.record.ts_ms = crate::clock::unix_ms();
+    core.remember(std::mem::take(&mut ctx.record));
     keep && !core.drain.is_draining()
 }
 

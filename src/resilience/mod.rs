@@ -55,6 +55,13 @@ pub enum Event {
         conn: usize,
         model: Option<Arc<str>>,
     },
+    /// The admin asks each core for decision records (its own ring): by request id, or the
+    /// latest `limit`. Not resilience state; answered by the core, ignored by the tables.
+    DecisionQuery {
+        id: Option<Arc<str>>,
+        limit: usize,
+        reply: crossbeam_channel::Sender<Vec<crate::proxy::record::Record>>,
+    },
 }
 
 /// Why a candidate was not used, with the time left where a timer is involved.
@@ -205,6 +212,7 @@ impl Tables {
             Event::LockClear { conn, model } => {
                 self.lockouts.clear(*conn, model.as_deref());
             }
+            Event::DecisionQuery { .. } => {}
         }
     }
 

@@ -13,7 +13,7 @@ use crate::route::RouteTable;
 use crate::route::load::LoadTable;
 use crate::route::strategy::SelectorState;
 use crate::upstream::{Connector, pool::Pool};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32};
@@ -36,8 +36,6 @@ pub struct Shared {
     pub probes: Probes,
     /// Requests in flight per connection, across all cores.
     pub in_flight: Vec<AtomicU32>,
-    /// Finished decision records for the admin ring (dropped when the ring is busy).
-    pub decisions: Sender<Record>,
     /// Flow control: per-connection gates and the cores' doorbells.
     pub flow: &'static crate::flow::FlowShared,
 }
@@ -59,6 +57,9 @@ pub struct Core {
     pub loads: RefCell<LoadTable>,
     /// This core's flow queues.
     pub flow: std::rc::Rc<crate::flow::FlowCore>,
+    /// The latest decision records of requests served here (the admin asks over the bus).
+    pub ring: RefCell<std::collections::VecDeque<Record>>,
+    pub ring_cap: usize,
 }
 
 impl Core {
@@ -73,7 +74,35 @@ impl Core {
         }
         let s = &self.shared.config.resilience;
         let mut t = self.tables.borrow_mut();
-        drain(&self.inbox, |ev| t.apply(ev, s));
+        drain(&self.inbox, |ev| match ev {
+            Event::DecisionQuery { id, limit, reply } => {
+                let ring = self.ring.borrow();
+                let found: Vec<Record> = match id {
+                    Some(id) => ring
+                        .iter()
+                        .rev()
+                        .filter(|r| r.request_id == **id)
+                        .take(1)
+                        .cloned()
+                        .collect(),
+                    None => ring.iter().rev().take(*limit).cloned().collect(),
+                };
+                let _ = reply.send(found);
+            }
+            ev => t.apply(ev, s),
+        });
+    }
+
+    /// Keep a finished request's decision record (the oldest goes when the ring is full).
+    pub fn remember(&self, r: Record) {
+        if self.ring_cap == 0 {
+            return;
+        }
+        let mut ring = self.ring.borrow_mut();
+        if ring.len() >= self.ring_cap {
+            ring.pop_front();
+        }
+        ring.push_back(r);
     }
 
     fn emit(&self, ev: Event) {

@@ -89,7 +89,6 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         .collect();
     let (bus, mut inboxes) = crate::resilience::bus::bus(workers + 1);
     let admin_inbox = inboxes.pop().ok_or("event bus without members")?;
-    let (decisions, decision_rx) = crossbeam_channel::bounded(4096);
     let providers = config.providers.len();
     let connections = config.connection_count();
     // One doorbell per core: another core writes a byte to wake this core's queue pump.
@@ -128,7 +127,6 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         bus,
         probes: crate::resilience::Probes::new(providers),
         in_flight: (0..connections).map(|_| Default::default()).collect(),
-        decisions,
         flow,
     });
     let resolver = Resolver::start(2);
@@ -157,7 +155,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
             Err(_) => return Err("a worker died during start".into()),
         }
     }
-    let admin = crate::admin::start(shared.clone(), admin_inbox, decision_rx)?;
+    let admin = crate::admin::start(shared.clone(), admin_inbox)?;
     Ok(Running {
         shared,
         drivers,
@@ -283,6 +281,11 @@ async fn core_main(
         inbox,
         loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
         flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),
+        ring: RefCell::default(),
+        ring_cap: match cfg.resilience.decision_ring {
+            0 => 0,
+            n => n.div_ceil(cfg.server.workers.max(1)).max(16),
+        },
     });
     let _ = ready.send(Ok(driver));
     monoio::spawn(tick(core.clone()));
