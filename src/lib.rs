@@ -19,4 +19,5 @@ pub mod resilience;
 pub mod route;
 pub mod runtime;
 pub mod simulate;
+pub mod sse;
 pub mod upstream;

@@ -1,0 +1,311 @@
+//! A streaming look inside one SSE event's JSON data, byte by byte, without building anything:
+//! it follows strings and keys just enough to count the bytes of string values under the keys
+//! that carry output (text, tool arguments, reasoning) and to read usage numbers.
+
+/// What a string value under a key counts as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    Text,
+    Tool,
+    Reasoning,
+    Other,
+}
+
+fn kind_of(key: &[u8]) -> ValueKind {
+    match key {
+        b"content" | b"text" | b"delta" | b"refusal" => ValueKind::Text,
+        b"arguments" | b"partial_json" => ValueKind::Tool,
+        b"thinking" | b"reasoning" | b"reasoning_content" | b"reasoning_text" => {
+            ValueKind::Reasoning
+        }
+        _ => ValueKind::Other,
+    }
+}
+
+/// Which usage figure a number under a key is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageKey {
+    Input,
+    Output,
+}
+
+fn usage_of(key: &[u8]) -> Option<UsageKey> {
+    match key {
+        b"prompt_tokens" | b"input_tokens" => Some(UsageKey::Input),
+        b"completion_tokens" | b"output_tokens" => Some(UsageKey::Output),
+        _ => None,
+    }
+}
+
+const KEY_MAX: usize = 24;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    /// Between tokens.
+    Outside,
+    InKey,
+    InValue(ValueKind),
+    InOtherString,
+    Number,
+}
+
+/// Counters of one event's data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub text: u32,
+    pub tool: u32,
+    pub reasoning: u32,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// A top-level `"error"` key or `"type":"error"` was seen.
+    pub error: bool,
+    /// `"usage"` appeared.
+    pub usage: bool,
+    /// `"choices"` appeared (an OpenAI chunk).
+    pub choices: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct JsonScan {
+    st: St,
+    escape: bool,
+    key: [u8; KEY_MAX],
+    key_len: usize,
+    key_long: bool,
+    /// The last complete key (for the value that follows it).
+    last: [u8; KEY_MAX],
+    last_len: usize,
+    after_colon: bool,
+    depth: u32,
+    number: u64,
+    number_key: Option<UsageKey>,
+    /// Value string matching `"error"` under `"type"`.
+    type_value: [u8; 8],
+    type_len: usize,
+    pub counts: Counts,
+}
+
+impl Default for JsonScan {
+    fn default() -> Self {
+        JsonScan {
+            st: St::Outside,
+            escape: false,
+            key: [0; KEY_MAX],
+            key_len: 0,
+            key_long: false,
+            last: [0; KEY_MAX],
+            last_len: 0,
+            after_colon: false,
+            depth: 0,
+            number: 0,
+            number_key: None,
+            type_value: [0; 8],
+            type_len: 0,
+            counts: Counts::default(),
+        }
+    }
+}
+
+impl JsonScan {
+    pub fn reset(&mut self) {
+        *self = JsonScan::default();
+    }
+
+    fn last_key(&self) -> &[u8] {
+        &self.last[..self.last_len]
+    }
+
+    fn end_number(&mut self) {
+        match self.number_key.take() {
+            Some(UsageKey::Input) => self.counts.input_tokens = Some(self.number),
+            Some(UsageKey::Output) => self.counts.output_tokens = Some(self.number),
+            None => {}
+        }
+        self.st = St::Outside;
+    }
+
+    /// Feed data bytes (multi-line data is fed with its joining newlines).
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            match self.st {
+                St::InKey | St::InValue(_) | St::InOtherString => {
+                    if self.escape {
+                        self.escape = false;
+                        self.count_string_byte();
+                        continue;
+                    }
+                    match b {
+                        b'\\' => {
+                            self.escape = true;
+                            self.count_string_byte();
+                        }
+                        b'"' => self.end_string(),
+                        _ => {
+                            if self.st == St::InKey {
+                                if self.key_len < KEY_MAX {
+                                    self.key[self.key_len] = b;
+                                    self.key_len += 1;
+                                } else {
+                                    self.key_long = true;
+                                }
+                            } else if self.st == St::InOtherString
+                                && self.last_key() == b"type"
+                                && self.type_len < self.type_value.len()
+                            {
+                                self.type_value[self.type_len] = b;
+                                self.type_len += 1;
+                            }
+                            self.count_string_byte();
+                        }
+                    }
+                }
+                St::Number => {
+                    if b.is_ascii_digit() {
+                        self.number = self
+                            .number
+                            .saturating_mul(10)
+                            .saturating_add(u64::from(b - b'0'));
+                    } else {
+                        self.end_number();
+                        self.outside(b);
+                    }
+                }
+                St::Outside => self.outside(b),
+            }
+        }
+    }
+
+    fn count_string_byte(&mut self) {
+        match self.st {
+            St::InValue(ValueKind::Text) => self.counts.text += 1,
+            St::InValue(ValueKind::Tool) => self.counts.tool += 1,
+            St::InValue(ValueKind::Reasoning) => self.counts.reasoning += 1,
+            _ => {}
+        }
+    }
+
+    fn end_string(&mut self) {
+        if self.st == St::InKey {
+            let n = if self.key_long { 0 } else { self.key_len };
+            self.last[..n].copy_from_slice(&self.key[..n]);
+            self.last_len = n;
+            match self.last_key() {
+                b"error" if self.depth == 1 => self.counts.error = true,
+                b"usage" => self.counts.usage = true,
+                b"choices" => self.counts.choices = true,
+                _ => {}
+            }
+        } else if self.st == St::InOtherString
+            && self.last_key() == b"type"
+            && self.depth == 1
+            && &self.type_value[..self.type_len] == b"error"
+        {
+            self.counts.error = true;
+        }
+        self.st = St::Outside;
+    }
+
+    fn outside(&mut self, b: u8) {
+        match b {
+            b'"' => {
+                if self.after_colon {
+                    self.after_colon = false;
+                    self.type_len = 0;
+                    let k = kind_of(self.last_key());
+                    self.st = if k == ValueKind::Other {
+                        St::InOtherString
+                    } else {
+                        St::InValue(k)
+                    };
+                } else {
+                    self.key_len = 0;
+                    self.key_long = false;
+                    self.st = St::InKey;
+                }
+            }
+            b':' => self.after_colon = true,
+            b'{' | b'[' => {
+                self.depth += 1;
+                self.after_colon = false;
+            }
+            b'}' | b']' => {
+                self.depth = self.depth.saturating_sub(1);
+                self.after_colon = false;
+            }
+            b',' => self.after_colon = false,
+            b'0'..=b'9' if self.after_colon => {
+                self.after_colon = false;
+                self.number = u64::from(b - b'0');
+                self.number_key = usage_of(self.last_key());
+                self.st = St::Number;
+            }
+            _ if b.is_ascii_whitespace() => {}
+            _ => self.after_colon = false, // true/false/null/-
+        }
+    }
+
+    /// Call at the end of the event's data.
+    pub fn finish(&mut self) -> Counts {
+        if self.st == St::Number {
+            self.end_number();
+        }
+        self.counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(s: &str) -> Counts {
+        let mut j = JsonScan::default();
+        j.feed(s.as_bytes());
+        j.finish()
+    }
+
+    #[test]
+    fn counts_output_by_key() {
+        let c = scan(r#"{"choices":[{"delta":{"content":"Hello, wo\"rld"}}]}"#);
+        assert_eq!((c.text, c.choices), (14, true));
+        let c = scan(
+            r#"{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{\"a\":1"}}"#,
+        );
+        assert_eq!((c.text, c.tool), (0, 8));
+        let c = scan(r#"{"delta":{"type":"thinking_delta","thinking":"hmm"}}"#);
+        assert_eq!(c.reasoning, 3);
+        let c = scan(r#"{"type":"response.output_text.delta","delta":"héllo"}"#);
+        assert_eq!(c.text, 6, "UTF-8 bytes");
+    }
+
+    #[test]
+    fn usage_and_errors() {
+        let c = scan(
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":345,"total_tokens":357}}"#,
+        );
+        assert_eq!(
+            (c.usage, c.input_tokens, c.output_tokens),
+            (true, Some(12), Some(345))
+        );
+        let c = scan(r#"{"type":"message_delta","usage":{"output_tokens":7}}"#);
+        assert_eq!(c.output_tokens, Some(7));
+        assert!(scan(r#"{"error":{"message":"x"}}"#).error);
+        assert!(scan(r#"{"type":"error","error":{"type":"overloaded_error"}}"#).error);
+        assert!(!scan(r#"{"choices":[{"delta":{"content":"error"}}]}"#).error);
+        assert!(
+            !scan(r#"{"a":{"error":1}}"#).error,
+            "only a top-level error"
+        );
+    }
+
+    #[test]
+    fn any_split_gives_the_same_counts() {
+        let s = r#"{"choices":[{"delta":{"content":"a\\b\"c","tool_calls":[{"function":{"arguments":"{}"}}]}}],"usage":{"prompt_tokens":5}}"#;
+        let whole = scan(s);
+        for cut in 0..s.len() {
+            let mut j = JsonScan::default();
+            j.feed(&s.as_bytes()[..cut]);
+            j.feed(&s.as_bytes()[cut..]);
+            assert_eq!(j.finish(), whole, "cut at {cut}");
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The incremental SSE scanner: it reads the payload bytes being forwarded (after chunk
+//! framing), never copies an event's payload and allocates nothing per event. Events may be
+//! split anywhere (mid-line, mid-CRLF). Comments, `event:` and multi-line `data:` are handled.
+//! Each finished event is classified for the stream guard.
+
+pub mod json;
+
+use json::{Counts, JsonScan};
+
+/// What one event means for the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Output the user reads; `bytes` of UTF-8 text.
+    Text,
+    /// A tool call or reasoning in progress (protected from the throughput judge).
+    Protected,
+    /// Usage figures only.
+    Usage,
+    /// Lifecycle or empty (`message_start`, `response.created`, role-only deltas).
+    Lifecycle,
+    /// A comment or `ping`: keeps the stream alive, is not progress.
+    Heartbeat,
+    /// An in-band error.
+    Error,
+    /// The stream's terminal marker (`[DONE]`, `message_stop`, `response.completed`).
+    Terminal,
+}
+
+/// One classified event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub kind: Kind,
+    /// Useful text bytes in it.
+    pub text_bytes: u32,
+    pub counts: Counts,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    /// Reading the field name at the start of a line.
+    Name,
+    Event,
+    Data,
+    Comment,
+    Ignored,
+}
+
+const NAME_MAX: usize = 48;
+
+/// Running totals of a stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub events: u64,
+    pub text_bytes: u64,
+    pub heartbeats: u64,
+    pub errors: u64,
+    pub terminal: bool,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scanner {
+    field: Field,
+    name: [u8; NAME_MAX],
+    name_len: usize,
+    /// Skip one space after the colon.
+    skip_space: bool,
+    /// A CR ended the last line; an LF right after it belongs to the same line end.
+    after_cr: bool,
+    /// The current line is empty so far (a blank line ends the event).
+    line_empty: bool,
+    event_name: [u8; NAME_MAX],
+    event_len: usize,
+    has_data: bool,
+    data_lines: u32,
+    /// `[DONE]` detection over the data bytes.
+    done_match: usize,
+    data_len: u64,
+    json: JsonScan,
+    saw_field: bool,
+    pub totals: Totals,
+}
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Scanner {
+            field: Field::Name,
+            name: [0; NAME_MAX],
+            name_len: 0,
+            skip_space: false,
+            after_cr: false,
+            line_empty: true,
+            event_name: [0; NAME_MAX],
+            event_len: 0,
+            has_data: false,
+            data_lines: 0,
+            done_match: 0,
+            data_len: 0,
+            json: JsonScan::default(),
+            saw_field: false,
+            totals: Totals::default(),
+        }
+    }
+}
+
+const DONE: &[u8] = b"[DONE]";
+
+impl Scanner {
+    /// Feed payload bytes; `on_event` is called for each finished event.
+    pub fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(Event)) {
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            i += 1;
+            if self.after_cr {
+                self.after_cr = false;
+                if b == b'\n' {
+                    continue; // the LF of a CRLF
+                }
+            }
+            if b == b'\r' || b == b'\n' {
+                self.after_cr = b == b'\r';
+                self.end_line(&mut on_event);
+                continue;
+            }
+            self.line_empty = false;
+            match self.field {
+                Field::Name => {
+                    if b == b':' {
+                        self.field = match &self.name[..self.name_len] {
+                            b"" => Field::Comment,
+                            b"event" => Field::Event,
+                            b"data" => Field::Data,
+                            _ => Field::Ignored,
+                        };
+                        if self.field == Field::Data {
+                            if self.data_lines > 0 {
+                                self.json.feed(b"\n");
+                                self.data_len += 1;
+                            }
+                            self.data_lines += 1;
+                            self.has_data = true;
+                        }
+                        if self.field == Field::Event {
+                            self.event_len = 0;
+                        }
+                        self.skip_space = true;
+                    } else if self.name_len < NAME_MAX {
+                        self.name[self.name_len] = b;
+                        self.name_len += 1;
+                    } else {
+                        self.field = Field::Ignored;
+                    }
+                }
+                Field::Event => {
+                    if std::mem::take(&mut self.skip_space) && b == b' ' {
+                        continue;
+                    }
+                    if self.event_len < NAME_MAX {
+                        self.event_name[self.event_len] = b;
+                        self.event_len += 1;
+                    }
+                }
+                Field::Data => {
+                    if std::mem::take(&mut self.skip_space) && b == b' ' {
+                        continue;
+                    }
+                    // Feed the rest of this line's run in one go.
+                    let start = i - 1;
+                    let mut end = start;
+                    while end < bytes.len() && bytes[end] != b'\r' && bytes[end] != b'\n' {
+                        end += 1;
+                    }
+                    let run = &bytes[start..end];
+                    for &c in run {
+                        self.done_match = if self.data_len < DONE.len() as u64
+                            && self.done_match == self.data_len as usize
+                            && c == DONE[self.done_match]
+                        {
+                            self.done_match + 1
+                        } else {
+                            self.done_match
+                        };
+                        self.data_len += 1;
+                    }
+                    self.json.feed(run);
+                    i = end;
+                }
+                Field::Comment | Field::Ignored => {}
+            }
+        }
+    }
+
+    fn end_line(&mut self, on_event: &mut impl FnMut(Event)) {
+        if self.line_empty {
+            self.dispatch(on_event);
+        } else {
+            if self.field == Field::Name && self.name_len > 0 {
+                // A field name with no colon: the whole line is the name, value empty.
+                if &self.name[..self.name_len] == b"data" {
+                    if self.data_lines > 0 {
+                        self.json.feed(b"\n");
+                    }
+                    self.data_lines += 1;
+                    self.has_data = true;
+                }
+            }
+            if self.field == Field::Comment {
+                self.totals.heartbeats += 1;
+            } else {
+                self.saw_field = true;
+            }
+        }
+        self.field = Field::Name;
+        self.name_len = 0;
+        self.skip_space = false;
+        self.line_empty = true;
+    }
+
+    fn dispatch(&mut self, on_event: &mut impl FnMut(Event)) {
+        if !self.saw_field {
+            return; // blank lines between events, or a comment-only block
+        }
+        let counts = self.json.finish();
+        let name = &self.event_name[..self.event_len];
+        let done = self.data_len == DONE.len() as u64 && self.done_match == DONE.len();
+        let kind = classify(name, counts, done, self.has_data);
+        let ev = Event {
+            kind,
+            text_bytes: if kind == Kind::Text { counts.text } else { 0 },
+            counts,
+        };
+        let t = &mut self.totals;
+        t.events += 1;
+        t.text_bytes += u64::from(ev.text_bytes);
+        match kind {
+            Kind::Heartbeat => t.heartbeats += 1,
+            Kind::Error => t.errors += 1,
+            Kind::Terminal => t.terminal = true,
+            _ => {}
+        }
+        if counts.input_tokens.is_some() {
+            t.input_tokens = counts.input_tokens;
+        }
+        if counts.output_tokens.is_some() {
+            t.output_tokens = counts.output_tokens;
+        }
+        on_event(ev);
+        self.event_len = 0;
+        self.has_data = false;
+        self.data_lines = 0;
+        self.done_match = 0;
+        self.data_len = 0;
+        self.saw_field = false;
+        self.json.reset();
+    }
+}
+
+fn classify(name: &[u8], c: Counts, done: bool, has_data: bool) -> Kind {
+    match name {
+        b"error" | b"response.failed" | b"response.error" => return Kind::Error,
+        b"ping" => return Kind::Heartbeat,
+        b"message_stop" | b"response.completed" | b"response.done" => return Kind::Terminal,
+        b"message_start"
+        | b"content_block_start"
+        | b"content_block_stop"
+        | b"response.created"
+        | b"response.in_progress"
+        | b"response.output_item.added"
+        | b"response.output_item.done"
+        | b"response.content_part.added"
+        | b"response.content_part.done"
+        | b"response.output_text.done" => {
+            return Kind::Lifecycle;
+        }
+        _ => {}
+    }
+    if done {
+        return Kind::Terminal;
+    }
+    if c.error {
+        return Kind::Error;
+    }
+    if c.tool > 0 || c.reasoning > 0 {
+        return if c.text > 0 {
+            Kind::Text
+        } else {
+            Kind::Protected
+        };
+    }
+    if name.ends_with(b".delta")
+        && (name.windows(9).any(|w| w == b"arguments")
+            || name.windows(9).any(|w| w == b"reasoning"))
+    {
+        return Kind::Protected;
+    }
+    if c.text > 0 {
+        return Kind::Text;
+    }
+    if c.usage && (c.input_tokens.is_some() || c.output_tokens.is_some()) {
+        return Kind::Usage;
+    }
+    if !has_data && name.is_empty() {
+        return Kind::Heartbeat;
+    }
+    Kind::Lifecycle
+}
+
+#[cfg(test)]
+mod tests;
