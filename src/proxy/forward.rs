@@ -10,6 +10,7 @@ use crate::http::head::is_hop_by_hop;
 use crate::http::io::read_more;
 use crate::http::response::HeadWriter;
 use crate::http::{Framing, Head};
+use crate::sse::Scanner;
 use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
@@ -45,6 +46,8 @@ pub struct Relayed {
     pub client_gone: bool,
     /// Whether any byte reached the client (after that, nothing may be retried).
     pub committed: bool,
+    /// What the SSE scanner saw (event streams only).
+    pub sse: Option<crate::sse::Totals>,
 }
 
 /// Tracks where the upstream body ends.
@@ -58,7 +61,17 @@ enum BodyEnd {
 impl BodyEnd {
     /// Split off the body bytes at the front of `buf`. Returns (bytes, body finished).
     /// Bytes past the end of the body mean the upstream misbehaved: they are dropped.
-    fn take(&mut self, buf: &mut BytesMut) -> Result<(Bytes, bool, bool), ()> {
+    /// The SSE scanner, if any, reads the payload along (no copy).
+    fn take(
+        &mut self,
+        buf: &mut BytesMut,
+        mut sse: Option<&mut Scanner>,
+    ) -> Result<(Bytes, bool, bool), ()> {
+        let mut scan = |p: &[u8]| {
+            if let Some(s) = sse.as_deref_mut() {
+                s.feed(p, |_| {});
+            }
+        };
         match self {
             BodyEnd::Length(left) => {
                 let n = (*left).min(buf.len() as u64) as usize;
@@ -68,10 +81,11 @@ impl BodyEnd {
                 if extra {
                     buf.clear();
                 }
+                scan(&out);
                 Ok((out, *left == 0, extra))
             }
             BodyEnd::Chunked(t) => {
-                let used = t.feed(buf, |_payload| {}).map_err(|_| ())?;
+                let used = t.feed(buf, &mut scan).map_err(|_| ())?;
                 let extra = used < buf.len();
                 let out = buf.split_to(used).freeze();
                 if extra {
@@ -79,7 +93,11 @@ impl BodyEnd {
                 }
                 Ok((out, t.is_done(), extra))
             }
-            BodyEnd::Close => Ok((buf.split().freeze(), false, false)),
+            BodyEnd::Close => {
+                let out = buf.split().freeze();
+                scan(&out);
+                Ok((out, false, false))
+            }
             BodyEnd::None => Ok((Bytes::new(), true, !buf.is_empty())),
         }
     }
@@ -211,8 +229,12 @@ pub async fn relay(
     };
     let mut pending_head = Some(client_head(head, r, rechunk, keep_alive, is_sse));
     let mut upstream_eof = false;
+    let mut scanner = is_sse.then(Scanner::default);
+    // Whether an error event may still be appended (not after an upstream's trailers, nor
+    // past a Content-Length).
+    let mut can_append = !matches!(head.framing, Framing::Length(_));
     loop {
-        let (data, done, extra) = match end.take(&mut up.buf) {
+        let (data, done, extra) = match end.take(&mut up.buf, scanner.as_mut()) {
             Ok(t) => t,
             Err(()) => {
                 out.failure = Some("upstream_bad_framing");
@@ -228,6 +250,24 @@ pub async fn relay(
             upstream_eof = true;
         }
         out.body_bytes += data.len() as u64;
+        let mut data = data;
+        // A stream that ends without its terminal marker failed, whatever HTTP says: hold back
+        // the upstream's last chunk so the error event can go before it.
+        if done
+            && let Some(sc) = &scanner
+            && !sc.totals.terminal
+            && sc.totals.errors == 0
+        {
+            out.failure = Some("upstream_no_terminal");
+            // The last-chunk line, whole in this read (after a chunk's CRLF or on its own).
+            let n = data.len();
+            let last_chunk_here = data.ends_with(b"0\r\n\r\n") && (n == 5 || data[n - 6] == b'\n');
+            if head.framing == Framing::Chunked && last_chunk_here {
+                data.truncate(data.len() - 5);
+            } else {
+                can_append = false;
+            }
+        }
         let data = if rechunk && !data.is_empty() {
             Bytes::from(as_chunk(&data))
         } else {
@@ -254,7 +294,12 @@ pub async fn relay(
             // A close-delimited body ends at EOF; anything else was cut short.
             if matches!(end, BodyEnd::Close) {
                 out.upstream_complete = false;
-                if rechunk && !write(wr, Bytes::from_static(b"0\r\n\r\n")).await {
+                let unfinished = scanner
+                    .as_ref()
+                    .is_some_and(|sc| !sc.totals.terminal && sc.totals.errors == 0);
+                if unfinished {
+                    out.failure = Some("upstream_no_terminal");
+                } else if rechunk && !write(wr, Bytes::from_static(b"0\r\n\r\n")).await {
                     out.client_gone = true;
                 }
             } else {
@@ -294,7 +339,7 @@ pub async fn relay(
     if let Some(failure) = out.failure {
         // After commit we never replay: end the stream in the client's dialect and close.
         keep_alive = false;
-        if is_sse && !out.client_gone {
+        if is_sse && !out.client_gone && can_append {
             let err = ApiError::new(
                 502,
                 failure,
@@ -309,5 +354,6 @@ pub async fn relay(
         }
     }
     out.client_keep_alive = keep_alive && !out.client_gone && out.failure.is_none();
+    out.sse = scanner.map(|s| s.totals);
     out
 }

@@ -71,6 +71,20 @@ pub struct Record {
     pub bytes_out: u64,
     /// When the request ended (Unix ms).
     pub ts_ms: u64,
+    /// What the SSE scanner saw in a streamed answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_stats: Option<StreamStats>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StreamStats {
+    pub events: u64,
+    pub text_bytes: u64,
+    pub terminal: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
 }
 
 fn is_zero(v: &u64) -> bool {

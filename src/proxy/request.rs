@@ -431,8 +431,19 @@ pub(super) async fn commit(
             self_inflicted: false,
         };
     }
+    if let Some(t) = res.sse {
+        ctx.record.stream_stats = Some(super::record::StreamStats {
+            events: t.events,
+            text_bytes: t.text_bytes,
+            terminal: t.terminal,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+        });
+    }
     let outcome: &'static str = if res.client_gone {
         "client_gone"
+    } else if res.failure == Some("upstream_no_terminal") {
+        "stream_error"
     } else if res.failure.is_some() {
         "reset"
     } else {
