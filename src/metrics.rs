@@ -11,12 +11,13 @@ pub const STATUSES: [u16; 22] = [
 ];
 
 /// Outcomes of one upstream attempt.
-pub const OUTCOMES: [&str; 14] = [
+pub const OUTCOMES: [&str; 15] = [
     "ok",
     "http_4xx",
     "http_429",
     "http_5xx",
     "stream_error",
+    "stream_readiness_timeout",
     "dns_error",
     "connect_error",
     "connect_timeout",
@@ -56,6 +57,8 @@ pub struct CoreMetrics {
     pub uring: AtomicI64,
     pub streams_failed_after_commit: AtomicU64,
     pub log_lines_dropped: AtomicU64,
+    /// Requests whose finalisation (permits, record, metrics, log) ran.
+    pub finalized: AtomicU64,
 }
 
 impl CoreMetrics {
@@ -70,6 +73,7 @@ impl CoreMetrics {
             uring: AtomicI64::new(-1),
             streams_failed_after_commit: AtomicU64::new(0),
             log_lines_dropped: AtomicU64::new(0),
+            finalized: AtomicU64::new(0),
         }
     }
 
@@ -174,6 +178,9 @@ pub fn render(
         .sum();
     out.push_str("# TYPE ringside_access_log_dropped_total counter\n");
     let _ = writeln!(out, "ringside_access_log_dropped_total {n}");
+    let n: u64 = cores.iter().map(|c| c.finalized.load(Relaxed)).sum();
+    out.push_str("# HELP ringside_requests_finalized_total Requests whose finalisation ran (exactly once each).\n# TYPE ringside_requests_finalized_total counter\n");
+    let _ = writeln!(out, "ringside_requests_finalized_total {n}");
     out
 }
 

@@ -9,7 +9,133 @@ use ringside::simulate::{SimOptions, parse_fault_arg};
 both_drivers!(
     missing_terminal_marker_is_a_failure_after_commit,
     stream_figures_reach_the_decision_record,
+    stall_before_the_first_event_retries_elsewhere,
+    slow_drip_is_aborted_by_the_watchdog,
+    a_tool_call_in_progress_is_not_aborted,
+    finalisation_runs_once_per_request,
 );
+
+fn sim_with(faults: &[&str], events: u32) -> ringside::simulate::Simulator {
+    let mut opts = SimOptions {
+        events,
+        ..Default::default()
+    };
+    for f in faults {
+        opts.faults.push(parse_fault_arg(f).expect("fault"));
+    }
+    start_sim(opts)
+}
+
+const FAST_WATCHDOG: &str = "[stream]\nwatchdog = true\nwatchdog_warmup_ms = 200\nwatchdog_window_ms = 400\nwatchdog_min_bytes_per_second = 60\n";
+
+fn stall_before_the_first_event_retries_elsewhere(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=stall-after-head"], 4);
+    let body = priority_keys(sim.addr, &["a", "b"], "") + "[stream]\nreadiness_timeout_ms = 300\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let t0 = std::time::Instant::now();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    let text = r.text();
+    assert!(
+        text.ends_with("data: [DONE]\n\n") && !text.contains("error"),
+        "one clean stream: {text}"
+    );
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(280));
+    assert!(
+        r.header("x-ringside-attempts")
+            .unwrap_or("")
+            .contains("stream_readiness_timeout")
+            || attempt_count(&r) == 2
+    );
+    // A readiness timeout does not cool the key.
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    assert_eq!(c["connections"][0]["state"], "active", "{c}");
+}
+
+fn slow_drip_is_aborted_by_the_watchdog(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=slow-drip;interval=100"], 30);
+    let body = priority_keys(sim.addr, &["a"], "") + FAST_WATCHDOG;
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let t0 = std::time::Instant::now();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    let took = t0.elapsed();
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(text.contains("STREAM_THROUGHPUT_TOO_LOW"), "{text}");
+    assert!(!text.contains("[DONE]"));
+    assert!(
+        took < std::time::Duration::from_millis(2_500),
+        "aborted after warm-up + window, not at the end: {took:?}"
+    );
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    assert_eq!(d["outcome"], "failed_after_commit", "{d}");
+    assert_eq!(d["error_code"], "STREAM_THROUGHPUT_TOO_LOW");
+}
+
+fn a_tool_call_in_progress_is_not_aborted(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=tool-drip;interval=100"], 12);
+    let body = priority_keys(sim.addr, &["a"], "") + FAST_WATCHDOG;
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    assert!(!text.contains("STREAM_THROUGHPUT_TOO_LOW"));
+}
+
+fn finalisation_runs_once_per_request(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-b=reset-mid-stream;after=2"], 4);
+    let proxy = Proxy::start(
+        driver,
+        2,
+        "",
+        &priority_keys(sim.addr, &["a", "b"], "").replace("priority = 1", "priority = 0"),
+    );
+    let mut n = 0;
+    for i in 0..20 {
+        let stream = i % 2 == 0;
+        let _ = proxy.post("/v1/chat/completions", &[], &chat("m", stream));
+        n += 1;
+    }
+    // Bad input, unknown model, client gone: every path finalises exactly once.
+    let _ = proxy.post("/v1/chat/completions", &[], "{not json");
+    let _ = proxy.post("/v1/chat/completions", &[], &chat("nope", false));
+    n += 2;
+    {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(proxy.addr).unwrap();
+        let req = chat("m", true);
+        let _ = write!(
+            s,
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-sim-latency-ms: 300\r\ncontent-length: {}\r\n\r\n{req}",
+            req.len()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        n += 1;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let m = proxy.metrics();
+        let sum = |prefix: &str| -> u64 {
+            m.lines()
+                .filter(|l| l.starts_with(prefix))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        let requests = sum("ringside_requests_total{");
+        let finalized = sum("ringside_requests_finalized_total");
+        if requests == n && finalized == n {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "requests {requests}, finalized {finalized}, sent {n}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
 
 fn missing_terminal_marker_is_a_failure_after_commit(driver: &str) {
     let mut opts = SimOptions::default();

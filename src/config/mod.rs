@@ -136,6 +136,7 @@ pub struct Config {
     /// `RINGSIDE_RATE_LIMIT_*` as read at load time (flow budgets' defaults).
     pub flow_env: [Option<u64>; 3],
     pub tenant_limits: crate::flow::tenant::TenantLimits,
+    pub stream: crate::sse::StreamSettings,
 }
 
 impl Config {

@@ -113,14 +113,6 @@ pub(super) fn resolve(
         0,
         1_000_000,
     ) as usize;
-    s.sse_peek_ms = range(out, "resilience.sse_peek_ms", r.sse_peek_ms, 0, 60_000);
-    s.sse_peek_bytes = range(
-        out,
-        "resilience.sse_peek_bytes",
-        r.sse_peek_bytes as u64,
-        0,
-        1 << 20,
-    ) as usize;
     s.gate_enabled = r.provider_gate;
     let l = &r.lockout;
     if l.codes.iter().any(|c| !(100..=599).contains(c)) {
@@ -296,5 +288,81 @@ pub(super) fn conn_flow(
             MAX_MS,
         ),
         max_queue_depth: opt(out, "max_queue_depth", cs.max_queue_depth, 0, MAX_DEPTH),
+    }
+}
+
+/// The stream guard's settings, validated; `STREAM_THROUGHPUT_WATCHDOG_*` override the file.
+pub(super) fn stream(
+    out: &mut Vec<Problem>,
+    st: &super::schema::StreamSection,
+    env: EnvLookup,
+) -> crate::sse::StreamSettings {
+    let num = |name: &str| -> Option<u64> {
+        let v: f64 = env(name)?.trim().parse().ok()?;
+        (v.is_finite() && v >= 0.0).then_some(v as u64)
+    };
+    let flag = env("STREAM_THROUGHPUT_WATCHDOG_ENABLED").map(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "true" | "1" | "on" | "yes"
+        )
+    });
+    let w = crate::sse::watchdog::WatchdogSettings {
+        enabled: flag.unwrap_or(st.watchdog),
+        warmup_ms: range(
+            out,
+            "stream.watchdog_warmup_ms",
+            num("STREAM_THROUGHPUT_WATCHDOG_WARMUP_MS").unwrap_or(st.watchdog_warmup_ms),
+            0,
+            600_000,
+        ),
+        window_ms: range(
+            out,
+            "stream.watchdog_window_ms",
+            num("STREAM_THROUGHPUT_WATCHDOG_WINDOW_MS").unwrap_or(st.watchdog_window_ms),
+            100,
+            600_000,
+        ),
+        min_bytes_per_second: range(
+            out,
+            "stream.watchdog_min_bytes_per_second",
+            num("STREAM_THROUGHPUT_WATCHDOG_MIN_BYTES_PER_SECOND")
+                .unwrap_or(st.watchdog_min_bytes_per_second),
+            1,
+            1_000_000,
+        ),
+        min_useful_bytes: range(
+            out,
+            "stream.watchdog_min_useful_bytes",
+            num("STREAM_THROUGHPUT_WATCHDOG_MIN_USEFUL_BYTES")
+                .unwrap_or(st.watchdog_min_useful_bytes),
+            1,
+            1_000_000,
+        ),
+    };
+    crate::sse::StreamSettings {
+        holdback_ms: range(out, "stream.holdback_ms", st.holdback_ms, 0, 60_000),
+        holdback_bytes: range(
+            out,
+            "stream.holdback_bytes",
+            st.holdback_bytes as u64,
+            0,
+            1 << 20,
+        ) as usize,
+        readiness_timeout_ms: range(
+            out,
+            "stream.readiness_timeout_ms",
+            st.readiness_timeout_ms,
+            1,
+            86_400_000,
+        ),
+        total_timeout_ms: range(
+            out,
+            "stream.total_timeout_ms",
+            st.total_timeout_ms,
+            0,
+            86_400_000,
+        ),
+        watchdog: w,
     }
 }

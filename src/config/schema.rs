@@ -19,6 +19,44 @@ pub struct FileConfig {
     pub resilience: ResilienceSection,
     #[serde(default)]
     pub flow: FlowSection,
+    #[serde(default)]
+    pub stream: StreamSection,
+}
+
+/// The stream guard.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamSection {
+    /// Before commit, hold a 200 stream's first bytes at most this long (0 disables early
+    /// recovery) and this many bytes; commit at the first useful event.
+    pub holdback_ms: u64,
+    pub holdback_bytes: usize,
+    /// Time from the response head to the first useful event.
+    pub readiness_timeout_ms: u64,
+    /// Longest a streamed attempt may last (0 = no limit beyond the execution budget).
+    pub total_timeout_ms: u64,
+    /// The throughput watchdog (also `STREAM_THROUGHPUT_WATCHDOG_ENABLED=true`).
+    pub watchdog: bool,
+    pub watchdog_warmup_ms: u64,
+    pub watchdog_window_ms: u64,
+    pub watchdog_min_bytes_per_second: u64,
+    pub watchdog_min_useful_bytes: u64,
+}
+
+impl Default for StreamSection {
+    fn default() -> Self {
+        StreamSection {
+            holdback_ms: 750,
+            holdback_bytes: 64 * 1024,
+            readiness_timeout_ms: 80_000,
+            total_timeout_ms: 0,
+            watchdog: false,
+            watchdog_warmup_ms: 30_000,
+            watchdog_window_ms: 30_000,
+            watchdog_min_bytes_per_second: 4,
+            watchdog_min_useful_bytes: 1,
+        }
+    }
 }
 
 /// Process-wide flow control: per-tenant quotas (a tenant is a client key).
@@ -291,9 +329,6 @@ pub struct ResilienceSection {
     pub builtin_restate: bool,
     /// Recent decision records kept for the admin API.
     pub decision_ring: usize,
-    /// Hold a 200 stream at most this long (and this many bytes) for its first useful event.
-    pub sse_peek_ms: u64,
-    pub sse_peek_bytes: usize,
     pub lockout: LockoutSection,
     pub rules: Vec<RuleSection>,
     pub restate: Vec<RestateSection>,
@@ -309,8 +344,6 @@ impl Default for ResilienceSection {
             provider_gate: false,
             builtin_restate: true,
             decision_ring: 1024,
-            sse_peek_ms: 750,
-            sse_peek_bytes: 64 * 1024,
             lockout: LockoutSection::default(),
             rules: Vec::new(),
             restate: Vec::new(),

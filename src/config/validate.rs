@@ -389,6 +389,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     }
 
     let resilience = super::resilience::resolve(&mut p.0, &file, &providers, env);
+    let stream = super::resilience::stream(&mut p.0, &file.stream, env);
     if !p.0.is_empty() {
         return Err(p.0);
     }
@@ -426,6 +427,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             tokens_per_minute: file.flow.tenant_tokens_per_minute,
             max_concurrent: file.flow.tenant_max_concurrent,
         },
+        stream,
     })
 }
 

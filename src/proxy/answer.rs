@@ -90,6 +90,7 @@ async fn pass_through(
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_secs(1),
         hard_deadline: None,
+        stream: Default::default(),
     };
     ctx.record.status = resp.status;
     ctx.record.outcome = if last.verdict.retryable {

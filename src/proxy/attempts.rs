@@ -3,7 +3,7 @@
 //! -> stream | retry the same target after a short cooldown | next target | wait | fail.
 
 use super::answer::{self, Buffered, LastFailure};
-use super::judge::{self, Peek, Read};
+use super::judge::{self, Hold, Read};
 use super::record::{AttemptRecord, Excluded};
 use super::request::{AttemptEnd, Ctx, commit, finish_error};
 use super::watch::{ClientWatch, Raced};
@@ -510,11 +510,9 @@ async fn attempt(
         model: &target.model,
     };
     if (200..300).contains(&head.status) {
-        if is_sse && s.sse_peek_ms > 0 {
-            let window = Duration::from_millis(s.sse_peek_ms);
-            match judge::peek_stream(&mut up, &head, window, s.sse_peek_bytes, deadline, watch)
-                .await
-            {
+        let st = &cfg.stream;
+        if is_sse && st.holdback_ms > 0 {
+            match judge::hold_stream(&mut up, &head, st, deadline, watch).await {
                 Read::ClientGone => return AttemptEnd::ClientGone,
                 Read::Failed { detail, timeout } => {
                     return failed(
@@ -524,7 +522,20 @@ async fn attempt(
                         timeout && cut_by_deadline,
                     );
                 }
-                Read::Ok(Peek::Error(text)) => {
+                Read::Ok(Hold::Stalled) => {
+                    // Nothing useful in time: retried elsewhere; says nothing certain about the
+                    // key (a slow-thinking model), so nothing is cooled.
+                    return failed(
+                        classify::transport(true),
+                        "stream_readiness_timeout",
+                        format!(
+                            "no useful stream event within {} ms",
+                            st.readiness_timeout_ms
+                        ),
+                        true,
+                    );
+                }
+                Read::Ok(Hold::Error(text)) => {
                     let (verdict, restated) = judge::judge(
                         s,
                         &provider.id,
@@ -542,7 +553,7 @@ async fn attempt(
                         self_inflicted: false,
                     };
                 }
-                Read::Ok(Peek::Clean) => {}
+                Read::Ok(Hold::Commit) => {}
             }
         }
         core.loads

@@ -30,6 +30,8 @@ pub struct Relay<'a> {
     pub idle_timeout: Duration,
     /// The execution budget's end: the stream is cut (upstream closed) when it passes.
     pub hard_deadline: Option<std::time::Instant>,
+    /// The stream guard's settings (readiness, total time, throughput watchdog).
+    pub stream: crate::sse::StreamSettings,
 }
 
 /// How the relay ended.
@@ -230,6 +232,10 @@ pub async fn relay(
     let mut pending_head = Some(client_head(head, r, rechunk, keep_alive, is_sse));
     let mut upstream_eof = false;
     let mut scanner = is_sse.then(Scanner::default);
+    let started = std::time::Instant::now();
+    let mut watchdog = (is_sse && r.stream.watchdog.enabled)
+        .then(|| crate::sse::watchdog::Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
+    let mut text_seen = 0u64;
     // Whether an error event may still be appended (not after an upstream's trailers, nor
     // past a Content-Length).
     let mut can_append = !matches!(head.framing, Framing::Length(_));
@@ -286,6 +292,15 @@ pub async fn relay(
             out.client_gone = true;
             break;
         }
+        if let (Some(sc), Some(w)) = (&scanner, watchdog.as_mut()) {
+            let t = crate::clock::now_ms();
+            w.observe(t, sc.totals.text_bytes - text_seen);
+            text_seen = sc.totals.text_bytes;
+            if !done && w.too_slow(t, sc.totals.protected) {
+                out.failure = Some("STREAM_THROUGHPUT_TOO_LOW");
+                break;
+            }
+        }
         if done {
             out.upstream_complete = !upstream_eof;
             break;
@@ -307,13 +322,36 @@ pub async fn relay(
             }
             break;
         }
-        let (wait, hard) = match r.hard_deadline {
-            Some(d) => {
-                let left = d.saturating_duration_since(std::time::Instant::now());
-                (left.min(r.idle_timeout), left < r.idle_timeout)
+        // Whichever ends first: idle silence, the execution budget, the stream's readiness
+        // (no useful event yet) or its total time.
+        let now = std::time::Instant::now();
+        let mut wait = r.idle_timeout;
+        let mut why = "upstream_idle_timeout";
+        let mut tighter = |at: Option<std::time::Instant>, reason: &'static str| {
+            if let Some(at) = at {
+                let left = at.saturating_duration_since(now);
+                if left < wait {
+                    wait = left;
+                    why = reason;
+                }
             }
-            None => (r.idle_timeout, false),
         };
+        tighter(r.hard_deadline, "execution_timeout");
+        if let Some(sc) = &scanner {
+            let st = &r.stream;
+            if !sc.totals.decisive {
+                tighter(
+                    Some(started + Duration::from_millis(st.readiness_timeout_ms)),
+                    "stream_readiness_timeout",
+                );
+            }
+            if st.total_timeout_ms > 0 {
+                tighter(
+                    Some(started + Duration::from_millis(st.total_timeout_ms)),
+                    "stream_total_timeout",
+                );
+            }
+        }
         let read = monoio::time::timeout(wait, read_more(&mut up.stream, &mut up.buf));
         match watch.race(read).await {
             Raced::ClientGone => {
@@ -321,11 +359,7 @@ pub async fn relay(
                 break;
             }
             Raced::Done(Err(_)) => {
-                out.failure = Some(if hard {
-                    "execution_timeout"
-                } else {
-                    "upstream_idle_timeout"
-                });
+                out.failure = Some(why);
                 break;
             }
             Raced::Done(Ok(Err(_))) => {

@@ -89,55 +89,108 @@ pub async fn read_error_body(
     }
 }
 
-/// What the first events of a 200 stream showed.
-pub enum Peek {
-    /// A useful event (or the window ended): commit and relay.
-    Clean,
+/// What holding the start of a 200 stream showed.
+pub enum Hold {
+    /// A useful event, a complete short stream, or the window ended with events held: commit.
+    Commit,
     /// An in-band error before any content: its JSON text.
     Error(String),
+    /// No useful event before the readiness timeout (nothing was committed).
+    Stalled,
 }
 
-/// Kind of one SSE event for the pre-commit decision.
-enum Kind {
-    Lifecycle,
-    Useful,
-    Error,
-}
-
-fn event_kind(event: &str, data: &str) -> Kind {
-    match event {
-        "error" | "response.failed" => return Kind::Error,
-        "ping" | "message_start" | "response.created" | "response.in_progress" => {
-            return Kind::Lifecycle;
+/// Hold a 200 event stream before commit (early recovery): read until its first useful event,
+/// an in-band error, `holdback_bytes`, or the holdback window with at least one event held; a
+/// stream that shows nothing keeps being held up to the readiness timeout. The SSE scanner
+/// reads the held bytes in place (no copy); they stay in `up.buf` for the relay.
+pub async fn hold_stream(
+    up: &mut UpConn,
+    head: &Head,
+    st: &crate::sse::StreamSettings,
+    deadline: Instant,
+    watch: &mut ClientWatch<'_>,
+) -> Read<Hold> {
+    let start = Instant::now();
+    let window_end = start + Duration::from_millis(st.holdback_ms);
+    let ready_end = start + Duration::from_millis(st.readiness_timeout_ms);
+    let mut scanner = crate::sse::Scanner::default();
+    let mut tracker = (head.framing == Framing::Chunked).then(ChunkTracker::new);
+    let mut fed = 0usize;
+    let mut payload_len = 0usize;
+    let mut body_done = false;
+    loop {
+        // Scan what arrived since the last look.
+        let fresh = &up.buf[fed.min(up.buf.len())..];
+        match &mut tracker {
+            Some(t) => {
+                let used = match t.feed(fresh, |p| {
+                    payload_len += p.len();
+                    scanner.feed(p, |_| {});
+                }) {
+                    Ok(n) => n,
+                    Err(_) => return Read::Ok(Hold::Commit), // the relay reports it
+                };
+                fed += used;
+                body_done = t.is_done();
+            }
+            None => {
+                payload_len += fresh.len();
+                scanner.feed(fresh, |_| {});
+                fed = up.buf.len();
+                if let Framing::Length(n) = head.framing {
+                    body_done = payload_len as u64 >= n;
+                }
+            }
         }
-        _ => {}
-    }
-    let d = data.trim_start();
-    if d.starts_with("{\"error\"") || d.starts_with("{\"type\":\"error\"") {
-        return Kind::Error;
-    }
-    if d.starts_with('{') && (d.contains("\"error\":{") || d.contains("\"error\": {")) {
-        // A chunk object with an error member (the OpenAI SDK raises on these).
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(d)
-            && v.get("error").is_some_and(|e| e.is_object())
-        {
-            return Kind::Error;
+        let t = scanner.totals;
+        if t.first_error_seen {
+            let text = match payload(&up.buf, head.framing) {
+                Ok((p, _)) => error_text(&p),
+                Err(()) => String::new(),
+            };
+            return Read::Ok(Hold::Error(text));
+        }
+        if t.decisive || body_done || payload_len >= st.holdback_bytes {
+            return Read::Ok(Hold::Commit);
+        }
+        let now = Instant::now();
+        let held_events = t.events > 0 || t.heartbeats > 0;
+        if held_events && now >= window_end {
+            return Read::Ok(Hold::Commit);
+        }
+        if now >= deadline {
+            return Read::Failed {
+                detail: "no stream event before the deadline".into(),
+                timeout: true,
+            };
+        }
+        if now >= ready_end {
+            return Read::Ok(Hold::Stalled);
+        }
+        let until = if held_events { window_end } else { ready_end }.min(deadline);
+        let left = until.saturating_duration_since(now);
+        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
+        match watch.race(read).await {
+            Raced::ClientGone => return Read::ClientGone,
+            Raced::Done(Err(_)) => {} // a timer: decided at the top
+            Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => {
+                if head.framing == Framing::Close && scanner.totals.terminal {
+                    return Read::Ok(Hold::Commit);
+                }
+                return Read::Failed {
+                    detail: "stream ended before its first useful event".into(),
+                    timeout: false,
+                };
+            }
+            Raced::Done(Ok(Ok(_))) => {}
         }
     }
-    if event.is_empty() && d.is_empty() {
-        return Kind::Lifecycle;
-    }
-    Kind::Useful
 }
 
-/// Scan complete events in `p`; the first non-lifecycle one decides.
-fn first_decisive(p: &[u8]) -> Option<Peek> {
-    let text = String::from_utf8_lossy(p);
-    let text = text.replace("\r\n", "\n");
-    let mut rest = text.as_str();
-    while let Some(end) = rest.find("\n\n") {
-        let block = &rest[..end];
-        rest = &rest[end + 2..];
+/// The data of the first error event in a held payload (rare path: allocation is fine).
+fn error_text(p: &[u8]) -> String {
+    let text = String::from_utf8_lossy(p).replace("\r\n", "\n");
+    for block in text.split("\n\n") {
         let mut event = "";
         let mut data = String::new();
         for line in block.lines() {
@@ -150,69 +203,12 @@ fn first_decisive(p: &[u8]) -> Option<Peek> {
                 data.push_str(v.strip_prefix(' ').unwrap_or(v));
             }
         }
-        if block.lines().all(|l| l.starts_with(':') || l.is_empty()) {
-            continue; // comment / heartbeat
-        }
-        match event_kind(event, &data) {
-            Kind::Lifecycle => {}
-            Kind::Useful => return Some(Peek::Clean),
-            Kind::Error => return Some(Peek::Error(data)),
+        let d = data.trim_start();
+        if event == "error" || event == "response.failed" || d.contains("\"error\"") {
+            return data;
         }
     }
-    None
-}
-
-/// Hold a 200 event stream until its first useful event, an in-band error, `max_bytes`, or
-/// `window`. The raw bytes stay in `up.buf` for the relay.
-pub async fn peek_stream(
-    up: &mut UpConn,
-    head: &Head,
-    window: Duration,
-    max_bytes: usize,
-    deadline: Instant,
-    watch: &mut ClientWatch<'_>,
-) -> Read<Peek> {
-    let window_end = Instant::now() + window;
-    let until = window_end.min(deadline);
-    loop {
-        let Ok((p, done)) = payload(&up.buf, head.framing) else {
-            return Read::Ok(Peek::Clean); // the relay reports the framing error
-        };
-        if let Some(verdict) = first_decisive(&p) {
-            return Read::Ok(verdict);
-        }
-        if done || p.len() >= max_bytes {
-            return Read::Ok(Peek::Clean);
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        // The request's own deadline (or execution budget) ends first: nothing useful came.
-        let out_of_time = || Read::Failed {
-            detail: "no stream event before the deadline".into(),
-            timeout: true,
-        };
-        if left.is_zero() {
-            return if deadline <= window_end {
-                out_of_time()
-            } else {
-                Read::Ok(Peek::Clean)
-            };
-        }
-        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
-        match watch.race(read).await {
-            Raced::ClientGone => return Read::ClientGone,
-            Raced::Done(Err(_)) if deadline <= window_end => return out_of_time(),
-            Raced::Done(Err(_)) => return Read::Ok(Peek::Clean),
-            Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) if p.is_empty() => {
-                return Read::Failed {
-                    detail: "stream ended before its first event".into(),
-                    timeout: false,
-                };
-            }
-            // Cut after some lifecycle events: let the relay deliver what there is.
-            Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => return Read::Ok(Peek::Clean),
-            Raced::Done(Ok(Ok(_))) => {}
-        }
-    }
+    String::new()
 }
 
 /// Restate, find the retry hint, classify. `status` is 200 for an in-band stream error.
@@ -259,25 +255,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn first_decisive_event() {
-        assert!(first_decisive(b"event: message_start\ndata: {}\n\n").is_none());
-        assert!(matches!(
-            first_decisive(b": keepalive\n\nevent: message_start\ndata: {}\n\nevent: error\ndata: {\"type\":\"error\"}\n\n"),
-            Some(Peek::Error(_))
-        ));
-        assert!(matches!(
-            first_decisive(b"data: {\"error\":{\"message\":\"x\"}}\r\n\r\n"),
-            Some(Peek::Error(_))
-        ));
-        assert!(matches!(
-            first_decisive(b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"),
-            Some(Peek::Clean)
-        ));
-        assert!(first_decisive(b"data: {\"choices\":[{\"delta\":{\"content\":\"hi").is_none());
-        assert!(matches!(
-            first_decisive(b"data: [DONE]\n\n"),
-            Some(Peek::Clean)
-        ));
+    fn error_text_of_the_first_error_event() {
+        let p = b"event: message_start\ndata: {}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"quota\"}}\n\n";
+        assert!(error_text(p).contains("quota"));
+        let p = b"data: {\"error\":{\"message\":\"x\"}}\r\n\r\n";
+        assert!(error_text(p).starts_with("{\"error\""));
+        assert_eq!(error_text(b"data: {\"choices\":[]}\n\n"), "");
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
                 let err = ApiError::new(status, code, msg).should_retry(false);
                 let _ = respond_error(&mut wr, Dialect::OpenAi, &err, &id, false).await;
                 core.metrics.request(core.shared.routes.other_index, status);
+                core.metrics
+                    .finalized
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 break;
             }
         };

@@ -154,6 +154,7 @@ pub async fn handle(
     }
     ctx.record.ts_ms = crate::clock::unix_ms();
     core.remember(std::mem::take(&mut ctx.record));
+    core.metrics.finalized.fetch_add(1, Relaxed);
     keep && !core.drain.is_draining()
 }
 
@@ -417,6 +418,7 @@ pub(super) async fn commit(
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
         hard_deadline: ctx.exec_deadline,
+        stream: cfg.stream,
     };
     let t0 = Instant::now();
     let res = relay(wr, watch, &mut up, &head, &r).await;
@@ -442,7 +444,9 @@ pub(super) async fn commit(
     }
     let outcome: &'static str = if res.client_gone {
         "client_gone"
-    } else if res.failure == Some("upstream_no_terminal") {
+    } else if res.failure.is_some_and(|f| {
+        f.starts_with("stream_") || f == "upstream_no_terminal" || f == "STREAM_THROUGHPUT_TOO_LOW"
+    }) {
         "stream_error"
     } else if res.failure.is_some() {
         "reset"

@@ -120,10 +120,6 @@ pub struct Settings {
     pub max_wait_ms: u64,
     /// How many decision records the admin ring keeps.
     pub decision_ring: usize,
-    /// Hold a 200 event stream until its first useful event (at most this long) so that an
-    /// in-band error can still be restated and failed over.
-    pub sse_peek_ms: u64,
-    pub sse_peek_bytes: usize,
 }
 
 impl Default for Settings {
@@ -140,8 +136,6 @@ impl Default for Settings {
             deadline_ms: 600_000,
             max_wait_ms: 30_000,
             decision_ring: 1024,
-            sse_peek_ms: 750,
-            sse_peek_bytes: 64 * 1024,
         }
     }
 }

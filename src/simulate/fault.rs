@@ -25,6 +25,8 @@ pub enum FaultKind {
     NoTerminalMarker,
     /// A 200 event stream whose first content is an in-band error event (`message` as text).
     SseError,
+    /// Like slow-drip, but the events are a tool call's argument deltas (no text).
+    ToolDrip,
     /// Healthy: only the params (latency, events) apply.
     None,
 }
@@ -62,6 +64,7 @@ impl Fault {
             "close-delimited" => FaultKind::CloseDelimited,
             "no-terminal" => FaultKind::NoTerminalMarker,
             "sse-error" => FaultKind::SseError,
+            "tool-drip" => FaultKind::ToolDrip,
             s => match s.parse::<u16>() {
                 Ok(code) if (100..=599).contains(&code) => FaultKind::Status(code),
                 _ => return Err(format!("unknown fault `{s}`")),

@@ -464,6 +464,7 @@ async fn answer(
                 fault.kind,
                 FaultKind::MalformedSse
                     | FaultKind::SlowDrip
+                    | FaultKind::ToolDrip
                     | FaultKind::StallAfterHead
                     | FaultKind::SseError
             ) =>
@@ -551,6 +552,20 @@ async fn stream_answer(
         FaultKind::NoTerminalMarker => {
             evs.pop();
         }
+        FaultKind::ToolDrip => {
+            let args = |a: &str| {
+                let v = serde_json::json!({"id": format!("chatcmpl-sim{seq}"), "object": "chat.completion.chunk", "created": 0, "model": model,
+                    "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": a}}]}, "finish_reason": null}]});
+                format!("data: {v}\n\n").into_bytes()
+            };
+            let first = evs.first().cloned().unwrap_or_default();
+            let mut tool = vec![first];
+            for i in 0..events {
+                tool.push(args(if i == 0 { "{\"q\":\"" } else { "x" }));
+            }
+            tool.push(b"data: [DONE]\n\n".to_vec());
+            evs = tool;
+        }
         FaultKind::SseError => {
             // Lifecycle events first (Anthropic message_start, Responses response.created),
             // then the error where content should begin.
@@ -567,7 +582,7 @@ async fn stream_answer(
         }
         _ => {}
     }
-    let drip = fault.kind == FaultKind::SlowDrip;
+    let drip = matches!(fault.kind, FaultKind::SlowDrip | FaultKind::ToolDrip);
     let interval = if drip {
         fault.interval_ms.unwrap_or(1000)
     } else {

@@ -4,8 +4,31 @@
 //! Each finished event is classified for the stream guard.
 
 pub mod json;
+pub mod watchdog;
 
 use json::{Counts, JsonScan};
+
+/// The stream guard's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamSettings {
+    pub holdback_ms: u64,
+    pub holdback_bytes: usize,
+    pub readiness_timeout_ms: u64,
+    pub total_timeout_ms: u64,
+    pub watchdog: watchdog::WatchdogSettings,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings {
+            holdback_ms: 750,
+            holdback_bytes: 64 * 1024,
+            readiness_timeout_ms: 80_000,
+            total_timeout_ms: 0,
+            watchdog: watchdog::WatchdogSettings::default(),
+        }
+    }
+}
 
 /// What one event means for the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +80,12 @@ pub struct Totals {
     pub terminal: bool,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// A tool call or reasoning is in progress (set by such an event, cleared by text).
+    pub protected: bool,
+    /// At least one event that is not lifecycle, heartbeat or usage (text, tool, reasoning,
+    /// error or terminal) has been seen.
+    pub decisive: bool,
+    pub first_error_seen: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -236,9 +265,22 @@ impl Scanner {
         t.text_bytes += u64::from(ev.text_bytes);
         match kind {
             Kind::Heartbeat => t.heartbeats += 1,
-            Kind::Error => t.errors += 1,
+            Kind::Error => {
+                t.errors += 1;
+                if !t.decisive {
+                    t.first_error_seen = true;
+                }
+            }
             Kind::Terminal => t.terminal = true,
+            Kind::Protected => t.protected = true,
+            Kind::Text => t.protected = false,
             _ => {}
+        }
+        if matches!(
+            kind,
+            Kind::Text | Kind::Protected | Kind::Error | Kind::Terminal
+        ) {
+            t.decisive = true;
         }
         if counts.input_tokens.is_some() {
             t.input_tokens = counts.input_tokens;

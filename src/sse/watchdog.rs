@@ -1,0 +1,155 @@
+//! The throughput watchdog: after a warm-up and a full rolling window, a stream whose useful
+//! output rate stays below the minimum is aborted. It judges nothing while a tool call or
+//! reasoning is in progress; heartbeats and metadata are not progress. Fixed-size buckets: no
+//! allocation, per stream or per event.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchdogSettings {
+    pub enabled: bool,
+    pub warmup_ms: u64,
+    pub window_ms: u64,
+    pub min_bytes_per_second: u64,
+    /// Below this much output in the window the rate is not judged (0 output always is).
+    pub min_useful_bytes: u64,
+}
+
+impl Default for WatchdogSettings {
+    fn default() -> Self {
+        WatchdogSettings {
+            enabled: false,
+            warmup_ms: 30_000,
+            window_ms: 30_000,
+            min_bytes_per_second: 4,
+            min_useful_bytes: 1,
+        }
+    }
+}
+
+const BUCKETS: usize = 32;
+
+#[derive(Clone, Debug)]
+pub struct Watchdog {
+    s: WatchdogSettings,
+    started: u64,
+    /// Useful bytes per bucket of `window_ms / BUCKETS`, indexed by bucket number modulo.
+    buckets: [u64; BUCKETS],
+    stamps: [u64; BUCKETS],
+}
+
+impl Watchdog {
+    pub fn new(s: WatchdogSettings, now: u64) -> Self {
+        Watchdog {
+            s,
+            started: now,
+            buckets: [0; BUCKETS],
+            stamps: [u64::MAX; BUCKETS],
+        }
+    }
+
+    fn width(&self) -> u64 {
+        (self.s.window_ms / BUCKETS as u64).max(1)
+    }
+
+    /// Record useful output that arrived at `now`.
+    pub fn observe(&mut self, now: u64, useful_bytes: u64) {
+        if useful_bytes == 0 {
+            return;
+        }
+        let n = now / self.width();
+        let i = (n % BUCKETS as u64) as usize;
+        if self.stamps[i] != n {
+            self.stamps[i] = n;
+            self.buckets[i] = 0;
+        }
+        self.buckets[i] += useful_bytes;
+    }
+
+    /// Useful bytes within the rolling window ending at `now`.
+    pub fn window_bytes(&self, now: u64) -> u64 {
+        let w = self.width();
+        let newest = now / w;
+        let oldest = newest.saturating_sub(BUCKETS as u64 - 1);
+        (0..BUCKETS)
+            .filter(|&i| {
+                self.stamps[i] != u64::MAX && self.stamps[i] >= oldest && self.stamps[i] <= newest
+            })
+            .map(|i| self.buckets[i])
+            .sum()
+    }
+
+    /// Whether the stream should be aborted now (`protected`: a tool call or reasoning is in
+    /// progress).
+    pub fn too_slow(&self, now: u64, protected: bool) -> bool {
+        if !self.s.enabled || protected {
+            return false;
+        }
+        if now.saturating_sub(self.started) < self.s.warmup_ms + self.s.window_ms {
+            return false;
+        }
+        let bytes = self.window_bytes(now);
+        let measurable = bytes == 0 || bytes >= self.s.min_useful_bytes;
+        let rate = bytes * 1000 / self.s.window_ms.max(1);
+        measurable && rate < self.s.min_bytes_per_second
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on() -> WatchdogSettings {
+        WatchdogSettings {
+            enabled: true,
+            warmup_ms: 30_000,
+            window_ms: 30_000,
+            min_bytes_per_second: 4,
+            min_useful_bytes: 1,
+        }
+    }
+
+    #[test]
+    fn judges_only_after_warmup_and_a_full_window() {
+        let w = Watchdog::new(on(), 0);
+        assert!(!w.too_slow(59_999, false));
+        assert!(
+            w.too_slow(60_000, false),
+            "nothing useful for a whole minute"
+        );
+        assert!(
+            !Watchdog::new(WatchdogSettings::default(), 0).too_slow(600_000, false),
+            "off by default"
+        );
+    }
+
+    #[test]
+    fn rate_over_the_rolling_window() {
+        let mut w = Watchdog::new(on(), 0);
+        // 5 bytes per second: above 4 B/s.
+        for t in (0..90_000).step_by(1_000) {
+            w.observe(t, 5);
+            assert!(!w.too_slow(t, false), "at {t}");
+        }
+        // Then a trickle of 1 byte per second: the window drains below the floor.
+        let mut aborted_at = None;
+        for t in (90_000..200_000).step_by(1_000) {
+            w.observe(t, 1);
+            if w.too_slow(t, false) {
+                aborted_at = Some(t);
+                break;
+            }
+        }
+        let t = aborted_at.expect("aborted");
+        assert!((95_000..125_000).contains(&t), "aborted at {t}");
+    }
+
+    #[test]
+    fn protected_phases_and_heartbeats_are_not_judged() {
+        let w = Watchdog::new(on(), 0);
+        assert!(!w.too_slow(100_000, true), "a tool call in progress");
+        let mut w = Watchdog::new(on(), 0);
+        for t in (0..100_000).step_by(500) {
+            w.observe(t, 0); // heartbeats and metadata: no progress
+        }
+        assert!(w.too_slow(100_000, false));
+    }
+}
