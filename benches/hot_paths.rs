@@ -67,6 +67,17 @@ fn benches(c: &mut Criterion) {
             n
         })
     });
+    // The stream guard's scanner reading along the same stream (through the chunk tracker).
+    g.bench_function("chunk_tracker_plus_sse_scanner_200_events", |b| {
+        b.iter(|| {
+            let mut t = ChunkTracker::new();
+            let mut s = ringside::sse::Scanner::default();
+            for part in black_box(&stream).chunks(1460) {
+                t.feed(part, |p| s.feed(p, |_| {})).unwrap();
+            }
+            s.totals.text_bytes
+        })
+    });
     g.finish();
 
     let body = br#"{"model":"smart","stream":true,"temperature":0.2,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Write a haiku about proxies and retries, please."}]}"#;

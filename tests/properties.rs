@@ -112,3 +112,81 @@ proptest! {
         prop_assert_eq!(&body[span], format!("\"{model}\""));
     }
 }
+
+#[path = "fixtures/streams.rs"]
+mod streams;
+
+fn scan_pieces(stream: &[u8], cuts: &[usize]) -> (Vec<ringside::sse::Kind>, ringside::sse::Totals) {
+    let mut s = ringside::sse::Scanner::default();
+    let mut kinds = Vec::new();
+    let mut at = 0;
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
+    cuts.sort();
+    for c in cuts.into_iter().chain(std::iter::once(stream.len())) {
+        s.feed(&stream[at..c.max(at)], |e| kinds.push(e.kind));
+        at = c.max(at);
+    }
+    (kinds, s.totals)
+}
+
+proptest! {
+    #[test]
+    fn sse_any_split_same_classification(which in 0usize..3, cuts in proptest::collection::vec(0usize..4096, 0..24)) {
+        let stream = [streams::OPENAI_CHAT, streams::RESPONSES, streams::ANTHROPIC][which].as_bytes();
+        let whole = scan_pieces(stream, &[]);
+        prop_assert_eq!(scan_pieces(stream, &cuts), whole);
+    }
+
+    #[test]
+    fn sse_through_chunk_framing_same_classification(which in 0usize..3, sizes in proptest::collection::vec(1usize..300, 1..40)) {
+        let stream = [streams::OPENAI_CHAT, streams::RESPONSES, streams::ANTHROPIC][which].as_bytes();
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for s in sizes.iter().cycle() {
+            if at >= stream.len() { break; }
+            let end = (at + s).min(stream.len());
+            pieces.push(stream[at..end].to_vec());
+            at = end;
+        }
+        let body = encode(&pieces);
+        let mut t = ChunkTracker::new();
+        let mut sc = ringside::sse::Scanner::default();
+        let mut kinds = Vec::new();
+        for part in body.chunks(97) {
+            t.feed(part, |p| sc.feed(p, |e| kinds.push(e.kind))).unwrap();
+        }
+        prop_assert_eq!((kinds, sc.totals), scan_pieces(stream, &[]));
+    }
+
+    #[test]
+    fn sse_arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        let mut s = ringside::sse::Scanner::default();
+        s.feed(&bytes, |_| {});
+    }
+}
+
+#[test]
+fn recorded_streams_classify_as_expected() {
+    use ringside::sse::Kind::*;
+    let (k, t) = scan_pieces(streams::OPENAI_CHAT.as_bytes(), &[]);
+    assert_eq!(
+        k,
+        [Lifecycle, Text, Text, Protected, Lifecycle, Usage, Terminal]
+    );
+    assert_eq!(
+        (t.text_bytes, t.input_tokens, t.output_tokens),
+        (3 + 8, Some(21), Some(9)),
+        "decoded UTF-8 bytes"
+    );
+    let (k, t) = scan_pieces(streams::RESPONSES.as_bytes(), &[]);
+    assert_eq!(k, [Lifecycle, Lifecycle, Lifecycle, Text, Text, Terminal]);
+    assert_eq!(t.text_bytes, 8);
+    let (k, t) = scan_pieces(streams::ANTHROPIC.as_bytes(), &[]);
+    assert_eq!(
+        k,
+        [
+            Lifecycle, Lifecycle, Protected, Heartbeat, Text, Usage, Terminal
+        ]
+    );
+    assert_eq!((t.text_bytes, t.output_tokens), (6, Some(15)));
+}

@@ -341,6 +341,7 @@ pub(super) fn stream(
         ),
     };
     crate::sse::StreamSettings {
+        guard: st.guard,
         holdback_ms: range(out, "stream.holdback_ms", st.holdback_ms, 0, 60_000),
         holdback_bytes: range(
             out,

@@ -27,6 +27,8 @@ pub struct FileConfig {
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, default)]
 pub struct StreamSection {
+    /// Read streams along at all (false: plain relay, for comparison benchmarks).
+    pub guard: bool,
     /// Before commit, hold a 200 stream's first bytes at most this long (0 disables early
     /// recovery) and this many bytes; commit at the first useful event.
     pub holdback_ms: u64,
@@ -46,6 +48,7 @@ pub struct StreamSection {
 impl Default for StreamSection {
     fn default() -> Self {
         StreamSection {
+            guard: true,
             holdback_ms: 750,
             holdback_bytes: 64 * 1024,
             readiness_timeout_ms: 80_000,

@@ -511,7 +511,7 @@ async fn attempt(
     };
     if (200..300).contains(&head.status) {
         let st = &cfg.stream;
-        if is_sse && st.holdback_ms > 0 {
+        if is_sse && st.guard && st.holdback_ms > 0 {
             match judge::hold_stream(&mut up, &head, st, deadline, watch).await {
                 Read::ClientGone => return AttemptEnd::ClientGone,
                 Read::Failed { detail, timeout } => {

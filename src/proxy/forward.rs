@@ -231,9 +231,9 @@ pub async fn relay(
     };
     let mut pending_head = Some(client_head(head, r, rechunk, keep_alive, is_sse));
     let mut upstream_eof = false;
-    let mut scanner = is_sse.then(Scanner::default);
+    let mut scanner = (is_sse && r.stream.guard).then(Scanner::default);
     let started = std::time::Instant::now();
-    let mut watchdog = (is_sse && r.stream.watchdog.enabled)
+    let mut watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
         .then(|| crate::sse::watchdog::Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
     let mut text_seen = 0u64;
     // Whether an error event may still be appended (not after an upstream's trailers, nor

@@ -69,6 +69,9 @@ pub struct Counts {
 pub struct JsonScan {
     st: St,
     escape: bool,
+    /// Hex digits left of a `\uXXXX` escape, and the code point so far.
+    hex_left: u8,
+    code: u32,
     key: [u8; KEY_MAX],
     key_len: usize,
     key_long: bool,
@@ -90,6 +93,8 @@ impl Default for JsonScan {
         JsonScan {
             st: St::Outside,
             escape: false,
+            hex_left: 0,
+            code: 0,
             key: [0; KEY_MAX],
             key_len: 0,
             key_long: false,
@@ -108,7 +113,18 @@ impl Default for JsonScan {
 
 impl JsonScan {
     pub fn reset(&mut self) {
-        *self = JsonScan::default();
+        // Only the fields that carry meaning across events (buffers are overwritten before use).
+        self.st = St::Outside;
+        self.escape = false;
+        self.hex_left = 0;
+        self.key_len = 0;
+        self.key_long = false;
+        self.last_len = 0;
+        self.after_colon = false;
+        self.depth = 0;
+        self.number_key = None;
+        self.type_len = 0;
+        self.counts = Counts::default();
     }
 
     fn last_key(&self) -> &[u8] {
@@ -126,40 +142,54 @@ impl JsonScan {
 
     /// Feed data bytes (multi-line data is fed with its joining newlines).
     pub fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        let mut i = 0;
+        while i < bytes.len() {
             match self.st {
-                St::InKey | St::InValue(_) | St::InOtherString => {
-                    if self.escape {
-                        self.escape = false;
-                        self.count_string_byte();
-                        continue;
-                    }
-                    match b {
-                        b'\\' => {
+                St::InKey | St::InValue(_) | St::InOtherString
+                    if !self.escape && self.hex_left == 0 =>
+                {
+                    // The bulk of the bytes: skip to the next quote or backslash at once.
+                    let rest = &bytes[i..];
+                    let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+                    self.string_run(&rest[..run]);
+                    i += run;
+                    if i < bytes.len() {
+                        if bytes[i] == b'"' {
+                            self.end_string();
+                        } else {
                             self.escape = true;
-                            self.count_string_byte();
                         }
-                        b'"' => self.end_string(),
-                        _ => {
-                            if self.st == St::InKey {
-                                if self.key_len < KEY_MAX {
-                                    self.key[self.key_len] = b;
-                                    self.key_len += 1;
-                                } else {
-                                    self.key_long = true;
-                                }
-                            } else if self.st == St::InOtherString
-                                && self.last_key() == b"type"
-                                && self.type_len < self.type_value.len()
-                            {
-                                self.type_value[self.type_len] = b;
-                                self.type_len += 1;
-                            }
-                            self.count_string_byte();
+                        i += 1;
+                    }
+                }
+                St::InKey | St::InValue(_) | St::InOtherString => {
+                    let b = bytes[i];
+                    i += 1;
+                    if self.hex_left > 0 {
+                        self.code = (self.code << 4) | (b as char).to_digit(16).unwrap_or(0);
+                        self.hex_left -= 1;
+                        if self.hex_left == 0 {
+                            // Decoded size: UTF-8 length (a surrogate half counts 2, a pair 4).
+                            let n = match self.code {
+                                0..=0x7f => 1,
+                                0x80..=0x7ff | 0xd800..=0xdfff => 2,
+                                _ => 3,
+                            };
+                            self.add(n);
+                        }
+                    } else {
+                        self.escape = false;
+                        if b == b'u' {
+                            self.hex_left = 4;
+                            self.code = 0;
+                        } else {
+                            self.string_run(&[b]);
                         }
                     }
                 }
                 St::Number => {
+                    let b = bytes[i];
+                    i += 1;
                     if b.is_ascii_digit() {
                         self.number = self
                             .number
@@ -170,16 +200,45 @@ impl JsonScan {
                         self.outside(b);
                     }
                 }
-                St::Outside => self.outside(b),
+                St::Outside => {
+                    // Structure between strings: stay in this loop until a string or number starts.
+                    while i < bytes.len() && self.st == St::Outside {
+                        self.outside(bytes[i]);
+                        i += 1;
+                    }
+                }
             }
         }
     }
 
-    fn count_string_byte(&mut self) {
+    /// Plain string bytes (no quote, no backslash).
+    fn string_run(&mut self, run: &[u8]) {
         match self.st {
-            St::InValue(ValueKind::Text) => self.counts.text += 1,
-            St::InValue(ValueKind::Tool) => self.counts.tool += 1,
-            St::InValue(ValueKind::Reasoning) => self.counts.reasoning += 1,
+            St::InKey => {
+                let n = run.len().min(KEY_MAX - self.key_len);
+                self.key[self.key_len..self.key_len + n].copy_from_slice(&run[..n]);
+                self.key_len += n;
+                if n < run.len() {
+                    self.key_long = true;
+                }
+            }
+            St::InOtherString => {
+                if self.last_key() == b"type" {
+                    let n = run.len().min(self.type_value.len() - self.type_len);
+                    self.type_value[self.type_len..self.type_len + n].copy_from_slice(&run[..n]);
+                    self.type_len += n;
+                }
+            }
+            St::InValue(_) => self.add(run.len() as u32),
+            _ => {}
+        }
+    }
+
+    fn add(&mut self, n: u32) {
+        match self.st {
+            St::InValue(ValueKind::Text) => self.counts.text += n,
+            St::InValue(ValueKind::Tool) => self.counts.tool += n,
+            St::InValue(ValueKind::Reasoning) => self.counts.reasoning += n,
             _ => {}
         }
     }
@@ -205,6 +264,7 @@ impl JsonScan {
         self.st = St::Outside;
     }
 
+    #[inline]
     fn outside(&mut self, b: u8) {
         match b {
             b'"' => {
@@ -266,11 +326,11 @@ mod tests {
     #[test]
     fn counts_output_by_key() {
         let c = scan(r#"{"choices":[{"delta":{"content":"Hello, wo\"rld"}}]}"#);
-        assert_eq!((c.text, c.choices), (14, true));
+        assert_eq!((c.text, c.choices), (13, true), "decoded bytes");
         let c = scan(
             r#"{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{\"a\":1"}}"#,
         );
-        assert_eq!((c.text, c.tool), (0, 8));
+        assert_eq!((c.text, c.tool), (0, 6));
         let c = scan(r#"{"delta":{"type":"thinking_delta","thinking":"hmm"}}"#);
         assert_eq!(c.reasoning, 3);
         let c = scan(r#"{"type":"response.output_text.delta","delta":"héllo"}"#);

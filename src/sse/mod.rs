@@ -11,6 +11,7 @@ use json::{Counts, JsonScan};
 /// The stream guard's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamSettings {
+    pub guard: bool,
     pub holdback_ms: u64,
     pub holdback_bytes: usize,
     pub readiness_timeout_ms: u64,
@@ -21,6 +22,7 @@ pub struct StreamSettings {
 impl Default for StreamSettings {
     fn default() -> Self {
         StreamSettings {
+            guard: true,
             holdback_ms: 750,
             holdback_bytes: 64 * 1024,
             readiness_timeout_ms: 80_000,
@@ -197,22 +199,18 @@ impl Scanner {
                     }
                     // Feed the rest of this line's run in one go.
                     let start = i - 1;
-                    let mut end = start;
-                    while end < bytes.len() && bytes[end] != b'\r' && bytes[end] != b'\n' {
-                        end += 1;
-                    }
+                    let end = memchr::memchr2(b'\r', b'\n', &bytes[start..])
+                        .map_or(bytes.len(), |n| start + n);
                     let run = &bytes[start..end];
-                    for &c in run {
-                        self.done_match = if self.data_len < DONE.len() as u64
-                            && self.done_match == self.data_len as usize
-                            && c == DONE[self.done_match]
-                        {
-                            self.done_match + 1
-                        } else {
-                            self.done_match
-                        };
+                    // `[DONE]` can only be the first six data bytes.
+                    let before = self.data_len;
+                    for &c in run.iter().take(DONE.len().saturating_sub(before as usize)) {
+                        if self.done_match == self.data_len as usize && c == DONE[self.done_match] {
+                            self.done_match += 1;
+                        }
                         self.data_len += 1;
                     }
+                    self.data_len = before + run.len() as u64;
                     self.json.feed(run);
                     i = end;
                 }
