@@ -46,6 +46,13 @@ base_url = "http://127.0.0.1:$SIM/v1"
 TOML
 BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >/dev/null 2>&1 &
 RS_PID=$!; PIDS+=($RS_PID)
+# The same with the stream guard off (plain relay), to price the guard on SSE.
+RSOFF=$((BASE+10))
+sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSOFF\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.0.1:$((BASE+11))\"/" \
+  "$WORK/ringside.toml" > "$WORK/ringside-off.toml"
+printf '[stream]\nguard = false\n' >> "$WORK/ringside-off.toml"
+BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-off.toml" >/dev/null 2>&1 &
+PIDS+=($!)
 
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes $NGINX_WORKERS;
@@ -123,6 +130,10 @@ PY
 run_target direct $SIM ""
 run_target nginx $NGX $NGX_PID
 run_target ringside $RS $RS_PID
+# Guard on vs off, SSE only, back to back.
+sse_off=$WORK/off.sse.txt; sse_on=$WORK/on.sse.txt
+timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RSOFF/v1/chat/completions" > "$sse_off"
+timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RS/v1/chat/completions" > "$sse_on"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0>0) printf "%.2f", a/b; else print "-" }'; }
 echo
@@ -133,4 +144,5 @@ for t in direct nginx ringside; do
 done
 echo
 echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x, SSE $(ratio "${R[ringside.sse]}" "${R[nginx.sse]}")x, p99 $(ratio "${R[ringside.p99]}" "${R[nginx.p99]}")x, CPU/req JSON $(ratio "${R[ringside.cpu]}" "${R[nginx.cpu]}")x, CPU/req SSE $(ratio "${R[ringside.cpusse]}" "${R[nginx.cpusse]}")x"
+echo "stream guard on / off (SSE streams/s): $(ratio "$(rps "$sse_on")" "$(rps "$sse_off")")x ($(rps "$sse_on") vs $(rps "$sse_off"))"
 echo "(workers: ringside $RS_WORKERS, nginx $NGINX_WORKERS, simulator 1; duration ${DUR}s per run; $(nproc) cores)"

@@ -222,12 +222,10 @@ impl JsonScan {
                     self.key_long = true;
                 }
             }
-            St::InOtherString => {
-                if self.last_key() == b"type" {
-                    let n = run.len().min(self.type_value.len() - self.type_len);
-                    self.type_value[self.type_len..self.type_len + n].copy_from_slice(&run[..n]);
-                    self.type_len += n;
-                }
+            St::InOtherString if self.last_key() == b"type" => {
+                let n = run.len().min(self.type_value.len() - self.type_len);
+                self.type_value[self.type_len..self.type_len + n].copy_from_slice(&run[..n]);
+                self.type_len += n;
             }
             St::InValue(_) => self.add(run.len() as u32),
             _ => {}
