@@ -13,6 +13,8 @@ both_drivers!(
     slow_drip_is_aborted_by_the_watchdog,
     a_tool_call_in_progress_is_not_aborted,
     finalisation_runs_once_per_request,
+    heartbeats_keep_a_stream_alive_but_are_not_progress,
+    two_thousand_streams_leave_memory_flat,
 );
 
 fn sim_with(faults: &[&str], events: u32) -> ringside::simulate::Simulator {
@@ -191,4 +193,58 @@ fn stream_figures_reach_the_decision_record(driver: &str) {
     assert!(s["text_bytes"].as_u64().unwrap_or(0) > 0, "{d}");
     assert!(s["output_tokens"].as_u64().is_some(), "{d}");
     assert_eq!(d["outcome"], "ok");
+}
+
+fn heartbeats_keep_a_stream_alive_but_are_not_progress(driver: &str) {
+    // Ten keep-alive comments 100 ms apart, then the content: a 300 ms idle timeout never fires.
+    let sim = sim_with(&["key:sk-sim-a=heartbeats;after=10;interval=100"], 3);
+    let body = priority_keys(sim.addr, &["a"], "")
+        + "[upstream]\nidle_read_timeout_ms = 300\n[stream]\nholdback_ms = 50\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200);
+    assert!(r.text().ends_with("data: [DONE]\n\n"), "{}", r.text());
+    // With the watchdog on, a second of heartbeats is no progress: aborted.
+    let sim = sim_with(&["key:sk-sim-a=heartbeats;after=20;interval=100"], 3);
+    let body = priority_keys(sim.addr, &["a"], "") + FAST_WATCHDOG + "holdback_ms = 50\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert!(
+        r.text().contains("STREAM_THROUGHPUT_TOO_LOW"),
+        "{}",
+        r.text()
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn two_thousand_streams_leave_memory_flat(driver: &str) {
+    let sim = sim_with(&[], 3);
+    let body = priority_keys(sim.addr, &["a"], "") + "[server]\n";
+    let proxy = Proxy::start(driver, 1, "", &body.replace("[server]\n", ""));
+    let run = |n: usize| {
+        for _ in 0..n {
+            let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+            assert_eq!(r.status, 200);
+        }
+    };
+    // Warm up past the decision ring's capacity (1024 records), then measure.
+    run(1_200);
+    let before = rss_kib(proxy.child.id());
+    run(2_000);
+    let after = rss_kib(proxy.child.id());
+    assert!(before > 0);
+    assert!(
+        after <= before + 3 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
 }

@@ -27,6 +27,8 @@ pub enum FaultKind {
     SseError,
     /// Like slow-drip, but the events are a tool call's argument deltas (no text).
     ToolDrip,
+    /// `after` keep-alive comments, `interval` apart, before the normal stream.
+    Heartbeats,
     /// Healthy: only the params (latency, events) apply.
     None,
 }
@@ -65,6 +67,7 @@ impl Fault {
             "no-terminal" => FaultKind::NoTerminalMarker,
             "sse-error" => FaultKind::SseError,
             "tool-drip" => FaultKind::ToolDrip,
+            "heartbeats" => FaultKind::Heartbeats,
             s => match s.parse::<u16>() {
                 Ok(code) if (100..=599).contains(&code) => FaultKind::Status(code),
                 _ => return Err(format!("unknown fault `{s}`")),

@@ -465,6 +465,7 @@ async fn answer(
                 FaultKind::MalformedSse
                     | FaultKind::SlowDrip
                     | FaultKind::ToolDrip
+                    | FaultKind::Heartbeats
                     | FaultKind::StallAfterHead
                     | FaultKind::SseError
             ) =>
@@ -539,6 +540,20 @@ async fn stream_answer(
             let (r, back) = stream.read(b).await;
             b = back;
             if !matches!(r, Ok(n) if n > 0) {
+                return None;
+            }
+        }
+    }
+    if fault.kind == FaultKind::Heartbeats {
+        let every = Duration::from_millis(fault.interval_ms.unwrap_or(100));
+        for _ in 0..fault.after {
+            monoio::time::sleep(every).await;
+            let ping = if close_delimited {
+                b": keep-alive\n\n".to_vec()
+            } else {
+                frame(b": keep-alive\n\n")
+            };
+            if stream.write_all(ping).await.0.is_err() {
                 return None;
             }
         }
