@@ -144,7 +144,9 @@ fn missing_terminal_marker_is_a_failure_after_commit(driver: &str) {
     opts.faults
         .push(parse_fault_arg("key:sk-sim-a=no-terminal").unwrap());
     let sim = start_sim(opts);
-    let proxy = Proxy::start(driver, 1, "", &priority_keys(sim.addr, &["a"], ""));
+    // After commit (no holdback) it ends with the dialect's error event.
+    let body = priority_keys(sim.addr, &["a"], "") + "[stream]\nholdback_ms = 0\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
     assert_eq!(r.status, 200);
     let text = r.text();

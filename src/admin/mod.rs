@@ -49,12 +49,16 @@ pub fn start(
                     }
                 };
                 let _ = tx.send(Ok(()));
+                // One accept future lives across the ticks: dropping an in-flight accept on
+                // io_uring can lose a connection the kernel already accepted.
+                let mut accept = Box::pin(listener.accept());
                 loop {
                     monoio::select! {
-                        a = listener.accept() => {
+                        a = &mut accept => {
                             if let Ok((s, _)) = a {
                                 monoio::spawn(serve(shared.clone(), admin.clone(), s));
                             }
+                            accept = Box::pin(listener.accept());
                         }
                         _ = monoio::time::sleep(Duration::from_millis(100)) => {
                             admin.borrow_mut().sync();

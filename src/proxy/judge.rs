@@ -100,8 +100,9 @@ pub enum Hold {
 }
 
 /// Hold a 200 event stream before commit (early recovery): read until its first useful event,
-/// an in-band error, `holdback_bytes`, or the holdback window with at least one event held; a
-/// stream that shows nothing keeps being held up to the readiness timeout. The SSE scanner
+/// an in-band error, `holdback_bytes`, or (judged when bytes arrive) the end of the holdback
+/// window with at least one event held; a stream that shows nothing useful keeps being held up
+/// to the readiness timeout. The SSE scanner
 /// reads the held bytes in place (no copy); they stay in `up.buf` for the relay.
 pub async fn hold_stream(
     up: &mut UpConn,
@@ -150,6 +151,14 @@ pub async fn hold_stream(
             };
             return Read::Ok(Hold::Error(text));
         }
+        if body_done && !t.terminal {
+            // The whole stream arrived inside the window without its terminal marker: nothing
+            // was committed, so it is retried rather than passed on as a success.
+            return Read::Failed {
+                detail: "stream ended without its terminal marker".into(),
+                timeout: false,
+            };
+        }
         if t.decisive || body_done || payload_len >= st.holdback_bytes {
             return Read::Ok(Hold::Commit);
         }
@@ -167,7 +176,9 @@ pub async fn hold_stream(
         if now >= ready_end {
             return Read::Ok(Hold::Stalled);
         }
-        let until = if held_events { window_end } else { ready_end }.min(deadline);
+        // The window is judged when bytes arrive (as the reference does), never by cutting a
+        // read short: a read dropped mid-flight on io_uring can lose the bytes it took.
+        let until = ready_end.min(deadline);
         let left = until.saturating_duration_since(now);
         let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
         match watch.race(read).await {

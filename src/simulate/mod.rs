@@ -171,12 +171,16 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
         }
     };
     let _ = ready.send(Ok(()));
+    // One accept future lives across the shutdown checks: dropping an in-flight accept on
+    // io_uring can lose a connection the kernel already accepted (it is never served).
+    let mut accept = Box::pin(listener.accept());
     loop {
         monoio::select! {
-            a = listener.accept() => {
+            a = &mut accept => {
                 if let Ok((s, _)) = a {
                     monoio::spawn(serve(state.clone(), s));
                 }
+                accept = Box::pin(listener.accept());
             }
             _ = monoio::time::sleep(Duration::from_millis(100)) => {
                 if state.shutdown.load(Ordering::Relaxed) {
