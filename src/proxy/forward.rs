@@ -259,6 +259,9 @@ pub async fn relay(
         let mut data = data;
         // A stream that ends without its terminal marker failed, whatever HTTP says: hold back
         // the upstream's last chunk so the error event can go before it.
+        if done && let Some(sc) = scanner.as_mut() {
+            sc.finish(|_| {});
+        }
         if done
             && let Some(sc) = &scanner
             && !sc.totals.terminal
@@ -309,6 +312,9 @@ pub async fn relay(
             // A close-delimited body ends at EOF; anything else was cut short.
             if matches!(end, BodyEnd::Close) {
                 out.upstream_complete = false;
+                if let Some(sc) = scanner.as_mut() {
+                    sc.finish(|_| {});
+                }
                 let unfinished = scanner
                     .as_ref()
                     .is_some_and(|sc| !sc.totals.terminal && sc.totals.errors == 0);

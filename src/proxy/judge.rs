@@ -143,6 +143,9 @@ pub async fn hold_stream(
                 }
             }
         }
+        if body_done {
+            scanner.finish(|_| {});
+        }
         let t = scanner.totals;
         if t.first_error_seen {
             let text = match payload(&up.buf, head.framing) {

@@ -219,6 +219,14 @@ impl Scanner {
         }
     }
 
+    /// The body ended: an event still open (no closing blank line) counts as dispatched.
+    pub fn finish(&mut self, mut on_event: impl FnMut(Event)) {
+        if !self.line_empty {
+            self.end_line(&mut on_event);
+        }
+        self.dispatch(&mut on_event);
+    }
+
     fn end_line(&mut self, on_event: &mut impl FnMut(Event)) {
         if self.line_empty {
             self.dispatch(on_event);

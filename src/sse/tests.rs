@@ -126,3 +126,15 @@ fn garbage_never_panics() {
     s.feed(&junk, |_| {});
     s.feed(b"\n\n\r\r\n:::\ndata: {\"a\":[[[[\"\n\n", |_| {});
 }
+
+#[test]
+fn an_event_left_open_at_the_end_counts() {
+    let mut s = Scanner::default();
+    let mut k = Vec::new();
+    s.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]", |e| k.push(e.kind));
+    assert!(!s.totals.terminal);
+    s.finish(|e| k.push(e.kind));
+    assert_eq!(k, [Kind::Text, Kind::Terminal]);
+    s.finish(|e| k.push(e.kind));
+    assert_eq!(k.len(), 2, "nothing twice");
+}
