@@ -150,7 +150,13 @@ impl JsonScan {
                 {
                     // The bulk of the bytes: skip to the next quote or backslash at once.
                     let rest = &bytes[i..];
-                    let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+                    // Most strings are short: a plain loop beats a SIMD search's setup there.
+                    let head = rest.len().min(32);
+                    let run = match rest[..head].iter().position(|&c| c == b'"' || c == b'\\') {
+                        Some(n) => n,
+                        None => memchr::memchr2(b'"', b'\\', &rest[head..])
+                            .map_or(rest.len(), |n| head + n),
+                    };
                     self.string_run(&rest[..run]);
                     i += run;
                     if i < bytes.len() {

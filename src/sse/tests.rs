@@ -131,7 +131,10 @@ fn garbage_never_panics() {
 fn an_event_left_open_at_the_end_counts() {
     let mut s = Scanner::default();
     let mut k = Vec::new();
-    s.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]", |e| k.push(e.kind));
+    s.feed(
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]",
+        |e| k.push(e.kind),
+    );
     assert!(!s.totals.terminal);
     s.finish(|e| k.push(e.kind));
     assert_eq!(k, [Kind::Text, Kind::Terminal]);
