@@ -319,7 +319,9 @@ where
         gate.publish(fc.id, q.best_priority());
     }
     fc.notify.notify();
+    flow.tenants.queued(ask.tenant, 1);
     let got = wait_with(rx, max_wait).await;
+    flow.tenants.queued(ask.tenant, -1);
     gate.dequeue();
     let waited = crate::clock::now_ms().saturating_sub(now);
     match got {

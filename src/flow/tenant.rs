@@ -25,6 +25,8 @@ struct Slot {
     /// Tenant id (0 = free).
     id: AtomicU64,
     running: AtomicU32,
+    /// Requests of this tenant waiting in a connection queue (any core).
+    queued: AtomicU32,
     /// Minute index of the counters below.
     minute: AtomicU64,
     requests: AtomicU32,
@@ -146,6 +148,16 @@ impl Tenants {
         Ok(permit)
     }
 
+    /// A request of tenant `id` starts / stops waiting in a queue (for visibility).
+    pub fn queued(&self, id: u64, delta: i32) {
+        let q = &self.slots[self.slot(id)].queued;
+        if delta >= 0 {
+            q.fetch_add(delta as u32, AcqRel);
+        } else {
+            let _ = q.fetch_update(AcqRel, Acquire, |v| v.checked_sub(delta.unsigned_abs()));
+        }
+    }
+
     /// Tenants seen, for the admin API (ids are hashes, never keys).
     pub fn snapshot(&self, now: u64) -> Vec<serde_json::Value> {
         let minute = now / 60_000;
@@ -157,6 +169,7 @@ impl Tenants {
                 serde_json::json!({
                     "tenant": format!("{:016x}", s.id.load(Relaxed)),
                     "running": s.running.load(Relaxed),
+                    "queued": s.queued.load(Relaxed),
                     "requests_this_minute": if current { s.requests.load(Relaxed) } else { 0 },
                     "tokens_this_minute": if current { s.tokens.load(Relaxed) } else { 0 },
                 })

@@ -249,6 +249,11 @@ fn queue_depth_and_timeout() {
         })
         .await;
         assert!(matches!(r, Err(Some(Refused::QueueTimeout { .. }))));
+        assert_eq!(
+            flow.tenants.snapshot(0)[0]["queued"],
+            0,
+            "the tenant's wait is over"
+        );
         assert_eq!(seen.get(), 20, "max_wait_ms from the connection");
         assert_eq!(gate.queued(), 0);
     });
