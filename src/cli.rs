@@ -151,7 +151,14 @@ fn serve(args: &[String]) -> Result<(), String> {
     let log = cfg.server.access_log.then(crate::log::LogSink::start);
     let listen = cfg.server.listen;
     let admin = cfg.server.admin_listen;
-    let open = true; // client keys arrive with the durable store; until then Ringside runs open.
+    let open = cfg.clients.is_open();
+    if open {
+        crate::log::event(
+            "warn",
+            "no client keys configured: running open (sidecar mode); anyone who reaches the port may use it",
+            serde_json::json!({}),
+        );
+    }
     let server = crate::runtime::start(cfg, log)?;
     crate::log::event(
         "info",

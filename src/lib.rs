@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod clients;
 pub mod clock;
 pub mod config;
 pub mod demo;

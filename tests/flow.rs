@@ -18,6 +18,7 @@ both_drivers!(
     one_tenants_burst_does_not_starve_anothers_trickle,
     admin_settings_change_the_budget,
     tenant_quota_holds_across_keys_and_cores,
+    reject_policy_moves_on_to_the_next_key,
 );
 
 fn sim_with(faults: &[&str]) -> ringside::simulate::Simulator {
@@ -363,4 +364,37 @@ fn tenant_quota_holds_across_keys_and_cores(driver: &str) {
         !t.to_string().contains("sk-client"),
         "tenants are hashes, never keys"
     );
+}
+
+fn reject_policy_moves_on_to_the_next_key(driver: &str) {
+    let sim = sim_with(&[]);
+    let conn = "  max_concurrent = 1\n  on_saturation = \"reject\"\n";
+    let body = priority_keys(sim.addr, &["a", "b"], "")
+        .replace("  priority = 0\n", &format!("  priority = 0\n{conn}"))
+        .replace("  priority = 1\n", &format!("  priority = 1\n{conn}"));
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let busy_a = post_in(proxy.addr, latency(800));
+    std::thread::sleep(Duration::from_millis(150));
+    // a is saturated: the next request goes to b at once, not into a queue.
+    let t0 = Instant::now();
+    let r = client::request(
+        proxy.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        chat("m", false).as_bytes(),
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert!(t0.elapsed() < Duration::from_millis(500));
+    // Both saturated: a fast 429.
+    let busy_b = post_in(proxy.addr, latency(800));
+    std::thread::sleep(Duration::from_millis(150));
+    let (status, took, code) = post_in(proxy.addr, latency(0)).join().unwrap();
+    assert_eq!((status, code.as_str()), (429, "RATE_LIMIT_QUEUE_FULL"));
+    assert!(took < Duration::from_millis(400), "{took:?}");
+    assert_eq!(busy_a.join().unwrap().0, 200);
+    assert_eq!(busy_b.join().unwrap().0, 200);
 }

@@ -137,6 +137,8 @@ pub struct Config {
     pub flow_env: [Option<u64>; 3],
     pub tenant_limits: crate::flow::tenant::TenantLimits,
     pub stream: crate::sse::StreamSettings,
+    /// Client keys (empty: open, sidecar mode).
+    pub clients: crate::clients::Clients,
 }
 
 impl Config {

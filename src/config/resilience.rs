@@ -367,3 +367,104 @@ pub(super) fn stream(
         watchdog: w,
     }
 }
+
+/// Client keys, validated; keys from the environment are hashed here and never kept.
+pub(super) fn clients(
+    out: &mut Vec<Problem>,
+    file: &FileConfig,
+    providers: &[Provider],
+    env: EnvLookup,
+) -> crate::clients::Clients {
+    use crate::clients::{Client, Scope, digest, tenant_id};
+    let mut entries = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for (i, c) in file.clients.iter().enumerate() {
+        let at = format!("clients[{i}]");
+        if c.id.is_empty() || !ids.insert(c.id.clone()) {
+            problem(out, format!("{at}.id"), "must be present and unique");
+        }
+        let d = match (&c.key_env, &c.key_sha256) {
+            (Some(name), None) => match env(name).filter(|v| !v.is_empty()) {
+                Some(v) => Some(digest(v.trim().as_bytes())),
+                None => {
+                    problem(
+                        out,
+                        format!("{at}.key_env"),
+                        format!("environment variable {name} is not set"),
+                    );
+                    None
+                }
+            },
+            (None, Some(hex)) => {
+                let bytes: Option<Vec<u8>> = (hex.len() == 64)
+                    .then(|| {
+                        (0..32)
+                            .map(|k| u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).ok())
+                            .collect()
+                    })
+                    .flatten();
+                match bytes.and_then(|b| <[u8; 32]>::try_from(b).ok()) {
+                    Some(d) => Some(d),
+                    None => {
+                        problem(out, format!("{at}.key_sha256"), "must be 64 hex digits");
+                        None
+                    }
+                }
+            }
+            _ => {
+                problem(out, &at, "give exactly one of key_env or key_sha256");
+                None
+            }
+        };
+        let mut scopes = Vec::new();
+        for sc in &c.scopes {
+            match Scope::parse(sc) {
+                Some(s) => scopes.push(s),
+                None => problem(
+                    out,
+                    format!("{at}.scopes"),
+                    format!("`{sc}` is not one of inference, lease:exclusive, admin"),
+                ),
+            }
+        }
+        let allowed = c.allowed_connections.as_ref().map(|list| {
+            list.iter()
+                .filter_map(|name| {
+                    let found = name.split_once('/').and_then(|(p, cn)| {
+                        providers
+                            .iter()
+                            .find(|x| x.id == p)?
+                            .connections
+                            .iter()
+                            .find(|x| x.id == cn)
+                            .map(|x| x.index)
+                    });
+                    if found.is_none() {
+                        problem(
+                            out,
+                            format!("{at}.allowed_connections"),
+                            format!("no connection `{name}` (write provider/connection)"),
+                        );
+                    }
+                    found
+                })
+                .collect()
+        });
+        if c.priority > 9 {
+            problem(out, format!("{at}.priority"), "must be 0 to 9");
+        }
+        if let Some(d) = d {
+            entries.push((
+                d,
+                Client {
+                    id: c.id.clone(),
+                    scopes,
+                    allowed,
+                    tenant: tenant_id(c.tenant.as_deref().unwrap_or(&c.id)),
+                    priority: c.priority.min(9),
+                },
+            ));
+        }
+    }
+    crate::clients::Clients::new(entries)
+}

@@ -21,6 +21,40 @@ pub struct FileConfig {
     pub flow: FlowSection,
     #[serde(default)]
     pub stream: StreamSection,
+    #[serde(default)]
+    pub clients: Vec<ClientSection>,
+}
+
+/// A client key. The key itself is never in the file: `key_env` names the variable that holds
+/// it (hashed at load), or `key_sha256` is its SHA-256 in hex.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSection {
+    pub id: String,
+    #[serde(default)]
+    pub key_env: Option<String>,
+    #[serde(default)]
+    pub key_sha256: Option<String>,
+    /// "inference" | "lease:exclusive" | "admin"
+    #[serde(default = "default_scopes")]
+    pub scopes: Vec<String>,
+    /// `provider/connection` this key may use (absent: all).
+    #[serde(default)]
+    pub allowed_connections: Option<Vec<String>>,
+    /// Tenant for quotas and fair queueing (default: the id).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Priority class of its requests, 0 (first) to 9.
+    #[serde(default = "default_client_priority")]
+    pub priority: u8,
+}
+
+fn default_scopes() -> Vec<String> {
+    vec!["inference".into()]
+}
+
+fn default_client_priority() -> u8 {
+    5
 }
 
 /// The stream guard.

@@ -163,3 +163,35 @@ fn resilience_section_resolves_with_locations_for_problems() {
     let errs = load_str(&bad, "t.toml", &env).unwrap_err();
     assert_eq!(errs[0].at, "providers[0].profile");
 }
+
+#[test]
+fn client_keys_are_validated_and_hashed() {
+    let text = format!(
+        "{GOOD}\n[[clients]]\nid = \"a\"\nkey_env = \"KEY_A\"\nallowed_connections = [\"oa/a\"]\n\
+         [[clients]]\nid = \"b\"\nkey_sha256 = \"{}\"\nscopes = [\"inference\", \"admin\"]\n",
+        "ab".repeat(32)
+    );
+    let c = load_str(&text, "t.toml", &env).unwrap();
+    assert!(!c.clients.is_open());
+    assert!(
+        matches!(c.clients.check(Some(b"sk-a")), crate::clients::Auth::Known(k) if k.id == "a" && k.allowed == Some(vec![0]))
+    );
+    assert!(
+        !format!("{:?}", c.clients).contains("sk-a"),
+        "only digests are kept"
+    );
+    let bad = format!(
+        "{GOOD}\n[[clients]]\nid = \"x\"\nkey_sha256 = \"zz\"\nscopes = [\"root\"]\nallowed_connections = [\"oa/nope\"]\n[[clients]]\nid = \"x\"\n"
+    );
+    let errs = load_str(&bad, "t.toml", &env).unwrap_err();
+    let at: Vec<&str> = errs.iter().map(|p| p.at.as_str()).collect();
+    for want in [
+        "clients[0].key_sha256",
+        "clients[0].scopes",
+        "clients[0].allowed_connections",
+        "clients[1].id",
+        "clients[1]",
+    ] {
+        assert!(at.contains(&want), "{want} missing in {at:?}");
+    }
+}

@@ -390,6 +390,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
 
     let resilience = super::resilience::resolve(&mut p.0, &file, &providers, env);
     let stream = super::resilience::stream(&mut p.0, &file.stream, env);
+    let clients = super::resilience::clients(&mut p.0, &file, &providers, env);
     if !p.0.is_empty() {
         return Err(p.0);
     }
@@ -428,6 +429,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             max_concurrent: file.flow.tenant_max_concurrent,
         },
         stream,
+        clients,
     })
 }
 

@@ -201,6 +201,12 @@ pub(super) async fn give_up(
         };
         // Long waits are not worth an SDK's automatic retry.
         e.retry_after(s).should_retry(s <= 60)
+    } else if timers
+        .iter()
+        .any(|e| matches!(e, Exclusion::Ineligible("saturated")))
+    {
+        // Local overload: every usable key is at its concurrency cap (reject policy).
+        refused_error(crate::flow::Refused::Saturated)
     } else {
         ApiError::new(
             404,
@@ -218,7 +224,10 @@ pub(super) async fn give_up(
 
 /// Local overload (never counted against the upstream): queue full or queue timeout.
 pub fn refused(r: crate::flow::Refused, record: &crate::proxy::record::Record) -> ApiError {
-    let attempts = record.attempts_header(None);
+    refused_error(r).header("x-ringside-attempts", record.attempts_header(None))
+}
+
+fn refused_error(r: crate::flow::Refused) -> ApiError {
     let e = match r {
         crate::flow::Refused::QueueFull => ApiError::new(
             429,
@@ -236,9 +245,7 @@ pub fn refused(r: crate::flow::Refused, record: &crate::proxy::record::Record) -
             "every connection is at its concurrency limit",
         ),
     };
-    e.retry_after(1)
-        .should_retry(true)
-        .header("x-ringside-attempts", attempts)
+    e.retry_after(1).should_retry(true)
 }
 
 /// The execution budget ran out before the answer began: the upstream was closed first.

@@ -46,6 +46,9 @@ pub struct Record {
     pub core: usize,
     pub method: String,
     pub path: String,
+    /// The client key's id (never the key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

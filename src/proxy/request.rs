@@ -66,6 +66,8 @@ pub(super) struct Ctx<'a> {
     pub priority: u8,
     /// Set once a flow permit is held: when the execution budget ends.
     pub exec_deadline: Option<Instant>,
+    /// The client key, when keys are configured.
+    pub client: Option<&'a crate::clients::Client>,
 }
 
 /// A stable tenant id for the client's credential (never stored or logged as such).
@@ -128,6 +130,7 @@ pub async fn handle(
         tenant: tenant_of(&head),
         priority: priority_of(&head),
         exec_deadline: None,
+        client: None,
     };
     let (keep, route_index) = match endpoint {
         None => {
@@ -272,6 +275,37 @@ async fn serve(
         Ok(b) => b,
         Err(e) => return (finish_error(ctx, wr, &e, false).await, other),
     };
+    // Who is calling (client keys; open when none are configured).
+    let clients = &ctx.core.shared.config.clients;
+    match clients.check(crate::clients::presented(ctx.head)) {
+        crate::clients::Auth::Open => {}
+        crate::clients::Auth::Known(c) => {
+            if !c.has(crate::clients::Scope::Inference) {
+                let err = ApiError::new(
+                    403,
+                    "insufficient_scope",
+                    "this key may not make inference requests",
+                )
+                .should_retry(false);
+                return (finish_error(ctx, wr, &err, true).await, other);
+            }
+            ctx.client = Some(c);
+            ctx.tenant = c.tenant;
+            if ctx.head.get("x-ringside-priority").is_none() {
+                ctx.priority = c.priority;
+            }
+            ctx.record.client = Some(c.id.clone());
+        }
+        crate::clients::Auth::Missing | crate::clients::Auth::Unknown => {
+            let err = ApiError::new(
+                401,
+                "invalid_api_key",
+                "a valid Ringside client key is required (Authorization: Bearer or x-api-key)",
+            )
+            .should_retry(false);
+            return (finish_error(ctx, wr, &err, true).await, other);
+        }
+    }
     if endpoint == Endpoint::Models {
         return (models(ctx, wr).await, other);
     }

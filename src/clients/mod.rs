@@ -1,0 +1,151 @@
+//! Client keys: who may call Ringside. A key is kept only as its SHA-256; each has scopes
+//! (`inference`, `lease:exclusive`, `admin`), an optional list of connections it may use, a
+//! tenant (for quotas and fair queueing) and a priority class. Without any key configured
+//! Ringside runs open (sidecar mode) and says so at start.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Inference,
+    LeaseExclusive,
+    Admin,
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Option<Scope> {
+        Some(match s {
+            "inference" => Scope::Inference,
+            "lease:exclusive" => Scope::LeaseExclusive,
+            "admin" => Scope::Admin,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Client {
+    pub id: String,
+    pub scopes: Vec<Scope>,
+    /// Flat connection indices this key may use; `None` = all.
+    pub allowed: Option<Vec<usize>>,
+    /// Tenant id hash (quotas, fair queueing).
+    pub tenant: u64,
+    /// Default priority 0–9 of its requests (its class).
+    pub priority: u8,
+}
+
+impl Client {
+    pub fn has(&self, s: Scope) -> bool {
+        self.scopes.contains(&s)
+    }
+
+    pub fn may_use(&self, conn: usize) -> bool {
+        self.allowed.as_ref().is_none_or(|a| a.contains(&conn))
+    }
+}
+
+/// SHA-256 of a key.
+pub fn digest(key: &[u8]) -> [u8; 32] {
+    Sha256::digest(key).into()
+}
+
+/// A stable tenant id for a name (not secret).
+pub fn tenant_id(name: &str) -> u64 {
+    let d = digest(name.as_bytes());
+    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]) | 1
+}
+
+/// The configured keys, by digest.
+#[derive(Clone, Debug, Default)]
+pub struct Clients {
+    by_digest: HashMap<[u8; 32], usize>,
+    pub list: Vec<Client>,
+}
+
+/// What the request's credential says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Auth<'a> {
+    /// No keys configured: everyone is in.
+    Open,
+    Known(&'a Client),
+    Missing,
+    Unknown,
+}
+
+impl Clients {
+    pub fn new(entries: Vec<([u8; 32], Client)>) -> Self {
+        let mut c = Clients::default();
+        for (d, client) in entries {
+            c.by_digest.insert(d, c.list.len());
+            c.list.push(client);
+        }
+        c
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Check a presented key (`Authorization: Bearer`, or `x-api-key`).
+    pub fn check(&self, presented: Option<&[u8]>) -> Auth<'_> {
+        if self.is_open() {
+            return Auth::Open;
+        }
+        let Some(key) = presented.filter(|k| !k.is_empty()) else {
+            return Auth::Missing;
+        };
+        match self.by_digest.get(&digest(key)) {
+            Some(&i) => Auth::Known(&self.list[i]),
+            None => Auth::Unknown,
+        }
+    }
+}
+
+/// The key a request presents: `Authorization: Bearer <key>`, else `x-api-key`.
+pub fn presented(head: &crate::http::Head) -> Option<&[u8]> {
+    if let Some(v) = head.get("authorization") {
+        let v = v
+            .strip_prefix(b"Bearer ")
+            .or_else(|| v.strip_prefix(b"bearer "))?;
+        return Some(v.trim_ascii());
+    }
+    head.get("x-api-key").map(<[u8]>::trim_ascii)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: &str, scopes: &[Scope]) -> Client {
+        Client {
+            id: id.into(),
+            scopes: scopes.to_vec(),
+            allowed: Some(vec![1]),
+            tenant: tenant_id(id),
+            priority: 5,
+        }
+    }
+
+    #[test]
+    fn open_without_keys_and_checked_with_them() {
+        assert_eq!(Clients::default().check(None), Auth::Open);
+        let c = Clients::new(vec![(
+            digest(b"sk-team-a"),
+            client("a", &[Scope::Inference]),
+        )]);
+        assert!(matches!(c.check(Some(b"sk-team-a")), Auth::Known(k) if k.id == "a"));
+        assert_eq!(c.check(Some(b"sk-other")), Auth::Unknown);
+        assert_eq!(c.check(None), Auth::Missing);
+        assert_eq!(c.check(Some(b"")), Auth::Missing);
+        let Auth::Known(k) = c.check(Some(b"sk-team-a")) else {
+            unreachable!()
+        };
+        assert!(k.has(Scope::Inference) && !k.has(Scope::Admin));
+        assert!(k.may_use(1) && !k.may_use(0));
+        assert_ne!(tenant_id("a"), tenant_id("b"));
+    }
+}

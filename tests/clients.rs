@@ -1,0 +1,87 @@
+//! Client keys end to end (both drivers): open without keys; with keys, 401 without a valid
+//! one in the client's dialect, 403 without the inference scope, allowed connections honoured,
+//! and the key never shows up anywhere.
+
+mod common;
+use common::*;
+use ringside::simulate::SimOptions;
+
+both_drivers!(client_keys_guard_the_data_port);
+
+fn hex(d: [u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn client_keys_guard_the_data_port(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let team = "sk-ringside-team-0123456789";
+    let ops = "sk-ringside-ops-0123456789";
+    let limited = "sk-ringside-limited-0123456789";
+    let body = priority_keys(sim.addr, &["a", "b"], "")
+        + &format!(
+            "[[clients]]\nid = \"team\"\nkey_sha256 = \"{}\"\n\
+             [[clients]]\nid = \"ops\"\nkey_sha256 = \"{}\"\nscopes = [\"admin\"]\n\
+             [[clients]]\nid = \"limited\"\nkey_sha256 = \"{}\"\nallowed_connections = [\"sim/b\"]\n",
+            hex(ringside::clients::digest(team.as_bytes())),
+            hex(ringside::clients::digest(ops.as_bytes())),
+            hex(ringside::clients::digest(limited.as_bytes())),
+        );
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["error"]["code"], "invalid_api_key");
+    assert_eq!(r.header("x-should-retry"), Some("false"));
+    let msg = r#"{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#;
+    let r = proxy.post("/v1/messages", &[("x-api-key", "sk-wrong")], msg);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.json()["error"]["type"],
+        "authentication_error",
+        "Anthropic dialect"
+    );
+    let bearer = format!("Bearer {team}");
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("authorization", &bearer)],
+        &chat("m", false),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-api-key", team)],
+        &chat("m", false),
+    );
+    assert_eq!(r.status, 200);
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-api-key", ops)],
+        &chat("m", false),
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(r.json()["error"]["code"], "insufficient_scope");
+    for _ in 0..3 {
+        let r = proxy.post(
+            "/v1/chat/completions",
+            &[("x-api-key", limited)],
+            &chat("m", false),
+        );
+        assert_eq!(
+            r.header("x-ringside-connection"),
+            Some("sim/b"),
+            "only its allowed key"
+        );
+    }
+    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    assert_eq!(d["client"], "team", "{d}");
+    let (_, all) = proxy.admin("GET", "/admin/decisions?limit=100");
+    let text = all.to_string() + &proxy.metrics();
+    for k in [team, ops, limited] {
+        assert!(!text.contains(k), "a client key leaked");
+    }
+    // The client's key is never forwarded upstream.
+    let seen = ringside::demo::client::request(sim.addr, "GET", "/_sim/requests", &[], b"", T)
+        .unwrap()
+        .text();
+    assert!(!seen.contains(team) && !seen.contains(limited), "{seen}");
+}
