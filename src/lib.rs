@@ -21,4 +21,5 @@ pub mod route;
 pub mod runtime;
 pub mod simulate;
 pub mod sse;
+pub mod store;
 pub mod upstream;
