@@ -96,7 +96,11 @@ pub fn patch_settings(shared: &Shared, body: &[u8]) -> (u16, Value) {
         changes.push((k, parsed));
     }
     for (k, v) in changes {
-        shared.flow.budgets.set_admin(k, v);
+        let key = format!("settings/flow/{}", k.name());
+        match shared.flow.budgets.set_admin(k, v) {
+            Some(stored) => shared.store.put(key, json!(stored)),
+            None => shared.store.delete(key),
+        }
     }
     settings(shared)
 }

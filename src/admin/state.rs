@@ -39,8 +39,12 @@ fn query<'a>(q: Option<&'a str>, key: &str) -> Option<&'a str> {
 impl AdminState {
     pub fn new(shared: Arc<Shared>, inbox: Receiver<Event>) -> Self {
         let cfg = &shared.config;
+        let mut tables = Tables::new(cfg.providers.len(), cfg.connection_count());
+        for (i, st) in shared.stored_terminals() {
+            tables.conns[i] = st;
+        }
         AdminState {
-            tables: Tables::new(cfg.providers.len(), cfg.connection_count()),
+            tables,
             me: shared.bus.members() - 1,
             shared,
             inbox,
@@ -117,6 +121,8 @@ impl AdminState {
             return not_found("such connection");
         };
         let state = self.tables.conns[i].reset();
+        // The reset is durable: the terminal state is gone from the store too.
+        self.shared.store.delete(self.shared.terminal_key(i));
         self.shared
             .bus
             .broadcast(self.me, &Event::Conn { conn: i, state });

@@ -139,6 +139,9 @@ pub struct Config {
     pub stream: crate::sse::StreamSettings,
     /// Client keys (empty: open, sidecar mode).
     pub clients: crate::clients::Clients,
+    /// The durable store: map size in bytes, and whether commits skip the sync.
+    pub store_map_size: usize,
+    pub store_fast: bool,
 }
 
 impl Config {

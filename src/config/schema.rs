@@ -23,6 +23,26 @@ pub struct FileConfig {
     pub stream: StreamSection,
     #[serde(default)]
     pub clients: Vec<ClientSection>,
+    #[serde(default)]
+    pub store: StoreSection,
+}
+
+/// The durable store under `server.data_dir`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSection {
+    pub map_size_mb: u64,
+    /// "durable" (sync every commit) or "fast" (no sync: the last writes may be lost on power loss).
+    pub durability: String,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        StoreSection {
+            map_size_mb: 1024,
+            durability: "durable".into(),
+        }
+    }
 }
 
 /// A client key. The key itself is never in the file: `key_env` names the variable that holds

@@ -391,6 +391,19 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let resilience = super::resilience::resolve(&mut p.0, &file, &providers, env);
     let stream = super::resilience::stream(&mut p.0, &file.stream, env);
     let clients = super::resilience::clients(&mut p.0, &file, &providers, env);
+    if !matches!(file.store.durability.as_str(), "durable" | "fast") {
+        p.add(
+            "store.durability",
+            format!("`{}` is not one of durable, fast", file.store.durability),
+        );
+    }
+    in_range(
+        &mut p,
+        "store.map_size_mb",
+        file.store.map_size_mb,
+        1,
+        1 << 20,
+    );
     if !p.0.is_empty() {
         return Err(p.0);
     }
@@ -430,6 +443,8 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         },
         stream,
         clients,
+        store_map_size: (file.store.map_size_mb.clamp(1, 1 << 20) as usize) << 20,
+        store_fast: file.store.durability == "fast",
     })
 }
 

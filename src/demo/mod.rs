@@ -20,6 +20,7 @@ listen = "127.0.0.1:{PROXY}"
 admin_listen = "127.0.0.1:{ADMIN}"
 workers = 2
 access_log = false
+data_dir = "{DATA}"
 shutdown_grace_ms = 2000
 
 [[providers]]
@@ -108,10 +109,12 @@ pub fn run() -> Result<(), String> {
     println!("  key-flaky resets every connection, key-limited answers 429 (Retry-After: 30),");
     println!("  relay-key is a relay answering quota exhaustion with 403 \"额度不足\"");
 
+    let data_dir = std::env::temp_dir().join(format!("ringside-demo-{}", std::process::id()));
     let text = DEMO_CONFIG
         .replace("{PROXY}", &proxy_port.to_string())
         .replace("{ADMIN}", &admin_port.to_string())
-        .replace("{SIM}", &sim_port.to_string());
+        .replace("{SIM}", &sim_port.to_string())
+        .replace("{DATA}", &data_dir.to_string_lossy());
     let cfg = load_str(&text, "embedded demo config", &demo_env).map_err(|p| {
         p.iter()
             .map(|x| x.to_string())
@@ -238,6 +241,7 @@ pub fn run() -> Result<(), String> {
     server.shutdown();
     server.join();
     sim.stop();
+    let _ = std::fs::remove_dir_all(&data_dir);
     if failures > 0 {
         return Err(format!("{failures} demo request(s) failed"));
     }

@@ -38,6 +38,48 @@ pub struct Shared {
     pub in_flight: Vec<AtomicU32>,
     /// Flow control: per-connection gates and the cores' doorbells.
     pub flow: &'static crate::flow::FlowShared,
+    /// The durable store (terminal states, admin settings).
+    pub store: &'static crate::store::Store,
+}
+
+impl Shared {
+    /// The store key of a connection's terminal state.
+    pub fn terminal_key(&self, conn: usize) -> String {
+        let (p, c) = self.conn_labels.get(conn).cloned().unwrap_or_default();
+        format!("terminal/{p}/{c}")
+    }
+
+    /// Persist a connection state that turned terminal (kept until an operator reset).
+    pub fn persist_terminal(&self, conn: usize, state: &crate::resilience::cooldown::ConnState) {
+        if let Some(t) = state.terminal {
+            self.store.put(
+                self.terminal_key(conn),
+                serde_json::json!({"terminal": t, "epoch": state.epoch}),
+            );
+        }
+    }
+
+    /// Terminal states from the store, by flat connection index.
+    pub fn stored_terminals(&self) -> Vec<(usize, crate::resilience::cooldown::ConnState)> {
+        let mut out = Vec::new();
+        for (k, v) in self.store.scan("terminal/") {
+            let Some(i) = (0..self.conn_labels.len()).find(|&i| self.terminal_key(i) == k) else {
+                continue; // a connection no longer in the config
+            };
+            let Ok(t) = serde_json::from_value(v["terminal"].clone()) else {
+                continue;
+            };
+            out.push((
+                i,
+                crate::resilience::cooldown::ConnState {
+                    terminal: Some(t),
+                    epoch: v["epoch"].as_u64().unwrap_or(0) as u32,
+                    ..Default::default()
+                },
+            ));
+        }
+        out
+    }
 }
 
 pub struct Core {
@@ -113,7 +155,12 @@ impl Core {
         let s = &self.shared.config.resilience;
         let now = crate::clock::now_ms();
         let mut t = self.tables.borrow_mut();
-        t.on_failure(s, site, v, now, &mut |ev| self.emit(ev));
+        t.on_failure(s, site, v, now, &mut |ev| {
+            if let Event::Conn { conn, state } = &ev {
+                self.shared.persist_terminal(*conn, state);
+            }
+            self.emit(ev)
+        });
     }
 
     pub fn record_success(&self, site: Site) {

@@ -39,6 +39,8 @@ impl Running {
         for w in self.workers {
             let _ = w.join();
         }
+        // Everything the cores queued for the store is on disk before we exit.
+        self.shared.store.flush();
         if let Some(a) = self.admin {
             let _ = a.join();
         }
@@ -87,6 +89,11 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
     let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
         .map(|_| Arc::new(CoreMetrics::new(route_labels.len(), conn_labels.len())))
         .collect();
+    let store = crate::store::open(
+        &config.server.data_dir,
+        config.store_map_size,
+        config.store_fast,
+    )?;
     let (bus, mut inboxes) = crate::resilience::bus::bus(workers + 1);
     let admin_inbox = inboxes.pop().ok_or("event bus without members")?;
     let providers = config.providers.len();
@@ -115,6 +122,18 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
             bell_writers,
             config.tenant_limits,
         )));
+    // Settings changed through the admin API survive a restart.
+    for (k, v) in store.scan("settings/flow/") {
+        let name = k.trim_start_matches("settings/flow/");
+        if let (Some(knob), Some(n)) = (
+            crate::flow::settings::Knob::ALL
+                .into_iter()
+                .find(|x| x.name() == name),
+            v.as_u64(),
+        ) {
+            flow.budgets.set_admin(knob, Some(n));
+        }
+    }
     let shared = Arc::new(Shared {
         config,
         routes,
@@ -128,6 +147,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         probes: crate::resilience::Probes::new(providers),
         in_flight: (0..connections).map(|_| Default::default()).collect(),
         flow,
+        store,
     });
     let resolver = Resolver::start(2);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();
@@ -274,10 +294,14 @@ async fn core_main(
         drain: Default::default(),
         open_conns: Cell::new(0),
         request_seq: Cell::new(0),
-        tables: RefCell::new(crate::resilience::Tables::new(
-            cfg.providers.len(),
-            cfg.connection_count(),
-        )),
+        tables: RefCell::new({
+            let mut t = crate::resilience::Tables::new(cfg.providers.len(), cfg.connection_count());
+            // Terminal states outlive a restart (until an operator resets them).
+            for (i, st) in shared.stored_terminals() {
+                t.conns[i] = st;
+            }
+            t
+        }),
         inbox,
         loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
         flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),

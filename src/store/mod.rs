@@ -40,7 +40,8 @@ pub fn open(dir: &str, map_size: usize, fast: bool) -> Result<&'static Store, St
         }
     }
     // SAFETY: the environment is opened once per process and its files are ours alone.
-    let env = unsafe { opts.open(&path) }.map_err(|e| format!("cannot open the store at {}: {e}", path.display()))?;
+    let env = unsafe { opts.open(&path) }
+        .map_err(|e| format!("cannot open the store at {}: {e}", path.display()))?;
     let env: &'static Env<WithoutTls> = Box::leak(Box::new(env));
     let _ = env.clear_stale_readers();
     let wtxn = env.write_txn().map_err(|e| format!("store: {e}"))?;
@@ -60,7 +61,11 @@ pub fn open(dir: &str, map_size: usize, fast: bool) -> Result<&'static Store, St
     Ok(Box::leak(Box::new(Store { env, db, tx })))
 }
 
-fn writer(env: &'static Env<WithoutTls>, db: Database<'static, Str, SerdeJson<Value>>, rx: crossbeam_channel::Receiver<Op>) {
+fn writer(
+    env: &'static Env<WithoutTls>,
+    db: Database<'static, Str, SerdeJson<Value>>,
+    rx: crossbeam_channel::Receiver<Op>,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
@@ -79,7 +84,11 @@ fn writer(env: &'static Env<WithoutTls>, db: Database<'static, Str, SerdeJson<Va
             w.commit()
         })();
         if let Err(e) = result {
-            crate::log::event("error", "store commit failed", serde_json::json!({"error": e.to_string()}));
+            crate::log::event(
+                "error",
+                "store commit failed",
+                serde_json::json!({"error": e.to_string()}),
+            );
         }
         for s in flushes {
             let _ = s.send(());
@@ -126,8 +135,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ringside-store-test-{}", std::process::id()));
         let d = dir.to_string_lossy().to_string();
         let s = super::open(&d, 1 << 24, false).unwrap();
-        s.put("terminal/p/a".into(), serde_json::json!({"kind": "banned", "epoch": 2}));
-        s.put("terminal/p/b".into(), serde_json::json!({"kind": "expired", "epoch": 0}));
+        s.put(
+            "terminal/p/a".into(),
+            serde_json::json!({"kind": "banned", "epoch": 2}),
+        );
+        s.put(
+            "terminal/p/b".into(),
+            serde_json::json!({"kind": "expired", "epoch": 0}),
+        );
         s.put("settings/flow/max_wait_ms".into(), serde_json::json!(5000));
         s.delete("terminal/p/b".into());
         s.flush();

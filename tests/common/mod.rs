@@ -55,8 +55,18 @@ impl Proxy {
     /// Start the binary with `body` (providers, routes, extra sections) appended to a [server]
     /// section that picks ports and the driver.
     pub fn start(driver: &str, workers: usize, extra_server: &str, body: &str) -> Proxy {
+        Self::start_in(driver, workers, extra_server, body, tempdir::new())
+    }
+
+    /// Start with a given directory (its `data` holds the durable store, kept across restarts).
+    pub fn start_in(
+        driver: &str,
+        workers: usize,
+        extra_server: &str,
+        body: &str,
+        dir: tempdir::Dir,
+    ) -> Proxy {
         let (p, a) = (port(), port());
-        let dir = tempdir::new();
         let cfg = format!(
             "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\nshutdown_grace_ms = 5000\n{extra_server}\n{body}",
             dir.0.join("data").display()
