@@ -4,7 +4,10 @@ mod common;
 use common::*;
 use ringside::simulate::{SimOptions, parse_fault_arg};
 
-both_drivers!(terminal_states_and_admin_settings_survive_a_restart);
+both_drivers!(
+    terminal_states_and_admin_settings_survive_a_restart,
+    session_affinity_pins_and_repins,
+);
 
 fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
     let mut opts = SimOptions::default();
@@ -49,4 +52,59 @@ fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
     let proxy = Proxy::start_in(driver, 2, "", &body, dir);
     let (_, c) = proxy.admin("GET", "/admin/connections");
     assert_eq!(c["connections"][0]["state"], "active", "{c}");
+}
+
+fn session_affinity_pins_and_repins(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    // Two equal keys (round robin would alternate), pins for a minute.
+    let body = priority_keys(sim.addr, &["a", "b"], "").replace("priority = 1", "priority = 0")
+        + "[session]\naffinity_ttl_ms = 60000\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let on = |session: &str| {
+        let r = proxy.post(
+            "/v1/chat/completions",
+            &[("x-session-id", session)],
+            &chat("m", false),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.header("x-ringside-connection")
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = on("s1");
+    for _ in 0..6 {
+        assert_eq!(on("s1"), first, "the session stays on its connection");
+    }
+    // Without a session header, requests spread.
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..8 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        seen.insert(
+            r.header("x-ringside-connection")
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // The pinned key starts refusing: the session moves and stays on the other one.
+    let key = if first == "sim/a" {
+        "sk-sim-a"
+    } else {
+        "sk-sim-b"
+    };
+    let spec = format!(r#"{{"key":"{key}","spec":"429;retry-after=30"}}"#);
+    let r =
+        ringside::demo::client::request(sim.addr, "POST", "/_sim/faults", &[], spec.as_bytes(), T)
+            .unwrap();
+    assert_eq!(r.status, 200);
+    let moved = on("s1");
+    assert_ne!(moved, first);
+    for _ in 0..4 {
+        assert_eq!(on("s1"), moved, "re-pinned");
+    }
+    // The session header never reaches the upstream.
+    let seen = ringside::demo::client::request(sim.addr, "GET", "/_sim/requests", &[], b"", T)
+        .unwrap()
+        .text();
+    assert!(!seen.contains("x-session-id"), "session header forwarded");
 }

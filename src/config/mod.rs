@@ -142,6 +142,8 @@ pub struct Config {
     /// The durable store: map size in bytes, and whether commits skip the sync.
     pub store_map_size: usize,
     pub store_fast: bool,
+    /// Session affinity TTL (0 = off).
+    pub affinity_ttl_ms: u64,
 }
 
 impl Config {

@@ -25,6 +25,17 @@ pub struct FileConfig {
     pub clients: Vec<ClientSection>,
     #[serde(default)]
     pub store: StoreSection,
+    #[serde(default)]
+    pub session: SessionSection,
+}
+
+/// Session affinity (soft pins).
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionSection {
+    /// Pin a session (`x-ringside-session`, `x-session-id`, `x-codex-session-id`) to the
+    /// connection it used for this long; 0 disables.
+    pub affinity_ttl_ms: u64,
 }
 
 /// The durable store under `server.data_dir`.

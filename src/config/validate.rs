@@ -445,6 +445,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         clients,
         store_map_size: (file.store.map_size_mb.clamp(1, 1 << 20) as usize) << 20,
         store_fast: file.store.durability == "fast",
+        affinity_ttl_ms: file.session.affinity_ttl_ms.min(30 * 86_400_000),
     })
 }
 

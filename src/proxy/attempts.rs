@@ -57,6 +57,19 @@ pub(super) async fn run(
     let mut saturated: Vec<Candidate> = Vec::new();
     // A local-overload answer (queue full / queue timeout / execution timeout).
     let mut refusal: Option<ApiError> = None;
+    // The connection that answered (for the session pin).
+    let mut served: Option<usize> = None;
+    // Session affinity: the pinned connection goes first while it is usable.
+    let ttl = core.config().affinity_ttl_ms;
+    let pin_key = if ttl > 0 {
+        crate::store::pins::session_key(ctx.head)
+    } else {
+        None
+    };
+    let had_pin = pin_key
+        .as_deref()
+        .and_then(|k| core.pinned(k, crate::clock::unix_ms()));
+    let pinned_conn = had_pin.map(|(c, _)| c);
     let result = loop {
         core.sync();
         let t = now();
@@ -95,7 +108,13 @@ pub(super) async fn run(
                             None => true,
                         }
                     });
-            for &c in ordered {
+            let pinned_first =
+                pinned_conn.and_then(|pc| ordered.iter().position(|c| c.connection == pc));
+            let order = pinned_first
+                .into_iter()
+                .chain((0..ordered.len()).filter(|&k| Some(k) != pinned_first));
+            for k in order {
+                let c = ordered[k];
                 match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
                     Ok(admit) => {
                         pick = Some((c, admit));
@@ -200,7 +219,10 @@ pub(super) async fn run(
             release_probe(&core.shared.probes.0[site.provider]);
         }
         match end {
-            AttemptEnd::Done { keep_alive } => break Some(keep_alive),
+            AttemptEnd::Done { keep_alive } => {
+                served = Some(cand.connection);
+                break Some(keep_alive);
+            }
             AttemptEnd::ClientGone => {
                 push(
                     ctx,
@@ -289,6 +311,11 @@ pub(super) async fn run(
         }
     };
     *buf = watch.finish().await;
+    if let (Some(key), Some(conn)) = (&pin_key, served)
+        && (200..300).contains(&ctx.record.status)
+    {
+        core.pin(key, conn, ttl, had_pin, crate::clock::unix_ms());
+    }
     if let Some(keep) = result {
         return keep;
     }

@@ -55,6 +55,12 @@ pub enum Event {
         conn: usize,
         model: Option<Arc<str>>,
     },
+    /// A session pinned to a connection (session affinity), until `until` (Unix ms).
+    Pin {
+        key: Arc<str>,
+        conn: usize,
+        until: u64,
+    },
     /// The admin asks each core for decision records (its own ring): by request id, or the
     /// latest `limit`. Not resilience state; answered by the core, ignored by the tables.
     DecisionQuery {
@@ -212,7 +218,7 @@ impl Tables {
             Event::LockClear { conn, model } => {
                 self.lockouts.clear(*conn, model.as_deref());
             }
-            Event::DecisionQuery { .. } => {}
+            Event::DecisionQuery { .. } | Event::Pin { .. } => {}
         }
     }
 

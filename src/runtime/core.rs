@@ -101,6 +101,8 @@ pub struct Core {
     pub flow: std::rc::Rc<crate::flow::FlowCore>,
     /// The latest decision records of requests served here (the admin asks over the bus).
     pub ring: RefCell<std::collections::VecDeque<Record>>,
+    /// Session pins known to this core (replicated by events; the store keeps them durable).
+    pub pins: RefCell<std::collections::HashMap<std::sync::Arc<str>, (usize, u64)>>,
     pub ring_cap: usize,
 }
 
@@ -131,8 +133,68 @@ impl Core {
                 };
                 let _ = reply.send(found);
             }
+            Event::Pin { key, conn, until } => {
+                self.pins.borrow_mut().insert(key.clone(), (*conn, *until));
+            }
             ev => t.apply(ev, s),
         });
+    }
+
+    /// The connection a session is pinned to, if the pin is alive (this core's copy first,
+    /// then the store for pins made before a restart).
+    pub fn pinned(&self, key: &str, now_unix: u64) -> Option<(usize, u64)> {
+        if let Some(&(c, until)) = self.pins.borrow().get(key) {
+            return (until > now_unix).then_some((c, until));
+        }
+        let (label, until) = crate::store::pins::pinned(self.shared.store, key, now_unix)?;
+        let c = self
+            .shared
+            .conn_labels
+            .iter()
+            .position(|(p, c)| label.split_once('/') == Some((p.as_str(), c.as_str())))?;
+        Some((c, until))
+    }
+
+    /// Pin a session to a connection on every core (and in the store), unless the pin is
+    /// already there and fresh.
+    pub fn pin(
+        &self,
+        key: &str,
+        conn: usize,
+        ttl_ms: u64,
+        had: Option<(usize, u64)>,
+        now_unix: u64,
+    ) {
+        if had.is_some_and(|(c, until)| c == conn && until > now_unix + ttl_ms / 2) {
+            return;
+        }
+        let until = now_unix + ttl_ms;
+        let key: std::sync::Arc<str> = std::sync::Arc::from(key);
+        self.pins.borrow_mut().insert(key.clone(), (conn, until));
+        self.emit(Event::Pin {
+            key: key.clone(),
+            conn,
+            until,
+        });
+        let (p, c) = self
+            .shared
+            .conn_labels
+            .get(conn)
+            .cloned()
+            .unwrap_or_default();
+        self.shared.store.put(
+            key.to_string(),
+            serde_json::json!({"conn": format!("{p}/{c}"), "until": until}),
+        );
+    }
+
+    /// Forget expired pins (on the tick); the table stays bounded.
+    pub fn sweep_pins(&self, now_unix: u64) {
+        let mut pins = self.pins.borrow_mut();
+        pins.retain(|_, (_, until)| *until > now_unix);
+        if pins.len() > 200_000 {
+            pins.clear(); // the store still has them
+        }
     }
 
     /// Keep a finished request's decision record (the oldest goes when the ring is full).

@@ -306,6 +306,7 @@ async fn core_main(
         loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
         flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),
         ring: RefCell::default(),
+        pins: RefCell::default(),
         ring_cap: match cfg.resilience.decision_ring {
             0 => 0,
             n => n.div_ceil(cfg.server.workers.max(1)).max(16),
@@ -356,6 +357,7 @@ async fn tick(core: Rc<Core>) {
             core.pool.borrow_mut().sweep(now);
             let s = &core.shared.config.resilience;
             core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
+            core.sweep_pins(crate::clock::unix_ms());
         }
     }
 }

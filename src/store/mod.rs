@@ -4,6 +4,8 @@
 //! restart: terminal connection states (with their reset epochs) and settings changed through
 //! the admin API.
 
+pub mod pins;
+
 use heed::types::{SerdeJson, Str};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
 use serde_json::Value;
@@ -112,6 +114,12 @@ impl Store {
         if self.tx.send(Op::Flush(s)).is_ok() {
             let _ = r.recv_timeout(std::time::Duration::from_secs(5));
         }
+    }
+
+    /// One entry (a short read transaction).
+    pub fn get(&self, key: &str) -> Option<Value> {
+        let r = self.env.read_txn().ok()?;
+        self.db.get(&r, key).ok().flatten()
     }
 
     /// Every entry under a key prefix (a short read transaction, never held across an await).

@@ -1,0 +1,24 @@
+//! Session affinity (soft pins): a session key pins the session to the connection it used, for
+//! `affinity_ttl_ms`. Each core keeps the pins it knows (replicated by events, see
+//! `Core::pin`); the store keeps them across restarts. A pin is rewritten only when it changes or
+//! is past half its life, not on every request.
+
+use super::Store;
+
+/// The session key a request carries (never forwarded upstream), as a stable store key.
+pub fn session_key(head: &crate::http::Head) -> Option<String> {
+    let v = ["x-ringside-session", "x-session-id", "x-codex-session-id"]
+        .iter()
+        .find_map(|h| head.get(h))
+        .filter(|v| !v.is_empty() && v.len() <= 512)?;
+    let d = crate::clients::digest(v);
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("pin/{hex}"))
+}
+
+/// The pinned connection label (`provider/connection`) if the pin is alive.
+pub fn pinned(store: &Store, key: &str, now_unix: u64) -> Option<(String, u64)> {
+    let v = store.get(key)?;
+    let until = v["until"].as_u64()?;
+    (until > now_unix).then(|| (v["conn"].as_str().unwrap_or_default().to_string(), until))
+}
