@@ -6,7 +6,78 @@ mod common;
 use common::*;
 use ringside::simulate::SimOptions;
 
-both_drivers!(client_keys_guard_the_data_port);
+both_drivers!(
+    client_keys_guard_the_data_port,
+    managed_keys_close_open_mode_and_revoke
+);
+
+fn managed_keys_close_open_mode_and_revoke(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    // Open (sidecar mode) until a key exists.
+    assert_eq!(
+        proxy
+            .post("/v1/chat/completions", &[], &chat("m", false))
+            .status,
+        200
+    );
+    let r = ringside::demo::client::request(
+        proxy.admin,
+        "POST",
+        "/admin/clients",
+        &[],
+        br#"{"id":"bot","allowed_connections":["sim/b"]}"#,
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let key = r.json()["key"].as_str().unwrap_or_default().to_string();
+    assert!(key.starts_with("rsk_") && key.len() == 4 + 43, "{key}");
+    assert_eq!(
+        proxy
+            .post("/v1/chat/completions", &[], &chat("m", false))
+            .status,
+        401
+    );
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-api-key", &key)],
+        &chat("m", false),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    let (_, list) = proxy.admin("GET", "/admin/clients");
+    assert_eq!(list["clients"][0]["id"], "bot", "{list}");
+    assert!(
+        !list.to_string().contains(&key),
+        "the key is shown once, never listed"
+    );
+    let dup = ringside::demo::client::request(
+        proxy.admin,
+        "POST",
+        "/admin/clients",
+        &[],
+        br#"{"id":"bot"}"#,
+        T,
+    )
+    .unwrap();
+    assert_eq!(dup.status, 400);
+    let (s, _) = proxy.admin("DELETE", "/admin/clients/bot");
+    assert_eq!(s, 200);
+    // Revoked, and no key left: open again.
+    assert_eq!(
+        proxy
+            .post(
+                "/v1/chat/completions",
+                &[("x-api-key", &key)],
+                &chat("m", false)
+            )
+            .status,
+        200
+    );
+    let (s, _) = proxy.admin("DELETE", "/admin/clients/bot");
+    assert_eq!(s, 404);
+}
 
 fn hex(d: [u8; 32]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()

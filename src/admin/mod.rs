@@ -209,6 +209,23 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
             _ if decisions.is_some() => json(decisions.unwrap_or((500, serde_json::Value::Null))),
+            ("GET", "/admin/clients") => json((200, crate::clients::managed::list(shared.store, &shared.config.clients))),
+            ("POST", "/admin/clients") => json(match crate::clients::managed::create(shared.store, &shared.config.clients, &body, &shared.conn_labels) {
+                Ok(v) => {
+                    shared.managed_keys.store(true, Ordering::Relaxed);
+                    (201, v)
+                }
+                Err(m) => (400, serde_json::json!({"error": {"message": m, "type": "invalid_request_error", "code": "invalid_client"}})),
+            }),
+            ("DELETE", p) if p.starts_with("/admin/clients/") => {
+                let id = &p["/admin/clients/".len()..];
+                if crate::clients::managed::delete(shared.store, id) {
+                    shared.managed_keys.store(crate::clients::managed::any(shared.store), Ordering::Relaxed);
+                    json((200, serde_json::json!({"revoked": id})))
+                } else {
+                    json((404, serde_json::json!({"error": {"message": "no managed client with that id", "type": "invalid_request_error", "code": "not_found"}})))
+                }
+            }
             ("GET", "/admin/queues") => json(flow::queues(&shared)),
             ("GET", "/admin/tenants") => json((200, serde_json::json!({
                 "limits": shared.flow.tenants.limits,

@@ -3,6 +3,8 @@
 //! tenant (for quotas and fair queueing) and a priority class. Without any key configured
 //! Ringside runs open (sidecar mode) and says so at start.
 
+pub mod managed;
+
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -68,10 +70,10 @@ pub struct Clients {
 
 /// What the request's credential says.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Auth<'a> {
+pub enum Auth {
     /// No keys configured: everyone is in.
     Open,
-    Known(&'a Client),
+    Known(Client),
     Missing,
     Unknown,
 }
@@ -90,18 +92,31 @@ impl Clients {
         self.list.is_empty()
     }
 
-    /// Check a presented key (`Authorization: Bearer`, or `x-api-key`).
-    pub fn check(&self, presented: Option<&[u8]>) -> Auth<'_> {
-        if self.is_open() {
+    /// Check a presented key (`Authorization: Bearer`, or `x-api-key`) against the configured
+    /// keys, then against `managed` (keys created through the admin API, by digest).
+    /// `any_managed` says whether managed keys exist at all (else, with no configured key,
+    /// Ringside is open).
+    pub fn check(
+        &self,
+        presented: Option<&[u8]>,
+        any_managed: bool,
+        managed: impl FnOnce(&[u8; 32]) -> Option<Client>,
+    ) -> Auth {
+        if self.is_open() && !any_managed {
             return Auth::Open;
         }
         let Some(key) = presented.filter(|k| !k.is_empty()) else {
             return Auth::Missing;
         };
-        match self.by_digest.get(&digest(key)) {
-            Some(&i) => Auth::Known(&self.list[i]),
-            None => Auth::Unknown,
+        let d = digest(key);
+        match self.by_digest.get(&d) {
+            Some(&i) => Auth::Known(self.list[i].clone()),
+            None => managed(&d).map_or(Auth::Unknown, Auth::Known),
         }
+    }
+
+    pub fn hex(d: &[u8; 32]) -> String {
+        d.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
@@ -132,16 +147,25 @@ mod tests {
 
     #[test]
     fn open_without_keys_and_checked_with_them() {
-        assert_eq!(Clients::default().check(None), Auth::Open);
+        let none = |_: &[u8; 32]| None;
+        assert_eq!(Clients::default().check(None, false, none), Auth::Open);
+        assert_eq!(
+            Clients::default().check(None, true, none),
+            Auth::Missing,
+            "managed keys close it"
+        );
         let c = Clients::new(vec![(
             digest(b"sk-team-a"),
             client("a", &[Scope::Inference]),
         )]);
-        assert!(matches!(c.check(Some(b"sk-team-a")), Auth::Known(k) if k.id == "a"));
-        assert_eq!(c.check(Some(b"sk-other")), Auth::Unknown);
-        assert_eq!(c.check(None), Auth::Missing);
-        assert_eq!(c.check(Some(b"")), Auth::Missing);
-        let Auth::Known(k) = c.check(Some(b"sk-team-a")) else {
+        assert!(matches!(c.check(Some(b"sk-team-a"), false, none), Auth::Known(k) if k.id == "a"));
+        assert_eq!(c.check(Some(b"sk-other"), false, none), Auth::Unknown);
+        assert_eq!(c.check(None, false, none), Auth::Missing);
+        assert_eq!(c.check(Some(b""), false, none), Auth::Missing);
+        let managed =
+            |d: &[u8; 32]| (*d == digest(b"rsk_m")).then(|| client("m", &[Scope::Inference]));
+        assert!(matches!(c.check(Some(b"rsk_m"), true, managed), Auth::Known(k) if k.id == "m"));
+        let Auth::Known(k) = c.check(Some(b"sk-team-a"), false, none) else {
             unreachable!()
         };
         assert!(k.has(Scope::Inference) && !k.has(Scope::Admin));

@@ -93,7 +93,11 @@ pub(super) async fn run(
                             Some(Exclusion::Tried)
                         } else if saturated.contains(&c) {
                             Some(Exclusion::Ineligible("saturated"))
-                        } else if ctx.client.is_some_and(|k| !k.may_use(c.connection)) {
+                        } else if ctx
+                            .client
+                            .as_ref()
+                            .is_some_and(|k| !k.may_use(c.connection))
+                        {
                             Some(Exclusion::Ineligible("not_allowed_for_key"))
                         } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
                             Some(Exclusion::Ineligible(why))

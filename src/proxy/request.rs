@@ -67,7 +67,7 @@ pub(super) struct Ctx<'a> {
     /// Set once a flow permit is held: when the execution budget ends.
     pub exec_deadline: Option<Instant>,
     /// The client key, when keys are configured.
-    pub client: Option<&'a crate::clients::Client>,
+    pub client: Option<crate::clients::Client>,
 }
 
 /// A stable tenant id for the client's credential (never stored or logged as such).
@@ -277,7 +277,16 @@ async fn serve(
     };
     // Who is calling (client keys; open when none are configured).
     let clients = &ctx.core.shared.config.clients;
-    match clients.check(crate::clients::presented(ctx.head)) {
+    let shared = ctx.core.shared.clone();
+    let any_managed = shared.managed_keys.load(Relaxed);
+    let managed = |d: &[u8; 32]| {
+        if any_managed {
+            crate::clients::managed::lookup(shared.store, d, &shared.conn_labels)
+        } else {
+            None
+        }
+    };
+    match clients.check(crate::clients::presented(ctx.head), any_managed, managed) {
         crate::clients::Auth::Open => {}
         crate::clients::Auth::Known(c) => {
             if !c.has(crate::clients::Scope::Inference) {
@@ -289,12 +298,12 @@ async fn serve(
                 .should_retry(false);
                 return (finish_error(ctx, wr, &err, true).await, other);
             }
-            ctx.client = Some(c);
             ctx.tenant = c.tenant;
             if ctx.head.get("x-ringside-priority").is_none() {
                 ctx.priority = c.priority;
             }
             ctx.record.client = Some(c.id.clone());
+            ctx.client = Some(c);
         }
         crate::clients::Auth::Missing | crate::clients::Auth::Unknown => {
             let err = ApiError::new(

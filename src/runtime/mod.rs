@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -148,6 +148,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         in_flight: (0..connections).map(|_| Default::default()).collect(),
         flow,
         store,
+        managed_keys: AtomicBool::new(crate::clients::managed::any(store)),
     });
     let resolver = Resolver::start(2);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();

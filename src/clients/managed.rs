@@ -1,0 +1,140 @@
+//! Client keys created through the admin API. The key is returned once and stored only as its
+//! SHA-256 (`clientkey/<hex>` holds the client, `client/<id>` points at the digest).
+
+use super::{Client, Clients, Scope, digest, tenant_id};
+use crate::store::Store;
+use base64::Engine;
+use serde_json::{Value, json};
+
+fn scope_name(s: Scope) -> &'static str {
+    match s {
+        Scope::Inference => "inference",
+        Scope::LeaseExclusive => "lease:exclusive",
+        Scope::Admin => "admin",
+    }
+}
+
+/// Whether any managed key exists (the store is scanned; used at start and after changes).
+pub fn any(store: &Store) -> bool {
+    !store.scan("clientkey/").is_empty()
+}
+
+/// The managed client for a key digest, if any.
+pub fn lookup(store: &Store, d: &[u8; 32], labels: &[(String, String)]) -> Option<Client> {
+    let v = store.get(&format!("clientkey/{}", Clients::hex(d)))?;
+    from_json(&v, labels)
+}
+
+fn from_json(v: &Value, labels: &[(String, String)]) -> Option<Client> {
+    let id = v["id"].as_str()?.to_string();
+    let scopes = v["scopes"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| Scope::parse(s.as_str()?))
+        .collect();
+    let allowed = v["allowed_connections"].as_array().map(|list| {
+        list.iter()
+            .filter_map(|n| {
+                let (p, c) = n.as_str()?.split_once('/')?;
+                labels.iter().position(|(lp, lc)| lp == p && lc == c)
+            })
+            .collect()
+    });
+    Some(Client {
+        tenant: tenant_id(v["tenant"].as_str().unwrap_or(&id)),
+        priority: v["priority"].as_u64().unwrap_or(5).min(9) as u8,
+        id,
+        scopes,
+        allowed,
+    })
+}
+
+/// Create a key. Returns the client JSON (with the key, shown this once) or a problem.
+pub fn create(
+    store: &Store,
+    config: &Clients,
+    body: &[u8],
+    labels: &[(String, String)],
+) -> Result<Value, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    let id = v["id"]
+        .as_str()
+        .filter(|s| !s.is_empty() && s.len() <= 128)
+        .ok_or("`id` (1-128 characters) is required")?;
+    if config.list.iter().any(|c| c.id == id) || store.get(&format!("client/{id}")).is_some() {
+        return Err(format!("a client `{id}` already exists"));
+    }
+    let scopes: Vec<&str> = match v.get("scopes") {
+        None => vec!["inference"],
+        Some(s) => s
+            .as_array()
+            .ok_or("`scopes` must be a list")?
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .filter(|x| Scope::parse(x).is_some())
+                    .ok_or("unknown scope")
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    if let Some(list) = v.get("allowed_connections") {
+        for n in list
+            .as_array()
+            .ok_or("`allowed_connections` must be a list")?
+        {
+            let ok = n
+                .as_str()
+                .and_then(|n| n.split_once('/'))
+                .is_some_and(|(p, c)| labels.iter().any(|(lp, lc)| lp == p && lc == c));
+            if !ok {
+                return Err(format!("no connection {n} (write provider/connection)"));
+            }
+        }
+    }
+    let mut raw = [0u8; 32];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut raw);
+    let key = format!(
+        "rsk_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    );
+    let d = digest(key.as_bytes());
+    let stored = json!({
+        "id": id,
+        "scopes": scopes,
+        "allowed_connections": v.get("allowed_connections"),
+        "tenant": v.get("tenant"),
+        "priority": v.get("priority"),
+    });
+    store.put(format!("clientkey/{}", Clients::hex(&d)), stored.clone());
+    store.put(format!("client/{id}"), json!({"digest": Clients::hex(&d)}));
+    store.flush();
+    let mut out = stored;
+    out["key"] = json!(key);
+    Ok(out)
+}
+
+/// Revoke a managed key by id.
+pub fn delete(store: &Store, id: &str) -> bool {
+    let Some(p) = store.get(&format!("client/{id}")) else {
+        return false;
+    };
+    if let Some(d) = p["digest"].as_str() {
+        store.delete(format!("clientkey/{d}"));
+    }
+    store.delete(format!("client/{id}"));
+    store.flush();
+    true
+}
+
+/// Every client (configured and managed), never a key.
+pub fn list(store: &Store, config: &Clients) -> Value {
+    let mut out: Vec<Value> = config
+        .list
+        .iter()
+        .map(|c| json!({"id": c.id, "source": "config", "scopes": c.scopes.iter().map(|s| scope_name(*s)).collect::<Vec<_>>()}))
+        .collect();
+    for (_, v) in store.scan("clientkey/") {
+        out.push(json!({"id": v["id"], "source": "admin", "scopes": v["scopes"], "allowed_connections": v["allowed_connections"]}));
+    }
+    json!({"clients": out})
+}
