@@ -102,6 +102,13 @@ fn session_affinity_pins_and_repins(driver: &str) {
     for _ in 0..4 {
         assert_eq!(on("s1"), moved, "re-pinned");
     }
+    let (_, pins) = proxy.admin("GET", "/admin/pins");
+    let list = pins["pins"].as_array().cloned().unwrap_or_default();
+    assert!(
+        list.iter().any(|p| p["connection"] == moved.as_str()),
+        "{pins}"
+    );
+    assert!(!pins.to_string().contains("s1"), "sessions are hashed");
     // The session header never reaches the upstream.
     let seen = ringside::demo::client::request(sim.addr, "GET", "/_sim/requests", &[], b"", T)
         .unwrap()

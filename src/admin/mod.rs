@@ -209,6 +209,17 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
             _ if decisions.is_some() => json(decisions.unwrap_or((500, serde_json::Value::Null))),
+            ("GET", "/admin/pins") => {
+                let now = crate::clock::unix_ms();
+                let pins: Vec<serde_json::Value> = shared
+                    .store
+                    .scan("pin/")
+                    .into_iter()
+                    .filter(|(_, v)| v["until"].as_u64().is_some_and(|u| u > now))
+                    .map(|(k, v)| serde_json::json!({"session": k.trim_start_matches("pin/"), "connection": v["conn"], "expires_in_ms": v["until"].as_u64().unwrap_or(0).saturating_sub(now)}))
+                    .collect();
+                json((200, serde_json::json!({"pins": pins})))
+            }
             ("GET", "/admin/clients") => json((200, crate::clients::managed::list(shared.store, &shared.config.clients))),
             ("POST", "/admin/clients") => json(match crate::clients::managed::create(shared.store, &shared.config.clients, &body, &shared.conn_labels) {
                 Ok(v) => {
