@@ -2,6 +2,7 @@
 //! SHA-256 (`clientkey/<hex>` holds the client, `client/<id>` points at the digest).
 
 use super::{Client, Clients, Scope, digest, tenant_id};
+use crate::runtime::core::conn_by_label;
 use crate::store::Store;
 use base64::Engine;
 use serde_json::{Value, json};
@@ -34,10 +35,7 @@ fn from_json(v: &Value, labels: &[(String, String)]) -> Option<Client> {
         .collect();
     let allowed = v["allowed_connections"].as_array().map(|list| {
         list.iter()
-            .filter_map(|n| {
-                let (p, c) = n.as_str()?.split_once('/')?;
-                labels.iter().position(|(lp, lc)| lp == p && lc == c)
-            })
+            .filter_map(|n| conn_by_label(labels, n.as_str()?))
             .collect()
     });
     Some(Client {
@@ -82,10 +80,7 @@ pub fn create(
             .as_array()
             .ok_or("`allowed_connections` must be a list")?
         {
-            let ok = n
-                .as_str()
-                .and_then(|n| n.split_once('/'))
-                .is_some_and(|(p, c)| labels.iter().any(|(lp, lc)| lp == p && lc == c));
+            let ok = n.as_str().and_then(|n| conn_by_label(labels, n)).is_some();
             if !ok {
                 return Err(format!("no connection {n} (write provider/connection)"));
             }

@@ -431,14 +431,16 @@ pub struct LockoutSection {
 }
 
 impl Default for LockoutSection {
+    /// The resolved settings' defaults are the one source of truth.
     fn default() -> Self {
+        let d = crate::resilience::lockout::LockoutSettings::default();
         LockoutSection {
-            enabled: false,
-            codes: vec![403, 404, 429, 502, 503, 504],
-            base_ms: 120_000,
-            max_ms: 1_800_000,
-            max_steps: 10,
-            exponential: true,
+            enabled: d.enabled,
+            codes: d.codes,
+            base_ms: d.base_ms,
+            max_ms: d.max_ms,
+            max_steps: d.max_steps,
+            exponential: d.exponential,
         }
     }
 }

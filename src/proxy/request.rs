@@ -276,8 +276,9 @@ async fn serve(
         Err(e) => return (finish_error(ctx, wr, &e, false).await, other),
     };
     // Who is calling (client keys; open when none are configured).
-    let clients = &ctx.core.shared.config.clients;
-    let shared = ctx.core.shared.clone();
+    let core = ctx.core;
+    let shared = &*core.shared;
+    let clients = &shared.config.clients;
     let any_managed = shared.managed_keys.load(Relaxed);
     let managed = |d: &[u8; 32]| {
         if any_managed {
@@ -341,7 +342,9 @@ async fn serve(
     ctx.body = body;
     ctx.model = Some(model.clone());
     ctx.model_span = facts.model_span;
-    let shared = ctx.core.shared.clone();
+    // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
+    let core = ctx.core;
+    let shared = &*core.shared;
     let Some(entry) = shared.routes.lookup(&shared.config, &model) else {
         let err = ApiError::new(
             404,

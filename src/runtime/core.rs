@@ -44,6 +44,12 @@ pub struct Shared {
     pub managed_keys: AtomicBool,
 }
 
+/// The flat index of a connection named `provider/connection`.
+pub fn conn_by_label(labels: &[(String, String)], label: &str) -> Option<usize> {
+    let (p, c) = label.split_once('/')?;
+    labels.iter().position(|(lp, lc)| lp == p && lc == c)
+}
+
 impl Shared {
     /// The store key of a connection's terminal state.
     pub fn terminal_key(&self, conn: usize) -> String {
@@ -149,12 +155,7 @@ impl Core {
             return (until > now_unix).then_some((c, until));
         }
         let (label, until) = crate::store::pins::pinned(self.shared.store, key, now_unix)?;
-        let c = self
-            .shared
-            .conn_labels
-            .iter()
-            .position(|(p, c)| label.split_once('/') == Some((p.as_str(), c.as_str())))?;
-        Some((c, until))
+        Some((conn_by_label(&self.shared.conn_labels, &label)?, until))
     }
 
     /// Pin a session to a connection on every core (and in the store), unless the pin is

@@ -59,6 +59,8 @@ impl Proxy {
     }
 
     /// Start with a given directory (its `data` holds the durable store, kept across restarts).
+    // Every child is either waited for here or handed to `Proxy`, whose Drop waits for it.
+    #[allow(clippy::zombie_processes)]
     pub fn start_in(
         driver: &str,
         workers: usize,
@@ -66,43 +68,52 @@ impl Proxy {
         body: &str,
         dir: tempdir::Dir,
     ) -> Proxy {
-        let (p, a) = (port(), port());
-        let cfg = format!(
-            "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\nshutdown_grace_ms = 5000\n{extra_server}\n{body}",
-            dir.0.join("data").display()
-        );
-        let path = dir.0.join("ringside.toml");
-        std::fs::write(&path, cfg).expect("write config");
-        let child = Command::new(env!("CARGO_BIN_EXE_ringside"))
-            .args(["serve", "--config", path.to_str().unwrap_or_default()])
-            .env("SIM_KEY_A", "sk-sim-a")
-            .env("SIM_KEY_B", "sk-sim-b")
-            .env("SIM_KEY_C", "sk-sim-c")
-            .env("SIM_KEY_BAD", "sk-sim-bad")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn ringside");
-        let proxy = Proxy {
-            child,
-            addr: addr(p),
-            admin: addr(a),
-            dir,
-        };
-        let deadline = Instant::now() + T;
-        while Instant::now() < deadline {
-            if let Ok(r) = client::request(
-                proxy.admin,
-                "GET",
-                "/readyz",
-                &[],
-                b"",
-                Duration::from_secs(1),
-            ) && r.status == 200
-            {
-                return proxy;
+        // A port picked free a moment ago can be taken meanwhile (an ephemeral client port):
+        // if the binary exits before it is ready, try again with new ports.
+        for _ in 0..3 {
+            let (p, a) = (port(), port());
+            let cfg = format!(
+                "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\nshutdown_grace_ms = 5000\n{extra_server}\n{body}",
+                dir.0.join("data").display()
+            );
+            let path = dir.0.join("ringside.toml");
+            std::fs::write(&path, cfg).expect("write config");
+            let mut child = Command::new(env!("CARGO_BIN_EXE_ringside"))
+                .args(["serve", "--config", path.to_str().unwrap_or_default()])
+                .env("SIM_KEY_A", "sk-sim-a")
+                .env("SIM_KEY_B", "sk-sim-b")
+                .env("SIM_KEY_C", "sk-sim-c")
+                .env("SIM_KEY_BAD", "sk-sim-bad")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn ringside");
+            let deadline = Instant::now() + T;
+            let mut exited = false;
+            while Instant::now() < deadline {
+                if let Ok(r) =
+                    client::request(addr(a), "GET", "/readyz", &[], b"", Duration::from_secs(1))
+                    && r.status == 200
+                {
+                    return Proxy {
+                        child,
+                        addr: addr(p),
+                        admin: addr(a),
+                        dir,
+                    };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    let _ = child.wait();
+                    exited = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(30));
             }
-            std::thread::sleep(Duration::from_millis(30));
+            if !exited {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
         }
         panic!("ringside did not become ready");
     }
