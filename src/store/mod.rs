@@ -4,6 +4,7 @@
 //! restart: terminal connection states (with their reset epochs) and settings changed through
 //! the admin API.
 
+pub mod leases;
 pub mod pins;
 
 use heed::types::{SerdeJson, Str};
@@ -15,6 +16,10 @@ enum Op {
     Delete(String),
     /// Answered once everything queued before it is committed.
     Flush(crossbeam_channel::Sender<()>),
+    /// A lease operation, decided by the writer's book and answered after its commit.
+    Lease(leases::Op, Reply),
+    /// From now on, keep this view of leased connections up to date.
+    AttachView(&'static leases::LeaseView),
 }
 
 pub struct Store {
@@ -27,6 +32,13 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Store")
     }
+}
+
+/// Where a lease answer goes: a core's task (woken across threads), a plain thread, nowhere.
+enum Reply {
+    Task(futures_channel::oneshot::Sender<leases::Outcome>),
+    Thread(crossbeam_channel::Sender<leases::Outcome>),
+    None,
 }
 
 /// Durable commits by default; `fast` skips the sync (the last writes may be lost on power loss).
@@ -63,27 +75,90 @@ pub fn open(dir: &str, map_size: usize, fast: bool) -> Result<&'static Store, St
     Ok(Box::leak(Box::new(Store { env, db, tx })))
 }
 
+fn load_book(env: &Env<WithoutTls>, db: Database<'static, Str, SerdeJson<Value>>) -> leases::Book {
+    let Ok(r) = env.read_txn() else {
+        return leases::Book::default();
+    };
+    let Ok(iter) = db.prefix_iter(&r, "lease/") else {
+        return leases::Book::default();
+    };
+    leases::Book::load(
+        iter.filter_map(Result::ok)
+            .filter_map(|(_, v)| serde_json::from_value(v).ok()),
+    )
+}
+
+/// The writer's state: the lease book and the view it keeps current.
+struct Writer {
+    book: leases::Book,
+    view: Option<&'static leases::LeaseView>,
+    last_prune: u64,
+}
+
+impl Writer {
+    fn refresh_view(&self, conns: impl IntoIterator<Item = String>, now: u64) {
+        if let Some(v) = self.view {
+            for c in conns {
+                v.set(&c, self.book.until(&c, now));
+            }
+        }
+    }
+}
+
 fn writer(
     env: &'static Env<WithoutTls>,
     db: Database<'static, Str, SerdeJson<Value>>,
     rx: crossbeam_channel::Receiver<Op>,
 ) {
+    let mut w = Writer {
+        book: load_book(env, db),
+        view: None,
+        last_prune: 0,
+    };
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
-        batch.extend(rx.try_iter());
+        // One commit (one fsync) for everything queued, up to a bound that keeps replies prompt.
+        batch.extend(rx.try_iter().take(1023));
+        let now = crate::clock::unix_ms();
         let mut flushes = Vec::new();
+        let mut replies = Vec::new();
+        let mut touched = Vec::new();
+        let pruned = if now.saturating_sub(w.last_prune) > 600_000 {
+            w.last_prune = now;
+            w.book.prune(now)
+        } else {
+            Vec::new()
+        };
         let result = (|| -> heed::Result<()> {
-            let mut w = env.write_txn()?;
+            let mut txn = env.write_txn()?;
+            for owner in &pruned {
+                db.delete(&mut txn, &leases::Lease::store_key(owner))?;
+            }
             for op in batch {
                 match op {
-                    Op::Put(k, v) => db.put(&mut w, &k, &v)?,
+                    Op::Put(k, v) => db.put(&mut txn, &k, &v)?,
                     Op::Delete(k) => {
-                        db.delete(&mut w, &k)?;
+                        db.delete(&mut txn, &k)?;
                     }
                     Op::Flush(s) => flushes.push(s),
+                    Op::Lease(op, reply) => {
+                        let (outcome, changed) = w.book.apply(op, now);
+                        for l in changed {
+                            let v = serde_json::to_value(&l).unwrap_or(Value::Null);
+                            db.put(&mut txn, &leases::Lease::store_key(&l.owner), &v)?;
+                            touched.push(l.connection);
+                        }
+                        replies.push((reply, outcome));
+                    }
+                    Op::AttachView(v) => {
+                        w.view = Some(v);
+                        let conns: Vec<String> =
+                            w.book.all().map(|l| l.connection.clone()).collect();
+                        touched.extend(conns);
+                    }
                 }
             }
-            w.commit()
+            txn.commit()
         })();
         if let Err(e) = result {
             crate::log::event(
@@ -91,6 +166,26 @@ fn writer(
                 "store commit failed",
                 serde_json::json!({"error": e.to_string()}),
             );
+            // Nothing of this batch is on disk: the book goes back to what is.
+            w.book = load_book(env, db);
+            touched.extend(w.book.all().map(|l| l.connection.clone()));
+            for (_, o) in &mut replies {
+                *o = leases::Outcome::Unavailable;
+            }
+        }
+        // The view changes before anyone hears the answer, so a request that follows an
+        // acknowledged acquire already sees the connection taken.
+        w.refresh_view(touched, now);
+        for (reply, outcome) in replies {
+            match reply {
+                Reply::Task(r) => {
+                    let _ = r.send(outcome);
+                }
+                Reply::Thread(r) => {
+                    let _ = r.send(outcome);
+                }
+                Reply::None => {}
+            }
         }
         for s in flushes {
             let _ = s.send(());
@@ -106,6 +201,39 @@ impl Store {
 
     pub fn delete(&self, key: String) {
         let _ = self.tx.send(Op::Delete(key));
+    }
+
+    /// Send a lease operation to the writer; the answer comes after its commit.
+    pub fn lease(&self, op: leases::Op) -> futures_channel::oneshot::Receiver<leases::Outcome> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        let _ = self.tx.send(Op::Lease(op, Reply::Task(tx)));
+        rx
+    }
+
+    /// A lease operation whose answer nobody waits for (revocations).
+    pub fn lease_nowait(&self, op: leases::Op) {
+        let _ = self.tx.send(Op::Lease(op, Reply::None));
+    }
+
+    /// Blocking form for plain threads, never a core (admin, benchmarks, tests).
+    pub fn lease_blocking(&self, op: leases::Op) -> leases::Outcome {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.tx.send(Op::Lease(op, Reply::Thread(tx))).is_err() {
+            return leases::Outcome::Unavailable;
+        }
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or(leases::Outcome::Unavailable)
+    }
+
+    /// Keep `view` current with the live leases (at start, before serving).
+    pub fn attach_view(&self, view: &'static leases::LeaseView) {
+        let _ = self.tx.send(Op::AttachView(view));
+        self.flush();
+    }
+
+    /// One owner's lease row (a short read transaction).
+    pub fn lease_row(&self, owner: &str) -> Option<leases::Lease> {
+        serde_json::from_value(self.get(&leases::Lease::store_key(owner))?).ok()
     }
 
     /// Wait until everything queued so far is committed (shutdown, tests).

@@ -1,0 +1,478 @@
+//! Exclusive session leases (hard fence): a managed client session owns one connection across
+//! requests. The authoritative book lives in the store writer's memory (the single writer is the
+//! serialization point, so two cores racing for the last connection get exactly one winner);
+//! every change is committed before it is acknowledged. Cores read a lease inline from LMDB to
+//! fence a request, and a per-connection atomic (`LeaseView`) to keep other traffic off a
+//! leased connection.
+//!
+//! The owner value (`vlo_` + 43 base64url characters) is never kept: rows are keyed by its
+//! SHA-256. Generations are monotonic per owner; a transition to another connection (health,
+//! cooldown, quota) keeps the generation, so the client never notices.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+pub const DEFAULT_TTL_MS: u64 = 120_000;
+pub const MIN_TTL_MS: u64 = 1_000;
+pub const MAX_TTL_MS: u64 = 1_800_000;
+/// Ended rows are kept this long (so an owner's generation keeps climbing), then pruned.
+pub const ENDED_RETENTION_MS: u64 = 24 * 3600 * 1000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum State {
+    Active,
+    Released,
+    Expired,
+    Invalidated,
+}
+
+/// One owner's lease (its latest row).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// SHA-256 hex of the owner value.
+    pub owner: String,
+    /// The client key id that holds it.
+    pub client: String,
+    /// `provider/connection`.
+    pub connection: String,
+    pub generation: u64,
+    pub state: State,
+    pub acquired_at: u64,
+    pub renewed_at: u64,
+    pub expires_at: u64,
+    #[serde(default)]
+    pub ended_at: Option<u64>,
+    #[serde(default)]
+    pub end_reason: Option<String>,
+}
+
+impl Lease {
+    pub fn live(&self, now: u64) -> bool {
+        self.state == State::Active && self.expires_at > now
+    }
+
+    /// The state as seen at `now` (an active row past its expiry reads as expired).
+    pub fn state_at(&self, now: u64) -> State {
+        if self.state == State::Active && self.expires_at <= now {
+            State::Expired
+        } else {
+            self.state
+        }
+    }
+
+    pub fn store_key(owner: &str) -> String {
+        format!("lease/{owner}")
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Take the first free connection of `candidates` (in preference order).
+    Acquire {
+        owner: String,
+        client: String,
+        candidates: Vec<String>,
+        ttl_ms: u64,
+    },
+    Renew {
+        owner: String,
+        generation: u64,
+        client: String,
+        ttl_ms: u64,
+    },
+    Release {
+        owner: String,
+        generation: u64,
+        client: String,
+        reason: String,
+    },
+    /// Move a live lease to the first free connection of `candidates`, same generation.
+    Transition {
+        owner: String,
+        generation: u64,
+        client: String,
+        candidates: Vec<String>,
+        reason: String,
+    },
+    /// Operator revocation of one owner's lease.
+    Revoke { owner: String, reason: String },
+    /// Every lease of a client key (the key was revoked).
+    RevokeClient { client: String, reason: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Acquired(Lease),
+    Reused(Lease),
+    Renewed(Lease),
+    Released(Lease),
+    Transitioned(Lease),
+    Revoked(usize),
+    /// The owner holds a live lease through another client key.
+    OwnerAlreadyActive,
+    /// Every candidate is held by another owner; `retry_at` is the earliest of their expiries.
+    Busy { retry_at: Option<u64> },
+    /// No live lease with that generation and key.
+    Stale,
+    /// The store could not commit: nothing changed.
+    Unavailable,
+}
+
+/// What a request's lease headers are worth at dispatch.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fence {
+    /// Serve on this connection (`provider/connection`).
+    Valid(String),
+    /// No live lease for this owner.
+    Required,
+    /// Another generation, or another client key.
+    Stale,
+}
+
+/// Check a request's owner, generation and client against the stored row.
+pub fn fence(row: Option<&Lease>, generation: u64, client: &str, now: u64) -> Fence {
+    match row {
+        Some(l) if l.live(now) => {
+            if l.generation != generation || l.client != client {
+                Fence::Stale
+            } else {
+                Fence::Valid(l.connection.clone())
+            }
+        }
+        _ => Fence::Required,
+    }
+}
+
+/// The writer's authoritative book.
+#[derive(Default, Debug)]
+pub struct Book {
+    by_owner: HashMap<String, Lease>,
+    /// Connection -> owner of its ACTIVE row (possibly past expiry; checked lazily).
+    by_conn: HashMap<String, String>,
+}
+
+impl Book {
+    pub fn load(rows: impl IntoIterator<Item = Lease>) -> Book {
+        let mut b = Book::default();
+        for l in rows {
+            if l.state == State::Active {
+                // Two ACTIVE rows for one connection cannot be written by one writer; if a
+                // damaged store had them, the later expiry wins and the other is ignored.
+                let keep = match b.by_conn.get(&l.connection).and_then(|o| b.by_owner.get(o)) {
+                    Some(other) => other.expires_at < l.expires_at,
+                    None => true,
+                };
+                if keep {
+                    b.by_conn.insert(l.connection.clone(), l.owner.clone());
+                }
+            }
+            b.by_owner.insert(l.owner.clone(), l);
+        }
+        b
+    }
+
+    pub fn get(&self, owner: &str) -> Option<&Lease> {
+        self.by_owner.get(owner)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Lease> {
+        self.by_owner.values()
+    }
+
+    /// The live holder of a connection, expiring a stale one on the way.
+    fn holder(&mut self, conn: &str, now: u64, changed: &mut Vec<Lease>) -> Option<&Lease> {
+        let owner = self.by_conn.get(conn)?.clone();
+        let live = self.by_owner.get(&owner).is_some_and(|l| l.live(now));
+        if !live {
+            self.expire(&owner, now, changed);
+            return None;
+        }
+        self.by_owner.get(&owner)
+    }
+
+    fn expire(&mut self, owner: &str, now: u64, changed: &mut Vec<Lease>) {
+        if let Some(l) = self.by_owner.get_mut(owner)
+            && l.state == State::Active
+            && l.expires_at <= now
+        {
+            l.state = State::Expired;
+            l.ended_at = Some(l.expires_at);
+            l.end_reason = Some("TTL_EXPIRED".into());
+            if self.by_conn.get(&l.connection).map(String::as_str) == Some(owner) {
+                self.by_conn.remove(&l.connection);
+            }
+            changed.push(l.clone());
+        }
+    }
+
+    fn end(&mut self, owner: &str, state: State, reason: &str, now: u64) -> Option<Lease> {
+        let l = self.by_owner.get_mut(owner)?;
+        l.state = state;
+        l.ended_at = Some(now);
+        l.end_reason = Some(reason.to_string());
+        if self.by_conn.get(&l.connection).map(String::as_str) == Some(owner) {
+            self.by_conn.remove(&l.connection);
+        }
+        Some(l.clone())
+    }
+
+    /// The first candidate nobody else holds, or the earliest expiry among the holders.
+    fn first_free(
+        &mut self,
+        candidates: &[String],
+        me: &str,
+        now: u64,
+        changed: &mut Vec<Lease>,
+    ) -> Result<String, Option<u64>> {
+        let mut earliest: Option<u64> = None;
+        for c in candidates {
+            match self.holder(c, now, changed) {
+                None => return Ok(c.clone()),
+                Some(l) if l.owner == me => return Ok(c.clone()),
+                Some(l) => earliest = Some(earliest.map_or(l.expires_at, |e| e.min(l.expires_at))),
+            }
+        }
+        Err(earliest)
+    }
+
+    /// Apply one operation; returns the outcome and the rows to persist.
+    pub fn apply(&mut self, op: Op, now: u64) -> (Outcome, Vec<Lease>) {
+        let mut changed = Vec::new();
+        let outcome = self.apply_inner(op, now, &mut changed);
+        (outcome, changed)
+    }
+
+    fn apply_inner(&mut self, op: Op, now: u64, changed: &mut Vec<Lease>) -> Outcome {
+        match op {
+            Op::Acquire {
+                owner,
+                client,
+                candidates,
+                ttl_ms,
+            } => {
+                self.expire(&owner, now, changed);
+                if let Some(l) = self.by_owner.get(&owner).filter(|l| l.live(now)) {
+                    if l.client != client {
+                        return Outcome::OwnerAlreadyActive;
+                    }
+                    let (generation, current) = (l.generation, l.connection.clone());
+                    // Still on an eligible connection (or nowhere better to go): keep it.
+                    if !candidates.contains(&current)
+                        && let Ok(next) = self.first_free(&candidates, &owner, now, changed)
+                    {
+                        return self.move_to(&owner, generation, next, "CONNECTION_INELIGIBLE", now, changed);
+                    }
+                    let l = self.by_owner.get_mut(&owner).expect("checked above");
+                    l.expires_at = now + ttl_ms;
+                    l.renewed_at = now;
+                    changed.push(l.clone());
+                    return Outcome::Reused(l.clone());
+                }
+                let conn = match self.first_free(&candidates, &owner, now, changed) {
+                    Ok(c) => c,
+                    Err(retry_at) => return Outcome::Busy { retry_at },
+                };
+                let generation = self.by_owner.get(&owner).map_or(0, |l| l.generation) + 1;
+                let l = Lease {
+                    owner: owner.clone(),
+                    client,
+                    connection: conn.clone(),
+                    generation,
+                    state: State::Active,
+                    acquired_at: now,
+                    renewed_at: now,
+                    expires_at: now + ttl_ms,
+                    ended_at: None,
+                    end_reason: None,
+                };
+                self.by_conn.insert(conn, owner.clone());
+                self.by_owner.insert(owner, l.clone());
+                changed.push(l.clone());
+                Outcome::Acquired(l)
+            }
+            Op::Renew {
+                owner,
+                generation,
+                client,
+                ttl_ms,
+            } => {
+                self.expire(&owner, now, changed);
+                match self.by_owner.get_mut(&owner) {
+                    Some(l) if l.live(now) && l.generation == generation && l.client == client => {
+                        l.expires_at = now + ttl_ms;
+                        l.renewed_at = now;
+                        changed.push(l.clone());
+                        Outcome::Renewed(l.clone())
+                    }
+                    _ => Outcome::Stale,
+                }
+            }
+            Op::Release {
+                owner,
+                generation,
+                client,
+                reason,
+            } => {
+                self.expire(&owner, now, changed);
+                let Some(l) = self.by_owner.get(&owner) else {
+                    return Outcome::Stale;
+                };
+                if l.generation != generation || l.client != client {
+                    return Outcome::Stale;
+                }
+                match l.state {
+                    State::Active => {
+                        let l = self.end(&owner, State::Released, &reason, now);
+                        changed.extend(l.clone());
+                        l.map_or(Outcome::Stale, Outcome::Released)
+                    }
+                    // Releasing twice is fine.
+                    State::Released => Outcome::Released(l.clone()),
+                    _ => Outcome::Stale,
+                }
+            }
+            Op::Transition {
+                owner,
+                generation,
+                client,
+                candidates,
+                reason,
+            } => {
+                self.expire(&owner, now, changed);
+                match self.by_owner.get(&owner) {
+                    Some(l) if l.live(now) && l.generation == generation && l.client == client => {
+                        if candidates.contains(&l.connection) {
+                            return Outcome::Reused(l.clone());
+                        }
+                    }
+                    _ => return Outcome::Stale,
+                }
+                match self.first_free(&candidates, &owner, now, changed) {
+                    Ok(next) => self.move_to(&owner, generation, next, &reason, now, changed),
+                    Err(retry_at) => Outcome::Busy { retry_at },
+                }
+            }
+            Op::Revoke { owner, reason } => {
+                self.expire(&owner, now, changed);
+                if self.by_owner.get(&owner).is_some_and(|l| l.live(now)) {
+                    changed.extend(self.end(&owner, State::Invalidated, &reason, now));
+                    Outcome::Revoked(1)
+                } else {
+                    Outcome::Revoked(0)
+                }
+            }
+            Op::RevokeClient { client, reason } => {
+                let owners: Vec<String> = self
+                    .by_owner
+                    .values()
+                    .filter(|l| l.client == client && l.live(now))
+                    .map(|l| l.owner.clone())
+                    .collect();
+                for o in &owners {
+                    changed.extend(self.end(o, State::Invalidated, &reason, now));
+                }
+                Outcome::Revoked(owners.len())
+            }
+        }
+    }
+
+    fn move_to(
+        &mut self,
+        owner: &str,
+        generation: u64,
+        next: String,
+        reason: &str,
+        now: u64,
+        changed: &mut Vec<Lease>,
+    ) -> Outcome {
+        let Some(old) = self.end(owner, State::Invalidated, reason, now) else {
+            return Outcome::Stale;
+        };
+        changed.push(old.clone());
+        let l = Lease {
+            connection: next.clone(),
+            generation,
+            state: State::Active,
+            acquired_at: now,
+            renewed_at: now,
+            ended_at: None,
+            end_reason: None,
+            ..old
+        };
+        self.by_conn.insert(next, owner.to_string());
+        self.by_owner.insert(owner.to_string(), l.clone());
+        changed.push(l.clone());
+        Outcome::Transitioned(l)
+    }
+
+    /// Drop rows that ended long ago; returns their owners (to delete from the store).
+    pub fn prune(&mut self, now: u64) -> Vec<String> {
+        let old: Vec<String> = self
+            .by_owner
+            .values()
+            .filter(|l| l.state_at(now) != State::Active)
+            .filter(|l| l.ended_at.unwrap_or(l.expires_at) + ENDED_RETENTION_MS < now)
+            .map(|l| l.owner.clone())
+            .collect();
+        for o in &old {
+            self.by_owner.remove(o);
+        }
+        old
+    }
+
+    /// The live expiry of a connection's lease (0 when free).
+    pub fn until(&self, conn: &str, now: u64) -> u64 {
+        self.by_conn
+            .get(conn)
+            .and_then(|o| self.by_owner.get(o))
+            .filter(|l| l.live(now))
+            .map_or(0, |l| l.expires_at)
+    }
+}
+
+/// Per connection, until when (unix ms) another owner's lease holds it: what keeps other
+/// traffic off a leased connection. Written only by the store writer, after each commit.
+#[derive(Debug)]
+pub struct LeaseView {
+    labels: HashMap<String, usize>,
+    until: Box<[AtomicU64]>,
+}
+
+impl LeaseView {
+    pub fn new(labels: &[(String, String)]) -> LeaseView {
+        LeaseView {
+            labels: labels
+                .iter()
+                .enumerate()
+                .map(|(i, (p, c))| (format!("{p}/{c}"), i))
+                .collect(),
+            until: (0..labels.len()).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub fn index(&self, label: &str) -> Option<usize> {
+        self.labels.get(label).copied()
+    }
+
+    pub fn set(&self, label: &str, until: u64) {
+        if let Some(&i) = self.labels.get(label) {
+            self.until[i].store(until, Relaxed);
+        }
+    }
+
+    /// Until when connection `conn` is leased (0 or past: free).
+    pub fn leased_until(&self, conn: usize, now_unix: u64) -> Option<u64> {
+        let u = self.until.get(conn)?.load(Relaxed);
+        (u > now_unix).then_some(u)
+    }
+
+    pub fn any(&self, now_unix: u64) -> bool {
+        self.until.iter().any(|u| u.load(Relaxed) > now_unix)
+    }
+}
+
+#[cfg(test)]
+#[path = "leases_tests.rs"]
+mod tests;
