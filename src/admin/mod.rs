@@ -3,6 +3,7 @@
 //! runtime so that scrapes never compete with the data-plane cores.
 
 pub mod flow;
+pub mod leases;
 pub mod state;
 
 use crate::http::HeadLimits;
@@ -82,6 +83,18 @@ fn authorized(shared: &Shared, head: &crate::http::Head) -> bool {
     let Some(token) = &shared.config.server.admin_token else {
         return true;
     };
+    // A client key with scope `admin` works too (configured or created through this API).
+    let any_managed = shared.managed_keys.load(Ordering::Relaxed);
+    let key = crate::clients::presented(head);
+    let managed = |d: &[u8; 32]| {
+        crate::clients::managed::lookup(shared.store, d, &shared.conn_labels)
+            .filter(|_| any_managed)
+    };
+    if let crate::clients::Auth::Known(c) = shared.config.clients.check(key, true, managed)
+        && c.has(crate::clients::Scope::Admin)
+    {
+        return true;
+    }
     let given = head
         .get_str("authorization")
         .and_then(|v| v.strip_prefix("Bearer "))
@@ -194,6 +207,11 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
         } else {
             None
         };
+        let leases = if authorized(&shared, &head) {
+            leases::handle(&shared, head.method(), head.path()).await
+        } else {
+            None
+        };
         let draining = shared.shutdown.load(Ordering::Relaxed);
         let (status, ctype, body): (u16, &str, Vec<u8>) = match (head.method(), head.path()) {
             ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
@@ -209,6 +227,7 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
             _ if decisions.is_some() => json(decisions.unwrap_or((500, serde_json::Value::Null))),
+            _ if leases.is_some() => json(leases.unwrap_or((500, serde_json::Value::Null))),
             ("GET", "/admin/pins") => {
                 let now = crate::clock::unix_ms();
                 let pins: Vec<serde_json::Value> = shared
@@ -231,6 +250,11 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             ("DELETE", p) if p.starts_with("/admin/clients/") => {
                 let id = &p["/admin/clients/".len()..];
                 if crate::clients::managed::delete(shared.store, id) {
+                    // Its leases end with it: the next request of any of its owners is refused.
+                    shared.store.lease_nowait(crate::store::leases::Op::RevokeClient {
+                        client: id.to_string(),
+                        reason: "MANAGED_KEY_REVOKED".into(),
+                    });
                     shared.managed_keys.store(crate::clients::managed::any(shared.store), Ordering::Relaxed);
                     json((200, serde_json::json!({"revoked": id})))
                 } else {

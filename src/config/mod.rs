@@ -144,6 +144,8 @@ pub struct Config {
     pub store_fast: bool,
     /// Session affinity TTL (0 = off).
     pub affinity_ttl_ms: u64,
+    /// Default exclusive-lease TTL.
+    pub lease_ttl_ms: u64,
 }
 
 impl Config {

@@ -36,6 +36,8 @@ pub struct SessionSection {
     /// Pin a session (`x-ringside-session`, `x-session-id`, `x-codex-session-id`) to the
     /// connection it used for this long; 0 disables.
     pub affinity_ttl_ms: u64,
+    /// Default TTL of an exclusive session lease (0 = 120 s; clamped to 1 s - 30 min).
+    pub lease_ttl_ms: u64,
 }
 
 /// The durable store under `server.data_dir`.

@@ -446,6 +446,13 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         store_map_size: (file.store.map_size_mb.clamp(1, 1 << 20) as usize) << 20,
         store_fast: file.store.durability == "fast",
         affinity_ttl_ms: file.session.affinity_ttl_ms.min(30 * 86_400_000),
+        lease_ttl_ms: match file.session.lease_ttl_ms {
+            0 => crate::store::leases::DEFAULT_TTL_MS,
+            t => t.clamp(
+                crate::store::leases::MIN_TTL_MS,
+                crate::store::leases::MAX_TTL_MS,
+            ),
+        },
     })
 }
 

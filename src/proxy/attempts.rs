@@ -20,6 +20,7 @@ use crate::resilience::{Exclusion, Site};
 use crate::route::eligibility::Needs;
 use crate::route::load::InFlight;
 use crate::route::{Candidate, Entry};
+use crate::store::leases::Outcome;
 use crate::upstream::UpConn;
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
@@ -66,16 +67,22 @@ pub(super) async fn run(
     } else {
         None
     };
+    // A leased request is served only by its lease's connection: no soft pin.
+    let pin_key = pin_key.filter(|_| ctx.lease.is_none());
     let had_pin = pin_key
         .as_deref()
         .and_then(|k| core.pinned(k, crate::clock::unix_ms()));
     let pinned_conn = had_pin.map(|(c, _)| c);
+    // Set when every eligible connection turned out to be leased by other sessions.
+    let mut lease_capacity: Option<ApiError> = None;
     let result = loop {
         core.sync();
         let t = now();
         if budget.expired(t) {
             break None;
         }
+        let unix_now = crate::clock::unix_ms();
+        let bound = ctx.lease.as_ref().map(|b| b.conn);
         excluded.clear();
         let mut pick = None;
         {
@@ -101,8 +108,21 @@ pub(super) async fn run(
                             Some(Exclusion::Ineligible("not_allowed_for_key"))
                         } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
                             Some(Exclusion::Ineligible(why))
+                        } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
+                            Some(e)
+                        } else if bound == Some(c.connection) {
+                            None
+                        } else if let Some(until) =
+                            shared.leases.leased_until(c.connection, unix_now)
+                        {
+                            Some(Exclusion::Leased {
+                                ms: until - unix_now,
+                            })
+                        } else if bound.is_some() {
+                            // Usable and free, but not this request's lease: a place to move to.
+                            Some(Exclusion::Ineligible(NOT_LEASED))
                         } else {
-                            tables.blocked(s, site(ctx, entry, c), t)
+                            None
                         };
                         match why {
                             Some(e) => {
@@ -129,6 +149,45 @@ pub(super) async fn run(
             }
         }
         let Some((cand, admit)) = pick else {
+            // A lease whose connection cannot serve moves to a free eligible one (same
+            // generation), as health, cooldown, quota and model rules have the final say.
+            if let Some(b) = ctx.lease.clone() {
+                let mut free: Vec<usize> = Vec::new();
+                for (c, e) in &excluded {
+                    if *e == Exclusion::Ineligible(NOT_LEASED) && !free.contains(&c.connection) {
+                        free.push(c.connection);
+                    }
+                }
+                if !free.is_empty() && b.moves < 2 {
+                    let why = move_reason(&excluded, b.conn);
+                    match super::lease::transition(ctx, &b, &free, why).await {
+                        Outcome::Transitioned(l) => {
+                            if let (Some(lb), Some(i)) =
+                                (ctx.lease.as_mut(), core.shared.leases.index(&l.connection))
+                            {
+                                lb.conn = i;
+                                lb.moves += 1;
+                            }
+                            continue;
+                        }
+                        Outcome::Busy { .. } | Outcome::Reused(_) => {}
+                        Outcome::Unavailable => {
+                            refusal = Some(ApiError::new(
+                                503,
+                                "LEASE_SERVICE_UNAVAILABLE",
+                                "the lease store did not answer; try again",
+                            ));
+                            break None;
+                        }
+                        _ => {
+                            refusal = super::lease::refence(ctx, &b).err();
+                            if refusal.is_some() {
+                                break None;
+                            }
+                        }
+                    }
+                }
+            }
             // Nothing usable now: wait for the earliest short recovery if the budget allows.
             let earliest = excluded
                 .iter()
@@ -148,7 +207,10 @@ pub(super) async fn run(
                     }
                     continue;
                 }
-                _ => break None,
+                _ => {
+                    lease_capacity = capacity_answer(ctx, &excluded, unix_now);
+                    break None;
+                }
             }
         };
         let site = site(ctx, entry, cand);
@@ -198,6 +260,31 @@ pub(super) async fn run(
                 }
             }
         };
+        // The lease may have been released, renewed elsewhere or moved while this request
+        // waited for admission: check it again right before dispatch.
+        if let Some(b) = ctx.lease.clone() {
+            match super::lease::refence(ctx, &b) {
+                Ok(c) if c == cand.connection => {}
+                Ok(c) => {
+                    if admit == Admit::Probe {
+                        release_probe(&core.shared.probes.0[site.provider]);
+                    }
+                    if let Some(lb) = ctx.lease.as_mut() {
+                        lb.conn = c;
+                    }
+                    drop(permit);
+                    continue;
+                }
+                Err(e) => {
+                    if admit == Admit::Probe {
+                        release_probe(&core.shared.probes.0[site.provider]);
+                    }
+                    drop(permit);
+                    refusal = Some(e);
+                    break None;
+                }
+            }
+        }
         if !budget.try_attempt(now()) {
             if admit == Admit::Probe {
                 release_probe(&core.shared.probes.0[site.provider]);
@@ -323,7 +410,7 @@ pub(super) async fn run(
     if let Some(keep) = result {
         return keep;
     }
-    if let Some(err) = refusal {
+    if let Some(err) = refusal.or(lease_capacity) {
         return finish_error(ctx, wr, &err, true).await;
     }
     let excl: Vec<Excluded> = excluded
@@ -341,6 +428,51 @@ pub(super) async fn run(
         })
         .collect();
     answer::give_up(ctx, wr, &budget, last, &excluded, excl).await
+}
+
+const NOT_LEASED: &str = "not_this_lease";
+
+/// Why a lease moves: what keeps its connection from serving this request.
+fn move_reason(excluded: &[(Candidate, Exclusion)], conn: usize) -> &'static str {
+    match excluded.iter().find(|(c, _)| c.connection == conn) {
+        Some((_, Exclusion::Lockout { .. })) => "MODEL_INELIGIBLE",
+        Some((_, Exclusion::Terminal(crate::resilience::cooldown::Terminal::CreditsExhausted))) => {
+            "QUOTA_UNAVAILABLE"
+        }
+        Some((_, Exclusion::Ineligible(_))) => "CONNECTION_INELIGIBLE",
+        Some(_) => "HEALTH_OR_COOLDOWN",
+        None => "MODEL_INELIGIBLE",
+    }
+}
+
+/// 429 `LEASE_CAPACITY_UNAVAILABLE` when what stands between the request and a connection is
+/// other sessions' leases (not ordinary unavailability, which keeps its own answers).
+fn capacity_answer(
+    ctx: &Ctx<'_>,
+    excluded: &[(Candidate, Exclusion)],
+    unix_now: u64,
+) -> Option<ApiError> {
+    let leased: Vec<u64> = excluded
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Exclusion::Leased { ms } => Some(*ms),
+            _ => None,
+        })
+        .collect();
+    let earliest = leased.iter().min()?;
+    let others_only = excluded.iter().all(|(c, e)| {
+        matches!(e, Exclusion::Leased { .. } | Exclusion::Tried)
+            || ctx.lease.as_ref().is_some_and(|b| b.conn == c.connection)
+    });
+    others_only.then(|| {
+        let mut conns: Vec<usize> = excluded.iter().map(|(c, _)| c.connection).collect();
+        conns.sort_unstable();
+        conns.dedup();
+        super::lease::capacity(
+            super::lease::retry_after_s(Some(unix_now + earliest), unix_now),
+            conns.len(),
+        )
+    })
 }
 
 fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {

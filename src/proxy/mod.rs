@@ -4,6 +4,7 @@ pub mod answer;
 pub mod attempts;
 pub mod forward;
 pub mod judge;
+pub mod lease;
 pub mod outbound;
 pub mod record;
 pub mod request;

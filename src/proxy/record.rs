@@ -74,6 +74,9 @@ pub struct Record {
     pub bytes_out: u64,
     /// When the request ended (Unix ms).
     pub ts_ms: u64,
+    /// The lease generation the request was fenced with (never the owner value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_generation: Option<u64>,
     /// What the SSE scanner saw in a streamed answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_stats: Option<StreamStats>,

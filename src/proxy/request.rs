@@ -48,7 +48,7 @@ pub(super) enum AttemptEnd {
     ClientGone,
 }
 
-pub(super) struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     pub core: &'a Core,
     pub head: &'a Head,
     pub endpoint: Endpoint,
@@ -68,6 +68,8 @@ pub(super) struct Ctx<'a> {
     pub exec_deadline: Option<Instant>,
     /// The client key, when keys are configured.
     pub client: Option<crate::clients::Client>,
+    /// The exclusive lease this request is fenced to (only its connection may serve it).
+    pub lease: Option<super::lease::Binding>,
 }
 
 /// A stable tenant id for the client's credential (never stored or logged as such).
@@ -131,6 +133,7 @@ pub async fn handle(
         priority: priority_of(&head),
         exec_deadline: None,
         client: None,
+        lease: None,
     };
     let (keep, route_index) = match endpoint {
         None => {
@@ -262,6 +265,11 @@ async fn serve(
     let other = ctx.core.shared.routes.other_index;
     let want_get = endpoint == Endpoint::Models;
     let method = ctx.head.method();
+    if endpoint == Endpoint::SessionLeases && method == "OPTIONS" {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        ctx.keep_alive &= ok;
+        return (super::lease::lifecycle::preflight(ctx, wr).await, other);
+    }
     if (want_get && method != "GET") || (!want_get && method != "POST") {
         let ok = drain_body(ctx, rd, wr, buf).await;
         let err = ApiError::new(
@@ -287,7 +295,14 @@ async fn serve(
             None
         }
     };
-    match clients.check(crate::clients::presented(ctx.head), any_managed, managed) {
+    let auth = clients.check(crate::clients::presented(ctx.head), any_managed, managed);
+    if endpoint == Endpoint::SessionLeases {
+        return (
+            super::lease::lifecycle::serve(ctx, wr, auth, body).await,
+            other,
+        );
+    }
+    match auth {
         crate::clients::Auth::Open => {}
         crate::clients::Auth::Known(c) => {
             if !c.has(crate::clients::Scope::Inference) {
@@ -398,6 +413,14 @@ async fn serve(
     } else {
         None
     };
+    // Lease headers are checked (and the lease fenced) before anything is sent upstream.
+    match super::lease::bind(ctx, endpoint) {
+        Ok(b) => {
+            ctx.record.lease_generation = b.as_ref().map(|b| b.generation);
+            ctx.lease = b;
+        }
+        Err(err) => return (finish_error(ctx, wr, &err, true).await, entry.index),
+    }
     let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
     (keep, entry.index)
 }

@@ -89,6 +89,10 @@ pub enum Exclusion {
         ms: u64,
     },
     Ineligible(&'static str),
+    /// Held by another session's exclusive lease for `ms` more.
+    Leased {
+        ms: u64,
+    },
     /// Already failed once in this request.
     Tried,
 }
@@ -104,6 +108,7 @@ impl Exclusion {
             Exclusion::ProviderGate { .. } => "provider_cooldown",
             Exclusion::Lockout { .. } => "model_lockout",
             Exclusion::Ineligible(why) => why,
+            Exclusion::Leased { .. } => "leased_by_other",
             Exclusion::Tried => "already_tried",
         }
     }
@@ -114,7 +119,8 @@ impl Exclusion {
             Exclusion::Cooling { ms, .. }
             | Exclusion::BreakerOpen { ms }
             | Exclusion::ProviderGate { ms }
-            | Exclusion::Lockout { ms, .. } => Some(ms),
+            | Exclusion::Lockout { ms, .. }
+            | Exclusion::Leased { ms } => Some(ms),
             _ => None,
         }
     }

@@ -40,6 +40,8 @@ pub struct Shared {
     pub flow: &'static crate::flow::FlowShared,
     /// The durable store (terminal states, admin settings).
     pub store: &'static crate::store::Store,
+    /// Until when each connection is held by an exclusive lease (kept by the store writer).
+    pub leases: &'static crate::store::leases::LeaseView,
     /// Whether client keys created through the admin API exist (closes open mode).
     pub managed_keys: AtomicBool,
 }

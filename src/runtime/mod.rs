@@ -134,6 +134,10 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
             flow.budgets.set_admin(knob, Some(n));
         }
     }
+    // Leases that outlived a restart keep their connections off-limits from the first request.
+    let leases: &'static crate::store::leases::LeaseView =
+        Box::leak(Box::new(crate::store::leases::LeaseView::new(&conn_labels)));
+    store.attach_view(leases);
     let shared = Arc::new(Shared {
         config,
         routes,
@@ -148,6 +152,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         in_flight: (0..connections).map(|_| Default::default()).collect(),
         flow,
         store,
+        leases,
         managed_keys: AtomicBool::new(crate::clients::managed::any(store)),
     });
     let resolver = Resolver::start(2);

@@ -113,7 +113,9 @@ pub enum Outcome {
     /// The owner holds a live lease through another client key.
     OwnerAlreadyActive,
     /// Every candidate is held by another owner; `retry_at` is the earliest of their expiries.
-    Busy { retry_at: Option<u64> },
+    Busy {
+        retry_at: Option<u64>,
+    },
     /// No live lease with that generation and key.
     Stale,
     /// The store could not commit: nothing changed.
@@ -262,7 +264,14 @@ impl Book {
                     if !candidates.contains(&current)
                         && let Ok(next) = self.first_free(&candidates, &owner, now, changed)
                     {
-                        return self.move_to(&owner, generation, next, "CONNECTION_INELIGIBLE", now, changed);
+                        return self.move_to(
+                            &owner,
+                            generation,
+                            next,
+                            "CONNECTION_INELIGIBLE",
+                            now,
+                            changed,
+                        );
                     }
                     let l = self.by_owner.get_mut(&owner).expect("checked above");
                     l.expires_at = now + ttl_ms;

@@ -48,19 +48,35 @@ fn acquire_reuse_renew_stale_release_idempotent() {
     assert_eq!(changed.len(), 1, "the new row is persisted");
     // Acquiring again with the same key reuses it: same generation, new expiry.
     let (o, _) = b.apply(acquire("A", "k1", &["p/a", "p/b"]), t + 10);
-    assert!(matches!(&o, Outcome::Reused(l) if l.generation == 1 && l.expires_at == t + 10 + DEFAULT_TTL_MS));
+    assert!(
+        matches!(&o, Outcome::Reused(l) if l.generation == 1 && l.expires_at == t + 10 + DEFAULT_TTL_MS)
+    );
     let l = lease(b.apply(renew("A", 1, "k1"), t + 20).0);
     assert_eq!(l.expires_at, t + 20 + DEFAULT_TTL_MS);
     assert_eq!(b.apply(renew("A", 2, "k1"), t + 30).0, Outcome::Stale);
-    assert_eq!(b.apply(renew("A", 1, "k2"), t + 30).0, Outcome::Stale, "another key");
+    assert_eq!(
+        b.apply(renew("A", 1, "k2"), t + 30).0,
+        Outcome::Stale,
+        "another key"
+    );
     assert_eq!(b.apply(release("A", 1, "k2"), t + 30).0, Outcome::Stale);
     let l = lease(b.apply(release("A", 1, "k1"), t + 40).0);
     assert_eq!(l.state, State::Released);
     assert_eq!(l.end_reason.as_deref(), Some("OWNER_EXIT"));
-    assert!(matches!(b.apply(release("A", 1, "k1"), t + 50).0, Outcome::Released(_)));
-    assert_eq!(b.apply(renew("A", 1, "k1"), t + 60).0, Outcome::Stale, "released is over");
+    assert!(matches!(
+        b.apply(release("A", 1, "k1"), t + 50).0,
+        Outcome::Released(_)
+    ));
+    assert_eq!(
+        b.apply(renew("A", 1, "k1"), t + 60).0,
+        Outcome::Stale,
+        "released is over"
+    );
     // The next acquire by the same owner gets the next generation.
-    assert_eq!(lease(b.apply(acquire("A", "k1", &["p/a"]), t + 70).0).generation, 2);
+    assert_eq!(
+        lease(b.apply(acquire("A", "k1", &["p/a"]), t + 70).0).generation,
+        2
+    );
 }
 
 #[test]
@@ -69,7 +85,10 @@ fn one_owner_per_connection_and_busy_reports_the_earliest_expiry() {
     let t = 5_000;
     let a = lease(b.apply(acquire("A", "k", &["p/a", "p/b"]), t).0);
     let bb = lease(b.apply(acquire("B", "k", &["p/a", "p/b"]), t + 1_000).0);
-    assert_eq!((a.connection.as_str(), bb.connection.as_str()), ("p/a", "p/b"));
+    assert_eq!(
+        (a.connection.as_str(), bb.connection.as_str()),
+        ("p/a", "p/b")
+    );
     assert_eq!(
         b.apply(acquire("C", "k", &["p/a", "p/b"]), t + 2_000).0,
         Outcome::Busy {
@@ -88,20 +107,32 @@ fn same_owner_through_a_second_key_is_refused_and_the_binding_stays() {
         b.apply(acquire("A", "k2", &["p/b"]), 10).0,
         Outcome::OwnerAlreadyActive
     );
-    assert_eq!(b.get("A").map(|x| (&x.client, &x.connection)), Some((&l.client, &l.connection)));
+    assert_eq!(
+        b.get("A").map(|x| (&x.client, &x.connection)),
+        Some((&l.client, &l.connection))
+    );
 }
 
 #[test]
 fn ttl_expiry_frees_the_connection_lazily() {
     let mut b = Book::default();
     lease(b.apply(acquire("A", "k", &["p/a"]), 0).0);
-    assert!(matches!(b.apply(acquire("B", "k", &["p/a"]), DEFAULT_TTL_MS - 1).0, Outcome::Busy { .. }));
+    assert!(matches!(
+        b.apply(acquire("B", "k", &["p/a"]), DEFAULT_TTL_MS - 1).0,
+        Outcome::Busy { .. }
+    ));
     // At the expiry instant the lease is over: B takes the connection, A's row is expired.
     let (o, changed) = b.apply(acquire("B", "k", &["p/a"]), DEFAULT_TTL_MS);
     assert_eq!(lease(o).connection, "p/a");
     let a = changed.iter().find(|l| l.owner == "A").expect("A expired");
-    assert_eq!((a.state, a.end_reason.as_deref()), (State::Expired, Some("TTL_EXPIRED")));
-    assert_eq!(b.apply(renew("A", 1, "k"), DEFAULT_TTL_MS + 1).0, Outcome::Stale);
+    assert_eq!(
+        (a.state, a.end_reason.as_deref()),
+        (State::Expired, Some("TTL_EXPIRED"))
+    );
+    assert_eq!(
+        b.apply(renew("A", 1, "k"), DEFAULT_TTL_MS + 1).0,
+        Outcome::Stale
+    );
 }
 
 #[test]
@@ -109,8 +140,14 @@ fn renew_keeps_a_lease_alive_past_its_first_expiry() {
     let mut b = Book::default();
     lease(b.apply(acquire("A", "k", &["p/a"]), 0).0);
     lease(b.apply(renew("A", 1, "k"), 100_000).0);
-    assert!(matches!(b.apply(acquire("B", "k", &["p/a"]), 150_000).0, Outcome::Busy { .. }));
-    assert_eq!(fence(b.get("A"), 1, "k", 219_999), Fence::Valid("p/a".into()));
+    assert!(matches!(
+        b.apply(acquire("B", "k", &["p/a"]), 150_000).0,
+        Outcome::Busy { .. }
+    ));
+    assert_eq!(
+        fence(b.get("A"), 1, "k", 219_999),
+        Fence::Valid("p/a".into())
+    );
     assert_eq!(fence(b.get("A"), 1, "k", 220_000), Fence::Required);
 }
 
@@ -120,12 +157,20 @@ fn generation_fencing() {
     lease(b.apply(acquire("A", "k", &["p/a"]), 0).0);
     assert_eq!(fence(b.get("A"), 1, "k", 1), Fence::Valid("p/a".into()));
     assert_eq!(fence(b.get("A"), 2, "k", 1), Fence::Stale);
-    assert_eq!(fence(b.get("A"), 1, "other", 1), Fence::Stale, "cross-key replay");
+    assert_eq!(
+        fence(b.get("A"), 1, "other", 1),
+        Fence::Stale,
+        "cross-key replay"
+    );
     assert_eq!(fence(b.get("nobody"), 1, "k", 1), Fence::Required);
     lease(b.apply(release("A", 1, "k"), 2).0);
     assert_eq!(fence(b.get("A"), 1, "k", 3), Fence::Required);
     lease(b.apply(acquire("A", "k", &["p/a"]), 4).0);
-    assert_eq!(fence(b.get("A"), 1, "k", 5), Fence::Stale, "the old generation is fenced");
+    assert_eq!(
+        fence(b.get("A"), 1, "k", 5),
+        Fence::Stale,
+        "the old generation is fenced"
+    );
     assert_eq!(fence(b.get("A"), 2, "k", 5), Fence::Valid("p/a".into()));
 }
 
@@ -142,11 +187,18 @@ fn transition_keeps_the_generation_and_frees_the_old_connection() {
         reason: "HEALTH_OR_COOLDOWN".into(),
     };
     // B holds p/b: A's only alternative is busy.
-    assert!(matches!(b.apply(t(&["p/b"]), 10).0, Outcome::Busy { retry_at: Some(_) }));
+    assert!(matches!(
+        b.apply(t(&["p/b"]), 10).0,
+        Outcome::Busy { retry_at: Some(_) }
+    ));
     let (o, changed) = b.apply(t(&["p/b", "p/c"]), 20);
     let l = lease(o);
     assert_eq!((l.connection.as_str(), l.generation), ("p/c", 1));
-    assert!(changed.iter().any(|x| x.connection == "p/a" && x.state == State::Invalidated));
+    assert!(
+        changed
+            .iter()
+            .any(|x| x.connection == "p/a" && x.state == State::Invalidated)
+    );
     assert_eq!(b.until("p/a", 30), 0, "the old connection is free again");
     assert_eq!(fence(b.get("A"), 1, "k", 30), Fence::Valid("p/c".into()));
     let stale = Op::Transition {
@@ -188,7 +240,10 @@ fn a_reloaded_book_keeps_owners_generations_and_holders() {
     lease(b.apply(acquire("A", "k", &["p/a"]), 2).0);
     let rows: Vec<Lease> = b.all().cloned().collect();
     let mut again = Book::load(rows);
-    assert!(matches!(again.apply(acquire("B", "k", &["p/a"]), 3).0, Outcome::Busy { .. }));
+    assert!(matches!(
+        again.apply(acquire("B", "k", &["p/a"]), 3).0,
+        Outcome::Busy { .. }
+    ));
     assert_eq!(fence(again.get("A"), 2, "k", 3), Fence::Valid("p/a".into()));
 }
 
@@ -208,7 +263,10 @@ fn prune_drops_only_rows_that_ended_long_ago() {
 
 #[test]
 fn the_view_tracks_live_leases_by_connection_index() {
-    let labels = vec![("p".to_string(), "a".to_string()), ("p".to_string(), "b".to_string())];
+    let labels = vec![
+        ("p".to_string(), "a".to_string()),
+        ("p".to_string(), "b".to_string()),
+    ];
     let v = LeaseView::new(&labels);
     v.set("p/b", 500);
     v.set("q/zz", 900); // unknown connections are ignored

@@ -1,0 +1,375 @@
+//! `POST /v1/session-leases`: acquire, renew and release an exclusive session lease.
+//! Errors use the lease envelope `{"error":{"type":"lease_error","code","message"}}` with the
+//! statuses of the reference's wire contract; answers never carry the connection, a credential
+//! or (except the one acquire that created it) the owner value.
+
+use super::{GENERATION_HEADER, OWNER_HEADER, ask_writer, lease_error, lease_key, public};
+use crate::clients::Auth;
+use crate::dialect::ApiError;
+use crate::http::response::whole;
+use crate::proxy::request::Ctx;
+use crate::resilience::Site;
+use crate::store::leases::{MAX_TTL_MS, MIN_TTL_MS, Op, Outcome};
+use bytes::Bytes;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use serde_json::{Value, json};
+
+/// `OPTIONS /v1/session-leases`: the CORS preflight answer.
+pub(crate) async fn preflight(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
+    ctx.record.status = 204;
+    ctx.record.outcome = "ok";
+    let allow =
+        format!("authorization, content-type, x-api-key, {OWNER_HEADER}, {GENERATION_HEADER}");
+    let headers = [
+        ("access-control-allow-methods", "POST, OPTIONS"),
+        ("access-control-allow-headers", allow.as_str()),
+        ("access-control-max-age", "600"),
+        ("x-request-id", ctx.request_id.as_str()),
+    ];
+    let bytes = whole(204, "application/json", &headers, b"", ctx.keep_alive);
+    let (res, _) = wr.write_all(bytes).await;
+    res.is_ok() && ctx.keep_alive
+}
+
+async fn answer(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    status: u16,
+    body: Value,
+    extra: &[(&str, String)],
+) -> bool {
+    ctx.record.status = status;
+    if status >= 400 {
+        ctx.record.outcome = "rejected";
+    } else {
+        ctx.record.outcome = "ok";
+    }
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let mut headers: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    headers.push(("x-request-id", ctx.request_id.as_str()));
+    ctx.record.bytes_out = body.len() as u64;
+    let bytes = whole(status, "application/json", &headers, &body, ctx.keep_alive);
+    let (res, _) = wr.write_all(bytes).await;
+    res.is_ok() && ctx.keep_alive
+}
+
+async fn fail(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf, e: ApiError) -> bool {
+    ctx.record.error_code = Some(e.code);
+    let err = json!({"type": "lease_error", "code": e.code, "message": e.message});
+    let mut body = json!({"request_id": ctx.request_id});
+    // Capacity answers carry their state at the top level too (reference wire format).
+    if let Some(Value::Object(extra)) = &e.extra {
+        for (k, v) in extra {
+            body[k] = v.clone();
+        }
+    }
+    body["error"] = err;
+    let headers = e.headers();
+    answer(ctx, wr, e.status, body, &headers).await
+}
+
+/// Serve one lifecycle request (the body is read; `auth` is what the key check said).
+pub(crate) async fn serve(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    auth: Auth,
+    body: Bytes,
+) -> bool {
+    let client = match auth {
+        Auth::Known(c) => c,
+        Auth::Unknown => {
+            let e = lease_error(401, "LEASE_API_KEY_INVALID", "unknown client key");
+            return fail(ctx, wr, e).await;
+        }
+        Auth::Open | Auth::Missing => {
+            return fail(ctx, wr, lease_key(None).err().unwrap_or_else(unavailable)).await;
+        }
+    };
+    ctx.record.client = Some(client.id.clone());
+    if let Err(e) = lease_key(Some(&client)) {
+        return fail(ctx, wr, e).await;
+    }
+    let json_type = ctx.head.get_str("content-type").is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if !json_type {
+        let e = lease_error(
+            415,
+            "LEASE_CONTENT_TYPE_REQUIRED",
+            "send the lease request as Content-Type: application/json",
+        );
+        return fail(ctx, wr, e).await;
+    }
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            let e = lease_error(
+                400,
+                "LEASE_ACTION_INVALID",
+                "the body must be a JSON object",
+            );
+            return fail(ctx, wr, e).await;
+        }
+    };
+    let action = req["action"].as_str().unwrap_or_default();
+    let owner_header = ctx.head.get_str(OWNER_HEADER).map(str::trim);
+    if let Some(o) = owner_header
+        && !super::valid_owner(o)
+    {
+        let e = lease_error(
+            400,
+            "LEASE_CONTEXT_INVALID",
+            format!("{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"),
+        );
+        return fail(ctx, wr, e).await;
+    }
+    let ttl_ms = match &req["ttl_ms"] {
+        Value::Null => ctx.core.config().lease_ttl_ms,
+        v => match v.as_u64() {
+            Some(t) => t.clamp(MIN_TTL_MS, MAX_TTL_MS),
+            None => {
+                let e = lease_error(400, "LEASE_ACTION_INVALID", "`ttl_ms` must be a number");
+                return fail(ctx, wr, e).await;
+            }
+        },
+    };
+    let now = crate::clock::unix_ms();
+    let result = match action {
+        "acquire" => acquire(ctx, &client, owner_header, &req, ttl_ms).await,
+        "renew" | "release" => {
+            let Some(owner) = owner_header else {
+                let e = lease_error(
+                    400,
+                    "LEASE_CONTEXT_REQUIRED",
+                    format!("{action} needs the {OWNER_HEADER} header"),
+                );
+                return fail(ctx, wr, e).await;
+            };
+            let generation = match generation_of(ctx, &req) {
+                Ok(g) => g,
+                Err(e) => return fail(ctx, wr, e).await,
+            };
+            let owner = super::owner_hash(owner);
+            let op = if action == "renew" {
+                Op::Renew {
+                    owner,
+                    generation,
+                    client: client.id.clone(),
+                    ttl_ms,
+                }
+            } else {
+                let reason = req["reason"].as_str().unwrap_or("OWNER_EXIT");
+                if !matches!(reason, "OWNER_EXIT" | "CLIENT_CANCELLED") {
+                    let e = lease_error(
+                        400,
+                        "LEASE_ACTION_INVALID",
+                        "`reason` is OWNER_EXIT or CLIENT_CANCELLED",
+                    );
+                    return fail(ctx, wr, e).await;
+                }
+                Op::Release {
+                    owner,
+                    generation,
+                    client: client.id.clone(),
+                    reason: reason.into(),
+                }
+            };
+            match ask_writer(ctx.core.shared.store, op).await {
+                Outcome::Renewed(l) | Outcome::Released(l) => Ok((public(&l, now), None)),
+                Outcome::Unavailable => Err(unavailable()),
+                _ => Err(lease_error(
+                    409,
+                    "LEASE_FENCE_STALE",
+                    "no active lease with that generation for this key",
+                )),
+            }
+        }
+        _ => Err(lease_error(
+            400,
+            "LEASE_ACTION_INVALID",
+            "`action` must be acquire, renew or release",
+        )),
+    };
+    match result {
+        Ok((body, created_owner)) => {
+            let mut headers = Vec::new();
+            if let Some(g) = body["generation"].as_u64() {
+                ctx.record.lease_generation = Some(g);
+                headers.push((GENERATION_HEADER, g.to_string()));
+            }
+            let mut body = body;
+            if let Some(o) = created_owner {
+                // The only time the owner value is ever sent: it is not kept anywhere.
+                body["lease_owner"] = json!(o);
+            }
+            answer(ctx, wr, 200, body, &headers).await
+        }
+        Err(e) => fail(ctx, wr, e).await,
+    }
+}
+
+fn unavailable() -> ApiError {
+    ApiError::new(
+        503,
+        "LEASE_SERVICE_UNAVAILABLE",
+        "the lease store did not answer; try again",
+    )
+    .retry_after(1)
+}
+
+/// The generation from the body or the header (they must agree when both are sent).
+fn generation_of(ctx: &Ctx<'_>, req: &Value) -> Result<u64, ApiError> {
+    let bad = || {
+        lease_error(
+            400,
+            "LEASE_CONTEXT_INVALID",
+            "`generation` (or the generation header) must be a positive integer",
+        )
+    };
+    let from_body = match &req["generation"] {
+        Value::Null => None,
+        v => Some(
+            v.as_u64()
+                .filter(|g| (1..1 << 53).contains(g))
+                .ok_or_else(bad)?,
+        ),
+    };
+    let from_header = match ctx.head.get_str(GENERATION_HEADER) {
+        None => None,
+        Some(h) => Some(super::parse_generation(h.trim()).ok_or_else(bad)?),
+    };
+    match (from_body, from_header) {
+        (Some(a), Some(b)) if a != b => Err(bad()),
+        (Some(g), _) | (None, Some(g)) => Ok(g),
+        (None, None) => Err(bad()),
+    }
+}
+
+type Acquired = Result<(Value, Option<String>), ApiError>;
+
+async fn acquire(
+    ctx: &mut Ctx<'_>,
+    client: &crate::clients::Client,
+    owner_header: Option<&str>,
+    req: &Value,
+    ttl_ms: u64,
+) -> Acquired {
+    let model = match &req["model"] {
+        Value::Null => None,
+        Value::String(m) if !m.is_empty() => Some(m.as_str()),
+        _ => {
+            return Err(lease_error(
+                400,
+                "LEASE_MODEL_INVALID",
+                "`model` must be a non-empty string",
+            ));
+        }
+    };
+    let usable = usable_connections(ctx, client, model)?;
+    let created = owner_header.is_none().then(super::new_owner);
+    let owner = owner_header.or(created.as_deref()).unwrap_or_default();
+    let labels = &ctx.core.shared.conn_labels;
+    let candidates: Vec<String> = usable
+        .iter()
+        .filter_map(|&c| labels.get(c).map(|(p, n)| format!("{p}/{n}")))
+        .collect();
+    let op = Op::Acquire {
+        owner: super::owner_hash(owner),
+        client: client.id.clone(),
+        candidates,
+        ttl_ms,
+    };
+    let now = crate::clock::unix_ms();
+    match ask_writer(ctx.core.shared.store, op).await {
+        Outcome::Acquired(l) | Outcome::Reused(l) | Outcome::Transitioned(l) => {
+            Ok((public(&l, now), created))
+        }
+        Outcome::OwnerAlreadyActive => Err(lease_error(
+            409,
+            "LEASE_OWNER_ACTIVE",
+            "this owner already holds a lease through another key",
+        )),
+        Outcome::Busy { retry_at } => Err(super::capacity(
+            super::retry_after_s(retry_at, now),
+            usable.len(),
+        )),
+        _ => Err(unavailable()),
+    }
+}
+
+/// The key's allowed connections that serve `model` (any, without one) and are usable now, in
+/// preference order (fewest requests in flight first).
+fn usable_connections(
+    ctx: &Ctx<'_>,
+    client: &crate::clients::Client,
+    model: Option<&str>,
+) -> Result<Vec<usize>, ApiError> {
+    let core = ctx.core;
+    let shared = &*core.shared;
+    let allowed = client.allowed.clone().unwrap_or_default();
+    let mut eligible: Vec<(usize, String)> = Vec::new();
+    match model {
+        Some(m) => {
+            let Some(entry) = shared.routes.lookup(&shared.config, m) else {
+                return Err(lease_error(
+                    400,
+                    "LEASE_MODEL_INVALID",
+                    format!("no route or model named `{m}`"),
+                ));
+            };
+            for t in &entry.targets {
+                for &c in &t.connections {
+                    if allowed.contains(&c) && !eligible.iter().any(|(x, _)| *x == c) {
+                        eligible.push((c, t.model.clone()));
+                    }
+                }
+            }
+        }
+        None => eligible.extend(allowed.iter().map(|&c| (c, String::new()))),
+    }
+    if eligible.is_empty() {
+        return Err(lease_error(
+            404,
+            "LEASE_NO_ELIGIBLE_CONNECTION",
+            "none of this key's allowed connections serves that model",
+        ));
+    }
+    core.sync();
+    let s = &shared.config.resilience;
+    let t = crate::clock::now_ms();
+    let mut tables = core.tables.borrow_mut();
+    let mut usable = Vec::new();
+    let mut earliest: Option<u64> = None;
+    for (c, m) in &eligible {
+        let site = Site {
+            provider: shared.config.provider_of(*c).unwrap_or(0),
+            conn: *c,
+            model: m,
+        };
+        match tables.blocked(s, site, t) {
+            None => usable.push(*c),
+            Some(e) => {
+                if let Some(ms) = e.remaining_ms() {
+                    earliest = Some(earliest.map_or(ms, |x| x.min(ms)));
+                }
+            }
+        }
+    }
+    if usable.is_empty() {
+        // Ordinary unavailability, not lease contention.
+        let mut e = ApiError::new(
+            503,
+            "LEASE_ELIGIBILITY_UNAVAILABLE",
+            "every eligible connection is cooling down or unusable",
+        );
+        if let Some(ms) = earliest {
+            e = e.retry_after(ms.div_ceil(1000));
+        }
+        return Err(e);
+    }
+    usable.sort_by_key(|&c| shared.in_flight[c].load(std::sync::atomic::Ordering::Relaxed));
+    Ok(usable)
+}

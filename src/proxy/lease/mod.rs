@@ -1,0 +1,310 @@
+//! Exclusive session leases on the request path: the owner token, the lease headers of an
+//! inference request, the fence checked before dispatch (and again after any admission wait),
+//! and the move of a lease to another free eligible connection when its own cannot serve.
+//! The lifecycle endpoint (`POST /v1/session-leases`) is in [`lifecycle`].
+
+pub mod lifecycle;
+
+use super::request::Ctx;
+use crate::clients::{Client, Scope};
+use crate::dialect::{ApiError, Endpoint};
+use crate::store::leases::{Fence, Lease, Op, Outcome};
+use base64::Engine;
+use serde_json::json;
+use std::time::Duration;
+
+pub const OWNER_HEADER: &str = "x-ringside-lease-owner";
+pub const GENERATION_HEADER: &str = "x-ringside-lease-generation";
+/// How long a core waits for the store writer's answer before calling the store unavailable.
+const WRITER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A new owner value: `vlo_` + 43 base64url characters (32 random bytes). Returned once.
+pub fn new_owner() -> String {
+    let mut raw = [0u8; 32];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut raw);
+    format!(
+        "vlo_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    )
+}
+
+/// `^vlo_[A-Za-z0-9_-]{43}$`
+pub fn valid_owner(v: &str) -> bool {
+    v.strip_prefix("vlo_").is_some_and(|rest| {
+        rest.len() == 43
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
+
+/// What is stored instead of the owner value.
+pub fn owner_hash(owner: &str) -> String {
+    crate::clients::Clients::hex(&crate::clients::digest(owner.as_bytes()))
+}
+
+/// `^[1-9]\d*$` and a safe integer (≤ 2^53 − 1, what a JSON client can hold exactly).
+pub fn parse_generation(v: &str) -> Option<u64> {
+    let ok = !v.is_empty()
+        && v.len() <= 16
+        && !v.starts_with('0')
+        && v.bytes().all(|b| b.is_ascii_digit());
+    v.parse::<u64>().ok().filter(|&g| ok && g < (1 << 53))
+}
+
+/// A request bound to its lease: only `conn` may serve it.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub owner: String,
+    pub generation: u64,
+    pub client: String,
+    pub conn: usize,
+    /// Moves to another connection made for this request (bounded).
+    pub moves: u8,
+}
+
+pub fn lease_error(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(status, code, message).should_retry(false)
+}
+
+/// Endpoints whose requests a lease-scoped key must bind to its lease.
+fn fenced_endpoint(e: Endpoint) -> bool {
+    matches!(
+        e,
+        Endpoint::ChatCompletions
+            | Endpoint::Completions
+            | Endpoint::Messages
+            | Endpoint::Responses
+    )
+}
+
+/// Read and check a request's lease headers. `Ok(None)`: not a leased request.
+pub(crate) fn bind(ctx: &Ctx<'_>, endpoint: Endpoint) -> Result<Option<Binding>, ApiError> {
+    let owner = ctx.head.get_str(OWNER_HEADER);
+    let generation = ctx.head.get_str(GENERATION_HEADER);
+    let has_headers =
+        ctx.head.get(OWNER_HEADER).is_some() || ctx.head.get(GENERATION_HEADER).is_some();
+    let client = ctx.client.as_ref().filter(|c| c.has(Scope::LeaseExclusive));
+    let Some(client) = client else {
+        if has_headers {
+            return Err(lease_error(
+                403,
+                "LEASE_SCOPE_REQUIRED",
+                "lease headers need a client key with scope lease:exclusive",
+            ));
+        }
+        return Ok(None);
+    };
+    if !has_headers && !fenced_endpoint(endpoint) {
+        return Ok(None);
+    }
+    let Some(owner) = owner else {
+        return Err(lease_error(
+            400,
+            "LEASE_CONTEXT_REQUIRED",
+            format!("this key's requests must carry {OWNER_HEADER} and {GENERATION_HEADER}"),
+        ));
+    };
+    if !valid_owner(owner.trim()) {
+        return Err(lease_error(
+            400,
+            "LEASE_CONTEXT_INVALID",
+            format!("{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"),
+        ));
+    }
+    let Some(generation) = generation.and_then(|g| parse_generation(g.trim())) else {
+        return Err(lease_error(
+            400,
+            "LEASE_CONTEXT_INVALID",
+            format!("{GENERATION_HEADER} must be a positive integer"),
+        ));
+    };
+    let mut b = Binding {
+        owner: owner_hash(owner.trim()),
+        generation,
+        client: client.id.clone(),
+        conn: usize::MAX,
+        moves: 0,
+    };
+    b.conn = refence(ctx, &b)?;
+    Ok(Some(b))
+}
+
+/// Check the binding against the store now: the connection the lease holds, or why not.
+pub(crate) fn refence(ctx: &Ctx<'_>, b: &Binding) -> Result<usize, ApiError> {
+    let shared = &ctx.core.shared;
+    let row = shared.store.lease_row(&b.owner);
+    match crate::store::leases::fence(
+        row.as_ref(),
+        b.generation,
+        &b.client,
+        crate::clock::unix_ms(),
+    ) {
+        Fence::Valid(label) => shared.leases.index(&label).ok_or_else(|| {
+            lease_error(
+                409,
+                "LEASE_REQUIRED",
+                "the leased connection is no longer configured; acquire a new lease",
+            )
+        }),
+        Fence::Required => Err(lease_error(
+            409,
+            "LEASE_REQUIRED",
+            "no active lease for this owner; acquire one first",
+        )),
+        Fence::Stale => Err(lease_error(
+            409,
+            "LEASE_FENCE_STALE",
+            "the lease generation is stale (or belongs to another key)",
+        )),
+    }
+}
+
+/// Wait for the store writer's answer (bounded; a dead writer reads as unavailable).
+pub async fn ask_writer(store: &crate::store::Store, op: Op) -> Outcome {
+    match monoio::time::timeout(WRITER_TIMEOUT, store.lease(op)).await {
+        Ok(Ok(o)) => o,
+        _ => Outcome::Unavailable,
+    }
+}
+
+/// Move a bound lease to the first free connection among `alternatives` (same generation).
+pub(crate) async fn transition(
+    ctx: &Ctx<'_>,
+    b: &Binding,
+    alternatives: &[usize],
+    reason: &str,
+) -> Outcome {
+    let labels = &ctx.core.shared.conn_labels;
+    let candidates = alternatives
+        .iter()
+        .filter_map(|&c| labels.get(c).map(|(p, n)| format!("{p}/{n}")))
+        .collect();
+    ask_writer(
+        ctx.core.shared.store,
+        Op::Transition {
+            owner: b.owner.clone(),
+            generation: b.generation,
+            client: b.client.clone(),
+            candidates,
+            reason: reason.to_string(),
+        },
+    )
+    .await
+}
+
+/// Seconds until the earliest relevant lease expiry, as `Retry-After` (1–3600; 1 unknown).
+pub fn retry_after_s(earliest_unix_ms: Option<u64>, now_unix: u64) -> u64 {
+    earliest_unix_ms.map_or(1, |t| {
+        t.saturating_sub(now_unix).div_ceil(1000).clamp(1, 3600)
+    })
+}
+
+/// 429: every free eligible connection is held by another owner's lease.
+pub fn capacity(retry_s: u64, eligible: usize) -> ApiError {
+    ApiError::new(
+        429,
+        "LEASE_CAPACITY_UNAVAILABLE",
+        "every eligible connection is leased by another session; retry after the earliest expiry",
+    )
+    .retry_after(retry_s)
+    .should_retry(true)
+    .extra(json!({
+        "state": "WAITING_FOR_CAPACITY",
+        "reason": "NO_FREE_ELIGIBLE_CONNECTION",
+        "retryAfter": retry_s,
+        "eligibleCount": eligible,
+        "freeCount": 0,
+    }))
+}
+
+/// The key may hold leases: scope and a non-empty allow-list.
+pub fn lease_key(client: Option<&Client>) -> Result<&Client, ApiError> {
+    let Some(c) = client else {
+        return Err(lease_error(
+            401,
+            "LEASE_AUTHENTICATION_REQUIRED",
+            "leases need a Ringside client key (Authorization: Bearer or x-api-key)",
+        ));
+    };
+    if !c.has(Scope::LeaseExclusive) {
+        return Err(lease_error(
+            403,
+            "LEASE_SCOPE_REQUIRED",
+            "this key lacks scope lease:exclusive",
+        ));
+    }
+    if c.allowed.as_ref().is_none_or(Vec::is_empty) {
+        return Err(lease_error(
+            403,
+            "LEASE_KEY_CONFIGURATION_INVALID",
+            "a lease key needs a non-empty allowed_connections list",
+        ));
+    }
+    Ok(c)
+}
+
+/// What the public answer may say about a lease (never the connection, owner or key).
+pub fn public(l: &Lease, now_unix: u64) -> serde_json::Value {
+    json!({
+        "state": l.state_at(now_unix),
+        "generation": l.generation,
+        "expires_at_ms": l.expires_at,
+        "ttl_remaining_ms": l.expires_at.saturating_sub(now_unix),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_tokens_have_the_documented_shape_and_only_their_hash_is_kept() {
+        let a = new_owner();
+        assert!(valid_owner(&a), "{a}");
+        assert_eq!(a.len(), 47);
+        assert_ne!(a, new_owner(), "random");
+        let h = owner_hash(&a);
+        assert_eq!(h.len(), 64);
+        assert!(!h.contains(&a[4..]));
+        for bad in [
+            "vlo_short",
+            "",
+            "vlo_",
+            &a[..46],
+            &format!("{a}x"),
+            &a.replace("vlo_", "vlx_"),
+        ] {
+            assert!(!valid_owner(bad), "{bad}");
+        }
+        assert!(!valid_owner(&format!("vlo_{}", "+".repeat(43))));
+    }
+
+    #[test]
+    fn generations_are_exact_positive_safe_integers() {
+        assert_eq!(parse_generation("1"), Some(1));
+        assert_eq!(parse_generation("9007199254740991"), Some((1 << 53) - 1));
+        for bad in [
+            "0",
+            "01",
+            "-1",
+            "1.0",
+            " 1",
+            "",
+            "9007199254740992",
+            "1e3",
+            "abc",
+        ] {
+            assert_eq!(parse_generation(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_bounded() {
+        assert_eq!(retry_after_s(None, 0), 1);
+        assert_eq!(retry_after_s(Some(500), 1_000), 1);
+        assert_eq!(retry_after_s(Some(120_000), 0), 120);
+        assert_eq!(retry_after_s(Some(119_001), 0), 120);
+        assert_eq!(retry_after_s(Some(10_000_000), 0), 3600);
+    }
+}

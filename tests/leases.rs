@@ -1,0 +1,430 @@
+//! Exclusive session leases end to end (both drivers): the lifecycle wire contract, fenced
+//! inference (stale generations never reach the upstream), exactly one winner for the last
+//! connection, a lease moving off a cooling connection, and lease and session headers never
+//! reaching the simulator.
+
+mod common;
+use common::*;
+use ringside::demo::client::{self, Reply};
+use ringside::simulate::SimOptions;
+use serde_json::Value;
+use std::net::SocketAddr;
+
+both_drivers!(
+    lifecycle_follows_the_wire_contract,
+    inference_is_fenced_to_the_lease,
+    two_clients_race_for_the_last_connection,
+    a_lease_moves_off_a_cooling_connection
+);
+
+const LEASE_A: &str = "sk-ringside-lease-a-0123456789";
+const LEASE_B: &str = "sk-ringside-lease-b-0123456789";
+const PLAIN: &str = "sk-ringside-plain-0123456789";
+const NOLIST: &str = "sk-ringside-nolist-0123456789";
+
+fn hex(d: [u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Keys `conns` on provider `sim`, two lease keys allowed on all of them, a plain key and a
+/// lease key without an allow-list.
+fn config(sim: SocketAddr, conns: &[&str], extra: &str) -> String {
+    let allowed: Vec<String> = conns.iter().map(|c| format!("\"sim/{c}\"")).collect();
+    let allowed = allowed.join(", ");
+    let client = |id: &str, key: &str, scopes: &str, allowed: &str| {
+        format!(
+            "[[clients]]\nid = \"{id}\"\nkey_sha256 = \"{}\"\nscopes = [{scopes}]\n{allowed}\n",
+            hex(ringside::clients::digest(key.as_bytes()))
+        )
+    };
+    let lease_scopes = "\"inference\", \"lease:exclusive\"";
+    let list = format!("allowed_connections = [{allowed}]");
+    priority_keys(sim, conns, "")
+        + extra
+        + &client("lease-a", LEASE_A, lease_scopes, &list)
+        + &client("lease-b", LEASE_B, lease_scopes, &list)
+        + &client("plain", PLAIN, "\"inference\"", "")
+        + &client("nolist", NOLIST, lease_scopes, "")
+}
+
+fn owner(n: u8) -> String {
+    format!(
+        "vlo_{}",
+        std::iter::repeat_n(char::from(b'A' + n), 43).collect::<String>()
+    )
+}
+
+fn lease_call(proxy: &Proxy, key: &str, owner: Option<&str>, body: &str) -> Reply {
+    let mut h = vec![("x-api-key", key), ("content-type", "application/json")];
+    if let Some(o) = owner {
+        h.push(("x-ringside-lease-owner", o));
+    }
+    proxy.post("/v1/session-leases", &h, body)
+}
+
+fn code(r: &Reply) -> String {
+    r.json()["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn chat_as(proxy: &Proxy, key: &str, owner: Option<&str>, generation: Option<&str>) -> Reply {
+    let mut h = vec![("x-api-key", key), ("x-session-id", "sess-42")];
+    if let Some(o) = owner {
+        h.push(("x-ringside-lease-owner", o));
+    }
+    if let Some(g) = generation {
+        h.push(("x-ringside-lease-generation", g));
+    }
+    proxy.post("/v1/chat/completions", &h, &chat("m", false))
+}
+
+fn total_attempts(sim: &ringside::simulate::Simulator) -> u64 {
+    ["sk-sim-a", "sk-sim-b", "sk-sim-c"]
+        .iter()
+        .map(|k| attempts_for(sim, k))
+        .sum()
+}
+
+fn leases(proxy: &Proxy) -> Value {
+    proxy.admin("GET", "/admin/leases").1
+}
+
+fn lifecycle_follows_the_wire_contract(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 2, "", &config(sim.addr, &["a", "b"], ""));
+    let pre = client::request(proxy.addr, "OPTIONS", "/v1/session-leases", &[], b"", T).unwrap();
+    assert_eq!(pre.status, 204);
+    let allow = pre
+        .header("access-control-allow-headers")
+        .unwrap_or_default();
+    assert!(
+        allow.contains("x-ringside-lease-owner") && allow.contains("x-ringside-lease-generation")
+    );
+    let acquire = r#"{"action":"acquire","model":"m"}"#;
+    let r = proxy.post(
+        "/v1/session-leases",
+        &[("content-type", "application/json")],
+        acquire,
+    );
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(r.json()["error"]["type"], "lease_error");
+    assert_eq!(
+        code(&lease_call(&proxy, PLAIN, None, acquire)),
+        "LEASE_SCOPE_REQUIRED"
+    );
+    let r = lease_call(&proxy, NOLIST, None, acquire);
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (403, "LEASE_KEY_CONFIGURATION_INVALID")
+    );
+    let r = proxy.post(
+        "/v1/session-leases",
+        &[("x-api-key", LEASE_A), ("content-type", "text/plain")],
+        acquire,
+    );
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (415, "LEASE_CONTENT_TYPE_REQUIRED")
+    );
+    let r = lease_call(&proxy, LEASE_A, Some("vlo_short"), acquire);
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (400, "LEASE_CONTEXT_INVALID")
+    );
+    let r = lease_call(
+        &proxy,
+        LEASE_A,
+        None,
+        r#"{"action":"renew","generation":1}"#,
+    );
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (400, "LEASE_CONTEXT_REQUIRED")
+    );
+    let r = lease_call(&proxy, LEASE_A, None, r#"{"action":"steal"}"#);
+    assert_eq!((r.status, code(&r).as_str()), (400, "LEASE_ACTION_INVALID"));
+    assert_eq!(total_attempts(&sim), 0, "nothing reaches the upstream");
+
+    // Acquire without an owner: Ringside makes one and shows it this once.
+    let r = lease_call(&proxy, LEASE_A, None, acquire);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(
+        (v["state"].as_str(), v["generation"].as_u64()),
+        (Some("ACTIVE"), Some(1))
+    );
+    let a = v["lease_owner"].as_str().unwrap_or_default().to_string();
+    assert!(a.starts_with("vlo_") && a.len() == 47, "{v}");
+    let text = r.text();
+    assert!(
+        !text.contains("sim/") && !text.contains("sk-") && !text.contains("connection"),
+        "{text}"
+    );
+    // Reuse, renew, stale renew.
+    let r = lease_call(&proxy, LEASE_A, Some(&a), acquire);
+    assert_eq!((r.status, r.json()["generation"].as_u64()), (200, Some(1)));
+    assert!(r.json().get("lease_owner").is_none(), "never echoed");
+    let r = lease_call(
+        &proxy,
+        LEASE_A,
+        Some(&a),
+        r#"{"action":"renew","generation":1}"#,
+    );
+    assert_eq!(
+        (r.status, r.json()["state"].as_str()),
+        (200, Some("ACTIVE"))
+    );
+    let r = lease_call(
+        &proxy,
+        LEASE_A,
+        Some(&a),
+        r#"{"action":"renew","generation":2}"#,
+    );
+    assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
+    // Another key can neither renew nor take over this owner.
+    let r = lease_call(
+        &proxy,
+        LEASE_B,
+        Some(&a),
+        r#"{"action":"renew","generation":1}"#,
+    );
+    assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
+    let r = lease_call(&proxy, LEASE_B, Some(&a), acquire);
+    assert_eq!(r.status, 409, "{}", r.text());
+    // A second owner takes the other connection; a third finds no capacity.
+    let b = owner(1);
+    assert_eq!(lease_call(&proxy, LEASE_A, Some(&b), acquire).status, 200);
+    let r = lease_call(&proxy, LEASE_B, Some(&owner(2)), acquire);
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (429, "LEASE_CAPACITY_UNAVAILABLE"),
+        "{}",
+        r.text()
+    );
+    let v = r.json();
+    assert_eq!(v["state"], "WAITING_FOR_CAPACITY");
+    assert_eq!(v["reason"], "NO_FREE_ELIGIBLE_CONNECTION");
+    assert_eq!(
+        (v["freeCount"].as_u64(), v["eligibleCount"].as_u64()),
+        (Some(0), Some(2))
+    );
+    let retry: u64 = r
+        .header("retry-after")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!((1..=120).contains(&retry), "{retry}");
+    assert_eq!(v["retryAfter"].as_u64(), Some(retry));
+    assert!(
+        !r.text().contains("lease-a") && !r.text().contains(&b),
+        "no disclosure"
+    );
+    // Release (idempotent), then the third owner gets in.
+    let rel = r#"{"action":"release","generation":1,"reason":"CLIENT_CANCELLED"}"#;
+    let r = lease_call(&proxy, LEASE_A, Some(&a), rel);
+    assert_eq!(
+        (r.status, r.json()["state"].as_str()),
+        (200, Some("RELEASED")),
+        "{}",
+        r.text()
+    );
+    assert_eq!(lease_call(&proxy, LEASE_A, Some(&a), rel).status, 200);
+    assert_eq!(
+        lease_call(&proxy, LEASE_B, Some(&owner(2)), acquire).status,
+        200
+    );
+    let l = leases(&proxy);
+    assert_eq!(l["active"], 2, "{l}");
+    let listed = l.to_string();
+    assert!(
+        !listed.contains(&a) && !listed.contains(&b),
+        "owner values are never kept"
+    );
+}
+
+fn inference_is_fenced_to_the_lease(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 2, "", &config(sim.addr, &["a", "b"], ""));
+    let r = chat_as(&proxy, LEASE_A, None, None);
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (400, "LEASE_CONTEXT_REQUIRED")
+    );
+    let a = owner(0);
+    let r = chat_as(&proxy, LEASE_A, Some(&a), None);
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (400, "LEASE_CONTEXT_INVALID")
+    );
+    let r = chat_as(&proxy, LEASE_A, Some(&a), Some("1"));
+    assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_REQUIRED"));
+    let r = chat_as(&proxy, PLAIN, Some(&a), Some("1"));
+    assert_eq!((r.status, code(&r).as_str()), (403, "LEASE_SCOPE_REQUIRED"));
+    assert_eq!(total_attempts(&sim), 0);
+
+    let r = lease_call(
+        &proxy,
+        LEASE_A,
+        Some(&a),
+        r#"{"action":"acquire","model":"m"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut served = None;
+    for stream in [false, true, false, true] {
+        let h = [
+            ("x-api-key", LEASE_A),
+            ("x-ringside-lease-owner", a.as_str()),
+            ("x-ringside-lease-generation", "1"),
+        ];
+        let r = proxy.post("/v1/chat/completions", &h, &chat("m", stream));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let c = r.header("x-ringside-connection").map(str::to_string);
+        assert!(
+            served.is_none() || served == c,
+            "only the leased connection serves"
+        );
+        served = c;
+    }
+    let leased = served.unwrap_or_default();
+    let other = if leased == "sim/a" { "sim/b" } else { "sim/a" };
+    // Other traffic keeps off the leased connection.
+    for _ in 0..4 {
+        let r = chat_as(&proxy, PLAIN, None, None);
+        assert_eq!(r.header("x-ringside-connection"), Some(other));
+    }
+    // A stale generation and a replay through another key never reach the upstream.
+    let before = total_attempts(&sim);
+    let r = chat_as(&proxy, LEASE_A, Some(&a), Some("2"));
+    assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
+    let r = chat_as(&proxy, LEASE_B, Some(&a), Some("1"));
+    assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
+    assert_eq!(total_attempts(&sim), before);
+    // Both connections leased: plain traffic hears about lease capacity.
+    let b = owner(1);
+    assert_eq!(
+        lease_call(&proxy, LEASE_B, Some(&b), r#"{"action":"acquire"}"#).status,
+        200
+    );
+    let r = chat_as(&proxy, PLAIN, None, None);
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (429, "LEASE_CAPACITY_UNAVAILABLE"),
+        "{}",
+        r.text()
+    );
+    assert!(r.header("retry-after").is_some());
+    // Lease and session headers never reach the simulator.
+    let seen = client::request(sim.addr, "GET", "/_sim/requests", &[], b"", T)
+        .unwrap()
+        .text();
+    assert!(
+        !seen.contains("lease") && !seen.contains("sess-42") && !seen.contains(&a[4..]),
+        "{seen}"
+    );
+    // The log record keeps the generation, never the owner.
+    let (_, d) = proxy.admin("GET", "/admin/decisions?limit=100");
+    assert!(d.to_string().contains("\"lease_generation\":1"), "{d}");
+    assert!(!d.to_string().contains(&a[4..]));
+    // Revoked by the operator: the next request is refused before dispatch.
+    let hash = hex(ringside::clients::digest(a.as_bytes()));
+    let (s, _) = proxy.admin("DELETE", &format!("/admin/leases/{hash}"));
+    assert_eq!(s, 200);
+    let r = chat_as(&proxy, LEASE_A, Some(&a), Some("1"));
+    assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_REQUIRED"));
+    let r = chat_as(&proxy, PLAIN, None, None);
+    assert_eq!(
+        r.header("x-ringside-connection"),
+        Some(leased.as_str()),
+        "freed at once"
+    );
+}
+
+fn two_clients_race_for_the_last_connection(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 2, "", &config(sim.addr, &["a"], ""));
+    for round in 0..4u8 {
+        let winners: Vec<(String, Reply)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..6u8)
+                .map(|i| {
+                    let proxy = &proxy;
+                    s.spawn(move || {
+                        let o = owner(round * 6 + i);
+                        let key = if i % 2 == 0 { LEASE_A } else { LEASE_B };
+                        let r = lease_call(proxy, key, Some(&o), r#"{"action":"acquire"}"#);
+                        (o, r)
+                    })
+                })
+                .collect();
+            hs.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        let ok: Vec<&(String, Reply)> = winners.iter().filter(|(_, r)| r.status == 200).collect();
+        assert_eq!(ok.len(), 1, "exactly one winner in round {round}");
+        assert!(
+            winners
+                .iter()
+                .all(|(_, r)| r.status == 200 || r.status == 429)
+        );
+        let (o, _) = ok[0];
+        let key = if leases(&proxy)["leases"][0]["client"] == "lease-a" {
+            LEASE_A
+        } else {
+            LEASE_B
+        };
+        let r = lease_call(
+            &proxy,
+            key,
+            Some(o),
+            r#"{"action":"release","generation":1}"#,
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+}
+
+fn a_lease_moves_off_a_cooling_connection(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 2, "", &config(sim.addr, &["a", "b", "c"], ""));
+    let a = owner(0);
+    let r = lease_call(
+        &proxy,
+        LEASE_A,
+        Some(&a),
+        r#"{"action":"acquire","model":"m"}"#,
+    );
+    assert_eq!(r.status, 200);
+    let first = leases(&proxy)["leases"][0]["connection"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let key = format!("sk-sim-{}", first.trim_start_matches("sim/"));
+    // The leased key starts answering 429 with a long Retry-After: it cools for a minute.
+    let spec = format!(r#"{{"key":"{key}","spec":"429;retry-after=60"}}"#);
+    let r = client::request(sim.addr, "POST", "/_sim/faults", &[], spec.as_bytes(), T).unwrap();
+    assert_eq!(r.status, 200);
+    let r = chat_as(&proxy, LEASE_A, Some(&a), Some("1"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let moved = r
+        .header("x-ringside-connection")
+        .unwrap_or_default()
+        .to_string();
+    assert_ne!(moved, first, "served elsewhere");
+    let l = leases(&proxy);
+    let live: Vec<&Value> = l["leases"]
+        .as_array()
+        .map(|v| v.iter().filter(|x| x["state"] == "ACTIVE").collect())
+        .unwrap_or_default();
+    assert_eq!(live.len(), 1, "{l}");
+    assert_eq!(
+        (
+            live[0]["connection"].as_str(),
+            live[0]["generation"].as_u64()
+        ),
+        (Some(moved.as_str()), Some(1))
+    );
+    // The same generation keeps working, on the new connection.
+    let r = chat_as(&proxy, LEASE_A, Some(&a), Some("1"));
+    assert_eq!(
+        (r.status, r.header("x-ringside-connection")),
+        (200, Some(moved.as_str()))
+    );
+}
