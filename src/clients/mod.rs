@@ -55,6 +55,17 @@ pub fn digest(key: &[u8]) -> [u8; 32] {
     Sha256::digest(key).into()
 }
 
+/// Lower-case hex, in one allocation (this runs on the request path for pins and leases).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
+}
+
 /// A stable tenant id for a name (not secret).
 pub fn tenant_id(name: &str) -> u64 {
     let d = digest(name.as_bytes());
@@ -116,7 +127,7 @@ impl Clients {
     }
 
     pub fn hex(d: &[u8; 32]) -> String {
-        d.iter().map(|b| format!("{b:02x}")).collect()
+        hex(d)
     }
 }
 
@@ -171,5 +182,13 @@ mod tests {
         assert!(k.has(Scope::Inference) && !k.has(Scope::Admin));
         assert!(k.may_use(1) && !k.may_use(0));
         assert_ne!(tenant_id("a"), tenant_id("b"));
+    }
+
+    #[test]
+    fn hex_is_lower_case_two_digits_per_byte() {
+        let d = digest(b"x");
+        let want: String = d.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&d), want);
+        assert_eq!(hex(&[0, 15, 255]), "000fff");
     }
 }

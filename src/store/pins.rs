@@ -12,8 +12,10 @@ pub fn session_key(head: &crate::http::Head) -> Option<String> {
         .find_map(|h| head.get(h))
         .filter(|v| !v.is_empty() && v.len() <= 512)?;
     let d = crate::clients::digest(v);
-    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
-    Some(format!("pin/{hex}"))
+    let mut key = String::with_capacity(4 + 32);
+    key.push_str("pin/");
+    key.push_str(&crate::clients::hex(&d[..16]));
+    Some(key)
 }
 
 /// The pinned connection label (`provider/connection`) if the pin is alive.
