@@ -1,6 +1,7 @@
 //! The data plane: one task per client connection, one request state machine per request.
 
 pub mod answer;
+pub mod attempt;
 pub mod attempts;
 pub mod forward;
 pub mod judge;

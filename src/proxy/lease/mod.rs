@@ -8,6 +8,8 @@ pub mod lifecycle;
 use super::request::Ctx;
 use crate::clients::{Client, Scope};
 use crate::dialect::{ApiError, Endpoint};
+use crate::resilience::Exclusion;
+use crate::route::Candidate;
 use crate::store::leases::{Fence, Lease, Op, Outcome};
 use base64::Engine;
 use serde_json::json;
@@ -251,6 +253,51 @@ pub fn public(l: &Lease, now_unix: u64) -> serde_json::Value {
         "generation": l.generation,
         "expires_at_ms": l.expires_at,
         "ttl_remaining_ms": l.expires_at.saturating_sub(now_unix),
+    })
+}
+
+pub(crate) const NOT_LEASED: &str = "not_this_lease";
+
+/// Why a lease moves: what keeps its connection from serving this request.
+pub(crate) fn move_reason(excluded: &[(Candidate, Exclusion)], conn: usize) -> &'static str {
+    match excluded.iter().find(|(c, _)| c.connection == conn) {
+        Some((_, Exclusion::Lockout { .. })) => "MODEL_INELIGIBLE",
+        Some((_, Exclusion::Terminal(crate::resilience::cooldown::Terminal::CreditsExhausted))) => {
+            "QUOTA_UNAVAILABLE"
+        }
+        Some((_, Exclusion::Ineligible(_))) => "CONNECTION_INELIGIBLE",
+        Some(_) => "HEALTH_OR_COOLDOWN",
+        None => "MODEL_INELIGIBLE",
+    }
+}
+
+/// 429 `LEASE_CAPACITY_UNAVAILABLE` when what stands between the request and a connection is
+/// other sessions' leases (not ordinary unavailability, which keeps its own answers).
+pub(crate) fn capacity_answer(
+    ctx: &Ctx<'_>,
+    excluded: &[(Candidate, Exclusion)],
+    unix_now: u64,
+) -> Option<ApiError> {
+    let leased: Vec<u64> = excluded
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Exclusion::Leased { ms } => Some(*ms),
+            _ => None,
+        })
+        .collect();
+    let earliest = leased.iter().min()?;
+    let others_only = excluded.iter().all(|(c, e)| {
+        matches!(e, Exclusion::Leased { .. } | Exclusion::Tried)
+            || ctx.lease.as_ref().is_some_and(|b| b.conn == c.connection)
+    });
+    others_only.then(|| {
+        let mut conns: Vec<usize> = excluded.iter().map(|(c, _)| c.connection).collect();
+        conns.sort_unstable();
+        conns.dedup();
+        capacity(
+            retry_after_s(Some(unix_now + earliest), unix_now),
+            conns.len(),
+        )
     })
 }
 

@@ -1,0 +1,381 @@
+//! One upstream attempt against one candidate: take a pooled connection or connect, send, await
+//! the head (first-byte timeout; a pooled connection that dies before any byte is retried once
+//! on a fresh one), judge it (held stream, whole error body), and commit only what deserves it.
+
+use super::answer::Buffered;
+use super::judge::{self, Hold, Read};
+use super::request::{AttemptEnd, Ctx, commit};
+use super::watch::{ClientWatch, Raced};
+use crate::http::head::parse_response;
+use crate::http::io::read_more;
+use crate::http::{Head, HeadLimits};
+use crate::resilience::Site;
+use crate::resilience::budget::Budget;
+use crate::resilience::classify::{self, Verdict};
+use crate::route::{Candidate, Entry};
+use crate::upstream::UpConn;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::time::{Duration, Instant};
+
+fn now() -> u64 {
+    crate::clock::now_ms()
+}
+
+fn failed(
+    verdict: Verdict,
+    kind: &'static str,
+    detail: String,
+    self_inflicted: bool,
+) -> AttemptEnd {
+    AttemptEnd::Failed {
+        verdict,
+        kind,
+        detail,
+        response: None,
+        restated_from: None,
+        self_inflicted,
+    }
+}
+
+/// One upstream attempt against one candidate, judged before anything reaches the client.
+pub(super) async fn attempt(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    cand: Candidate,
+    watch: &mut ClientWatch<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    budget: &Budget,
+) -> AttemptEnd {
+    let core = ctx.core;
+    let cfg = core.config();
+    let s = &cfg.resilience;
+    let Some((provider, conn)) = cfg.connection(cand.connection) else {
+        return failed(
+            classify::transport(false),
+            "protocol_error",
+            "unknown connection".into(),
+            true,
+        );
+    };
+    let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
+    let target = &entry.targets[cand.target];
+    let body = match (&ctx.model, &ctx.model_span) {
+        (Some(m), Some(span)) if *m != target.model => {
+            crate::dialect::facts::rewrite_model(&ctx.body, span, &target.model)
+        }
+        _ => ctx.body.clone(),
+    };
+    let out = super::outbound::build(
+        ctx.head,
+        ctx.endpoint,
+        provider,
+        conn,
+        &body,
+        &ctx.request_id,
+    );
+    let budget_left = budget.time_left(now());
+    let exec_left = ctx.exec_deadline.map_or(u64::MAX, |d| {
+        d.saturating_duration_since(Instant::now()).as_millis() as u64
+    });
+    let left_ms = budget_left.min(exec_left);
+    let deadline = Instant::now() + Duration::from_millis(left_ms);
+    // A timeout caused by the client's own deadline says nothing about the upstream.
+    let cut_by_deadline = left_ms < cfg.upstream.first_byte_timeout_ms;
+    // When the execution budget (flow control) is what cut a wait, not the request's deadline
+    // nor the upstream's own timeouts.
+    let cut_by_execution = exec_left < budget_left;
+    let head_cut_by_execution = exec_left < budget_left.min(cfg.upstream.first_byte_timeout_ms);
+    let timeout_kind = |timeout: bool, kind: &'static str| {
+        let binding = if kind == "timeout" {
+            head_cut_by_execution
+        } else {
+            cut_by_execution
+        };
+        if timeout && binding {
+            "execution_timeout"
+        } else {
+            kind
+        }
+    };
+    let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms.min(left_ms));
+    let mut fresh_retry_used = false;
+    let sent_at = Instant::now();
+    let (mut up, head) = loop {
+        let pooled = core.pool.borrow_mut().take(provider_index, now());
+        let mut up = match pooled {
+            Some(c) => c,
+            None => {
+                let connect = monoio::time::timeout(
+                    deadline.saturating_duration_since(Instant::now()),
+                    core.connector.connect(&provider.endpoint),
+                );
+                match watch.race(connect).await {
+                    Raced::ClientGone => return AttemptEnd::ClientGone,
+                    Raced::Done(Err(_)) => {
+                        return failed(
+                            classify::transport(true),
+                            timeout_kind(true, "connect_timeout"),
+                            "deadline reached while connecting".into(),
+                            true,
+                        );
+                    }
+                    Raced::Done(Ok(Ok(c))) => c,
+                    Raced::Done(Ok(Err(e))) => {
+                        let timeout = matches!(e, crate::upstream::ConnectError::Timeout);
+                        return failed(
+                            classify::transport(timeout),
+                            e.outcome(),
+                            e.to_string(),
+                            false,
+                        );
+                    }
+                }
+            }
+        };
+        match send_and_await_head(&mut up, &out, first_byte, watch).await {
+            Ok(head) => break (up, head),
+            Err(HeadFail::ClientGone) => return AttemptEnd::ClientGone,
+            Err(HeadFail::Failed {
+                timeout,
+                kind,
+                detail,
+                nothing_received,
+            }) => {
+                // A pooled connection that dies before any response byte was probably closed by
+                // the upstream while idle: retry once on a fresh connection.
+                if up.reused && nothing_received && !fresh_retry_used {
+                    fresh_retry_used = true;
+                    continue;
+                }
+                return failed(
+                    classify::transport(timeout),
+                    timeout_kind(timeout, kind),
+                    detail,
+                    timeout && cut_by_deadline,
+                );
+            }
+        }
+    };
+    let get = |n: &str| head.get_str(n).map(str::to_string);
+    core.loads
+        .borrow_mut()
+        .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
+    learn_pacing(&core.shared.flow.gates[cand.connection], &head);
+    let is_sse = head
+        .get("content-type")
+        .is_some_and(|v| v.starts_with(b"text/event-stream"));
+    let site = Site {
+        provider: provider_index,
+        conn: cand.connection,
+        model: &target.model,
+    };
+    if (200..300).contains(&head.status) {
+        let st = &cfg.stream;
+        if is_sse && st.guard && st.holdback_ms > 0 {
+            match judge::hold_stream(&mut up, &head, st, deadline, watch).await {
+                Read::ClientGone => return AttemptEnd::ClientGone,
+                Read::Failed { detail, timeout } => {
+                    return failed(
+                        classify::transport(timeout),
+                        timeout_kind(timeout, "stream_error"),
+                        detail,
+                        timeout && cut_by_deadline,
+                    );
+                }
+                Read::Ok(Hold::Stalled) => {
+                    // Nothing useful in time: retried elsewhere; says nothing certain about the
+                    // key (a slow-thinking model), so nothing is cooled.
+                    return failed(
+                        classify::transport(true),
+                        "stream_readiness_timeout",
+                        format!(
+                            "no useful stream event within {} ms",
+                            st.readiness_timeout_ms
+                        ),
+                        true,
+                    );
+                }
+                Read::Ok(Hold::Error(text)) => {
+                    let (verdict, restated) = judge::judge(
+                        s,
+                        &provider.id,
+                        200,
+                        &head,
+                        text.as_bytes(),
+                        crate::clock::unix_ms(),
+                    );
+                    return AttemptEnd::Failed {
+                        kind: "stream_error",
+                        detail: format!("in-band stream error: {}", clean(&text, conn)),
+                        restated_from: restated.map(|r| r.from),
+                        response: None,
+                        verdict,
+                        self_inflicted: false,
+                    };
+                }
+                Read::Ok(Hold::Commit) => {}
+            }
+        }
+        core.loads
+            .borrow_mut()
+            .observe_latency(cand.connection, sent_at.elapsed().as_millis() as u64);
+        core.record_success(site);
+        return commit(ctx, entry, cand, provider_index, up, head, wr, watch).await;
+    }
+    match judge::read_error_body(&mut up, &head, deadline, watch).await {
+        Read::ClientGone => AttemptEnd::ClientGone,
+        Read::Failed { detail, timeout } => failed(
+            classify::transport(timeout),
+            timeout_kind(timeout, "reset"),
+            detail,
+            timeout && cut_by_deadline,
+        ),
+        // Too large to judge: relay it as it comes.
+        Read::Ok(None) => commit(ctx, entry, cand, provider_index, up, head, wr, watch).await,
+        Read::Ok(Some((body, complete))) => {
+            let (verdict, restated) = judge::judge(
+                s,
+                &provider.id,
+                head.status,
+                &head,
+                &body,
+                crate::clock::unix_ms(),
+            );
+            if complete && head.keep_alive && !core.drain.is_draining() {
+                let _ = up.buf.split();
+                core.pool.borrow_mut().put(provider_index, up, now());
+            }
+            let kind = match head.status {
+                429 => "http_429",
+                s if s >= 500 => "http_5xx",
+                _ => "http_4xx",
+            };
+            AttemptEnd::Failed {
+                kind,
+                detail: format!(
+                    "upstream {}: {}",
+                    head.status,
+                    clean(&String::from_utf8_lossy(&body), conn)
+                ),
+                restated_from: restated.as_ref().map(|r| r.from),
+                response: Some(Box::new(Buffered {
+                    status: verdict.status,
+                    head,
+                    body,
+                })),
+                verdict,
+                self_inflicted: false,
+            }
+        }
+    }
+}
+
+/// The first line of an upstream error, short, with the connection's key redacted.
+fn clean(s: &str, conn: &crate::config::Connection) -> String {
+    let line: String = s.lines().next().unwrap_or("").chars().take(300).collect();
+    let red = super::answer::redact_secret(line.as_bytes(), conn.secret.expose().as_bytes());
+    String::from_utf8_lossy(&red).into_owned()
+}
+
+enum HeadFail {
+    ClientGone,
+    Failed {
+        timeout: bool,
+        kind: &'static str,
+        detail: String,
+        nothing_received: bool,
+    },
+}
+
+async fn send_and_await_head(
+    up: &mut UpConn,
+    out: &super::outbound::Outbound,
+    first_byte: Duration,
+    watch: &mut ClientWatch<'_>,
+) -> Result<Head, HeadFail> {
+    let fail = |timeout: bool, detail: String, nothing_received| HeadFail::Failed {
+        timeout,
+        kind: if timeout { "timeout" } else { "reset" },
+        detail,
+        nothing_received,
+    };
+    for part in [&out.head, &out.body] {
+        if part.is_empty() {
+            continue;
+        }
+        match watch.race(up.stream.write_all(part.clone())).await {
+            Raced::ClientGone => return Err(HeadFail::ClientGone),
+            Raced::Done((Err(e), _)) => return Err(fail(false, format!("send failed: {e}"), true)),
+            Raced::Done((Ok(_), _)) => {}
+        }
+    }
+    let deadline = Instant::now() + first_byte;
+    let limits = HeadLimits {
+        max_head_bytes: 64 * 1024,
+        max_headers: crate::http::head::MAX_HEADERS_HARD,
+    };
+    loop {
+        match parse_response(&up.buf, limits, false) {
+            Ok(Some((head, used))) => {
+                let _ = up.buf.split_to(used);
+                if (100..200).contains(&head.status) {
+                    continue; // interim response: wait for the real one
+                }
+                return Ok(head);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(HeadFail::Failed {
+                    timeout: false,
+                    kind: "protocol_error",
+                    detail: format!("bad response head: {}", e.message()),
+                    nothing_received: false,
+                });
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let received = !up.buf.is_empty();
+        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
+        match watch.race(read).await {
+            Raced::ClientGone => return Err(HeadFail::ClientGone),
+            Raced::Done(Err(_)) => {
+                return Err(fail(true, "no response head in time".into(), !received));
+            }
+            Raced::Done(Ok(Err(e))) => {
+                return Err(fail(false, format!("connection failed: {e}"), !received));
+            }
+            Raced::Done(Ok(Ok(0))) => {
+                return Err(fail(
+                    false,
+                    "connection closed before the response head".into(),
+                    !received,
+                ));
+            }
+            Raced::Done(Ok(Ok(_))) => {}
+        }
+    }
+}
+
+/// Let the connection's gate learn from the upstream's rate-limit headers.
+fn learn_pacing(gate: &crate::flow::gate::Gate, head: &Head) {
+    let num = |n: &str| head.get_str(n).and_then(|v| v.trim().parse::<f64>().ok());
+    let (rem, lim, reset) = if head.get("x-ratelimit-remaining-requests").is_some() {
+        (
+            num("x-ratelimit-remaining-requests"),
+            num("x-ratelimit-limit-requests"),
+            head.get_str("x-ratelimit-reset-requests")
+                .and_then(crate::resilience::hints::parse_duration),
+        )
+    } else if head.get("anthropic-ratelimit-requests-remaining").is_some() {
+        (
+            num("anthropic-ratelimit-requests-remaining"),
+            num("anthropic-ratelimit-requests-limit"),
+            head.get_str("anthropic-ratelimit-requests-reset")
+                .and_then(|v| crate::resilience::hints::parse_reset(v, crate::clock::unix_ms())),
+        )
+    } else {
+        return;
+    };
+    gate.learn(rem, lim, reset);
+}
