@@ -165,6 +165,81 @@ proptest! {
     }
 }
 
+/// Token soup for the JSON skim: keys it cares about, escapes, unicode escapes, numbers,
+/// structure, long keys and plain text, in any order (valid JSON or not).
+fn json_soup() -> impl Strategy<Value = Vec<u8>> {
+    let tokens = prop::sample::select(vec![
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        ",",
+        " ",
+        "\n",
+        "\"",
+        "\\",
+        "\\\"",
+        "\\u00e9",
+        "\\ud83d\\ude00",
+        "0",
+        "42",
+        "1234567",
+        "-",
+        "true",
+        "null",
+        "\"content\"",
+        "\"text\"",
+        "\"delta\"",
+        "\"arguments\"",
+        "\"thinking\"",
+        "\"type\"",
+        "\"error\"",
+        "\"usage\"",
+        "\"choices\"",
+        "\"prompt_tokens\"",
+        "\"output_tokens\"",
+        "\"a_key_that_is_longer_than_twenty_four_bytes\"",
+        "héllo",
+        "tok ",
+        "\"x\\\"y\"",
+        "\"content\":\"abc\"",
+        "\"text\":\"hé\"",
+        "\"type\":\"error\"",
+        "\"arguments\":\"{}\"",
+        "\"reasoning\":\"hm\\u00e9\"",
+        "\"completion_tokens\":77",
+        "{\"error\":",
+        "\"delta\":\"x",
+    ]);
+    prop::collection::vec(tokens, 0..80).prop_map(|t| t.concat().into_bytes())
+}
+
+fn skim(bytes: &[u8], cuts: &[usize]) -> ringside::sse::json::Counts {
+    let mut j = ringside::sse::json::JsonScan::default();
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    cuts.sort();
+    let mut at = 0;
+    for c in cuts.into_iter().chain(std::iter::once(bytes.len())) {
+        j.feed(&bytes[at..c.max(at)]);
+        at = c.max(at);
+    }
+    j.finish()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    /// The whole-string fast path and the byte-level states agree: fed whole, byte by byte
+    /// (which takes only the byte-level states) or cut anywhere, the counts are the same.
+    #[test]
+    fn json_skim_fast_and_byte_paths_agree(bytes in json_soup(), cuts in proptest::collection::vec(0usize..4096, 0..12)) {
+        let whole = skim(&bytes, &[]);
+        let every: Vec<usize> = (0..bytes.len()).collect();
+        prop_assert_eq!(skim(&bytes, &every), whole);
+        prop_assert_eq!(skim(&bytes, &cuts), whole);
+    }
+}
+
 #[test]
 fn recorded_streams_classify_as_expected() {
     use ringside::sse::Kind::*;

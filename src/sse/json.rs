@@ -39,6 +39,28 @@ fn usage_of(key: &[u8]) -> Option<UsageKey> {
 
 const KEY_MAX: usize = 24;
 
+/// What a key means for the value that follows it (computed once, when the key ends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KeyClass {
+    value: ValueKind,
+    usage: Option<UsageKey>,
+    is_type: bool,
+}
+
+const PLAIN_KEY: KeyClass = KeyClass {
+    value: ValueKind::Other,
+    usage: None,
+    is_type: false,
+};
+
+fn class_of(key: &[u8]) -> KeyClass {
+    KeyClass {
+        value: kind_of(key),
+        usage: usage_of(key),
+        is_type: key == b"type",
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum St {
     /// Between tokens.
@@ -65,6 +87,10 @@ pub struct Counts {
     pub choices: bool,
 }
 
+/// The skim. The common case, a string whose closing quote is in the same read and that holds
+/// no escape, is taken whole from the slice (no copy, one classification); strings split across
+/// reads or holding escapes go through the byte-level states, which give the same result for any
+/// split (the property tests hold both paths to that).
 #[derive(Clone, Debug)]
 pub struct JsonScan {
     st: St,
@@ -72,12 +98,12 @@ pub struct JsonScan {
     /// Hex digits left of a `\uXXXX` escape, and the code point so far.
     hex_left: u8,
     code: u32,
+    /// A key being read across reads (or through escapes).
     key: [u8; KEY_MAX],
     key_len: usize,
     key_long: bool,
-    /// The last complete key (for the value that follows it).
-    last: [u8; KEY_MAX],
-    last_len: usize,
+    /// The class of the last complete key (for the value that follows it).
+    last: KeyClass,
     after_colon: bool,
     depth: u32,
     number: u64,
@@ -98,8 +124,7 @@ impl Default for JsonScan {
             key: [0; KEY_MAX],
             key_len: 0,
             key_long: false,
-            last: [0; KEY_MAX],
-            last_len: 0,
+            last: PLAIN_KEY,
             after_colon: false,
             depth: 0,
             number: 0,
@@ -111,6 +136,16 @@ impl Default for JsonScan {
     }
 }
 
+/// The index of the first `"` or `\` (strings are short: a plain loop first).
+#[inline]
+fn quote_or_backslash(s: &[u8]) -> Option<usize> {
+    let head = s.len().min(32);
+    match s[..head].iter().position(|&c| c == b'"' || c == b'\\') {
+        Some(n) => Some(n),
+        None => memchr::memchr2(b'"', b'\\', &s[head..]).map(|n| head + n),
+    }
+}
+
 impl JsonScan {
     pub fn reset(&mut self) {
         // Only the fields that carry meaning across events (buffers are overwritten before use).
@@ -119,16 +154,12 @@ impl JsonScan {
         self.hex_left = 0;
         self.key_len = 0;
         self.key_long = false;
-        self.last_len = 0;
+        self.last = PLAIN_KEY;
         self.after_colon = false;
         self.depth = 0;
         self.number_key = None;
         self.type_len = 0;
         self.counts = Counts::default();
-    }
-
-    fn last_key(&self) -> &[u8] {
-        &self.last[..self.last_len]
     }
 
     fn end_number(&mut self) {
@@ -143,20 +174,117 @@ impl JsonScan {
     /// Feed data bytes (multi-line data is fed with its joining newlines).
     pub fn feed(&mut self, bytes: &[u8]) {
         let mut i = 0;
-        while i < bytes.len() {
+        let n = bytes.len();
+        while i < n {
+            if self.st != St::Outside {
+                i = self.slow(bytes, i);
+                continue;
+            }
+            let b = bytes[i];
+            i += 1;
+            match b {
+                b'"' => {
+                    let rest = &bytes[i..];
+                    match quote_or_backslash(rest) {
+                        // A whole string without escapes: taken from the slice.
+                        Some(k) if rest[k] == b'"' => {
+                            self.whole_string(&rest[..k]);
+                            i += k + 1;
+                        }
+                        _ => self.open_string(),
+                    }
+                }
+                b':' => self.after_colon = true,
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    self.after_colon = false;
+                }
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    self.after_colon = false;
+                }
+                b',' => self.after_colon = false,
+                b'0'..=b'9' if self.after_colon => {
+                    self.after_colon = false;
+                    let mut v = u64::from(b - b'0');
+                    while i < n && bytes[i].is_ascii_digit() {
+                        v = v
+                            .saturating_mul(10)
+                            .saturating_add(u64::from(bytes[i] - b'0'));
+                        i += 1;
+                    }
+                    self.number = v;
+                    self.number_key = self.last.usage;
+                    self.st = St::Number;
+                    if i < n {
+                        self.end_number(); // the byte after it is structure, read next
+                    }
+                }
+                _ if b.is_ascii_whitespace() => {}
+                _ => self.after_colon = false, // true/false/null/-
+            }
+        }
+    }
+
+    /// A string that opened and closed in this read, without escapes.
+    #[inline]
+    fn whole_string(&mut self, s: &[u8]) {
+        if self.after_colon {
+            self.after_colon = false;
+            let class = self.last;
+            match class.value {
+                ValueKind::Text => self.counts.text += s.len() as u32,
+                ValueKind::Tool => self.counts.tool += s.len() as u32,
+                ValueKind::Reasoning => self.counts.reasoning += s.len() as u32,
+                ValueKind::Other => {
+                    if class.is_type && self.depth == 1 && s == b"error" {
+                        self.counts.error = true;
+                    }
+                }
+            }
+        } else {
+            self.end_key(if s.len() > KEY_MAX { b"" } else { s });
+        }
+    }
+
+    fn end_key(&mut self, key: &[u8]) {
+        self.last = class_of(key);
+        match key {
+            b"error" if self.depth == 1 => self.counts.error = true,
+            b"usage" => self.counts.usage = true,
+            b"choices" => self.counts.choices = true,
+            _ => {}
+        }
+    }
+
+    /// A string continues past this read or holds an escape: read it byte by byte.
+    fn open_string(&mut self) {
+        if self.after_colon {
+            self.after_colon = false;
+            self.type_len = 0;
+            let k = self.last.value;
+            self.st = if k == ValueKind::Other {
+                St::InOtherString
+            } else {
+                St::InValue(k)
+            };
+        } else {
+            self.key_len = 0;
+            self.key_long = false;
+            self.st = St::InKey;
+        }
+    }
+
+    /// The byte-level states (a token left open by the previous read, or a string with
+    /// escapes); returns where the structure resumes.
+    fn slow(&mut self, bytes: &[u8], mut i: usize) -> usize {
+        while i < bytes.len() && self.st != St::Outside {
             match self.st {
                 St::InKey | St::InValue(_) | St::InOtherString
                     if !self.escape && self.hex_left == 0 =>
                 {
-                    // The bulk of the bytes: skip to the next quote or backslash at once.
                     let rest = &bytes[i..];
-                    // Most strings are short: a plain loop beats a SIMD search's setup there.
-                    let head = rest.len().min(32);
-                    let run = match rest[..head].iter().position(|&c| c == b'"' || c == b'\\') {
-                        Some(n) => n,
-                        None => memchr::memchr2(b'"', b'\\', &rest[head..])
-                            .map_or(rest.len(), |n| head + n),
-                    };
+                    let run = quote_or_backslash(rest).unwrap_or(rest.len());
                     self.string_run(&rest[..run]);
                     i += run;
                     if i < bytes.len() {
@@ -195,26 +323,20 @@ impl JsonScan {
                 }
                 St::Number => {
                     let b = bytes[i];
-                    i += 1;
                     if b.is_ascii_digit() {
+                        i += 1;
                         self.number = self
                             .number
                             .saturating_mul(10)
                             .saturating_add(u64::from(b - b'0'));
                     } else {
-                        self.end_number();
-                        self.outside(b);
+                        self.end_number(); // the byte is structure, read by `feed`
                     }
                 }
-                St::Outside => {
-                    // Structure between strings: stay in this loop until a string or number starts.
-                    while i < bytes.len() && self.st == St::Outside {
-                        self.outside(bytes[i]);
-                        i += 1;
-                    }
-                }
+                St::Outside => {}
             }
         }
+        i
     }
 
     /// Plain string bytes (no quote, no backslash).
@@ -228,7 +350,7 @@ impl JsonScan {
                     self.key_long = true;
                 }
             }
-            St::InOtherString if self.last_key() == b"type" => {
+            St::InOtherString if self.last.is_type => {
                 let n = run.len().min(self.type_value.len() - self.type_len);
                 self.type_value[self.type_len..self.type_len + n].copy_from_slice(&run[..n]);
                 self.type_len += n;
@@ -249,63 +371,16 @@ impl JsonScan {
 
     fn end_string(&mut self) {
         if self.st == St::InKey {
-            let n = if self.key_long { 0 } else { self.key_len };
-            self.last[..n].copy_from_slice(&self.key[..n]);
-            self.last_len = n;
-            match self.last_key() {
-                b"error" if self.depth == 1 => self.counts.error = true,
-                b"usage" => self.counts.usage = true,
-                b"choices" => self.counts.choices = true,
-                _ => {}
-            }
+            let (key, n) = (self.key, if self.key_long { 0 } else { self.key_len });
+            self.end_key(&key[..n]);
         } else if self.st == St::InOtherString
-            && self.last_key() == b"type"
+            && self.last.is_type
             && self.depth == 1
             && &self.type_value[..self.type_len] == b"error"
         {
             self.counts.error = true;
         }
         self.st = St::Outside;
-    }
-
-    #[inline]
-    fn outside(&mut self, b: u8) {
-        match b {
-            b'"' => {
-                if self.after_colon {
-                    self.after_colon = false;
-                    self.type_len = 0;
-                    let k = kind_of(self.last_key());
-                    self.st = if k == ValueKind::Other {
-                        St::InOtherString
-                    } else {
-                        St::InValue(k)
-                    };
-                } else {
-                    self.key_len = 0;
-                    self.key_long = false;
-                    self.st = St::InKey;
-                }
-            }
-            b':' => self.after_colon = true,
-            b'{' | b'[' => {
-                self.depth += 1;
-                self.after_colon = false;
-            }
-            b'}' | b']' => {
-                self.depth = self.depth.saturating_sub(1);
-                self.after_colon = false;
-            }
-            b',' => self.after_colon = false,
-            b'0'..=b'9' if self.after_colon => {
-                self.after_colon = false;
-                self.number = u64::from(b - b'0');
-                self.number_key = usage_of(self.last_key());
-                self.st = St::Number;
-            }
-            _ if b.is_ascii_whitespace() => {}
-            _ => self.after_colon = false, // true/false/null/-
-        }
     }
 
     /// Call at the end of the event's data.
