@@ -1,6 +1,7 @@
-//! A streaming look inside one SSE event's JSON data, byte by byte, without building anything:
-//! it follows strings and keys just enough to count the bytes of string values under the keys
-//! that carry output (text, tool arguments, reasoning) and to read usage numbers.
+//! A streaming look inside one SSE event's JSON data without building anything: it follows
+//! strings and keys just enough to count the bytes of string values under the keys that carry
+//! output (text, tool arguments, reasoning) and to read usage numbers. Whole 64-byte blocks go
+//! through bit masks (`json_blocks.rs`); the rest byte by byte, with the same result.
 
 /// What a string value under a key counts as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -11,17 +12,6 @@ pub enum ValueKind {
     Other,
 }
 
-fn kind_of(key: &[u8]) -> ValueKind {
-    match key {
-        b"content" | b"text" | b"delta" | b"refusal" => ValueKind::Text,
-        b"arguments" | b"partial_json" => ValueKind::Tool,
-        b"thinking" | b"reasoning" | b"reasoning_content" | b"reasoning_text" => {
-            ValueKind::Reasoning
-        }
-        _ => ValueKind::Other,
-    }
-}
-
 /// Which usage figure a number under a key is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UsageKey {
@@ -29,13 +19,8 @@ pub enum UsageKey {
     Output,
 }
 
-fn usage_of(key: &[u8]) -> Option<UsageKey> {
-    match key {
-        b"prompt_tokens" | b"input_tokens" => Some(UsageKey::Input),
-        b"completion_tokens" | b"output_tokens" => Some(UsageKey::Output),
-        _ => None,
-    }
-}
+#[path = "json_blocks.rs"]
+mod blocks;
 
 const KEY_MAX: usize = 24;
 
@@ -53,11 +38,26 @@ const PLAIN_KEY: KeyClass = KeyClass {
     is_type: false,
 };
 
+/// One match for everything a key can mean (most keys mean nothing).
 fn class_of(key: &[u8]) -> KeyClass {
-    KeyClass {
-        value: kind_of(key),
-        usage: usage_of(key),
-        is_type: key == b"type",
+    let value = |value| KeyClass { value, ..PLAIN_KEY };
+    let usage = |u| KeyClass {
+        usage: Some(u),
+        ..PLAIN_KEY
+    };
+    match key {
+        b"content" | b"text" | b"delta" | b"refusal" => value(ValueKind::Text),
+        b"arguments" | b"partial_json" => value(ValueKind::Tool),
+        b"thinking" | b"reasoning" | b"reasoning_content" | b"reasoning_text" => {
+            value(ValueKind::Reasoning)
+        }
+        b"prompt_tokens" | b"input_tokens" => usage(UsageKey::Input),
+        b"completion_tokens" | b"output_tokens" => usage(UsageKey::Output),
+        b"type" => KeyClass {
+            is_type: true,
+            ..PLAIN_KEY
+        },
+        _ => PLAIN_KEY,
     }
 }
 
@@ -180,6 +180,22 @@ impl JsonScan {
                 i = self.slow(bytes, i);
                 continue;
             }
+            // 64 bytes at a time where it can; a usage key's number is read byte by byte.
+            if self.last.usage.is_none() {
+                let j = blocks::skim(self, bytes, i);
+                if j > i {
+                    i = j;
+                    continue;
+                }
+            }
+            i = self.step(bytes, i, n.min(i + 64));
+        }
+    }
+
+    /// Byte-level structure between strings, up to `end` (or until a token stays open).
+    fn step(&mut self, bytes: &[u8], mut i: usize, end: usize) -> usize {
+        let n = bytes.len();
+        while i < end && self.st == St::Outside {
             let b = bytes[i];
             i += 1;
             match b {
@@ -224,6 +240,7 @@ impl JsonScan {
                 _ => self.after_colon = false, // true/false/null/-
             }
         }
+        i
     }
 
     /// A string that opened and closed in this read, without escapes.

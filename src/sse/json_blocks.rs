@@ -1,0 +1,205 @@
+//! The JSON skim's fast path: 64 bytes at a time, with bit masks of quotes, backslashes,
+//! whitespace and brackets (SSE2 on x86_64, a plain loop elsewhere). String spans come from the
+//! quote mask by prefix XOR, so only strings are visited (a key is classified once, a value
+//! string of an output key adds its length); everything between strings is settled with a few
+//! bit operations per block.
+//!
+//! It handles exactly what the byte-level scanner would, and hands over to it (with the state
+//! it would have had) for anything else: a block with a backslash, a depth that would go below
+//! zero, a usage key (whose number the byte-level scanner reads), a string still open at the
+//! end of the read. The property tests hold both paths to the same counts for any split.
+
+use super::{JsonScan, KEY_MAX, St, ValueKind};
+
+struct Masks {
+    quote: u64,
+    backslash: u64,
+    space: u64,
+    open: u64,
+    close: u64,
+}
+
+#[cfg(target_arch = "x86_64")]
+fn masks(b: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the array.
+    unsafe {
+        let mut m = [0u64; 5];
+        for k in 0..4 {
+            let v = _mm_loadu_si128(b.as_ptr().add(16 * k) as *const __m128i);
+            let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+            let bits = |x: __m128i| u64::from(_mm_movemask_epi8(x) as u16) << (16 * k);
+            let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+            let fold_eq = |c: u8| _mm_cmpeq_epi8(folded, _mm_set1_epi8(c as i8));
+            m[0] |= bits(eq(b'"'));
+            m[1] |= bits(eq(b'\\'));
+            let ws = _mm_or_si128(
+                _mm_or_si128(eq(b' '), eq(b'\n')),
+                _mm_or_si128(_mm_or_si128(eq(b'\r'), eq(b'\t')), eq(0x0c)),
+            );
+            m[2] |= bits(ws);
+            // `{` and `[` differ only in bit 5, as do `}` and `]`.
+            m[3] |= bits(fold_eq(b'{'));
+            m[4] |= bits(fold_eq(b'}'));
+        }
+        Masks {
+            quote: m[0],
+            backslash: m[1],
+            space: m[2],
+            open: m[3],
+            close: m[4],
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn masks(b: &[u8; 64]) -> Masks {
+    let mut m = Masks {
+        quote: 0,
+        backslash: 0,
+        space: 0,
+        open: 0,
+        close: 0,
+    };
+    for (k, &c) in b.iter().enumerate() {
+        let bit = 1u64 << k;
+        match c {
+            b'"' => m.quote |= bit,
+            b'\\' => m.backslash |= bit,
+            b'{' | b'[' => m.open |= bit,
+            b'}' | b']' => m.close |= bit,
+            c if c.is_ascii_whitespace() => m.space |= bit,
+            _ => {}
+        }
+    }
+    m
+}
+
+/// Bit k set when an odd number of quotes is at or below k: from an opening quote (included)
+/// to its closing quote (excluded).
+fn prefix_xor(mut x: u64) -> u64 {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    x
+}
+
+/// Bits below k (all of them for k = 64).
+fn below(k: u32) -> u64 {
+    if k >= 64 { !0 } else { (1u64 << k) - 1 }
+}
+
+/// Skim from `start` (the scanner is between tokens) in 64-byte blocks; returns where the
+/// byte-level scanner takes over, with the scanner's state exactly what it would be there.
+pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
+    debug_assert!(scan.st == St::Outside);
+    let mut i = start;
+    // A string open across blocks: where its content starts and whether it is a value.
+    let mut open: Option<(usize, bool)> = None;
+    while i < bytes.len() {
+        let len = (bytes.len() - i).min(64);
+        let mut padded = [b' '; 64];
+        let blk: &[u8; 64] = match bytes[i..].first_chunk::<64>() {
+            Some(b) => b,
+            None => {
+                padded[..len].copy_from_slice(&bytes[i..]);
+                &padded
+            }
+        };
+        let m = masks(blk);
+        if m.backslash != 0 {
+            break;
+        }
+        let inside = prefix_xor(m.quote) ^ if open.is_some() { !0 } else { 0 };
+        let solid = !m.space & !inside; // non-whitespace outside strings (closing quotes too)
+        let (opens, closes) = (m.open & !inside, m.close & !inside);
+        let start_depth = scan.depth;
+        let depth_at = |k: u32| {
+            start_depth + (opens & below(k)).count_ones() - (closes & below(k)).count_ones()
+        };
+        // The byte-level scanner stops the depth at zero: leave such a block to it. (Counting
+        // bits is not one instruction on baseline x86_64: count only when it could happen.)
+        let mut c = if closes != 0 && closes.count_ones() > start_depth {
+            closes
+        } else {
+            0
+        };
+        let mut underflow = false;
+        while c != 0 {
+            let k = c.trailing_zeros();
+            c &= c - 1;
+            if scan.depth + (opens & below(k)).count_ones() < (closes & below(k + 1)).count_ones() {
+                underflow = true;
+            }
+        }
+        if underflow {
+            break;
+        }
+        let mut q = m.quote;
+        while q != 0 {
+            let k = q.trailing_zeros();
+            q &= q - 1;
+            match open.take() {
+                None => {
+                    // A value if the last solid byte before the quote is a colon.
+                    let before = solid & below(k);
+                    let value = if before != 0 {
+                        blk[63 - before.leading_zeros() as usize] == b':'
+                    } else {
+                        scan.after_colon
+                    };
+                    open = Some((i + k as usize + 1, value));
+                }
+                Some((s0, value)) => {
+                    let s = &bytes[s0..i + k as usize];
+                    if value {
+                        let class = scan.last;
+                        match class.value {
+                            ValueKind::Text => scan.counts.text += s.len() as u32,
+                            ValueKind::Tool => scan.counts.tool += s.len() as u32,
+                            ValueKind::Reasoning => scan.counts.reasoning += s.len() as u32,
+                            ValueKind::Other => {
+                                if class.is_type && s == b"error" && depth_at(k) == 1 {
+                                    scan.counts.error = true;
+                                }
+                            }
+                        }
+                    } else {
+                        let key: &[u8] = if s.len() > KEY_MAX { b"" } else { s };
+                        // Only an `error` key cares about the depth.
+                        if key == b"error" {
+                            scan.depth = depth_at(k);
+                        }
+                        scan.end_key(key);
+                        scan.depth = start_depth;
+                        if scan.last.usage.is_some() {
+                            // Its number is read byte by byte: stop right after the key.
+                            scan.depth = depth_at(k);
+                            scan.after_colon = false;
+                            return i + k as usize + 1;
+                        }
+                    }
+                    scan.after_colon = false;
+                }
+            }
+        }
+        // The block is done: carry depth and the colon state to the next one.
+        scan.depth = depth_at(64);
+        // (The padding of a short last block is whitespace: never solid.)
+        let last_solid = solid;
+        if last_solid != 0 && open.is_none() {
+            scan.after_colon = blk[63 - last_solid.leading_zeros() as usize] == b':';
+        }
+        i += len;
+    }
+    if let Some((s0, value)) = open {
+        // The string goes on past what was skimmed: the byte-level scanner reads it from its start.
+        scan.after_colon = value;
+        scan.open_string();
+        return s0;
+    }
+    i
+}
