@@ -30,17 +30,30 @@ struct KeyClass {
     value: ValueKind,
     usage: Option<UsageKey>,
     is_type: bool,
+    flag: Flag,
+}
+
+/// What seeing the key itself says about the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flag {
+    None,
+    /// `error` (at the top level: an in-band error).
+    Error,
+    Usage,
+    Choices,
 }
 
 const PLAIN_KEY: KeyClass = KeyClass {
     value: ValueKind::Other,
     usage: None,
     is_type: false,
+    flag: Flag::None,
 };
 
 /// One match for everything a key can mean (most keys mean nothing).
 fn class_of(key: &[u8]) -> KeyClass {
     let value = |value| KeyClass { value, ..PLAIN_KEY };
+    let flag = |flag| KeyClass { flag, ..PLAIN_KEY };
     let usage = |u| KeyClass {
         usage: Some(u),
         ..PLAIN_KEY
@@ -57,6 +70,9 @@ fn class_of(key: &[u8]) -> KeyClass {
             is_type: true,
             ..PLAIN_KEY
         },
+        b"error" => flag(Flag::Error),
+        b"usage" => flag(Flag::Usage),
+        b"choices" => flag(Flag::Choices),
         _ => PLAIN_KEY,
     }
 }
@@ -264,12 +280,13 @@ impl JsonScan {
         }
     }
 
+    #[inline]
     fn end_key(&mut self, key: &[u8]) {
         self.last = class_of(key);
-        match key {
-            b"error" if self.depth == 1 => self.counts.error = true,
-            b"usage" => self.counts.usage = true,
-            b"choices" => self.counts.choices = true,
+        match self.last.flag {
+            Flag::Error if self.depth == 1 => self.counts.error = true,
+            Flag::Usage => self.counts.usage = true,
+            Flag::Choices => self.counts.choices = true,
             _ => {}
         }
     }

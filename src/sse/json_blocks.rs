@@ -9,7 +9,7 @@
 //! zero, a usage key (whose number the byte-level scanner reads), a string still open at the
 //! end of the read. The property tests hold both paths to the same counts for any split.
 
-use super::{JsonScan, KEY_MAX, St, ValueKind};
+use super::{Flag, JsonScan, KEY_MAX, St, ValueKind, class_of};
 
 struct Masks {
     quote: u64,
@@ -17,6 +17,7 @@ struct Masks {
     space: u64,
     open: u64,
     close: u64,
+    colon: u64,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -24,7 +25,7 @@ fn masks(b: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
     // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the array.
     unsafe {
-        let mut m = [0u64; 5];
+        let mut m = [0u64; 6];
         for k in 0..4 {
             let v = _mm_loadu_si128(b.as_ptr().add(16 * k) as *const __m128i);
             let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
@@ -41,6 +42,7 @@ fn masks(b: &[u8; 64]) -> Masks {
             // `{` and `[` differ only in bit 5, as do `}` and `]`.
             m[3] |= bits(fold_eq(b'{'));
             m[4] |= bits(fold_eq(b'}'));
+            m[5] |= bits(eq(b':'));
         }
         Masks {
             quote: m[0],
@@ -48,6 +50,7 @@ fn masks(b: &[u8; 64]) -> Masks {
             space: m[2],
             open: m[3],
             close: m[4],
+            colon: m[5],
         }
     }
 }
@@ -60,6 +63,7 @@ fn masks(b: &[u8; 64]) -> Masks {
         space: 0,
         open: 0,
         close: 0,
+        colon: 0,
     };
     for (k, &c) in b.iter().enumerate() {
         let bit = 1u64 << k;
@@ -68,6 +72,7 @@ fn masks(b: &[u8; 64]) -> Masks {
             b'\\' => m.backslash |= bit,
             b'{' | b'[' => m.open |= bit,
             b'}' | b']' => m.close |= bit,
+            b':' => m.colon |= bit,
             c if c.is_ascii_whitespace() => m.space |= bit,
             _ => {}
         }
@@ -87,9 +92,57 @@ fn prefix_xor(mut x: u64) -> u64 {
     x
 }
 
+/// Set bits of a mask that has few (brackets in a block): no table-free SWAR popcount, which
+/// is what `count_ones` becomes on baseline x86_64.
+#[inline]
+fn few(mut x: u64) -> u32 {
+    let mut n = 0;
+    while x != 0 {
+        x &= x - 1;
+        n += 1;
+    }
+    n
+}
+
 /// Bits below k (all of them for k = 64).
 fn below(k: u32) -> u64 {
     if k >= 64 { !0 } else { (1u64 << k) - 1 }
+}
+
+/// A whole string, key or value; true when the byte-level scanner must take over right after
+/// it (a usage key: its number is read there).
+#[inline(always)]
+fn close(scan: &mut JsonScan, s: &[u8], value: bool, depth: impl Fn() -> u32) -> bool {
+    scan.after_colon = false;
+    if value {
+        let class = scan.last;
+        match class.value {
+            ValueKind::Text => scan.counts.text += s.len() as u32,
+            ValueKind::Tool => scan.counts.tool += s.len() as u32,
+            ValueKind::Reasoning => scan.counts.reasoning += s.len() as u32,
+            ValueKind::Other => {
+                if class.is_type && s == b"error" && depth() == 1 {
+                    scan.counts.error = true;
+                }
+            }
+        }
+        return false;
+    }
+    let class = class_of(if s.len() > KEY_MAX { b"" } else { s });
+    scan.last = class;
+    if class.flag != Flag::None {
+        match class.flag {
+            Flag::Error => scan.counts.error |= depth() == 1,
+            Flag::Usage => scan.counts.usage = true,
+            Flag::Choices => scan.counts.choices = true,
+            Flag::None => {}
+        }
+    }
+    if class.usage.is_some() {
+        scan.depth = depth();
+        return true;
+    }
+    false
 }
 
 /// Skim from `start` (the scanner is between tokens) in 64-byte blocks; returns where the
@@ -117,12 +170,10 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
         let solid = !m.space & !inside; // non-whitespace outside strings (closing quotes too)
         let (opens, closes) = (m.open & !inside, m.close & !inside);
         let start_depth = scan.depth;
-        let depth_at = |k: u32| {
-            start_depth + (opens & below(k)).count_ones() - (closes & below(k)).count_ones()
-        };
+        let depth_at = |k: u32| start_depth + few(opens & below(k)) - few(closes & below(k));
         // The byte-level scanner stops the depth at zero: leave such a block to it. (Counting
         // bits is not one instruction on baseline x86_64: count only when it could happen.)
-        let mut c = if closes != 0 && closes.count_ones() > start_depth {
+        let mut c = if closes != 0 && few(closes) > start_depth {
             closes
         } else {
             0
@@ -131,59 +182,51 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
         while c != 0 {
             let k = c.trailing_zeros();
             c &= c - 1;
-            if scan.depth + (opens & below(k)).count_ones() < (closes & below(k + 1)).count_ones() {
+            if start_depth + few(opens & below(k)) < few(closes & below(k + 1)) {
                 underflow = true;
             }
         }
         if underflow {
             break;
         }
+        // Where the last solid byte before is a colon: from each colon (or from the block's
+        // start when the last block ended on one) on through whitespace. A string opening there
+        // is a value.
+        let seed = u64::from(open.is_none() && scan.after_colon);
+        let mut after = ((m.colon & !inside) << 1) | seed;
+        loop {
+            let more = after | ((after & m.space) << 1);
+            if more == after {
+                break;
+            }
+            after = more;
+        }
         let mut q = m.quote;
+        // A string carried over from the last block closes at the first quote.
+        if let Some((s0, value)) = open
+            && q != 0
+        {
+            let k = q.trailing_zeros();
+            q &= q - 1;
+            open = None;
+            if close(scan, &bytes[s0..i + k as usize], value, || depth_at(k)) {
+                return i + k as usize + 1;
+            }
+        }
+        // Then strings come in pairs of quotes (no backslash in the block).
         while q != 0 {
             let k = q.trailing_zeros();
             q &= q - 1;
-            match open.take() {
-                None => {
-                    // A value if the last solid byte before the quote is a colon.
-                    let before = solid & below(k);
-                    let value = if before != 0 {
-                        blk[63 - before.leading_zeros() as usize] == b':'
-                    } else {
-                        scan.after_colon
-                    };
-                    open = Some((i + k as usize + 1, value));
-                }
-                Some((s0, value)) => {
-                    let s = &bytes[s0..i + k as usize];
-                    if value {
-                        let class = scan.last;
-                        match class.value {
-                            ValueKind::Text => scan.counts.text += s.len() as u32,
-                            ValueKind::Tool => scan.counts.tool += s.len() as u32,
-                            ValueKind::Reasoning => scan.counts.reasoning += s.len() as u32,
-                            ValueKind::Other => {
-                                if class.is_type && s == b"error" && depth_at(k) == 1 {
-                                    scan.counts.error = true;
-                                }
-                            }
-                        }
-                    } else {
-                        let key: &[u8] = if s.len() > KEY_MAX { b"" } else { s };
-                        // Only an `error` key cares about the depth.
-                        if key == b"error" {
-                            scan.depth = depth_at(k);
-                        }
-                        scan.end_key(key);
-                        scan.depth = start_depth;
-                        if scan.last.usage.is_some() {
-                            // Its number is read byte by byte: stop right after the key.
-                            scan.depth = depth_at(k);
-                            scan.after_colon = false;
-                            return i + k as usize + 1;
-                        }
-                    }
-                    scan.after_colon = false;
-                }
+            let value = (after >> k) & 1 != 0;
+            let s0 = i + k as usize + 1;
+            if q == 0 {
+                open = Some((s0, value));
+                break;
+            }
+            let k = q.trailing_zeros();
+            q &= q - 1;
+            if close(scan, &bytes[s0..i + k as usize], value, || depth_at(k)) {
+                return i + k as usize + 1;
             }
         }
         // The block is done: carry depth and the colon state to the next one.

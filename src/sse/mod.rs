@@ -158,6 +158,13 @@ impl Scanner {
             self.line_empty = false;
             match self.field {
                 Field::Name => {
+                    // Most lines are `data: ...`: take the field name in one step.
+                    if self.name_len == 0 && bytes[i - 1..].starts_with(b"data:") {
+                        self.name[..4].copy_from_slice(b"data");
+                        self.name_len = 4;
+                        i += 3; // at the colon
+                        continue;
+                    }
                     if b == b':' {
                         self.field = match &self.name[..self.name_len] {
                             b"" => Field::Comment,
