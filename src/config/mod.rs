@@ -68,6 +68,22 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Append the `Host` header value to an outgoing head (no allocation per request).
+    pub fn write_authority(&self, out: &mut Vec<u8>) {
+        let bracket = self.host.contains(':');
+        if bracket {
+            out.push(b'[');
+        }
+        out.extend_from_slice(self.host.as_bytes());
+        if bracket {
+            out.push(b']');
+        }
+        if self.port != if self.tls { 443 } else { 80 } {
+            out.push(b':');
+            crate::http::response::push_u64(out, u64::from(self.port));
+        }
+    }
+
     /// `Host` header value.
     pub fn authority(&self) -> String {
         let default = if self.tls { 443 } else { 80 };

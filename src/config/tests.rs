@@ -83,11 +83,17 @@ fn base_urls() {
         (true, "api.openai.com", 443, "/v1")
     );
     assert_eq!(e.authority(), "api.openai.com");
+    let mut w = Vec::new();
+    e.write_authority(&mut w);
+    assert_eq!(w, b"api.openai.com");
     let e = validate::parse_base_url("http://[::1]:9000").unwrap();
     assert_eq!(
         (e.host.as_str(), e.port, e.authority()),
         ("::1", 9000, "[::1]:9000".to_string())
     );
+    let mut w = Vec::new();
+    e.write_authority(&mut w);
+    assert_eq!(w, b"[::1]:9000");
     assert!(validate::parse_base_url("ftp://x").is_err());
     assert!(validate::parse_base_url("http://user:pw@x").is_err());
     assert!(validate::parse_base_url("http://x:99999").is_err());

@@ -30,7 +30,7 @@ pub struct LastFailure {
     pub detail: String,
     pub response: Option<Box<Buffered>>,
     /// `provider/connection`.
-    pub label: String,
+    pub label: &'static str,
     pub conn: usize,
 }
 
@@ -84,7 +84,7 @@ async fn pass_through(
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &route,
-        connection_label: &last.label,
+        connection_label: last.label,
         attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
@@ -99,7 +99,7 @@ async fn pass_through(
         "passed_through"
     };
     ctx.record.error_code = Some(last.verdict.reason.as_str());
-    ctx.record.connection = Some(last.label.clone());
+    ctx.record.connection = Some(last.label);
     ctx.record.bytes_out = body.len() as u64;
     relay_buffered(wr, &resp.head, resp.status, &body, &r, &extra).await
 }

@@ -414,10 +414,10 @@ pub(super) async fn run(
         .filter(|(_, e)| *e != Exclusion::Tried)
         .map(|(c, e)| {
             let t = &entry.targets[c.target];
-            let (p, conn) = names(ctx, c.connection);
+            let (_, conn, _) = names(ctx, c.connection);
             Excluded {
-                target: format!("{p}/{}", t.model),
-                connection: conn,
+                target: t.label.to_string(),
+                connection: conn.to_string(),
                 reason: e.label(),
                 remaining_s: e.remaining_ms().map(|ms| ms.div_ceil(1000)),
             }
@@ -434,18 +434,18 @@ fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
     }
 }
 
-fn names(ctx: &Ctx<'_>, conn: usize) -> (String, String) {
+/// (provider, connection, `provider/connection`) of a connection, without copying.
+fn names(ctx: &Ctx<'_>, conn: usize) -> (&'static str, &'static str, &'static str) {
     ctx.core
         .shared
-        .conn_labels
+        .conn_names
         .get(conn)
-        .cloned()
-        .unwrap_or_default()
+        .copied()
+        .unwrap_or(("", "", ""))
 }
 
-fn label(ctx: &Ctx<'_>, c: Candidate) -> String {
-    let (p, conn) = names(ctx, c.connection);
-    format!("{p}/{conn}")
+fn label(ctx: &Ctx<'_>, c: Candidate) -> &'static str {
+    names(ctx, c.connection).2
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -460,7 +460,7 @@ fn push(
     budget: &Budget,
     detail: Option<String>,
 ) {
-    let (provider, connection) = names(ctx, c.connection);
+    let (provider, connection, _) = names(ctx, c.connection);
     ctx.core.metrics.attempt(c.connection, outcome);
     ctx.record.attempts.push(AttemptRecord {
         provider,

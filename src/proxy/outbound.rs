@@ -62,7 +62,7 @@ pub fn build(
         h.extend_from_slice(q.as_bytes());
     }
     h.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-    h.extend_from_slice(provider.endpoint.authority().as_bytes());
+    provider.endpoint.write_authority(&mut h);
     h.extend_from_slice(b"\r\n");
     let mut has_version = false;
     for (name, value) in client.iter() {

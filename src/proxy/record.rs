@@ -7,9 +7,9 @@ use serde::Serialize;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct AttemptRecord {
-    pub provider: String,
-    pub connection: String,
-    pub model: String,
+    pub provider: &'static str,
+    pub connection: &'static str,
+    pub model: crate::route::Name,
     pub outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -50,13 +50,13 @@ pub struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub route: Option<String>,
+    pub route: Option<crate::route::Name>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<String>,
+    pub target: Option<crate::route::Name>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub connection: Option<String>,
+    pub connection: Option<&'static str>,
     pub status: u16,
     pub stream: bool,
     pub attempts: Vec<AttemptRecord>,

@@ -461,21 +461,18 @@ pub(super) async fn commit(
 ) -> AttemptEnd {
     let core = ctx.core;
     let cfg = core.config();
-    let (provider, conn) = match cfg.connection(cand.connection) {
-        Some(pc) => pc,
-        None => {
-            return AttemptEnd::Failed {
-                verdict: crate::resilience::classify::transport(false),
-                kind: "protocol_error",
-                detail: "unknown connection".into(),
-                response: None,
-                restated_from: None,
-                self_inflicted: true,
-            };
-        }
+    let Some(&names) = core.shared.conn_names.get(cand.connection) else {
+        return AttemptEnd::Failed {
+            verdict: crate::resilience::classify::transport(false),
+            kind: "protocol_error",
+            detail: "unknown connection".into(),
+            response: None,
+            restated_from: None,
+            self_inflicted: true,
+        };
     };
-    let label = format!("{}/{}", provider.id, conn.id);
-    let attempts = ctx.record.attempts_header(Some((&label, head.status)));
+    let label = names.2;
+    let attempts = ctx.record.attempts_header(Some((label, head.status)));
     ctx.record.ttfb_ms = Some(ctx.started.elapsed().as_millis() as u64);
     let r = Relay {
         dialect: ctx.dialect,
@@ -539,9 +536,10 @@ pub(super) async fn commit(
             .execution_timeouts
             .fetch_add(1, Relaxed);
     }
+    let (provider_name, conn_name, _) = names;
     ctx.record.attempts.push(AttemptRecord {
-        provider: provider.id.clone(),
-        connection: conn.id.clone(),
+        provider: provider_name,
+        connection: conn_name,
         model: entry.targets[cand.target].model.clone(),
         outcome,
         status: Some(head.status),
@@ -560,11 +558,8 @@ pub(super) async fn commit(
     };
     ctx.record.error_code = res.failure;
     ctx.record.bytes_out = res.body_bytes;
-    ctx.record.target = Some(format!(
-        "{}/{}",
-        provider.id, entry.targets[cand.target].model
-    ));
-    ctx.record.connection = Some(label.clone());
+    ctx.record.target = Some(entry.targets[cand.target].label.clone());
+    ctx.record.connection = Some(label);
     if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
         core.pool
             .borrow_mut()

@@ -13,11 +13,21 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use strategy::{SelectorState, Strategy};
 
+/// A name from the config, kept for the life of the process (the route table is built once at
+/// start), or owned for a name resolved on the fly: decision records take it without copying.
+pub type Name = Cow<'static, str>;
+
+fn keep(s: String) -> Name {
+    Cow::Borrowed(Box::leak(s.into_boxed_str()))
+}
+
 /// One upstream model at one provider, with the connections that may serve it.
 #[derive(Clone, Debug)]
 pub struct Target {
     pub provider: usize,
-    pub model: String,
+    pub model: Name,
+    /// `provider/model`.
+    pub label: Name,
     /// Flat connection indices, highest priority (lowest number) first.
     pub connections: Vec<usize>,
     pub priorities: Vec<u32>,
@@ -30,7 +40,7 @@ pub struct Target {
 /// A resolvable name: a configured route, a plain model, or `provider/model`.
 #[derive(Clone, Debug)]
 pub struct Entry {
-    pub name: String,
+    pub name: Name,
     pub strategy: Strategy,
     pub targets: Vec<Target>,
     /// Metrics label index (`other` for names resolved on the fly).
@@ -65,8 +75,10 @@ fn make_target(
     model: &str,
     pinned: Option<&str>,
     slot: usize,
+    keep_names: bool,
 ) -> Target {
     let p = &cfg.providers[provider];
+    let name = |s: String| if keep_names { keep(s) } else { Cow::Owned(s) };
     let caps = Caps {
         region: p.region.clone(),
         tags: p.tags.clone(),
@@ -83,7 +95,8 @@ fn make_target(
     conns.sort_by_key(|c| c.priority);
     Target {
         provider,
-        model: model.to_string(),
+        model: name(model.to_string()),
+        label: name(format!("{}/{model}", p.id)),
         connections: conns.iter().map(|c| c.index).collect(),
         priorities: conns.iter().map(|c| c.priority).collect(),
         weights: conns.iter().map(|c| c.weight).collect(),
@@ -109,7 +122,7 @@ impl RouteTable {
                 if let Some(pi) = cfg.providers.iter().position(|p| p.id == tg.provider) {
                     let slot = t.next_slot();
                     let mut target =
-                        make_target(cfg, pi, &tg.model, tg.connection.as_deref(), slot);
+                        make_target(cfg, pi, &tg.model, tg.connection.as_deref(), slot, true);
                     let caps = &mut target.caps;
                     caps.tools = tg.tools;
                     caps.vision = tg.vision;
@@ -152,7 +165,7 @@ impl RouteTable {
                     .any(|c| c.models.iter().any(|x| x == m))
                 {
                     let slot = t.next_slot();
-                    targets.push(make_target(cfg, pi, m, None, slot));
+                    targets.push(make_target(cfg, pi, m, None, slot, true));
                 }
             }
             t.push(m.clone(), Strategy::RoundRobin, targets);
@@ -164,7 +177,7 @@ impl RouteTable {
                         .any(|c| c.models.iter().any(|x| x == m))
                 {
                     let slot = t.next_slot();
-                    let target = make_target(cfg, pi, m, None, slot);
+                    let target = make_target(cfg, pi, m, None, slot, true);
                     t.push(name, Strategy::RoundRobin, vec![target]);
                 }
             }
@@ -183,7 +196,7 @@ impl RouteTable {
         let slot = self.next_slot();
         self.by_name.insert(name.clone(), index);
         self.entries.push(Entry {
-            name,
+            name: keep(name),
             strategy,
             targets,
             index,
@@ -199,7 +212,7 @@ impl RouteTable {
 
     /// Label names for metrics, indexed by `Entry::index` (plus `other`).
     pub fn labels(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.entries.iter().map(|e| e.name.clone()).collect();
+        let mut v: Vec<String> = self.entries.iter().map(|e| e.name.to_string()).collect();
         v.push("other".into());
         v
     }
@@ -215,12 +228,12 @@ impl RouteTable {
         if m.is_empty() {
             return None;
         }
-        let target = make_target(cfg, pi, m, None, self.slots);
+        let target = make_target(cfg, pi, m, None, self.slots, false);
         if target.connections.is_empty() {
             return None;
         }
         Some(Cow::Owned(Entry {
-            name: model.to_string(),
+            name: Cow::Owned(model.to_string()),
             strategy: Strategy::Priority,
             targets: vec![target],
             index: self.other_index,
@@ -364,7 +377,7 @@ impl RouteTable {
                     [one] => self.provider_ids[one.provider].as_str(),
                     _ => "ringside",
                 };
-                (e.name.as_str(), owner)
+                (e.name.as_ref(), owner)
             })
             .collect()
     }

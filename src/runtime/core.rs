@@ -25,6 +25,9 @@ pub struct Shared {
     pub route_labels: Vec<String>,
     /// (provider id, connection id) by flat connection index.
     pub conn_labels: Vec<(String, String)>,
+    /// The same as names kept for the life of the process (decision records take them
+    /// without copying): provider, connection, `provider/connection`.
+    pub conn_names: Vec<(&'static str, &'static str, &'static str)>,
     pub metrics: Vec<Arc<CoreMetrics>>,
     pub shutdown: AtomicBool,
     pub log: Option<LogSink>,

@@ -142,6 +142,13 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         config,
         routes,
         route_labels,
+        conn_names: conn_labels
+            .iter()
+            .map(|(p, c)| {
+                let keep = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+                (keep(p.clone()), keep(c.clone()), keep(format!("{p}/{c}")))
+            })
+            .collect(),
         conn_labels,
         metrics,
         shutdown: Default::default(),

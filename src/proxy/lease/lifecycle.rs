@@ -323,7 +323,7 @@ fn usable_connections(
             for t in &entry.targets {
                 for &c in &t.connections {
                     if allowed.contains(&c) && !eligible.iter().any(|(x, _)| *x == c) {
-                        eligible.push((c, t.model.clone()));
+                        eligible.push((c, t.model.to_string()));
                     }
                 }
             }
