@@ -149,8 +149,8 @@ mod tests {
             "1; p/a 200 ok stream"
         );
         r.attempts.push(AttemptRecord {
-            provider: "p".into(),
-            connection: "a".into(),
+            provider: "p",
+            connection: "a",
             status: Some(429),
             reason: Some("rate_limited"),
             decision: "next",
