@@ -77,8 +77,13 @@ pub(super) async fn run(
         if budget.expired(t) {
             break None;
         }
-        let unix_now = crate::clock::unix_ms();
         let bound = ctx.lease.as_ref().map(|b| b.conn);
+        // Without any lease anywhere, no connection is held (and no clock read is needed).
+        let unix_now = if bound.is_some() || !core.shared.leases.none() {
+            crate::clock::unix_ms()
+        } else {
+            0
+        };
         excluded.clear();
         let mut pick = None;
         {

@@ -11,7 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+pub use super::lease_view::LeaseView;
 
 pub const DEFAULT_TTL_MS: u64 = 120_000;
 pub const MIN_TTL_MS: u64 = 1_000;
@@ -438,47 +439,6 @@ impl Book {
             .and_then(|o| self.by_owner.get(o))
             .filter(|l| l.live(now))
             .map_or(0, |l| l.expires_at)
-    }
-}
-
-/// Per connection, until when (unix ms) another owner's lease holds it: what keeps other
-/// traffic off a leased connection. Written only by the store writer, after each commit.
-#[derive(Debug)]
-pub struct LeaseView {
-    labels: HashMap<String, usize>,
-    until: Box<[AtomicU64]>,
-}
-
-impl LeaseView {
-    pub fn new(labels: &[(String, String)]) -> LeaseView {
-        LeaseView {
-            labels: labels
-                .iter()
-                .enumerate()
-                .map(|(i, (p, c))| (format!("{p}/{c}"), i))
-                .collect(),
-            until: (0..labels.len()).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    pub fn index(&self, label: &str) -> Option<usize> {
-        self.labels.get(label).copied()
-    }
-
-    pub fn set(&self, label: &str, until: u64) {
-        if let Some(&i) = self.labels.get(label) {
-            self.until[i].store(until, Relaxed);
-        }
-    }
-
-    /// Until when connection `conn` is leased (0 or past: free).
-    pub fn leased_until(&self, conn: usize, now_unix: u64) -> Option<u64> {
-        let u = self.until.get(conn)?.load(Relaxed);
-        (u > now_unix).then_some(u)
-    }
-
-    pub fn any(&self, now_unix: u64) -> bool {
-        self.until.iter().any(|u| u.load(Relaxed) > now_unix)
     }
 }
 

@@ -274,5 +274,7 @@ fn the_view_tracks_live_leases_by_connection_index() {
     assert_eq!(v.leased_until(1, 500), None);
     assert_eq!(v.leased_until(0, 100), None);
     assert_eq!(v.index("p/a"), Some(0));
-    assert!(v.any(100) && !v.any(600));
+    assert!(!v.none());
+    v.set("p/b", 0);
+    assert!(v.none());
 }
