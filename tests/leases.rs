@@ -14,7 +14,8 @@ both_drivers!(
     lifecycle_follows_the_wire_contract,
     inference_is_fenced_to_the_lease,
     two_clients_race_for_the_last_connection,
-    a_lease_moves_off_a_cooling_connection
+    a_lease_moves_off_a_cooling_connection,
+    a_lease_released_while_queued_is_refused_after_the_wait
 );
 
 const LEASE_A: &str = "sk-ringside-lease-a-0123456789";
@@ -261,6 +262,11 @@ fn inference_is_fenced_to_the_lease(driver: &str) {
     assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_REQUIRED"));
     let r = chat_as(&proxy, PLAIN, Some(&a), Some("1"));
     assert_eq!((r.status, code(&r).as_str()), (403, "LEASE_SCOPE_REQUIRED"));
+    // The Anthropic endpoint is fenced the same way, in its own dialect.
+    let msg = r#"{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#;
+    let r = proxy.post("/v1/messages", &[("x-api-key", LEASE_A)], msg);
+    assert_eq!((r.status, r.json()["type"].as_str()), (400, Some("error")));
+    assert_eq!(code(&r), "LEASE_CONTEXT_REQUIRED");
     assert_eq!(total_attempts(&sim), 0);
 
     let r = lease_call(
@@ -426,5 +432,64 @@ fn a_lease_moves_off_a_cooling_connection(driver: &str) {
     assert_eq!(
         (r.status, r.header("x-ringside-connection")),
         (200, Some(moved.as_str()))
+    );
+}
+
+fn a_lease_released_while_queued_is_refused_after_the_wait(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(
+        driver,
+        2,
+        "",
+        &config(sim.addr, &["a"], "  max_concurrent = 1\n"),
+    );
+    let a = owner(0);
+    assert_eq!(
+        lease_call(&proxy, LEASE_A, Some(&a), r#"{"action":"acquire"}"#).status,
+        200
+    );
+    let send = |latency: &'static str| {
+        let (addr, a) = (proxy.addr, a.clone());
+        std::thread::spawn(move || {
+            let h = [
+                ("x-api-key", LEASE_A),
+                ("x-ringside-lease-owner", a.as_str()),
+                ("x-ringside-lease-generation", "1"),
+                ("x-sim-latency-ms", latency),
+            ];
+            client::request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &h,
+                chat("m", false).as_bytes(),
+                T,
+            )
+        })
+    };
+    // The first request holds the connection's only slot; the second waits in its queue.
+    let holder = send("1500");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let queued = send("0");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let rel = lease_call(
+        &proxy,
+        LEASE_A,
+        Some(&a),
+        r#"{"action":"release","generation":1}"#,
+    );
+    assert_eq!(rel.status, 200);
+    let q = queued.join().expect("thread").expect("reply");
+    assert_eq!(
+        (q.status, code(&q).as_str()),
+        (409, "LEASE_REQUIRED"),
+        "{}",
+        q.text()
+    );
+    assert_eq!(holder.join().expect("thread").expect("reply").status, 200);
+    assert_eq!(
+        total_attempts(&sim),
+        1,
+        "the refused request never reached the upstream"
     );
 }

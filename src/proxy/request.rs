@@ -334,6 +334,15 @@ async fn serve(
     if endpoint == Endpoint::Models {
         return (models(ctx, wr).await, other);
     }
+    // Lease headers are checked (and the lease fenced) first: a request that may not run on
+    // its lease hears why, whatever else is wrong with it, and nothing is sent upstream.
+    match super::lease::bind(ctx, endpoint) {
+        Ok(b) => {
+            ctx.record.lease_generation = b.as_ref().map(|b| b.generation);
+            ctx.lease = b;
+        }
+        Err(err) => return (finish_error(ctx, wr, &err, true).await, other),
+    }
     let facts = match scan(&body) {
         Ok(f) => f,
         Err(FactsError::Malformed(m)) => {
@@ -413,14 +422,6 @@ async fn serve(
     } else {
         None
     };
-    // Lease headers are checked (and the lease fenced) before anything is sent upstream.
-    match super::lease::bind(ctx, endpoint) {
-        Ok(b) => {
-            ctx.record.lease_generation = b.as_ref().map(|b| b.generation);
-            ctx.lease = b;
-        }
-        Err(err) => return (finish_error(ctx, wr, &err, true).await, entry.index),
-    }
     let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
     (keep, entry.index)
 }
