@@ -274,7 +274,9 @@ impl Book {
                             changed,
                         );
                     }
-                    let l = self.by_owner.get_mut(&owner).expect("checked above");
+                    let Some(l) = self.by_owner.get_mut(&owner) else {
+                        return Outcome::Stale; // cannot happen: found live just above
+                    };
                     l.expires_at = now + ttl_ms;
                     l.renewed_at = now;
                     changed.push(l.clone());
