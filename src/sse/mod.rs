@@ -142,6 +142,10 @@ impl Scanner {
     pub fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(Event)) {
         let mut i = 0;
         while i < bytes.len() {
+            if let Some(next) = self.whole_data_event(bytes, i, &mut on_event) {
+                i = next;
+                continue;
+            }
             let b = bytes[i];
             i += 1;
             if self.after_cr {
@@ -224,6 +228,61 @@ impl Scanner {
                 Field::Comment | Field::Ignored => {}
             }
         }
+    }
+
+    /// The common event, `data: <json>\n\n` whole in this read with nothing pending: taken in
+    /// one step (the byte-level path gives the same result; the property tests split streams
+    /// anywhere to hold both to it). Returns where the next event starts.
+    #[inline]
+    fn whole_data_event(
+        &mut self,
+        bytes: &[u8],
+        i: usize,
+        on_event: &mut impl FnMut(Event),
+    ) -> Option<usize> {
+        let fresh = self.line_empty
+            && !self.after_cr
+            && self.field == Field::Name
+            && self.name_len == 0
+            && !self.has_data;
+        if !fresh {
+            return None;
+        }
+        let rest = &bytes[i..];
+        // `event: <name>\n` first (Anthropic, Responses): the name, then the data line.
+        let (rest, at) = if rest.starts_with(b"event:") {
+            let start = if rest.get(6) == Some(&b' ') { 7 } else { 6 };
+            let end = start + memchr::memchr2(b'\r', b'\n', &rest[start..])?;
+            let name = &rest[start..end];
+            if rest[end] != b'\n' || name.len() > NAME_MAX || !rest[end + 1..].starts_with(b"data:")
+            {
+                return None;
+            }
+            self.event_name[..name.len()].copy_from_slice(name);
+            self.event_len = name.len();
+            self.saw_field = true;
+            (&rest[end + 1..], i + end + 1)
+        } else {
+            (rest, i)
+        };
+        if !rest.starts_with(b"data:") {
+            return None;
+        }
+        let start = if rest.get(5) == Some(&b' ') { 6 } else { 5 };
+        let end = start + memchr::memchr2(b'\r', b'\n', &rest[start..])?;
+        if rest[end] != b'\n' || rest.get(end + 1) != Some(&b'\n') {
+            return None;
+        }
+        let run = &rest[start..end];
+        let at_end = at + end + 2;
+        self.json.feed(run);
+        self.data_len = run.len() as u64;
+        self.done_match = if run == DONE { DONE.len() } else { 0 };
+        self.has_data = true;
+        self.data_lines = 1;
+        self.saw_field = true;
+        self.dispatch(on_event);
+        Some(at_end)
     }
 
     /// The body ended: an event still open (no closing blank line) counts as dispatched.
