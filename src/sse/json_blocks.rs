@@ -11,6 +11,7 @@
 
 use super::{Flag, JsonScan, KEY_MAX, St, ValueKind, class_of};
 
+#[derive(Debug, PartialEq, Eq)]
 struct Masks {
     quote: u64,
     backslash: u64,
@@ -21,7 +22,52 @@ struct Masks {
 }
 
 #[cfg(target_arch = "x86_64")]
+#[inline]
 fn masks(b: &[u8; 64]) -> Masks {
+    // std caches the CPU check: one load and a bit test per block.
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 is present (checked just above).
+        unsafe { masks_avx2(b) }
+    } else {
+        masks_sse2(b)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn masks_avx2(b: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::*;
+    let mut m = [0u64; 6];
+    for k in 0..2 {
+        // SAFETY: unaligned 32-byte loads within the 64-byte array.
+        let v = unsafe { _mm256_loadu_si256(b.as_ptr().add(32 * k) as *const __m256i) };
+        let eq = |c: u8| _mm256_cmpeq_epi8(v, _mm256_set1_epi8(c as i8));
+        let bits = |x: __m256i| u64::from(_mm256_movemask_epi8(x) as u32) << (32 * k);
+        let folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
+        let fold_eq = |c: u8| _mm256_cmpeq_epi8(folded, _mm256_set1_epi8(c as i8));
+        m[0] |= bits(eq(b'"'));
+        m[1] |= bits(eq(b'\\'));
+        let ws = _mm256_or_si256(
+            _mm256_or_si256(eq(b' '), eq(b'\n')),
+            _mm256_or_si256(_mm256_or_si256(eq(b'\r'), eq(b'\t')), eq(0x0c)),
+        );
+        m[2] |= bits(ws);
+        m[3] |= bits(fold_eq(b'{'));
+        m[4] |= bits(fold_eq(b'}'));
+        m[5] |= bits(eq(b':'));
+    }
+    Masks {
+        quote: m[0],
+        backslash: m[1],
+        space: m[2],
+        open: m[3],
+        close: m[4],
+        colon: m[5],
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn masks_sse2(b: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
     // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the array.
     unsafe {
@@ -245,4 +291,60 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
         return s0;
     }
     i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_instruction_sets_give_the_same_masks() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet = b"\"\\{}[]: \t\r\n\x0cab09";
+        for _ in 0..2000 {
+            let mut b = [0u8; 64];
+            for c in b.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *c = if x.is_multiple_of(3) {
+                    x as u8
+                } else {
+                    alphabet[(x >> 8) as usize % alphabet.len()]
+                };
+            }
+            let want = {
+                let mut m = Masks {
+                    quote: 0,
+                    backslash: 0,
+                    space: 0,
+                    open: 0,
+                    close: 0,
+                    colon: 0,
+                };
+                for (k, &c) in b.iter().enumerate() {
+                    let bit = 1u64 << k;
+                    match c {
+                        b'"' => m.quote |= bit,
+                        b'\\' => m.backslash |= bit,
+                        b'{' | b'[' => m.open |= bit,
+                        b'}' | b']' => m.close |= bit,
+                        b':' => m.colon |= bit,
+                        c if c.is_ascii_whitespace() => m.space |= bit,
+                        _ => {}
+                    }
+                }
+                m
+            };
+            #[cfg(target_arch = "x86_64")]
+            {
+                assert_eq!(masks_sse2(&b), want);
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: checked just above.
+                    assert_eq!(unsafe { masks_avx2(&b) }, want);
+                }
+            }
+            assert_eq!(masks(&b), want);
+        }
+    }
 }
