@@ -33,6 +33,23 @@ fn sse_stream(events: usize) -> Vec<u8> {
     out
 }
 
+fn anthropic_stream(events: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..events {
+        out.extend_from_slice(format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\" tok{i}\"}}}}\n\n").as_bytes());
+    }
+    out.extend_from_slice(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    out
+}
+
+fn responses_stream(events: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..events {
+        out.extend_from_slice(format!("event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{i},\"item_id\":\"msg_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654\",\"output_index\":0,\"content_index\":0,\"delta\":\" tok{i}\"}}\n\n").as_bytes());
+    }
+    out
+}
+
 fn config_with(n: usize) -> String {
     let mut s = String::from(
         "[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
@@ -78,6 +95,22 @@ fn benches(c: &mut Criterion) {
             s.totals.text_bytes
         })
     });
+    // The same scanner over the other dialects' event shapes (plain bytes, no chunk framing).
+    for (name, stream) in [
+        ("sse_scanner_anthropic_200_events", anthropic_stream(200)),
+        ("sse_scanner_responses_200_events", responses_stream(200)),
+    ] {
+        g.throughput(Throughput::Bytes(stream.len() as u64));
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut s = ringside::sse::Scanner::default();
+                for part in black_box(&stream).chunks(1460) {
+                    s.feed(part, |_| {});
+                }
+                s.totals.text_bytes
+            })
+        });
+    }
     g.finish();
 
     let body = br#"{"model":"smart","stream":true,"temperature":0.2,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Write a haiku about proxies and retries, please."}]}"#;
