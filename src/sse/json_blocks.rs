@@ -191,6 +191,8 @@ fn close(scan: &mut JsonScan, s: &[u8], value: bool, depth: impl Fn() -> u32) ->
     false
 }
 
+const SHORT_TAIL: usize = 24;
+
 /// Skim from `start` (the scanner is between tokens) in 64-byte blocks; returns where the
 /// byte-level scanner takes over, with the scanner's state exactly what it would be there.
 pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
@@ -198,7 +200,8 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
     let mut i = start;
     // A string open across blocks: where its content starts and whether it is a value.
     let mut open: Option<(usize, bool)> = None;
-    while i < bytes.len() {
+    // A short tail costs less byte by byte than padded into a block.
+    while bytes.len() - i >= SHORT_TAIL {
         let len = (bytes.len() - i).min(64);
         let mut padded = [b' '; 64];
         let blk: &[u8; 64] = match bytes[i..].first_chunk::<64>() {
