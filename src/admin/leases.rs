@@ -11,7 +11,7 @@ pub async fn handle(shared: &Shared, method: &str, path: &str) -> Option<(u16, V
     match (method, rest) {
         ("GET", "" | "/") => Some((200, list(shared))),
         ("DELETE", r) if r.len() > 1 => {
-            let owner = &r[1..];
+            let owner = r.strip_prefix('/').unwrap_or(r);
             if owner.len() != 64 || !owner.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Some((
                     400,
