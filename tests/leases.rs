@@ -21,14 +21,12 @@ both_drivers!(
 const LEASE_A: &str = "sk-ringside-lease-a-0123456789";
 const LEASE_B: &str = "sk-ringside-lease-b-0123456789";
 const PLAIN: &str = "sk-ringside-plain-0123456789";
-const NOLIST: &str = "sk-ringside-nolist-0123456789";
 
 fn hex(d: [u8; 32]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Keys `conns` on provider `sim`, two lease keys allowed on all of them, a plain key and a
-/// lease key without an allow-list.
+/// Keys `conns` on provider `sim`, two lease keys allowed on all of them and a plain key.
 fn config(sim: SocketAddr, conns: &[&str], extra: &str) -> String {
     let allowed: Vec<String> = conns.iter().map(|c| format!("\"sim/{c}\"")).collect();
     let allowed = allowed.join(", ");
@@ -45,7 +43,6 @@ fn config(sim: SocketAddr, conns: &[&str], extra: &str) -> String {
         + &client("lease-a", LEASE_A, lease_scopes, &list)
         + &client("lease-b", LEASE_B, lease_scopes, &list)
         + &client("plain", PLAIN, "\"inference\"", "")
-        + &client("nolist", NOLIST, lease_scopes, "")
 }
 
 fn owner(n: u8) -> String {
@@ -115,7 +112,20 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
         code(&lease_call(&proxy, PLAIN, None, acquire)),
         "LEASE_SCOPE_REQUIRED"
     );
-    let r = lease_call(&proxy, NOLIST, None, acquire);
+    // `ringside check` refuses a configured lease key without connections; one made through
+    // the admin API is told at its first call.
+    let made = client::request(
+        proxy.admin,
+        "POST",
+        "/admin/clients",
+        &[],
+        br#"{"id":"nolist","scopes":["inference","lease:exclusive"]}"#,
+        T,
+    )
+    .unwrap();
+    assert_eq!(made.status, 201, "{}", made.text());
+    let nolist = made.json()["key"].as_str().unwrap_or_default().to_string();
+    let r = lease_call(&proxy, &nolist, None, acquire);
     assert_eq!(
         (r.status, code(&r).as_str()),
         (403, "LEASE_KEY_CONFIGURATION_INVALID")

@@ -453,6 +453,15 @@ pub(super) fn clients(
         if c.priority > 9 {
             problem(out, format!("{at}.priority"), "must be 0 to 9");
         }
+        if scopes.contains(&Scope::LeaseExclusive)
+            && c.allowed_connections.as_ref().is_none_or(Vec::is_empty)
+        {
+            problem(
+                out,
+                format!("{at}.allowed_connections"),
+                "a key with scope lease:exclusive needs the connections it may lease",
+            );
+        }
         if let Some(d) = d {
             entries.push((
                 d,

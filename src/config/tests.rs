@@ -200,4 +200,15 @@ fn client_keys_are_validated_and_hashed() {
     ] {
         assert!(at.contains(&want), "{want} missing in {at:?}");
     }
+    // A lease key must say which connections it may lease.
+    let lease = format!(
+        "{GOOD}\n[[clients]]\nid = \"l\"\nkey_sha256 = \"{}\"\nscopes = [\"lease:exclusive\"]\n",
+        "cd".repeat(32)
+    );
+    let errs = load_str(&lease, "t.toml", &env).unwrap_err();
+    assert!(
+        errs.iter()
+            .any(|p| p.at == "clients[0].allowed_connections"),
+        "{errs:?}"
+    );
 }
