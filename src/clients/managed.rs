@@ -1,7 +1,7 @@
 //! Client keys created through the admin API. The key is returned once and stored only as its
 //! SHA-256 (`clientkey/<hex>` holds the client, `client/<id>` points at the digest).
 
-use super::{Client, Clients, Scope, digest, tenant_id};
+use super::{Client, Clients, Scope, digest, hex, tenant_id};
 use crate::runtime::core::conn_by_label;
 use crate::store::Store;
 use base64::Engine;
@@ -22,7 +22,7 @@ pub fn any(store: &Store) -> bool {
 
 /// The managed client for a key digest, if any.
 pub fn lookup(store: &Store, d: &[u8; 32], labels: &[(String, String)]) -> Option<Client> {
-    let v = store.get(&format!("clientkey/{}", Clients::hex(d)))?;
+    let v = store.get(&format!("clientkey/{}", hex(d)))?;
     from_json(&v, labels)
 }
 
@@ -100,8 +100,8 @@ pub fn create(
         "tenant": v.get("tenant"),
         "priority": v.get("priority"),
     });
-    store.put(format!("clientkey/{}", Clients::hex(&d)), stored.clone());
-    store.put(format!("client/{id}"), json!({"digest": Clients::hex(&d)}));
+    store.put(format!("clientkey/{}", hex(&d)), stored.clone());
+    store.put(format!("client/{id}"), json!({"digest": hex(&d)}));
     store.flush();
     let mut out = stored;
     out["key"] = json!(key);

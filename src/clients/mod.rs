@@ -125,10 +125,6 @@ impl Clients {
             None => managed(&d).map_or(Auth::Unknown, Auth::Known),
         }
     }
-
-    pub fn hex(d: &[u8; 32]) -> String {
-        hex(d)
-    }
 }
 
 /// The key a request presents: `Authorization: Bearer <key>`, else `x-api-key`.

@@ -21,6 +21,20 @@ struct Masks {
     colon: u64,
 }
 
+impl Masks {
+    /// From the per-byte-class masks in the order the vector code builds them.
+    fn from_bits(m: [u64; 6]) -> Masks {
+        Masks {
+            quote: m[0],
+            backslash: m[1],
+            space: m[2],
+            open: m[3],
+            close: m[4],
+            colon: m[5],
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn masks(b: &[u8; 64]) -> Masks {
@@ -56,14 +70,7 @@ fn masks_avx2(b: &[u8; 64]) -> Masks {
         m[4] |= bits(fold_eq(b'}'));
         m[5] |= bits(eq(b':'));
     }
-    Masks {
-        quote: m[0],
-        backslash: m[1],
-        space: m[2],
-        open: m[3],
-        close: m[4],
-        colon: m[5],
-    }
+    Masks::from_bits(m)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -90,40 +97,32 @@ fn masks_sse2(b: &[u8; 64]) -> Masks {
             m[4] |= bits(fold_eq(b'}'));
             m[5] |= bits(eq(b':'));
         }
-        Masks {
-            quote: m[0],
-            backslash: m[1],
-            space: m[2],
-            open: m[3],
-            close: m[4],
-            colon: m[5],
-        }
+        Masks::from_bits(m)
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 fn masks(b: &[u8; 64]) -> Masks {
-    let mut m = Masks {
-        quote: 0,
-        backslash: 0,
-        space: 0,
-        open: 0,
-        close: 0,
-        colon: 0,
-    };
+    masks_plain(b)
+}
+
+/// The masks byte by byte: other targets use it, and it is what the vector code must equal.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn masks_plain(b: &[u8; 64]) -> Masks {
+    let mut m = [0u64; 6];
     for (k, &c) in b.iter().enumerate() {
-        let bit = 1u64 << k;
-        match c {
-            b'"' => m.quote |= bit,
-            b'\\' => m.backslash |= bit,
-            b'{' | b'[' => m.open |= bit,
-            b'}' | b']' => m.close |= bit,
-            b':' => m.colon |= bit,
-            c if c.is_ascii_whitespace() => m.space |= bit,
-            _ => {}
-        }
+        let class = match c {
+            b'"' => 0,
+            b'\\' => 1,
+            c if c.is_ascii_whitespace() => 2,
+            b'{' | b'[' => 3,
+            b'}' | b']' => 4,
+            b':' => 5,
+            _ => continue,
+        };
+        m[class] |= 1u64 << k;
     }
-    m
+    Masks::from_bits(m)
 }
 
 /// Bit k set when an odd number of quotes is at or below k: from an opening quote (included)
@@ -281,9 +280,8 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
         // The block is done: carry depth and the colon state to the next one.
         scan.depth = depth_at(64);
         // (The padding of a short last block is whitespace: never solid.)
-        let last_solid = solid;
-        if last_solid != 0 && open.is_none() {
-            scan.after_colon = blk[63 - last_solid.leading_zeros() as usize] == b':';
+        if solid != 0 && open.is_none() {
+            scan.after_colon = blk[63 - solid.leading_zeros() as usize] == b':';
         }
         i += len;
     }
@@ -316,29 +314,7 @@ mod tests {
                     alphabet[(x >> 8) as usize % alphabet.len()]
                 };
             }
-            let want = {
-                let mut m = Masks {
-                    quote: 0,
-                    backslash: 0,
-                    space: 0,
-                    open: 0,
-                    close: 0,
-                    colon: 0,
-                };
-                for (k, &c) in b.iter().enumerate() {
-                    let bit = 1u64 << k;
-                    match c {
-                        b'"' => m.quote |= bit,
-                        b'\\' => m.backslash |= bit,
-                        b'{' | b'[' => m.open |= bit,
-                        b'}' | b']' => m.close |= bit,
-                        b':' => m.colon |= bit,
-                        c if c.is_ascii_whitespace() => m.space |= bit,
-                        _ => {}
-                    }
-                }
-                m
-            };
+            let want = masks_plain(&b);
             #[cfg(target_arch = "x86_64")]
             {
                 assert_eq!(masks_sse2(&b), want);

@@ -42,7 +42,7 @@ pub fn valid_owner(v: &str) -> bool {
 
 /// What is stored instead of the owner value.
 pub fn owner_hash(owner: &str) -> String {
-    crate::clients::Clients::hex(&crate::clients::digest(owner.as_bytes()))
+    crate::clients::hex(&crate::clients::digest(owner.as_bytes()))
 }
 
 /// `^[1-9]\d*$` and a safe integer (≤ 2^53 − 1, what a JSON client can hold exactly).
