@@ -3,8 +3,9 @@
 //! output (text, tool arguments, reasoning) and to read usage numbers. Whole 64-byte blocks go
 //! through bit masks (`json_blocks.rs`); the rest byte by byte, with the same result.
 
-/// What a string value under a key counts as.
+/// What a string value under a key counts as (the discriminant indexes the scanner's sums).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum ValueKind {
     Text,
     Tool,
@@ -21,61 +22,12 @@ pub enum UsageKey {
 
 #[path = "json_blocks.rs"]
 mod blocks;
+#[path = "json_keys.rs"]
+mod keys;
+
+use keys::{Flag, KeyClass, PLAIN_KEY, class_of};
 
 const KEY_MAX: usize = 24;
-
-/// What a key means for the value that follows it (computed once, when the key ends).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct KeyClass {
-    value: ValueKind,
-    usage: Option<UsageKey>,
-    is_type: bool,
-    flag: Flag,
-}
-
-/// What seeing the key itself says about the event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flag {
-    None,
-    /// `error` (at the top level: an in-band error).
-    Error,
-    Usage,
-    Choices,
-}
-
-const PLAIN_KEY: KeyClass = KeyClass {
-    value: ValueKind::Other,
-    usage: None,
-    is_type: false,
-    flag: Flag::None,
-};
-
-/// One match for everything a key can mean (most keys mean nothing).
-fn class_of(key: &[u8]) -> KeyClass {
-    let value = |value| KeyClass { value, ..PLAIN_KEY };
-    let flag = |flag| KeyClass { flag, ..PLAIN_KEY };
-    let usage = |u| KeyClass {
-        usage: Some(u),
-        ..PLAIN_KEY
-    };
-    match key {
-        b"content" | b"text" | b"delta" | b"refusal" => value(ValueKind::Text),
-        b"arguments" | b"partial_json" => value(ValueKind::Tool),
-        b"thinking" | b"reasoning" | b"reasoning_content" | b"reasoning_text" => {
-            value(ValueKind::Reasoning)
-        }
-        b"prompt_tokens" | b"input_tokens" => usage(UsageKey::Input),
-        b"completion_tokens" | b"output_tokens" => usage(UsageKey::Output),
-        b"type" => KeyClass {
-            is_type: true,
-            ..PLAIN_KEY
-        },
-        b"error" => flag(Flag::Error),
-        b"usage" => flag(Flag::Usage),
-        b"choices" => flag(Flag::Choices),
-        _ => PLAIN_KEY,
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum St {
@@ -127,7 +79,9 @@ pub struct JsonScan {
     /// Value string matching `"error"` under `"type"`.
     type_value: [u8; 8],
     type_len: usize,
-    pub counts: Counts,
+    /// Value bytes by `ValueKind` (indexed, so that adding needs no branch on the kind).
+    sums: [u32; 4],
+    counts: Counts,
 }
 
 impl Default for JsonScan {
@@ -147,6 +101,7 @@ impl Default for JsonScan {
             number_key: None,
             type_value: [0; 8],
             type_len: 0,
+            sums: [0; 4],
             counts: Counts::default(),
         }
     }
@@ -175,6 +130,7 @@ impl JsonScan {
         self.depth = 0;
         self.number_key = None;
         self.type_len = 0;
+        self.sums = [0; 4];
         self.counts = Counts::default();
     }
 
@@ -265,15 +221,9 @@ impl JsonScan {
         if self.after_colon {
             self.after_colon = false;
             let class = self.last;
-            match class.value {
-                ValueKind::Text => self.counts.text += s.len() as u32,
-                ValueKind::Tool => self.counts.tool += s.len() as u32,
-                ValueKind::Reasoning => self.counts.reasoning += s.len() as u32,
-                ValueKind::Other => {
-                    if class.is_type && self.depth == 1 && s == b"error" {
-                        self.counts.error = true;
-                    }
-                }
+            self.add_value(class.value, s.len());
+            if class.is_type && self.depth == 1 && s == b"error" {
+                self.counts.error = true;
             }
         } else {
             self.end_key(if s.len() > KEY_MAX { b"" } else { s });
@@ -395,12 +345,16 @@ impl JsonScan {
     }
 
     fn add(&mut self, n: u32) {
-        match self.st {
-            St::InValue(ValueKind::Text) => self.counts.text += n,
-            St::InValue(ValueKind::Tool) => self.counts.tool += n,
-            St::InValue(ValueKind::Reasoning) => self.counts.reasoning += n,
-            _ => {}
+        if let St::InValue(kind) = self.st {
+            self.add_value(kind, n as usize);
         }
+    }
+
+    /// Bytes of a value string (`Other` lands in a slot nobody reads).
+    #[inline(always)]
+    fn add_value(&mut self, kind: ValueKind, n: usize) {
+        let slot = &mut self.sums[kind as usize];
+        *slot = slot.wrapping_add(n as u32);
     }
 
     fn end_string(&mut self) {
@@ -422,6 +376,9 @@ impl JsonScan {
         if self.st == St::Number {
             self.end_number();
         }
+        self.counts.text = self.sums[ValueKind::Text as usize];
+        self.counts.tool = self.sums[ValueKind::Tool as usize];
+        self.counts.reasoning = self.sums[ValueKind::Reasoning as usize];
         self.counts
     }
 }

@@ -9,7 +9,7 @@
 //! zero, a usage key (whose number the byte-level scanner reads), a string still open at the
 //! end of the read. The property tests hold both paths to the same counts for any split.
 
-use super::{Flag, JsonScan, KEY_MAX, St, ValueKind, class_of};
+use super::{Flag, JsonScan, St, class_of};
 
 #[derive(Debug, PartialEq, Eq)]
 struct Masks {
@@ -22,6 +22,20 @@ struct Masks {
 }
 
 impl Masks {
+    /// Drop the low `by` bits (bytes already read); the bits coming in at the top are past
+    /// the end of the run and read as whitespace, like a padded block's.
+    #[inline(always)]
+    fn shifted(self, by: u32) -> Masks {
+        Masks {
+            quote: self.quote >> by,
+            backslash: self.backslash >> by,
+            space: (self.space >> by) | !(!0u64 >> by),
+            open: self.open >> by,
+            close: self.close >> by,
+            colon: self.colon >> by,
+        }
+    }
+
     /// From the per-byte-class masks in the order the vector code builds them.
     fn from_bits(m: [u64; 6]) -> Masks {
         Masks {
@@ -35,15 +49,73 @@ impl Masks {
     }
 }
 
+/// The instructions one skim is compiled for: the masks of a block and the prefix XOR.
+trait Isa {
+    /// `count_ones` is one instruction.
+    const POPCNT: bool;
+    fn masks(b: &[u8; 64]) -> Masks;
+    fn prefix_xor(x: u64) -> u64;
+}
+
+/// What every x86_64 has (SSE2), or plain code elsewhere.
+struct Base;
+
+impl Isa for Base {
+    const POPCNT: bool = cfg!(target_feature = "popcnt");
+    #[inline(always)]
+    fn masks(b: &[u8; 64]) -> Masks {
+        #[cfg(target_arch = "x86_64")]
+        return masks_sse2(b);
+        #[cfg(not(target_arch = "x86_64"))]
+        return masks_plain(b);
+    }
+    #[inline(always)]
+    fn prefix_xor(x: u64) -> u64 {
+        prefix_xor(x)
+    }
+}
+
+/// AVX2 with BMI, POPCNT and carry-less multiply: the skim is compiled a second time with
+/// these enabled, so that bit counts, trailing zeros and the prefix XOR are one instruction
+/// each and the mask code is inlined.
 #[cfg(target_arch = "x86_64")]
-#[inline]
-fn masks(b: &[u8; 64]) -> Masks {
-    // std caches the CPU check: one load and a bit test per block.
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is present (checked just above).
+struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+impl Isa for Avx2 {
+    const POPCNT: bool = true;
+    #[inline(always)]
+    fn masks(b: &[u8; 64]) -> Masks {
+        // SAFETY: only reached from `skim_avx2`, which runs after the CPU check.
         unsafe { masks_avx2(b) }
-    } else {
-        masks_sse2(b)
+    }
+    #[inline(always)]
+    fn prefix_xor(x: u64) -> u64 {
+        use std::arch::x86_64::*;
+        // SAFETY: as above. Carry-less multiplying by all ones XORs every lower bit into each bit.
+        unsafe {
+            let p = _mm_clmulepi64_si128(_mm_set_epi64x(0, x as i64), _mm_set1_epi8(-1), 0);
+            _mm_cvtsi128_si64(p) as u64
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn fast_cpu() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // 0: not checked yet, 1: no, 2: yes. One load per call after the first.
+    static FAST: AtomicU8 = AtomicU8::new(0);
+    match FAST.load(Ordering::Relaxed) {
+        0 => {
+            let yes = std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("bmi1")
+                && std::is_x86_feature_detected!("bmi2")
+                && std::is_x86_feature_detected!("popcnt")
+                && std::is_x86_feature_detected!("pclmulqdq");
+            FAST.store(1 + u8::from(yes), Ordering::Relaxed);
+            yes
+        }
+        v => v == 2,
     }
 }
 
@@ -101,11 +173,6 @@ fn masks_sse2(b: &[u8; 64]) -> Masks {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn masks(b: &[u8; 64]) -> Masks {
-    masks_plain(b)
-}
-
 /// The masks byte by byte: other targets use it, and it is what the vector code must equal.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn masks_plain(b: &[u8; 64]) -> Masks {
@@ -137,10 +204,13 @@ fn prefix_xor(mut x: u64) -> u64 {
     x
 }
 
-/// Set bits of a mask that has few (brackets in a block): no table-free SWAR popcount, which
-/// is what `count_ones` becomes on baseline x86_64.
-#[inline]
-fn few(mut x: u64) -> u32 {
+/// Set bits of a mask that has few (brackets in a block). With POPCNT it is one instruction;
+/// baseline x86_64 has none, and a loop over a few bits beats the SWAR fallback.
+#[inline(always)]
+fn few<I: Isa>(mut x: u64) -> u32 {
+    if I::POPCNT {
+        return x.count_ones();
+    }
     let mut n = 0;
     while x != 0 {
         x &= x - 1;
@@ -161,19 +231,13 @@ fn close(scan: &mut JsonScan, s: &[u8], value: bool, depth: impl Fn() -> u32) ->
     scan.after_colon = false;
     if value {
         let class = scan.last;
-        match class.value {
-            ValueKind::Text => scan.counts.text += s.len() as u32,
-            ValueKind::Tool => scan.counts.tool += s.len() as u32,
-            ValueKind::Reasoning => scan.counts.reasoning += s.len() as u32,
-            ValueKind::Other => {
-                if class.is_type && s == b"error" && depth() == 1 {
-                    scan.counts.error = true;
-                }
-            }
+        scan.add_value(class.value, s.len());
+        if class.is_type && s == b"error" && depth() == 1 {
+            scan.counts.error = true;
         }
         return false;
     }
-    let class = class_of(if s.len() > KEY_MAX { b"" } else { s });
+    let class = class_of(s);
     scan.last = class;
     if class.flag != Flag::None {
         match class.flag {
@@ -195,33 +259,53 @@ const SHORT_TAIL: usize = 24;
 /// Skim from `start` (the scanner is between tokens) in 64-byte blocks; returns where the
 /// byte-level scanner takes over, with the scanner's state exactly what it would be there.
 pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if fast_cpu() {
+        // SAFETY: the CPU has every feature `skim_avx2` is compiled for (checked just above).
+        return unsafe { skim_avx2(scan, bytes, start) };
+    }
+    skim_with::<Base>(scan, bytes, start)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,pclmulqdq")]
+fn skim_avx2(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
+    skim_with::<Avx2>(scan, bytes, start)
+}
+
+#[inline(always)]
+fn skim_with<I: Isa>(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
     debug_assert!(scan.st == St::Outside);
     let mut i = start;
     // A string open across blocks: where its content starts and whether it is a value.
     let mut open: Option<(usize, bool)> = None;
-    // A short tail costs less byte by byte than padded into a block.
-    while bytes.len() - i >= SHORT_TAIL {
+    while i < bytes.len() {
         let len = (bytes.len() - i).min(64);
-        let mut padded = [b' '; 64];
-        let blk: &[u8; 64] = match bytes[i..].first_chunk::<64>() {
-            Some(b) => b,
-            None => {
-                padded[..len].copy_from_slice(&bytes[i..]);
-                &padded
-            }
+        let m = if let Some(blk) = bytes[i..].first_chunk::<64>() {
+            I::masks(blk)
+        } else if let Some(last) = bytes.last_chunk::<64>() {
+            // The tail of a longer run: the last 64 bytes, shifted so that bit 0 is byte `i`
+            // (no copy), with the bits past the end set as whitespace.
+            I::masks(last).shifted(64 - len as u32)
+        } else if len >= SHORT_TAIL {
+            let mut padded = [b' '; 64];
+            padded[..len].copy_from_slice(&bytes[i..]);
+            I::masks(&padded)
+        } else {
+            break; // a short run costs less byte by byte than padded into a block
         };
-        let m = masks(blk);
         if m.backslash != 0 {
             break;
         }
-        let inside = prefix_xor(m.quote) ^ if open.is_some() { !0 } else { 0 };
+        let inside = I::prefix_xor(m.quote) ^ if open.is_some() { !0 } else { 0 };
         let solid = !m.space & !inside; // non-whitespace outside strings (closing quotes too)
         let (opens, closes) = (m.open & !inside, m.close & !inside);
         let start_depth = scan.depth;
-        let depth_at = |k: u32| start_depth + few(opens & below(k)) - few(closes & below(k));
+        let depth_at =
+            |k: u32| start_depth + few::<I>(opens & below(k)) - few::<I>(closes & below(k));
         // The byte-level scanner stops the depth at zero: leave such a block to it. (Counting
         // bits is not one instruction on baseline x86_64: count only when it could happen.)
-        let mut c = if closes != 0 && few(closes) > start_depth {
+        let mut c = if closes != 0 && few::<I>(closes) > start_depth {
             closes
         } else {
             0
@@ -230,7 +314,7 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
         while c != 0 {
             let k = c.trailing_zeros();
             c &= c - 1;
-            if start_depth + few(opens & below(k)) < few(closes & below(k + 1)) {
+            if start_depth + few::<I>(opens & below(k)) < few::<I>(closes & below(k + 1)) {
                 underflow = true;
             }
         }
@@ -281,7 +365,7 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
         scan.depth = depth_at(64);
         // (The padding of a short last block is whitespace: never solid.)
         if solid != 0 && open.is_none() {
-            scan.after_colon = blk[63 - solid.leading_zeros() as usize] == b':';
+            scan.after_colon = bytes[i + 63 - solid.leading_zeros() as usize] == b':';
         }
         i += len;
     }
@@ -323,7 +407,13 @@ mod tests {
                     assert_eq!(unsafe { masks_avx2(&b) }, want);
                 }
             }
-            assert_eq!(masks(&b), want);
+            assert_eq!(Base::masks(&b), want);
+            let q = want.quote | want.colon << 7;
+            assert_eq!(Base::prefix_xor(q), prefix_xor(q));
+            #[cfg(target_arch = "x86_64")]
+            if fast_cpu() {
+                assert_eq!(Avx2::prefix_xor(q), prefix_xor(q));
+            }
         }
     }
 }
