@@ -177,6 +177,8 @@ fn json_soup() -> impl Strategy<Value = Vec<u8>> {
         ",",
         " ",
         "\n",
+        "\t",
+        "\u{1}",
         "\"",
         "\\",
         "\\\"",

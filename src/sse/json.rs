@@ -208,7 +208,9 @@ impl JsonScan {
                         self.end_number(); // the byte after it is structure, read next
                     }
                 }
-                _ if b.is_ascii_whitespace() => {}
+                // Whitespace; control bytes (not JSON) are read as whitespace too, as the block
+                // path does.
+                _ if b <= b' ' => {}
                 _ => self.after_colon = false, // true/false/null/-
             }
         }

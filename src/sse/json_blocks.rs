@@ -133,10 +133,8 @@ fn masks_avx2(b: &[u8; 64]) -> Masks {
         let fold_eq = |c: u8| _mm256_cmpeq_epi8(folded, _mm256_set1_epi8(c as i8));
         m[0] |= bits(eq(b'"'));
         m[1] |= bits(eq(b'\\'));
-        let ws = _mm256_or_si256(
-            _mm256_or_si256(eq(b' '), eq(b'\n')),
-            _mm256_or_si256(_mm256_or_si256(eq(b'\r'), eq(b'\t')), eq(0x0c)),
-        );
+        // Whitespace is any byte up to the space (see `masks_plain`).
+        let ws = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(b' ' as i8)), v);
         m[2] |= bits(ws);
         m[3] |= bits(fold_eq(b'{'));
         m[4] |= bits(fold_eq(b'}'));
@@ -159,10 +157,7 @@ fn masks_sse2(b: &[u8; 64]) -> Masks {
             let fold_eq = |c: u8| _mm_cmpeq_epi8(folded, _mm_set1_epi8(c as i8));
             m[0] |= bits(eq(b'"'));
             m[1] |= bits(eq(b'\\'));
-            let ws = _mm_or_si128(
-                _mm_or_si128(eq(b' '), eq(b'\n')),
-                _mm_or_si128(_mm_or_si128(eq(b'\r'), eq(b'\t')), eq(0x0c)),
-            );
+            let ws = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(b' ' as i8)), v);
             m[2] |= bits(ws);
             // `{` and `[` differ only in bit 5, as do `}` and `]`.
             m[3] |= bits(fold_eq(b'{'));
@@ -181,7 +176,8 @@ fn masks_plain(b: &[u8; 64]) -> Masks {
         let class = match c {
             b'"' => 0,
             b'\\' => 1,
-            c if c.is_ascii_whitespace() => 2,
+            // Control bytes are not JSON outside strings: both paths read them as whitespace.
+            c if c <= b' ' => 2,
             b'{' | b'[' => 3,
             b'}' | b']' => 4,
             b':' => 5,
@@ -225,10 +221,10 @@ fn below(k: u32) -> u64 {
 }
 
 /// A whole string, key or value; true when the byte-level scanner must take over right after
-/// it (a usage key: its number is read there).
+/// it (a usage key: its number is read there). `after_colon` is left to the block's end, which
+/// sets it from the last solid byte, or to the caller when this returns true.
 #[inline(always)]
 fn close(scan: &mut JsonScan, s: &[u8], value: bool, depth: impl Fn() -> u32) -> bool {
-    scan.after_colon = false;
     if value {
         let class = scan.last;
         scan.add_value(class.value, s.len());
@@ -249,6 +245,7 @@ fn close(scan: &mut JsonScan, s: &[u8], value: bool, depth: impl Fn() -> u32) ->
     }
     if class.usage.is_some() {
         scan.depth = depth();
+        scan.after_colon = false;
         return true;
     }
     false

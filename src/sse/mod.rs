@@ -4,6 +4,7 @@
 //! Each finished event is classified for the stream guard.
 
 pub mod json;
+mod names;
 pub mod watchdog;
 
 use json::{Counts, JsonScan};
@@ -109,6 +110,7 @@ pub struct Scanner {
     done_match: usize,
     data_len: u64,
     json: JsonScan,
+    names: names::Names,
     saw_field: bool,
     pub totals: Totals,
 }
@@ -129,6 +131,7 @@ impl Default for Scanner {
             done_match: 0,
             data_len: 0,
             json: JsonScan::default(),
+            names: names::Names::default(),
             saw_field: false,
             totals: Totals::default(),
         }
@@ -324,7 +327,7 @@ impl Scanner {
             return; // blank lines between events, or a comment-only block
         }
         let counts = self.json.finish();
-        let name = &self.event_name[..self.event_len];
+        let name = self.names.class(&self.event_name[..self.event_len]);
         let done = self.data_len == DONE.len() as u64 && self.done_match == DONE.len();
         let kind = classify(name, counts, done, self.has_data);
         let ev = Event {
@@ -371,24 +374,9 @@ impl Scanner {
     }
 }
 
-fn classify(name: &[u8], c: Counts, done: bool, has_data: bool) -> Kind {
-    match name {
-        b"error" | b"response.failed" | b"response.error" => return Kind::Error,
-        b"ping" => return Kind::Heartbeat,
-        b"message_stop" | b"response.completed" | b"response.done" => return Kind::Terminal,
-        b"message_start"
-        | b"content_block_start"
-        | b"content_block_stop"
-        | b"response.created"
-        | b"response.in_progress"
-        | b"response.output_item.added"
-        | b"response.output_item.done"
-        | b"response.content_part.added"
-        | b"response.content_part.done"
-        | b"response.output_text.done" => {
-            return Kind::Lifecycle;
-        }
-        _ => {}
+fn classify(name: names::NameClass, c: Counts, done: bool, has_data: bool) -> Kind {
+    if let Some(kind) = name.fixed {
+        return kind;
     }
     if done {
         return Kind::Terminal;
@@ -403,10 +391,7 @@ fn classify(name: &[u8], c: Counts, done: bool, has_data: bool) -> Kind {
             Kind::Protected
         };
     }
-    if name.ends_with(b".delta")
-        && (name.windows(9).any(|w| w == b"arguments")
-            || name.windows(9).any(|w| w == b"reasoning"))
-    {
+    if name.protected_delta {
         return Kind::Protected;
     }
     if c.text > 0 {
@@ -415,7 +400,7 @@ fn classify(name: &[u8], c: Counts, done: bool, has_data: bool) -> Kind {
     if c.usage && (c.input_tokens.is_some() || c.output_tokens.is_some()) {
         return Kind::Usage;
     }
-    if !has_data && name.is_empty() {
+    if !has_data && name.empty {
         return Kind::Heartbeat;
     }
     Kind::Lifecycle

@@ -1,0 +1,99 @@
+//! What an event's name says, decided once per distinct name: a stream repeats the same few
+//! names (`content_block_delta`, `response.output_text.delta`), so the scanner keeps the last
+//! name it classified and compares against it before classifying again.
+
+use super::{Kind, NAME_MAX};
+
+/// What the `event:` name alone decides, and what it adds to the data's classification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct NameClass {
+    /// The name settles the kind (errors, pings, terminal markers, lifecycle events).
+    pub fixed: Option<Kind>,
+    /// A `*.delta` of tool arguments or reasoning (Responses API): protected progress.
+    pub protected_delta: bool,
+    /// No name (OpenAI chat, or a bare `data:` event).
+    pub empty: bool,
+}
+
+pub(super) fn name_class(name: &[u8]) -> NameClass {
+    let fixed = match name {
+        b"error" | b"response.failed" | b"response.error" => Some(Kind::Error),
+        b"ping" => Some(Kind::Heartbeat),
+        b"message_stop" | b"response.completed" | b"response.done" => Some(Kind::Terminal),
+        b"message_start"
+        | b"content_block_start"
+        | b"content_block_stop"
+        | b"response.created"
+        | b"response.in_progress"
+        | b"response.output_item.added"
+        | b"response.output_item.done"
+        | b"response.content_part.added"
+        | b"response.content_part.done"
+        | b"response.output_text.done" => Some(Kind::Lifecycle),
+        _ => None,
+    };
+    let has = |word: &[u8]| name.windows(word.len()).any(|w| w == word);
+    NameClass {
+        fixed,
+        protected_delta: name.ends_with(b".delta") && (has(b"arguments") || has(b"reasoning")),
+        empty: name.is_empty(),
+    }
+}
+
+/// The last name classified, and its class.
+#[derive(Clone, Debug)]
+pub(super) struct Names {
+    last: [u8; NAME_MAX],
+    len: usize,
+    class: NameClass,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            last: [0; NAME_MAX],
+            len: 0,
+            class: name_class(b""),
+        }
+    }
+}
+
+impl Names {
+    /// The class of `name` (at most `NAME_MAX` bytes).
+    #[inline]
+    pub fn class(&mut self, name: &[u8]) -> NameClass {
+        let n = name.len().min(NAME_MAX);
+        let name = &name[..n];
+        if n != self.len || self.last[..n] != *name {
+            self.last[..n].copy_from_slice(name);
+            self.len = n;
+            self.class = name_class(name);
+        }
+        self.class
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_answers_as_the_classifier_does() {
+        let mut names = Names::default();
+        let seq: [&[u8]; 7] = [
+            b"",
+            b"response.output_text.delta",
+            b"response.output_text.delta",
+            b"response.function_call_arguments.delta",
+            b"ping",
+            b"",
+            b"message_stop",
+        ];
+        for name in seq {
+            assert_eq!(names.class(name), name_class(name));
+        }
+        assert!(name_class(b"response.reasoning_summary_text.delta").protected_delta);
+        assert!(!name_class(b"response.output_text.delta").protected_delta);
+        assert_eq!(name_class(b"message_stop").fixed, Some(Kind::Terminal));
+    }
+}
