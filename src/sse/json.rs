@@ -164,6 +164,22 @@ impl JsonScan {
         }
     }
 
+    /// Feed one SSE line's data: the bytes up to the first CR or LF. Returns that index, or
+    /// `None` when `bytes` holds none (then all of it was fed). The line's end comes from the
+    /// skim's own masks, so the common line is read once.
+    pub fn feed_line(&mut self, bytes: &[u8]) -> Option<usize> {
+        let (mut at, mut end) = (0, None);
+        if self.st == St::Outside && self.last.usage.is_none() {
+            (at, end) = blocks::skim_line(self, bytes);
+        }
+        let end = end.or_else(|| memchr::memchr2(b'\r', b'\n', &bytes[at..]).map(|n| at + n));
+        let stop = end.unwrap_or(bytes.len());
+        if at < stop {
+            self.feed(&bytes[at..stop]);
+        }
+        end
+    }
+
     /// Byte-level structure between strings, up to `end` (or until a token stays open).
     fn step(&mut self, bytes: &[u8], mut i: usize, end: usize) -> usize {
         let n = bytes.len();

@@ -19,6 +19,8 @@ struct Masks {
     open: u64,
     close: u64,
     colon: u64,
+    /// CR and LF: where an SSE line ends (they are whitespace too).
+    newline: u64,
 }
 
 impl Masks {
@@ -33,11 +35,27 @@ impl Masks {
             open: self.open >> by,
             close: self.close >> by,
             colon: self.colon >> by,
+            newline: self.newline >> by,
+        }
+    }
+
+    /// Keep the bytes below `e` (the end of the line); the rest reads as whitespace.
+    #[inline(always)]
+    fn cut(self, e: u32) -> Masks {
+        let keep = below(e);
+        Masks {
+            quote: self.quote & keep,
+            backslash: self.backslash & keep,
+            space: self.space | !keep,
+            open: self.open & keep,
+            close: self.close & keep,
+            colon: self.colon & keep,
+            newline: 0,
         }
     }
 
     /// From the per-byte-class masks in the order the vector code builds them.
-    fn from_bits(m: [u64; 6]) -> Masks {
+    fn from_bits(m: [u64; 7]) -> Masks {
         Masks {
             quote: m[0],
             backslash: m[1],
@@ -45,6 +63,7 @@ impl Masks {
             open: m[3],
             close: m[4],
             colon: m[5],
+            newline: m[6],
         }
     }
 }
@@ -123,7 +142,7 @@ fn fast_cpu() -> bool {
 #[target_feature(enable = "avx2")]
 fn masks_avx2(b: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
-    let mut m = [0u64; 6];
+    let mut m = [0u64; 7];
     for k in 0..2 {
         // SAFETY: unaligned 32-byte loads within the 64-byte array.
         let v = unsafe { _mm256_loadu_si256(b.as_ptr().add(32 * k) as *const __m256i) };
@@ -139,6 +158,7 @@ fn masks_avx2(b: &[u8; 64]) -> Masks {
         m[3] |= bits(fold_eq(b'{'));
         m[4] |= bits(fold_eq(b'}'));
         m[5] |= bits(eq(b':'));
+        m[6] |= bits(_mm256_or_si256(eq(b'\r'), eq(b'\n')));
     }
     Masks::from_bits(m)
 }
@@ -148,7 +168,7 @@ fn masks_sse2(b: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
     // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the array.
     unsafe {
-        let mut m = [0u64; 6];
+        let mut m = [0u64; 7];
         for k in 0..4 {
             let v = _mm_loadu_si128(b.as_ptr().add(16 * k) as *const __m128i);
             let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
@@ -163,6 +183,7 @@ fn masks_sse2(b: &[u8; 64]) -> Masks {
             m[3] |= bits(fold_eq(b'{'));
             m[4] |= bits(fold_eq(b'}'));
             m[5] |= bits(eq(b':'));
+            m[6] |= bits(_mm_or_si128(eq(b'\r'), eq(b'\n')));
         }
         Masks::from_bits(m)
     }
@@ -171,8 +192,11 @@ fn masks_sse2(b: &[u8; 64]) -> Masks {
 /// The masks byte by byte: other targets use it, and it is what the vector code must equal.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn masks_plain(b: &[u8; 64]) -> Masks {
-    let mut m = [0u64; 6];
+    let mut m = [0u64; 7];
     for (k, &c) in b.iter().enumerate() {
+        if c == b'\r' || c == b'\n' {
+            m[6] |= 1u64 << k;
+        }
         let class = match c {
             b'"' => 0,
             b'\\' => 1,
@@ -259,26 +283,47 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     if fast_cpu() {
         // SAFETY: the CPU has every feature `skim_avx2` is compiled for (checked just above).
-        return unsafe { skim_avx2(scan, bytes, start) };
+        return unsafe { skim_avx2::<false>(scan, bytes, start) }.0;
     }
-    skim_with::<Base>(scan, bytes, start)
+    skim_with::<Base, false>(scan, bytes, start).0
+}
+
+/// The same over an SSE line: the data up to the first CR or LF, found by the same masks.
+/// Returns where the byte-level scanner takes over and, when a block held it, the line's end
+/// (the bytes in between are still to be read; none when the skim got that far).
+pub(super) fn skim_line(scan: &mut JsonScan, bytes: &[u8]) -> (usize, Option<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    if fast_cpu() {
+        // SAFETY: as in `skim`.
+        return unsafe { skim_avx2::<true>(scan, bytes, 0) };
+    }
+    skim_with::<Base, true>(scan, bytes, 0)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,pclmulqdq")]
-fn skim_avx2(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
-    skim_with::<Avx2>(scan, bytes, start)
+fn skim_avx2<const LINE: bool>(
+    scan: &mut JsonScan,
+    bytes: &[u8],
+    start: usize,
+) -> (usize, Option<usize>) {
+    skim_with::<Avx2, LINE>(scan, bytes, start)
 }
 
 #[inline(always)]
-fn skim_with<I: Isa>(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
+fn skim_with<I: Isa, const LINE: bool>(
+    scan: &mut JsonScan,
+    bytes: &[u8],
+    start: usize,
+) -> (usize, Option<usize>) {
     debug_assert!(scan.st == St::Outside);
     let mut i = start;
     // A string open across blocks: where its content starts and whether it is a value.
     let mut open: Option<(usize, bool)> = None;
+    let mut line_end = None;
     while i < bytes.len() {
-        let len = (bytes.len() - i).min(64);
-        let m = if let Some(blk) = bytes[i..].first_chunk::<64>() {
+        let mut len = (bytes.len() - i).min(64);
+        let mut m = if let Some(blk) = bytes[i..].first_chunk::<64>() {
             I::masks(blk)
         } else if let Some(last) = bytes.last_chunk::<64>() {
             // The tail of a longer run: the last 64 bytes, shifted so that bit 0 is byte `i`
@@ -291,6 +336,13 @@ fn skim_with<I: Isa>(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
         } else {
             break; // a short run costs less byte by byte than padded into a block
         };
+        if LINE && m.newline != 0 {
+            // The line ends in this block: it is the last one.
+            let e = m.newline.trailing_zeros();
+            m = m.cut(e);
+            len = e as usize;
+            line_end = Some(i + len);
+        }
         if m.backslash != 0 {
             break;
         }
@@ -339,7 +391,7 @@ fn skim_with<I: Isa>(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
             q &= q - 1;
             open = None;
             if close(scan, &bytes[s0..i + k as usize], value, || depth_at(k)) {
-                return i + k as usize + 1;
+                return (i + k as usize + 1, line_end);
             }
         }
         // Then strings come in pairs of quotes (no backslash in the block).
@@ -355,7 +407,7 @@ fn skim_with<I: Isa>(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
             let k = q.trailing_zeros();
             q &= q - 1;
             if close(scan, &bytes[s0..i + k as usize], value, || depth_at(k)) {
-                return i + k as usize + 1;
+                return (i + k as usize + 1, line_end);
             }
         }
         // The block is done: carry depth and the colon state to the next one.
@@ -365,14 +417,17 @@ fn skim_with<I: Isa>(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
             scan.after_colon = bytes[i + 63 - solid.leading_zeros() as usize] == b':';
         }
         i += len;
+        if line_end.is_some() {
+            break;
+        }
     }
     if let Some((s0, value)) = open {
         // The string goes on past what was skimmed: the byte-level scanner reads it from its start.
         scan.after_colon = value;
         scan.open_string();
-        return s0;
+        return (s0, line_end);
     }
-    i
+    (i, line_end)
 }
 
 #[cfg(test)]

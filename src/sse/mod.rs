@@ -145,7 +145,7 @@ impl Scanner {
     pub fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(Event)) {
         let mut i = 0;
         while i < bytes.len() {
-            if let Some(next) = self.whole_data_event(bytes, i, &mut on_event) {
+            if let Some(next) = self.fast_line(bytes, i, &mut on_event) {
                 i = next;
                 continue;
             }
@@ -211,33 +211,38 @@ impl Scanner {
                     if std::mem::take(&mut self.skip_space) && b == b' ' {
                         continue;
                     }
-                    // Feed the rest of this line's run in one go.
-                    let start = i - 1;
-                    let end = memchr::memchr2(b'\r', b'\n', &bytes[start..])
-                        .map_or(bytes.len(), |n| start + n);
-                    let run = &bytes[start..end];
-                    // `[DONE]` can only be the first six data bytes.
-                    let before = self.data_len;
-                    for &c in run.iter().take(DONE.len().saturating_sub(before as usize)) {
-                        if self.done_match == self.data_len as usize && c == DONE[self.done_match] {
-                            self.done_match += 1;
-                        }
-                        self.data_len += 1;
-                    }
-                    self.data_len = before + run.len() as u64;
-                    self.json.feed(run);
-                    i = end;
+                    i = self.data_run(bytes, i - 1);
                 }
                 Field::Comment | Field::Ignored => {}
             }
         }
     }
 
-    /// The common event, `data: <json>\n\n` whole in this read with nothing pending: taken in
-    /// one step (the byte-level path gives the same result; the property tests split streams
-    /// anywhere to hold both to it). Returns where the next event starts.
+    /// The rest of a data line from `start`, fed in one go up to its end (CR or LF, left for
+    /// the caller) or the end of this read; returns where it stopped.
+    fn data_run(&mut self, bytes: &[u8], start: usize) -> usize {
+        let end = self
+            .json
+            .feed_line(&bytes[start..])
+            .map_or(bytes.len(), |n| start + n);
+        let run = &bytes[start..end];
+        // `[DONE]` can only be the first six data bytes: extend the match while it holds.
+        let before = self.data_len as usize;
+        if before < DONE.len() && self.done_match == before {
+            let same = run.iter().zip(&DONE[before..]).take_while(|(a, b)| a == b);
+            self.done_match += same.count();
+        }
+        self.data_len += run.len() as u64;
+        end
+    }
+
+    /// The common lines, taken in one step when a line starts with nothing pending:
+    /// `event: <name>\n` right before `data:`, and `data:` itself, whose data runs through
+    /// the JSON skim (which finds the line's end); a blank line right after ends the event
+    /// here too. The byte-level path gives the same result (the property tests split streams
+    /// anywhere to hold both to it). Returns where the byte loop goes on.
     #[inline]
-    fn whole_data_event(
+    fn fast_line(
         &mut self,
         bytes: &[u8],
         i: usize,
@@ -271,21 +276,27 @@ impl Scanner {
         if !rest.starts_with(b"data:") {
             return None;
         }
-        let start = if rest.get(5) == Some(&b' ') { 6 } else { 5 };
-        let end = start + memchr::memchr2(b'\r', b'\n', &rest[start..])?;
-        if rest[end] != b'\n' || rest.get(end + 1) != Some(&b'\n') {
-            return None;
-        }
-        let run = &rest[start..end];
-        let at_end = at + end + 2;
-        self.json.feed(run);
-        self.data_len = run.len() as u64;
-        self.done_match = if run == DONE { DONE.len() } else { 0 };
+        // The state the byte path has after `data:` (the first data line of the event).
+        self.field = Field::Data;
+        self.line_empty = false;
         self.has_data = true;
         self.data_lines = 1;
-        self.saw_field = true;
-        self.dispatch(on_event);
-        Some(at_end)
+        // One space after the colon is skipped, also when it comes in the next read.
+        let start = match rest.get(5) {
+            Some(b' ') => at + 6,
+            Some(_) => at + 5,
+            None => {
+                self.skip_space = true;
+                return Some(at + 5);
+            }
+        };
+        let end = self.data_run(bytes, start);
+        if bytes.get(end) == Some(&b'\n') && bytes.get(end + 1) == Some(&b'\n') {
+            self.end_line(on_event); // the data line
+            self.end_line(on_event); // the blank line: the event is dispatched
+            return Some(end + 2);
+        }
+        Some(end)
     }
 
     /// The body ended: an event still open (no closing blank line) counts as dispatched.
