@@ -111,6 +111,9 @@ pub struct Scanner {
     data_len: u64,
     json: JsonScan,
     names: names::Names,
+    /// The class of this event's name when the fast path read it from the slice (then
+    /// `event_name` was not copied).
+    name_class: Option<names::NameClass>,
     saw_field: bool,
     pub totals: Totals,
 }
@@ -132,6 +135,7 @@ impl Default for Scanner {
             data_len: 0,
             json: JsonScan::default(),
             names: names::Names::default(),
+            name_class: None,
             saw_field: false,
             totals: Totals::default(),
         }
@@ -189,6 +193,7 @@ impl Scanner {
                         }
                         if self.field == Field::Event {
                             self.event_len = 0;
+                            self.name_class = None;
                         }
                         self.skip_space = true;
                     } else if self.name_len < NAME_MAX {
@@ -266,8 +271,8 @@ impl Scanner {
             {
                 return None;
             }
-            self.event_name[..name.len()].copy_from_slice(name);
-            self.event_len = name.len();
+            self.name_class = Some(self.names.class(name));
+            self.event_len = 0;
             self.saw_field = true;
             (&rest[end + 1..], i + end + 1)
         } else {
@@ -292,8 +297,11 @@ impl Scanner {
         };
         let end = self.data_run(bytes, start);
         if bytes.get(end) == Some(&b'\n') && bytes.get(end + 1) == Some(&b'\n') {
-            self.end_line(on_event); // the data line
-            self.end_line(on_event); // the blank line: the event is dispatched
+            // What `end_line` does for the data line and then for the blank line.
+            self.saw_field = true;
+            self.field = Field::Name;
+            self.line_empty = true;
+            self.dispatch(on_event);
             return Some(end + 2);
         }
         Some(end)
@@ -338,7 +346,10 @@ impl Scanner {
             return; // blank lines between events, or a comment-only block
         }
         let counts = self.json.finish();
-        let name = self.names.class(&self.event_name[..self.event_len]);
+        let name = match self.name_class.take() {
+            Some(class) => class,
+            None => self.names.class(&self.event_name[..self.event_len]),
+        };
         let done = self.data_len == DONE.len() as u64 && self.done_match == DONE.len();
         let kind = classify(name, counts, done, self.has_data);
         let ev = Event {

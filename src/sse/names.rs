@@ -64,13 +64,36 @@ impl Names {
     pub fn class(&mut self, name: &[u8]) -> NameClass {
         let n = name.len().min(NAME_MAX);
         let name = &name[..n];
-        if n != self.len || self.last[..n] != *name {
+        if n != self.len || !same(&self.last[..n], name) {
             self.last[..n].copy_from_slice(name);
             self.len = n;
             self.class = name_class(name);
         }
         self.class
     }
+}
+
+/// Equal slices of the same length, compared eight bytes at a time (names are short: this
+/// beats a call to `memcmp`).
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    let word = |s: &[u8], at: usize| s[at..].first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    // The last eight bytes (overlapping what was compared).
+    word(a, n - 8) == word(b, n - 8)
 }
 
 #[cfg(test)]
@@ -95,5 +118,19 @@ mod tests {
         assert!(name_class(b"response.reasoning_summary_text.delta").protected_delta);
         assert!(!name_class(b"response.output_text.delta").protected_delta);
         assert_eq!(name_class(b"message_stop").fixed, Some(Kind::Terminal));
+    }
+
+    #[test]
+    fn same_compares_every_byte() {
+        let a = b"response.output_text.delta-and-some-more";
+        for n in 0..a.len() {
+            assert!(same(&a[..n], &a[..n]));
+            for k in 0..n {
+                let mut b = a[..n].to_vec();
+                b[k] ^= 0x40;
+                assert!(!same(&a[..n], &b), "n {n} k {k}");
+            }
+        }
+        assert!(!same(b"ping", b"pin"));
     }
 }
