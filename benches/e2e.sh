@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end load comparison on loopback: direct to the simulator, through nginx, through
 # Ringside, back to back in one run. Prints one markdown table. Bounded in time (about
-# 8 x DUR seconds per target). Usage: benches/e2e.sh   (env: DUR=8 RS_WORKERS=1 NGINX_WORKERS=1)
+# 8 x DUR seconds per target, plus 6 x DUR for the guard on/off rounds). Usage: benches/e2e.sh   (env: DUR=8 RS_WORKERS=1 NGINX_WORKERS=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-8}
@@ -130,10 +130,15 @@ PY
 run_target direct $SIM ""
 run_target nginx $NGX $NGX_PID
 run_target ringside $RS $RS_PID
-# Guard on vs off, SSE only, back to back.
-sse_off=$WORK/off.sse.txt; sse_on=$WORK/on.sse.txt
-timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RSOFF/v1/chat/completions" > "$sse_off"
-timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RS/v1/chat/completions" > "$sse_on"
+# Guard on vs off, SSE only: alternating rounds, compared by their totals (a single pair of
+# runs moves by +-15% on a shared 2-core machine; the guard's own cost is a few percent).
+ROUNDS=${GUARD_ROUNDS:-3}
+on_total=0; off_total=0
+for r in $(seq "$ROUNDS"); do
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RSOFF/v1/chat/completions" > "$WORK/off.sse.txt"
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RS/v1/chat/completions" > "$WORK/on.sse.txt"
+  off_total=$((off_total + $(reqs "$WORK/off.sse.txt"))); on_total=$((on_total + $(reqs "$WORK/on.sse.txt")))
+done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0>0) printf "%.2f", a/b; else print "-" }'; }
 echo
@@ -144,5 +149,5 @@ for t in direct nginx ringside; do
 done
 echo
 echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x, SSE $(ratio "${R[ringside.sse]}" "${R[nginx.sse]}")x, p99 $(ratio "${R[ringside.p99]}" "${R[nginx.p99]}")x, CPU/req JSON $(ratio "${R[ringside.cpu]}" "${R[nginx.cpu]}")x, CPU/req SSE $(ratio "${R[ringside.cpusse]}" "${R[nginx.cpusse]}")x"
-echo "stream guard on / off (SSE streams/s): $(ratio "$(rps "$sse_on")" "$(rps "$sse_off")")x ($(rps "$sse_on") vs $(rps "$sse_off"))"
+echo "stream guard on / off (SSE streams, $ROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
 echo "(workers: ringside $RS_WORKERS, nginx $NGINX_WORKERS, simulator 1; duration ${DUR}s per run; $(nproc) cores)"
