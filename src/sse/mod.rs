@@ -265,7 +265,8 @@ impl Scanner {
         // `event: <name>\n` first (Anthropic, Responses): the name, then the data line.
         let (rest, at) = if rest.starts_with(b"event:") {
             let start = if rest.get(6) == Some(&b' ') { 7 } else { 6 };
-            let end = start + memchr::memchr2(b'\r', b'\n', &rest[start..])?;
+            // A name longer than NAME_MAX is left to the byte path.
+            let end = start + names::line_end_within(&rest[start..], NAME_MAX + 1)?;
             let name = &rest[start..end];
             if rest[end] != b'\n' || name.len() > NAME_MAX || !rest[end + 1..].starts_with(b"data:")
             {

@@ -73,6 +73,36 @@ impl Names {
     }
 }
 
+/// The first CR or LF among the first `limit` bytes of `s` (the end of an `event:` line, whose
+/// name is short: 16 bytes per step without the setup of a general search).
+#[inline]
+pub(super) fn line_end_within(s: &[u8], limit: usize) -> Option<usize> {
+    let n = s.len().min(limit);
+    let mut at = 0;
+    #[cfg(target_arch = "x86_64")]
+    while at < n
+        && let Some(chunk) = s[at..].first_chunk::<16>()
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 16 bytes of `chunk`.
+        let mask = unsafe {
+            let v = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
+            let nl = _mm_or_si128(
+                _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\r' as i8)),
+                _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8)),
+            );
+            _mm_movemask_epi8(nl) as u32
+        };
+        if mask != 0 {
+            let k = at + mask.trailing_zeros() as usize;
+            return (k < n).then_some(k);
+        }
+        at += 16;
+    }
+    let tail = s.get(at..n)?;
+    tail.iter().position(|&c| c == b'\r' || c == b'\n').map(|k| at + k)
+}
+
 /// Equal slices of the same length, compared eight bytes at a time (names are short: this
 /// beats a call to `memcmp`).
 #[inline(always)]
@@ -132,5 +162,32 @@ mod tests {
             }
         }
         assert!(!same(b"ping", b"pin"));
+    }
+
+    #[test]
+    fn line_ends_within_a_limit() {
+        let plain = |s: &[u8], limit: usize| {
+            s.iter()
+                .take(limit)
+                .position(|&c| c == b'\r' || c == b'\n')
+        };
+        let mut s = vec![b'a'; 70];
+        for len in 0..70 {
+            for at in 0..len {
+                for nl in [b'\r', b'\n'] {
+                    s[..len].fill(b'a');
+                    s[at] = nl;
+                    for limit in [0, 1, 15, 16, 17, 49, 100] {
+                        assert_eq!(
+                            line_end_within(&s[..len], limit),
+                            plain(&s[..len], limit),
+                            "len {len} at {at} limit {limit}"
+                        );
+                    }
+                }
+            }
+            s[..len].fill(b'a');
+            assert_eq!(line_end_within(&s[..len], 49), None);
+        }
     }
 }
