@@ -57,7 +57,7 @@ PIDS+=($!)
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes $NGINX_WORKERS;
 daemon off;
-master_process off;
+master_process $( [ "$NGINX_WORKERS" -gt 1 ] && echo on || echo off );
 pid $WORK/nginx.pid;
 error_log $WORK/nginx-error.log;
 events { worker_connections 4096; }
@@ -86,7 +86,16 @@ SSE_BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","conte
 printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$JSON_BODY" > "$WORK/json.lua"
 printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$SSE_BODY" > "$WORK/sse.lua"
 
-cpu_ticks() { [ -n "$1" ] && awk '{print $14+$15}' /proc/"$1"/stat || echo 0; }
+# A process and its children (nginx's workers when it runs more than one).
+tree() { echo "$1"; pgrep -P "$1" || true; }
+cpu_ticks() {
+  [ -n "$1" ] || { echo 0; return; }
+  local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
+}
+mem_mib() {  # field pid: summed over the tree
+  local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done
+  awk -v k=$k 'BEGIN{printf "%.1f", k/1024}'
+}
 hz=$(getconf CLK_TCK)
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 reqs() { awk '/requests in/ {print $1}' "$1"; }
@@ -111,7 +120,7 @@ run_target() {  # name port pid
   R[$name.p50]=$(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')
   R[$name.p99]=$(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')
   if [ -n "$pid" ]; then
-    R[$name.peak]=$(awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/"$pid"/status)
+    R[$name.peak]=$(mem_mib VmHWM "$pid")
     R[$name.idle]=$(python3 - "$port" "$pid" <<'PY'
 import socket, sys
 port, pid = int(sys.argv[1]), sys.argv[2]
@@ -120,8 +129,11 @@ req = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer s
 socks = []
 for _ in range(1000):
     s = socket.create_connection(("127.0.0.1", port)); s.sendall(req); s.recv(65536); socks.append(s)
-rss = [l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")][0].split()[1]
-print("%.1f" % (int(rss) / 1024))
+# The process and its children (nginx's workers when it runs more than one).
+pids = [pid] + open(f"/proc/{pid}/task/{pid}/children").read().split()
+def rss(p):
+    return int([l for l in open(f"/proc/{p}/status") if l.startswith("VmRSS")][0].split()[1])
+print("%.1f" % (sum(rss(p) for p in pids) / 1024))
 PY
 )
   else R[$name.peak]="-"; R[$name.idle]="-"; fi
