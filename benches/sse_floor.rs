@@ -32,13 +32,13 @@ fn run(name: &str, ev: &dyn Fn(usize) -> String) {
     }
     let per_event = stream.len() as f64 / 200.0;
     println!(
-        "{name:28} {best:6.0} ns/event  {per_event:4.0} bytes/event  {:6.0} MB/s",
+        "{name:30} {best:6.0} ns/event  {per_event:4.0} bytes/event  {:6.0} MB/s",
         per_event / best * 1000.0
     );
 }
 
 fn main() {
-    run("openai chat chunk", &|i| {
+    run("openai chat chunk, trimmed", &|i| {
         format!(
             "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"gpt-4o\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tok{i} \"}},\"finish_reason\":null}}]}}\n\n"
         )

@@ -100,7 +100,9 @@ pub(super) fn line_end_within(s: &[u8], limit: usize) -> Option<usize> {
         at += 16;
     }
     let tail = s.get(at..n)?;
-    tail.iter().position(|&c| c == b'\r' || c == b'\n').map(|k| at + k)
+    tail.iter()
+        .position(|&c| c == b'\r' || c == b'\n')
+        .map(|k| at + k)
 }
 
 /// Equal slices of the same length, compared eight bytes at a time (names are short: this
@@ -166,11 +168,8 @@ mod tests {
 
     #[test]
     fn line_ends_within_a_limit() {
-        let plain = |s: &[u8], limit: usize| {
-            s.iter()
-                .take(limit)
-                .position(|&c| c == b'\r' || c == b'\n')
-        };
+        let plain =
+            |s: &[u8], limit: usize| s.iter().take(limit).position(|&c| c == b'\r' || c == b'\n');
         let mut s = vec![b'a'; 70];
         for len in 0..70 {
             for at in 0..len {
