@@ -170,7 +170,7 @@ mod tests {
     fn line_ends_within_a_limit() {
         let plain =
             |s: &[u8], limit: usize| s.iter().take(limit).position(|&c| c == b'\r' || c == b'\n');
-        let mut s = vec![b'a'; 70];
+        let mut s = [b'a'; 70];
         for len in 0..70 {
             for at in 0..len {
                 for nl in [b'\r', b'\n'] {
