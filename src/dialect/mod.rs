@@ -52,6 +52,20 @@ impl Endpoint {
         })
     }
 
+    /// The endpoint's own path (what `from_path` matches, without a trailing slash).
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+            Endpoint::Responses => "/v1/responses",
+            Endpoint::Embeddings => "/v1/embeddings",
+            Endpoint::Messages => "/v1/messages",
+            Endpoint::CountTokens => "/v1/messages/count_tokens",
+            Endpoint::Models => "/v1/models",
+            Endpoint::SessionLeases => "/v1/session-leases",
+        }
+    }
+
     pub fn dialect(self) -> Dialect {
         match self {
             Endpoint::Messages | Endpoint::CountTokens => Dialect::Anthropic,
@@ -93,5 +107,26 @@ pub fn dialect_for_path(path: &str) -> Dialect {
         Dialect::Anthropic
     } else {
         Dialect::OpenAi
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Endpoint;
+
+    #[test]
+    fn each_endpoint_is_found_by_its_own_path() {
+        for e in [
+            Endpoint::ChatCompletions,
+            Endpoint::Completions,
+            Endpoint::Responses,
+            Endpoint::Embeddings,
+            Endpoint::Messages,
+            Endpoint::CountTokens,
+            Endpoint::Models,
+            Endpoint::SessionLeases,
+        ] {
+            assert_eq!(Endpoint::from_path(e.path()), Some(e), "{}", e.path());
+        }
     }
 }

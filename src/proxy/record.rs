@@ -44,8 +44,9 @@ pub struct Excluded {
 pub struct Record {
     pub request_id: String,
     pub core: usize,
-    pub method: String,
-    pub path: String,
+    /// Static for the usual methods and endpoint paths (no allocation per request).
+    pub method: crate::route::Name,
+    pub path: crate::route::Name,
     /// The client key's id (never the key).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,

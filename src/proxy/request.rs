@@ -16,6 +16,7 @@ use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
+use std::borrow::Cow;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -109,14 +110,22 @@ pub async fn handle(
     let dialect = dialect_for_path(head.path());
     let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
     let keep_alive = head.keep_alive && !last_on_connection;
+    let endpoint = Endpoint::from_path(head.path());
     let mut record = Record {
         request_id: request_id.clone(),
         core: core.id,
-        method: head.method().to_string(),
-        path: head.path().to_string(),
+        method: match head.method() {
+            "POST" => Cow::Borrowed("POST"),
+            "GET" => Cow::Borrowed("GET"),
+            "OPTIONS" => Cow::Borrowed("OPTIONS"),
+            other => Cow::Owned(other.to_string()),
+        },
+        path: match endpoint {
+            Some(e) if e.path() == head.path() => Cow::Borrowed(e.path()),
+            _ => Cow::Owned(head.path().to_string()),
+        },
         ..Default::default()
     };
-    let endpoint = Endpoint::from_path(head.path());
     let mut ctx = Ctx {
         core,
         head: &head,
@@ -358,7 +367,7 @@ async fn serve(
         }
     };
     ctx.record.stream = facts.stream;
-    let Some(model) = facts.model.clone() else {
+    let Some(model) = facts.model else {
         let err = ApiError::bad_request("missing_model", "the request has no `model`");
         return (finish_error(ctx, wr, &err, true).await, other);
     };
