@@ -105,12 +105,31 @@ impl BodyEnd {
     }
 }
 
-fn client_head(up: &Head, r: &Relay, rechunk: bool, keep_alive: bool, is_sse: bool) -> Vec<u8> {
-    head_for_client(up, up.status, r, rechunk, keep_alive, is_sse, None, &[])
+/// `first_body` is how many body bytes will be appended to the head (one write for both).
+fn client_head(
+    up: &Head,
+    r: &Relay,
+    rechunk: bool,
+    keep_alive: bool,
+    is_sse: bool,
+    first_body: usize,
+) -> Vec<u8> {
+    head_for_client(
+        up,
+        up.status,
+        r,
+        rechunk,
+        keep_alive,
+        is_sse,
+        None,
+        &[],
+        first_body,
+    )
 }
 
 /// The client's response head: the upstream's headers (hygiene applied) plus ours.
-/// `length` replaces the body framing (for a buffered body); `extra` overrides headers.
+/// `length` replaces the body framing (for a buffered body); `extra` overrides headers;
+/// `then` is room for the body bytes that will follow it in the same buffer.
 #[allow(clippy::too_many_arguments)]
 fn head_for_client(
     up: &Head,
@@ -121,8 +140,9 @@ fn head_for_client(
     is_sse: bool,
     length: Option<usize>,
     extra: &[(&str, String)],
+    then: usize,
 ) -> Vec<u8> {
-    let mut w = HeadWriter::with_capacity(status, up.raw.len() + 256);
+    let mut w = HeadWriter::with_capacity(status, up.raw.len() + 256 + then);
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
             || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-"))
@@ -178,6 +198,7 @@ pub async fn relay_buffered(
         false,
         Some(body.len()),
         extra,
+        body.len(),
     );
     h.extend_from_slice(body);
     write(wr, Bytes::from(h)).await && r.client_keep_alive
@@ -229,7 +250,11 @@ pub async fn relay(
         Framing::Close => BodyEnd::Close,
         Framing::Empty => BodyEnd::None,
     };
-    let mut pending_head = Some(client_head(head, r, rechunk, keep_alive, is_sse));
+    // The body bytes already read go out with the head (plus a chunk frame when re-chunked).
+    let first_body = up.buf.len() + if rechunk { 20 } else { 0 };
+    let mut pending_head = Some(client_head(
+        head, r, rechunk, keep_alive, is_sse, first_body,
+    ));
     let mut upstream_eof = false;
     let mut scanner = (is_sse && r.stream.guard).then(Scanner::default);
     let started = std::time::Instant::now();

@@ -113,25 +113,27 @@ impl Record {
     /// `x-ringside-attempts`: the count, then one `provider/connection status reason decision`
     /// per attempt (`;`-separated, ASCII, at most ~900 bytes).
     pub fn attempts_header(&self, current: Option<(&str, u16)>) -> String {
+        use std::fmt::Write;
         let n = self.attempts.len() + usize::from(current.is_some());
-        let mut out = n.to_string();
+        // One buffer written in place (writing to a String cannot fail).
+        let mut out = String::with_capacity(64 * n.max(1));
+        let _ = write!(out, "{n}");
         for a in &self.attempts {
             if out.len() > 800 {
                 out.push_str("; ...");
                 return out;
             }
-            let status = a.status.map_or("-".to_string(), |s| s.to_string());
-            out.push_str(&format!(
-                "; {}/{} {} {} {}",
-                a.provider,
-                a.connection,
-                status,
-                a.reason.unwrap_or(a.outcome),
-                a.decision
-            ));
+            let _ = write!(out, "; {}/{} ", a.provider, a.connection);
+            match a.status {
+                Some(s) => {
+                    let _ = write!(out, "{s}");
+                }
+                None => out.push('-'),
+            }
+            let _ = write!(out, " {} {}", a.reason.unwrap_or(a.outcome), a.decision);
         }
         if let Some((label, status)) = current {
-            out.push_str(&format!("; {label} {status} ok stream"));
+            let _ = write!(out, "; {label} {status} ok stream");
         }
         out.retain(|c| c.is_ascii() && !c.is_ascii_control());
         out

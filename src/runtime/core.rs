@@ -15,6 +15,7 @@ use crate::route::strategy::SelectorState;
 use crate::upstream::{Connector, pool::Pool};
 use crossbeam_channel::Receiver;
 use std::cell::{Cell, RefCell};
+use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 
@@ -244,6 +245,9 @@ impl Core {
     pub fn next_request_id(&self) -> String {
         let n = self.request_seq.get() + 1;
         self.request_seq.set(n);
-        format!("rs-{:08x}-{:x}-{:x}", self.shared.id_prefix, self.id, n)
+        // Sized once: `format!` would start small and grow while writing.
+        let mut id = String::with_capacity(40);
+        let _ = write!(id, "rs-{:08x}-{:x}-{:x}", self.shared.id_prefix, self.id, n);
+        id
     }
 }
