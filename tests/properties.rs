@@ -267,3 +267,89 @@ fn recorded_streams_classify_as_expected() {
     );
     assert_eq!((t.text_bytes, t.output_tokens), (6, Some(15)));
 }
+
+/// Streams whose events repeat a few envelopes (the JSON before the output value) with digits
+/// that change, at the same length or not, before or after a usage figure; values with escapes;
+/// CRLF or LF; with or without an `event:` line. Built so that the scanner's envelope memo hits,
+/// misses and recaptures.
+fn envelope_stream() -> impl Strategy<Value = Vec<u8>> {
+    let envelopes = prop::sample::select(vec![
+        r#"{"type":"content_block_delta","index":@,"delta":{"type":"text_delta","text":"#,
+        r#"{"type":"response.output_text.delta","sequence_number":@,"item_id":"msg_@","delta":"#,
+        r#"{"id":"c@","created":17@,"choices":[{"index":0,"delta":{"content":"#,
+        r#"{"id":"c@","choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"#,
+        r#"{"usage":{"output_tokens":@},"delta":{"text":"#,
+        r#"{"type":"error","x@":@,"text":"#,
+        r#"{"a@":"b@","thinking":"#,
+        r#"{"type":"message_delta","usage":{"output_tokens":@}}"#,
+    ]);
+    let values = prop::sample::select(vec![
+        r#""hi""#,
+        r#""""#,
+        r#""x\"y""#,
+        r#""é@\u00e9""#,
+        r#""a long value that goes on past the end of one sixty-four byte block, and more""#,
+        "12",
+        "null",
+    ]);
+    let suffixes = prop::sample::select(vec![
+        "}}",
+        "}]}",
+        "}}]}}",
+        r#","sequence_number":@}"#,
+        r#","usage":{"input_tokens":@}}"#,
+        "",
+    ]);
+    let digits = prop::sample::select(vec!["0", "7", "12", "345"]);
+    let event = (
+        envelopes,
+        values,
+        suffixes,
+        digits,
+        any::<bool>(),
+        any::<bool>(),
+    );
+    prop::collection::vec(event, 1..40).prop_map(|events| {
+        let mut out = String::new();
+        for (envelope, value, suffix, d, named, crlf) in events {
+            let nl = if crlf { "\r\n" } else { "\n" };
+            if named {
+                out += &format!("event: content_block_delta{nl}");
+            }
+            let data = if envelope.ends_with('}') {
+                envelope.replace('@', d)
+            } else {
+                format!("{envelope}{value}{suffix}").replace('@', d)
+            };
+            out += &format!("data: {data}{nl}{nl}");
+        }
+        out.into_bytes()
+    })
+}
+
+fn events_of(stream: &[u8], cuts: &[usize]) -> Vec<ringside::sse::Event> {
+    let mut s = ringside::sse::Scanner::default();
+    let mut events = Vec::new();
+    let mut at = 0;
+    for c in cuts.iter().copied().chain(std::iter::once(stream.len())) {
+        s.feed(&stream[at..c.max(at)], |e| events.push(e));
+        at = c.max(at);
+    }
+    s.finish(|e| events.push(e));
+    events
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    /// The envelope memo changes nothing: a stream fed whole (where the memo hits) gives the same
+    /// events, counts included, as fed byte by byte (where it never can) or cut anywhere.
+    #[test]
+    fn envelope_memo_gives_the_byte_paths_events(stream in envelope_stream(), cuts in proptest::collection::vec(0usize..8192, 0..12)) {
+        let every: Vec<usize> = (0..stream.len()).collect();
+        let whole = events_of(&stream, &[]);
+        prop_assert_eq!(&events_of(&stream, &every), &whole);
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
+        cuts.sort();
+        prop_assert_eq!(&events_of(&stream, &cuts), &whole);
+    }
+}

@@ -22,6 +22,8 @@ pub enum UsageKey {
 
 #[path = "json_blocks.rs"]
 mod blocks;
+#[path = "json_envelope.rs"]
+mod envelope;
 #[path = "json_keys.rs"]
 mod keys;
 
@@ -82,6 +84,8 @@ pub struct JsonScan {
     /// Value bytes by `ValueKind` (indexed, so that adding needs no branch on the kind).
     sums: [u32; 4],
     counts: Counts,
+    /// The stream's repeated JSON up to the output value (kept across events).
+    envelope: envelope::Envelope,
 }
 
 impl Default for JsonScan {
@@ -103,6 +107,7 @@ impl Default for JsonScan {
             type_len: 0,
             sums: [0; 4],
             counts: Counts::default(),
+            envelope: envelope::Envelope::default(),
         }
     }
 }
@@ -166,11 +171,23 @@ impl JsonScan {
 
     /// Feed one SSE line's data: the bytes up to the first CR or LF. Returns that index, or
     /// `None` when `bytes` holds none (then all of it was fed). The line's end comes from the
-    /// skim's own masks, so the common line is read once.
-    pub fn feed_line(&mut self, bytes: &[u8]) -> Option<usize> {
+    /// skim's own masks, so the common line is read once. `first`: these are the first bytes
+    /// of an event's data (the scanner is fresh), where the envelope memo applies.
+    pub fn feed_line(&mut self, bytes: &[u8], first: bool) -> Option<usize> {
         let (mut at, mut end) = (0, None);
         if self.st == St::Outside && self.last.usage.is_none() {
-            (at, end) = blocks::skim_line(self, bytes);
+            let mut from = 0;
+            if first && let Some((n, state)) = self.envelope.lookup(bytes) {
+                // The state the same bytes led to last time: right before a value's quote.
+                self.last = state.last;
+                self.depth = state.depth;
+                self.sums = state.sums;
+                self.counts = state.counts;
+                self.after_colon = true;
+                from = n;
+            }
+            (at, end) = blocks::skim_line(self, bytes, from);
+            self.envelope.armed = false;
         }
         let end = end.or_else(|| memchr::memchr2(b'\r', b'\n', &bytes[at..]).map(|n| at + n));
         let stop = end.unwrap_or(bytes.len());

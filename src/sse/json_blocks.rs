@@ -9,7 +9,8 @@
 //! zero, a usage key (whose number the byte-level scanner reads), a string still open at the
 //! end of the read. The property tests hold both paths to the same counts for any split.
 
-use super::{Flag, JsonScan, St, class_of};
+use super::envelope::AtValue;
+use super::{Flag, JsonScan, St, ValueKind, class_of};
 #[cfg(target_arch = "x86_64")]
 use masks::{Avx2, fast_cpu};
 use masks::{Base, Isa, below, few};
@@ -17,13 +18,31 @@ use masks::{Base, Isa, below, few};
 #[path = "json_masks.rs"]
 mod masks;
 
-/// A whole string, key or value; true when the byte-level scanner must take over right after
-/// it (a usage key: its number is read there). `after_colon` is left to the block's end, which
-/// sets it from the last solid byte, or to the caller when this returns true.
+/// A whole string, key or value, `bytes[s0..e]`; true when the byte-level scanner must take
+/// over right after it (a usage key: its number is read there). `after_colon` is left to the
+/// block's end, which sets it from the last solid byte, or to the caller when this returns
+/// true. On a line (`bytes` from the data's first byte), the first output value may be kept as
+/// the stream's envelope.
 #[inline(always)]
-fn close(scan: &mut JsonScan, s: &[u8], value: bool, depth: impl Fn() -> u32) -> bool {
+fn close<const LINE: bool>(
+    scan: &mut JsonScan,
+    bytes: &[u8],
+    (s0, e): (usize, usize),
+    value: bool,
+    depth: impl Fn() -> u32,
+) -> bool {
+    let s = &bytes[s0..e];
     if value {
         let class = scan.last;
+        if LINE && scan.envelope.armed && class.value != ValueKind::Other {
+            let state = AtValue {
+                last: class,
+                depth: depth(),
+                sums: scan.sums,
+                counts: scan.counts,
+            };
+            scan.envelope.capture(&bytes[..s0 - 1], state);
+        }
         scan.add_value(class.value, s.len());
         if class.is_type && s == b"error" && depth() == 1 {
             scan.counts.error = true;
@@ -61,16 +80,17 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
     skim_with::<Base, false>(scan, bytes, start).0
 }
 
-/// The same over an SSE line: the data up to the first CR or LF, found by the same masks.
-/// Returns where the byte-level scanner takes over and, when a block held it, the line's end
-/// (the bytes in between are still to be read; none when the skim got that far).
-pub(super) fn skim_line(scan: &mut JsonScan, bytes: &[u8]) -> (usize, Option<usize>) {
+/// The same over an SSE line from `start`: the data up to the first CR or LF, found by the same
+/// masks. Returns where the byte-level scanner takes over and, when a block held it, the line's
+/// end (the bytes in between are still to be read; none when the skim got that far).
+#[inline]
+pub(super) fn skim_line(scan: &mut JsonScan, bytes: &[u8], start: usize) -> (usize, Option<usize>) {
     #[cfg(target_arch = "x86_64")]
     if fast_cpu() {
         // SAFETY: as in `skim`.
-        return unsafe { skim_avx2::<true>(scan, bytes, 0) };
+        return unsafe { skim_avx2::<true>(scan, bytes, start) };
     }
-    skim_with::<Base, true>(scan, bytes, 0)
+    skim_with::<Base, true>(scan, bytes, start)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -163,7 +183,7 @@ fn skim_with<I: Isa, const LINE: bool>(
             let k = q.trailing_zeros();
             q &= q - 1;
             open = None;
-            if close(scan, &bytes[s0..i + k as usize], value, || depth_at(k)) {
+            if close::<LINE>(scan, bytes, (s0, i + k as usize), value, || depth_at(k)) {
                 return (i + k as usize + 1, line_end);
             }
         }
@@ -179,7 +199,7 @@ fn skim_with<I: Isa, const LINE: bool>(
             }
             let k = q.trailing_zeros();
             q &= q - 1;
-            if close(scan, &bytes[s0..i + k as usize], value, || depth_at(k)) {
+            if close::<LINE>(scan, bytes, (s0, i + k as usize), value, || depth_at(k)) {
                 return (i + k as usize + 1, line_end);
             }
         }

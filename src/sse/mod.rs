@@ -226,9 +226,10 @@ impl Scanner {
     /// The rest of a data line from `start`, fed in one go up to its end (CR or LF, left for
     /// the caller) or the end of this read; returns where it stopped.
     fn data_run(&mut self, bytes: &[u8], start: usize) -> usize {
+        let first = self.data_len == 0 && self.data_lines == 1;
         let end = self
             .json
-            .feed_line(&bytes[start..])
+            .feed_line(&bytes[start..], first)
             .map_or(bytes.len(), |n| start + n);
         let run = &bytes[start..end];
         // `[DONE]` can only be the first six data bytes: extend the match while it holds.
