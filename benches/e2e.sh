@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # End-to-end load comparison on loopback: direct to the simulator, through nginx, through
-# Ringside, back to back in one run. Prints one markdown table. Bounded in time (about
-# 8 x DUR seconds per target, plus 6 x DUR for the guard on/off rounds). Usage: benches/e2e.sh   (env: DUR=8 RS_WORKERS=1 NGINX_WORKERS=1)
+# Ringside in one run, the targets taking turns round after round. Prints one markdown table.
+# Bounded in time (about 3 x DUR x ROUNDS seconds per target, plus 2 x DUR x GUARD_ROUNDS for
+# the guard on/off rounds). Usage: benches/e2e.sh
+#   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DUR=${DUR:-8}
+DUR=${DUR:-5}
+ROUNDS=${ROUNDS:-3}
 RS_WORKERS=${RS_WORKERS:-1}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
+RS_PIN=${RS_PIN:-false}
 EVENTS=${EVENTS:-20}
 BASE=${BASE_PORT:-19100}
 SIM=$BASE; RS=$((BASE+1)); RSADMIN=$((BASE+2)); NGX=$((BASE+3))
@@ -32,6 +36,9 @@ cat > "$WORK/ringside.toml" <<TOML
 listen = "127.0.0.1:$RS"
 admin_listen = "127.0.0.1:$RSADMIN"
 workers = $RS_WORKERS
+# The load generator and the simulator share these cores: a pinned worker cannot move off a
+# core they are busy on (measured: 6-14% fewer requests/s pinned). nginx is unpinned by default.
+pin_workers = $RS_PIN
 access_log = false
 [upstream]
 pool_max_idle_per_upstream = 256
@@ -101,27 +108,36 @@ rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 reqs() { awk '/requests in/ {print $1}' "$1"; }
 
 declare -A R
-run_target() {  # name port pid
+# One round of one target: JSON and SSE throughput with the proxy's CPU, then latency at a fixed
+# rate. Totals add up over rounds; the latency percentiles are the median over rounds.
+round() {  # name port pid
   local name=$1 port=$2 pid=$3 url="http://127.0.0.1:$2/v1/chat/completions"
   timeout $((DUR+10)) wrk -t1 -c64 -d1s -s "$WORK/json.lua" "$url" >/dev/null 2>&1 || true   # warm-up
   local c0; c0=$(cpu_ticks "$pid")
-  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s --latency -s "$WORK/json.lua" "$url" > "$WORK/$name.json.txt"
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/json.lua" "$url" > "$WORK/$name.json.txt"
   local c1; c1=$(cpu_ticks "$pid")
-  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s --latency -s "$WORK/sse.lua" "$url" > "$WORK/$name.sse.txt"
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "$url" > "$WORK/$name.sse.txt"
   local c2; c2=$(cpu_ticks "$pid")
-  R[$name.json]=$(rps "$WORK/$name.json.txt")
-  R[$name.sse]=$(rps "$WORK/$name.sse.txt")
-  local nj ns; nj=$(reqs "$WORK/$name.json.txt"); ns=$(reqs "$WORK/$name.sse.txt")
-  if [ -n "$pid" ]; then
-    R[$name.cpu]=$(awk -v t=$((c1-c0)) -v hz="$hz" -v n="$nj" 'BEGIN{printf "%.2f", t/hz/n*10000}')
-    R[$name.cpusse]=$(awk -v t=$((c2-c1)) -v hz="$hz" -v n="$ns" 'BEGIN{printf "%.2f", t/hz/n*10000}')
-  else R[$name.cpu]="-"; R[$name.cpusse]="-"; fi
+  R[$name.nj]=$(( ${R[$name.nj]:-0} + $(reqs "$WORK/$name.json.txt") ))
+  R[$name.ns]=$(( ${R[$name.ns]:-0} + $(reqs "$WORK/$name.sse.txt") ))
+  R[$name.cj]=$(( ${R[$name.cj]:-0} + c1 - c0 ))
+  R[$name.cs]=$(( ${R[$name.cs]:-0} + c2 - c1 ))
   local lat; lat=$(timeout $((DUR+20)) $LOAD 127.0.0.1:$port /v1/chat/completions "$JSON_BODY" 1000 "$DUR" 32)
-  R[$name.p50]=$(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')
-  R[$name.p99]=$(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')
-  if [ -n "$pid" ]; then
-    R[$name.peak]=$(mem_mib VmHWM "$pid")
-    R[$name.idle]=$(python3 - "$port" "$pid" <<'PY'
+  R[$name.p50s]="${R[$name.p50s]:-} $(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')"
+  R[$name.p99s]="${R[$name.p99s]:-} $(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')"
+}
+median() { echo "$1" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+finish_target() {  # name port pid
+  local name=$1 port=$2 pid=$3 secs=$((DUR * ROUNDS))
+  R[$name.json]=$(awk -v n="${R[$name.nj]}" -v s=$secs 'BEGIN{printf "%.0f", n/s}')
+  R[$name.sse]=$(awk -v n="${R[$name.ns]}" -v s=$secs 'BEGIN{printf "%.0f", n/s}')
+  R[$name.p50]=$(median "${R[$name.p50s]}")
+  R[$name.p99]=$(median "${R[$name.p99s]}")
+  if [ -z "$pid" ]; then R[$name.cpu]="-"; R[$name.cpusse]="-"; R[$name.peak]="-"; R[$name.idle]="-"; return; fi
+  R[$name.cpu]=$(awk -v t="${R[$name.cj]}" -v hz="$hz" -v n="${R[$name.nj]}" 'BEGIN{printf "%.2f", t/hz/n*10000}')
+  R[$name.cpusse]=$(awk -v t="${R[$name.cs]}" -v hz="$hz" -v n="${R[$name.ns]}" 'BEGIN{printf "%.2f", t/hz/n*10000}')
+  R[$name.peak]=$(mem_mib VmHWM "$pid")
+  R[$name.idle]=$(python3 - "$port" "$pid" <<'PY'
 import socket, sys
 port, pid = int(sys.argv[1]), sys.argv[2]
 body = b'{"model":"bench-model","messages":[]}'
@@ -136,17 +152,23 @@ def rss(p):
 print("%.1f" % (sum(rss(p) for p in pids) / 1024))
 PY
 )
-  else R[$name.peak]="-"; R[$name.idle]="-"; fi
 }
 
-run_target direct $SIM ""
-run_target nginx $NGX $NGX_PID
-run_target ringside $RS $RS_PID
+# The targets take turns, round after round: a shared machine's load drifts over minutes, and
+# back-to-back single runs moved the ratios by +-15%.
+for r in $(seq "$ROUNDS"); do
+  round direct $SIM ""
+  round nginx $NGX $NGX_PID
+  round ringside $RS $RS_PID
+done
+finish_target direct $SIM ""
+finish_target nginx $NGX $NGX_PID
+finish_target ringside $RS $RS_PID
 # Guard on vs off, SSE only: alternating rounds, compared by their totals (a single pair of
 # runs moves by +-15% on a shared 2-core machine; the guard's own cost is a few percent).
-ROUNDS=${GUARD_ROUNDS:-3}
+GROUNDS=${GUARD_ROUNDS:-3}
 on_total=0; off_total=0
-for r in $(seq "$ROUNDS"); do
+for r in $(seq "$GROUNDS"); do
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RSOFF/v1/chat/completions" > "$WORK/off.sse.txt"
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "http://127.0.0.1:$RS/v1/chat/completions" > "$WORK/on.sse.txt"
   off_total=$((off_total + $(reqs "$WORK/off.sse.txt"))); on_total=$((on_total + $(reqs "$WORK/on.sse.txt")))
@@ -161,5 +183,5 @@ for t in direct nginx ringside; do
 done
 echo
 echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x, SSE $(ratio "${R[ringside.sse]}" "${R[nginx.sse]}")x, p99 $(ratio "${R[ringside.p99]}" "${R[nginx.p99]}")x, CPU/req JSON $(ratio "${R[ringside.cpu]}" "${R[nginx.cpu]}")x, CPU/req SSE $(ratio "${R[ringside.cpusse]}" "${R[nginx.cpusse]}")x"
-echo "stream guard on / off (SSE streams, $ROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
-echo "(workers: ringside $RS_WORKERS, nginx $NGINX_WORKERS, simulator 1; duration ${DUR}s per run; $(nproc) cores)"
+echo "stream guard on / off (SSE streams, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
+echo "(workers: ringside $RS_WORKERS (pinned: $RS_PIN), nginx $NGINX_WORKERS, simulator 1; $ROUNDS rounds of ${DUR}s per measure, targets taking turns; p50/p99: median over rounds; $(nproc) cores)"
