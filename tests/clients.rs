@@ -143,7 +143,7 @@ fn client_keys_guard_the_data_port(driver: &str) {
             "only its allowed key"
         );
     }
-    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let d = proxy.decision(&id);
     assert_eq!(d["client"], "team", "{d}");
     let (_, all) = proxy.admin("GET", "/admin/decisions?limit=100");
     let text = all.to_string() + &proxy.metrics();

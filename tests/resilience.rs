@@ -53,7 +53,7 @@ fn retry_after_moves_traffic_off_a_key(driver: &str) {
         assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
         assert_eq!(attempt_count(&r), 1);
         let id = r.header("x-request-id").unwrap_or_default().to_string();
-        let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+        let d = proxy.decision(&id);
         if let Some(c) = d["core"].as_u64() {
             cores.insert(c);
         }
@@ -125,7 +125,7 @@ fn short_cooldown_is_waited_out(driver: &str) {
     assert_eq!(attempt_count(&r), 2);
     assert_eq!(attempts_for(&sim, "sk-sim-a"), 2);
     let id = r.header("x-request-id").unwrap_or_default().to_string();
-    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let d = proxy.decision(&id);
     assert!(d["waited_ms"].as_u64().unwrap_or(0) >= 900, "{d}");
 }
 
@@ -201,7 +201,7 @@ fn restated_relay_error_fails_over(driver: &str) {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
     let id = r.header("x-request-id").unwrap_or_default().to_string();
-    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let d = proxy.decision(&id);
     let a = &d["attempts"][0];
     assert_eq!(
         (a["status"].as_u64(), a["restated_from"].as_u64()),
@@ -229,7 +229,7 @@ fn in_band_stream_error_fails_over_before_commit(driver: &str) {
     );
     assert!(text.ends_with("data: [DONE]\n\n"));
     let id = r.header("x-request-id").unwrap_or_default().to_string();
-    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let d = proxy.decision(&id);
     assert_eq!(d["attempts"][0]["restated_from"], 200, "{d}");
     assert_eq!(d["attempts"][0]["reason"], "quota_exhausted");
     // Anthropic's `event: error` (rate limit) before content fails over the same way.

@@ -14,6 +14,7 @@ both_drivers!(
     a_tool_call_in_progress_is_not_aborted,
     finalisation_runs_once_per_request,
     heartbeats_keep_a_stream_alive_but_are_not_progress,
+    silence_after_commit_ends_the_stream_with_an_error_event,
     two_thousand_streams_leave_memory_flat,
 );
 
@@ -71,7 +72,7 @@ fn slow_drip_is_aborted_by_the_watchdog(driver: &str) {
         "aborted after warm-up + window, not at the end: {took:?}"
     );
     let id = r.header("x-request-id").unwrap_or_default().to_string();
-    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let d = proxy.decision(&id);
     assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     assert_eq!(d["error_code"], "STREAM_THROUGHPUT_TOO_LOW");
 }
@@ -156,7 +157,7 @@ fn missing_terminal_marker_is_a_failure_after_commit(driver: &str) {
         "ends with the dialect's error event: {text}"
     );
     let id = r.header("x-request-id").unwrap_or_default().to_string();
-    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let d = proxy.decision(&id);
     assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     assert_eq!(d["stream_stats"]["terminal"], false);
     assert!(
@@ -189,7 +190,7 @@ fn stream_figures_reach_the_decision_record(driver: &str) {
     assert_eq!(r.status, 200);
     assert!(r.text().contains("message_stop"));
     let id = r.header("x-request-id").unwrap_or_default().to_string();
-    let (_, d) = proxy.admin("GET", &format!("/admin/decisions/{id}"));
+    let d = proxy.decision(&id);
     let s = &d["stream_stats"];
     assert_eq!(s["terminal"], true, "{d}");
     assert!(s["text_bytes"].as_u64().unwrap_or(0) > 0, "{d}");
@@ -216,6 +217,30 @@ fn heartbeats_keep_a_stream_alive_but_are_not_progress(driver: &str) {
         "{}",
         r.text()
     );
+}
+
+fn silence_after_commit_ends_the_stream_with_an_error_event(driver: &str) {
+    // Events 1.5 s apart against a 300 ms idle timeout: the first event commits the stream, the
+    // silence after it is cut with the dialect's error event long before the second arrives.
+    let sim = sim_with(&["key:sk-sim-a=slow-drip;interval=1500"], 4);
+    let body = priority_keys(sim.addr, &["a"], "")
+        + "[upstream]\nidle_read_timeout_ms = 300\n[stream]\nholdback_ms = 0\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let t0 = std::time::Instant::now();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    let took = t0.elapsed();
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(text.contains("upstream_idle_timeout"), "{text}");
+    assert!(!text.contains("[DONE]"), "{text}");
+    assert!(
+        took < std::time::Duration::from_millis(3_000),
+        "cut at the first silence, not after the whole drip: {took:?}"
+    );
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let d = proxy.decision(&id);
+    assert_eq!(d["outcome"], "failed_after_commit", "{d}");
+    assert_eq!(d["error_code"], "upstream_idle_timeout", "{d}");
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -15,6 +15,8 @@ use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 /// What the client is owed and how to frame it.
@@ -215,6 +217,32 @@ fn as_chunk(data: &[u8]) -> Vec<u8> {
     v
 }
 
+/// The relay's one timer, made at its first wait and moved for each later one: a stream's
+/// reads share it instead of registering and cancelling a timer each.
+type Timer<'a> = Pin<&'a mut Option<monoio::time::Sleep>>;
+
+fn set_timer(mut timer: Timer<'_>, at: std::time::Instant) {
+    match timer.as_mut().as_pin_mut() {
+        Some(t) => t.reset(at.into()),
+        None => timer.set(Some(monoio::time::sleep_until(at.into()))),
+    }
+}
+
+/// `f`, unless `timer` fires first.
+async fn before<F: std::future::Future>(f: F, mut timer: Timer<'_>) -> Result<F::Output, ()> {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = f.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match timer.as_mut().as_pin_mut() {
+            Some(t) => t.poll(cx).map(|()| Err(())),
+            None => Poll::Pending,
+        }
+    })
+    .await
+}
+
 async fn write(wr: &mut TcpOwnedWriteHalf, data: Bytes) -> bool {
     if data.is_empty() {
         return true;
@@ -264,6 +292,7 @@ pub async fn relay(
     // Whether an error event may still be appended (not after an upstream's trailers, nor
     // past a Content-Length).
     let mut can_append = !matches!(head.framing, Framing::Length(_));
+    let mut timer = std::pin::pin!(None);
     loop {
         let (data, done, extra) = match end.take(&mut up.buf, scanner.as_mut()) {
             Ok(t) => t,
@@ -383,7 +412,8 @@ pub async fn relay(
                 );
             }
         }
-        let read = monoio::time::timeout(wait, read_more(&mut up.stream, &mut up.buf));
+        set_timer(timer.as_mut(), now + wait);
+        let read = before(read_more(&mut up.stream, &mut up.buf), timer.as_mut());
         match watch.race(read).await {
             Raced::ClientGone => {
                 out.client_gone = true;

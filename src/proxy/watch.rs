@@ -30,6 +30,9 @@ pub struct ClientWatch<'a> {
     /// The read half and buffer, until the watch is armed.
     idle: Option<(&'a mut TcpOwnedReadHalf, BytesMut)>,
     arm_at: Instant,
+    /// Fires at `arm_at`; one per watch, made at the first race that could need it (a timer
+    /// per race would be registered and cancelled for every upstream read of a stream).
+    arm_timer: Option<Pin<Box<monoio::time::Sleep>>>,
     fut: Option<ReadFut<'a>>,
     canceller: Option<Canceller>,
     saved: Option<BytesMut>,
@@ -49,6 +52,7 @@ impl<'a> ClientWatch<'a> {
         ClientWatch {
             idle,
             arm_at,
+            arm_timer: None,
             fut: None,
             canceller: None,
             saved,
@@ -79,22 +83,19 @@ impl<'a> ClientWatch<'a> {
             return Raced::ClientGone;
         }
         let mut f = std::pin::pin!(f);
-        let arm_in = self
-            .idle
-            .is_some()
-            .then(|| self.arm_at.saturating_duration_since(Instant::now()));
-        let mut timer = std::pin::pin!(async move {
-            match arm_in {
-                Some(d) => monoio::time::sleep(d).await,
-                None => std::future::pending::<()>().await,
-            }
-        });
+        if self.idle.is_some() && self.arm_timer.is_none() {
+            self.arm_timer = Some(Box::pin(monoio::time::sleep_until(self.arm_at.into())));
+        }
         std::future::poll_fn(|cx| {
             if let Poll::Ready(v) = f.as_mut().poll(cx) {
                 return Poll::Ready(Raced::Done(v));
             }
             // The timer is polled only while unarmed, so it is never polled after completing.
-            if self.idle.is_some() && timer.as_mut().poll(cx).is_ready() {
+            if self.idle.is_some()
+                && let Some(t) = self.arm_timer.as_mut()
+                && t.as_mut().poll(cx).is_ready()
+            {
+                self.arm_timer = None;
                 self.arm();
             }
             if let Some(w) = self.fut.as_mut()

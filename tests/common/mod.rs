@@ -285,6 +285,23 @@ impl Proxy {
         let r = client::request(self.admin, method, path, &[], b"", T).expect("admin request");
         (r.status, r.json())
     }
+
+    /// A request's decision record. It is kept once the request is finalised, which can be a
+    /// moment after the client has read the end of its answer: asked again until it is there
+    /// (for up to two seconds).
+    pub fn decision(&self, request_id: &str) -> serde_json::Value {
+        let mut d = serde_json::Value::Null;
+        for _ in 0..100 {
+            d = self
+                .admin("GET", &format!("/admin/decisions/{request_id}"))
+                .1;
+            if !d["outcome"].is_null() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        d
+    }
 }
 
 /// Keys A, B, C in priority order (A first), on one OpenAI provider `sim`, serving model `m`,
