@@ -15,6 +15,7 @@ both_drivers!(
     finalisation_runs_once_per_request,
     heartbeats_keep_a_stream_alive_but_are_not_progress,
     silence_after_commit_ends_the_stream_with_an_error_event,
+    a_client_that_stops_reading_is_cut_after_the_send_timeout,
     two_thousand_streams_leave_memory_flat,
 );
 
@@ -241,6 +242,34 @@ fn silence_after_commit_ends_the_stream_with_an_error_event(driver: &str) {
     let d = proxy.decision(&id);
     assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     assert_eq!(d["error_code"], "upstream_idle_timeout", "{d}");
+}
+
+fn a_client_that_stops_reading_is_cut_after_the_send_timeout(driver: &str) {
+    use std::io::Write;
+    // A 17 MB stream to a client that never reads: once the socket buffers are full, 300 ms
+    // without a byte accepted cut the client (and the upstream), and the record says why.
+    let sim = sim_with(&[], 100_000);
+    let body = priority_keys(sim.addr, &["a"], "") + "[limits]\nclient_send_timeout_ms = 300\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let mut s = std::net::TcpStream::connect(proxy.addr).expect("connect");
+    let req = raw_chat("m", true).replacen(
+        "host: x\r\n",
+        "host: x\r\nx-request-id: stops-reading\r\n",
+        1,
+    );
+    s.write_all(req.as_bytes()).expect("send");
+    let mut d = serde_json::Value::Null;
+    for _ in 0..250 {
+        d = proxy.admin("GET", "/admin/decisions/stops-reading").1;
+        if !d["outcome"].is_null() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(40));
+    }
+    assert_eq!(d["outcome"], "client_gone", "{d}");
+    assert_eq!(d["error_code"], "client_send_timeout", "{d}");
+    assert_eq!(d["status"], 499, "{d}");
+    drop(s);
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -184,6 +184,8 @@ pub struct LimitsSection {
     pub body_read_timeout_ms: u64,
     pub keepalive_idle_ms: u64,
     pub max_requests_per_connection: u64,
+    /// A client that accepts no byte of its answer for this long is cut (per write).
+    pub client_send_timeout_ms: u64,
 }
 
 impl Default for LimitsSection {
@@ -195,6 +197,7 @@ impl Default for LimitsSection {
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 60_000,
             keepalive_idle_ms: 60_000,
+            client_send_timeout_ms: 60_000,
             max_requests_per_connection: 0,
         }
     }

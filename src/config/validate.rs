@@ -128,6 +128,13 @@ fn check_limits(p: &mut Problems, l: &LimitsSection) {
         DAY,
     );
     in_range(p, "limits.keepalive_idle_ms", l.keepalive_idle_ms, 1, DAY);
+    in_range(
+        p,
+        "limits.client_send_timeout_ms",
+        l.client_send_timeout_ms,
+        1,
+        DAY,
+    );
 }
 
 fn check_upstream(p: &mut Problems, u: &UpstreamSection) {

@@ -89,6 +89,7 @@ async fn pass_through(
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_secs(1),
+        send_timeout: Duration::from_millis(ctx.core.config().limits.client_send_timeout_ms),
         hard_deadline: None,
         stream: Default::default(),
     };

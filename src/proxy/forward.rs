@@ -30,6 +30,8 @@ pub struct Relay<'a> {
     pub client_keep_alive: bool,
     pub client_http11: bool,
     pub idle_timeout: Duration,
+    /// How long the client may accept nothing before it counts as gone.
+    pub send_timeout: Duration,
     /// The execution budget's end: the stream is cut (upstream closed) when it passes.
     pub hard_deadline: Option<std::time::Instant>,
     /// The stream guard's settings (readiness, total time, throughput watchdog).
@@ -243,6 +245,33 @@ async fn before<F: std::future::Future>(f: F, mut timer: Timer<'_>) -> Result<F:
     .await
 }
 
+/// How a write to the client went.
+enum Sent {
+    Done,
+    Gone,
+    /// The client accepted nothing for `limits.client_send_timeout_ms`: it stopped reading.
+    Stalled,
+}
+
+/// Write to the client, within the send timeout (measured per write, like nginx's
+/// `send_timeout`: a slow reader is fine, one that stops reading is cut).
+async fn send(
+    wr: &mut TcpOwnedWriteHalf,
+    data: Bytes,
+    mut timer: Timer<'_>,
+    limit: Duration,
+) -> Sent {
+    if data.is_empty() {
+        return Sent::Done;
+    }
+    set_timer(timer.as_mut(), std::time::Instant::now() + limit);
+    match before(wr.write_all(data), timer).await {
+        Ok((Ok(_), _)) => Sent::Done,
+        Ok((Err(_), _)) => Sent::Gone,
+        Err(()) => Sent::Stalled,
+    }
+}
+
 async fn write(wr: &mut TcpOwnedWriteHalf, data: Bytes) -> bool {
     if data.is_empty() {
         return true;
@@ -293,6 +322,9 @@ pub async fn relay(
     // past a Content-Length).
     let mut can_append = !matches!(head.framing, Framing::Length(_));
     let mut timer = std::pin::pin!(None);
+    // Writes have their own timer: their deadlines only move later, so moving it is cheap.
+    let mut send_timer = std::pin::pin!(None);
+    let limit = r.send_timeout;
     loop {
         let (data, done, extra) = match end.take(&mut up.buf, scanner.as_mut()) {
             Ok(t) => t,
@@ -337,17 +369,25 @@ pub async fn relay(
             data
         };
         out.committed = true;
-        let ok = match pending_head.take() {
+        let data = match pending_head.take() {
             // Head and the first body bytes in one write.
             Some(mut h) => {
                 h.extend_from_slice(&data);
-                write(wr, Bytes::from(h)).await
+                Bytes::from(h)
             }
-            None => write(wr, data).await,
+            None => data,
         };
-        if !ok {
-            out.client_gone = true;
-            break;
+        match send(wr, data, send_timer.as_mut(), limit).await {
+            Sent::Done => {}
+            Sent::Gone => {
+                out.client_gone = true;
+                break;
+            }
+            Sent::Stalled => {
+                out.client_gone = true;
+                out.failure = Some("client_send_timeout");
+                break;
+            }
         }
         if let (Some(sc), Some(w)) = (&scanner, watchdog.as_mut()) {
             let t = crate::clock::now_ms();
@@ -374,8 +414,11 @@ pub async fn relay(
                     .is_some_and(|sc| !sc.totals.terminal && sc.totals.errors == 0);
                 if unfinished {
                     out.failure = Some("upstream_no_terminal");
-                } else if rechunk && !write(wr, Bytes::from_static(b"0\r\n\r\n")).await {
-                    out.client_gone = true;
+                } else if rechunk {
+                    let last = Bytes::from_static(b"0\r\n\r\n");
+                    if !matches!(send(wr, last, send_timer.as_mut(), limit).await, Sent::Done) {
+                        out.client_gone = true;
+                    }
                 }
             } else {
                 out.failure = Some("upstream_truncated");
@@ -445,7 +488,7 @@ pub async fn relay(
             if client_chunked {
                 bytes.extend_from_slice(b"0\r\n\r\n");
             }
-            let _ = write(wr, Bytes::from(bytes)).await;
+            let _ = send(wr, Bytes::from(bytes), send_timer.as_mut(), limit).await;
         }
     }
     out.client_keep_alive = keep_alive && !out.client_gone && out.failure.is_none();

@@ -493,6 +493,7 @@ pub(super) async fn commit(
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
+        send_timeout: Duration::from_millis(cfg.limits.client_send_timeout_ms),
         hard_deadline: ctx.exec_deadline,
         stream: cfg.stream,
     };
