@@ -3,6 +3,7 @@
 //! tracker reads along to find the end of the body; close-delimited bodies are re-framed as
 //! chunked for keep-alive clients.
 
+use super::deadline::{Timer, before, set_timer};
 use super::watch::{ClientWatch, Raced};
 use crate::dialect::{ApiError, Dialect};
 use crate::http::chunk::{ChunkTracker, size_line};
@@ -15,8 +16,6 @@ use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
-use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
 /// What the client is owed and how to frame it.
@@ -217,32 +216,6 @@ fn as_chunk(data: &[u8]) -> Vec<u8> {
     v.extend_from_slice(data);
     v.extend_from_slice(b"\r\n");
     v
-}
-
-/// The relay's one timer, made at its first wait and moved for each later one: a stream's
-/// reads share it instead of registering and cancelling a timer each.
-type Timer<'a> = Pin<&'a mut Option<monoio::time::Sleep>>;
-
-fn set_timer(mut timer: Timer<'_>, at: std::time::Instant) {
-    match timer.as_mut().as_pin_mut() {
-        Some(t) => t.reset(at.into()),
-        None => timer.set(Some(monoio::time::sleep_until(at.into()))),
-    }
-}
-
-/// `f`, unless `timer` fires first.
-async fn before<F: std::future::Future>(f: F, mut timer: Timer<'_>) -> Result<F::Output, ()> {
-    let mut f = std::pin::pin!(f);
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(v) = f.as_mut().poll(cx) {
-            return Poll::Ready(Ok(v));
-        }
-        match timer.as_mut().as_pin_mut() {
-            Some(t) => t.poll(cx).map(|()| Err(())),
-            None => Poll::Pending,
-        }
-    })
-    .await
 }
 
 /// How a write to the client went.

@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod attempt;
 pub mod attempts;
+pub mod deadline;
 pub mod forward;
 pub mod judge;
 pub mod lease;
