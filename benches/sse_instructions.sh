@@ -11,7 +11,7 @@ count() {  # shape passes
   SSE_FLOOR_ONLY="$1" SSE_FLOOR_PASSES="$2" timeout 300 valgrind --tool=cachegrind --cache-sim=no \
     --cachegrind-out-file=/dev/null "$BIN" 2>&1 | awk '/I *refs/ {gsub(",", "", $4); print $4}'
 }
-for shape in "openai chat chunk, recorded" "openai chat chunk, trimmed" "anthropic" "responses"; do
+for shape in "openai chat chunk, recorded" "openai chat chunk, trimmed" "chunked" "anthropic" "responses"; do
   one=$(count "$shape" 1); more=$(count "$shape" 11)
   printf '%-30s %6d instructions/event\n' "$shape" $(( (more - one) / 2000 ))
 done
