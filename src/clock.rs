@@ -29,6 +29,11 @@ pub fn now_ms() -> u64 {
     RealClock.now_ms()
 }
 
+/// The same scale for an instant already read (one clock read serving both forms).
+pub fn ms_at(t: Instant) -> u64 {
+    t.saturating_duration_since(epoch()).as_millis() as u64
+}
+
 /// Wall-clock milliseconds since the Unix epoch (for logs and HTTP dates only).
 pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()

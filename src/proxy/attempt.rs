@@ -74,12 +74,15 @@ pub(super) async fn attempt(
         &body,
         &ctx.request_id,
     );
-    let budget_left = budget.time_left(now());
+    // One clock read for the budget, the deadlines, the send time and the pool.
+    let sent_at = Instant::now();
+    let t_ms = crate::clock::ms_at(sent_at);
+    let budget_left = budget.time_left(t_ms);
     let exec_left = ctx.exec_deadline.map_or(u64::MAX, |d| {
-        d.saturating_duration_since(Instant::now()).as_millis() as u64
+        d.saturating_duration_since(sent_at).as_millis() as u64
     });
     let left_ms = budget_left.min(exec_left);
-    let deadline = Instant::now() + Duration::from_millis(left_ms);
+    let deadline = sent_at + Duration::from_millis(left_ms);
     // A timeout caused by the client's own deadline says nothing about the upstream.
     let cut_by_deadline = left_ms < cfg.upstream.first_byte_timeout_ms;
     // When the execution budget (flow control) is what cut a wait, not the request's deadline
@@ -100,9 +103,9 @@ pub(super) async fn attempt(
     };
     let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms.min(left_ms));
     let mut fresh_retry_used = false;
-    let sent_at = Instant::now();
+    let mut pool_ms = t_ms;
     let (mut up, head) = loop {
-        let pooled = core.pool.borrow_mut().take(provider_index, now());
+        let pooled = core.pool.borrow_mut().take(provider_index, pool_ms);
         let mut up = match pooled {
             Some(c) => c,
             None => {
@@ -146,6 +149,7 @@ pub(super) async fn attempt(
                 // the upstream while idle: retry once on a fresh connection.
                 if up.reused && nothing_received && !fresh_retry_used {
                     fresh_retry_used = true;
+                    pool_ms = now();
                     continue;
                 }
                 return failed(

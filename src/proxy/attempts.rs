@@ -286,7 +286,9 @@ pub(super) async fn run(
                 }
             }
         }
-        if !budget.try_attempt(now()) {
+        // One clock read for the budget, the execution deadline and the attempt's timing.
+        let t0 = Instant::now();
+        if !budget.try_attempt(crate::clock::ms_at(t0)) {
             if admit == Admit::Probe {
                 release_probe(&core.shared.probes.0[site.provider]);
             }
@@ -298,8 +300,7 @@ pub(super) async fn run(
             .effective(cand.connection, Knob::ExecutionMaxWaitMs)
             .value
             .max(core.config().upstream.first_byte_timeout_ms);
-        ctx.exec_deadline = Some(Instant::now() + Duration::from_millis(exec_ms));
-        let t0 = Instant::now();
+        ctx.exec_deadline = Some(t0 + Duration::from_millis(exec_ms));
         let end = {
             let _in_flight = InFlight::enter(&core.shared.in_flight[cand.connection]);
             attempt(ctx, entry, cand, &mut watch, wr, &budget).await
