@@ -258,14 +258,7 @@ fn a_client_that_stops_reading_is_cut_after_the_send_timeout(driver: &str) {
         1,
     );
     s.write_all(req.as_bytes()).expect("send");
-    let mut d = serde_json::Value::Null;
-    for _ in 0..250 {
-        d = proxy.admin("GET", "/admin/decisions/stops-reading").1;
-        if !d["outcome"].is_null() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(40));
-    }
+    let d = proxy.decision_within("stops-reading", std::time::Duration::from_secs(10));
     assert_eq!(d["outcome"], "client_gone", "{d}");
     assert_eq!(d["error_code"], "client_send_timeout", "{d}");
     assert_eq!(d["status"], 499, "{d}");

@@ -290,17 +290,25 @@ impl Proxy {
     /// moment after the client has read the end of its answer: asked again until it is there
     /// (for up to two seconds).
     pub fn decision(&self, request_id: &str) -> serde_json::Value {
-        let mut d = serde_json::Value::Null;
-        for _ in 0..100 {
-            d = self
+        self.decision_within(request_id, std::time::Duration::from_secs(2))
+    }
+
+    /// The same, waiting up to `limit` (for a request still running when asked).
+    pub fn decision_within(
+        &self,
+        request_id: &str,
+        limit: std::time::Duration,
+    ) -> serde_json::Value {
+        let give_up = std::time::Instant::now() + limit;
+        loop {
+            let d = self
                 .admin("GET", &format!("/admin/decisions/{request_id}"))
                 .1;
-            if !d["outcome"].is_null() {
-                break;
+            if !d["outcome"].is_null() || std::time::Instant::now() >= give_up {
+                return d;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        d
     }
 }
 
