@@ -90,7 +90,7 @@ proptest! {
             None => prop_assert!(c < used),
             Some((h, u)) => {
                 prop_assert_eq!(u, used);
-                prop_assert_eq!(h.raw, full.raw);
+                prop_assert_eq!(h.raw(), full.raw());
                 prop_assert_eq!(h.framing, full.framing);
             }
         }

@@ -145,7 +145,7 @@ fn head_for_client(
     extra: &[(&str, String)],
     then: usize,
 ) -> Vec<u8> {
-    let mut w = HeadWriter::with_capacity(status, up.raw.len() + 256 + then);
+    let mut w = HeadWriter::with_capacity(status, up.raw().len() + 256 + then);
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
             || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-"))

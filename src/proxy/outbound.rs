@@ -47,7 +47,7 @@ pub fn build(
     body: &Bytes,
     request_id: &str,
 ) -> Outbound {
-    let mut h = Vec::with_capacity(client.raw.len() + 256 + body.len().min(COALESCE_BODY));
+    let mut h = Vec::with_capacity(client.raw().len() + 256 + body.len().min(COALESCE_BODY));
     let method = if endpoint == Endpoint::Models {
         "GET"
     } else {

@@ -15,7 +15,6 @@ use crate::route::strategy::SelectorState;
 use crate::upstream::{Connector, pool::Pool};
 use crossbeam_channel::Receiver;
 use std::cell::{Cell, RefCell};
-use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 
@@ -245,9 +244,44 @@ impl Core {
     pub fn next_request_id(&self) -> String {
         let n = self.request_seq.get() + 1;
         self.request_seq.set(n);
-        // Sized once: `format!` would start small and grow while writing.
+        // Hex written by hand: `write!` cost ~800 instructions per request here (callgrind).
         let mut id = String::with_capacity(40);
-        let _ = write!(id, "rs-{:08x}-{:x}-{:x}", self.shared.id_prefix, self.id, n);
+        id.push_str("rs-");
+        push_hex(&mut id, u64::from(self.shared.id_prefix), 8);
+        id.push('-');
+        push_hex(&mut id, self.id as u64, 1);
+        id.push('-');
+        push_hex(&mut id, n, 1);
         id
+    }
+}
+
+/// `v` in lower-case hex, zero-padded to at least `min_digits`.
+fn push_hex(out: &mut String, v: u64, min_digits: usize) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let digits = ((64 - v.leading_zeros() as usize).div_ceil(4))
+        .max(min_digits)
+        .min(16);
+    for i in (0..digits).rev() {
+        out.push(DIGITS[((v >> (i * 4)) & 0xf) as usize] as char);
+    }
+}
+
+#[cfg(test)]
+mod id_tests {
+    #[test]
+    fn hex_matches_the_format_macro() {
+        for (v, w) in [
+            (0u64, 8usize),
+            (0, 1),
+            (0xab, 1),
+            (0xdead_beef, 8),
+            (7, 8),
+            (u64::MAX, 1),
+        ] {
+            let mut s = String::new();
+            super::push_hex(&mut s, v, w);
+            assert_eq!(s, format!("{v:0w$x}"));
+        }
     }
 }

@@ -2,7 +2,6 @@
 //! tick triggers it once the process starts shutting down.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -10,8 +9,15 @@ use std::task::{Context, Poll, Waker};
 #[derive(Default)]
 pub struct Drain {
     draining: Cell<bool>,
-    waiters: RefCell<HashMap<u64, Waker>>,
-    next: Cell<u64>,
+    /// Waiting connections' wakers by slot; freed slots are reused. Every keep-alive wait
+    /// registers here, so no hashing (a `HashMap` showed up in profiles).
+    waiters: RefCell<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    wakers: Vec<Option<Waker>>,
+    free: Vec<usize>,
 }
 
 impl Drain {
@@ -23,7 +29,11 @@ impl Drain {
         if self.draining.replace(true) {
             return;
         }
-        let waiters: Vec<Waker> = self.waiters.borrow_mut().drain().map(|(_, w)| w).collect();
+        let waiters: Vec<Waker> = {
+            let mut slots = self.waiters.borrow_mut();
+            slots.free.clear();
+            slots.wakers.drain(..).flatten().collect()
+        };
         for w in waiters {
             w.wake();
         }
@@ -33,14 +43,14 @@ impl Drain {
     pub fn wait(&self) -> DrainWait<'_> {
         DrainWait {
             drain: self,
-            id: None,
+            slot: None,
         }
     }
 }
 
 pub struct DrainWait<'a> {
     drain: &'a Drain,
-    id: Option<u64>,
+    slot: Option<usize>,
 }
 
 impl Future for DrainWait<'_> {
@@ -49,27 +59,96 @@ impl Future for DrainWait<'_> {
         if self.drain.draining.get() {
             return Poll::Ready(());
         }
-        let id = match self.id {
-            Some(id) => id,
+        let mut slots = self.drain.waiters.borrow_mut();
+        let waker = Some(cx.waker().clone());
+        match self.slot {
+            Some(i) => slots.wakers[i] = waker,
             None => {
-                let id = self.drain.next.get();
-                self.drain.next.set(id + 1);
-                self.id = Some(id);
-                id
+                let i = match slots.free.pop() {
+                    Some(i) => {
+                        slots.wakers[i] = waker;
+                        i
+                    }
+                    None => {
+                        slots.wakers.push(waker);
+                        slots.wakers.len() - 1
+                    }
+                };
+                drop(slots);
+                self.slot = Some(i);
             }
-        };
-        self.drain
-            .waiters
-            .borrow_mut()
-            .insert(id, cx.waker().clone());
+        }
         Poll::Pending
     }
 }
 
 impl Drop for DrainWait<'_> {
     fn drop(&mut self) {
-        if let Some(id) = self.id {
-            self.drain.waiters.borrow_mut().remove(&id);
+        if let Some(i) = self.slot {
+            let mut slots = self.drain.waiters.borrow_mut();
+            // After `trigger` the slots are gone: nothing to free.
+            if let Some(w) = slots.wakers.get_mut(i) {
+                *w = None;
+                slots.free.push(i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn poll(w: &mut DrainWait<'_>, count: &Arc<Count>) -> Poll<()> {
+        let waker = Waker::from(count.clone());
+        Pin::new(w).poll(&mut Context::from_waker(&waker))
+    }
+
+    #[test]
+    fn trigger_wakes_every_live_waiter_once_and_slots_are_reused() {
+        let drain = Drain::default();
+        let (a, b, c) = (
+            Arc::new(Count(AtomicUsize::new(0))),
+            Arc::new(Count(AtomicUsize::new(0))),
+            Arc::new(Count(AtomicUsize::new(0))),
+        );
+        let mut wa = drain.wait();
+        let mut wb = drain.wait();
+        assert!(poll(&mut wa, &a).is_pending());
+        assert!(poll(&mut wb, &b).is_pending());
+        // Polled again: the slot is updated, not duplicated.
+        assert!(poll(&mut wa, &a).is_pending());
+        drop(wb);
+        let mut wc = drain.wait();
+        assert!(poll(&mut wc, &c).is_pending());
+        assert_eq!(drain.waiters.borrow().wakers.len(), 2, "b's slot reused");
+        drain.trigger();
+        drain.trigger();
+        assert_eq!(a.0.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            b.0.load(Ordering::SeqCst),
+            0,
+            "a dropped waiter is not woken"
+        );
+        assert_eq!(c.0.load(Ordering::SeqCst), 1);
+        assert!(poll(&mut wa, &a).is_ready());
+        assert!(drain.wait().poll_unpin_ready(&a));
+        drop((wa, wc));
+    }
+
+    impl DrainWait<'_> {
+        fn poll_unpin_ready(mut self, count: &Arc<Count>) -> bool {
+            poll(&mut self, count).is_ready()
         }
     }
 }

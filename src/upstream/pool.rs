@@ -2,7 +2,6 @@
 //! with an idle timeout. Only connections whose response was read to the end come back here.
 
 use super::UpConn;
-use std::collections::HashMap;
 
 struct Idle {
     conn: UpConn,
@@ -10,7 +9,8 @@ struct Idle {
 }
 
 pub struct Pool {
-    idle: HashMap<usize, Vec<Idle>>,
+    /// Indexed by provider index (small and dense): no hashing on the request path.
+    idle: Vec<Vec<Idle>>,
     max_idle: usize,
     idle_timeout_ms: u64,
 }
@@ -18,7 +18,7 @@ pub struct Pool {
 impl Pool {
     pub fn new(max_idle: usize, idle_timeout_ms: u64) -> Pool {
         Pool {
-            idle: HashMap::new(),
+            idle: Vec::new(),
             max_idle,
             idle_timeout_ms,
         }
@@ -26,7 +26,7 @@ impl Pool {
 
     /// The most recently returned live connection for `key`, if any.
     pub fn take(&mut self, key: usize, now_ms: u64) -> Option<UpConn> {
-        let list = self.idle.get_mut(&key)?;
+        let list = self.idle.get_mut(key)?;
         while let Some(idle) = list.pop() {
             if now_ms.saturating_sub(idle.since_ms) < self.idle_timeout_ms {
                 let mut conn = idle.conn;
@@ -43,7 +43,10 @@ impl Pool {
         if self.max_idle == 0 {
             return;
         }
-        let list = self.idle.entry(key).or_default();
+        if self.idle.len() <= key {
+            self.idle.resize_with(key + 1, Vec::new);
+        }
+        let list = &mut self.idle[key];
         if list.len() >= self.max_idle {
             list.remove(0); // drop the coldest
         }
@@ -56,7 +59,7 @@ impl Pool {
     /// Close connections idle for longer than the timeout (run on a tick).
     pub fn sweep(&mut self, now_ms: u64) {
         let t = self.idle_timeout_ms;
-        for list in self.idle.values_mut() {
+        for list in &mut self.idle {
             list.retain(|i| now_ms.saturating_sub(i.since_ms) < t);
         }
     }
