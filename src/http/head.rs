@@ -280,9 +280,16 @@ pub fn parse_response(
     limits: HeadLimits,
     request_was_head: bool,
 ) -> Result<Option<(Head, usize)>, HeadError> {
-    let mut slots = [httparse::EMPTY_HEADER; RESPONSE_HEADERS];
-    let mut res = httparse::Response::new(&mut slots);
-    let status = match res.parse(buf) {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    // Uninitialised slots, as for requests: zeroing 128 headers cost ~600 instructions a call.
+    let mut slots =
+        [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; RESPONSE_HEADERS];
+    let mut res = httparse::Response::new(&mut []);
+    let status = match httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut res, buf, &mut slots)
+    {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
         Err(e) => return Err(HeadError::Malformed(httparse_reason(e))),
@@ -348,10 +355,11 @@ fn body_framing(head: &Head) -> Result<Option<Framing>, HeadError> {
     let mut te_count = 0;
     let mut cl: Option<u64> = None;
     for (name, value) in head.raw_iter() {
-        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+        // Lengths first: every head passes through here, and most names are neither.
+        if name.len() == 17 && name.eq_ignore_ascii_case(b"transfer-encoding") {
             te_count += 1;
             te = Some(value);
-        } else if name.eq_ignore_ascii_case(b"content-length") {
+        } else if name.len() == 14 && name.eq_ignore_ascii_case(b"content-length") {
             let v = parse_content_length(value)?;
             if cl.is_some_and(|old| old != v) {
                 return Err(HeadError::AmbiguousFraming(
@@ -377,6 +385,10 @@ fn body_framing(head: &Head) -> Result<Option<Framing>, HeadError> {
 
 fn parse_content_length(v: &[u8]) -> Result<u64, HeadError> {
     // A list of identical values ("5, 5") is tolerated; anything but digits is not.
+    // The usual case, one plain number, without the list walk.
+    if !v.is_empty() && v.len() <= 18 && v.iter().all(u8::is_ascii_digit) {
+        return Ok(v.iter().fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0')));
+    }
     let mut out: Option<u64> = None;
     for part in v.split(|b| *b == b',') {
         let p = part.trim_ascii();

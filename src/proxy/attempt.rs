@@ -60,11 +60,16 @@ pub(super) async fn attempt(
     };
     let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
     let target = &entry.targets[cand.target];
-    let body = match (&ctx.model, &ctx.model_span) {
-        (Some(m), Some(span)) if *m != target.model => {
-            crate::dialect::facts::rewrite_model(&ctx.body, span, &target.model)
+    // The model's place in the body is found only when it has to change.
+    let span = match &ctx.model {
+        Some(m) if *m != target.model => {
+            crate::dialect::facts::top_level_value_span(&ctx.body, b"model")
         }
-        _ => ctx.body.clone(),
+        _ => None,
+    };
+    let body = match span {
+        Some(span) => crate::dialect::facts::rewrite_model(&ctx.body, &span, &target.model),
+        None => ctx.body.clone(),
     };
     let out = super::outbound::build(
         ctx.head,

@@ -57,7 +57,6 @@ pub(crate) struct Ctx<'a> {
     pub request_id: String,
     pub body: Bytes,
     pub model: Option<String>,
-    pub model_span: Option<std::ops::Range<usize>>,
     pub keep_alive: bool,
     pub record: Record,
     pub started: Instant,
@@ -134,7 +133,6 @@ pub async fn handle(
         request_id,
         body: Bytes::new(),
         model: None,
-        model_span: None,
         keep_alive,
         record: std::mem::take(&mut record),
         started,
@@ -374,7 +372,6 @@ async fn serve(
     ctx.record.model = Some(model.clone());
     ctx.body = body;
     ctx.model = Some(model.clone());
-    ctx.model_span = facts.model_span;
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
     let core = ctx.core;
     let shared = &*core.shared;

@@ -94,7 +94,11 @@ impl LoadTable {
         ];
         let mut best: Option<Quota> = None;
         for (rem, lim, reset) in pairs {
-            let (Some(r), Some(l)) = (num(rem), num(lim)) else {
+            // Most responses carry none of these: look for the limit only after a remainder.
+            let Some(r) = num(rem) else {
+                continue;
+            };
+            let Some(l) = num(lim) else {
                 continue;
             };
             if l <= 0.0 {
