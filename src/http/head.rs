@@ -121,10 +121,14 @@ impl Head {
     /// The path without the query string.
     pub fn path(&self) -> &str {
         let t = self.target();
-        t.split_once('?').map(|(p, _)| p).unwrap_or(t)
+        match memchr::memchr(b'?', t.as_bytes()) {
+            Some(i) => &t[..i],
+            None => t,
+        }
     }
     pub fn query(&self) -> Option<&str> {
-        self.target().split_once('?').map(|(_, q)| q)
+        let t = self.target();
+        memchr::memchr(b'?', t.as_bytes()).map(|i| &t[i + 1..])
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.headers
@@ -139,7 +143,7 @@ impl Head {
             return None;
         }
         for h in &self.headers {
-            if h.name.len() == want.len() && self.raw[h.name.clone()].eq_ignore_ascii_case(want) {
+            if h.name.len() == want.len() && same_name(&self.raw[h.name.clone()], want) {
                 return Some(&self.raw[h.value.clone()]);
             }
         }
@@ -162,7 +166,7 @@ impl Head {
             return false;
         }
         self.raw_iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .filter(|(n, _)| n.len() == name.len() && same_name(n, name.as_bytes()))
             .any(|(_, v)| {
                 v.split(|b| *b == b',')
                     .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
@@ -172,6 +176,35 @@ impl Head {
         self.get("expect")
             .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
     }
+}
+
+/// ASCII case-insensitive equality of two names of the same length, eight bytes at a time
+/// (the byte-wise std version was ~1,000 instructions per proxied request).
+fn same_name(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (ac, at) = a.as_chunks::<8>();
+    let (bc, bt) = b.as_chunks::<8>();
+    for (x, y) in ac.iter().zip(bc) {
+        if fold8(u64::from_le_bytes(*x)) != fold8(u64::from_le_bytes(*y)) {
+            return false;
+        }
+    }
+    at.eq_ignore_ascii_case(bt)
+}
+
+/// Eight bytes with `A`-`Z` turned to `a`-`z`; every other byte, non-ASCII included, kept.
+fn fold8(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let low = w & LOW7;
+    // Per byte, no carries between bytes (each sum stays below 0x100): the high bit says
+    // "at least 'A'" and "above 'Z'".
+    let ge_a = low + 0x3f3f_3f3f_3f3f_3f3f;
+    let gt_z = low + 0x2525_2525_2525_2525;
+    let upper = ge_a & !gt_z & !w & HIGH;
+    w | (upper >> 2)
 }
 
 /// A header name's bit in `Head::names`, from its length and its first and last letters
@@ -356,10 +389,10 @@ fn body_framing(head: &Head) -> Result<Option<Framing>, HeadError> {
     let mut cl: Option<u64> = None;
     for (name, value) in head.raw_iter() {
         // Lengths first: every head passes through here, and most names are neither.
-        if name.len() == 17 && name.eq_ignore_ascii_case(b"transfer-encoding") {
+        if name.len() == 17 && same_name(name, b"transfer-encoding") {
             te_count += 1;
             te = Some(value);
-        } else if name.len() == 14 && name.eq_ignore_ascii_case(b"content-length") {
+        } else if name.len() == 14 && same_name(name, b"content-length") {
             let v = parse_content_length(value)?;
             if cl.is_some_and(|old| old != v) {
                 return Err(HeadError::AmbiguousFraming(
@@ -558,5 +591,24 @@ mod tests {
                 "x-request-id"
             ]
         );
+    }
+
+    #[test]
+    fn name_folding_matches_std_on_every_byte_pair() {
+        for x in 0..=255u8 {
+            for y in 0..=255u8 {
+                let a = [b'a', x, b'-', b'b', b'c', b'd', b'e', b'f', x, b'z'];
+                let b = [b'A', y, b'-', b'B', b'c', b'D', b'e', b'F', y, b'Z'];
+                assert_eq!(same_name(&a, &b), a.eq_ignore_ascii_case(&b), "{x} {y}");
+                assert_eq!(
+                    same_name(&a[..8], &b[..8]),
+                    a[..8].eq_ignore_ascii_case(&b[..8])
+                );
+            }
+        }
+        assert!(same_name(b"Transfer-Encoding", b"transfer-encoding"));
+        assert!(!same_name(b"transfer-encodinf", b"transfer-encoding"));
+        assert!(!same_name(b"x^y", b"x~y"));
+        assert!(!same_name(b"ab", b"abc"));
     }
 }

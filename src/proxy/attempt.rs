@@ -313,7 +313,10 @@ async fn send_and_await_head(
         if part.is_empty() {
             continue;
         }
-        match watch.race(up.stream.write_all(part.clone())).await {
+        match watch
+            .race(std::pin::pin!(up.stream.write_all(part.clone())))
+            .await
+        {
             Raced::ClientGone => return Err(HeadFail::ClientGone),
             Raced::Done((Err(e), _)) => return Err(fail(false, format!("send failed: {e}"), true)),
             Raced::Done((Ok(_), _)) => {}
@@ -346,7 +349,7 @@ async fn send_and_await_head(
         let left = deadline.saturating_duration_since(Instant::now());
         let received = !up.buf.is_empty();
         let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
-        match watch.race(read).await {
+        match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Err(HeadFail::ClientGone),
             Raced::Done(Err(_)) => {
                 return Err(fail(true, "no response head in time".into(), !received));

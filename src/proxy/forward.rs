@@ -430,7 +430,7 @@ pub async fn relay(
         }
         set_timer(timer.as_mut(), now + wait);
         let read = before(read_more(&mut up.stream, &mut up.buf), timer.as_mut());
-        match watch.race(read).await {
+        match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => {
                 out.client_gone = true;
                 break;

@@ -67,7 +67,7 @@ pub async fn read_error_body(
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
-        match watch.race(read).await {
+        match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Read::ClientGone,
             Raced::Done(Err(_)) => {
                 return Read::Failed {
@@ -184,7 +184,7 @@ pub async fn hold_stream(
         let until = ready_end.min(deadline);
         let left = until.saturating_duration_since(now);
         let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
-        match watch.race(read).await {
+        match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Read::ClientGone,
             Raced::Done(Err(_)) => {} // a timer: decided at the top
             Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => {
