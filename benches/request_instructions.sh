@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# User-space instructions per proxied request, counted by callgrind on the running server (one
+# io_uring worker, access log off) against the simulator on loopback: deterministic where CPU
+# time on a shared machine is not. Counters are zeroed after a warm-up, then one wrk run of
+# JSON requests and one of 20-event SSE streams is divided by its request count. Kernel time is
+# not included (see benches/e2e.sh for that). Bounded: about a minute.
+# Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need() { command -v "$1" >/dev/null 2>&1 || NEED="$NEED $2"; }
+NEED=""; need valgrind valgrind; need wrk wrk; need callgrind_control valgrind
+if [ -n "$NEED" ]; then
+  (apt-get install -y -q $NEED || (apt-get update -q && apt-get install -y -q $NEED)) >/dev/null
+fi
+cargo build --release -q
+BIN=target/release/ringside
+BASE=${BASE_PORT:-19150}
+SIM=$BASE; RS=$((BASE+1)); ADMIN=$((BASE+2))
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+$BIN simulate --listen 127.0.0.1:$SIM --events 20 >/dev/null 2>&1 &
+PIDS+=($!); disown
+cat > "$WORK/ringside.toml" <<TOML
+[server]
+listen = "127.0.0.1:$RS"
+admin_listen = "127.0.0.1:$ADMIN"
+workers = 1
+pin_workers = false
+driver = "uring"
+access_log = false
+[[providers]]
+id = "sim"
+dialect = "openai"
+base_url = "http://127.0.0.1:$SIM/v1"
+  [[providers.connections]]
+  id = "bench"
+  key_env = "BENCH_KEY"
+  models = ["bench-model"]
+TOML
+for kind in json sse; do
+  stream=$([ $kind = sse ] && echo '"stream":true,' || true)
+  printf 'wrk.method="POST"\nwrk.body=[[{"model":"bench-model",%s"messages":[{"role":"user","content":"hello"}]}]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$stream" > "$WORK/$kind.lua"
+done
+
+BENCH_KEY=sk-bench valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
+  $BIN serve --config "$WORK/ringside.toml" >"$WORK/vg.log" 2>&1 &
+VG=$!; PIDS+=($VG); disown
+for _ in $(seq 60); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$RS") 2>/dev/null && break
+  sleep 0.5
+done
+URL="http://127.0.0.1:$RS/v1/chat/completions"
+for kind in json sse; do
+  timeout 30 wrk -t1 -c8 -d2s -s "$WORK/$kind.lua" "$URL" >/dev/null
+  callgrind_control -z $VG >/dev/null 2>&1
+  n=$(timeout 30 wrk -t1 -c8 -d4s -s "$WORK/$kind.lua" "$URL" | awk '/requests in/ {print $1}')
+  rm -f "$WORK"/cg.*.[0-9]*
+  callgrind_control -d $VG >/dev/null 2>&1
+  sleep 1
+  total=0
+  for f in "$WORK"/cg.*.[0-9]*; do
+    [ -s "$f" ] || continue
+    s=$(awk '/^summary:/ {print $2; exit}' "$f"); total=$((total + ${s:-0}))
+  done
+  printf '%-4s %7d requests  %9d instructions/request\n' "$kind" "$n" $((total / n))
+done
