@@ -2,6 +2,7 @@
 //! with an idle timeout. Only connections whose response was read to the end come back here.
 
 use super::UpConn;
+use std::collections::VecDeque;
 
 struct Idle {
     conn: UpConn,
@@ -9,8 +10,9 @@ struct Idle {
 }
 
 pub struct Pool {
-    /// Indexed by provider index (small and dense): no hashing on the request path.
-    idle: Vec<Vec<Idle>>,
+    /// Indexed by provider index (small and dense): no hashing on the request path. Each list
+    /// runs coldest (front) to warmest (back).
+    idle: Vec<VecDeque<Idle>>,
     max_idle: usize,
     idle_timeout_ms: u64,
 }
@@ -27,7 +29,7 @@ impl Pool {
     /// The most recently returned live connection for `key`, if any.
     pub fn take(&mut self, key: usize, now_ms: u64) -> Option<UpConn> {
         let list = self.idle.get_mut(key)?;
-        while let Some(idle) = list.pop() {
+        while let Some(idle) = list.pop_back() {
             if now_ms.saturating_sub(idle.since_ms) < self.idle_timeout_ms {
                 let mut conn = idle.conn;
                 conn.reused = true;
@@ -44,13 +46,13 @@ impl Pool {
             return;
         }
         if self.idle.len() <= key {
-            self.idle.resize_with(key + 1, Vec::new);
+            self.idle.resize_with(key + 1, VecDeque::new);
         }
         let list = &mut self.idle[key];
         if list.len() >= self.max_idle {
-            list.remove(0); // drop the coldest
+            list.pop_front(); // drop the coldest
         }
-        list.push(Idle {
+        list.push_back(Idle {
             conn,
             since_ms: now_ms,
         });
