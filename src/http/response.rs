@@ -77,7 +77,11 @@ impl HeadWriter {
 }
 
 pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
-    let mut tmp = [0u8; 20];
+    buf.extend_from_slice(decimal(v, &mut [0u8; 20]).as_bytes());
+}
+
+/// `v` in decimal, written into `tmp`: no `fmt` machinery on the request path.
+pub fn decimal(v: u64, tmp: &mut [u8; 20]) -> &str {
     let mut i = tmp.len();
     let mut n = v;
     loop {
@@ -88,7 +92,8 @@ pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
             break;
         }
     }
-    buf.extend_from_slice(&tmp[i..]);
+    // Only ASCII digits were written.
+    std::str::from_utf8(&tmp[i..]).unwrap_or("0")
 }
 
 /// A complete small response with a body and Content-Length.
@@ -114,6 +119,13 @@ pub fn whole(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_matches_to_string() {
+        for v in [0u64, 7, 10, 12_345, u64::MAX] {
+            assert_eq!(decimal(v, &mut [0u8; 20]), v.to_string());
+        }
+    }
 
     #[test]
     fn writes_a_whole_response() {

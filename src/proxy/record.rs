@@ -157,20 +157,7 @@ fn push_clean(out: &mut String, s: &str) {
 }
 
 fn push_num(out: &mut String, v: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    let mut n = v;
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &tmp[i..] {
-        out.push(d as char);
-    }
+    out.push_str(crate::http::response::decimal(v, &mut [0u8; 20]));
 }
 
 #[cfg(test)]
