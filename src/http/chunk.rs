@@ -230,21 +230,10 @@ fn hex(b: u8) -> Option<u8> {
 /// Write the chunk-size line for `len` payload bytes into `out` (for re-framing a
 /// close-delimited body). Returns the number of bytes written (at most 18).
 pub fn size_line(len: usize, out: &mut [u8; 18]) -> usize {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut n = len;
-    let mut k = 0;
-    loop {
-        digits[k] = HEX[n & 15];
-        k += 1;
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    for j in 0..k {
-        out[j] = digits[k - 1 - j];
-    }
+    let mut tmp = [0u8; 16];
+    let digits = super::response::hex(len as u64, 1, &mut tmp).as_bytes();
+    let k = digits.len();
+    out[..k].copy_from_slice(digits);
     out[k] = b'\r';
     out[k + 1] = b'\n';
     k + 2

@@ -80,6 +80,20 @@ pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(decimal(v, &mut [0u8; 20]).as_bytes());
 }
 
+/// `v` in lower-case hex, zero-padded to at least `min_digits` (at most 16), written into `tmp`.
+pub fn hex(v: u64, min_digits: usize, tmp: &mut [u8; 16]) -> &str {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut i = tmp.len();
+    let mut n = v;
+    while i > 0 && (n != 0 || tmp.len() - i < min_digits.max(1)) {
+        i -= 1;
+        tmp[i] = DIGITS[(n & 15) as usize];
+        n >>= 4;
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&tmp[i..]).unwrap_or("0")
+}
+
 /// `v` in decimal, written into `tmp`: no `fmt` machinery on the request path.
 pub fn decimal(v: u64, tmp: &mut [u8; 20]) -> &str {
     let mut i = tmp.len();
@@ -119,6 +133,22 @@ pub fn whole(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_matches_the_format_macro() {
+        for (v, w) in [
+            (0u64, 8usize),
+            (0, 1),
+            (0, 0),
+            (0xab, 1),
+            (0xdead_beef, 8),
+            (7, 8),
+        ] {
+            assert_eq!(hex(v, w, &mut [0u8; 16]), format!("{v:0w$x}"));
+        }
+        assert_eq!(hex(u64::MAX, 1, &mut [0u8; 16]), "ffffffffffffffff");
+        assert_eq!(hex(1, 20, &mut [0u8; 16]), "0000000000000001");
+    }
 
     #[test]
     fn decimal_matches_to_string() {

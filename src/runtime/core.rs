@@ -3,6 +3,7 @@
 
 use super::drain::Drain;
 use crate::config::Config;
+use crate::http::response::hex;
 use crate::log::LogSink;
 use crate::metrics::CoreMetrics;
 use crate::proxy::record::Record;
@@ -246,42 +247,13 @@ impl Core {
         self.request_seq.set(n);
         // Hex written by hand: `write!` cost ~800 instructions per request here (callgrind).
         let mut id = String::with_capacity(40);
+        let tmp = &mut [0u8; 16];
         id.push_str("rs-");
-        push_hex(&mut id, u64::from(self.shared.id_prefix), 8);
+        id.push_str(hex(u64::from(self.shared.id_prefix), 8, tmp));
         id.push('-');
-        push_hex(&mut id, self.id as u64, 1);
+        id.push_str(hex(self.id as u64, 1, tmp));
         id.push('-');
-        push_hex(&mut id, n, 1);
+        id.push_str(hex(n, 1, tmp));
         id
-    }
-}
-
-/// `v` in lower-case hex, zero-padded to at least `min_digits`.
-fn push_hex(out: &mut String, v: u64, min_digits: usize) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let digits = ((64 - v.leading_zeros() as usize).div_ceil(4))
-        .max(min_digits)
-        .min(16);
-    for i in (0..digits).rev() {
-        out.push(DIGITS[((v >> (i * 4)) & 0xf) as usize] as char);
-    }
-}
-
-#[cfg(test)]
-mod id_tests {
-    #[test]
-    fn hex_matches_the_format_macro() {
-        for (v, w) in [
-            (0u64, 8usize),
-            (0, 1),
-            (0xab, 1),
-            (0xdead_beef, 8),
-            (7, 8),
-            (u64::MAX, 1),
-        ] {
-            let mut s = String::new();
-            super::push_hex(&mut s, v, w);
-            assert_eq!(s, format!("{v:0w$x}"));
-        }
     }
 }
