@@ -3,6 +3,7 @@
 
 pub mod core;
 pub mod drain;
+pub mod timer;
 
 use crate::config::{Config, DriverChoice};
 use crate::log::{LogSink, event};
