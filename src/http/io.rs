@@ -53,7 +53,7 @@ async fn read_with_deadline<S: AsyncReadRent>(
     if left.is_zero() {
         return Err(ReadError::Timeout);
     }
-    match monoio::time::timeout(left, read_more(s, buf)).await {
+    match crate::runtime::timer::timeout_at(deadline, read_more(s, buf)).await {
         Ok(Ok(n)) => Ok(n),
         Ok(Err(e)) => Err(ReadError::Io(e)),
         Err(_) => Err(ReadError::Timeout),

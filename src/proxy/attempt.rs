@@ -13,6 +13,7 @@ use crate::resilience::Site;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
+use crate::runtime::timer;
 use crate::upstream::UpConn;
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
@@ -114,10 +115,8 @@ pub(super) async fn attempt(
         let mut up = match pooled {
             Some(c) => c,
             None => {
-                let connect = monoio::time::timeout(
-                    deadline.saturating_duration_since(Instant::now()),
-                    core.connector.connect(&provider.endpoint),
-                );
+                let connect =
+                    timer::timeout_at(deadline, core.connector.connect(&provider.endpoint));
                 match watch.race(connect).await {
                     Raced::ClientGone => return AttemptEnd::ClientGone,
                     Raced::Done(Err(_)) => {
@@ -346,9 +345,8 @@ async fn send_and_await_head(
                 });
             }
         }
-        let left = deadline.saturating_duration_since(Instant::now());
         let received = !up.buf.is_empty();
-        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
+        let read = timer::timeout_at(deadline, read_more(&mut up.stream, &mut up.buf));
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Err(HeadFail::ClientGone),
             Raced::Done(Err(_)) => {

@@ -18,6 +18,7 @@ use crate::resilience::{Exclusion, Site};
 use crate::route::eligibility::Needs;
 use crate::route::load::InFlight;
 use crate::route::{Candidate, Entry};
+use crate::runtime::timer;
 use crate::store::leases::Outcome;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
 use std::time::{Duration, Instant};
@@ -200,7 +201,7 @@ pub(super) async fn run(
                     let ms = ms + 5;
                     ctx.record.waited_ms += ms;
                     budget.waited(ms);
-                    let sleep = monoio::time::sleep(Duration::from_millis(ms));
+                    let sleep = timer::sleep_until(Instant::now() + Duration::from_millis(ms));
                     if let Raced::ClientGone = watch.race(sleep).await {
                         ctx.record.status = 499;
                         ctx.record.outcome = "client_gone";
@@ -230,7 +231,7 @@ pub(super) async fn run(
         };
         let watch_ref = &mut watch;
         let admitted = flow::acquire(core.shared.flow, &core.flow, ask, t, |rx, ms| async move {
-            let wait = monoio::time::timeout(Duration::from_millis(ms), rx);
+            let wait = timer::timeout(Duration::from_millis(ms), rx);
             match watch_ref.race(wait).await {
                 Raced::ClientGone => None,
                 Raced::Done(Ok(Ok(permit))) => Some(Some(permit)),

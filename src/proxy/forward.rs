@@ -228,16 +228,11 @@ enum Sent {
 
 /// Write to the client, within the send timeout (measured per write, like nginx's
 /// `send_timeout`: a slow reader is fine, one that stops reading is cut).
-async fn send(
-    wr: &mut TcpOwnedWriteHalf,
-    data: Bytes,
-    mut timer: Timer<'_>,
-    limit: Duration,
-) -> Sent {
+async fn send(wr: &mut TcpOwnedWriteHalf, data: Bytes, timer: Timer<'_>, limit: Duration) -> Sent {
     if data.is_empty() {
         return Sent::Done;
     }
-    set_timer(timer.as_mut(), std::time::Instant::now() + limit);
+    set_timer(timer, std::time::Instant::now() + limit);
     match before(wr.write_all(data), timer).await {
         Ok((Ok(_), _)) => Sent::Done,
         Ok((Err(_), _)) => Sent::Gone,
@@ -294,9 +289,9 @@ pub async fn relay(
     // Whether an error event may still be appended (not after an upstream's trailers, nor
     // past a Content-Length).
     let mut can_append = !matches!(head.framing, Framing::Length(_));
-    let mut timer = std::pin::pin!(None);
+    let mut timer = None;
     // Writes have their own timer: their deadlines only move later, so moving it is cheap.
-    let mut send_timer = std::pin::pin!(None);
+    let mut send_timer = None;
     let limit = r.send_timeout;
     loop {
         let (data, done, extra) = match end.take(&mut up.buf, scanner.as_mut()) {
@@ -350,7 +345,7 @@ pub async fn relay(
             }
             None => data,
         };
-        match send(wr, data, send_timer.as_mut(), limit).await {
+        match send(wr, data, &mut send_timer, limit).await {
             Sent::Done => {}
             Sent::Gone => {
                 out.client_gone = true;
@@ -389,7 +384,7 @@ pub async fn relay(
                     out.failure = Some("upstream_no_terminal");
                 } else if rechunk {
                     let last = Bytes::from_static(b"0\r\n\r\n");
-                    if !matches!(send(wr, last, send_timer.as_mut(), limit).await, Sent::Done) {
+                    if !matches!(send(wr, last, &mut send_timer, limit).await, Sent::Done) {
                         out.client_gone = true;
                     }
                 }
@@ -428,8 +423,8 @@ pub async fn relay(
                 );
             }
         }
-        set_timer(timer.as_mut(), now + wait);
-        let read = before(read_more(&mut up.stream, &mut up.buf), timer.as_mut());
+        set_timer(&mut timer, now + wait);
+        let read = before(read_more(&mut up.stream, &mut up.buf), &mut timer);
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => {
                 out.client_gone = true;
@@ -461,7 +456,7 @@ pub async fn relay(
             if client_chunked {
                 bytes.extend_from_slice(b"0\r\n\r\n");
             }
-            let _ = send(wr, Bytes::from(bytes), send_timer.as_mut(), limit).await;
+            let _ = send(wr, Bytes::from(bytes), &mut send_timer, limit).await;
         }
     }
     out.client_keep_alive = keep_alive && !out.client_gone && out.failure.is_none();

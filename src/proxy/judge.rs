@@ -9,6 +9,7 @@ use crate::http::{Framing, Head};
 use crate::resilience::classify::{Verdict, classify};
 use crate::resilience::hints::{self, Hint, HintSource};
 use crate::resilience::{Settings, restate};
+use crate::runtime::timer;
 use crate::upstream::UpConn;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
@@ -65,8 +66,7 @@ pub async fn read_error_body(
         if up.buf.len() > MAX_ERROR_BODY {
             return Read::Ok(None);
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
+        let read = timer::timeout_at(deadline, read_more(&mut up.stream, &mut up.buf));
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Read::ClientGone,
             Raced::Done(Err(_)) => {
@@ -182,8 +182,7 @@ pub async fn hold_stream(
         // The window is judged when bytes arrive (as the reference does), never by cutting a
         // read short: a read dropped mid-flight on io_uring can lose the bytes it took.
         let until = ready_end.min(deadline);
-        let left = until.saturating_duration_since(now);
-        let read = monoio::time::timeout(left, read_more(&mut up.stream, &mut up.buf));
+        let read = timer::timeout_at(until, read_more(&mut up.stream, &mut up.buf));
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Read::ClientGone,
             Raced::Done(Err(_)) => {} // a timer: decided at the top

@@ -15,6 +15,8 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use crate::runtime::timer;
+
 /// How long a request runs before its client is watched.
 pub const ARM_AFTER: Duration = Duration::from_millis(20);
 
@@ -32,7 +34,7 @@ pub struct ClientWatch<'a> {
     arm_at: Instant,
     /// Fires at `arm_at`; one per watch, made at the first race that could need it (a timer
     /// per race would be registered and cancelled for every upstream read of a stream).
-    arm_timer: Option<Pin<Box<monoio::time::Sleep>>>,
+    arm_timer: Option<timer::Sleep>,
     fut: Option<ReadFut<'a>>,
     canceller: Option<Canceller>,
     saved: Option<BytesMut>,
@@ -86,7 +88,7 @@ impl<'a> ClientWatch<'a> {
         }
         let mut f = std::pin::pin!(f);
         if self.idle.is_some() && self.arm_timer.is_none() {
-            self.arm_timer = Some(Box::pin(monoio::time::sleep_until(self.arm_at.into())));
+            self.arm_timer = Some(timer::sleep_until(self.arm_at));
         }
         std::future::poll_fn(|cx| {
             if let Poll::Ready(v) = f.as_mut().poll(cx) {
@@ -95,7 +97,7 @@ impl<'a> ClientWatch<'a> {
             // The timer is polled only while unarmed, so it is never polled after completing.
             if self.idle.is_some()
                 && let Some(t) = self.arm_timer.as_mut()
-                && t.as_mut().poll(cx).is_ready()
+                && Pin::new(t).poll(cx).is_ready()
             {
                 self.arm_timer = None;
                 self.arm();

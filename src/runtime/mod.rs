@@ -282,6 +282,8 @@ async fn core_main(
 ) {
     let (inbox, bell) = inbox;
     let cfg = &shared.config;
+    // This core's timer wheel: every deadline on the request path lives there.
+    timer::install();
     let opts = ListenerOpts::new()
         .reuse_port(true)
         .reuse_addr(true)

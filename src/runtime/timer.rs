@@ -215,7 +215,8 @@ impl Wheel {
         if self.armed == 0 {
             return None;
         }
-        (self.done + 1..=self.done + SLOTS as u64).find(|&t| !self.slots[(t & MASK) as usize].is_empty())
+        (self.done + 1..=self.done + SLOTS as u64)
+            .find(|&t| !self.slots[(t & MASK) as usize].is_empty())
     }
 }
 
@@ -369,7 +370,11 @@ impl Future for Sleep {
         if spawn {
             monoio::spawn(ticker());
         }
-        if ready { Poll::Ready(()) } else { Poll::Pending }
+        if ready {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 }
 

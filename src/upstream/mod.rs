@@ -6,6 +6,7 @@ pub mod stream;
 pub mod tls;
 
 use crate::config::Endpoint;
+use crate::runtime::timer;
 use bytes::BytesMut;
 use monoio::net::TcpStream;
 use std::io;
@@ -79,7 +80,7 @@ impl Connector {
             if left.is_zero() {
                 return Err(ConnectError::Timeout);
             }
-            let tcp = match monoio::time::timeout(left, TcpStream::connect_addr(addr)).await {
+            let tcp = match timer::timeout(left, TcpStream::connect_addr(addr)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     last = ConnectError::Connect(e);
@@ -93,7 +94,7 @@ impl Connector {
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
                 let connector = monoio_rustls::TlsConnector::from(self.tls.clone());
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match monoio::time::timeout(left, connector.connect(name, tcp)).await {
+                match timer::timeout(left, connector.connect(name, tcp)).await {
                     Ok(Ok(s)) => UpStream::Tls(Box::new(s)),
                     Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
                     Err(_) => return Err(ConnectError::Timeout),

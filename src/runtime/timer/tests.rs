@@ -74,7 +74,11 @@ fn far_entries_wait_whole_turns() {
     let near = w.insert(5, None).expect("armed");
     for t in (1..far).step_by(3) {
         fire(&mut w, t);
-        assert_eq!(w.entries[id as usize].state, State::Armed, "fired early at {t}");
+        assert_eq!(
+            w.entries[id as usize].state,
+            State::Armed,
+            "fired early at {t}"
+        );
     }
     assert_eq!(w.entries[near as usize].state, State::Fired);
     fire(&mut w, far);
@@ -142,7 +146,11 @@ fn a_sooner_entry_wakes_the_sleeping_ticker() {
     w.ticker = Some(ticker.clone());
     w.ticker_at = 100;
     w.insert(150, None).expect("armed");
-    assert_eq!(c.0.load(Ordering::SeqCst), 0, "later than its sleep: left alone");
+    assert_eq!(
+        c.0.load(Ordering::SeqCst),
+        0,
+        "later than its sleep: left alone"
+    );
     w.insert(40, None).expect("armed");
     assert_eq!(c.0.load(Ordering::SeqCst), 1);
     assert_eq!(w.ticker_at, 40);
@@ -191,7 +199,11 @@ fn sleeps_fire_in_deadline_order_and_not_early() {
             }
             // One that is dropped before it fires must not disturb the rest.
             drop(monoio::spawn(async move {
-                let _ = timeout(Duration::from_millis(5), sleep_until(start + Duration::from_secs(60))).await;
+                let _ = timeout(
+                    Duration::from_millis(5),
+                    sleep_until(start + Duration::from_secs(60)),
+                )
+                .await;
             }));
             for t in tasks {
                 t.await;
@@ -216,7 +228,9 @@ fn timeout_returns_the_work_or_elapsed() {
             let r = timeout(Duration::from_millis(5), &mut s).await;
             assert_eq!(r, Err(Elapsed));
             s.reset(Instant::now() + Duration::from_millis(10));
-            timeout(Duration::from_secs(30), &mut s).await.expect("moved sooner: fires");
+            timeout(Duration::from_secs(30), &mut s)
+                .await
+                .expect("moved sooner: fires");
         })
     });
 }
