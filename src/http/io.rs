@@ -49,7 +49,7 @@ async fn read_with_deadline<S: AsyncReadRent>(
     buf: &mut BytesMut,
     deadline: std::time::Instant,
 ) -> Result<usize, ReadError> {
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    let left = deadline.saturating_duration_since(crate::clock::instant());
     if left.is_zero() {
         return Err(ReadError::Timeout);
     }
@@ -70,7 +70,7 @@ pub async fn read_request_head<S: AsyncReadRent>(
     head_timeout: Duration,
 ) -> Result<Head, ReadError> {
     if buf.is_empty() {
-        let deadline = std::time::Instant::now() + idle;
+        let deadline = crate::clock::instant() + idle;
         match read_with_deadline(s, buf, deadline).await {
             Ok(0) => return Err(ReadError::Closed),
             Ok(_) => {}
@@ -79,7 +79,7 @@ pub async fn read_request_head<S: AsyncReadRent>(
             Err(e) => return Err(e),
         }
     }
-    let deadline = std::time::Instant::now() + head_timeout;
+    let deadline = crate::clock::instant() + head_timeout;
     loop {
         match parse_request(buf, limits).map_err(ReadError::Head)? {
             Some((head, used)) => {
@@ -103,7 +103,7 @@ pub async fn read_body<S: AsyncReadRent>(
     max: usize,
     timeout: Duration,
 ) -> Result<Bytes, ReadError> {
-    let deadline = std::time::Instant::now() + timeout;
+    let deadline = crate::clock::instant() + timeout;
     match framing {
         Framing::Empty | Framing::Close => Ok(Bytes::new()),
         Framing::Length(n) => {

@@ -90,8 +90,15 @@ pub fn hex(v: u64, min_digits: usize, tmp: &mut [u8; 16]) -> &str {
         tmp[i] = DIGITS[(n & 15) as usize];
         n >>= 4;
     }
-    // Only ASCII digits were written.
-    std::str::from_utf8(&tmp[i..]).unwrap_or("0")
+    ascii(&tmp[i..])
+}
+
+/// Digits this module wrote as text, without validating them again (~60 instructions a call,
+/// five calls per request).
+fn ascii(digits: &[u8]) -> &str {
+    debug_assert!(digits.is_ascii());
+    // SAFETY: `hex` and `decimal` write only ASCII digits and letters into `digits`.
+    unsafe { std::str::from_utf8_unchecked(digits) }
 }
 
 /// `v` in decimal, written into `tmp`: no `fmt` machinery on the request path.
@@ -106,8 +113,7 @@ pub fn decimal(v: u64, tmp: &mut [u8; 20]) -> &str {
             break;
         }
     }
-    // Only ASCII digits were written.
-    std::str::from_utf8(&tmp[i..]).unwrap_or("0")
+    ascii(&tmp[i..])
 }
 
 /// A complete small response with a body and Content-Length.

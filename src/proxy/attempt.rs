@@ -17,7 +17,7 @@ use crate::runtime::timer;
 use crate::upstream::UpConn;
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn now() -> u64 {
     crate::clock::now_ms()
@@ -81,7 +81,7 @@ pub(super) async fn attempt(
         &ctx.request_id,
     );
     // One clock read for the budget, the deadlines, the send time and the pool.
-    let sent_at = Instant::now();
+    let sent_at = crate::clock::instant();
     let t_ms = crate::clock::ms_at(sent_at);
     let budget_left = budget.time_left(t_ms);
     let exec_left = ctx.exec_deadline.map_or(u64::MAX, |d| {
@@ -225,9 +225,10 @@ pub(super) async fn attempt(
                 Read::Ok(Hold::Commit) => {}
             }
         }
-        core.loads
-            .borrow_mut()
-            .observe_latency(cand.connection, sent_at.elapsed().as_millis() as u64);
+        core.loads.borrow_mut().observe_latency(
+            cand.connection,
+            crate::clock::since(sent_at).as_millis() as u64,
+        );
         core.record_success(site);
         return commit(ctx, entry, cand, provider_index, up, head, wr, watch).await;
     }
@@ -321,7 +322,7 @@ async fn send_and_await_head(
             Raced::Done((Ok(_), _)) => {}
         }
     }
-    let deadline = Instant::now() + first_byte;
+    let deadline = crate::clock::instant() + first_byte;
     let limits = HeadLimits {
         max_head_bytes: 64 * 1024,
         max_headers: crate::http::head::MAX_HEADERS_HARD,

@@ -201,7 +201,8 @@ pub(super) async fn run(
                     let ms = ms + 5;
                     ctx.record.waited_ms += ms;
                     budget.waited(ms);
-                    let sleep = timer::sleep_until(Instant::now() + Duration::from_millis(ms));
+                    let sleep =
+                        timer::sleep_until(crate::clock::instant() + Duration::from_millis(ms));
                     if let Raced::ClientGone = watch.race(sleep).await {
                         ctx.record.status = 499;
                         ctx.record.outcome = "client_gone";
@@ -288,7 +289,7 @@ pub(super) async fn run(
             }
         }
         // One clock read for the budget, the execution deadline and the attempt's timing.
-        let t0 = Instant::now();
+        let t0 = crate::clock::instant();
         if !budget.try_attempt(crate::clock::ms_at(t0)) {
             if admit == Admit::Probe {
                 release_probe(&core.shared.probes.0[site.provider]);
@@ -482,6 +483,6 @@ fn push(
         attempts_left: budget.attempts_left(),
         ms_left: budget.time_left(now()),
         detail,
-        ms: t0.elapsed().as_millis() as u64,
+        ms: crate::clock::since(t0).as_millis() as u64,
     });
 }

@@ -232,7 +232,7 @@ async fn send(wr: &mut TcpOwnedWriteHalf, data: Bytes, timer: Timer<'_>, limit: 
     if data.is_empty() {
         return Sent::Done;
     }
-    set_timer(timer, std::time::Instant::now() + limit);
+    set_timer(timer, crate::clock::instant() + limit);
     match before(wr.write_all(data), timer).await {
         Ok((Ok(_), _)) => Sent::Done,
         Ok((Err(_), _)) => Sent::Gone,
@@ -282,7 +282,7 @@ pub async fn relay(
     ));
     let mut upstream_eof = false;
     let mut scanner = (is_sse && r.stream.guard).then(Scanner::default);
-    let started = std::time::Instant::now();
+    let started = crate::clock::instant();
     let mut watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
         .then(|| crate::sse::watchdog::Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
     let mut text_seen = 0u64;
@@ -395,7 +395,7 @@ pub async fn relay(
         }
         // Whichever ends first: idle silence, the execution budget, the stream's readiness
         // (no useful event yet) or its total time.
-        let now = std::time::Instant::now();
+        let now = crate::clock::instant();
         let mut wait = r.idle_timeout;
         let mut why = "upstream_idle_timeout";
         let mut tighter = |at: Option<std::time::Instant>, reason: &'static str| {

@@ -111,7 +111,7 @@ pub async fn hold_stream(
     deadline: Instant,
     watch: &mut ClientWatch<'_>,
 ) -> Read<Hold> {
-    let start = Instant::now();
+    let start = crate::clock::instant();
     let window_end = start + Duration::from_millis(st.holdback_ms);
     let ready_end = start + Duration::from_millis(st.readiness_timeout_ms);
     let mut scanner = crate::sse::Scanner::default();
@@ -165,7 +165,7 @@ pub async fn hold_stream(
         if t.decisive || body_done || payload_len >= st.holdback_bytes {
             return Read::Ok(Hold::Commit);
         }
-        let now = Instant::now();
+        let now = crate::clock::instant();
         let held_events = t.events > 0 || t.heartbeats > 0;
         if held_events && now >= window_end {
             return Read::Ok(Hold::Commit);

@@ -104,7 +104,7 @@ pub async fn handle(
     buf: &mut BytesMut,
     last_on_connection: bool,
 ) -> bool {
-    let started = Instant::now();
+    let started = crate::clock::instant();
     core.metrics.in_flight.fetch_add(1, Relaxed);
     let dialect = dialect_for_path(head.path());
     let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
@@ -157,7 +157,7 @@ pub async fn handle(
         }
         Some(ep) => serve(&mut ctx, ep, rd, wr, buf).await,
     };
-    ctx.record.total_ms = started.elapsed().as_millis() as u64;
+    ctx.record.total_ms = crate::clock::since(started).as_millis() as u64;
     core.metrics.request(route_index, ctx.record.status);
     core.metrics.in_flight.fetch_sub(1, Relaxed);
     if let Some(log) = &core.shared.log
@@ -250,7 +250,7 @@ pub(super) async fn finish_error(
     ctx.record.error_code = Some(err.code);
     ctx.record.outcome = "rejected";
     if ctx.record.ttfb_ms.is_none() {
-        ctx.record.ttfb_ms = Some(ctx.started.elapsed().as_millis() as u64);
+        ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
     }
     respond_error(
         wr,
@@ -480,7 +480,7 @@ pub(super) async fn commit(
     };
     let label = names.2;
     let attempts = ctx.record.attempts_header(Some((label, head.status)));
-    ctx.record.ttfb_ms = Some(ctx.started.elapsed().as_millis() as u64);
+    ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
     let r = Relay {
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
@@ -494,7 +494,7 @@ pub(super) async fn commit(
         hard_deadline: ctx.exec_deadline,
         stream: cfg.stream,
     };
-    let t0 = Instant::now();
+    let t0 = crate::clock::instant();
     let res = relay(wr, watch, &mut up, &head, &r).await;
     if !res.committed {
         let detail = res.failure.unwrap_or("upstream_bad_framing").to_string();
@@ -553,7 +553,7 @@ pub(super) async fn commit(
         status: Some(head.status),
         decision: "stream",
         detail: res.failure.map(str::to_string),
-        ms: t0.elapsed().as_millis() as u64,
+        ms: crate::clock::since(t0).as_millis() as u64,
         ..Default::default()
     });
     ctx.record.status = if res.client_gone { 499 } else { head.status };

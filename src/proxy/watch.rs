@@ -45,7 +45,7 @@ impl<'a> ClientWatch<'a> {
     /// Start watching. `buf` is the connection's read buffer; if it already holds bytes of a
     /// pipelined request there is nothing to watch for and the buffer is kept as is.
     pub fn start(rd: &'a mut TcpOwnedReadHalf, buf: BytesMut) -> Self {
-        let arm_at = Instant::now() + ARM_AFTER;
+        let arm_at = crate::clock::instant() + ARM_AFTER;
         let (idle, saved) = if buf.is_empty() {
             (Some((rd, buf)), None)
         } else {

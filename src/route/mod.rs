@@ -9,8 +9,8 @@ use crate::config::Config;
 use crate::dialect::Dialect;
 use eligibility::Caps;
 use load::Load;
+use rustc_hash::FxHashMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use strategy::{SelectorState, Strategy};
 
 /// A name from the config, kept for the life of the process (the route table is built once at
@@ -61,7 +61,8 @@ pub struct Candidate {
 #[derive(Debug)]
 pub struct RouteTable {
     entries: Vec<Entry>,
-    by_name: HashMap<String, usize>,
+    /// Built from the config only: a client's model name is looked up, never added.
+    by_name: FxHashMap<String, usize>,
     /// Metric index used for names that are not in the table.
     pub other_index: usize,
     slots: usize,
@@ -109,7 +110,7 @@ impl RouteTable {
     pub fn build(cfg: &Config) -> RouteTable {
         let mut t = RouteTable {
             entries: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: FxHashMap::default(),
             other_index: 0,
             slots: 0,
             dialects: cfg.providers.iter().map(|p| p.dialect).collect(),

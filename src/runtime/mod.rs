@@ -352,7 +352,10 @@ async fn core_main(
         monoio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    monoio::spawn(crate::proxy::serve_client(core.clone(), stream));
+                    monoio::spawn(crate::clock::per_poll(crate::proxy::serve_client(
+                        core.clone(),
+                        stream,
+                    )));
                 }
                 // Out of descriptors or similar: back off briefly instead of spinning.
                 Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,

@@ -73,10 +73,10 @@ impl Connector {
         )
         .await
         .map_err(ConnectError::Dns)?;
-        let deadline = std::time::Instant::now() + self.connect_timeout;
+        let deadline = crate::clock::instant() + self.connect_timeout;
         let mut last = ConnectError::Timeout;
         for addr in addrs {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(crate::clock::instant());
             if left.is_zero() {
                 return Err(ConnectError::Timeout);
             }
@@ -93,7 +93,7 @@ impl Connector {
                 let name = rustls_pki_types::ServerName::try_from(ep.host.clone())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
                 let connector = monoio_rustls::TlsConnector::from(self.tls.clone());
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let left = deadline.saturating_duration_since(crate::clock::instant());
                 match timer::timeout(left, connector.connect(name, tcp)).await {
                     Ok(Ok(s)) => UpStream::Tls(Box::new(s)),
                     Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
