@@ -115,9 +115,11 @@ pub(super) async fn attempt(
         let mut up = match pooled {
             Some(c) => c,
             None => {
-                let connect =
-                    timer::timeout_at(deadline, core.connector.connect(&provider.endpoint));
-                match watch.race(connect).await {
+                // A new connection is the rare path (pooled ones are reused): its ~6 KB of
+                // connect and TLS state is boxed, not carried in every request's future.
+                let connect = Box::pin(core.connector.connect(&provider.endpoint));
+                let connect = timer::timeout_at(deadline, connect);
+                match watch.race(std::pin::pin!(connect)).await {
                     Raced::ClientGone => return AttemptEnd::ClientGone,
                     Raced::Done(Err(_)) => {
                         return failed(

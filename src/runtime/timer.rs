@@ -395,22 +395,39 @@ impl Drop for Sleep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed;
 
-/// `f`, unless `at` comes first.
-pub async fn timeout_at<F: Future>(at: Instant, f: F) -> Result<F::Output, Elapsed> {
-    let mut f = std::pin::pin!(f);
-    let mut sleep = sleep_until(at);
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(v) = f.as_mut().poll(cx) {
+pin_project_lite::pin_project! {
+    /// `f`, unless a deadline comes first. A struct rather than an `async fn`: an async fn
+    /// would hold `f` twice (as its argument, then pinned), doubling every future it wraps.
+    pub struct Timeout<F> {
+        #[pin]
+        f: F,
+        sleep: Sleep,
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(v) = this.f.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        Pin::new(&mut sleep).poll(cx).map(|()| Err(Elapsed))
-    })
-    .await
+        Pin::new(this.sleep).poll(cx).map(|()| Err(Elapsed))
+    }
+}
+
+/// `f`, unless `at` comes first.
+pub fn timeout_at<F: Future>(at: Instant, f: F) -> Timeout<F> {
+    Timeout {
+        f,
+        sleep: sleep_until(at),
+    }
 }
 
 /// `f`, unless `d` passes first.
-pub async fn timeout<F: Future>(d: Duration, f: F) -> Result<F::Output, Elapsed> {
-    timeout_at(Instant::now() + d, f).await
+pub fn timeout<F: Future>(d: Duration, f: F) -> Timeout<F> {
+    timeout_at(crate::clock::instant() + d, f)
 }
 
 #[cfg(test)]
