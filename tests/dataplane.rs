@@ -608,7 +608,9 @@ fn mid_stream_cut_ends_with_dialect_error_event(driver: &str) {
         body,
     );
     assert!(
-        r.text().contains("event: error\ndata: {\"error\":"),
+        // Anthropic's own order: type first.
+        r.text()
+            .contains("event: error\ndata: {\"type\":\"error\",\"error\":"),
         "{}",
         r.text()
     );

@@ -111,7 +111,7 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
             let id = format!("chatcmpl-sim{seq}");
             let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
                 json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000u64, "model": model,
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                       "system_fingerprint": "fp_sim", "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
             };
             ev.push(data(chunk(
                 json!({"role": "assistant", "content": ""}),
