@@ -13,8 +13,9 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// `x-should-retry` (the OpenAI and Anthropic SDKs honour it).
     pub should_retry: Option<bool>,
-    /// Extra fields merged into the error object (diagnostics).
-    pub extra: Option<serde_json::Value>,
+    /// Extra fields merged into the error object (diagnostics). Boxed: rare, and an error
+    /// travels in `Result`s on the request path.
+    pub extra: Option<Box<serde_json::Value>>,
     /// Extra response headers (e.g. the decision record).
     pub extra_headers: Vec<(&'static str, String)>,
 }
@@ -45,11 +46,11 @@ impl ApiError {
     }
     /// Merge fields into the error object (later calls add to earlier ones).
     pub fn extra(mut self, v: serde_json::Value) -> Self {
-        match (&mut self.extra, v) {
+        match (self.extra.as_deref_mut(), v) {
             (Some(serde_json::Value::Object(have)), serde_json::Value::Object(add)) => {
                 have.extend(add);
             }
-            (slot, v) => *slot = Some(v),
+            (_, v) => self.extra = Some(Box::new(v)),
         }
         self
     }
@@ -133,8 +134,10 @@ impl ApiError {
     }
 }
 
-fn merge(target: &mut serde_json::Value, extra: &Option<serde_json::Value>) {
-    if let (Some(obj), Some(serde_json::Value::Object(add))) = (target.as_object_mut(), extra) {
+fn merge(target: &mut serde_json::Value, extra: &Option<Box<serde_json::Value>>) {
+    if let (Some(obj), Some(serde_json::Value::Object(add))) =
+        (target.as_object_mut(), extra.as_deref())
+    {
         for (k, v) in add {
             obj.entry(k.clone()).or_insert_with(|| v.clone());
         }

@@ -59,7 +59,7 @@ async fn fail(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf, e: ApiError) -> boo
     let err = json!({"type": "lease_error", "code": e.code, "message": e.message});
     let mut body = json!({"request_id": ctx.request_id});
     // Capacity answers carry their state at the top level too (reference wire format).
-    if let Some(Value::Object(extra)) = &e.extra {
+    if let Some(Value::Object(extra)) = e.extra.as_deref() {
         for (k, v) in extra {
             body[k] = v.clone();
         }
