@@ -117,6 +117,23 @@ fn benches(c: &mut Criterion) {
     c.bench_function("facts_scan_chat_body", |b| {
         b.iter(|| facts::scan(black_box(body)).unwrap())
     });
+    // An agent's turn: a long conversation (system prompt, tool results, escapes, non-ASCII).
+    let mut big = String::from(r#"{"model":"smart","stream":true,"messages":["#);
+    for i in 0..40 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let text = r#"Line of a tool result with \"quotes\", a tab\t, naïve ünïcode and code: fn main() { println!(\"hi\"); }\n"#.repeat(8);
+        big.push_str(&format!(
+            r#"{}{{"role":"{role}","content":"{text}"}}"#,
+            if i > 0 { "," } else { "" }
+        ));
+    }
+    big.push_str(r#"],"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}}],"temperature":0.2,"max_tokens":4096}"#);
+    let mut g = c.benchmark_group("facts_scan_agent_body");
+    g.throughput(Throughput::Bytes(big.len() as u64));
+    g.bench_function(format!("{}_bytes", big.len()), |b| {
+        b.iter(|| facts::scan(black_box(big.as_bytes())).unwrap())
+    });
+    g.finish();
 
     let cfg = load_str(&config_with(64), "bench", &|n| {
         (n == "K").then(|| "k".to_string())

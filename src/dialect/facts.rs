@@ -316,6 +316,66 @@ mod tests {
         assert_eq!(scan(b" \r\n").unwrap(), Facts::default());
     }
 
+    /// Every kind of broken JSON in a value that is skipped, not read, is still refused: the
+    /// same answer serde_json's full parse gives. (One difference: a lone surrogate escape such
+    /// as `"\ud800"` inside a skipped string passes, as the JSON grammar allows; only decoding
+    /// the string refuses it, and Ringside forwards skipped values untouched.)
+    #[test]
+    fn skipped_values_are_validated_in_full() {
+        let broken: &[&[u8]] = &[
+            br#"{"model":"m","x":tru}"#,
+            br#"{"model":"m","x":nul}"#,
+            br#"{"model":"m","x":falsey}"#,
+            br#"{"model":"m","x":01}"#,
+            br#"{"model":"m","x":1.}"#,
+            br#"{"model":"m","x":-}"#,
+            br#"{"model":"m","x":1e}"#,
+            br#"{"model":"m","x":+1}"#,
+            br#"{"model":"m","x":.5}"#,
+            br#"{"model":"m","x":"\x"}"#,
+            br#"{"model":"m","x":"\u12"}"#,
+            b"{\"model\":\"m\",\"x\":\"a\x01b\"}",
+            b"{\"model\":\"m\",\"x\":\"\xff\xfe\"}",
+            b"{\"model\":\"m\",\"x\":\"\xc3\"}",
+            br#"{"model":"m","x":[1 2]}"#,
+            br#"{"model":"m","x":{"a" 1}}"#,
+            br#"{"model":"m","x":{"a":1,}}"#,
+            br#"{"model":"m","x":{1:2}}"#,
+            br#"{"model":"m","x":"open}"#,
+            br#"{"model":"m"} x"#,
+            br#"{"model":"m"}{}"#,
+            br#"{"model":"m","x":[[[[]]]}"#,
+            br#"{"model":"m","x":NaN}"#,
+            br#"{"model":"m",}"#,
+            br#"{"model":"m""x":1}"#,
+        ];
+        for b in broken {
+            assert!(
+                serde_json::from_slice::<serde_json::Value>(b).is_err(),
+                "fixture is valid JSON: {}",
+                String::from_utf8_lossy(b)
+            );
+            assert!(
+                matches!(scan(b), Err(FactsError::Malformed(_))),
+                "accepted: {}",
+                String::from_utf8_lossy(b)
+            );
+        }
+        let fine: &[&[u8]] = &[
+            br#"{"model":"m","x":[1,-0.5e+3,true,false,null,"\u00e9\ud83d\ude00\n",{}]}"#,
+            "{\"model\":\"m\",\"x\":\"naïve 😀\"}".as_bytes(),
+            b" {\"model\" : \"m\" ,\n\t\"x\" : { } } \n",
+        ];
+        for b in fine {
+            assert_eq!(
+                scan(b).map(|f| f.model),
+                Ok(Some("m".into())),
+                "{}",
+                String::from_utf8_lossy(b)
+            );
+        }
+    }
+
     #[test]
     fn duplicate_model_keys_are_refused() {
         assert!(matches!(
