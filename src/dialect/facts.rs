@@ -124,8 +124,13 @@ pub fn scan(body: &[u8]) -> Result<Facts, FactsError> {
     }
     // Duplicate top-level keys are refused: we would route on one value while the upstream
     // might read the other.
-    let top: Top =
-        serde_json::from_slice(body).map_err(|e| FactsError::Malformed(e.to_string()))?;
+    // JSON is UTF-8 throughout. serde_json checks the strings it decodes but not the ones it
+    // skips, so the whole body is checked first; it then reads it as `str`, not again.
+    let text = simdutf8::basic::from_utf8(body).map_err(|_| {
+        let at = std::str::from_utf8(body).map_or_else(|e| e.valid_up_to(), str::len);
+        FactsError::Malformed(format!("the body is not valid UTF-8 (at byte {at})"))
+    })?;
+    let top: Top = serde_json::from_str(text).map_err(|e| FactsError::Malformed(e.to_string()))?;
     let stream = match top.stream {
         None | Some(StreamField::Null) => false,
         Some(StreamField::Bool(b)) => b,
