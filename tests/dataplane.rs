@@ -398,6 +398,12 @@ fn bad_input_gets_precise_statuses(driver: &str) {
     };
     let r = expect_status(&proxy, &post("/v1/chat/completions", "{nope"), 400);
     assert_eq!(r.json()["error"]["code"], "invalid_json");
+    // Invalid UTF-8 inside a value Ringside skips (not just in the model) is broken JSON too.
+    let mut bytes = post("/v1/chat/completions", &chat("smart", false));
+    let at = bytes.len() - 5; // the "i" of "hi"
+    bytes[at] = 0xff;
+    let r = expect_status(&proxy, &bytes, 400);
+    assert_eq!(r.json()["error"]["code"], "invalid_json");
     expect_status(
         &proxy,
         &post("/v1/chat/completions", r#"{"messages":[]}"#),
