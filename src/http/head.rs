@@ -72,6 +72,8 @@ impl HeadError {
 pub struct HeaderRef {
     pub name: Range<usize>,
     pub value: Range<usize>,
+    /// The name's slot in `Head::names`: a lookup compares names only where slots match.
+    slot: u8,
 }
 
 /// A parsed head (request or response) that owns its raw bytes.
@@ -139,11 +141,12 @@ impl Head {
     /// first: most lookups are for headers a request does not carry.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         let want = name.as_bytes();
-        if self.names & name_bit(want) == 0 {
+        let slot = name_slot(want);
+        if self.names & (1 << slot) == 0 {
             return None;
         }
         for h in &self.headers {
-            if h.name.len() == want.len() && same_name(&self.raw[h.name.clone()], want) {
+            if h.slot == slot && same_name(&self.raw[h.name.clone()], want) {
                 return Some(&self.raw[h.value.clone()]);
             }
         }
@@ -207,17 +210,22 @@ fn fold8(w: u64) -> u64 {
     w | (upper >> 2)
 }
 
-/// A header name's bit in `Head::names`, from its length and its first and last letters
-/// (case folded): cheap, and distinct for the names Ringside looks up most.
+/// A header name's bit in `Head::names`.
 fn name_bit(name: &[u8]) -> u64 {
+    1 << name_slot(name)
+}
+
+/// A header name's slot (0-63), from its length and its first and last letters (case folded):
+/// cheap, and distinct for the names Ringside looks up most.
+fn name_slot(name: &[u8]) -> u8 {
     let (Some(first), Some(last)) = (name.first(), name.last()) else {
-        return 1;
+        return 0;
     };
     let h = (name.len() as u32)
         .wrapping_mul(31)
         .wrapping_add(u32::from(first | 0x20).wrapping_mul(7))
         .wrapping_add(u32::from(last | 0x20));
-    1 << (h % 64)
+    (h % 64) as u8
 }
 
 /// The headers httparse found, as ranges into `buf`, and their names' bits.
@@ -226,10 +234,12 @@ fn header_refs(buf: &[u8], found: &[httparse::Header<'_>]) -> (Vec<HeaderRef>, u
     let refs = found
         .iter()
         .map(|h| {
-            names |= name_bit(h.name.as_bytes());
+            let slot = name_slot(h.name.as_bytes());
+            names |= 1 << slot;
             HeaderRef {
                 name: offset(buf, h.name.as_bytes()),
                 value: offset(buf, h.value),
+                slot,
             }
         })
         .collect();

@@ -43,6 +43,10 @@ impl HeadWriter {
 
     pub fn with_capacity(status: u16, cap: usize) -> Self {
         let mut buf = Vec::with_capacity(cap);
+        if status == 200 {
+            buf.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+            return HeadWriter { buf };
+        }
         buf.extend_from_slice(b"HTTP/1.1 ");
         push_u64(&mut buf, u64::from(status));
         buf.push(b' ');
@@ -53,9 +57,12 @@ impl HeadWriter {
 
     /// Append one header line.
     pub fn header(&mut self, name: &str, value: impl AsRef<[u8]>) -> &mut Self {
+        let value = value.as_ref();
+        // One capacity check for the line instead of four.
+        self.buf.reserve(name.len() + value.len() + 4);
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b": ");
-        self.buf.extend_from_slice(value.as_ref());
+        self.buf.extend_from_slice(value);
         self.buf.extend_from_slice(b"\r\n");
         self
     }
