@@ -323,16 +323,22 @@ async fn ticker() {
     }
 }
 
-/// A wait until a deadline on this core's wheel; `Unpin`, 16 bytes.
+/// A wait until a deadline on this core's wheel; `Unpin`, 16 bytes. Not `Send`: its entry
+/// lives in the wheel of the thread that polled it.
 pub struct Sleep {
     tick: u64,
     id: u32,
+    _core_local: std::marker::PhantomData<*const ()>,
 }
 
 /// Wait until `at` (at the latest a millisecond and a scheduling round after it).
 pub fn sleep_until(at: Instant) -> Sleep {
     let tick = with(|c| tick_at(c.origin, at));
-    Sleep { tick, id: NONE }
+    Sleep {
+        tick,
+        id: NONE,
+        _core_local: std::marker::PhantomData,
+    }
 }
 
 impl Sleep {
