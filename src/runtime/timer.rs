@@ -140,7 +140,10 @@ impl Wheel {
 
     /// Forget an entry, armed or fired; its id may be handed out again.
     pub fn remove(&mut self, id: u32) {
-        let state = self.entries[id as usize].state;
+        // An id this wheel never gave (a sleep from before `install` on this thread): nothing.
+        let Some(state) = self.entries.get(id as usize).map(|e| e.state) else {
+            return;
+        };
         if state == State::Armed {
             self.unlink(id);
         }
@@ -155,11 +158,14 @@ impl Wheel {
     /// Move an entry (armed or fired) to `tick`. `false`: that is already due (the entry is
     /// then fired).
     pub fn reset(&mut self, id: u32, tick: u64) -> bool {
-        if self.entries[id as usize].state == State::Armed {
-            if self.entries[id as usize].tick == tick {
-                return true;
-            }
-            self.unlink(id);
+        let Some((state, old)) = self.entries.get(id as usize).map(|e| (e.state, e.tick)) else {
+            return false;
+        };
+        match state {
+            State::Free => return false,
+            State::Armed if old == tick => return true,
+            State::Armed => self.unlink(id),
+            State::Fired => {}
         }
         if tick <= self.done {
             self.entries[id as usize].state = State::Fired;
@@ -171,8 +177,11 @@ impl Wheel {
 
     /// Has the entry fired? If not, `waker` is the one it will wake.
     pub fn poll(&mut self, id: u32, waker: &Waker) -> bool {
-        let e = &mut self.entries[id as usize];
-        if e.state == State::Fired {
+        // An unknown or freed id reads as fired: a wait ends early rather than never.
+        let Some(e) = self.entries.get_mut(id as usize) else {
+            return true;
+        };
+        if e.state != State::Armed {
             return true;
         }
         match &e.waker {

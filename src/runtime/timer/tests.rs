@@ -249,3 +249,20 @@ fn a_wait_without_install_starts_the_ticker() {
     .join()
     .expect("no panic");
 }
+
+#[test]
+fn ids_the_wheel_never_gave_are_harmless() {
+    let mut w = Wheel::new();
+    let (_, waker) = counter();
+    w.remove(42);
+    assert!(!w.reset(42, 10));
+    assert!(
+        w.poll(42, &waker),
+        "reads as fired: a wait ends rather than hangs"
+    );
+    let id = w.insert(5, None).expect("armed");
+    w.remove(id);
+    assert!(w.poll(id, &waker), "a freed id too");
+    assert!(!w.reset(id, 50), "a freed id is not re-armed");
+    assert_eq!(w.armed(), 0);
+}
