@@ -185,7 +185,7 @@ pub(super) async fn give_up(
         let all_locked = timers
             .iter()
             .all(|e| matches!(e, Exclusion::Lockout { .. }));
-        let model = ctx.model.clone().unwrap_or_default();
+        let model = ctx.record.model.clone().unwrap_or_default();
         let e = if all_locked {
             ApiError::new(
                 429,

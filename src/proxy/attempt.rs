@@ -62,7 +62,7 @@ pub(super) async fn attempt(
     let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
     let target = &entry.targets[cand.target];
     // The model's place in the body is found only when it has to change.
-    let span = match &ctx.model {
+    let span = match &ctx.record.model {
         Some(m) if *m != target.model => {
             crate::dialect::facts::top_level_value_span(&ctx.body, b"model")
         }

@@ -56,7 +56,6 @@ pub(crate) struct Ctx<'a> {
     pub dialect: Dialect,
     pub request_id: String,
     pub body: Bytes,
-    pub model: Option<String>,
     pub keep_alive: bool,
     pub record: Record,
     pub started: Instant,
@@ -132,7 +131,6 @@ pub async fn handle(
         dialect,
         request_id,
         body: Bytes::new(),
-        model: None,
         keep_alive,
         record: std::mem::take(&mut record),
         started,
@@ -369,9 +367,9 @@ async fn serve(
         let err = ApiError::bad_request("missing_model", "the request has no `model`");
         return (finish_error(ctx, wr, &err, true).await, other);
     };
+    // The client's model name lives in the decision record only (one copy per request).
     ctx.record.model = Some(model.clone());
     ctx.body = body;
-    ctx.model = Some(model.clone());
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
     let core = ctx.core;
     let shared = &*core.shared;
