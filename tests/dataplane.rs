@@ -22,6 +22,7 @@ both_drivers!(
     client_disconnect_aborts_upstream,
     bad_input_gets_precise_statuses,
     slow_sender_gets_408,
+    idle_keep_alive_connection_is_closed,
     credentials_and_internal_headers_never_forwarded,
     graceful_shutdown_drains_a_live_stream,
     models_and_metrics,
@@ -480,6 +481,35 @@ fn slow_sender_gets_408(driver: &str) {
         .unwrap();
     let r = client::parse_reply(&read_all(s)).expect("a 408, not a silent close");
     assert_eq!(r.status, 408);
+}
+
+/// An idle keep-alive client is closed after `keepalive_idle_ms` (on the core's timer wheel),
+/// never before, and without an answer (no 408 to a client that sent nothing).
+fn idle_keep_alive_connection_is_closed(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let body = openai_provider("sim", sim.addr, &[("a", "SIM_KEY_A")], "\"gpt-4o-mini\"");
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "",
+        &format!("[limits]\nkeepalive_idle_ms = 300\n\n{body}"),
+    );
+    let mut s = raw_client(proxy.addr);
+    let sent = Instant::now();
+    s.write_all(raw_chat("gpt-4o-mini", false).as_bytes())
+        .unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got)
+        .expect("the server closes the idle connection (not the test's read timeout)");
+    let idle = sent.elapsed();
+    let r = client::parse_reply(&got).expect("one whole answer before the close");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        got.windows(9).filter(|w| w == b"HTTP/1.1 ").count(),
+        1,
+        "nothing after it"
+    );
+    assert!(idle >= Duration::from_millis(290), "closed early: {idle:?}");
 }
 
 fn credentials_and_internal_headers_never_forwarded(driver: &str) {
