@@ -109,7 +109,7 @@ pub async fn handle(
     let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
     let keep_alive = head.keep_alive && !last_on_connection;
     let endpoint = Endpoint::from_path(head.path());
-    let mut record = Record {
+    let record = Record {
         request_id: request_id.clone(),
         core: core.id,
         method: match head.method() {
@@ -132,7 +132,7 @@ pub async fn handle(
         request_id,
         body: Bytes::new(),
         keep_alive,
-        record: std::mem::take(&mut record),
+        record,
         started,
         tenant: tenant_of(&head),
         priority: priority_of(&head),
