@@ -5,7 +5,7 @@
 use crate::runtime::timer::{Sleep, sleep_until};
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 /// A kept timer: none until the first wait.
 pub type Timer<'a> = &'a mut Option<Sleep>;
@@ -18,17 +18,32 @@ pub fn set_timer(timer: Timer<'_>, at: std::time::Instant) {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// `f`, unless `timer` fires first (`Err`). A struct, not an `async fn`, so the work is held
+    /// once (an async fn holds its argument and then its pinned copy).
+    pub struct Before<'t, F> {
+        #[pin]
+        f: F,
+        timer: Timer<'t>,
+    }
+}
+
 /// `f`, unless `timer` fires first (`Err`). A timer never set never fires.
-pub async fn before<F: Future>(f: F, timer: Timer<'_>) -> Result<F::Output, ()> {
-    let mut f = std::pin::pin!(f);
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(v) = f.as_mut().poll(cx) {
+pub fn before<F: Future>(f: F, timer: Timer<'_>) -> Before<'_, F> {
+    Before { f, timer }
+}
+
+impl<F: Future> Future for Before<'_, F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(v) = this.f.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        match timer.as_mut() {
+        match this.timer.as_mut() {
             Some(t) => Pin::new(t).poll(cx).map(|()| Err(())),
             None => Poll::Pending,
         }
-    })
-    .await
+    }
 }
