@@ -49,8 +49,7 @@ async fn read_with_deadline<S: AsyncReadRent>(
     buf: &mut BytesMut,
     deadline: std::time::Instant,
 ) -> Result<usize, ReadError> {
-    let left = deadline.saturating_duration_since(crate::clock::instant());
-    if left.is_zero() {
+    if deadline <= crate::clock::instant() {
         return Err(ReadError::Timeout);
     }
     match crate::runtime::timer::timeout_at(deadline, read_more(s, buf)).await {

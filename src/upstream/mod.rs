@@ -76,11 +76,10 @@ impl Connector {
         let deadline = crate::clock::instant() + self.connect_timeout;
         let mut last = ConnectError::Timeout;
         for addr in addrs {
-            let left = deadline.saturating_duration_since(crate::clock::instant());
-            if left.is_zero() {
+            if deadline <= crate::clock::instant() {
                 return Err(ConnectError::Timeout);
             }
-            let tcp = match timer::timeout(left, TcpStream::connect_addr(addr)).await {
+            let tcp = match timer::timeout_at(deadline, TcpStream::connect_addr(addr)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     last = ConnectError::Connect(e);
@@ -93,8 +92,7 @@ impl Connector {
                 let name = rustls_pki_types::ServerName::try_from(ep.host.clone())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
                 let connector = monoio_rustls::TlsConnector::from(self.tls.clone());
-                let left = deadline.saturating_duration_since(crate::clock::instant());
-                match timer::timeout(left, connector.connect(name, tcp)).await {
+                match timer::timeout_at(deadline, connector.connect(name, tcp)).await {
                     Ok(Ok(s)) => UpStream::Tls(Box::new(s)),
                     Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
                     Err(_) => return Err(ConnectError::Timeout),
