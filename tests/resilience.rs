@@ -20,6 +20,7 @@ both_drivers!(
     admin_shows_and_resets_state,
     eligibility_contract_preserves_needs,
     terminal_and_model_cooldown_answers,
+    decisions_worth_explaining_outlive_plain_ones,
 );
 
 fn sim_with(faults: &[&str]) -> ringside::simulate::Simulator {
@@ -433,4 +434,37 @@ fn terminal_and_model_cooldown_answers(driver: &str) {
         Some("false"),
         "a two-minute lock is not worth an SDK retry"
     );
+}
+
+/// A fail-over's record stays in the admin ring while a flood of plain successes scrolls
+/// through their own small ring.
+fn decisions_worth_explaining_outlive_plain_ones(driver: &str) {
+    let sim = sim_with(&["key:sk-sim-a=429;retry-after=60"]);
+    let body = priority_keys(sim.addr, &["a", "b"], "") + "[resilience]\ndecision_ring_plain = 4\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let id_of = |r: &ringside::demo::client::Reply| {
+        r.header("x-request-id").unwrap_or_default().to_string()
+    };
+    let first = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!((first.status, attempt_count(&first)), (200, 2));
+    let mut plain = Vec::new();
+    for _ in 0..20 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!((r.status, attempt_count(&r)), (200, 1));
+        plain.push(id_of(&r));
+    }
+    let d = proxy.decision(&id_of(&first));
+    assert_eq!(d["attempts"][0]["status"], 429, "{d}");
+    let (s, _) = proxy.admin("GET", &format!("/admin/decisions/{}", plain[0]));
+    assert_eq!(s, 404, "the oldest success left its ring of 4");
+    assert_eq!(proxy.decision(&plain[19])["outcome"], "ok");
+    let (_, all) = proxy.admin("GET", "/admin/decisions?limit=100");
+    let ids: Vec<&str> = all["decisions"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|r| r["request_id"].as_str()).collect())
+        .unwrap_or_default();
+    let mut want: Vec<&str> = plain[16..].iter().rev().map(String::as_str).collect();
+    let first_id = id_of(&first);
+    want.push(&first_id);
+    assert_eq!(ids, want, "newest first, across both rings");
 }

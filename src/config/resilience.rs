@@ -113,6 +113,13 @@ pub(super) fn resolve(
         0,
         1_000_000,
     ) as usize;
+    s.decision_ring_plain = range(
+        out,
+        "resilience.decision_ring_plain",
+        r.decision_ring_plain as u64,
+        0,
+        1_000_000,
+    ) as usize;
     s.gate_enabled = r.provider_gate;
     let l = &r.lockout;
     if l.codes.iter().any(|c| !(100..=599).contains(c)) {

@@ -400,8 +400,12 @@ pub struct ResilienceSection {
     pub provider_gate: bool,
     /// The built-in relay quota restatement (403/400 + 额度不足 -> 429).
     pub builtin_restate: bool,
-    /// Recent decision records kept for the admin API.
+    /// Recent decision records kept for the admin API: those worth explaining (a retry, a
+    /// wait, an error, a refusal) ...
     pub decision_ring: usize,
+    /// ... and, in a ring of their own, plain first-try successes (kept small: the ring's
+    /// memory is touched by every request, see `runtime::decisions`).
+    pub decision_ring_plain: usize,
     pub lockout: LockoutSection,
     pub rules: Vec<RuleSection>,
     pub restate: Vec<RestateSection>,
@@ -417,6 +421,7 @@ impl Default for ResilienceSection {
             provider_gate: false,
             builtin_restate: true,
             decision_ring: 1024,
+            decision_ring_plain: 64,
             lockout: LockoutSection::default(),
             rules: Vec::new(),
             restate: Vec::new(),

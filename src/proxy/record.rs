@@ -99,6 +99,21 @@ fn is_zero(v: &u64) -> bool {
 }
 
 impl Record {
+    /// A first-try success with nothing to explain: no retry, wait, exclusion, restatement,
+    /// error status or failure. Such records go to the small ring (`runtime::decisions`).
+    pub fn is_plain(&self) -> bool {
+        self.outcome == "ok"
+            && self.status < 400
+            && self.attempts.len() <= 1
+            && self
+                .attempts
+                .iter()
+                .all(|a| a.outcome == "ok" && a.restated_from.is_none())
+            && self.waited_ms == 0
+            && self.excluded.is_empty()
+            && self.error_code.is_none()
+    }
+
     pub fn log_line(&self) -> String {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {

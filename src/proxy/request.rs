@@ -543,6 +543,8 @@ pub(super) async fn commit(
             .fetch_add(1, Relaxed);
     }
     let (provider_name, conn_name, _) = names;
+    // Most requests make one attempt: room for exactly one (Vec's first growth is four).
+    ctx.record.attempts.reserve_exact(1);
     ctx.record.attempts.push(AttemptRecord {
         provider: provider_name,
         connection: conn_name,

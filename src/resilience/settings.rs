@@ -118,8 +118,9 @@ pub struct Settings {
     /// Request budget defaults.
     pub deadline_ms: u64,
     pub max_wait_ms: u64,
-    /// How many decision records the admin ring keeps.
+    /// How many decision records the admin rings keep: notable ones, plain successes.
     pub decision_ring: usize,
+    pub decision_ring_plain: usize,
 }
 
 impl Default for Settings {
@@ -136,6 +137,7 @@ impl Default for Settings {
             deadline_ms: 600_000,
             max_wait_ms: 30_000,
             decision_ring: 1024,
+            decision_ring_plain: 64,
         }
     }
 }

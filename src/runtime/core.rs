@@ -114,10 +114,9 @@ pub struct Core {
     /// This core's flow queues.
     pub flow: std::rc::Rc<crate::flow::FlowCore>,
     /// The latest decision records of requests served here (the admin asks over the bus).
-    pub ring: RefCell<std::collections::VecDeque<Record>>,
+    pub decisions: RefCell<super::decisions::Decisions>,
     /// Session pins known to this core (replicated by events; the store keeps them durable).
     pub pins: RefCell<std::collections::HashMap<std::sync::Arc<str>, (usize, u64)>>,
-    pub ring_cap: usize,
 }
 
 impl Core {
@@ -134,16 +133,10 @@ impl Core {
         let mut t = self.tables.borrow_mut();
         drain(&self.inbox, |ev| match ev {
             Event::DecisionQuery { id, limit, reply } => {
-                let ring = self.ring.borrow();
+                let d = self.decisions.borrow();
                 let found: Vec<Record> = match id {
-                    Some(id) => ring
-                        .iter()
-                        .rev()
-                        .filter(|r| r.request_id == **id)
-                        .take(1)
-                        .cloned()
-                        .collect(),
-                    None => ring.iter().rev().take(*limit).cloned().collect(),
+                    Some(id) => d.find(id).into_iter().collect(),
+                    None => d.latest(*limit),
                 };
                 let _ = reply.send(found);
             }
@@ -206,16 +199,9 @@ impl Core {
         }
     }
 
-    /// Keep a finished request's decision record (the oldest goes when the ring is full).
+    /// Keep a finished request's decision record (see `runtime::decisions`).
     pub fn remember(&self, r: Record) {
-        if self.ring_cap == 0 {
-            return;
-        }
-        let mut ring = self.ring.borrow_mut();
-        if ring.len() >= self.ring_cap {
-            ring.pop_front();
-        }
-        ring.push_back(r);
+        self.decisions.borrow_mut().remember(r);
     }
 
     fn emit(&self, ev: Event) {

@@ -2,6 +2,7 @@
 //! (io_uring, or epoll where io_uring is unavailable) and its own SO_REUSEPORT listener.
 
 pub mod core;
+pub mod decisions;
 pub mod drain;
 pub mod timer;
 
@@ -332,12 +333,12 @@ async fn core_main(
         inbox,
         loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
         flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),
-        ring: RefCell::default(),
+        decisions: RefCell::new(crate::runtime::decisions::Decisions::per_core(
+            cfg.resilience.decision_ring,
+            cfg.resilience.decision_ring_plain,
+            cfg.server.workers,
+        )),
         pins: RefCell::default(),
-        ring_cap: match cfg.resilience.decision_ring {
-            0 => 0,
-            n => n.div_ceil(cfg.server.workers.max(1)).max(16),
-        },
     });
     let _ = ready.send(Ok(driver));
     monoio::spawn(tick(core.clone()));
