@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Record the PGO profile that release builds use (tuning/pgo/ringside.profdata; see
+# tuning/pgo/rustc-wrapper.sh). Builds an instrumented ringside in target/pgo-gen, runs it on
+# loopback against the simulator -- OpenAI JSON and SSE, Anthropic JSON and SSE, a key that
+# answers 429 so fail-over runs too -- then `ringside demo`, and merges what it counted.
+# Rerun after changing the hot path: a stale profile only loses the hints for what changed.
+# Then `cargo clean -p ringside --release` (cargo does not track the profile as an input).
+# Bounded: about 6 minutes on 2 cores, most of it the instrumented build.
+# Needs: llvm-profdata (rustup component llvm-tools, added if missing) and wrk (Debian).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v wrk >/dev/null 2>&1 || { apt-get install -y -q wrk || (apt-get update -q && apt-get install -y -q wrk); } >/dev/null
+sysroot=$(rustc --print sysroot)
+find_profdata() { find "$sysroot/lib/rustlib" -name llvm-profdata -type f 2>/dev/null | head -1; }
+PROFDATA=$(find_profdata)
+if [ -z "$PROFDATA" ]; then rustup component add llvm-tools >/dev/null; PROFDATA=$(find_profdata); fi
+BASE=${BASE_PORT:-19170}
+SIM=$BASE; RS=$((BASE+1)); ADMIN=$((BASE+2))
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+# Build scripts run instrumented too: their counts go to a directory that is thrown away.
+RUSTFLAGS="-Cprofile-generate=$WORK/build" cargo build --release -q --target-dir target/pgo-gen --bin ringside
+BIN=target/pgo-gen/release/ringside
+
+# The simulator's own counts are not wanted (SIGKILL: it writes none).
+LLVM_PROFILE_FILE=/dev/null $BIN simulate --listen 127.0.0.1:$SIM --events 20 \
+  --fault 'key:sk-pgo-bad=429;retry-after=1' >/dev/null 2>&1 &
+PIDS+=($!)
+cat > "$WORK/ringside.toml" <<TOML
+[server]
+listen = "127.0.0.1:$RS"
+admin_listen = "127.0.0.1:$ADMIN"
+workers = 1
+pin_workers = false
+access_log = false
+[[providers]]
+id = "sim"
+dialect = "openai"
+base_url = "http://127.0.0.1:$SIM/v1"
+  [[providers.connections]]
+  id = "bad"
+  key_env = "PGO_BAD_KEY"
+  models = ["bench-model"]
+  priority = 0
+  [[providers.connections]]
+  id = "good"
+  key_env = "PGO_KEY"
+  models = ["bench-model"]
+  priority = 1
+[[providers]]
+id = "anth"
+dialect = "anthropic"
+base_url = "http://127.0.0.1:$SIM/v1"
+  [[providers.connections]]
+  id = "a"
+  key_env = "PGO_KEY"
+  models = ["claude-bench"]
+TOML
+lua() { # name path body
+  printf 'wrk.method="POST"\nwrk.path="%s"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-client"\n' "$2" "$3" > "$WORK/$1.lua"
+}
+lua json /v1/chat/completions '{"model":"bench-model","messages":[{"role":"user","content":"hello"}]}'
+lua sse /v1/chat/completions '{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+lua ajson /v1/messages '{"model":"claude-bench","max_tokens":64,"messages":[{"role":"user","content":"hello"}]}'
+lua asse /v1/messages '{"model":"claude-bench","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
+
+mkdir -p "$WORK/raw"
+export LLVM_PROFILE_FILE="$WORK/raw/%p-%m.profraw"
+PGO_KEY=sk-pgo PGO_BAD_KEY=sk-pgo-bad $BIN serve --config "$WORK/ringside.toml" >"$WORK/serve.log" 2>&1 &
+SERVE=$!
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$RS) 2>/dev/null && break; sleep 0.1; done
+for run in json:6 sse:6 ajson:3 asse:3; do
+  IFS=: read -r name secs <<< "$run"
+  printf '%-6s ' "$name"
+  wrk -t1 -c64 -d${secs}s -s "$WORK/$name.lua" "http://127.0.0.1:$RS" | awk '/Non-2xx/ {bad=$NF} /Requests\/sec/ {rate=$2} END {printf "%s req/s, %d not 2xx\n", rate, bad}'
+done
+kill -TERM $SERVE
+wait $SERVE
+$BIN demo >/dev/null
+unset LLVM_PROFILE_FILE
+
+"$PROFDATA" merge -o tuning/pgo/ringside.profdata "$WORK"/raw/*.profraw
+rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' > tuning/pgo/llvm-major
+echo "tuning/pgo/ringside.profdata: $(du -k tuning/pgo/ringside.profdata | cut -f1) KiB, LLVM $(cat tuning/pgo/llvm-major)"
