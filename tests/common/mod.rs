@@ -13,6 +13,15 @@ use std::time::{Duration, Instant};
 
 pub const T: Duration = Duration::from_secs(10);
 
+/// The proxy under test: this build's binary, or `RINGSIDE_BIN` (e.g. the profile-guided
+/// release build: `RINGSIDE_BIN=target/release/ringside cargo test --test dataplane`).
+pub fn binary() -> std::path::PathBuf {
+    match std::env::var_os("RINGSIDE_BIN") {
+        Some(p) if !p.is_empty() => std::path::PathBuf::from(p),
+        _ => env!("CARGO_BIN_EXE_ringside").into(),
+    }
+}
+
 pub fn port() -> u16 {
     ringside::demo::free_port().expect("free port")
 }
@@ -78,7 +87,7 @@ impl Proxy {
             );
             let path = dir.0.join("ringside.toml");
             std::fs::write(&path, cfg).expect("write config");
-            let mut child = Command::new(env!("CARGO_BIN_EXE_ringside"))
+            let mut child = Command::new(binary())
                 .args(["serve", "--config", path.to_str().unwrap_or_default()])
                 .env("SIM_KEY_A", "sk-sim-a")
                 .env("SIM_KEY_B", "sk-sim-b")
