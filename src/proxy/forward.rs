@@ -146,6 +146,8 @@ fn head_for_client(
     then: usize,
 ) -> Vec<u8> {
     let mut w = HeadWriter::with_capacity(status, up.raw().len() + 256 + then);
+    // The Anthropic SDKs read `request-id` (not `x-request-id`) as the request's id.
+    let mut has_request_id = r.dialect != Dialect::Anthropic;
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
             || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-"))
@@ -158,9 +160,13 @@ fn head_for_client(
             w.header("x-upstream-request-id", value);
             continue;
         }
+        has_request_id |= name.eq_ignore_ascii_case("request-id");
         w.header(name, value);
     }
     w.header("x-request-id", r.request_id);
+    if !has_request_id {
+        w.header("request-id", r.request_id);
+    }
     w.header("x-ringside-route", r.route);
     w.header("x-ringside-connection", r.connection_label);
     w.header("x-ringside-attempts", r.attempts);

@@ -35,6 +35,10 @@ pub async fn respond_error(
     let body = err.body(dialect, request_id);
     let mut extra: Vec<(&str, String)> = err.headers();
     extra.push(("x-request-id", request_id.to_string()));
+    if dialect == Dialect::Anthropic {
+        // The Anthropic SDKs read `request-id` as the request's id (`err.request_id`).
+        extra.push(("request-id", request_id.to_string()));
+    }
     let refs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let bytes = whole(err.status, "application/json", &refs, &body, keep_alive);
     let (res, _) = wr.write_all(bytes).await;

@@ -500,11 +500,16 @@ async fn answer(
         _ => {
             guard.status = 200;
             let b = body::json_body(api, &model_name, events, seq);
+            // Each provider's own name for its request id header.
+            let id_header = match api {
+                Api::Messages | Api::CountTokens => "request-id",
+                _ => "x-request-id",
+            };
             let _ = stream
                 .write_all(whole(
                     200,
                     "application/json",
-                    &[("x-request-id", &format!("req_sim{seq}"))],
+                    &[(id_header, &format!("req_sim{seq}"))],
                     &b,
                     keep,
                 ))
