@@ -21,6 +21,7 @@ both_drivers!(
     tls_failure_fails_over,
     client_disconnect_aborts_upstream,
     bad_input_gets_precise_statuses,
+    an_early_answer_survives_a_client_still_sending,
     slow_sender_gets_408,
     idle_keep_alive_connection_is_closed,
     credentials_and_internal_headers_never_forwarded,
@@ -390,6 +391,51 @@ fn expect_status(proxy: &Proxy, raw: &[u8], status: u16) -> client::Reply {
         r.text()
     );
     r
+}
+
+/// A client that writes its whole request before it reads (as the SDKs do) still gets the 413
+/// or 431 that Ringside answers early: closing with its input unread would send a reset and
+/// destroy the answer in the client's receive buffer.
+fn an_early_answer_survives_a_client_still_sending(driver: &str) {
+    let (_sim, proxy) = sim_proxy(driver, SimOptions::default());
+    let body_len = 8 << 20;
+    let heads = [
+        (
+            format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {body_len}\r\n\r\n"
+            ),
+            413,
+        ),
+        (
+            format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nx-big: {}\r\ncontent-length: {body_len}\r\n\r\n",
+                "a".repeat(40_000)
+            ),
+            431,
+        ),
+    ];
+    for (head, status) in heads {
+        let mut s = raw_client(proxy.addr);
+        s.write_all(head.as_bytes()).unwrap();
+        // Write the whole body first, then read, as the SDKs do. Their HTTP stack gives up on
+        // a connection whose write failed (httpx: "Connection error"), so the body must go
+        // through: Ringside reads and discards it after answering.
+        let chunk = vec![b'x'; 64 << 10];
+        for i in 0..(body_len / chunk.len()) {
+            if let Err(e) = s.write_all(&chunk) {
+                panic!("{status}: the write of chunk {i} failed: {e}");
+            }
+        }
+        let r = client::parse_reply(&read_all(s)).expect("the answer, not a reset");
+        assert_eq!(r.status, status, "{}", r.text());
+    }
+    // The port still serves.
+    assert_eq!(
+        proxy
+            .post("/v1/chat/completions", &[], &chat("smart", false))
+            .status,
+        200
+    );
 }
 
 fn bad_input_gets_precise_statuses(driver: &str) {

@@ -1,7 +1,7 @@
 //! The real OpenAI and Anthropic Python SDKs (pinned in tests/sdk/requirements.txt) against
 //! the real server and the simulator on loopback, both drivers: every endpoint an SDK user
 //! calls, streaming helpers, fail-over behind the SDK's back, and the errors an SDK raises
-//! (type, code, request id, a stream cut mid-way). The checks are in tests/sdk/check_clients.py.
+//! (type, code, request id, a stream cut mid-way, a body over the limit). The checks are in tests/sdk/check_clients.py.
 //!
 //! The first run makes a virtual environment under the target directory and installs the SDKs
 //! from PyPI (about 30 s); later runs reuse it. On a machine without python3 or PyPI, set
@@ -89,7 +89,7 @@ base_url = "http://{s}/v1"
         "SDK checks failed on {driver}:\n{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("13 of 13 SDK checks passed"), "{text}");
+    assert!(text.contains("15 of 15 SDK checks passed"), "{text}");
     // The client's own key never reached the upstream: only the connection keys did.
     let keys = sim_stats(&sim)["keys"].clone();
     assert!(keys.get("client-key").is_none(), "{keys}");

@@ -105,7 +105,8 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
                 core.metrics
                     .finalized
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                break;
+                linger(&core, &mut rd, &mut wr, &mut buf).await;
+                return;
             }
         };
         served += 1;
@@ -113,10 +114,55 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
         let last = max > 0 && served >= max;
         let keep = request::handle(&core, head, &mut rd, &mut wr, &mut buf, last).await;
         if !keep {
-            break;
+            linger(&core, &mut rd, &mut wr, &mut buf).await;
+            return;
         }
     }
     let _ = wr.shutdown().await;
+}
+
+/// The longest a closing connection keeps reading what its client still sends.
+const LINGER_TOTAL: Duration = Duration::from_secs(10);
+/// ... and the longest it waits for the next byte of it.
+const LINGER_IDLE: Duration = Duration::from_secs(2);
+
+/// Close a connection that Ringside ends while its client may still be sending: an answer
+/// given before the request was read to the end (413, 431, 408, 400), or `connection: close`.
+/// Closing a socket with unread input makes the kernel send a reset, and a reset destroys the
+/// answer still waiting in the client's receive buffer: an SDK that writes a 20 MB body before
+/// it reads would see "connection reset" instead of the 413. So the answer is followed by a FIN,
+/// and what the client still sends is read and thrown away until it closes, for at most
+/// `LINGER_TOTAL`, `LINGER_IDLE` without a byte, or until the core drains (nginx's lingering
+/// close).
+async fn linger(
+    core: &Core,
+    rd: &mut monoio::net::tcp::TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) {
+    if wr.shutdown().await.is_err() {
+        return;
+    }
+    let end = crate::clock::instant() + LINGER_TOTAL;
+    loop {
+        buf.clear();
+        let now = crate::clock::instant();
+        if now >= end || core.drain.is_draining() {
+            return;
+        }
+        let read = crate::runtime::timer::timeout_at(
+            end.min(now + LINGER_IDLE),
+            crate::http::io::read_more(rd, buf),
+        );
+        let n = monoio::select! {
+            r = read => r,
+            _ = core.drain.wait() => return,
+        };
+        match n {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
+        }
+    }
 }
 
 /// A small JSON success response.

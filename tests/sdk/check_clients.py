@@ -21,6 +21,7 @@ oai = openai.OpenAI(base_url=BASE + "/v1", api_key="client-key", max_retries=0, 
 ant = anthropic.Anthropic(base_url=BASE, api_key="client-key", max_retries=0, timeout=20)
 HI = [{"role": "user", "content": "hi"}]
 TEXT = "Hello from the Ringside upstream simulator, friend"
+BIG = "x" * (17 << 20)  # over the default max_body_bytes (16 MiB)
 CHECKS = []
 
 
@@ -120,6 +121,17 @@ def openai_stream_cut_mid_way_raises():
 
 
 @check
+def openai_oversize_body_is_a_413_not_a_connection_error():
+    # The SDK writes the whole body before it reads: Ringside answers early, then reads on.
+    try:
+        oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": BIG}])
+    except openai.APIStatusError as e:
+        assert e.status_code == 413 and e.code == "request_too_large", (e.status_code, e.body)
+    else:
+        raise AssertionError("a body over max_body_bytes was accepted")
+
+
+@check
 def anthropic_messages_create():
     m = ant.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=HI)
     assert m.content[0].text == TEXT and m.stop_reason == "end_turn", m
@@ -165,6 +177,19 @@ def anthropic_stream_cut_mid_way_raises():
         assert seen, "the events before the cut arrive first"
     else:
         raise AssertionError(f"a stream cut mid-way ended quietly after {seen}")
+
+
+@check
+def anthropic_oversize_body_is_a_413_not_a_connection_error():
+    try:
+        ant.messages.create(
+            model="claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": BIG}]
+        )
+    except anthropic.APIStatusError as e:
+        assert e.status_code == 413, (e.status_code, e.body)
+        assert e.body["error"]["type"] == "request_too_large", e.body
+    else:
+        raise AssertionError("a body over max_body_bytes was accepted")
 
 
 failed = []
