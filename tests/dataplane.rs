@@ -645,6 +645,36 @@ fn models_and_metrics(driver: &str) {
             && ids.contains(&"claude-x".into()),
         "{ids:?}"
     );
+    // One model, in each dialect's shape; an id with a slash may come percent-encoded.
+    let get = |path: &str, headers: &[(&str, &str)]| {
+        client::request(proxy.addr, "GET", path, headers, b"", T).unwrap()
+    };
+    let r = get("/v1/models/smart", &[]);
+    assert_eq!(
+        (r.status, r.json()["object"].as_str()),
+        (200, Some("model"))
+    );
+    assert_eq!(r.json()["id"], "smart");
+    let r = get("/v1/models/sim%2Fgpt-4o-mini", &[]);
+    assert_eq!(r.json()["id"], "sim/gpt-4o-mini", "{}", r.text());
+    let r = get(
+        "/v1/models/claude-x",
+        &[("anthropic-version", "2023-06-01")],
+    );
+    assert_eq!(
+        (r.json()["type"].as_str(), r.json()["id"].as_str()),
+        (Some("model"), Some("claude-x"))
+    );
+    let r = get("/v1/models/nope", &[]);
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].as_str()),
+        (404, Some("model_not_found"))
+    );
+    let r = get("/v1/models/nope", &[("anthropic-version", "2023-06-01")]);
+    assert_eq!(
+        (r.status, r.json()["error"]["type"].as_str()),
+        (404, Some("not_found_error"))
+    );
     proxy.post("/v1/chat/completions", &[], &chat("smart", false));
     let m = proxy.metrics();
     let want = if driver == "uring" {

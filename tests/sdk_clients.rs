@@ -89,7 +89,7 @@ base_url = "http://{s}/v1"
         "SDK checks failed on {driver}:\n{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("15 of 15 SDK checks passed"), "{text}");
+    assert!(text.contains("17 of 17 SDK checks passed"), "{text}");
     // The client's own key never reached the upstream: only the connection keys did.
     let keys = sim_stats(&sim)["keys"].clone();
     assert!(keys.get("client-key").is_none(), "{keys}");

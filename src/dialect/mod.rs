@@ -48,6 +48,8 @@ impl Endpoint {
             "/v1/messages/count_tokens" => Endpoint::CountTokens,
             "/v1/models" => Endpoint::Models,
             "/v1/session-leases" => Endpoint::SessionLeases,
+            // One model (`GET /v1/models/{id}`): answered from the same list.
+            p if p.starts_with("/v1/models/") => Endpoint::Models,
             _ => return None,
         })
     }
@@ -101,6 +103,38 @@ impl Endpoint {
     }
 }
 
+/// The model id of `GET /v1/models/{id}` (percent-decoded: `oai%2Fgpt-4o` is `oai/gpt-4o`),
+/// or None for the list.
+pub fn model_in_path(path: &str) -> Option<String> {
+    let raw = path
+        .strip_prefix("/v1/models/")?
+        .trim_end_matches('/')
+        .as_bytes();
+    if raw.is_empty() {
+        return None;
+    }
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match (
+            raw[i],
+            raw.get(i + 1).copied().and_then(hex),
+            raw.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h << 4 | l);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
 /// The dialect of a path for error envelopes, even when the path is unknown.
 pub fn dialect_for_path(path: &str) -> Dialect {
     if path.starts_with("/v1/messages") {
@@ -128,5 +162,40 @@ mod tests {
         ] {
             assert_eq!(Endpoint::from_path(e.path()), Some(e), "{}", e.path());
         }
+        assert_eq!(
+            Endpoint::from_path("/v1/models/gpt-4o-mini"),
+            Some(Endpoint::Models)
+        );
+    }
+
+    #[test]
+    fn model_ids_in_paths_are_percent_decoded() {
+        assert_eq!(super::model_in_path("/v1/models"), None);
+        assert_eq!(super::model_in_path("/v1/models/"), None);
+        assert_eq!(
+            super::model_in_path("/v1/models/gpt-4o").as_deref(),
+            Some("gpt-4o")
+        );
+        assert_eq!(
+            super::model_in_path("/v1/models/oai%2Fgpt-4o").as_deref(),
+            Some("oai/gpt-4o")
+        );
+        assert_eq!(
+            super::model_in_path("/v1/models/oai/gpt-4o/").as_deref(),
+            Some("oai/gpt-4o")
+        );
+        // Broken escapes stay as they are; invalid UTF-8 is replaced, never a panic.
+        assert_eq!(
+            super::model_in_path("/v1/models/a%2").as_deref(),
+            Some("a%2")
+        );
+        assert_eq!(
+            super::model_in_path("/v1/models/a%zz").as_deref(),
+            Some("a%zz")
+        );
+        assert_eq!(
+            super::model_in_path("/v1/models/%ff").as_deref(),
+            Some("\u{fffd}")
+        );
     }
 }

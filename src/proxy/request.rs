@@ -434,7 +434,33 @@ async fn serve(
 async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
     let routes = &ctx.core.shared.routes;
     let list = routes.model_list();
-    let body = if ctx.head.get("anthropic-version").is_some() {
+    let anthropic = ctx.head.get("anthropic-version").is_some();
+    if let Some(id) = crate::dialect::model_in_path(ctx.head.path()) {
+        // One model (the SDKs' `models.retrieve`), in the shape its dialect expects.
+        let Some(&(id, owner)) = list.iter().find(|(m, _)| *m == id) else {
+            let err = ApiError::new(
+                404,
+                "model_not_found",
+                format!("no route or model named `{id}`"),
+            )
+            .should_retry(false);
+            if anthropic {
+                ctx.dialect = Dialect::Anthropic;
+            }
+            return finish_error(ctx, wr, &err, true).await;
+        };
+        let body = if anthropic {
+            serde_json::json!({"type": "model", "id": id, "display_name": id, "created_at": "1970-01-01T00:00:00Z"})
+        } else {
+            serde_json::json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
+        };
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        ctx.record.status = 200;
+        ctx.record.outcome = "ok";
+        ctx.record.bytes_out = body.len() as u64;
+        return respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await;
+    }
+    let body = if anthropic {
         let data: Vec<_> = list
             .iter()
             .map(|(id, _)| serde_json::json!({"type": "model", "id": id, "display_name": id, "created_at": "1970-01-01T00:00:00Z"}))

@@ -37,6 +37,18 @@ def openai_models_list():
 
 
 @check
+def openai_models_retrieve():
+    assert oai.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
+    assert oai.models.retrieve("oai/gpt-4o-mini").id == "oai/gpt-4o-mini"
+    try:
+        oai.models.retrieve("no-such-model")
+    except openai.NotFoundError as e:
+        assert e.code == "model_not_found", e.body
+    else:
+        raise AssertionError("no error for an unknown model")
+
+
+@check
 def openai_chat_fails_over_a_rate_limited_key():
     raw = oai.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=HI)
     c = raw.parse()
@@ -145,6 +157,19 @@ def anthropic_stream_helper():
         final = s.get_final_message()
     assert text == TEXT, text
     assert final.stop_reason == "end_turn" and final.usage.output_tokens > 0, final
+
+
+@check
+def anthropic_models_list_and_retrieve():
+    ids = [m.id for m in ant.models.list()]
+    assert "claude-sonnet-4-5" in ids, ids
+    assert ant.models.retrieve("claude-sonnet-4-5").id == "claude-sonnet-4-5"
+    try:
+        ant.models.retrieve("claude-no-such")
+    except anthropic.NotFoundError as e:
+        assert e.body["error"]["type"] == "not_found_error", e.body
+    else:
+        raise AssertionError("no error for an unknown model")
 
 
 @check
