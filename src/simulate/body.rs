@@ -57,8 +57,13 @@ pub fn word(i: u32) -> &'static str {
     WORDS[i as usize % WORDS.len()]
 }
 
-/// A whole (non-streaming) JSON answer.
-pub fn json_body(api: Api, model: &str, n: u32, seq: u64) -> Vec<u8> {
+/// The simulator's embedding vector.
+const EMBEDDING: [f64; 8] = [0.011, -0.022, 0.033, 0.044, -0.055, 0.066, 0.077, -0.088];
+
+/// A whole (non-streaming) JSON answer. `base64`: the request asked for
+/// `encoding_format: "base64"` (the OpenAI SDKs' default), answered as OpenAI does: the
+/// little-endian float32s of the vector, base64-encoded.
+pub fn json_body(api: Api, model: &str, n: u32, seq: u64, base64: bool) -> Vec<u8> {
     let text: String = (0..n).map(word).collect();
     let v = match api {
         Api::Chat => json!({
@@ -79,7 +84,13 @@ pub fn json_body(api: Api, model: &str, n: u32, seq: u64) -> Vec<u8> {
         }),
         Api::Embeddings => json!({
             "object": "list", "model": model,
-            "data": [{"object": "embedding", "index": 0, "embedding": [0.011, -0.022, 0.033, 0.044, -0.055, 0.066, 0.077, -0.088]}],
+            "data": [{"object": "embedding", "index": 0, "embedding": if base64 {
+                use base64::Engine;
+                let bytes: Vec<u8> = EMBEDDING.iter().flat_map(|f| (*f as f32).to_le_bytes()).collect();
+                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                json!(EMBEDDING)
+            }}],
             "usage": {"prompt_tokens": 4, "total_tokens": 4}
         }),
         Api::Messages => json!({

@@ -362,6 +362,7 @@ async fn answer(
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let model = json["model"].as_str().map(str::to_string);
     let wants_stream = json["stream"].as_bool().unwrap_or(false);
+    let base64 = json["encoding_format"].as_str() == Some("base64");
     let include_usage = json["stream_options"]["include_usage"]
         .as_bool()
         .unwrap_or(false);
@@ -490,7 +491,7 @@ async fn answer(
         }
         FaultKind::CloseDelimited => {
             guard.status = 200;
-            let b = body::json_body(api, &model_name, events, seq);
+            let b = body::json_body(api, &model_name, events, seq, base64);
             let mut w = HeadWriter::new(200);
             w.header("content-type", "application/json")
                 .header("connection", "close");
@@ -499,7 +500,7 @@ async fn answer(
         }
         _ => {
             guard.status = 200;
-            let b = body::json_body(api, &model_name, events, seq);
+            let b = body::json_body(api, &model_name, events, seq, base64);
             // Each provider's own name for its request id header.
             let id_header = match api {
                 Api::Messages | Api::CountTokens => "request-id",

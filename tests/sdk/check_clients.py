@@ -77,9 +77,12 @@ def openai_chat_stream_with_usage():
 @check
 def openai_completions_and_embeddings():
     assert oai.completions.create(model="gpt-4o-mini", prompt="hi").choices[0].text == TEXT
-    # The SDK asks for base64 and decodes it when it gets floats back as well.
+    # The SDK asks for base64 (the simulator answers as OpenAI does) and decodes it.
     e = oai.embeddings.create(model="gpt-4o-mini", input="hi")
-    assert len(e.data[0].embedding) > 0 and isinstance(e.data[0].embedding[0], float), e
+    v = e.data[0].embedding
+    assert len(v) == 8 and abs(v[0] - 0.011) < 1e-6 and abs(v[7] + 0.088) < 1e-6, v
+    v = oai.embeddings.create(model="gpt-4o-mini", input="hi", encoding_format="float").data[0].embedding
+    assert v[:2] == [0.011, -0.022], v
 
 
 @check
