@@ -140,19 +140,22 @@ async fn linger(
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
 ) {
+    // Let go of a large request buffer now: a lingering connection needs only a small sink.
+    *buf = BytesMut::new();
     if wr.shutdown().await.is_err() {
         return;
     }
+    let mut sink = BytesMut::with_capacity(READ_CHUNK);
     let end = crate::clock::instant() + LINGER_TOTAL;
     loop {
-        buf.clear();
+        sink.clear();
         let now = crate::clock::instant();
         if now >= end || core.drain.is_draining() {
             return;
         }
         let read = crate::runtime::timer::timeout_at(
             end.min(now + LINGER_IDLE),
-            crate::http::io::read_more(rd, buf),
+            crate::http::io::read_more(rd, &mut sink),
         );
         let n = monoio::select! {
             r = read => r,
