@@ -156,7 +156,7 @@ impl Record {
             push_clean(&mut out, label);
             out.push(' ');
             push_num(&mut out, u64::from(status));
-            out.push_str(" ok stream");
+            out.push_str(" ok deliver");
         }
         out
     }
@@ -184,7 +184,7 @@ mod tests {
         let mut r = Record::default();
         assert_eq!(
             r.attempts_header(Some(("p/a", 200))),
-            "1; p/a 200 ok stream"
+            "1; p/a 200 ok deliver"
         );
         r.attempts.push(AttemptRecord {
             provider: "p",
@@ -196,12 +196,12 @@ mod tests {
         });
         assert_eq!(
             r.attempts_header(Some(("p/b", 200))),
-            "2; p/a 429 rate_limited next; p/b 200 ok stream"
+            "2; p/a 429 rate_limited next; p/b 200 ok deliver"
         );
         // Control characters and non-ASCII never reach the header.
         assert_eq!(
             r.attempts_header(Some(("p/\u{e9}b\n", 503))),
-            "2; p/a 429 rate_limited next; p/b 503 ok stream"
+            "2; p/a 429 rate_limited next; p/b 503 ok deliver"
         );
         r.attempts.push(AttemptRecord {
             provider: "p",

@@ -577,7 +577,7 @@ pub(super) async fn commit(
         model: entry.targets[cand.target].model.clone(),
         outcome,
         status: Some(head.status),
-        decision: "stream",
+        decision: "deliver",
         detail: res.failure.map(str::to_string),
         ms: crate::clock::since(t0).as_millis() as u64,
         ..Default::default()

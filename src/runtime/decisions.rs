@@ -116,7 +116,7 @@ mod tests {
             attempts: vec![AttemptRecord {
                 outcome: "ok",
                 status: Some(200),
-                decision: "stream",
+                decision: "deliver",
                 ..Default::default()
             }],
             ..Default::default()
