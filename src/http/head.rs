@@ -458,23 +458,52 @@ fn keep_alive(head: &Head) -> bool {
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that a proxy never forwards.
 pub fn is_hop_by_hop(name: &str) -> bool {
-    const HOP: [&str; 9] = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    ];
-    HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+    // By length first: every header of every request and response passes through here, and
+    // most names have no hop-by-hop name of their length to compare with.
+    let candidates: &[&str] = match name.len() {
+        2 => &["te"],
+        7 => &["trailer", "upgrade"],
+        10 => &["connection", "keep-alive"],
+        16 => &["proxy-connection"],
+        17 => &["transfer-encoding"],
+        18 => &["proxy-authenticate"],
+        19 => &["proxy-authorization"],
+        _ => return false,
+    };
+    candidates.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_by_hop_names_in_any_case() {
+        for n in [
+            "connection",
+            "Keep-Alive",
+            "PROXY-CONNECTION",
+            "proxy-authenticate",
+            "Proxy-Authorization",
+            "TE",
+            "trailer",
+            "Transfer-Encoding",
+            "upgrade",
+        ] {
+            assert!(is_hop_by_hop(n), "{n}");
+        }
+        for n in [
+            "content-type",
+            "tf",
+            "trailers",
+            "connectio",
+            "",
+            "x-request-id",
+            "upgradE1",
+        ] {
+            assert!(!is_hop_by_hop(n), "{n}");
+        }
+    }
 
     fn req(s: &str) -> Result<Option<(Head, usize)>, HeadError> {
         parse_request(s.as_bytes(), HeadLimits::default())

@@ -13,23 +13,24 @@ const COALESCE_BODY: usize = 64 * 1024;
 
 /// Headers a client may send that must never reach a provider.
 fn is_dropped(name: &str) -> bool {
-    const DROP: [&str; 10] = [
-        "host",
-        "content-length",
-        "authorization",
-        "x-api-key",
-        "api-key",
-        "cookie",
-        "expect",
-        "x-request-id",
-        "x-session-id",
-        "x-codex-session-id",
-    ];
-    is_hop_by_hop(name)
-        || DROP.iter().any(|d| d.eq_ignore_ascii_case(name))
-        || name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-")
+    // By length first (every client header passes through here): most names have no dropped
+    // name of their length to compare with.
+    let candidates: &[&str] = match name.len() {
+        4 => &["host"],
+        6 => &["cookie", "expect"],
+        7 => &["api-key"],
+        9 => &["x-api-key"],
+        12 => &["x-request-id", "x-session-id"],
+        13 => &["authorization"],
+        14 => &["content-length"],
         // We must read error bodies and SSE ourselves: ask for identity encoding.
-        || name.eq_ignore_ascii_case("accept-encoding")
+        15 => &["accept-encoding"],
+        18 => &["x-codex-session-id"],
+        _ => &[],
+    };
+    candidates.iter().any(|d| d.eq_ignore_ascii_case(name))
+        || is_hop_by_hop(name)
+        || name.len() >= 11 && name.as_bytes()[..11].eq_ignore_ascii_case(b"x-ringside-")
 }
 
 /// A ready-to-send request: head, and body kept separate when large (zero-copy).
@@ -153,6 +154,41 @@ mod tests {
             tags: vec![],
         };
         (p, conn)
+    }
+
+    #[test]
+    fn dropped_names_in_any_case() {
+        for n in [
+            "Host",
+            "cookie",
+            "EXPECT",
+            "api-key",
+            "X-Api-Key",
+            "x-request-id",
+            "X-Session-Id",
+            "Authorization",
+            "content-length",
+            "Accept-Encoding",
+            "x-codex-session-id",
+            "X-Ringside-Priority",
+            "x-ringside-",
+            "Connection",
+            "transfer-encoding",
+        ] {
+            assert!(is_dropped(n), "{n}");
+        }
+        for n in [
+            "content-type",
+            "accept",
+            "anthropic-version",
+            "traceparent",
+            "x-ringside",
+            "hosts",
+            "openai-organization",
+            "",
+        ] {
+            assert!(!is_dropped(n), "{n}");
+        }
     }
 
     #[test]
