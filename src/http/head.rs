@@ -456,6 +456,13 @@ fn keep_alive(head: &Head) -> bool {
     head.version_minor >= 1 || head.has_token("connection", "keep-alive")
 }
 
+/// Ringside's own headers (`x-ringside-*`): never forwarded in either direction.
+pub fn is_ringside_header(name: &str) -> bool {
+    name.as_bytes()
+        .get(..11)
+        .is_some_and(|p| p.eq_ignore_ascii_case(b"x-ringside-"))
+}
+
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that a proxy never forwards.
 pub fn is_hop_by_hop(name: &str) -> bool {
     // By length first: every header of every request and response passes through here, and

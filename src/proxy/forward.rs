@@ -7,7 +7,7 @@ use super::deadline::{Timer, before, set_timer};
 use super::watch::{ClientWatch, Raced};
 use crate::dialect::{ApiError, Dialect};
 use crate::http::chunk::{ChunkTracker, size_line};
-use crate::http::head::is_hop_by_hop;
+use crate::http::head::{is_hop_by_hop, is_ringside_header};
 use crate::http::io::read_more;
 use crate::http::response::HeadWriter;
 use crate::http::{Framing, Head};
@@ -150,7 +150,7 @@ fn head_for_client(
     let mut has_request_id = r.dialect != Dialect::Anthropic;
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
-            || (name.len() >= 11 && name[..11].eq_ignore_ascii_case("x-ringside-"))
+            || is_ringside_header(name)
             || (length.is_some() && name.eq_ignore_ascii_case("content-length"))
             || extra.iter().any(|(n, _)| name.eq_ignore_ascii_case(n))
         {

@@ -4,7 +4,7 @@
 use crate::config::{AuthKind, Connection, Provider};
 use crate::dialect::{Dialect, Endpoint};
 use crate::http::Head;
-use crate::http::head::is_hop_by_hop;
+use crate::http::head::{is_hop_by_hop, is_ringside_header};
 use crate::http::response::push_u64;
 use bytes::Bytes;
 
@@ -30,7 +30,7 @@ fn is_dropped(name: &str) -> bool {
     };
     candidates.iter().any(|d| d.eq_ignore_ascii_case(name))
         || is_hop_by_hop(name)
-        || name.len() >= 11 && name.as_bytes()[..11].eq_ignore_ascii_case(b"x-ringside-")
+        || is_ringside_header(name)
 }
 
 /// A ready-to-send request: head, and body kept separate when large (zero-copy).
