@@ -102,7 +102,19 @@ fn session_affinity_pins_and_repins(driver: &str) {
     for _ in 0..4 {
         assert_eq!(on("s1"), moved, "re-pinned");
     }
-    let (_, pins) = proxy.admin("GET", "/admin/pins");
+    // The admin list reads the store, whose writer thread commits in batches: the re-pin
+    // shows up there shortly after the request that made it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let pins = loop {
+        let (_, pins) = proxy.admin("GET", "/admin/pins");
+        let list = pins["pins"].as_array().cloned().unwrap_or_default();
+        if list.iter().any(|p| p["connection"] == moved.as_str())
+            || std::time::Instant::now() > deadline
+        {
+            break pins;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let list = pins["pins"].as_array().cloned().unwrap_or_default();
     assert!(
         list.iter().any(|p| p["connection"] == moved.as_str()),
