@@ -66,11 +66,20 @@ const EMBEDDING: [f64; 8] = [0.011, -0.022, 0.033, 0.044, -0.055, 0.066, 0.077, 
 pub fn json_body(api: Api, model: &str, n: u32, seq: u64, base64: bool) -> Vec<u8> {
     let text: String = (0..n).map(word).collect();
     let v = match api {
-        Api::Chat => json!({
-            "id": format!("chatcmpl-sim{seq}"), "object": "chat.completion", "created": 1_700_000_000u64, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}
-        }),
+        Api::Chat => {
+            // Written by hand, not through `json!`: this is the benchmarks' answer, and the
+            // simulator shares the cores with the proxy under test (a `Value` tree cost it
+            // about a fifth of its CPU per request).
+            let (model, text) = (quoted(model), quoted(&text));
+            return format!(
+                "{{\"id\":\"chatcmpl-sim{seq}\",\"object\":\"chat.completion\",\"created\":1700000000,\
+                 \"model\":{model},\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\
+                 \"content\":{text}}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":9,\
+                 \"completion_tokens\":{n},\"total_tokens\":{t}}}}}",
+                t = 9 + n
+            )
+            .into_bytes();
+        }
         Api::Completions => json!({
             "id": format!("cmpl-sim{seq}"), "object": "text_completion", "created": 1_700_000_000u64, "model": model,
             "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": null}],
@@ -106,8 +115,9 @@ pub fn json_body(api: Api, model: &str, n: u32, seq: u64, base64: bool) -> Vec<u
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
-fn data(v: serde_json::Value) -> Vec<u8> {
-    format!("data: {v}\n\n").into_bytes()
+/// `s` as a JSON string literal, quotes and escapes included.
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 fn named(kind: &str, v: serde_json::Value) -> Vec<u8> {
@@ -119,22 +129,33 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
     let mut ev = Vec::new();
     match api {
         Api::Chat | Api::Completions | Api::Embeddings | Api::Models | Api::CountTokens => {
-            let id = format!("chatcmpl-sim{seq}");
-            let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-                json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000u64, "model": model,
-                       "system_fingerprint": "fp_sim", "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
+            // By hand, as in `json_body`: the benchmarks' stream.
+            let head = format!(
+                "data: {{\"id\":\"chatcmpl-sim{seq}\",\"object\":\"chat.completion.chunk\",\
+                 \"created\":1700000000,\"model\":{},\"system_fingerprint\":\"fp_sim\",\"choices\":",
+                quoted(model)
+            );
+            let chunk = |delta: &str, finish: &str| {
+                let mut e = String::with_capacity(head.len() + delta.len() + 64);
+                e.push_str(&head);
+                e.push_str("[{\"index\":0,\"delta\":");
+                e.push_str(delta);
+                e.push_str(",\"logprobs\":null,\"finish_reason\":");
+                e.push_str(finish);
+                e.push_str("}]}\n\n");
+                e.into_bytes()
             };
-            ev.push(data(chunk(
-                json!({"role": "assistant", "content": ""}),
-                json!(null),
-            )));
+            ev.push(chunk(r#"{"role":"assistant","content":""}"#, "null"));
             for i in 0..n {
-                ev.push(data(chunk(json!({"content": word(i)}), json!(null))));
+                ev.push(chunk(
+                    &format!("{{\"content\":{}}}", quoted(word(i))),
+                    "null",
+                ));
             }
-            ev.push(data(chunk(json!({}), json!("stop"))));
+            ev.push(chunk("{}", r#""stop""#));
             if include_usage {
-                ev.push(data(json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000u64, "model": model,
-                                    "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}})));
+                let t = 9 + n;
+                ev.push(format!("{head}[],\"usage\":{{\"prompt_tokens\":9,\"completion_tokens\":{n},\"total_tokens\":{t}}}}}\n\n").into_bytes());
             }
             ev.push(b"data: [DONE]\n\n".to_vec());
         }
@@ -232,5 +253,86 @@ pub fn default_message(status: u16) -> &'static str {
         401 => "Incorrect API key provided.",
         400 => "Invalid request.",
         _ => "Simulated upstream error.",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    const APIS: [Api; 7] = [
+        Api::Chat,
+        Api::Completions,
+        Api::Responses,
+        Api::Embeddings,
+        Api::Messages,
+        Api::CountTokens,
+        Api::Models,
+    ];
+    /// A model name that needs escaping in JSON.
+    const ODD_MODEL: &str = "m\"odel\\\n/é";
+
+    fn data_of(ev: &[u8]) -> Value {
+        let text = std::str::from_utf8(ev).unwrap();
+        assert!(text.ends_with("\n\n"), "{text:?}");
+        let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+        serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"))
+    }
+
+    #[test]
+    fn every_body_is_json_with_the_model_escaped() {
+        for api in APIS {
+            for base64 in [false, true] {
+                let v: Value = serde_json::from_slice(&json_body(api, ODD_MODEL, 3, 7, base64))
+                    .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+                if !matches!(api, Api::CountTokens | Api::Models) {
+                    assert_eq!(v["model"], ODD_MODEL, "{api:?}");
+                }
+            }
+        }
+        let chat: Value = serde_json::from_slice(&json_body(Api::Chat, "m", 3, 7, false)).unwrap();
+        assert_eq!(chat["id"], "chatcmpl-sim7");
+        assert_eq!(chat["choices"][0]["message"]["content"], "Hello from the");
+        assert_eq!(chat["choices"][0]["finish_reason"], "stop");
+        assert_eq!(chat["usage"]["total_tokens"], 12);
+    }
+
+    #[test]
+    fn every_stream_event_is_json() {
+        for api in APIS {
+            for usage in [false, true] {
+                for ev in sse_events(api, ODD_MODEL, 3, 7, usage) {
+                    if ev != b"data: [DONE]\n\n" {
+                        data_of(&ev);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_chat_stream_reads_as_openai_sends_it() {
+        let evs = sse_events(Api::Chat, ODD_MODEL, 3, 7, true);
+        assert_eq!(evs.len(), 1 + 3 + 1 + 1 + 1);
+        let first = data_of(&evs[0]);
+        assert_eq!(first["object"], "chat.completion.chunk");
+        assert_eq!(first["model"], ODD_MODEL);
+        assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
+        let text: String = evs[1..4]
+            .iter()
+            .map(|e| {
+                data_of(e)["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(text, "Hello from the");
+        assert_eq!(data_of(&evs[4])["choices"][0]["finish_reason"], "stop");
+        let usage = data_of(&evs[5]);
+        assert_eq!(usage["choices"], serde_json::json!([]));
+        assert_eq!(usage["usage"]["completion_tokens"], 3);
+        assert_eq!(evs[6], b"data: [DONE]\n\n");
     }
 }

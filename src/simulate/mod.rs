@@ -2,13 +2,16 @@
 //! the tests and the benchmarks. Faults are chosen per key, per model, or per request
 //! (`x-sim-fault` header); it counts attempts and peak concurrency per key (`GET /_sim/stats`).
 
+mod ask;
 pub mod body;
 pub mod fault;
 pub mod stats;
+mod stream;
 
 use crate::http::HeadLimits;
 use crate::http::io::{ReadError, read_body, read_request_head};
 use crate::http::response::{HeadWriter, whole};
+use ask::Ask;
 use body::Api;
 use bytes::{Bytes, BytesMut};
 use fault::{Fault, FaultKind};
@@ -359,23 +362,17 @@ async fn answer(
             .await;
         return Some(stream);
     };
-    let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-    let model = json["model"].as_str().map(str::to_string);
-    let wants_stream = json["stream"].as_bool().unwrap_or(false);
-    let base64 = json["encoding_format"].as_str() == Some("base64");
-    let include_usage = json["stream_options"]["include_usage"]
-        .as_bool()
-        .unwrap_or(false);
+    let Ask {
+        model,
+        wants_stream,
+        base64,
+        include_usage,
+    } = Ask::read(&body);
     let key = key_of(head);
     let seen = SeenRequest {
-        method: head.method().to_string(),
-        path: head.target().to_string(),
+        head: head.clone(),
         key: key.clone(),
         model: model.clone(),
-        headers: head
-            .iter()
-            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned()))
-            .collect(),
         body_bytes: body.len(),
     };
     let seq = state.stats.begin(seen);
@@ -476,18 +473,17 @@ async fn answer(
             ) =>
         {
             guard.status = 200;
-            stream_answer(
+            let plan = stream::StreamPlan {
                 api,
-                &model_name,
+                model: &model_name,
                 events,
-                interval,
+                interval_ms: interval,
                 seq,
                 include_usage,
-                &fault,
-                stream,
+                fault: &fault,
                 keep,
-            )
-            .await
+            };
+            stream::answer(plan, stream).await
         }
         FaultKind::CloseDelimited => {
             guard.status = 200;
@@ -518,130 +514,4 @@ async fn answer(
             Some(stream)
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn stream_answer(
-    api: Api,
-    model: &str,
-    events: u32,
-    interval: u64,
-    seq: u64,
-    include_usage: bool,
-    fault: &Fault,
-    mut stream: TcpStream,
-    keep: bool,
-) -> Option<TcpStream> {
-    let close_delimited = fault.kind == FaultKind::CloseDelimited;
-    let mut w = HeadWriter::new(200);
-    w.header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache");
-    if close_delimited {
-        w.header("connection", "close");
-    } else {
-        w.header("transfer-encoding", "chunked");
-    }
-    if stream.write_all(w.finish(b"")).await.0.is_err() {
-        return None;
-    }
-    if fault.kind == FaultKind::StallAfterHead {
-        let mut b = vec![0u8; 1024];
-        loop {
-            let (r, back) = stream.read(b).await;
-            b = back;
-            if !matches!(r, Ok(n) if n > 0) {
-                return None;
-            }
-        }
-    }
-    if fault.kind == FaultKind::Heartbeats {
-        let every = Duration::from_millis(fault.interval_ms.unwrap_or(100));
-        for _ in 0..fault.after {
-            monoio::time::sleep(every).await;
-            let ping = if close_delimited {
-                b": keep-alive\n\n".to_vec()
-            } else {
-                frame(b": keep-alive\n\n")
-            };
-            if stream.write_all(ping).await.0.is_err() {
-                return None;
-            }
-        }
-    }
-    let mut evs = body::sse_events(api, model, events, seq, include_usage);
-    match fault.kind {
-        FaultKind::MalformedSse => {
-            evs.truncate(2);
-            evs.push(b"data: {\"choices\": [ {broken json\n\nevent\n: nonsense\r\n\n".to_vec());
-        }
-        FaultKind::NoTerminalMarker => {
-            evs.pop();
-        }
-        FaultKind::ToolDrip => {
-            let args = |a: &str| {
-                let v = serde_json::json!({"id": format!("chatcmpl-sim{seq}"), "object": "chat.completion.chunk", "created": 0, "model": model,
-                    "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": a}}]}, "finish_reason": null}]});
-                format!("data: {v}\n\n").into_bytes()
-            };
-            let first = evs.first().cloned().unwrap_or_default();
-            let mut tool = vec![first];
-            for i in 0..events {
-                tool.push(args(if i == 0 { "{\"q\":\"" } else { "x" }));
-            }
-            tool.push(b"data: [DONE]\n\n".to_vec());
-            evs = tool;
-        }
-        FaultKind::SseError => {
-            // Lifecycle events first (Anthropic message_start, Responses response.created),
-            // then the error where content should begin.
-            let plain = matches!(api, Api::Chat | Api::Completions);
-            let keep_first = usize::from(!plain);
-            evs.truncate(keep_first);
-            let msg = fault.message.as_deref().unwrap_or("Rate limit exceeded");
-            let err = serde_json::json!({"type": "error", "error": {"type": "rate_limit_error", "code": "rate_limit_exceeded", "message": msg}});
-            evs.push(if plain {
-                format!("data: {}\n\n", serde_json::json!({"error": err["error"]})).into_bytes()
-            } else {
-                format!("event: error\ndata: {err}\n\n").into_bytes()
-            });
-        }
-        _ => {}
-    }
-    let drip = matches!(fault.kind, FaultKind::SlowDrip | FaultKind::ToolDrip);
-    let interval = if drip {
-        fault.interval_ms.unwrap_or(1000)
-    } else {
-        interval
-    };
-    for (i, ev) in evs.iter().enumerate() {
-        if fault.kind == FaultKind::ResetMidStream && i as u32 >= fault.after {
-            reset(stream);
-            return None;
-        }
-        if i > 0 && interval > 0 {
-            monoio::time::sleep(Duration::from_millis(interval)).await;
-        }
-        let bytes = if close_delimited {
-            ev.clone()
-        } else {
-            frame(ev)
-        };
-        if stream.write_all(bytes).await.0.is_err() {
-            return None;
-        }
-    }
-    if close_delimited {
-        return None;
-    }
-    if stream.write_all(&b"0\r\n\r\n"[..]).await.0.is_err() {
-        return None;
-    }
-    keep.then_some(stream)
-}
-
-fn frame(ev: &[u8]) -> Vec<u8> {
-    let mut v = format!("{:x}\r\n", ev.len()).into_bytes();
-    v.extend_from_slice(ev);
-    v.extend_from_slice(b"\r\n");
-    v
 }

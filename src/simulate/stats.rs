@@ -1,5 +1,6 @@
 //! What the simulator saw: attempts and peak concurrency per key, and the last requests.
 
+use crate::http::Head;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -9,17 +10,33 @@ pub struct KeyStats {
     pub attempts: u64,
     pub in_flight: u64,
     pub peak_concurrency: u64,
-    pub statuses: BTreeMap<String, u64>,
+    /// By status code (a JSON object keyed by the code as a string).
+    pub statuses: BTreeMap<u16, u64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// One request as the simulator saw it. The head is kept whole (it owns its bytes) and turned
+/// into JSON only when `/_sim/requests` asks: a copy of every header per request cost the
+/// simulator CPU it shares with the proxy under test.
+#[derive(Clone, Debug)]
 pub struct SeenRequest {
-    pub method: String,
-    pub path: String,
+    pub head: Head,
     pub key: String,
     pub model: Option<String>,
-    pub headers: Vec<(String, String)>,
     pub body_bytes: usize,
+}
+
+impl SeenRequest {
+    fn to_json(&self) -> serde_json::Value {
+        let headers: Vec<(&str, String)> = self
+            .head
+            .iter()
+            .map(|(n, v)| (n, String::from_utf8_lossy(v).into_owned()))
+            .collect();
+        serde_json::json!({
+            "method": self.head.method(), "path": self.head.target(), "key": self.key,
+            "model": self.model, "headers": headers, "body_bytes": self.body_bytes,
+        })
+    }
 }
 
 #[derive(Default)]
@@ -41,7 +58,12 @@ impl Stats {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.total += 1;
         let total = g.total;
-        let k = g.keys.entry(seen.key.clone()).or_default();
+        if !g.keys.contains_key(&seen.key) {
+            g.keys.insert(seen.key.clone(), KeyStats::default());
+        }
+        let Some(k) = g.keys.get_mut(&seen.key) else {
+            return total;
+        };
         k.attempts += 1;
         k.in_flight += 1;
         k.peak_concurrency = k.peak_concurrency.max(k.in_flight);
@@ -56,7 +78,7 @@ impl Stats {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = g.keys.get_mut(key) {
             k.in_flight = k.in_flight.saturating_sub(1);
-            *k.statuses.entry(status.to_string()).or_default() += 1;
+            *k.statuses.entry(status).or_default() += 1;
         }
     }
 
@@ -72,7 +94,8 @@ impl Stats {
 
     pub fn recent_json(&self) -> serde_json::Value {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        serde_json::json!({"requests": g.recent})
+        let requests: Vec<serde_json::Value> = g.recent.iter().map(SeenRequest::to_json).collect();
+        serde_json::json!({"requests": requests})
     }
 }
 
