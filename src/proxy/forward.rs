@@ -430,7 +430,18 @@ pub async fn relay(
             }
         }
         set_timer(&mut timer, now + wait);
-        let read = before(read_more(&mut up.stream, &mut up.buf), &mut timer);
+        let read = before(
+            async {
+                // An event stream waits for readiness first: fewer, fuller reads (see
+                // `read_when_ready`); other bodies arrive in large pieces anyway.
+                if is_sse {
+                    up.stream.read_when_ready(&mut up.buf).await
+                } else {
+                    read_more(&mut up.stream, &mut up.buf).await
+                }
+            },
+            &mut timer,
+        );
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => {
                 out.client_gone = true;

@@ -57,3 +57,19 @@ impl AsyncWriteRent for UpStream {
         }
     }
 }
+
+impl UpStream {
+    /// Read a stream's next bytes only once the socket is readable, on plain TCP.
+    ///
+    /// An io_uring receive armed on an idle socket runs in the kernel the moment the first
+    /// segment lands, so a relayed event stream is read (and written on, and ACKed) one event
+    /// at a time. Waiting for readiness first and receiving on the core's next turn reads what
+    /// arrived meanwhile, as an epoll loop does. TLS reads go straight on: its layer may
+    /// already hold decrypted bytes.
+    pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+        if let UpStream::Plain(s) = self {
+            s.readable(true).await?;
+        }
+        crate::http::io::read_more(self, buf).await
+    }
+}
