@@ -194,6 +194,18 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
     }
 }
 
+/// Read and discard until the client closes or the connection fails (a hung upstream).
+async fn until_closed(stream: &mut TcpStream) {
+    let mut b = vec![0u8; 1024];
+    loop {
+        let (r, back) = stream.read(b).await;
+        b = back;
+        if !matches!(r, Ok(n) if n > 0) {
+            return;
+        }
+    }
+}
+
 /// Close with RST (SO_LINGER 0), as a crashed or reset upstream would.
 fn reset(stream: TcpStream) {
     let linger = libc::linger {
@@ -452,14 +464,8 @@ async fn answer(
         }
         FaultKind::Hang => {
             // Hold the request until the client goes away.
-            let mut b = vec![0u8; 1024];
-            loop {
-                let (r, back) = stream.read(b).await;
-                b = back;
-                if !matches!(r, Ok(n) if n > 0) {
-                    return None;
-                }
-            }
+            until_closed(&mut stream).await;
+            None
         }
         _ if wants_stream
             || matches!(

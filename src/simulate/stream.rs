@@ -3,10 +3,10 @@
 
 use super::body::{self, Api};
 use super::fault::{Fault, FaultKind};
-use super::reset;
+use super::{reset, until_closed};
 use crate::http::response::HeadWriter;
 use monoio::buf::IoBuf;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::AsyncWriteRentExt;
 use monoio::net::TcpStream;
 use std::io::Write;
 use std::time::Duration;
@@ -42,14 +42,8 @@ pub async fn answer(plan: StreamPlan<'_>, mut stream: TcpStream) -> Option<TcpSt
         return None;
     }
     if fault.kind == FaultKind::StallAfterHead {
-        let mut b = vec![0u8; 1024];
-        loop {
-            let (r, back) = stream.read(b).await;
-            b = back;
-            if !matches!(r, Ok(n) if n > 0) {
-                return None;
-            }
-        }
+        until_closed(&mut stream).await;
+        return None;
     }
     if fault.kind == FaultKind::Heartbeats {
         let every = Duration::from_millis(fault.interval_ms.unwrap_or(100));
