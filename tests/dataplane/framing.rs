@@ -1,0 +1,131 @@
+//! Response framing and connection reuse against a scripted raw upstream: Content-Length and
+//! chunked bodies byte-exact, close-delimited bodies re-chunked, one pooled upstream connection
+//! reused, and a stale pooled connection retried on a fresh one.
+
+use crate::both_drivers;
+use crate::common::*;
+use crate::raw_proxy;
+use ringside::demo::client;
+use std::io::{Read, Write};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+both_drivers!(
+    byte_exact_chunked_and_length_bodies,
+    close_delimited_body_is_rechunked,
+    keep_alive_reuses_one_upstream_connection,
+    stale_pooled_connection_is_retried_on_a_fresh_one,
+);
+
+fn byte_exact_chunked_and_length_bodies(driver: &str) {
+    // Odd chunk sizes, an extension and a trailer: the client must get the very same bytes.
+    let chunked_body =
+        b"7;x=y\r\ndata: {\r\n1\r\n\"\r\n13\r\na\":1}\n\ndata: [DONE]\r\n0\r\nx-trailer: 1\r\n\r\n"
+            .to_vec();
+    let mut resp =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    resp.extend_from_slice(&chunked_body);
+    let up = raw_upstream(resp, false);
+    let proxy = raw_proxy(driver, &up, 1);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.raw_body, chunked_body, "chunked body relayed verbatim");
+    assert_eq!(r.text(), "data: {\"a\":1}\n\ndata: [DONE]");
+
+    // Broken framing before anything reached the client: a clean 502, not a half response.
+    let up = raw_upstream(
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n".to_vec(),
+        false,
+    );
+    let proxy = raw_proxy(driver, &up, 1);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 502, "{}", r.text());
+
+    let json = br#"{"id":"x","choices":[{"message":{"content":"\u00e9\n"}}]}"#;
+    let mut resp = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        json.len()
+    )
+    .into_bytes();
+    resp.extend_from_slice(json);
+    let up = raw_upstream(resp, false);
+    let proxy = raw_proxy(driver, &up, 1);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.body, json.to_vec());
+    assert_eq!(
+        r.header("content-length"),
+        Some(json.len().to_string().as_str())
+    );
+}
+
+fn close_delimited_body_is_rechunked(driver: &str) {
+    let resp =
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"close\":\"delimited\"}"
+            .to_vec();
+    let up = raw_upstream(resp, true);
+    let proxy = raw_proxy(driver, &up, 1);
+    // A keep-alive client gets it re-framed as chunked and can send a second request.
+    let mut s = raw_client(proxy.addr);
+    let req = raw_chat("m", false);
+    for _ in 0..2 {
+        s.write_all(req.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        let mut tmp = [0u8; 4096];
+        while !got.ends_with(b"0\r\n\r\n") {
+            let n = s.read(&mut tmp).unwrap();
+            assert!(
+                n > 0,
+                "connection closed: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&tmp[..n]);
+        }
+        let r = client::parse_reply(&got).unwrap();
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        assert_eq!(r.body, b"{\"close\":\"delimited\"}");
+    }
+}
+
+fn keep_alive_reuses_one_upstream_connection(driver: &str) {
+    let json = b"{\"ok\":true}";
+    let mut resp =
+        format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", json.len()).into_bytes();
+    resp.extend_from_slice(json);
+    let up = raw_upstream(resp, false);
+    let proxy = raw_proxy(driver, &up, 1);
+    let mut s = raw_client(proxy.addr);
+    let req = raw_chat("m", false);
+    for i in 0..5 {
+        s.write_all(req.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        let mut tmp = [0u8; 4096];
+        while !got.ends_with(json) {
+            let n = s.read(&mut tmp).unwrap();
+            assert!(n > 0, "client connection closed at request {i}");
+            got.extend_from_slice(&tmp[..n]);
+        }
+    }
+    assert_eq!(
+        up.connections.load(Ordering::SeqCst),
+        1,
+        "one pooled upstream connection for 5 requests"
+    );
+}
+
+fn stale_pooled_connection_is_retried_on_a_fresh_one(driver: &str) {
+    // The upstream closes every connection after answering, without saying so: the pooled
+    // connection is stale on the next request, which must be retried once on a fresh one.
+    let json = b"{\"ok\":true}";
+    let mut resp =
+        format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", json.len()).into_bytes();
+    resp.extend_from_slice(json);
+    let up = raw_upstream(resp, true);
+    let proxy = raw_proxy(driver, &up, 1);
+    for _ in 0..4 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(attempt_count(&r), 1, "the stale retry is not a new attempt");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,42 @@
+//! The data plane end to end: the real binary against the simulator or a scripted upstream,
+//! once on io_uring and once on epoll. One test binary; a module per concern.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_input;
+mod failover;
+mod framing;
+mod operations;
+mod streams;
+
+use common::*;
+use ringside::simulate::SimOptions;
+
+pub fn sim_proxy(driver: &str, opts: SimOptions) -> (ringside::simulate::Simulator, Proxy) {
+    let sim = start_sim(opts);
+    let body = openai_provider(
+        "sim",
+        sim.addr,
+        &[("a", "SIM_KEY_A"), ("b", "SIM_KEY_B")],
+        "\"gpt-4o-mini\"",
+    ) + &format!(
+        "[[providers]]\nid = \"ant\"\ndialect = \"anthropic\"\nbase_url = \"http://{}/v1\"\n  [[providers.connections]]\n  id = \"c\"\n  key_env = \"SIM_KEY_C\"\n  models = [\"claude-x\"]\n",
+        sim.addr
+    ) + "[[routes]]\nname = \"smart\"\nstrategy = \"priority\"\ntargets = [{ provider = \"sim\", model = \"gpt-4o-mini\" }]\n";
+    let proxy = Proxy::start(
+        driver,
+        2,
+        "",
+        &format!("[limits]\nmax_body_bytes = 65536\nheader_read_timeout_ms = 400\n\n{body}"),
+    );
+    (sim, proxy)
+}
+
+pub fn raw_proxy(driver: &str, up: &RawUpstream, workers: usize) -> Proxy {
+    let body = format!(
+        "[[providers]]\nid = \"raw\"\ndialect = \"openai\"\nbase_url = \"http://{}/v1\"\n  [[providers.connections]]\n  id = \"k\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n",
+        up.addr
+    );
+    Proxy::start(driver, workers, "", &body)
+}

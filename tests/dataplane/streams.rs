@@ -1,0 +1,172 @@
+//! Event streams through the proxy: byte-exact pass-through of OpenAI, Anthropic and Responses
+//! streams, the first event not held back, and a stream cut mid-way ended in the client's dialect.
+
+use crate::both_drivers;
+use crate::common::*;
+use crate::sim_proxy;
+use ringside::demo::client;
+use ringside::simulate::SimOptions;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+both_drivers!(
+    json_and_sse_pass_through,
+    anthropic_and_responses_streams,
+    first_event_is_not_buffered,
+    mid_stream_cut_ends_with_dialect_error_event,
+);
+
+fn json_and_sse_pass_through(driver: &str) {
+    let (sim, proxy) = sim_proxy(
+        driver,
+        SimOptions {
+            events: 5,
+            ..Default::default()
+        },
+    );
+    let r = proxy.post("/v1/chat/completions", &[], &chat("smart", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(
+        v["model"], "gpt-4o-mini",
+        "route name rewritten to the upstream model"
+    );
+    assert_eq!(r.header("x-ringside-route"), Some("smart"));
+    assert_eq!(attempt_count(&r), 1);
+    assert!(
+        r.header("x-request-id")
+            .is_some_and(|id| id.starts_with("rs-"))
+    );
+    let s = proxy.post(
+        "/v1/chat/completions",
+        &[("x-request-id", "my-id-1")],
+        &chat("gpt-4o-mini", true),
+    );
+    assert_eq!(s.status, 200);
+    assert_eq!(s.header("x-request-id"), Some("my-id-1"));
+    assert_eq!(s.header("content-type"), Some("text/event-stream"));
+    let text = s.text();
+    assert_eq!(
+        client::count_events(&s.body),
+        8,
+        "role + 5 deltas + finish + [DONE]: {text}"
+    );
+    assert!(text.ends_with("data: [DONE]\n\n"));
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a") + attempts_for(&sim, "sk-sim-b"),
+        2
+    );
+}
+
+fn anthropic_and_responses_streams(driver: &str) {
+    let (_sim, proxy) = sim_proxy(
+        driver,
+        SimOptions {
+            events: 3,
+            ..Default::default()
+        },
+    );
+    let body = r#"{"model":"claude-x","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let r = proxy.post("/v1/messages", &[("anthropic-version", "2023-06-01")], body);
+    assert_eq!(r.status, 200);
+    let t = r.text();
+    assert!(
+        t.starts_with("event: message_start\n")
+            && t.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+        "{t}"
+    );
+    let r = proxy.post(
+        "/v1/responses",
+        &[],
+        r#"{"model":"gpt-4o-mini","stream":true,"input":"hi"}"#,
+    );
+    assert!(r.text().contains("event: response.completed"));
+    // An Anthropic request for an OpenAI-only model is refused in the Anthropic dialect.
+    let r = proxy.post(
+        "/v1/messages",
+        &[],
+        r#"{"model":"gpt-4o-mini","max_tokens":1,"messages":[]}"#,
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["type"], "error");
+    assert_eq!(r.json()["error"]["code"], "no_executable_targets");
+}
+
+fn first_event_is_not_buffered(driver: &str) {
+    // 4 events 400 ms apart: the stream lasts at least 1.2 s. The first event must reach the
+    // client long before the stream ends (a buffering proxy delivers everything at the end).
+    let (_sim, proxy) = sim_proxy(
+        driver,
+        SimOptions {
+            events: 2,
+            interval_ms: 400,
+            ..Default::default()
+        },
+    );
+    let mut s = raw_client(proxy.addr);
+    let req = raw_chat("gpt-4o-mini", true);
+    let t0 = Instant::now();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 8192];
+    let mut first_event_at = None;
+    loop {
+        let n = s.read(&mut tmp).unwrap();
+        assert!(n > 0, "stream ended early");
+        got.extend_from_slice(&tmp[..n]);
+        if first_event_at.is_none() && got.windows(6).any(|w| w == b"data: ") {
+            first_event_at = Some(t0.elapsed());
+        }
+        if got.windows(12).any(|w| w == b"data: [DONE]") {
+            break;
+        }
+    }
+    let total = t0.elapsed();
+    let first = first_event_at.unwrap();
+    assert!(
+        total >= Duration::from_millis(1100),
+        "stream too short to judge: {total:?}"
+    );
+    assert!(
+        total - first >= Duration::from_millis(700),
+        "first event at {first:?} of {total:?}: buffered"
+    );
+}
+
+fn mid_stream_cut_ends_with_dialect_error_event(driver: &str) {
+    let (_sim, proxy) = sim_proxy(
+        driver,
+        SimOptions {
+            events: 6,
+            ..Default::default()
+        },
+    );
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-sim-fault", "reset-mid-stream;after=3")],
+        &chat("smart", true),
+    );
+    assert_eq!(r.status, 200);
+    let t = r.text();
+    assert!(t.contains("\"code\":\"upstream_reset\""), "{t}");
+    assert!(!t.contains("[DONE]"));
+    let body = r#"{"model":"claude-x","max_tokens":10,"stream":true,"messages":[]}"#;
+    let r = proxy.post(
+        "/v1/messages",
+        &[("x-sim-fault", "reset-mid-stream;after=4")],
+        body,
+    );
+    assert!(
+        // Anthropic's own order: type first.
+        r.text()
+            .contains("event: error\ndata: {\"type\":\"error\",\"error\":"),
+        "{}",
+        r.text()
+    );
+    assert!(
+        proxy
+            .metrics()
+            .contains("ringside_streams_failed_after_commit_total 2")
+    );
+}
