@@ -29,7 +29,7 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 $BIN simulate --listen 127.0.0.1:$SIM --events $EVENTS >/dev/null 2>&1 &
-PIDS+=($!)
+SIM_PID=$!; PIDS+=($SIM_PID)
 
 cat > "$WORK/ringside.toml" <<TOML
 [server]
@@ -104,6 +104,9 @@ mem_mib() {  # field pid: summed over the tree
   awk -v k=$k 'BEGIN{printf "%.1f", k/1024}'
 }
 hz=$(getconf CLK_TCK)
+# The CPU of this shell's finished children (wrk, once it has been waited for).
+# ($$ is the main shell, whose children wrk's `timeout` is, even inside a $(...) subshell.)
+child_ticks() { awk '{print $16+$17}' /proc/$$/stat; }
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 reqs() { awk '/requests in/ {print $1}' "$1"; }
 
@@ -113,11 +116,13 @@ declare -A R
 round() {  # name port pid
   local name=$1 port=$2 pid=$3 url="http://127.0.0.1:$2/v1/chat/completions"
   timeout $((DUR+10)) wrk -t1 -c64 -d1s -s "$WORK/json.lua" "$url" >/dev/null 2>&1 || true   # warm-up
-  local c0; c0=$(cpu_ticks "$pid")
+  local c0 s0 w0; c0=$(cpu_ticks "$pid"); s0=$(cpu_ticks "$SIM_PID"); w0=$(child_ticks)
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/json.lua" "$url" > "$WORK/$name.json.txt"
-  local c1; c1=$(cpu_ticks "$pid")
+  local c1 s1 w1; c1=$(cpu_ticks "$pid"); s1=$(cpu_ticks "$SIM_PID"); w1=$(child_ticks)
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "$url" > "$WORK/$name.sse.txt"
-  local c2; c2=$(cpu_ticks "$pid")
+  local c2 s2 w2; c2=$(cpu_ticks "$pid"); s2=$(cpu_ticks "$SIM_PID"); w2=$(child_ticks)
+  R[$name.sj]=$(( ${R[$name.sj]:-0} + s1 - s0 )); R[$name.ss]=$(( ${R[$name.ss]:-0} + s2 - s1 ))
+  R[$name.wj]=$(( ${R[$name.wj]:-0} + w1 - w0 )); R[$name.ws]=$(( ${R[$name.ws]:-0} + w2 - w1 ))
   R[$name.nj]=$(( ${R[$name.nj]:-0} + $(reqs "$WORK/$name.json.txt") ))
   R[$name.ns]=$(( ${R[$name.ns]:-0} + $(reqs "$WORK/$name.sse.txt") ))
   R[$name.cj]=$(( ${R[$name.cj]:-0} + c1 - c0 ))
@@ -133,6 +138,10 @@ finish_target() {  # name port pid
   R[$name.sse]=$(awk -v n="${R[$name.ns]}" -v s=$secs 'BEGIN{printf "%.0f", n/s}')
   R[$name.p50]=$(median "${R[$name.p50s]}")
   R[$name.p99]=$(median "${R[$name.p99s]}")
+  us() { awk -v t="$1" -v hz="$hz" -v n="$2" 'BEGIN{ if (n > 0) printf "%.1f", t/hz/n*1e6; else print "-" }'; }
+  local pj=- ps=-
+  if [ -n "$pid" ]; then pj=$(us "${R[$name.cj]}" "${R[$name.nj]}"); ps=$(us "${R[$name.cs]}" "${R[$name.ns]}"); fi
+  R[$name.split]="$(us "${R[$name.sj]}" "${R[$name.nj]}") / $(us "${R[$name.wj]}" "${R[$name.nj]}") / $pj | $(us "${R[$name.ss]}" "${R[$name.ns]}") / $(us "${R[$name.ws]}" "${R[$name.ns]}") / $ps"
   if [ -z "$pid" ]; then R[$name.cpu]="-"; R[$name.cpusse]="-"; R[$name.peak]="-"; R[$name.idle]="-"; return; fi
   R[$name.cpu]=$(awk -v t="${R[$name.cj]}" -v hz="$hz" -v n="${R[$name.nj]}" 'BEGIN{printf "%.2f", t/hz/n*10000}')
   R[$name.cpusse]=$(awk -v t="${R[$name.cs]}" -v hz="$hz" -v n="${R[$name.ns]}" 'BEGIN{printf "%.2f", t/hz/n*10000}')
@@ -183,5 +192,8 @@ for t in direct nginx ringside; do
 done
 echo
 echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x, SSE $(ratio "${R[ringside.sse]}" "${R[nginx.sse]}")x, p99 $(ratio "${R[ringside.p99]}" "${R[nginx.p99]}")x, CPU/req JSON $(ratio "${R[ringside.cpu]}" "${R[nginx.cpu]}")x, CPU/req SSE $(ratio "${R[ringside.cpusse]}" "${R[nginx.cpusse]}")x"
+echo
+echo "Where the two cores went, CPU µs per JSON request | per SSE stream: simulator / client (wrk) / proxy"
+for t in direct nginx ringside; do echo "  $t: ${R[$t.split]}"; done
 echo "stream guard on / off (SSE streams, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
 echo "(workers: ringside $RS_WORKERS (pinned: $RS_PIN), nginx $NGINX_WORKERS, simulator 1; $ROUNDS rounds of ${DUR}s per measure, targets taking turns; p50/p99: median over rounds; $(nproc) cores)"
