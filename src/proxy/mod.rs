@@ -3,10 +3,13 @@
 pub mod answer;
 pub mod attempt;
 pub mod attempts;
+mod client_body;
+mod client_facts;
 pub mod deadline;
 pub mod forward;
 pub mod judge;
 pub mod lease;
+mod models;
 pub mod outbound;
 pub mod record;
 pub mod request;

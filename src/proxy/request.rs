@@ -2,31 +2,25 @@
 //! body -> facts -> route -> loop { candidate -> connect -> send -> await head -> relay }.
 //! Before the first client byte anything may be retried; after it, nothing is replayed.
 
+use super::client_body::{drain_body, read_client_body};
+use super::client_facts::{client_request_id, priority_of, tenant_of};
 use super::forward::{Relay, relay};
+use super::models::models;
 use super::record::{AttemptRecord, Record};
+use super::respond_error;
 use super::watch::ClientWatch;
-use super::{respond_error, respond_json};
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::{ApiError, Dialect, Endpoint, dialect_for_path};
 use crate::http::Head;
-use crate::http::io::{ReadError, read_body};
 use crate::route::{Candidate, Entry};
 use crate::runtime::core::Core;
 use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
-use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
 use std::borrow::Cow;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-
-/// A client-supplied request id is kept if it is short and printable.
-fn client_request_id(head: &Head) -> Option<String> {
-    let v = head.get_str("x-request-id")?;
-    (!v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
-        .then(|| v.to_string())
-}
 
 /// How one attempt ended.
 pub(super) enum AttemptEnd {
@@ -69,29 +63,6 @@ pub(crate) struct Ctx<'a> {
     pub client: Option<crate::clients::Client>,
     /// The exclusive lease this request is fenced to (only its connection may serve it).
     pub lease: Option<super::lease::Binding>,
-}
-
-/// A stable tenant id for the client's credential (never stored or logged as such).
-fn tenant_of(head: &Head) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let key = head
-        .get("authorization")
-        .or_else(|| head.get("x-api-key"))
-        .or_else(|| head.get("api-key"));
-    match key {
-        None => 0,
-        Some(k) => {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            k.hash(&mut h);
-            h.finish() | 1
-        }
-    }
-}
-
-fn priority_of(head: &Head) -> u8 {
-    head.get_str("x-ringside-priority")
-        .and_then(|v| v.trim().parse::<u8>().ok())
-        .map_or(crate::flow::queue::DEFAULT_PRIORITY, |p| p.min(9))
 }
 
 /// Handle one request whose head has been read. Returns whether the connection stays open.
@@ -167,74 +138,6 @@ pub async fn handle(
     core.remember(std::mem::take(&mut ctx.record));
     core.metrics.finalized.fetch_add(1, Relaxed);
     keep && !core.drain.is_draining()
-}
-
-/// Read (and discard) the body so the connection stays in sync; false if that failed.
-async fn drain_body(
-    ctx: &mut Ctx<'_>,
-    rd: &mut TcpOwnedReadHalf,
-    wr: &mut TcpOwnedWriteHalf,
-    buf: &mut BytesMut,
-) -> bool {
-    read_client_body(ctx, rd, wr, buf).await.is_ok()
-}
-
-async fn read_client_body(
-    ctx: &mut Ctx<'_>,
-    rd: &mut TcpOwnedReadHalf,
-    wr: &mut TcpOwnedWriteHalf,
-    buf: &mut BytesMut,
-) -> Result<Bytes, ApiError> {
-    let limits = &ctx.core.config().limits;
-    if ctx.head.framing != crate::http::Framing::Empty
-        && ctx.head.expects_continue()
-        && buf.is_empty()
-    {
-        if let crate::http::Framing::Length(n) = ctx.head.framing
-            && n > limits.max_body_bytes as u64
-        {
-            return Err(too_large(limits.max_body_bytes));
-        }
-        let (res, _) = wr.write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]).await;
-        if res.is_err() {
-            return Err(ApiError::new(
-                499,
-                "client_disconnected",
-                "client went away",
-            ));
-        }
-    }
-    let timeout = Duration::from_millis(limits.body_read_timeout_ms);
-    match read_body(rd, buf, ctx.head.framing, limits.max_body_bytes, timeout).await {
-        Ok(b) => {
-            ctx.record.bytes_in = b.len() as u64;
-            Ok(b)
-        }
-        Err(ReadError::BodyTooLarge) => Err(too_large(limits.max_body_bytes)),
-        Err(ReadError::Timeout) => Err(ApiError::new(
-            408,
-            "request_timeout",
-            "the request body was not received in time",
-        )
-        .should_retry(false)),
-        Err(ReadError::BadChunk(e)) => Err(ApiError::bad_request(
-            "bad_chunked_body",
-            format!("bad chunked request body: {e}"),
-        )),
-        Err(_) => Err(ApiError::bad_request(
-            "truncated_body",
-            "the request body ended early",
-        )),
-    }
-}
-
-fn too_large(max: usize) -> ApiError {
-    ApiError::new(
-        413,
-        "request_too_large",
-        format!("request body exceeds {max} bytes"),
-    )
-    .should_retry(false)
 }
 
 /// Write an error, record it, and say whether the connection stays open.
@@ -428,54 +331,6 @@ async fn serve(
     };
     let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
     (keep, entry.index)
-}
-
-/// `GET /v1/models`: every name a client may put in `model`.
-async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
-    let routes = &ctx.core.shared.routes;
-    let list = routes.model_list();
-    let anthropic = ctx.head.get("anthropic-version").is_some();
-    if let Some(id) = crate::dialect::model_in_path(ctx.head.path()) {
-        // One model (the SDKs' `models.retrieve`), in the shape its dialect expects.
-        let Some(&(id, owner)) = list.iter().find(|(m, _)| *m == id) else {
-            let err = ApiError::new(
-                404,
-                "model_not_found",
-                format!("no route or model named `{id}`"),
-            )
-            .should_retry(false);
-            if anthropic {
-                ctx.dialect = Dialect::Anthropic;
-            }
-            return finish_error(ctx, wr, &err, true).await;
-        };
-        let body = if anthropic {
-            serde_json::json!({"type": "model", "id": id, "display_name": id, "created_at": "1970-01-01T00:00:00Z"})
-        } else {
-            serde_json::json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
-        };
-        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        ctx.record.status = 200;
-        ctx.record.outcome = "ok";
-        ctx.record.bytes_out = body.len() as u64;
-        return respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await;
-    }
-    let body = if anthropic {
-        let data: Vec<_> = list
-            .iter()
-            .map(|(id, _)| serde_json::json!({"type": "model", "id": id, "display_name": id, "created_at": "1970-01-01T00:00:00Z"}))
-            .collect();
-        serde_json::json!({"data": data, "has_more": false, "first_id": list.first().map(|x| x.0), "last_id": list.last().map(|x| x.0)})
-    } else {
-        let data: Vec<_> =
-            list.iter().map(|(id, owner)| serde_json::json!({"id": id, "object": "model", "created": 0, "owned_by": owner})).collect();
-        serde_json::json!({"object": "list", "data": data})
-    };
-    let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-    ctx.record.status = 200;
-    ctx.record.outcome = "ok";
-    ctx.record.bytes_out = body.len() as u64;
-    respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await
 }
 
 /// Commit: relay the upstream response to the client (nothing may be retried after this).

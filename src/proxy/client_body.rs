@@ -1,0 +1,78 @@
+//! Reading the client's request body: `100 Continue` when asked for, the size limit answered
+//! before the body is read, and each failure as its own status (413, 408, 400).
+
+use super::request::Ctx;
+use crate::dialect::ApiError;
+use crate::http::io::{ReadError, read_body};
+use bytes::{Bytes, BytesMut};
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
+use std::time::Duration;
+
+/// Read (and discard) the body so the connection stays in sync; false if that failed.
+pub(super) async fn drain_body(
+    ctx: &mut Ctx<'_>,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> bool {
+    read_client_body(ctx, rd, wr, buf).await.is_ok()
+}
+
+pub(super) async fn read_client_body(
+    ctx: &mut Ctx<'_>,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> Result<Bytes, ApiError> {
+    let limits = &ctx.core.config().limits;
+    if ctx.head.framing != crate::http::Framing::Empty
+        && ctx.head.expects_continue()
+        && buf.is_empty()
+    {
+        if let crate::http::Framing::Length(n) = ctx.head.framing
+            && n > limits.max_body_bytes as u64
+        {
+            return Err(too_large(limits.max_body_bytes));
+        }
+        let (res, _) = wr.write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]).await;
+        if res.is_err() {
+            return Err(ApiError::new(
+                499,
+                "client_disconnected",
+                "client went away",
+            ));
+        }
+    }
+    let timeout = Duration::from_millis(limits.body_read_timeout_ms);
+    match read_body(rd, buf, ctx.head.framing, limits.max_body_bytes, timeout).await {
+        Ok(b) => {
+            ctx.record.bytes_in = b.len() as u64;
+            Ok(b)
+        }
+        Err(ReadError::BodyTooLarge) => Err(too_large(limits.max_body_bytes)),
+        Err(ReadError::Timeout) => Err(ApiError::new(
+            408,
+            "request_timeout",
+            "the request body was not received in time",
+        )
+        .should_retry(false)),
+        Err(ReadError::BadChunk(e)) => Err(ApiError::bad_request(
+            "bad_chunked_body",
+            format!("bad chunked request body: {e}"),
+        )),
+        Err(_) => Err(ApiError::bad_request(
+            "truncated_body",
+            "the request body ended early",
+        )),
+    }
+}
+
+pub(super) fn too_large(max: usize) -> ApiError {
+    ApiError::new(
+        413,
+        "request_too_large",
+        format!("request body exceeds {max} bytes"),
+    )
+    .should_retry(false)
+}
