@@ -1,0 +1,176 @@
+//! The head parser's unit tests: limits, framing rules, smuggling refusals, header lookup.
+
+use super::*;
+
+#[test]
+fn hop_by_hop_names_in_any_case() {
+    for n in [
+        "connection",
+        "Keep-Alive",
+        "PROXY-CONNECTION",
+        "proxy-authenticate",
+        "Proxy-Authorization",
+        "TE",
+        "trailer",
+        "Transfer-Encoding",
+        "upgrade",
+    ] {
+        assert!(is_hop_by_hop(n), "{n}");
+    }
+    for n in [
+        "content-type",
+        "tf",
+        "trailers",
+        "connectio",
+        "",
+        "x-request-id",
+        "upgradE1",
+    ] {
+        assert!(!is_hop_by_hop(n), "{n}");
+    }
+}
+
+fn req(s: &str) -> Result<Option<(Head, usize)>, HeadError> {
+    parse_request(s.as_bytes(), HeadLimits::default())
+}
+
+#[test]
+fn parses_a_post_with_length() {
+    let raw = "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\nbody";
+    let (h, n) = req(raw).unwrap().unwrap();
+    assert_eq!(n, raw.len() - 4);
+    assert_eq!(h.method(), "POST");
+    assert_eq!(h.path(), "/v1/chat/completions");
+    assert_eq!(h.query(), Some("x=1"));
+    assert_eq!(h.framing, Framing::Length(12));
+    assert!(h.keep_alive);
+    assert_eq!(h.get_str("HOST"), Some("a"));
+}
+
+#[test]
+fn partial_head_needs_more() {
+    assert!(req("POST / HTTP/1.1\r\nHost: a\r\n").unwrap().is_none());
+}
+
+#[test]
+fn refuses_smuggling_shapes() {
+    let both = "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+    assert_eq!(req(both).unwrap_err().status(), 400);
+    let two_cl = "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n";
+    assert_eq!(req(two_cl).unwrap_err().status(), 400);
+    let plus = "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\n";
+    assert_eq!(req(plus).unwrap_err().status(), 400);
+    let gzip = "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+    assert_eq!(req(gzip).unwrap_err().status(), 501);
+    let twice =
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n";
+    assert_eq!(req(twice).unwrap_err().status(), 501);
+}
+
+#[test]
+fn limits_give_431() {
+    let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(40_000));
+    assert_eq!(req(&big).unwrap_err(), HeadError::TooLarge);
+    let partial_big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(40_000));
+    assert_eq!(req(&partial_big).unwrap_err(), HeadError::TooLarge);
+    let many: String = (0..150).map(|i| format!("X-{i}: v\r\n")).collect();
+    let r = req(&format!("GET / HTTP/1.1\r\n{many}\r\n"));
+    assert_eq!(r.unwrap_err(), HeadError::TooManyHeaders);
+}
+
+#[test]
+fn http10_defaults_to_close() {
+    let (h, _) = req("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+    assert!(!h.keep_alive);
+    let (h, _) = req("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap()
+        .unwrap();
+    assert!(h.keep_alive);
+    let (h, _) = req("GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap()
+        .unwrap();
+    assert!(!h.keep_alive);
+}
+
+#[test]
+fn response_framing() {
+    let l = HeadLimits::default();
+    let (h, _) = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", l, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (h.status, h.framing, h.keep_alive),
+        (200, Framing::Length(5), true)
+    );
+    let (h, _) = parse_response(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        l,
+        false,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(h.framing, Framing::Chunked);
+    let (h, _) = parse_response(b"HTTP/1.1 200 OK\r\n\r\n", l, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+    let (h, _) = parse_response(b"HTTP/1.1 204 No Content\r\n\r\n", l, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.framing, Framing::Empty);
+}
+
+#[test]
+fn lookups_fold_case_and_miss_cleanly() {
+    let raw = "POST /v1/x HTTP/1.1\r\nHost: a\r\nX-Request-Id: r1\r\nRetry-After: 3\r\n\
+               Connection: keep-alive, Upgrade\r\nx-request-id: r2\r\n\r\n";
+    let (h, _) = req(raw).unwrap().unwrap();
+    // First of repeated names, any case.
+    assert_eq!(h.get("x-request-id"), Some(&b"r1"[..]));
+    assert_eq!(h.get("X-REQUEST-ID"), Some(&b"r1"[..]));
+    assert_eq!(h.get_str("retry-after"), Some("3"));
+    assert!(h.has_token("connection", "upgrade"));
+    assert!(!h.has_token("connection", "close"));
+    // Absent names, including ones of the same length and same first and last letters.
+    for absent in [
+        "",
+        "x",
+        "retry-afteR-",
+        "rxtry-after",
+        "x-request-ix",
+        "traceparent",
+    ] {
+        assert_eq!(h.get(absent), None, "{absent}");
+    }
+    assert_eq!(h.get("Rxtry-aftEr"), None);
+    let names: Vec<&str> = h.iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "Host",
+            "X-Request-Id",
+            "Retry-After",
+            "Connection",
+            "x-request-id"
+        ]
+    );
+}
+
+#[test]
+fn name_folding_matches_std_on_every_byte_pair() {
+    for x in 0..=255u8 {
+        for y in 0..=255u8 {
+            let a = [b'a', x, b'-', b'b', b'c', b'd', b'e', b'f', x, b'z'];
+            let b = [b'A', y, b'-', b'B', b'c', b'D', b'e', b'F', y, b'Z'];
+            assert_eq!(same_name(&a, &b), a.eq_ignore_ascii_case(&b), "{x} {y}");
+            assert_eq!(
+                same_name(&a[..8], &b[..8]),
+                a[..8].eq_ignore_ascii_case(&b[..8])
+            );
+        }
+    }
+    assert!(same_name(b"Transfer-Encoding", b"transfer-encoding"));
+    assert!(!same_name(b"transfer-encodinf", b"transfer-encoding"));
+    assert!(!same_name(b"x^y", b"x~y"));
+    assert!(!same_name(b"ab", b"abc"));
+}
