@@ -9,6 +9,7 @@ mod failover;
 mod framing;
 mod operations;
 mod streams;
+mod tls;
 
 use common::*;
 use ringside::simulate::SimOptions;
