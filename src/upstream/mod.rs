@@ -20,6 +20,29 @@ pub struct UpConn {
     pub buf: BytesMut,
     /// Taken from the pool (so a failure before any response byte may be a stale socket).
     pub reused: bool,
+    /// The TCP socket under the stream (also under TLS), for the pool's quiet check.
+    fd: std::os::fd::RawFd,
+}
+
+impl UpConn {
+    /// Whether the server closed this idle connection or sent something on it unasked (an
+    /// idle-timeout `408`, a stray answer). Such bytes would be read as the next request's
+    /// answer, so the connection must not be used. One non-blocking peek, nothing consumed.
+    pub fn stirred(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: `fd` is the socket this connection owns (alive as long as `self`), and the
+        // buffer is one byte of our own stack.
+        let n = unsafe {
+            libc::recv(
+                self.fd,
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        // Data (n > 0) or EOF (n == 0); an error other than "nothing yet" is a dead socket.
+        n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
+    }
 }
 
 /// Why a connection could not be made. Nothing was sent: always safe to try elsewhere.
@@ -88,6 +111,7 @@ impl Connector {
                 Err(_) => return Err(ConnectError::Timeout),
             };
             let _ = tcp.set_nodelay(true);
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
             let stream = if ep.tls {
                 let name = rustls_pki_types::ServerName::try_from(ep.host.clone())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
@@ -104,6 +128,7 @@ impl Connector {
                 stream,
                 buf: BytesMut::with_capacity(crate::http::io::READ_CHUNK),
                 reused: false,
+                fd,
             });
         }
         Err(last)

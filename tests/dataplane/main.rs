@@ -8,6 +8,7 @@ mod bad_input;
 mod failover;
 mod framing;
 mod operations;
+mod pool;
 mod streams;
 mod tls;
 
