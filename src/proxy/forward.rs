@@ -146,12 +146,17 @@ fn head_for_client(
     then: usize,
 ) -> Vec<u8> {
     let mut w = HeadWriter::with_capacity(status, up.raw().len() + 256 + then);
+    // 1xx and 204 never carry Content-Length (RFC 9110 8.6): an upstream's would make a client
+    // wait for a body that never comes. A 304 keeps the upstream's (the representation's
+    // size) but gets none of ours.
+    let never_length = status == 204 || status < 200;
+    let bodiless = !carries_body(status);
     // The Anthropic SDKs read `request-id` (not `x-request-id`) as the request's id.
     let mut has_request_id = r.dialect != Dialect::Anthropic;
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
             || is_ringside_header(name)
-            || (length.is_some() && name.eq_ignore_ascii_case("content-length"))
+            || ((length.is_some() || never_length) && name.eq_ignore_ascii_case("content-length"))
             || extra.iter().any(|(n, _)| name.eq_ignore_ascii_case(n))
         {
             continue;
@@ -173,7 +178,9 @@ fn head_for_client(
     for (n, v) in extra {
         w.header(n, v);
     }
-    if let Some(n) = length {
+    if bodiless {
+        // No body follows, whatever the upstream's framing said.
+    } else if let Some(n) = length {
         w.header_u64("content-length", n as u64);
     } else if up.framing == Framing::Chunked || rechunk {
         w.header("transfer-encoding", "chunked");
@@ -188,6 +195,11 @@ fn head_for_client(
     w.finish(b"")
 }
 
+/// Whether a response with this status has a body at all (RFC 9112 6.3).
+fn carries_body(status: u16) -> bool {
+    !(status < 200 || status == 204 || status == 304)
+}
+
 /// Send a response whose body was read whole while judging it (an upstream error passed
 /// through). Returns whether the client connection stays usable.
 pub async fn relay_buffered(
@@ -198,6 +210,7 @@ pub async fn relay_buffered(
     r: &Relay<'_>,
     extra: &[(&str, String)],
 ) -> bool {
+    let body = if carries_body(status) { body } else { &[] };
     let mut h = head_for_client(
         up,
         status,

@@ -254,7 +254,7 @@ pub fn raw_upstream(response: Vec<u8>, close_after: bool) -> RawUpstream {
     RawUpstream { addr, connections }
 }
 
-fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+pub fn find(h: &[u8], n: &[u8]) -> Option<usize> {
     h.windows(n.len()).position(|w| w == n)
 }
 

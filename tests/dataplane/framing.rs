@@ -1,6 +1,7 @@
 //! Response framing and connection reuse against a scripted raw upstream: Content-Length and
 //! chunked bodies byte-exact, close-delimited bodies re-chunked, one pooled upstream connection
-//! reused, and a stale pooled connection retried on a fresh one.
+//! reused, a stale pooled connection retried on a fresh one, and 204/304 answers framed
+//! without a body whatever the upstream's headers said.
 
 use crate::both_drivers;
 use crate::common::*;
@@ -15,6 +16,7 @@ both_drivers!(
     close_delimited_body_is_rechunked,
     keep_alive_reuses_one_upstream_connection,
     stale_pooled_connection_is_retried_on_a_fresh_one,
+    bodiless_statuses_carry_no_length,
 );
 
 fn byte_exact_chunked_and_length_bodies(driver: &str) {
@@ -127,5 +129,47 @@ fn stale_pooled_connection_is_retried_on_a_fresh_one(driver: &str) {
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(attempt_count(&r), 1, "the stale retry is not a new attempt");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads one response head from a keep-alive connection; returns it with whatever followed.
+fn read_head(s: &mut std::net::TcpStream) -> (String, Vec<u8>) {
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while find(&got, b"\r\n\r\n").is_none() {
+        let n = s.read(&mut tmp).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&tmp[..n]);
+    }
+    let end = find(&got, b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+    (head, got[end..].to_vec())
+}
+
+fn bodiless_statuses_carry_no_length(driver: &str) {
+    // A 204 must not carry Content-Length (RFC 9110 8.6): a client would wait for 5 bytes that
+    // never come. A 304 (passed through as an error) gets no length of ours either. Both keep
+    // the client connection usable: the second request on it is answered the same way.
+    for (resp, status) in [
+        (
+            &b"HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n"[..],
+            "204",
+        ),
+        (&b"HTTP/1.1 304 Not Modified\r\n\r\n"[..], "304"),
+    ] {
+        let up = raw_upstream(resp.to_vec(), false);
+        let proxy = raw_proxy(driver, &up, 1);
+        let mut s = raw_client(proxy.addr);
+        for round in 0..2 {
+            s.write_all(raw_chat("m", false).as_bytes()).unwrap();
+            let (head, rest) = read_head(&mut s);
+            assert!(head.starts_with(&format!("http/1.1 {status}")), "{head}");
+            assert!(
+                !head.contains("content-length"),
+                "{status} round {round}: {head}"
+            );
+            assert!(!head.contains("transfer-encoding"), "{head}");
+            assert!(rest.is_empty(), "bytes after a {status} head: {rest:?}");
+        }
     }
 }
