@@ -100,10 +100,19 @@ impl<F: std::future::Future> std::future::Future for PerPoll<F> {
             ..Turn::default()
         };
         TURN.with(|t| t.set(on));
-        let r = self.project().inner.poll(cx);
-        // Other tasks read afresh: nothing kept leaks into them.
+        // Other tasks read afresh: nothing kept leaks into them, even when this poll panics
+        // (a contained panic must not leave the core's clock frozen).
+        let _end = EndTurn;
+        self.project().inner.poll(cx)
+    }
+}
+
+/// Ends the kept turn when a poll returns or unwinds.
+struct EndTurn;
+
+impl Drop for EndTurn {
+    fn drop(&mut self) {
         TURN.with(|t| t.set(Turn::default()));
-        r
     }
 }
 
@@ -187,6 +196,24 @@ mod tests {
         }
         assert!(seen[1].0 > seen[0].0, "the next poll reads again");
         assert!(seen[1].0 > outside);
+    }
+
+    #[test]
+    fn a_poll_that_panics_leaves_the_clock_running() {
+        use std::future::Future;
+        use std::task::{Context, Waker};
+        let mut task = std::pin::pin!(per_poll(std::future::poll_fn(|_| -> std::task::Poll<()> {
+            let _ = instant();
+            panic!("inside a kept turn");
+        })));
+        let mut cx = Context::from_waker(Waker::noop());
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = task.as_mut().poll(&mut cx);
+        }));
+        assert!(caught.is_err());
+        let a = instant();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(instant() > a, "read afresh after the unwound poll");
     }
 
     #[test]

@@ -4,6 +4,10 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+/// Connection tasks (client and admin) that panicked and were ended alone, process-wide
+/// (see `runtime::contain`). Anything above zero is a bug worth a report.
+pub static TASK_PANICS: AtomicU64 = AtomicU64::new(0);
+
 /// Statuses we count individually; anything else lands in `other`.
 pub const STATUSES: [u16; 22] = [
     200, 201, 400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 431, 499, 500, 501, 502,
@@ -178,6 +182,12 @@ pub fn render(
         .sum();
     out.push_str("# TYPE ringside_access_log_dropped_total counter\n");
     let _ = writeln!(out, "ringside_access_log_dropped_total {n}");
+    out.push_str("# HELP ringside_task_panics_total Connection tasks ended by a panic (a bug: each closed its connection only).\n# TYPE ringside_task_panics_total counter\n");
+    let _ = writeln!(
+        out,
+        "ringside_task_panics_total {}",
+        TASK_PANICS.load(Relaxed)
+    );
     let n: u64 = cores.iter().map(|c| c.finalized.load(Relaxed)).sum();
     out.push_str("# HELP ringside_requests_finalized_total Requests whose finalisation ran (exactly once each).\n# TYPE ringside_requests_finalized_total counter\n");
     let _ = writeln!(out, "ringside_requests_finalized_total {n}");

@@ -57,7 +57,11 @@ pub fn start(
                     monoio::select! {
                         a = &mut accept => {
                             if let Ok((s, _)) = a {
-                                monoio::spawn(serve(shared.clone(), admin.clone(), s));
+                                monoio::spawn(crate::runtime::contain::contained(
+                                    serve(shared.clone(), admin.clone(), s),
+                                    &crate::metrics::TASK_PANICS,
+                                    None,
+                                ));
                             }
                             accept = Box::pin(listener.accept());
                         }

@@ -75,7 +75,7 @@ pub async fn handle(
     last_on_connection: bool,
 ) -> bool {
     let started = crate::clock::instant();
-    core.metrics.in_flight.fetch_add(1, Relaxed);
+    let in_flight = InFlightGauge::enter(&core.metrics.in_flight);
     let dialect = dialect_for_path(head.path());
     let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
     let keep_alive = head.keep_alive && !last_on_connection;
@@ -128,7 +128,7 @@ pub async fn handle(
     };
     ctx.record.total_ms = crate::clock::since(started).as_millis() as u64;
     core.metrics.request(route_index, ctx.record.status);
-    core.metrics.in_flight.fetch_sub(1, Relaxed);
+    drop(in_flight);
     if let Some(log) = &core.shared.log
         && !log.send(ctx.record.log_line())
     {
@@ -456,5 +456,22 @@ pub(super) async fn commit(
     }
     AttemptEnd::Done {
         keep_alive: res.client_keep_alive,
+    }
+}
+
+/// The in-flight gauge's share of one request: given back when the request ends, or when its
+/// task is dropped half-way (a contained panic, see `runtime::contain`).
+struct InFlightGauge<'a>(&'a std::sync::atomic::AtomicI64);
+
+impl<'a> InFlightGauge<'a> {
+    fn enter(gauge: &'a std::sync::atomic::AtomicI64) -> Self {
+        gauge.fetch_add(1, Relaxed);
+        InFlightGauge(gauge)
+    }
+}
+
+impl Drop for InFlightGauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }

@@ -1,6 +1,7 @@
 //! Starting the cores: one pinned thread per worker, each with its own monoio runtime
 //! (io_uring, or epoll where io_uring is unavailable) and its own SO_REUSEPORT listener.
 
+pub mod contain;
 pub mod core;
 pub mod decisions;
 pub mod drain;
@@ -353,10 +354,11 @@ async fn core_main(
         monoio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    monoio::spawn(crate::clock::per_poll(crate::proxy::serve_client(
-                        core.clone(),
-                        stream,
-                    )));
+                    monoio::spawn(contain::contained(
+                        crate::clock::per_poll(crate::proxy::serve_client(core.clone(), stream)),
+                        &crate::metrics::TASK_PANICS,
+                        Some(id),
+                    ));
                 }
                 // Out of descriptors or similar: back off briefly instead of spinning.
                 Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,
