@@ -85,6 +85,11 @@ impl ChunkTracker {
         self.state == State::Done
     }
 
+    /// At the start of a size line: every chunk taken so far is whole.
+    pub fn between_chunks(&self) -> bool {
+        self.state == State::Size { digits: 0 }
+    }
+
     /// Feed bytes. Returns how many were consumed: all of them, unless the body ended inside
     /// `data`, in which case the rest belongs to whatever follows the message.
     pub fn feed(

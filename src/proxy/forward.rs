@@ -3,6 +3,7 @@
 //! tracker reads along to find the end of the body; close-delimited bodies are re-framed as
 //! chunked for keep-alive clients.
 
+use super::body_end::{BodyEnd, EventEdge};
 use super::deadline::{Timer, before, set_timer};
 use super::watch::{ClientWatch, Raced};
 use crate::dialect::{ApiError, Dialect};
@@ -13,7 +14,7 @@ use crate::http::response::HeadWriter;
 use crate::http::{Framing, Head};
 use crate::sse::Scanner;
 use crate::upstream::UpConn;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::time::Duration;
@@ -53,59 +54,6 @@ pub struct Relayed {
     pub committed: bool,
     /// What the SSE scanner saw (event streams only).
     pub sse: Option<crate::sse::Totals>,
-}
-
-/// Tracks where the upstream body ends.
-enum BodyEnd {
-    Length(u64),
-    Chunked(ChunkTracker),
-    Close,
-    None,
-}
-
-impl BodyEnd {
-    /// Split off the body bytes at the front of `buf`. Returns (bytes, body finished).
-    /// Bytes past the end of the body mean the upstream misbehaved: they are dropped.
-    /// The SSE scanner, if any, reads the payload along (no copy).
-    fn take(
-        &mut self,
-        buf: &mut BytesMut,
-        mut sse: Option<&mut Scanner>,
-    ) -> Result<(Bytes, bool, bool), ()> {
-        let mut scan = |p: &[u8]| {
-            if let Some(s) = sse.as_deref_mut() {
-                s.feed(p, |_| {});
-            }
-        };
-        match self {
-            BodyEnd::Length(left) => {
-                let n = (*left).min(buf.len() as u64) as usize;
-                *left -= n as u64;
-                let extra = buf.len() > n;
-                let out = buf.split_to(n).freeze();
-                if extra {
-                    buf.clear();
-                }
-                scan(&out);
-                Ok((out, *left == 0, extra))
-            }
-            BodyEnd::Chunked(t) => {
-                let used = t.feed(buf, &mut scan).map_err(|_| ())?;
-                let extra = used < buf.len();
-                let out = buf.split_to(used).freeze();
-                if extra {
-                    buf.clear();
-                }
-                Ok((out, t.is_done(), extra))
-            }
-            BodyEnd::Close => {
-                let out = buf.split().freeze();
-                scan(&out);
-                Ok((out, false, false))
-            }
-            BodyEnd::None => Ok((Bytes::new(), true, !buf.is_empty())),
-        }
-    }
 }
 
 /// `first_body` is how many body bytes will be appended to the head (one write for both).
@@ -301,6 +249,9 @@ pub async fn relay(
     ));
     let mut upstream_eof = false;
     let mut scanner = (is_sse && r.stream.guard).then(Scanner::default);
+    // Whether the bytes sent so far end between chunks and events (see `body_end`).
+    let mut edge = EventEdge::default();
+    let mut clean_edge = true;
     let started = crate::clock::instant();
     let mut watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
         .then(|| crate::sse::watchdog::Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
@@ -313,7 +264,7 @@ pub async fn relay(
     let mut send_timer = None;
     let limit = r.send_timeout;
     loop {
-        let (data, done, extra) = match end.take(&mut up.buf, scanner.as_mut()) {
+        let (data, done, extra) = match end.take(&mut up.buf, scanner.as_mut(), &mut edge) {
             Ok(t) => t,
             Err(()) => {
                 out.failure = Some("upstream_bad_framing");
@@ -350,6 +301,8 @@ pub async fn relay(
                 can_append = false;
             }
         }
+        // (A last chunk held back above leaves the chunks before it whole: the tracker is done.)
+        let edge_now = edge.between_events() && end.between_chunks();
         let data = if rechunk && !data.is_empty() {
             Bytes::from(as_chunk(&data))
         } else {
@@ -365,7 +318,7 @@ pub async fn relay(
             None => data,
         };
         match send(wr, data, &mut send_timer, limit).await {
-            Sent::Done => {}
+            Sent::Done => clean_edge = edge_now,
             Sent::Gone => {
                 out.client_gone = true;
                 break;
@@ -475,7 +428,7 @@ pub async fn relay(
     if let Some(failure) = out.failure {
         // After commit we never replay: end the stream in the client's dialect and close.
         keep_alive = false;
-        if is_sse && !out.client_gone && can_append {
+        if is_sse && !out.client_gone && can_append && clean_edge {
             let err = ApiError::new(
                 502,
                 failure,

@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod attempt;
 pub mod attempts;
+mod body_end;
 mod client_body;
 mod client_facts;
 pub mod deadline;

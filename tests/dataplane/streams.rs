@@ -1,5 +1,6 @@
 //! Event streams through the proxy: byte-exact pass-through of OpenAI, Anthropic and Responses
-//! streams, the first event not held back, and a stream cut mid-way ended in the client's dialect.
+//! streams, the first event not held back, and a stream cut mid-way ended in the client's dialect
+//! where the bytes sent so far allow it (between chunks and events), else closed as cut short.
 
 use crate::both_drivers;
 use crate::common::*;
@@ -14,6 +15,7 @@ both_drivers!(
     anthropic_and_responses_streams,
     first_event_is_not_buffered,
     mid_stream_cut_ends_with_dialect_error_event,
+    a_cut_inside_a_chunk_or_an_event_closes_without_an_error_event,
 );
 
 fn json_and_sse_pass_through(driver: &str) {
@@ -169,4 +171,49 @@ fn mid_stream_cut_ends_with_dialect_error_event(driver: &str) {
             .metrics()
             .contains("ringside_streams_failed_after_commit_total 2")
     );
+}
+
+fn a_cut_inside_a_chunk_or_an_event_closes_without_an_error_event(driver: &str) {
+    const HEAD: &str =
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+    let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let first = format!("{:x}\r\n{event}\r\n", event.len());
+    let open_event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cu";
+    let cases = [
+        // The upstream dies inside a chunk (it announced 0x40 bytes, sent fewer): an event
+        // appended here would be read as the rest of that chunk.
+        (format!("{first}40\r\n{open_event}"), false),
+        // Between chunks but inside an event: an appended event would merge into it.
+        (
+            format!("{first}{:x}\r\n{open_event}\r\n", open_event.len()),
+            false,
+        ),
+        // Between chunks and events: the dialect's error event and a proper last chunk.
+        (first.clone(), true),
+    ];
+    for (body, clean) in cases {
+        let up = raw_upstream(format!("{HEAD}{body}").into_bytes(), true);
+        let proxy = crate::raw_proxy(driver, &up, 1);
+        let mut s = raw_client(proxy.addr);
+        s.write_all(raw_chat("m", true).as_bytes()).unwrap();
+        let got = read_all(s);
+        let end = find(&got, b"\r\n\r\n").expect("a head") + 4;
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+        let sent = &got[end..];
+        if clean {
+            let text = String::from_utf8_lossy(sent);
+            assert!(sent.starts_with(body.as_bytes()), "{text}");
+            assert!(text.contains("upstream_truncated"), "{text}");
+            assert!(
+                sent.ends_with(b"\n\n\r\n0\r\n\r\n"),
+                "a whole last chunk: {text}"
+            );
+        } else {
+            assert_eq!(
+                String::from_utf8_lossy(sent),
+                body,
+                "exactly what the upstream sent, then the connection closed"
+            );
+        }
+    }
 }
