@@ -425,9 +425,13 @@ pub async fn relay(
             Raced::Done(Ok(Ok(_))) => {}
         }
     }
+    // Whether a failed stream still ended as a whole HTTP message (error event, last chunk).
+    let mut ended_whole = false;
     if let Some(failure) = out.failure {
-        // After commit we never replay: end the stream in the client's dialect and close.
-        keep_alive = false;
+        // After commit we never replay: end the stream in the client's dialect. The client
+        // connection stays open only when that ending is a whole chunked message: its head
+        // promised keep-alive, and a close right after a complete body races a client that
+        // reuses the connection at once (it would see its next request dropped unanswered).
         if is_sse && !out.client_gone && can_append && clean_edge {
             let err = ApiError::new(
                 502,
@@ -439,10 +443,15 @@ pub async fn relay(
             if client_chunked {
                 bytes.extend_from_slice(b"0\r\n\r\n");
             }
-            let _ = send(wr, Bytes::from(bytes), &mut send_timer, limit).await;
+            let sent = send(wr, Bytes::from(bytes), &mut send_timer, limit).await;
+            ended_whole = client_chunked && matches!(sent, Sent::Done);
+        }
+        if !ended_whole {
+            keep_alive = false;
         }
     }
-    out.client_keep_alive = keep_alive && !out.client_gone && out.failure.is_none();
+    out.client_keep_alive =
+        keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
     out.sse = scanner.map(|s| s.totals);
     out
 }
