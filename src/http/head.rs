@@ -54,6 +54,15 @@ impl HeadError {
             HeadError::UnsupportedTransferCoding => "unsupported_transfer_encoding",
         }
     }
+    /// What was wrong, without saying whose head it was (for an upstream's response head).
+    pub fn reason(&self) -> String {
+        match self {
+            HeadError::TooLarge => "head exceeds the configured limit".into(),
+            HeadError::Malformed(why) => (*why).into(),
+            other => other.message(),
+        }
+    }
+
     pub fn message(&self) -> String {
         match self {
             HeadError::TooLarge => "request head exceeds the configured limit".into(),
@@ -348,6 +357,12 @@ pub fn parse_response(
         httparse::Status::Complete(len) => len,
     };
     let code = res.code.unwrap_or(0);
+    // Three digits are not enough: only 1xx to 5xx mean anything (RFC 9110 15). A `099` or a
+    // `600` passed on would be an answer no client can read (`HTTP/1.1 99`, a status with no
+    // class): a broken upstream, like any other malformed head.
+    if !(100..=599).contains(&code) {
+        return Err(HeadError::Malformed("status code outside 100-599"));
+    }
     let version_minor = res.version.unwrap_or(1);
     let (headers, names) = header_refs(buf, res.headers);
     let mut head = Head {

@@ -118,6 +118,21 @@ fn response_framing() {
         .unwrap()
         .unwrap();
     assert_eq!(h.framing, Framing::Empty);
+    // Three digits outside 100-599 are a broken upstream, not an answer to pass on.
+    for bad in ["000", "099", "600", "999"] {
+        let raw = format!("HTTP/1.1 {bad} X\r\ncontent-length: 2\r\n\r\nhi");
+        assert!(
+            matches!(
+                parse_response(raw.as_bytes(), l, false),
+                Err(HeadError::Malformed(_))
+            ),
+            "{bad}"
+        );
+    }
+    for ok in ["100", "599"] {
+        let raw = format!("HTTP/1.1 {ok} X\r\n\r\n");
+        assert!(parse_response(raw.as_bytes(), l, false).is_ok(), "{ok}");
+    }
 }
 
 #[test]

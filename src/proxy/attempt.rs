@@ -343,7 +343,7 @@ async fn send_and_await_head(
                 return Err(HeadFail::Failed {
                     timeout: false,
                     kind: "protocol_error",
-                    detail: format!("bad response head: {}", e.message()),
+                    detail: format!("bad response head: {}", e.reason()),
                     nothing_received: false,
                 });
             }

@@ -17,6 +17,7 @@ both_drivers!(
     keep_alive_reuses_one_upstream_connection,
     stale_pooled_connection_is_retried_on_a_fresh_one,
     bodiless_statuses_carry_no_length,
+    a_status_outside_100_to_599_is_a_broken_upstream,
 );
 
 fn byte_exact_chunked_and_length_bodies(driver: &str) {
@@ -171,5 +172,23 @@ fn bodiless_statuses_carry_no_length(driver: &str) {
             assert!(!head.contains("transfer-encoding"), "{head}");
             assert!(rest.is_empty(), "bytes after a {status} head: {rest:?}");
         }
+    }
+}
+
+fn a_status_outside_100_to_599_is_a_broken_upstream(driver: &str) {
+    // `099` once came out as `HTTP/1.1 99` and `600` was passed on: answers no client reads.
+    for status in ["099", "600"] {
+        let resp = format!("HTTP/1.1 {status} Hm\r\ncontent-length: 2\r\n\r\nhi");
+        let up = raw_upstream(resp.into_bytes(), false);
+        let proxy = raw_proxy(driver, &up, 1);
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        // 502, or 503 once the provider's breaker opened on the failures (one connection).
+        assert!([502, 503].contains(&r.status), "{status}: {}", r.text());
+        assert!(
+            r.text().contains("status code outside 100-599"),
+            "{}",
+            r.text()
+        );
+        assert!(!r.text().contains("HTTP request"), "{}", r.text());
     }
 }
