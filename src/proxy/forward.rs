@@ -252,6 +252,10 @@ pub async fn relay(
     // Whether the bytes sent so far end between chunks and events (see `body_end`).
     let mut edge = EventEdge::default();
     let mut clean_edge = true;
+    // Whether the client's message went out whole, and whether its last chunk is held back
+    // for an error event to go before it.
+    let mut message_whole = false;
+    let mut held_back_last_chunk = false;
     let started = crate::clock::instant();
     let mut watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
         .then(|| crate::sse::watchdog::Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
@@ -297,12 +301,15 @@ pub async fn relay(
             let last_chunk_here = data.ends_with(b"0\r\n\r\n") && (n == 5 || data[n - 6] == b'\n');
             if head.framing == Framing::Chunked && last_chunk_here {
                 data.truncate(data.len() - 5);
+                held_back_last_chunk = true;
             } else {
                 can_append = false;
             }
         }
         // (A last chunk held back above leaves the chunks before it whole: the tracker is done.)
         let edge_now = edge.between_events() && end.between_chunks();
+        // This write ends the client's message (the body's own end goes out with it).
+        let ends_message = done && !held_back_last_chunk && !rechunk;
         let data = if rechunk && !data.is_empty() {
             Bytes::from(as_chunk(&data))
         } else {
@@ -318,7 +325,10 @@ pub async fn relay(
             None => data,
         };
         match send(wr, data, &mut send_timer, limit).await {
-            Sent::Done => clean_edge = edge_now,
+            Sent::Done => {
+                clean_edge = edge_now;
+                message_whole |= ends_message;
+            }
             Sent::Gone => {
                 out.client_gone = true;
                 break;
@@ -425,14 +435,15 @@ pub async fn relay(
             Raced::Done(Ok(Ok(_))) => {}
         }
     }
-    // Whether a failed stream still ended as a whole HTTP message (error event, last chunk).
-    let mut ended_whole = false;
+    // Whether a failed stream still ended as a whole HTTP message: the upstream's own end went
+    // out (a stream without its terminal marker, where no event could be added), or ours did.
+    let mut ended_whole = message_whole;
     if let Some(failure) = out.failure {
         // After commit we never replay: end the stream in the client's dialect. The client
         // connection stays open only when that ending is a whole chunked message: its head
         // promised keep-alive, and a close right after a complete body races a client that
         // reuses the connection at once (it would see its next request dropped unanswered).
-        if is_sse && !out.client_gone && can_append && clean_edge {
+        if is_sse && !out.client_gone && can_append && clean_edge && !message_whole {
             let err = ApiError::new(
                 502,
                 failure,
@@ -444,7 +455,7 @@ pub async fn relay(
                 bytes.extend_from_slice(b"0\r\n\r\n");
             }
             let sent = send(wr, Bytes::from(bytes), &mut send_timer, limit).await;
-            ended_whole = client_chunked && matches!(sent, Sent::Done);
+            ended_whole |= client_chunked && matches!(sent, Sent::Done);
         }
         if !ended_whole {
             keep_alive = false;

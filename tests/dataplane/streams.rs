@@ -16,6 +16,7 @@ both_drivers!(
     first_event_is_not_buffered,
     mid_stream_cut_ends_with_dialect_error_event,
     a_cut_inside_a_chunk_or_an_event_closes_without_an_error_event,
+    a_stream_that_ended_whole_keeps_its_connection,
 );
 
 fn json_and_sse_pass_through(driver: &str) {
@@ -228,5 +229,47 @@ fn a_cut_inside_a_chunk_or_an_event_closes_without_an_error_event(driver: &str) 
             body,
             "exactly what the upstream sent, then the connection closed"
         );
+    }
+}
+
+fn a_stream_that_ended_whole_keeps_its_connection(driver: &str) {
+    // No terminal marker, and the upstream's own end carries a trailer, so no error event can
+    // go before it: the failure is recorded, the message still ends whole, and the client's
+    // keep-alive connection (promised by the head) serves the next request.
+    let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let body = format!("{:x}\r\n{event}\r\n0\r\nx-trailer: 1\r\n\r\n", event.len());
+    let resp = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{body}"
+    );
+    let up = raw_upstream(resp.into_bytes(), false);
+    // No holdback: the stream commits at its first byte (held back, the whole stream would be
+    // judged before commit and retried elsewhere).
+    let config = format!(
+        "[stream]\nholdback_ms = 0\n[[providers]]\nid = \"raw\"\ndialect = \"openai\"\nbase_url = \"http://{}/v1\"\n  [[providers.connections]]\n  id = \"k\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n",
+        up.addr
+    );
+    let proxy = Proxy::start(driver, 1, "", &config);
+    let mut s = raw_client(proxy.addr);
+    for round in 0..2 {
+        s.write_all(raw_chat("m", true).as_bytes()).unwrap();
+        let mut got = Vec::new();
+        let mut tmp = [0u8; 4096];
+        while !got.ends_with(b"x-trailer: 1\r\n\r\n") {
+            let n = s.read(&mut tmp).unwrap();
+            assert!(
+                n > 0,
+                "round {round} closed: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&tmp[..n]);
+        }
+        let end = find(&got, b"\r\n\r\n").expect("a head") + 4;
+        assert_eq!(String::from_utf8_lossy(&got[end..]), body);
+        let id = String::from_utf8_lossy(&got[..end])
+            .lines()
+            .find_map(|l| l.strip_prefix("x-request-id: ").map(str::to_string))
+            .expect("a request id");
+        let d = proxy.decision(&id);
+        assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     }
 }
