@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Fuzz the release binary over loopback, two phases of SECONDS each (default 60):
+# Fuzz the release binary over loopback, three phases of SECONDS each (default 60):
 #   1. damaged client requests (requests.py, two seeds at once) with the simulator upstream;
 #   2. valid requests read by a strict HTTP/1.1 client (strict_client.py, two seeds) against
-#      an upstream that damages every answer (upstream.py).
-# Passes when neither phase found a problem, Ringside is still up and ready, it logged no panic
-# and ringside_task_panics_total is 0. Bounded: about 2 x SECONDS + 30 s. Needs python3.
+#      an upstream that damages every answer (upstream.py);
+#   3. random methods, paths and JSON against the admin API (admin.py, two seeds).
+# Passes when no phase found a problem, Ringside is still up and ready, it logged no panic
+# and ringside_task_panics_total is 0. Bounded: about 3 x SECONDS + 30 s. Needs python3.
 # Usage: tests/fuzz/run.sh [SECONDS] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -83,21 +84,22 @@ RSPID=$!; PIDS+=($RSPID)
 for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $RS))" 2>/dev/null && break; sleep 0.1; done
 
 fail=0
-phase() {  # name script
-  local name=$1 script=$2 pids=() rc=0
+phase() {  # name script port
+  local name=$1 script=$2 port=$3 pids=() rc=0
   for s in $SEED $((SEED+1)); do
-    timeout $((SECS+90)) python3 "tests/fuzz/$script" $RS "$SECS" "$s" > "$WORK/$name.$s" 2>&1 & pids+=($!)
+    timeout $((SECS+90)) python3 "tests/fuzz/$script" "$port" "$SECS" "$s" > "$WORK/$name.$s" 2>&1 & pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   for s in $SEED $((SEED+1)); do echo "$name (seed $s): $(tail -c 1500 "$WORK/$name.$s")"; done
   [ $rc -eq 0 ] || { echo "$name: PROBLEMS (above)"; fail=1; }
 }
-phase requests requests.py
+phase requests requests.py $RS
 kill $SIM 2>/dev/null || true; wait $SIM 2>/dev/null || true
 python3 tests/fuzz/upstream.py $UP "$SEED" >/dev/null 2>&1 &
 PIDS+=($!)
 sleep 0.5
-phase upstream strict_client.py
+phase upstream strict_client.py $RS
+phase admin admin.py $ADMIN
 
 if ! kill -0 $RSPID 2>/dev/null; then echo "ringside is gone"; fail=1; fi
 ready=$(python3 -c "
