@@ -207,15 +207,24 @@ pub struct RawUpstream {
 
 /// `close_after`: close the socket after each answer (without saying so in the head).
 pub fn raw_upstream(response: Vec<u8>, close_after: bool) -> RawUpstream {
+    scripted_upstream(move |s| s.write_all(&response).is_ok() && !close_after)
+}
+
+/// A raw upstream that reads each request (head and Content-Length body) and lets `answer`
+/// write what it likes; the connection ends when `answer` returns false. Counts connections.
+pub fn scripted_upstream(
+    answer: impl Fn(&mut TcpStream) -> bool + Send + Sync + 'static,
+) -> RawUpstream {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = l.local_addr().expect("addr");
     let connections = Arc::new(AtomicUsize::new(0));
     let c2 = connections.clone();
+    let answer = Arc::new(answer);
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
             c2.fetch_add(1, Ordering::SeqCst);
-            let response = response.clone();
+            let answer = answer.clone();
             std::thread::spawn(move || {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
                 let mut buf = Vec::new();
@@ -244,7 +253,7 @@ pub fn raw_upstream(response: Vec<u8>, close_after: bool) -> RawUpstream {
                         }
                     }
                     buf.drain(..end + 4 + len);
-                    if s.write_all(&response).is_err() || close_after {
+                    if !answer(&mut s) {
                         return;
                     }
                 }

@@ -90,52 +90,15 @@ fn no_pool_when_max_idle_is_zero(driver: &str) {
 fn unsolicited_bytes_on_an_idle_connection_keep_it_out_of_use(driver: &str) {
     // After its answer the upstream sends a whole second response nobody asked for, while the
     // connection idles in the pool. Reusing it would hand that stale answer to the next client.
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr");
-    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let c2 = connections.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            c2.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        match s.read(&mut tmp) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
-                        }
-                        continue;
-                    };
-                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    while buf.len() < end + 4 + len {
-                        match s.read(&mut tmp) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
-                        }
-                    }
-                    buf.drain(..end + 4 + len);
-                    if s.write_all(&answer("", b"")).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                    let stale = b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\nstale!!";
-                    if s.write_all(stale).is_err() {
-                        return;
-                    }
-                }
-            });
+    use std::io::Write;
+    let up = scripted_upstream(|s| {
+        if s.write_all(&answer("", b"")).is_err() {
+            return false;
         }
+        std::thread::sleep(Duration::from_millis(100));
+        let stale = b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\nstale!!";
+        s.write_all(stale).is_ok()
     });
-    let up = RawUpstream { addr, connections };
     let proxy = pool_proxy(driver, &up, "");
     requests(&proxy, 3, Duration::from_millis(300));
 }
