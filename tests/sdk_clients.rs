@@ -1,12 +1,15 @@
-//! The real OpenAI and Anthropic Python SDKs (pinned in tests/sdk/requirements.txt) against
-//! the real server and the simulator on loopback, both drivers: every endpoint an SDK user
-//! calls, streaming helpers, fail-over behind the SDK's back, and the errors an SDK raises
-//! (type, code, request id, a stream cut mid-way, a body over the limit). The checks are in tests/sdk/check_clients.py.
+//! The real OpenAI and Anthropic SDKs, Python (pinned in tests/sdk/requirements.txt) and Node
+//! (pinned in tests/sdk/package-lock.json), against the real server and the simulator on
+//! loopback, both drivers: every endpoint an SDK user calls, streaming helpers, fail-over
+//! behind the SDK's back, and the errors an SDK raises (type, code, request id, a stream cut
+//! mid-way, a body over the limit). The checks are in tests/sdk/check_clients.py and
+//! tests/sdk/check_clients.mjs; the two languages' HTTP stacks (httpx, undici) frame, reuse and
+//! read connections differently.
 //!
-//! The first run makes a virtual environment under the target directory and installs the SDKs
-//! from PyPI (about 30 s); later runs reuse it. On a machine without python3 or PyPI, set
-//! `RINGSIDE_SKIP_SDK_TESTS=1` to leave these out (they fail otherwise, so that a CI that
-//! cannot run them says so).
+//! The first run makes a virtual environment and a node_modules under the target directory and
+//! installs the SDKs from PyPI and npm (about 30 s); later runs reuse them. On a machine without
+//! python3, node or the registries, set `RINGSIDE_SKIP_SDK_TESTS=1` to leave these out (they
+//! fail otherwise, so that a CI that cannot run them says so).
 
 mod common;
 use common::*;
@@ -22,12 +25,10 @@ fn real_sdk_clients_work_through_ringside(driver: &str) {
         eprintln!("RINGSIDE_SKIP_SDK_TESTS is set: the SDK checks are left out");
         return;
     }
-    let python = match venv() {
-        Ok(p) => p,
-        Err(e) => {
-            panic!("{e}\n(set RINGSIDE_SKIP_SDK_TESTS=1 on a machine without python3 or PyPI)")
-        }
-    };
+    let skip_hint =
+        "(set RINGSIDE_SKIP_SDK_TESTS=1 on a machine without python3, node or the registries)";
+    let python = venv().unwrap_or_else(|e| panic!("{e}\n{skip_hint}"));
+    let node_script = node_modules().unwrap_or_else(|e| panic!("{e}\n{skip_hint}"));
     let faults = [
         "key:sk-sim-bad=429;retry-after=30;ratelimit-headers",
         "model:gpt-dead=429;retry-after=20",
@@ -90,6 +91,18 @@ base_url = "http://{s}/v1"
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("17 of 17 SDK checks passed"), "{text}");
+    let out = Command::new("node")
+        .arg(&node_script)
+        .arg(format!("http://{}", proxy.addr))
+        .output()
+        .expect("run the Node SDK checks");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "Node SDK checks failed on {driver}:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("16 of 16 Node SDK checks passed"), "{text}");
     // The client's own key never reached the upstream: only the connection keys did.
     let keys = sim_stats(&sim)["keys"].clone();
     assert!(keys.get("client-key").is_none(), "{keys}");
@@ -129,6 +142,40 @@ fn make_venv() -> Result<PathBuf, String> {
         .arg(&reqs))?;
     std::fs::write(&stamp, wanted).map_err(|e| e.to_string())?;
     Ok(python)
+}
+
+/// The pinned Node SDKs, installed once per test run (`npm ci` from the lock file) and reused
+/// across runs while the lock file is unchanged. Returns the check script, copied beside its
+/// node_modules so that its imports resolve there.
+fn node_modules() -> Result<PathBuf, String> {
+    static NODE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    NODE.get_or_init(install_node_sdks).clone()
+}
+
+fn install_node_sdks() -> Result<PathBuf, String> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
+    let read = |name: &str| {
+        std::fs::read_to_string(src.join(name)).map_err(|e| format!("tests/sdk/{name}: {e}"))
+    };
+    let (manifest, lock) = (read("package.json")?, read("package-lock.json")?);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-node");
+    let stamp = dir.join("installed.txt");
+    if !(std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock)
+        && dir.join("node_modules").exists())
+    {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::write(dir.join("package.json"), &manifest).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir))?;
+        std::fs::write(&stamp, &lock).map_err(|e| e.to_string())?;
+    }
+    let script = dir.join("check_clients.mjs");
+    std::fs::copy(src.join("check_clients.mjs"), &script)
+        .map_err(|e| format!("tests/sdk/check_clients.mjs: {e}"))?;
+    Ok(script)
 }
 
 fn run(cmd: &mut Command) -> Result<(), String> {
