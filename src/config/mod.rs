@@ -3,6 +3,7 @@
 
 mod resilience;
 pub mod schema;
+mod schema_resilience;
 mod validate;
 pub use validate::available_cores;
 

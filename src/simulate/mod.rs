@@ -4,6 +4,7 @@
 
 mod ask;
 pub mod body;
+mod control;
 pub mod fault;
 pub mod stats;
 mod stream;
@@ -14,6 +15,7 @@ use crate::http::response::{HeadWriter, whole};
 use ask::Ask;
 use body::Api;
 use bytes::{Bytes, BytesMut};
+use control::{control, pick_fault};
 use fault::{Fault, FaultKind};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
@@ -283,76 +285,6 @@ async fn serve(state: Arc<SimState>, mut stream: TcpStream) {
             _ => return,
         }
     }
-}
-
-fn control(state: &SimState, head: &crate::http::Head, body: &[u8]) -> (u16, Vec<u8>) {
-    let ok = |v: serde_json::Value| (200, serde_json::to_vec(&v).unwrap_or_default());
-    match (head.method(), head.path()) {
-        ("GET", "/_sim/stats") => ok(state.stats.to_json()),
-        ("GET", "/_sim/requests") => ok(state.stats.recent_json()),
-        ("POST", "/_sim/reset") => {
-            state.stats.reset();
-            ok(serde_json::json!({"reset": true}))
-        }
-        ("POST", "/_sim/faults") => {
-            let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            let selector = match (v["key"].as_str(), v["model"].as_str()) {
-                (Some(k), _) => Selector::Key(k.to_string()),
-                (None, Some(m)) => Selector::Model(m.to_string()),
-                _ => return (400, br#"{"error":"need key or model"}"#.to_vec()),
-            };
-            let mut faults = state.faults.lock().unwrap_or_else(|e| e.into_inner());
-            faults.retain(|f| f.selector != selector);
-            if let Some(spec) = v["spec"].as_str() {
-                match Fault::parse(spec) {
-                    Ok(fault) => faults.push(Arc::new(FaultEntry {
-                        selector,
-                        fault,
-                        used: AtomicU64::new(0),
-                    })),
-                    Err(e) => {
-                        return (
-                            400,
-                            serde_json::to_vec(&serde_json::json!({"error": e}))
-                                .unwrap_or_default(),
-                        );
-                    }
-                }
-            }
-            ok(serde_json::json!({"faults": faults.len()}))
-        }
-        _ => (404, br#"{"error":"unknown control endpoint"}"#.to_vec()),
-    }
-}
-
-/// Pick the fault for a request: header first, then key, then model.
-fn pick_fault(
-    state: &SimState,
-    head: &crate::http::Head,
-    key: &str,
-    model: Option<&str>,
-) -> Result<Fault, String> {
-    if let Some(spec) = head.get_str("x-sim-fault") {
-        return Fault::parse(spec);
-    }
-    let faults = state.faults.lock().unwrap_or_else(|e| e.into_inner());
-    let by_key = faults
-        .iter()
-        .find(|f| f.selector == Selector::Key(key.to_string()));
-    let by_model = || {
-        model.and_then(|m| {
-            faults
-                .iter()
-                .find(|f| f.selector == Selector::Model(m.to_string()))
-        })
-    };
-    if let Some(entry) = by_key.or_else(by_model) {
-        let n = entry.used.fetch_add(1, Ordering::Relaxed);
-        if entry.fault.times == 0 || n < entry.fault.times {
-            return Ok(entry.fault.clone());
-        }
-    }
-    Fault::parse("none")
 }
 
 fn header_num(head: &crate::http::Head, name: &str) -> Option<u64> {

@@ -1,0 +1,127 @@
+//! The `[resilience]` section as written by operators: cooldown and breaker tuning, model
+//! lockouts, classification rules and restatement rules (validated in `config/resilience.rs`).
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResilienceSection {
+    /// Cap on a connection cooldown (also on rate-limit hints).
+    pub max_cooldown_ms: u64,
+    /// Quota exhaustion without a reset hint cools the key this long.
+    pub quota_cooldown_ms: u64,
+    /// Default request deadline (a client may send `x-ringside-deadline-ms`).
+    pub deadline_ms: u64,
+    /// Most time one request spends waiting out cooldowns.
+    pub max_wait_ms: u64,
+    /// The opt-in provider window gate.
+    pub provider_gate: bool,
+    /// The built-in relay quota restatement (403/400 + 额度不足 -> 429).
+    pub builtin_restate: bool,
+    /// Recent decision records kept for the admin API: those worth explaining (a retry, a
+    /// wait, an error, a refusal) ...
+    pub decision_ring: usize,
+    /// ... and, in a ring of their own, plain first-try successes (kept small: the ring's
+    /// memory is touched by every request, see `runtime::decisions`).
+    pub decision_ring_plain: usize,
+    pub lockout: LockoutSection,
+    pub rules: Vec<RuleSection>,
+    pub restate: Vec<RestateSection>,
+}
+
+impl Default for ResilienceSection {
+    fn default() -> Self {
+        ResilienceSection {
+            max_cooldown_ms: 1_800_000,
+            quota_cooldown_ms: 3_600_000,
+            deadline_ms: 600_000,
+            max_wait_ms: 30_000,
+            provider_gate: false,
+            builtin_restate: true,
+            decision_ring: 1024,
+            decision_ring_plain: 64,
+            lockout: LockoutSection::default(),
+            rules: Vec::new(),
+            restate: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct LockoutSection {
+    pub enabled: bool,
+    pub codes: Vec<u16>,
+    pub base_ms: u64,
+    pub max_ms: u64,
+    pub max_steps: u32,
+    pub exponential: bool,
+}
+
+impl Default for LockoutSection {
+    /// The resolved settings' defaults are the one source of truth.
+    fn default() -> Self {
+        let d = crate::resilience::lockout::LockoutSettings::default();
+        LockoutSection {
+            enabled: d.enabled,
+            codes: d.codes,
+            base_ms: d.base_ms,
+            max_ms: d.max_ms,
+            max_steps: d.max_steps,
+            exponential: d.exponential,
+        }
+    }
+}
+
+/// An operator classification rule (evaluated before the built-in ones).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSection {
+    pub id: String,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub statuses: Vec<u16>,
+    /// Case-insensitive body substrings (never regexes).
+    #[serde(default)]
+    pub markers: Vec<String>,
+    /// `"header-name: substring"`.
+    #[serde(default)]
+    pub header_markers: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub reason: String,
+    #[serde(default = "default_scope")]
+    pub scope: String,
+    #[serde(default)]
+    pub cooldown_ms: Option<u64>,
+}
+
+fn default_scope() -> String {
+    "connection".into()
+}
+
+/// An operator restatement rule.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RestateSection {
+    pub id: String,
+    #[serde(default)]
+    pub provider: Option<String>,
+    pub from: Vec<u16>,
+    #[serde(default = "default_to")]
+    pub to: u16,
+    pub markers: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    #[serde(default = "default_restate_ms")]
+    pub retry_after_ms: u64,
+}
+
+fn default_to() -> u16 {
+    429
+}
+
+fn default_restate_ms() -> u64 {
+    60_000
+}
