@@ -133,6 +133,12 @@ fn benches(c: &mut Criterion) {
     g.bench_function(format!("{}_bytes", big.len()), |b| {
         b.iter(|| facts::scan(black_box(big.as_bytes())).unwrap())
     });
+    g.bench_function("utf8_only", |b| {
+        b.iter(|| simdutf8::basic::from_utf8(black_box(big.as_bytes())).is_ok())
+    });
+    g.bench_function("json_check_only", |b| {
+        b.iter(|| ringside::dialect::json_check::check_object(black_box(big.as_bytes())).is_ok())
+    });
     g.finish();
 
     let cfg = load_str(&config_with(64), "bench", &|n| {

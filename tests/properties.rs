@@ -109,7 +109,7 @@ proptest! {
         let body = format!(r#"{{"a":[1,{{"model":"x"}}],"model":"{model}","s":"}}\"model\""}}"#);
         let f = facts::scan(body.as_bytes()).unwrap();
         prop_assert_eq!(f.model.as_deref(), Some(model.as_str()));
-        let span = facts::top_level_value_span(body.as_bytes(), b"model").unwrap();
+        let span = f.model_span.unwrap();
         prop_assert_eq!(&body[span], format!("\"{model}\""));
     }
 }

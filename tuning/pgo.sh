@@ -66,13 +66,26 @@ lua json /v1/chat/completions '{"model":"bench-model","messages":[{"role":"user"
 lua sse /v1/chat/completions '{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 lua ajson /v1/messages '{"model":"claude-bench","max_tokens":64,"messages":[{"role":"user","content":"hello"}]}'
 lua asse /v1/messages '{"model":"claude-bench","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
+# An agent's turn: a 32 KB conversation with code, escapes and non-ASCII (\u escapes too, as
+# Python's json writes them), so that the body check's long-string path is trained as well.
+python3 - "$WORK/agent.json" <<'PY'
+import json, sys
+line = 'fn main() {\n    println!("naïve ünïcode ✓ {}", 42);\n}\t// a tool result line\n'
+msgs = []
+while sum(map(len, msgs)) < 32000:
+    k = len(msgs)
+    m = {"role": "user" if k % 2 == 0 else "assistant", "content": line * 6}
+    msgs.append(json.dumps(m, ensure_ascii=k % 4 < 2))
+open(sys.argv[1], "w").write('{"model":"bench-model","messages":[%s],"temperature":0.2}' % ",".join(msgs))
+PY
+printf 'wrk.method="POST"\nwrk.path="/v1/chat/completions"\nlocal f=io.open("%s")\nwrk.body=f:read("*a")\nf:close()\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-client"\n' "$WORK/agent.json" > "$WORK/agent.lua"
 
 mkdir -p "$WORK/raw"
 export LLVM_PROFILE_FILE="$WORK/raw/%p-%m.profraw"
 PGO_KEY=sk-pgo PGO_BAD_KEY=sk-pgo-bad $BIN serve --config "$WORK/ringside.toml" >"$WORK/serve.log" 2>&1 &
 SERVE=$!
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$RS) 2>/dev/null && break; sleep 0.1; done
-for run in json:6 sse:6 ajson:3 asse:3; do
+for run in json:6 sse:6 ajson:3 asse:3 agent:3; do
   IFS=: read -r name secs <<< "$run"
   printf '%-6s ' "$name"
   # A profile of error answers would steer the optimiser wrong: stop if 1% are not 2xx.

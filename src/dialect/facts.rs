@@ -10,14 +10,8 @@ use std::ops::Range;
 pub struct Facts {
     pub model: Option<String>,
     pub stream: bool,
-}
-
-#[derive(Deserialize)]
-struct Top {
-    #[serde(default)]
-    model: Option<ModelField>,
-    #[serde(default)]
-    stream: Option<StreamField>,
+    /// Where the top-level `model` value is in the body (for rewriting it in place).
+    pub model_span: Option<Range<usize>>,
 }
 
 /// `model` as a string, or anything else (reported as a wrong type, not as broken JSON).
@@ -122,26 +116,58 @@ pub fn scan(body: &[u8]) -> Result<Facts, FactsError> {
             ));
         }
     }
-    // Duplicate top-level keys are refused: we would route on one value while the upstream
-    // might read the other.
-    // JSON is UTF-8 throughout. serde_json checks the strings it decodes but not the ones it
-    // skips, so the whole body is checked first; it then reads it as `str`, not again.
+    // JSON is UTF-8 throughout; checked once for the whole body, at memory speed.
     let text = simdutf8::basic::from_utf8(body).map_err(|_| {
         let at = std::str::from_utf8(body).map_or_else(|e| e.valid_up_to(), str::len);
         FactsError::Malformed(format!("the body is not valid UTF-8 (at byte {at})"))
     })?;
-    let top: Top = serde_json::from_str(text).map_err(|e| FactsError::Malformed(e.to_string()))?;
-    let stream = match top.stream {
+    // The whole body is checked (broken JSON anywhere is the client's 400, not the upstream's),
+    // and duplicate top-level `model` or `stream` keys are refused: we would route on one value
+    // while the upstream might read the other.
+    let spans =
+        super::json_check::check_object(body).map_err(|e| FactsError::Malformed(e.to_string()))?;
+    // The two values are read by serde_json, as the whole body once was: the same decoding,
+    // the same errors (a lone surrogate in the model name, a number out of range); a plain
+    // string or literal, the common case, is read directly.
+    // Spans start and end at ASCII bytes, so slicing the checked text cannot fail.
+    let value = |span: &Option<Range<usize>>| span.as_ref().and_then(|r| text.get(r.clone()));
+    let malformed = |e: serde_json::Error| FactsError::Malformed(e.to_string());
+    let model = match value(&spans.model) {
+        None => None,
+        Some(v) => match plain_string(v) {
+            Some(s) => Some(ModelField::Text(s.to_owned())),
+            // `null` reads as absent, as `Option` reads it.
+            None => serde_json::from_str::<Option<ModelField>>(v).map_err(malformed)?,
+        },
+    };
+    let stream = match value(&spans.stream) {
+        None | Some("null") => None,
+        Some("true") => Some(StreamField::Bool(true)),
+        Some("false") => Some(StreamField::Bool(false)),
+        Some(v) => serde_json::from_str::<Option<StreamField>>(v).map_err(malformed)?,
+    };
+    let stream = match stream {
         None | Some(StreamField::Null) => false,
         Some(StreamField::Bool(b)) => b,
         Some(StreamField::Other) => return Err(FactsError::BadField("stream")),
     };
-    let model = match top.model {
+    let model = match model {
         None => None,
         Some(ModelField::Text(m)) => Some(m),
         Some(ModelField::Other) => return Err(FactsError::BadField("model")),
     };
-    Ok(Facts { model, stream })
+    let model_span = model.as_ref().and(spans.model);
+    Ok(Facts {
+        model,
+        stream,
+        model_span,
+    })
+}
+
+/// A checked JSON string value without escapes: its contents.
+fn plain_string(v: &str) -> Option<&str> {
+    let inner = v.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\')).then_some(inner)
 }
 
 /// Replace the top-level `model` value with `new_model`, keeping every other byte as it was.
@@ -154,98 +180,6 @@ pub fn rewrite_model(body: &Bytes, span: &Range<usize>, new_model: &str) -> Byte
     out.freeze()
 }
 
-/// Find the byte range of the value of a top-level key in a JSON object. The body has already
-/// been validated by serde_json, so this walk only needs to respect strings and nesting. When a
-/// key repeats, serde_json keeps the last one, and so do we.
-pub fn top_level_value_span(body: &[u8], key: &[u8]) -> Option<Range<usize>> {
-    let mut i = skip_ws(body, 0);
-    if body.get(i) != Some(&b'{') {
-        return None;
-    }
-    i += 1;
-    let mut found = None;
-    loop {
-        i = skip_ws(body, i);
-        match body.get(i)? {
-            b'}' => return found,
-            b',' => {
-                i += 1;
-                continue;
-            }
-            b'"' => {}
-            _ => return found,
-        }
-        let key_end = string_end(body, i)?;
-        let this_key = &body[i + 1..key_end - 1];
-        i = skip_ws(body, key_end);
-        if body.get(i) != Some(&b':') {
-            return found;
-        }
-        i = skip_ws(body, i + 1);
-        let value_end = value_end(body, i)?;
-        if this_key == key {
-            found = Some(i..value_end);
-        }
-        i = value_end;
-    }
-}
-
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
-        i += 1;
-    }
-    i
-}
-
-/// `b[i]` is an opening quote; returns the index just past the closing quote.
-fn string_end(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    while j < b.len() {
-        match b[j] {
-            b'\\' => j += 2,
-            b'"' => return Some(j + 1),
-            _ => j += 1,
-        }
-    }
-    None
-}
-
-fn value_end(b: &[u8], i: usize) -> Option<usize> {
-    match b.get(i)? {
-        b'"' => string_end(b, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            while j < b.len() {
-                match b[j] {
-                    b'"' => {
-                        j = string_end(b, j)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            None
-        }
-        _ => {
-            let mut j = i;
-            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-            {
-                j += 1;
-            }
-            Some(j)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,15 +190,14 @@ mod tests {
         let f = scan(body).unwrap();
         assert_eq!(f.model.as_deref(), Some("gpt-4o"));
         assert!(f.stream);
-        let span = top_level_value_span(body, b"model").unwrap();
-        assert_eq!(&body[span], br#""gpt-4o""#);
+        assert_eq!(&body[f.model_span.unwrap()], br#""gpt-4o""#);
     }
 
     #[test]
     fn rewrite_keeps_other_bytes() {
         let body =
             Bytes::from_static(b"{ \"model\" : \"smart\",\n \"x\": [1, {\"model\":\"inner\"}] }");
-        let span = top_level_value_span(&body, b"model").unwrap();
+        let span = scan(&body).unwrap().model_span.unwrap();
         let out = rewrite_model(&body, &span, "gpt-4o-mini");
         assert_eq!(
             &out[..],
@@ -387,10 +320,164 @@ mod tests {
             scan(br#"{"model":"a","model":"b"}"#),
             Err(FactsError::Malformed(_))
         ));
-        // The span finder itself keeps the last one, like most JSON readers.
-        assert_eq!(
-            top_level_value_span(br#"{"model":"a","model":"b"}"#, b"model"),
-            Some(21..24)
-        );
+        assert!(matches!(
+            scan(br#"{"stream":true,"model":"a","stream":false}"#),
+            Err(FactsError::Malformed(_))
+        ));
+        // Also when one of them is spelled with an escape, as an upstream would decode it.
+        assert!(matches!(
+            scan(br#"{"model":"a","mod\u0065l":"b"}"#),
+            Err(FactsError::Malformed(_))
+        ));
+        // Nested keys of the same name are other fields' business.
+        let f = scan(br#"{"model":"a","x":{"model":"b","model":"c"}}"#).unwrap();
+        assert_eq!(f.model.as_deref(), Some("a"));
+    }
+
+    /// The body check before it was ours: serde_json reading the whole body into this struct.
+    /// The oracle the fast check is held to.
+    fn scan_with_serde(body: &[u8]) -> Result<(Option<String>, bool), FactsError> {
+        #[derive(Deserialize)]
+        struct Top {
+            #[serde(default)]
+            model: Option<ModelField>,
+            #[serde(default)]
+            stream: Option<StreamField>,
+        }
+        let text = std::str::from_utf8(body).map_err(|e| FactsError::Malformed(e.to_string()))?;
+        if text.trim_start_matches([' ', '\t', '\n', '\r']).is_empty() {
+            return Ok((None, false));
+        }
+        if !text
+            .trim_start_matches([' ', '\t', '\n', '\r'])
+            .starts_with('{')
+        {
+            return Err(FactsError::Malformed("not an object".into()));
+        }
+        let top: Top =
+            serde_json::from_str(text).map_err(|e| FactsError::Malformed(e.to_string()))?;
+        let stream = match top.stream {
+            None | Some(StreamField::Null) => false,
+            Some(StreamField::Bool(b)) => b,
+            Some(StreamField::Other) => return Err(FactsError::BadField("stream")),
+        };
+        match top.model {
+            None => Ok((None, stream)),
+            Some(ModelField::Text(m)) => Ok((Some(m), stream)),
+            Some(ModelField::Other) => Err(FactsError::BadField("model")),
+        }
+    }
+
+    /// Pieces of JSON, whole and broken, that bodies are assembled from.
+    const PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        " ",
+        "\n",
+        "\"model\"",
+        "\"stream\"",
+        "\"mod\\u0065l\"",
+        "\"x\"",
+        "\"gpt-4o\"",
+        "\"a\\u00e9\\n\"",
+        "\"\\ud800\"",
+        "\"\\q\"",
+        "\"\\u12\"",
+        "\"\t\"",
+        "\"\u{1}\"",
+        "\"naïve 😀\"",
+        "true",
+        "false",
+        "null",
+        "nul",
+        "tru",
+        "0",
+        "-1",
+        "01",
+        "-0.5e+3",
+        "1.",
+        "1e",
+        "1e400",
+        "-",
+        "+1",
+        ".5",
+        "\"open",
+        "\\",
+        "\"\\\"\"",
+        "\u{0}",
+        "\"\\/\"",
+    ];
+
+    fn assemble(picks: &[usize]) -> String {
+        picks.iter().map(|&i| PIECES[i % PIECES.len()]).collect()
+    }
+
+    /// Valid bodies with the fields in varied shapes, for mutation.
+    fn valid_body(model: &str, stream: &str, filler: usize) -> String {
+        let long = "Lorem ipsum \\\"quoted\\\" dolor ✓ ".repeat(filler);
+        format!(
+            r#"{{"messages":[{{"role":"user","content":"{long}"}},{{"model":[1,{{"x":null}}]}}],"model":{model},"n":-0.5e3,"stream":{stream},"t":[true,false,null,{{}},[]]}}"#
+        )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+        /// Bodies assembled from pieces: the fast check and serde_json agree on every one
+        /// (the same facts, or the same kind of refusal), and the model's span holds the model.
+        #[test]
+        fn the_fast_check_agrees_with_serde_json(
+            open in proptest::bool::weighted(0.9),
+            picks in proptest::collection::vec(0usize..64, 0..24),
+        ) {
+            let body = format!("{}{}", if open { "{" } else { "" }, assemble(&picks));
+            agree(body.as_bytes())?;
+        }
+
+        /// Valid bodies with one byte changed, dropped or repeated somewhere.
+        #[test]
+        fn mutated_valid_bodies_agree(
+            model in proptest::sample::select(vec!["\"gpt-4o\"", "null", "5", "[\"a\"]", "\"a\\/b\"", "\"\\ud83d\\ude00\""]),
+            stream in proptest::sample::select(vec!["true", "false", "null", "1", "\"yes\""]),
+            filler in 0usize..8,
+            at in 0usize..4096,
+            op in 0u8..3,
+            byte in proptest::sample::select(b"{}[]\",:\\ \nte0-.5\x01\xc3".to_vec()),
+        ) {
+            let mut body = valid_body(model, stream, filler).into_bytes();
+            let at = at % (body.len() + 1);
+            match op {
+                0 if at < body.len() => body[at] = byte,
+                1 if at < body.len() => { body.remove(at); }
+                _ => body.insert(at, byte),
+            }
+            agree(&body)?;
+        }
+    }
+
+    fn agree(body: &[u8]) -> Result<(), proptest::test_runner::TestCaseError> {
+        let fast = scan(body);
+        let oracle = scan_with_serde(body);
+        let shown = String::from_utf8_lossy(body);
+        match (&fast, &oracle) {
+            (Ok(f), Ok((model, stream))) => {
+                proptest::prop_assert_eq!(&f.model, model, "{}", shown);
+                proptest::prop_assert_eq!(f.stream, *stream, "{}", shown);
+                if let Some(span) = &f.model_span {
+                    let named: String = serde_json::from_slice(&body[span.clone()]).unwrap();
+                    proptest::prop_assert_eq!(Some(&named), model.as_ref(), "{}", shown);
+                }
+            }
+            (Err(FactsError::Malformed(_)), Err(FactsError::Malformed(_))) => {}
+            (Err(FactsError::BadField(a)), Err(FactsError::BadField(b))) => {
+                proptest::prop_assert_eq!(a, b, "{}", shown)
+            }
+            _ => proptest::prop_assert!(false, "fast {:?}, serde {:?}: {}", fast, oracle, shown),
+        }
+        Ok(())
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod facts;
+pub mod json_check;
 pub mod needs;
 
 pub use error::ApiError;

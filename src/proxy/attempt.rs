@@ -61,11 +61,10 @@ pub(super) async fn attempt(
     };
     let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
     let target = &entry.targets[cand.target];
-    // The model's place in the body is found only when it has to change.
+    // The model is rewritten in place (its span found when the body was checked) only when
+    // the upstream's name differs.
     let span = match &ctx.record.model {
-        Some(m) if *m != target.model => {
-            crate::dialect::facts::top_level_value_span(&ctx.body, b"model")
-        }
+        Some(m) if *m != target.model => ctx.model_span.clone(),
         _ => None,
     };
     let body = match span {

@@ -50,6 +50,9 @@ pub(crate) struct Ctx<'a> {
     pub dialect: Dialect,
     pub request_id: String,
     pub body: Bytes,
+    /// Where the top-level `model` value is in `body` (found by the body check, so that
+    /// rewriting it does not walk the body again).
+    pub model_span: Option<std::ops::Range<usize>>,
     pub keep_alive: bool,
     pub record: Record,
     pub started: Instant,
@@ -102,6 +105,7 @@ pub async fn handle(
         dialect,
         request_id,
         body: Bytes::new(),
+        model_span: None,
         keep_alive,
         record,
         started,
@@ -266,6 +270,7 @@ async fn serve(
         }
     };
     ctx.record.stream = facts.stream;
+    ctx.model_span = facts.model_span;
     let Some(model) = facts.model else {
         let err = ApiError::bad_request("missing_model", "the request has no `model`");
         return (finish_error(ctx, wr, &err, true).await, other);
