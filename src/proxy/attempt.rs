@@ -310,18 +310,28 @@ async fn send_and_await_head(
         detail,
         nothing_received,
     };
-    for part in [&out.head, &out.body] {
-        if part.is_empty() {
-            continue;
-        }
+    let sent = if out.body.is_empty() {
         match watch
-            .race(std::pin::pin!(up.stream.write_all(part.clone())))
+            .race(std::pin::pin!(up.stream.write_all(out.head.clone())))
             .await
         {
-            Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done((Err(e), _)) => return Err(fail(false, format!("send failed: {e}"), true)),
-            Raced::Done((Ok(_), _)) => {}
+            Raced::Done((r, _)) => Raced::Done(r),
+            Raced::ClientGone => Raced::ClientGone,
         }
+    } else {
+        let both = super::outbound::HeadAndBody::new(out.head.clone(), out.body.clone());
+        match watch
+            .race(std::pin::pin!(up.stream.write_vectored_all(both)))
+            .await
+        {
+            Raced::Done((r, _)) => Raced::Done(r),
+            Raced::ClientGone => Raced::ClientGone,
+        }
+    };
+    match sent {
+        Raced::ClientGone => return Err(HeadFail::ClientGone),
+        Raced::Done(Err(e)) => return Err(fail(false, format!("send failed: {e}"), true)),
+        Raced::Done(Ok(_)) => {}
     }
     let deadline = crate::clock::instant() + first_byte;
     let limits = HeadLimits {

@@ -203,6 +203,8 @@ pub fn attempts_for(sim: &Simulator, key: &str) -> u64 {
 pub struct RawUpstream {
     pub addr: SocketAddr,
     pub connections: Arc<AtomicUsize>,
+    /// Every request body it read, in order.
+    pub bodies: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
 }
 
 /// `close_after`: close the socket after each answer (without saying so in the head).
@@ -219,12 +221,15 @@ pub fn scripted_upstream(
     let addr = l.local_addr().expect("addr");
     let connections = Arc::new(AtomicUsize::new(0));
     let c2 = connections.clone();
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let b2 = bodies.clone();
     let answer = Arc::new(answer);
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
             c2.fetch_add(1, Ordering::SeqCst);
             let answer = answer.clone();
+            let bodies = b2.clone();
             std::thread::spawn(move || {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
                 let mut buf = Vec::new();
@@ -252,6 +257,8 @@ pub fn scripted_upstream(
                             Ok(n) => buf.extend_from_slice(&tmp[..n]),
                         }
                     }
+                    let body = buf[end + 4..end + 4 + len].to_vec();
+                    bodies.lock().unwrap_or_else(|e| e.into_inner()).push(body);
                     buf.drain(..end + 4 + len);
                     if !answer(&mut s) {
                         return;
@@ -260,7 +267,11 @@ pub fn scripted_upstream(
             });
         }
     });
-    RawUpstream { addr, connections }
+    RawUpstream {
+        addr,
+        connections,
+        bodies,
+    }
 }
 
 pub fn find(h: &[u8], n: &[u8]) -> Option<usize> {

@@ -18,7 +18,62 @@ both_drivers!(
     stale_pooled_connection_is_retried_on_a_fresh_one,
     bodiless_statuses_carry_no_length,
     a_status_outside_100_to_599_is_a_broken_upstream,
+    request_bodies_of_every_size_arrive_whole,
 );
+
+/// Request bodies on both sides of the size where the head and body stop being copied into one
+/// buffer and go as one vectored write instead: the upstream reads every byte, in order, with
+/// the model rewritten in place when the route names another, and the same bytes again when the
+/// request reuses the pooled connection.
+fn request_bodies_of_every_size_arrive_whole(driver: &str) {
+    let json = br#"{"id":"x","choices":[]}"#;
+    let mut resp = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        json.len()
+    )
+    .into_bytes();
+    resp.extend_from_slice(json);
+    let up = raw_upstream(resp, false);
+    let body = format!(
+        "[[providers]]\nid = \"raw\"\ndialect = \"openai\"\nbase_url = \"http://{}/v1\"\n  [[providers.connections]]\n  id = \"k\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n[[routes]]\nname = \"smart\"\ntargets = [{{ provider = \"raw\", model = \"m\" }}]\n",
+        up.addr
+    );
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let mut expected = Vec::new();
+    for (i, size) in [10, 4000, 4097, 9000, 60_000, 300_000]
+        .into_iter()
+        .enumerate()
+    {
+        // Text with escapes and non-ASCII, whole units to at least `size` bytes.
+        let unit = "a \\\"quote\\\" ü ✓\\n ";
+        let text = unit.repeat(size / unit.len() + 1);
+        let model = if i % 2 == 0 { "smart" } else { "m" };
+        let sent = format!(
+            r#"{{"messages":[{{"role":"user","content":"{text}"}}],"model":"{model}","n":{i}}}"#
+        );
+        let r = proxy.post("/v1/chat/completions", &[], &sent);
+        assert_eq!(r.status, 200, "{size}: {}", r.text());
+        expected.push(
+            sent.replace(r#""model":"smart""#, r#""model":"m""#)
+                .into_bytes(),
+        );
+    }
+    let got = up.bodies.lock().unwrap().clone();
+    assert_eq!(got.len(), expected.len());
+    for (g, e) in got.iter().zip(&expected) {
+        assert!(
+            g == e,
+            "a body of {} bytes arrived as {} bytes",
+            e.len(),
+            g.len()
+        );
+    }
+    assert_eq!(
+        up.connections.load(Ordering::SeqCst),
+        1,
+        "one pooled connection"
+    );
+}
 
 fn byte_exact_chunked_and_length_bodies(driver: &str) {
     // Odd chunk sizes, an extension and a trailer: the client must get the very same bytes.
