@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end load comparison on loopback: direct to the simulator, through nginx, through
 # Ringside in one run, the targets taking turns round after round. Prints one markdown table.
-# Bounded in time (about 3 x DUR x ROUNDS seconds per target, plus 2 x DUR x GUARD_ROUNDS for
+# Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 2 x DUR x GUARD_ROUNDS for
 # the guard on/off rounds). Usage: benches/e2e.sh
 #   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false)
 set -euo pipefail
@@ -80,6 +80,8 @@ http {
       proxy_set_header Connection "";
       proxy_set_header Authorization "Bearer sk-bench";
       proxy_buffering off;
+      # Agent-sized request bodies in memory, not in a temp file per request (20x slower).
+      client_body_buffer_size 128k;
     }
   }
 }
@@ -92,6 +94,17 @@ JSON_BODY='{"model":"bench-model","messages":[{"role":"user","content":"hello"}]
 SSE_BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$JSON_BODY" > "$WORK/json.lua"
 printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$SSE_BODY" > "$WORK/sse.lua"
+# An agent's turn: a 32 KB conversation, non-ASCII as \u escapes (as Python's json writes it).
+python3 - "$WORK/agent.json" <<'PY'
+import json, sys
+line = 'fn main() {\n    println!("naïve ünïcode ✓ {}", 42);\n}\t// a tool result line\n'
+msgs = []
+while len(json.dumps(msgs)) < 32000:
+    msgs.append({"role": "user" if len(msgs) % 2 == 0 else "assistant", "content": line * 6})
+open(sys.argv[1], "w").write(json.dumps({"model": "bench-model", "messages": msgs}))
+PY
+AGENT_BYTES=$(wc -c < "$WORK/agent.json")
+printf 'wrk.method="POST"\nlocal f=io.open("%s")\nwrk.body=f:read("*a")\nf:close()\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$WORK/agent.json" > "$WORK/agent.lua"
 
 # A process and its children (nginx's workers when it runs more than one).
 tree() { echo "$1"; pgrep -P "$1" || true; }
@@ -121,6 +134,10 @@ round() {  # name port pid
   local c1 s1 w1; c1=$(cpu_ticks "$pid"); s1=$(cpu_ticks "$SIM_PID"); w1=$(child_ticks)
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "$url" > "$WORK/$name.sse.txt"
   local c2 s2 w2; c2=$(cpu_ticks "$pid"); s2=$(cpu_ticks "$SIM_PID"); w2=$(child_ticks)
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/agent.lua" "$url" > "$WORK/$name.agent.txt"
+  local c3; c3=$(cpu_ticks "$pid")
+  R[$name.na]=$(( ${R[$name.na]:-0} + $(reqs "$WORK/$name.agent.txt") ))
+  R[$name.ca]=$(( ${R[$name.ca]:-0} + c3 - c2 ))
   R[$name.sj]=$(( ${R[$name.sj]:-0} + s1 - s0 )); R[$name.ss]=$(( ${R[$name.ss]:-0} + s2 - s1 ))
   R[$name.wj]=$(( ${R[$name.wj]:-0} + w1 - w0 )); R[$name.ws]=$(( ${R[$name.ws]:-0} + w2 - w1 ))
   R[$name.nj]=$(( ${R[$name.nj]:-0} + $(reqs "$WORK/$name.json.txt") ))
@@ -195,5 +212,11 @@ echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x,
 echo
 echo "Where the two cores went, CPU µs per JSON request | per SSE stream: simulator / client (wrk) / proxy"
 for t in direct nginx ringside; do echo "  $t: ${R[$t.split]}"; done
+agent() {  # name: "req/s (proxy CPU µs per request)"
+  local n=${R[$1.na]} secs=$((DUR * ROUNDS))
+  awk -v n="$n" -v s=$secs -v t="${R[$1.ca]}" -v hz="$hz" -v proxy="$2" 'BEGIN{
+    printf "%.0f req/s", n/s; if (proxy && n > 0) printf " (proxy %.1f µs/req)", t/hz/n*1e6 }'
+}
+echo "agent-sized bodies ($AGENT_BYTES bytes, 64 conns): direct $(agent direct 0), nginx $(agent nginx 1), ringside $(agent ringside 1); ringside / nginx $(ratio "${R[ringside.na]}" "${R[nginx.na]}")x"
 echo "stream guard on / off (SSE streams, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
 echo "(workers: ringside $RS_WORKERS (pinned: $RS_PIN), nginx $NGINX_WORKERS, simulator 1; $ROUNDS rounds of ${DUR}s per measure, targets taking turns; p50/p99: median over rounds; $(nproc) cores)"
