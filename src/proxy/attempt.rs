@@ -15,7 +15,6 @@ use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
 use crate::runtime::timer;
 use crate::upstream::UpConn;
-use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::time::Duration;
 
@@ -310,24 +309,9 @@ async fn send_and_await_head(
         detail,
         nothing_received,
     };
-    let sent = if out.body.is_empty() {
-        match watch
-            .race(std::pin::pin!(up.stream.write_all(out.head.clone())))
-            .await
-        {
-            Raced::Done((r, _)) => Raced::Done(r),
-            Raced::ClientGone => Raced::ClientGone,
-        }
-    } else {
-        let both = super::outbound::HeadAndBody::new(out.head.clone(), out.body.clone());
-        match watch
-            .race(std::pin::pin!(up.stream.write_vectored_all(both)))
-            .await
-        {
-            Raced::Done((r, _)) => Raced::Done(r),
-            Raced::ClientGone => Raced::ClientGone,
-        }
-    };
+    let sent = watch
+        .race(std::pin::pin!(super::outbound::send(&mut up.stream, out)))
+        .await;
     match sent {
         Raced::ClientGone => return Err(HeadFail::ClientGone),
         Raced::Done(Err(e)) => return Err(fail(false, format!("send failed: {e}"), true)),

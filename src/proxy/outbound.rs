@@ -65,6 +65,37 @@ impl HeadAndBody {
     }
 }
 
+/// Send a request upstream: the head alone, or head and body in one vectored write that owns
+/// both. Owned, not borrowed: if the client goes away mid-write this future is dropped, and the
+/// runtime keeps an in-flight operation's buffers alive until the kernel is done with them, so
+/// the kernel never reads memory that was freed (and perhaps reused for another request).
+/// monoio's own `write_vectored_all` passes the kernel a copy of the vectors and keeps the
+/// buffers in the future, so it is not used here.
+pub async fn send(stream: &mut crate::upstream::UpStream, out: &Outbound) -> std::io::Result<()> {
+    use monoio::io::{AsyncWriteRent, AsyncWriteRentExt};
+    let (head, body) = (&out.head, &out.body);
+    if body.is_empty() {
+        return stream.write_all(head.clone()).await.0.map(drop);
+    }
+    let (res, _) = stream
+        .writev(HeadAndBody::new(head.clone(), body.clone()))
+        .await;
+    let sent = match res {
+        Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+        Err(e) => return Err(e),
+    };
+    // A partial write: the rest, each part owned by its own write.
+    if sent < head.len() {
+        stream.write_all(head.slice(sent..)).await.0?;
+        stream.write_all(body.clone()).await.0?;
+    } else if sent < head.len() + body.len() {
+        stream.write_all(body.slice(sent - head.len()..)).await.0?;
+    }
+    Ok(())
+}
+
 // SAFETY: the vectors point into the two `Bytes`, which this value owns and never changes, so
 // they stay valid (a `Bytes`' data does not move when the handle does); the array is boxed, so
 // its address is stable while the runtime holds the value.

@@ -40,7 +40,7 @@ fn request_bodies_of_every_size_arrive_whole(driver: &str) {
     );
     let proxy = Proxy::start(driver, 1, "", &body);
     let mut expected = Vec::new();
-    for (i, size) in [10, 4000, 4097, 9000, 60_000, 300_000]
+    for (i, size) in [10, 4000, 4097, 9000, 60_000, 300_000, 4_000_000]
         .into_iter()
         .enumerate()
     {
