@@ -140,6 +140,27 @@ fn benches(c: &mut Criterion) {
         b.iter(|| ringside::dialect::json_check::check_object(black_box(big.as_bytes())).is_ok())
     });
     g.finish();
+    // The same size in Chinese, every character a `\u` escape (Python's json.dumps default).
+    let mut cjk = String::from(r#"{"model":"smart","messages":["#);
+    for i in 0..40 {
+        let text: String = "请帮我检查这段代码是否有错误，谢谢。"
+            .chars()
+            .cycle()
+            .take(140)
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        cjk.push_str(&format!(
+            r#"{}{{"role":"user","content":"{text}"}}"#,
+            if i > 0 { "," } else { "" }
+        ));
+    }
+    cjk.push_str("]}");
+    let mut g = c.benchmark_group("facts_scan_escaped_cjk_body");
+    g.throughput(Throughput::Bytes(cjk.len() as u64));
+    g.bench_function(format!("{}_bytes", cjk.len()), |b| {
+        b.iter(|| facts::scan(black_box(cjk.as_bytes())).unwrap())
+    });
+    g.finish();
 
     let cfg = load_str(&config_with(64), "bench", &|n| {
         (n == "K").then(|| "k".to_string())

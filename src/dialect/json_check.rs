@@ -362,15 +362,40 @@ fn control(at: usize) -> Invalid {
 /// `b[at]` is a backslash in a string; returns the index just past its escape.
 #[inline(always)]
 fn escape_end(b: &[u8], at: usize) -> Result<usize, Invalid> {
+    // One table lookup per byte: what may follow a backslash, and which bytes are hex digits.
+    const ESCAPE: u8 = 1;
+    const HEX: u8 = 2;
+    const CLASS: [u8; 256] = {
+        let mut t = [0u8; 256];
+        let mut c = 0;
+        while c < 256 {
+            let b = c as u8;
+            if matches!(
+                b,
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u'
+            ) {
+                t[c] |= ESCAPE;
+            }
+            if b.is_ascii_hexdigit() {
+                t[c] |= HEX;
+            }
+            c += 1;
+        }
+        t
+    };
+    let class = |i: usize| b.get(i).map_or(0, |&c| CLASS[c as usize]);
     match b.get(at + 1) {
-        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(at + 2),
-        Some(b'u') => match b.get(at + 2..at + 6) {
-            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => Ok(at + 6),
-            _ => Err(Invalid {
-                what: "an invalid \\u escape",
-                at,
-            }),
-        },
+        Some(b'u') => {
+            if class(at + 2) & class(at + 3) & class(at + 4) & class(at + 5) & HEX != 0 {
+                Ok(at + 6)
+            } else {
+                Err(Invalid {
+                    what: "an invalid \\u escape",
+                    at,
+                })
+            }
+        }
+        _ if class(at + 1) & ESCAPE != 0 => Ok(at + 2),
         _ => Err(Invalid {
             what: "an invalid escape",
             at,
