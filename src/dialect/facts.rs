@@ -141,15 +141,13 @@ pub fn scan(body: &[u8]) -> Result<Facts, FactsError> {
         },
     };
     let stream = match value(&spans.stream) {
-        None | Some("null") => None,
-        Some("true") => Some(StreamField::Bool(true)),
-        Some("false") => Some(StreamField::Bool(false)),
-        Some(v) => serde_json::from_str::<Option<StreamField>>(v).map_err(malformed)?,
-    };
-    let stream = match stream {
-        None | Some(StreamField::Null) => false,
-        Some(StreamField::Bool(b)) => b,
-        Some(StreamField::Other) => return Err(FactsError::BadField("stream")),
+        None | Some("null" | "false") => false,
+        Some("true") => true,
+        Some(v) => match serde_json::from_str::<Option<StreamField>>(v).map_err(malformed)? {
+            None | Some(StreamField::Null) => false,
+            Some(StreamField::Bool(b)) => b,
+            Some(StreamField::Other) => return Err(FactsError::BadField("stream")),
+        },
     };
     let model = match model {
         None => None,

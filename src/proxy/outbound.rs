@@ -65,6 +65,18 @@ impl HeadAndBody {
     }
 }
 
+// SAFETY: the vectors point into the two `Bytes`, which this value owns and never changes, so
+// they stay valid (a `Bytes`' data does not move when the handle does); the array is boxed, so
+// its address is stable while the runtime holds the value.
+unsafe impl monoio::buf::IoVecBuf for HeadAndBody {
+    fn read_iovec_ptr(&self) -> *const libc::iovec {
+        self.iov.as_ptr()
+    }
+    fn read_iovec_len(&self) -> usize {
+        2
+    }
+}
+
 /// Send a request upstream: the head alone, or head and body in one vectored write that owns
 /// both. Owned, not borrowed: if the client goes away mid-write this future is dropped, and the
 /// runtime keeps an in-flight operation's buffers alive until the kernel is done with them, so
@@ -94,18 +106,6 @@ pub async fn send(stream: &mut crate::upstream::UpStream, out: &Outbound) -> std
         stream.write_all(body.slice(sent - head.len()..)).await.0?;
     }
     Ok(())
-}
-
-// SAFETY: the vectors point into the two `Bytes`, which this value owns and never changes, so
-// they stay valid (a `Bytes`' data does not move when the handle does); the array is boxed, so
-// its address is stable while the runtime holds the value.
-unsafe impl monoio::buf::IoVecBuf for HeadAndBody {
-    fn read_iovec_ptr(&self) -> *const libc::iovec {
-        self.iov.as_ptr()
-    }
-    fn read_iovec_len(&self) -> usize {
-        2
-    }
 }
 
 pub fn build(
