@@ -95,14 +95,7 @@ SSE_BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","conte
 printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$JSON_BODY" > "$WORK/json.lua"
 printf 'wrk.method="POST"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$SSE_BODY" > "$WORK/sse.lua"
 # An agent's turn: a 32 KB conversation, non-ASCII as \u escapes (as Python's json writes it).
-python3 - "$WORK/agent.json" <<'PY'
-import json, sys
-line = 'fn main() {\n    println!("naïve ünïcode ✓ {}", 42);\n}\t// a tool result line\n'
-msgs = []
-while len(json.dumps(msgs)) < 32000:
-    msgs.append({"role": "user" if len(msgs) % 2 == 0 else "assistant", "content": line * 6})
-open(sys.argv[1], "w").write(json.dumps({"model": "bench-model", "messages": msgs}))
-PY
+python3 benches/agent_body.py "$WORK/agent.json"
 AGENT_BYTES=$(wc -c < "$WORK/agent.json")
 printf 'wrk.method="POST"\nlocal f=io.open("%s")\nwrk.body=f:read("*a")\nf:close()\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$WORK/agent.json" > "$WORK/agent.lua"
 

@@ -68,16 +68,7 @@ lua ajson /v1/messages '{"model":"claude-bench","max_tokens":64,"messages":[{"ro
 lua asse /v1/messages '{"model":"claude-bench","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
 # An agent's turn: a 32 KB conversation with code, escapes and non-ASCII (\u escapes too, as
 # Python's json writes them), so that the body check's long-string path is trained as well.
-python3 - "$WORK/agent.json" <<'PY'
-import json, sys
-line = 'fn main() {\n    println!("naïve ünïcode ✓ {}", 42);\n}\t// a tool result line\n'
-msgs = []
-while sum(map(len, msgs)) < 32000:
-    k = len(msgs)
-    m = {"role": "user" if k % 2 == 0 else "assistant", "content": line * 6}
-    msgs.append(json.dumps(m, ensure_ascii=k % 4 < 2))
-open(sys.argv[1], "w").write('{"model":"bench-model","messages":[%s],"temperature":0.2}' % ",".join(msgs))
-PY
+python3 benches/agent_body.py "$WORK/agent.json" --mixed
 printf 'wrk.method="POST"\nwrk.path="/v1/chat/completions"\nlocal f=io.open("%s")\nwrk.body=f:read("*a")\nf:close()\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-client"\n' "$WORK/agent.json" > "$WORK/agent.lua"
 
 mkdir -p "$WORK/raw"
