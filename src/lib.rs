@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clients;
 pub mod clock;
 pub mod config;
+pub mod cpu;
 pub mod demo;
 pub mod dialect;
 pub mod flow;

@@ -15,6 +15,7 @@
 //! body. Top-level keys with escapes are decoded (by serde_json) before they are compared, so
 //! `"mod\u0065l"` is `model`, as it is to an upstream.
 
+use super::json_strings::{self as strings, Strings};
 use std::ops::Range;
 
 /// Where the values of the top-level fields Ringside routes on are (each value whole: a string
@@ -63,6 +64,22 @@ enum TopKey {
 
 /// Check that `b` is one JSON object and find its top-level `model` and `stream` values.
 pub fn check_object(b: &[u8]) -> Result<TopFields, Invalid> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::fast() {
+        // SAFETY: the CPU has the instructions `check_avx2` is compiled for (just checked).
+        return unsafe { check_avx2(b) };
+    }
+    check::<strings::Base>(b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,pclmulqdq")]
+fn check_avx2(b: &[u8]) -> Result<TopFields, Invalid> {
+    check::<strings::Avx2>(b)
+}
+
+#[inline(always)]
+fn check<S: Strings>(b: &[u8]) -> Result<TopFields, Invalid> {
     let bad = |what, at| Err(Invalid { what, at });
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -86,7 +103,7 @@ pub fn check_object(b: &[u8]) -> Result<TopFields, Invalid> {
                 if c == b'}' && want == Want::FirstKey {
                     i += 1;
                 } else if c == b'"' {
-                    let end = string_end(b, i + 1)?;
+                    let end = S::end(b, i + 1)?;
                     if nest.depth() == 1 {
                         key = top_key(&b[i..end], i)?;
                         let seen = match key {
@@ -129,7 +146,7 @@ pub fn check_object(b: &[u8]) -> Result<TopFields, Invalid> {
                         };
                         continue;
                     }
-                    b'"' => i = string_end(b, i + 1)?,
+                    b'"' => i = S::end(b, i + 1)?,
                     b't' => i = literal(b, i, b"true")?,
                     b'f' => i = literal(b, i, b"false")?,
                     b'n' => i = literal(b, i, b"null")?,
@@ -268,175 +285,6 @@ fn number_end(b: &[u8], mut i: usize) -> Result<usize, Invalid> {
         i = j;
     }
     Ok(i)
-}
-
-/// `i` is just past an opening quote; returns the index just past the closing one.
-///
-/// 64 bytes at a time: one mask of the quotes, backslashes and control bytes among them, whose
-/// bits are then taken in turn (an escape clears the bits it covers), so a string full of
-/// escapes costs a few instructions per escape rather than a load chain each.
-fn string_end(b: &[u8], mut i: usize) -> Result<usize, Invalid> {
-    // Most keys and many values are short: their first bytes 8 at a time, before any block.
-    let first = b.len().min(i + 32);
-    if let Some(end) = read_words(b, &mut i, first)? {
-        return Ok(end);
-    }
-    'blocks: while let Some(mut m) = specials64(b, i) {
-        let base = i;
-        while m != 0 {
-            let at = base + m.trailing_zeros() as usize;
-            match b[at] {
-                b'"' => return Ok(at + 1),
-                b'\\' => {
-                    let next = escape_end(b, at)?;
-                    if next >= base + 64 {
-                        i = next;
-                        continue 'blocks;
-                    }
-                    m &= !0u64 << (next - base);
-                }
-                _ => return Err(control(at)),
-            }
-        }
-        i = base + 64;
-    }
-    // The last bytes (fewer than 64).
-    read_words(b, &mut i, b.len())?.ok_or(Invalid {
-        what: "a string that never ends",
-        at: i,
-    })
-}
-
-/// Read a string from `*i` up to `end`, 8 bytes at a time: `Some` index just past its closing
-/// quote if it ends there, or `None` with `*i` at or past `end`.
-#[inline(always)]
-fn read_words(b: &[u8], i: &mut usize, end: usize) -> Result<Option<usize>, Invalid> {
-    loop {
-        *i = skip_plain(b, *i, end);
-        if *i >= end {
-            return Ok(None);
-        }
-        match b[*i] {
-            b'"' => return Ok(Some(*i + 1)),
-            b'\\' => *i = escape_end(b, *i)?,
-            _ => return Err(control(*i)),
-        }
-    }
-}
-
-/// From `i`, the first index before `end` holding a quote, a backslash or a byte below 0x20;
-/// `end` if none. Eight bytes at a time (bit tricks on a u64), then one at a time.
-#[inline(always)]
-fn skip_plain(b: &[u8], mut i: usize, end: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = ONES * 0x80;
-    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x;
-    while i + 8 <= end {
-        let Some(word) = b.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) else {
-            break;
-        };
-        let x = u64::from_le_bytes(word);
-        // The lowest flagged byte is exact (a borrow only runs upward from a true one).
-        let m = (zero_byte(x ^ (ONES * b'"' as u64))
-            | zero_byte(x ^ (ONES * b'\\' as u64))
-            | (x.wrapping_sub(ONES * 0x20) & !x))
-            & HIGH;
-        if m != 0 {
-            return i + (m.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < end && !matches!(b[i], b'"' | b'\\' | 0..0x20) {
-        i += 1;
-    }
-    i
-}
-
-fn control(at: usize) -> Invalid {
-    Invalid {
-        what: "a control character in a string",
-        at,
-    }
-}
-
-/// `b[at]` is a backslash in a string; returns the index just past its escape.
-#[inline(always)]
-fn escape_end(b: &[u8], at: usize) -> Result<usize, Invalid> {
-    // One table lookup per byte: what may follow a backslash, and which bytes are hex digits.
-    const ESCAPE: u8 = 1;
-    const HEX: u8 = 2;
-    const CLASS: [u8; 256] = {
-        let mut t = [0u8; 256];
-        let mut c = 0;
-        while c < 256 {
-            let b = c as u8;
-            if matches!(
-                b,
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u'
-            ) {
-                t[c] |= ESCAPE;
-            }
-            if b.is_ascii_hexdigit() {
-                t[c] |= HEX;
-            }
-            c += 1;
-        }
-        t
-    };
-    let class = |i: usize| b.get(i).map_or(0, |&c| CLASS[c as usize]);
-    match b.get(at + 1) {
-        Some(b'u') => {
-            if class(at + 2) & class(at + 3) & class(at + 4) & class(at + 5) & HEX != 0 {
-                Ok(at + 6)
-            } else {
-                Err(Invalid {
-                    what: "an invalid \\u escape",
-                    at,
-                })
-            }
-        }
-        _ if class(at + 1) & ESCAPE != 0 => Ok(at + 2),
-        _ => Err(Invalid {
-            what: "an invalid escape",
-            at,
-        }),
-    }
-}
-
-/// Bit k set where `b[i + k]` is a quote, a backslash or a byte below 0x20 (which a JSON string
-/// may not hold raw), for the 64 bytes from `i`; `None` when fewer than 64 are left (or on
-/// targets without SSE2, where strings are read byte by byte).
-#[inline(always)]
-fn specials64(b: &[u8], i: usize) -> Option<u64> {
-    let block = b.get(i..i + 64)?;
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-            _mm_or_si128, _mm_set1_epi8,
-        };
-        // SAFETY: SSE2 is enabled for this build (the cfg above), and each 16-byte unaligned
-        // load reads inside `block`, which is 64 bytes long.
-        unsafe {
-            let quote = _mm_set1_epi8(b'"' as i8);
-            let backslash = _mm_set1_epi8(b'\\' as i8);
-            let below = _mm_set1_epi8(0x1f);
-            let mut m = 0u64;
-            for k in 0..4 {
-                let v = _mm_loadu_si128(block.as_ptr().add(16 * k).cast::<__m128i>());
-                let q = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash));
-                // `min(v, 0x1f) == v` exactly for the bytes up to 0x1f.
-                let c = _mm_cmpeq_epi8(_mm_min_epu8(v, below), v);
-                m |= (_mm_movemask_epi8(_mm_or_si128(q, c)) as u16 as u64) << (16 * k);
-            }
-            Some(m)
-        }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        let _ = block;
-        None
-    }
 }
 
 /// Which containers are open, innermost last (true: an object). Bits inline for the first 256

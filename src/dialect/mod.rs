@@ -3,6 +3,7 @@
 pub mod error;
 pub mod facts;
 pub mod json_check;
+mod json_strings;
 pub mod needs;
 
 pub use error::ApiError;

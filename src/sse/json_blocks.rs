@@ -12,7 +12,7 @@
 use super::envelope::AtValue;
 use super::{Flag, JsonScan, St, ValueKind, class_of};
 #[cfg(target_arch = "x86_64")]
-use masks::{Avx2, fast_cpu};
+use masks::Avx2;
 use masks::{Base, Isa, below, few};
 
 #[path = "json_masks.rs"]
@@ -73,7 +73,7 @@ const SHORT_TAIL: usize = 24;
 /// byte-level scanner takes over, with the scanner's state exactly what it would be there.
 pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if fast_cpu() {
+    if crate::cpu::fast() {
         // SAFETY: the CPU has every feature `skim_avx2` is compiled for (checked just above).
         return unsafe { skim_avx2::<false>(scan, bytes, start) }.0;
     }
@@ -86,7 +86,7 @@ pub(super) fn skim(scan: &mut JsonScan, bytes: &[u8], start: usize) -> usize {
 #[inline]
 pub(super) fn skim_line(scan: &mut JsonScan, bytes: &[u8], start: usize) -> (usize, Option<usize>) {
     #[cfg(target_arch = "x86_64")]
-    if fast_cpu() {
+    if crate::cpu::fast() {
         // SAFETY: as in `skim`.
         return unsafe { skim_avx2::<true>(scan, bytes, start) };
     }

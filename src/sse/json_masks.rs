@@ -112,25 +112,6 @@ impl Isa for Avx2 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) fn fast_cpu() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    // 0: not checked yet, 1: no, 2: yes. One load per call after the first.
-    static FAST: AtomicU8 = AtomicU8::new(0);
-    match FAST.load(Ordering::Relaxed) {
-        0 => {
-            let yes = std::is_x86_feature_detected!("avx2")
-                && std::is_x86_feature_detected!("bmi1")
-                && std::is_x86_feature_detected!("bmi2")
-                && std::is_x86_feature_detected!("popcnt")
-                && std::is_x86_feature_detected!("pclmulqdq");
-            FAST.store(1 + u8::from(yes), Ordering::Relaxed);
-            yes
-        }
-        v => v == 2,
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
 fn masks_avx2(b: &[u8; 64]) -> Masks {
@@ -273,7 +254,7 @@ mod tests {
             let q = want.quote | want.colon << 7;
             assert_eq!(Base::prefix_xor(q), prefix_xor(q));
             #[cfg(target_arch = "x86_64")]
-            if fast_cpu() {
+            if crate::cpu::fast() {
                 assert_eq!(Avx2::prefix_xor(q), prefix_xor(q));
             }
         }
