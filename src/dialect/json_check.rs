@@ -65,21 +65,37 @@ enum TopKey {
 /// Check that `b` is one JSON object and find its top-level `model` and `stream` values.
 pub fn check_object(b: &[u8]) -> Result<TopFields, Invalid> {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu::fast() {
-        // SAFETY: the CPU has the instructions `check_avx2` is compiled for (just checked).
-        return unsafe { check_avx2(b) };
+    {
+        // SAFETY: the CPU has the instructions each copy is compiled for (just checked).
+        if crate::cpu::wide() {
+            return unsafe { check_avx512(b) };
+        }
+        if crate::cpu::fast() {
+            return unsafe { check_avx2(b) };
+        }
     }
-    check::<strings::Base>(b)
+    // SAFETY: `Base` needs nothing beyond the baseline.
+    unsafe { check::<strings::Base>(b) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2,bmi1,bmi2,popcnt,pclmulqdq")]
+fn check_avx512(b: &[u8]) -> Result<TopFields, Invalid> {
+    // SAFETY: this copy runs only on such a CPU (`check_object`).
+    unsafe { check::<strings::Avx512>(b) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,pclmulqdq")]
 fn check_avx2(b: &[u8]) -> Result<TopFields, Invalid> {
-    check::<strings::Avx2>(b)
+    // SAFETY: as above.
+    unsafe { check::<strings::Avx2>(b) }
 }
 
+/// # Safety
+/// The CPU has what `S` needs (`Strings::end`).
 #[inline(always)]
-fn check<S: Strings>(b: &[u8]) -> Result<TopFields, Invalid> {
+unsafe fn check<S: Strings>(b: &[u8]) -> Result<TopFields, Invalid> {
     let bad = |what, at| Err(Invalid { what, at });
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -103,7 +119,7 @@ fn check<S: Strings>(b: &[u8]) -> Result<TopFields, Invalid> {
                 if c == b'}' && want == Want::FirstKey {
                     i += 1;
                 } else if c == b'"' {
-                    let end = S::end(b, i + 1)?;
+                    let end = unsafe { S::end(b, i + 1) }?;
                     if nest.depth() == 1 {
                         key = top_key(&b[i..end], i)?;
                         let seen = match key {
@@ -146,7 +162,7 @@ fn check<S: Strings>(b: &[u8]) -> Result<TopFields, Invalid> {
                         };
                         continue;
                     }
-                    b'"' => i = S::end(b, i + 1)?,
+                    b'"' => i = unsafe { S::end(b, i + 1) }?,
                     b't' => i = literal(b, i, b"true")?,
                     b'f' => i = literal(b, i, b"false")?,
                     b'n' => i = literal(b, i, b"null")?,

@@ -2,10 +2,11 @@
 //! escape one of `\" \\ \/ \b \f \n \r \t \uXXXX`. Nearly all of an agent's request is string
 //! contents (code, tool output, `\u`-escaped non-ASCII), so this is most of the body check.
 //!
-//! Short strings are read 8 bytes at a time. Long ones 64 at a time, compiled twice:
+//! Short strings are read 8 bytes at a time. Long ones 64 at a time, in one of three ways:
 //! - `Base` (SSE2, every x86_64): a mask of the quotes, backslashes and control bytes of a
 //!   block, whose bits are taken in turn; each escape is checked on its own.
-//! - `Avx2`: a block's escapes are settled by bit arithmetic, without a branch per escape.
+//! - `Blocks` (AVX2, or AVX-512 where its wide units run at full clock): a block's escapes are
+//!   settled by bit arithmetic, without a branch per escape.
 //!   The bytes a backslash escapes come from one carry-propagating add, as in simdjson; each
 //!   byte's class (may follow a backslash, is a hex digit, is `u`) from two nibble-table
 //!   lookups; every `\u` needs hex digits in the four bytes after it. An agent's body has an
@@ -20,7 +21,11 @@ use super::json_check::Invalid;
 /// How strings are read: picked once per body by the CPU's instruction sets.
 pub(super) trait Strings {
     /// `i` is just past an opening quote; returns the index just past the closing one.
-    fn end(b: &[u8], i: usize) -> Result<usize, Invalid>;
+    ///
+    /// # Safety
+    /// The CPU has the instructions the implementation uses: none beyond the x86_64 baseline
+    /// for `Base`, its masks' for `Blocks` (see `BlockMasks`).
+    unsafe fn end(b: &[u8], i: usize) -> Result<usize, Invalid>;
 }
 
 /// SSE2 blocks (every x86_64), or 8-byte words elsewhere.
@@ -28,7 +33,7 @@ pub(super) struct Base;
 
 impl Strings for Base {
     #[inline(always)]
-    fn end(b: &[u8], mut i: usize) -> Result<usize, Invalid> {
+    unsafe fn end(b: &[u8], mut i: usize) -> Result<usize, Invalid> {
         if let Some(end) = first_words(b, &mut i)? {
             return Ok(end);
         }
@@ -55,14 +60,40 @@ impl Strings for Base {
     }
 }
 
-/// AVX2 blocks with the escapes settled by masks. Only reached after `crate::cpu::fast()`.
-#[cfg(target_arch = "x86_64")]
-pub(super) struct Avx2;
+/// The masks of a 64-byte block of string contents, one bit per byte, by one instruction set.
+pub(super) trait BlockMasks {
+    /// # Safety
+    /// The CPU has the instruction set (checked by `check_object` before it picks a copy of
+    /// the check compiled for it); the same for `classes`.
+    unsafe fn specials(block: &[u8; 64]) -> Specials;
+    unsafe fn classes(block: &[u8; 64]) -> Classes;
+}
+
+pub(super) struct Specials {
+    pub quote: u64,
+    pub backslash: u64,
+    /// Bytes below 0x20, which a string may not hold raw.
+    pub control: u64,
+}
+
+pub(super) struct Classes {
+    /// May follow a backslash: `" \ / b f n r t u`.
+    pub escapable: u64,
+    pub u: u64,
+    pub hex: u64,
+}
+
+/// Blocks with the escapes settled by masks.
+pub(super) struct Blocks<M>(std::marker::PhantomData<M>);
 
 #[cfg(target_arch = "x86_64")]
-impl Strings for Avx2 {
+pub(super) type Avx2 = Blocks<avx2::Masks>;
+#[cfg(target_arch = "x86_64")]
+pub(super) type Avx512 = Blocks<avx512::Masks>;
+
+impl<M: BlockMasks> Strings for Blocks<M> {
     #[inline(always)]
-    fn end(b: &[u8], start: usize) -> Result<usize, Invalid> {
+    unsafe fn end(b: &[u8], start: usize) -> Result<usize, Invalid> {
         let mut i = start;
         if let Some(end) = first_words(b, &mut i)? {
             return Ok(end);
@@ -71,7 +102,8 @@ impl Strings for Avx2 {
         // loaded while this one is settled; an escape across two hands over `Carry`.
         let mut carry = Carry::default();
         while let Some(block) = b.get(i..).and_then(|r| r.first_chunk::<64>()) {
-            match block_avx2(block, &mut carry) {
+            // SAFETY: the caller's promise (`Strings::end`).
+            match unsafe { settle::<M>(block, &mut carry) } {
                 Step::Ends(at) => return Ok(i + at as usize + 1),
                 // Rare (a broken body): read again byte by byte, which names the first fault.
                 Step::Fault => return rest(b, start),
@@ -82,7 +114,8 @@ impl Strings for Avx2 {
         let tail = b.get(i..).unwrap_or_default();
         let mut padded = [0u8; 64];
         padded[..tail.len()].copy_from_slice(tail);
-        match block_avx2(&padded, &mut carry) {
+        // SAFETY: as above.
+        match unsafe { settle::<M>(&padded, &mut carry) } {
             Step::Ends(at) if (at as usize) < tail.len() => Ok(i + at as usize + 1),
             _ => rest(b, start),
         }
@@ -104,11 +137,12 @@ enum Step {
     On,
 }
 
-#[cfg(target_arch = "x86_64")]
+/// # Safety
+/// The CPU has `M`'s instruction set.
 #[inline(always)]
-fn block_avx2(block: &[u8; 64], carry: &mut Carry) -> Step {
-    // SAFETY: `Avx2` is only used after the CPU check (`check_object`).
-    let m = unsafe { avx2::specials(block) };
+unsafe fn settle<M: BlockMasks>(block: &[u8; 64], carry: &mut Carry) -> Step {
+    // SAFETY: the caller's promise.
+    let m = unsafe { M::specials(block) };
     if m.backslash | carry.escaped | carry.hex == 0 {
         let stop = m.quote | m.control;
         return match stop.trailing_zeros() {
@@ -119,22 +153,28 @@ fn block_avx2(block: &[u8; 64], carry: &mut Carry) -> Step {
     }
     let escaped = escaped(m.backslash, &mut carry.escaped);
     let quote = m.quote & !escaped;
-    let end = quote.trailing_zeros();
-    let inside = below(end);
+    // The bytes before the closing quote (all of them without one).
+    let inside = quote.wrapping_sub(1) & !quote;
     // SAFETY: as above.
-    let c = unsafe { avx2::classes(block) };
+    let c = unsafe { M::classes(block) };
     let escaped = escaped & inside;
     let u = escaped & c.u;
-    let hex = u << 1 | u << 2 | u << 3 | u << 4 | carry.hex;
-    let late = u >> 60;
-    carry.hex = (late << 1 | late << 2 | late << 3 | late << 4) >> 4;
+    let hex = four_after(u) | carry.hex;
+    carry.hex = four_after(u >> 60) >> 4;
     if (escaped & !c.escapable) | (hex & !c.hex) | (m.control & inside) != 0 {
         Step::Fault
-    } else if end < 64 {
-        Step::Ends(end)
+    } else if quote != 0 {
+        Step::Ends(quote.trailing_zeros())
     } else {
         Step::On
     }
+}
+
+/// The four bits above each set bit of `u` (where a `\u`'s hex digits are).
+#[inline(always)]
+fn four_after(u: u64) -> u64 {
+    let two = u << 1 | u << 2;
+    two | two << 2
 }
 
 /// Most keys and many values are short: their first 32 bytes 8 at a time, before any block.
@@ -265,12 +305,6 @@ fn escaped(backslash: u64, carry: &mut u64) -> u64 {
     (EVEN ^ (even_started << 1)) & follows
 }
 
-/// Bits below k (all of them for k = 64).
-#[inline(always)]
-fn below(k: u32) -> u64 {
-    if k >= 64 { !0 } else { (1u64 << k) - 1 }
-}
-
 /// Bit k set where `b[i + k]` is a quote, a backslash or a byte below 0x20 (which a JSON string
 /// may not hold raw), for the 64 bytes from `i`; `None` when fewer than 64 are left (or on
 /// targets without SSE2, where strings are read byte by byte).
@@ -310,6 +344,9 @@ fn specials64(b: &[u8], i: usize) -> Option<u64> {
 #[cfg(target_arch = "x86_64")]
 #[path = "json_strings_avx2.rs"]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+#[path = "json_strings_avx512.rs"]
+mod avx512;
 
 #[cfg(test)]
 #[path = "json_strings_tests.rs"]
