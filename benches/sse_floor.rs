@@ -81,6 +81,17 @@ fn main() {
             "data: {{\"id\":\"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT\",\"object\":\"chat.completion.chunk\",\"created\":1741570283,\"model\":\"gpt-4o-2024-08-06\",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_f9f4fb6dbf\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" tok{i}\"}},\"logprobs\":null,\"finish_reason\":null}}],\"obfuscation\":\"mGq1\"}}\n\n"
         )
     });
+    // Code being written: most deltas of a coding model hold `\n`, `\"` or `\t`.
+    run("openai chat chunk, code", &|i| {
+        format!(
+            "data: {{\"id\":\"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT\",\"object\":\"chat.completion.chunk\",\"created\":1741570283,\"model\":\"gpt-4o-2024-08-06\",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_f9f4fb6dbf\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"\\n    println!(\\\"tok{i}\\\");\"}},\"logprobs\":null,\"finish_reason\":null}}],\"obfuscation\":\"mGq1\"}}\n\n"
+        )
+    });
+    run("anthropic text delta, code", &|i| {
+        format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"\\n\\tlet x = \\\"tok{i}\\\";\"}}}}\n\n"
+        )
+    });
     run("anthropic text delta", &|i| {
         format!(
             "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\" tok{i}\"}}}}\n\n"
