@@ -105,6 +105,11 @@ cpu_ticks() {
   [ -n "$1" ] || { echo 0; return; }
   local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
 }
+# The kernel's share of the same (system time only).
+sys_ticks() {
+  [ -n "$1" ] || { echo 0; return; }
+  local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $15}' /proc/"$p"/stat))); done; echo $t
+}
 mem_mib() {  # field pid: summed over the tree
   local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done
   awk -v k=$k 'BEGIN{printf "%.1f", k/1024}'
@@ -122,11 +127,11 @@ declare -A R
 round() {  # name port pid
   local name=$1 port=$2 pid=$3 url="http://127.0.0.1:$2/v1/chat/completions"
   timeout $((DUR+10)) wrk -t1 -c64 -d1s -s "$WORK/json.lua" "$url" >/dev/null 2>&1 || true   # warm-up
-  local c0 s0 w0; c0=$(cpu_ticks "$pid"); s0=$(cpu_ticks "$SIM_PID"); w0=$(child_ticks)
+  local c0 s0 w0 k0; c0=$(cpu_ticks "$pid"); s0=$(cpu_ticks "$SIM_PID"); w0=$(child_ticks); k0=$(sys_ticks "$pid")
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/json.lua" "$url" > "$WORK/$name.json.txt"
-  local c1 s1 w1; c1=$(cpu_ticks "$pid"); s1=$(cpu_ticks "$SIM_PID"); w1=$(child_ticks)
+  local c1 s1 w1 k1; c1=$(cpu_ticks "$pid"); s1=$(cpu_ticks "$SIM_PID"); w1=$(child_ticks); k1=$(sys_ticks "$pid")
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/sse.lua" "$url" > "$WORK/$name.sse.txt"
-  local c2 s2 w2; c2=$(cpu_ticks "$pid"); s2=$(cpu_ticks "$SIM_PID"); w2=$(child_ticks)
+  local c2 s2 w2 k2; c2=$(cpu_ticks "$pid"); s2=$(cpu_ticks "$SIM_PID"); w2=$(child_ticks); k2=$(sys_ticks "$pid")
   timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/agent.lua" "$url" > "$WORK/$name.agent.txt"
   local c3; c3=$(cpu_ticks "$pid")
   R[$name.na]=$(( ${R[$name.na]:-0} + $(reqs "$WORK/$name.agent.txt") ))
@@ -137,6 +142,8 @@ round() {  # name port pid
   R[$name.ns]=$(( ${R[$name.ns]:-0} + $(reqs "$WORK/$name.sse.txt") ))
   R[$name.cj]=$(( ${R[$name.cj]:-0} + c1 - c0 ))
   R[$name.cs]=$(( ${R[$name.cs]:-0} + c2 - c1 ))
+  R[$name.kj]=$(( ${R[$name.kj]:-0} + k1 - k0 ))
+  R[$name.ks]=$(( ${R[$name.ks]:-0} + k2 - k1 ))
   local lat; lat=$(timeout $((DUR+20)) $LOAD 127.0.0.1:$port /v1/chat/completions "$JSON_BODY" 1000 "$DUR" 32)
   R[$name.p50s]="${R[$name.p50s]:-} $(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')"
   R[$name.p99s]="${R[$name.p99s]:-} $(echo "$lat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')"
@@ -150,7 +157,10 @@ finish_target() {  # name port pid
   R[$name.p99]=$(median "${R[$name.p99s]}")
   us() { awk -v t="$1" -v hz="$hz" -v n="$2" 'BEGIN{ if (n > 0) printf "%.1f", t/hz/n*1e6; else print "-" }'; }
   local pj=- ps=-
-  if [ -n "$pid" ]; then pj=$(us "${R[$name.cj]}" "${R[$name.nj]}"); ps=$(us "${R[$name.cs]}" "${R[$name.ns]}"); fi
+  if [ -n "$pid" ]; then
+    pj=$(us "${R[$name.cj]}" "${R[$name.nj]}"); ps=$(us "${R[$name.cs]}" "${R[$name.ns]}")
+    R[$name.kernel]="$(us "${R[$name.kj]}" "${R[$name.nj]}") of $pj | $(us "${R[$name.ks]}" "${R[$name.ns]}") of $ps"
+  fi
   R[$name.split]="$(us "${R[$name.sj]}" "${R[$name.nj]}") / $(us "${R[$name.wj]}" "${R[$name.nj]}") / $pj | $(us "${R[$name.ss]}" "${R[$name.ns]}") / $(us "${R[$name.ws]}" "${R[$name.ns]}") / $ps"
   if [ -z "$pid" ]; then R[$name.cpu]="-"; R[$name.cpusse]="-"; R[$name.peak]="-"; R[$name.idle]="-"; return; fi
   R[$name.cpu]=$(awk -v t="${R[$name.cj]}" -v hz="$hz" -v n="${R[$name.nj]}" 'BEGIN{printf "%.2f", t/hz/n*10000}')
@@ -205,6 +215,11 @@ echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x,
 echo
 echo "Where the two cores went, CPU µs per JSON request | per SSE stream: simulator / client (wrk) / proxy"
 for t in direct nginx ringside; do echo "  $t: ${R[$t.split]}"; done
+# The proxy's kernel time (loopback TCP, wake-ups, io_uring or epoll) is the floor of its CPU
+# per request: user-space work cannot take a ratio below kernel / nginx's total.
+per() { awk -v t="$1" -v n="$2" 'BEGIN{ if (n > 0) print t/n; else print 0 }'; }
+echo "Of the proxy's CPU, the kernel's, µs per JSON request | per SSE stream: nginx ${R[nginx.kernel]}; ringside ${R[ringside.kernel]}"
+echo "ringside's kernel time alone / nginx's whole CPU: JSON $(ratio "$(per "${R[ringside.kj]}" "${R[ringside.nj]}")" "$(per "${R[nginx.cj]}" "${R[nginx.nj]}")")x, SSE $(ratio "$(per "${R[ringside.ks]}" "${R[ringside.ns]}")" "$(per "${R[nginx.cs]}" "${R[nginx.ns]}")")x"
 agent() {  # name: "req/s (proxy CPU µs per request)"
   local n=${R[$1.na]} secs=$((DUR * ROUNDS))
   awk -v n="$n" -v s=$secs -v t="${R[$1.ca]}" -v hz="$hz" -v proxy="$2" 'BEGIN{
