@@ -67,9 +67,6 @@ pub fn check_object(b: &[u8]) -> Result<TopFields, Invalid> {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: the CPU has the instructions each copy is compiled for (just checked).
-        if crate::cpu::wide() {
-            return unsafe { check_avx512(b) };
-        }
         if crate::cpu::fast() {
             return unsafe { check_avx2(b) };
         }
@@ -79,16 +76,9 @@ pub fn check_object(b: &[u8]) -> Result<TopFields, Invalid> {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx2,bmi1,bmi2,popcnt,pclmulqdq")]
-fn check_avx512(b: &[u8]) -> Result<TopFields, Invalid> {
-    // SAFETY: this copy runs only on such a CPU (`check_object`).
-    unsafe { check::<strings::Avx512>(b) }
-}
-
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,pclmulqdq")]
 fn check_avx2(b: &[u8]) -> Result<TopFields, Invalid> {
-    // SAFETY: as above.
+    // SAFETY: this copy runs only on such a CPU (`check_object`).
     unsafe { check::<strings::Avx2>(b) }
 }
 

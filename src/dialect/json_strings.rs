@@ -2,11 +2,10 @@
 //! escape one of `\" \\ \/ \b \f \n \r \t \uXXXX`. Nearly all of an agent's request is string
 //! contents (code, tool output, `\u`-escaped non-ASCII), so this is most of the body check.
 //!
-//! Short strings are read 8 bytes at a time. Long ones 64 at a time, in one of three ways:
+//! Short strings are read 8 bytes at a time. Long ones 64 at a time, compiled twice:
 //! - `Base` (SSE2, every x86_64): a mask of the quotes, backslashes and control bytes of a
 //!   block, whose bits are taken in turn; each escape is checked on its own.
-//! - `Blocks` (AVX2, or AVX-512 where its wide units run at full clock): a block's escapes are
-//!   settled by bit arithmetic, without a branch per escape.
+//! - `Avx2`: a block's escapes are settled by bit arithmetic, without a branch per escape.
 //!   The bytes a backslash escapes come from one carry-propagating add, as in simdjson; each
 //!   byte's class (may follow a backslash, is a hex digit, is `u`) from two nibble-table
 //!   lookups; every `\u` needs hex digits in the four bytes after it. An agent's body has an
@@ -24,7 +23,7 @@ pub(super) trait Strings {
     ///
     /// # Safety
     /// The CPU has the instructions the implementation uses: none beyond the x86_64 baseline
-    /// for `Base`, its masks' for `Blocks` (see `BlockMasks`).
+    /// for `Base`, AVX2 for `Avx2` (`crate::cpu::fast()`).
     unsafe fn end(b: &[u8], i: usize) -> Result<usize, Invalid>;
 }
 
@@ -60,38 +59,12 @@ impl Strings for Base {
     }
 }
 
-/// The masks of a 64-byte block of string contents, one bit per byte, by one instruction set.
-pub(super) trait BlockMasks {
-    /// # Safety
-    /// The CPU has the instruction set (checked by `check_object` before it picks a copy of
-    /// the check compiled for it); the same for `classes`.
-    unsafe fn specials(block: &[u8; 64]) -> Specials;
-    unsafe fn classes(block: &[u8; 64]) -> Classes;
-}
-
-pub(super) struct Specials {
-    pub quote: u64,
-    pub backslash: u64,
-    /// Bytes below 0x20, which a string may not hold raw.
-    pub control: u64,
-}
-
-pub(super) struct Classes {
-    /// May follow a backslash: `" \ / b f n r t u`.
-    pub escapable: u64,
-    pub u: u64,
-    pub hex: u64,
-}
-
-/// Blocks with the escapes settled by masks.
-pub(super) struct Blocks<M>(std::marker::PhantomData<M>);
+/// AVX2 blocks with the escapes settled by masks (`avx2::specials`, `avx2::classes`).
+#[cfg(target_arch = "x86_64")]
+pub(super) struct Avx2;
 
 #[cfg(target_arch = "x86_64")]
-pub(super) type Avx2 = Blocks<avx2::Masks>;
-#[cfg(target_arch = "x86_64")]
-pub(super) type Avx512 = Blocks<avx512::Masks>;
-
-impl<M: BlockMasks> Strings for Blocks<M> {
+impl Strings for Avx2 {
     #[inline(always)]
     unsafe fn end(b: &[u8], start: usize) -> Result<usize, Invalid> {
         let mut i = start;
@@ -103,7 +76,7 @@ impl<M: BlockMasks> Strings for Blocks<M> {
         let mut carry = Carry::default();
         while let Some(block) = b.get(i..).and_then(|r| r.first_chunk::<64>()) {
             // SAFETY: the caller's promise (`Strings::end`).
-            match unsafe { settle::<M>(block, &mut carry) } {
+            match unsafe { settle(block, &mut carry) } {
                 Step::Ends(at) => return Ok(i + at as usize + 1),
                 // Rare (a broken body): read again byte by byte, which names the first fault.
                 Step::Fault => return rest(b, start),
@@ -115,7 +88,7 @@ impl<M: BlockMasks> Strings for Blocks<M> {
         let mut padded = [0u8; 64];
         padded[..tail.len()].copy_from_slice(tail);
         // SAFETY: as above.
-        match unsafe { settle::<M>(&padded, &mut carry) } {
+        match unsafe { settle(&padded, &mut carry) } {
             Step::Ends(at) if (at as usize) < tail.len() => Ok(i + at as usize + 1),
             _ => rest(b, start),
         }
@@ -138,11 +111,12 @@ enum Step {
 }
 
 /// # Safety
-/// The CPU has `M`'s instruction set.
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn settle<M: BlockMasks>(block: &[u8; 64], carry: &mut Carry) -> Step {
+unsafe fn settle(block: &[u8; 64], carry: &mut Carry) -> Step {
     // SAFETY: the caller's promise.
-    let m = unsafe { M::specials(block) };
+    let m = unsafe { avx2::specials(block) };
     if m.backslash | carry.escaped | carry.hex == 0 {
         let stop = m.quote | m.control;
         return match stop.trailing_zeros() {
@@ -156,7 +130,7 @@ unsafe fn settle<M: BlockMasks>(block: &[u8; 64], carry: &mut Carry) -> Step {
     // The bytes before the closing quote (all of them without one).
     let inside = quote.wrapping_sub(1) & !quote;
     // SAFETY: as above.
-    let c = unsafe { M::classes(block) };
+    let c = unsafe { avx2::classes(block) };
     let escaped = escaped & inside;
     let u = escaped & c.u;
     let hex = four_after(u) | carry.hex;
@@ -344,9 +318,6 @@ fn specials64(b: &[u8], i: usize) -> Option<u64> {
 #[cfg(target_arch = "x86_64")]
 #[path = "json_strings_avx2.rs"]
 mod avx2;
-#[cfg(target_arch = "x86_64")]
-#[path = "json_strings_avx512.rs"]
-mod avx512;
 
 #[cfg(test)]
 #[path = "json_strings_tests.rs"]

@@ -1,29 +1,29 @@
 //! The AVX2 masks of a 64-byte block of string contents, two 32-byte halves.
 //!
 //! Not `#[target_feature]` functions themselves, so that they are always inlined into the AVX2
-//! copy of the body check that calls them (a call per block cost a fifth of it); helpers are
+//! copy of the body check (`check_avx2`) that calls them (a call per block cost a fifth of it); helpers are
 //! plain functions, not closures, for the same reason.
 
-use super::{BlockMasks, Classes, Specials};
 use std::arch::x86_64::*;
 
-pub(in crate::dialect) struct Masks;
-
-impl BlockMasks for Masks {
-    #[inline(always)]
-    unsafe fn specials(block: &[u8; 64]) -> Specials {
-        // SAFETY: the caller's promise (AVX2).
-        unsafe { specials(block) }
-    }
-    #[inline(always)]
-    unsafe fn classes(block: &[u8; 64]) -> Classes {
-        // SAFETY: the caller's promise (AVX2).
-        unsafe { classes(block) }
-    }
+pub(super) struct Specials {
+    pub quote: u64,
+    pub backslash: u64,
+    /// Bytes below 0x20, which a string may not hold raw.
+    pub control: u64,
 }
 
+pub(super) struct Classes {
+    /// May follow a backslash: `" \ / b f n r t u`.
+    pub escapable: u64,
+    pub u: u64,
+    pub hex: u64,
+}
+
+/// # Safety
+/// The CPU has AVX2; the same for `classes`.
 #[inline(always)]
-unsafe fn specials(block: &[u8; 64]) -> Specials {
+pub(super) unsafe fn specials(block: &[u8; 64]) -> Specials {
     let mut m = [0u64; 3];
     for k in 0..2 {
         // SAFETY: the caller runs on AVX2; an unaligned 32-byte load within the 64-byte array.
@@ -51,11 +51,11 @@ const ESC_2X: u8 = 0x04; // `"` 0x22, `/` 0x2f
 const ESC_5X: u8 = 0x08; // `\` 0x5c
 const ESC_6X: u8 = 0x10; // `b` 0x62, `f` 0x66, `n` 0x6e
 const ESC_7X: u8 = 0x20; // `r` 0x72, `t` 0x74, `u` 0x75
-pub(super) const U: u8 = 0x40; // `u` 0x75
-pub(super) const HEX: u8 = DIGIT | HEX_LETTER;
-pub(super) const ESCAPABLE: u8 = ESC_2X | ESC_5X | ESC_6X | ESC_7X;
+const U: u8 = 0x40; // `u` 0x75
+const HEX: u8 = DIGIT | HEX_LETTER;
+const ESCAPABLE: u8 = ESC_2X | ESC_5X | ESC_6X | ESC_7X;
 
-pub(super) const LOW: [u8; 16] = {
+const LOW: [u8; 16] = {
     let mut t = [0u8; 16];
     let mut n = 0;
     while n < 16 {
@@ -85,7 +85,7 @@ pub(super) const LOW: [u8; 16] = {
     t
 };
 
-pub(super) const HIGH: [u8; 16] = {
+const HIGH: [u8; 16] = {
     let mut t = [0u8; 16];
     t[0x2] = ESC_2X;
     t[0x3] = DIGIT;
@@ -97,7 +97,7 @@ pub(super) const HIGH: [u8; 16] = {
 };
 
 #[inline(always)]
-unsafe fn classes(block: &[u8; 64]) -> Classes {
+pub(super) unsafe fn classes(block: &[u8; 64]) -> Classes {
     let mut m = [0u64; 3];
     // SAFETY: the caller runs on AVX2; 16-byte loads of the tables, 32-byte loads within the
     // 64-byte array.

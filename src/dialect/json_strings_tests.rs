@@ -25,10 +25,7 @@ fn all_paths(b: &[u8], i: usize) -> Vec<Result<usize, Invalid>> {
     if crate::cpu::fast() {
         got.push(unsafe { Avx2::end(b, i) });
     }
-    #[cfg(target_arch = "x86_64")]
-    if crate::cpu::wide() {
-        got.push(unsafe { Avx512::end(b, i) });
-    }
+
     got
 }
 
@@ -75,14 +72,8 @@ fn byte_classes_match_their_definition() {
     }
     for start in [0u8, 64, 128, 192] {
         let block: [u8; 64] = std::array::from_fn(|k| start + k as u8);
-        // SAFETY: the CPU was checked for each.
-        let (c, s) = unsafe { (avx2::Masks::classes(&block), avx2::Masks::specials(&block)) };
-        let wide = crate::cpu::wide().then(|| unsafe {
-            (
-                avx512::Masks::classes(&block),
-                avx512::Masks::specials(&block),
-            )
-        });
+        // SAFETY: the CPU was checked above.
+        let (c, s) = unsafe { (avx2::classes(&block), avx2::specials(&block)) };
         for (k, &byte) in block.iter().enumerate() {
             let bit = |m: u64| m >> k & 1 == 1;
             let (escapable, u, hex) = avx2::class_plain(byte);
@@ -92,24 +83,6 @@ fn byte_classes_match_their_definition() {
             assert_eq!(bit(s.quote), byte == b'"', "{byte:#x}");
             assert_eq!(bit(s.backslash), byte == b'\\', "{byte:#x}");
             assert_eq!(bit(s.control), byte < 0x20, "{byte:#x}");
-            if let Some((c, s)) = &wide {
-                let same = (c.escapable, c.u, c.hex, s.quote, s.backslash, s.control);
-                let bits = |m: u64| m >> k & 1;
-                assert_eq!(
-                    (bits(same.0), bits(same.1), bits(same.2)),
-                    (escapable as u64, u as u64, hex as u64),
-                    "{byte:#x}"
-                );
-                assert_eq!(
-                    (bits(same.3), bits(same.4), bits(same.5)),
-                    (
-                        (byte == b'"') as u64,
-                        (byte == b'\\') as u64,
-                        (byte < 0x20) as u64
-                    ),
-                    "{byte:#x}"
-                );
-            }
         }
     }
 }
