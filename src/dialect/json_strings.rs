@@ -97,12 +97,14 @@ impl Strings for Avx2 {
 
 /// What a block leaves to the next: whether its last run of backslashes escapes the next
 /// one's first byte (bit 0), and the next bytes that must be a `\u`'s hex digits (bits 0-3).
+#[cfg(target_arch = "x86_64")]
 #[derive(Default)]
 struct Carry {
     escaped: u64,
     hex: u64,
 }
 
+#[cfg(target_arch = "x86_64")]
 enum Step {
     /// The closing quote is at this bit.
     Ends(u32),
@@ -145,6 +147,7 @@ unsafe fn settle(block: &[u8; 64], carry: &mut Carry) -> Step {
 }
 
 /// The four bits above each set bit of `u` (where a `\u`'s hex digits are).
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn four_after(u: u64) -> u64 {
     let two = u << 1 | u << 2;
@@ -267,6 +270,7 @@ fn escape_end(b: &[u8], at: usize) -> Result<usize, Invalid> {
 /// them: `carry` says whether the previous block's last run escapes this one's first byte, and
 /// is set for the next. Adding the odd-placed run starts to the runs carries each such run one
 /// past its end, which flips which parity of byte its escapes fall on.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn escaped(backslash: u64, carry: &mut u64) -> u64 {
     const EVEN: u64 = 0x5555_5555_5555_5555;

@@ -29,6 +29,7 @@ fn all_paths(b: &[u8], i: usize) -> Vec<Result<usize, Invalid>> {
     got
 }
 
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn escaped_bytes_are_those_right_after_an_escaping_backslash() {
     let mut r = Bytes(0x2545_f491_4f6c_dd1d);

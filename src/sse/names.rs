@@ -78,6 +78,7 @@ impl Names {
 #[inline]
 pub(super) fn line_end_within(s: &[u8], limit: usize) -> Option<usize> {
     let n = s.len().min(limit);
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut at = 0;
     #[cfg(target_arch = "x86_64")]
     while at < n
