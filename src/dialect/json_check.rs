@@ -4,9 +4,10 @@
 //! Why not serde_json alone: an agent's request carries the whole conversation (tens of KB,
 //! nearly all of it string contents), and skipping those strings eight bytes at a time was a
 //! third of the proxy's CPU per request on such bodies, more than nginx spent on the whole
-//! request. Here long strings are read 64 bytes at a time (SSE2 masks, which every x86_64 has),
-//! short ones and the ends of long ones 8 at a time, and the grammar between strings is a small
-//! state machine without recursion.
+//! request. Here strings are read by `json_strings` (64 bytes at a time, short ones 8 at a
+//! time), and the grammar between strings is a small state machine without recursion. It is
+//! compiled twice, for the x86_64 baseline and for AVX2, and each body takes the copy its CPU
+//! can run.
 //!
 //! What it accepts is exactly what `serde_json` accepts for the parts of a body Ringside skips
 //! (a property test holds the two to the same answers): RFC 8259 JSON, one object, whitespace
@@ -65,11 +66,9 @@ enum TopKey {
 /// Check that `b` is one JSON object and find its top-level `model` and `stream` values.
 pub fn check_object(b: &[u8]) -> Result<TopFields, Invalid> {
     #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: the CPU has the instructions each copy is compiled for (just checked).
-        if crate::cpu::fast() {
-            return unsafe { check_avx2(b) };
-        }
+    if crate::cpu::fast() {
+        // SAFETY: the CPU has the instructions `check_avx2` is compiled for (just checked).
+        return unsafe { check_avx2(b) };
     }
     // SAFETY: `Base` needs nothing beyond the baseline.
     unsafe { check::<strings::Base>(b) }

@@ -1,8 +1,8 @@
 //! The AVX2 masks of a 64-byte block of string contents, two 32-byte halves.
 //!
 //! Not `#[target_feature]` functions themselves, so that they are always inlined into the AVX2
-//! copy of the body check (`check_avx2`) that calls them (a call per block cost a fifth of it); helpers are
-//! plain functions, not closures, for the same reason.
+//! copy of the body check (`check_avx2`) that calls them (a call per block cost a fifth of it);
+//! helpers are plain functions, not closures, for the same reason.
 
 use std::arch::x86_64::*;
 
