@@ -20,8 +20,10 @@ pub(super) struct Classes {
     pub hex: u64,
 }
 
+/// The quotes, backslashes and control bytes of a block.
+///
 /// # Safety
-/// The CPU has AVX2; the same for `classes`.
+/// The CPU has AVX2.
 #[inline(always)]
 pub(super) unsafe fn specials(block: &[u8; 64]) -> Specials {
     let mut m = [0u64; 3];
@@ -96,6 +98,10 @@ const HIGH: [u8; 16] = {
     t
 };
 
+/// Each byte's classes: may follow a backslash, is `u`, is a hex digit.
+///
+/// # Safety
+/// The CPU has AVX2.
 #[inline(always)]
 pub(super) unsafe fn classes(block: &[u8; 64]) -> Classes {
     let mut m = [0u64; 3];
