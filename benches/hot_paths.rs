@@ -204,6 +204,7 @@ fn benches(c: &mut Criterion) {
         hint: None,
         retryable: true,
         rule: None,
+        lasting: true,
     };
     for conn in 0..16 {
         let site = Site {

@@ -159,7 +159,19 @@ fn serve(args: &[String]) -> Result<(), String> {
             serde_json::json!({}),
         );
     }
+    let admin_note = admin_access_note(&cfg);
     let server = crate::runtime::start(cfg, log)?;
+    if let Some((level, msg)) = admin_note {
+        crate::log::event(level, msg, serde_json::json!({"admin": admin.to_string()}));
+    }
+    for (id, scopes) in crate::clients::managed::minted_without_authentication(server.shared.store)
+    {
+        crate::log::event(
+            "warn",
+            "managed client key created before admin changes required authentication: review it, revoke it if you did not create it (DELETE /admin/clients/{id})",
+            serde_json::json!({"client": id, "scopes": scopes}),
+        );
+    }
     crate::log::event(
         "info",
         "ringside started",
@@ -178,6 +190,24 @@ fn serve(args: &[String]) -> Result<(), String> {
     server.join();
     crate::log::event("info", "ringside stopped", serde_json::json!({}));
     Ok(())
+}
+
+/// What the operator should know about the admin port's access at start.
+fn admin_access_note(cfg: &crate::config::Config) -> Option<(&'static str, &'static str)> {
+    let s = &cfg.server;
+    if s.admin_token.is_some() {
+        None
+    } else if !s.admin_listen.ip().is_loopback() {
+        Some((
+            "warn",
+            "admin port reachable from other hosts without a token (server.admin_unauthenticated_ok): anyone who reaches it can read state and metrics",
+        ))
+    } else {
+        Some((
+            "info",
+            "admin API is read-only without a token: set server.admin_token_env to make changes through it",
+        ))
+    }
 }
 
 fn simulate(args: &[String]) -> Result<(), String> {

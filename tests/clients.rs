@@ -21,15 +21,11 @@ fn managed_keys_close_open_mode_and_revoke(driver: &str) {
             .status,
         200
     );
-    let r = ringside::demo::client::request(
-        proxy.admin,
+    let r = proxy.admin_with(
         "POST",
         "/admin/clients",
-        &[],
-        br#"{"id":"bot","allowed_connections":["sim/b"]}"#,
-        T,
-    )
-    .unwrap();
+        r#"{"id":"bot","allowed_connections":["sim/b"]}"#,
+    );
     assert_eq!(r.status, 201, "{}", r.text());
     let key = r.json()["key"].as_str().unwrap_or_default().to_string();
     assert!(key.starts_with("rsk_") && key.len() == 4 + 43, "{key}");
@@ -52,15 +48,7 @@ fn managed_keys_close_open_mode_and_revoke(driver: &str) {
         !list.to_string().contains(&key),
         "the key is shown once, never listed"
     );
-    let dup = ringside::demo::client::request(
-        proxy.admin,
-        "POST",
-        "/admin/clients",
-        &[],
-        br#"{"id":"bot"}"#,
-        T,
-    )
-    .unwrap();
+    let dup = proxy.admin_with("POST", "/admin/clients", r#"{"id":"bot"}"#);
     assert_eq!(dup.status, 400);
     let (s, _) = proxy.admin("DELETE", "/admin/clients/bot");
     assert_eq!(s, 200);

@@ -306,15 +306,11 @@ fn admin_settings_change_the_budget(driver: &str) {
     let (_, s) = proxy.admin("GET", "/admin/settings");
     assert_eq!(s["flow"]["max_wait_ms"]["value"], 30_000, "{s}");
     assert_eq!(s["flow"]["max_wait_ms"]["source"], "default");
-    let r = client::request(
-        proxy.admin,
+    let r = proxy.admin_with(
         "PATCH",
         "/admin/settings",
-        &[("content-type", "application/json")],
-        br#"{"flow":{"max_wait_ms":300}}"#,
-        T,
-    )
-    .unwrap();
+        r#"{"flow":{"max_wait_ms":300}}"#,
+    );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["flow"]["max_wait_ms"]["source"], "admin");
     let holder = post_in(proxy.addr, latency(1_200));
@@ -323,15 +319,7 @@ fn admin_settings_change_the_budget(driver: &str) {
     assert_eq!(status, 503);
     assert!(took < Duration::from_millis(700), "{took:?}");
     assert_eq!(holder.join().unwrap().0, 200);
-    let bad = client::request(
-        proxy.admin,
-        "PATCH",
-        "/admin/settings",
-        &[],
-        br#"{"flow":{"nope":1}}"#,
-        T,
-    )
-    .unwrap();
+    let bad = proxy.admin_with("PATCH", "/admin/settings", r#"{"flow":{"nope":1}}"#);
     assert_eq!(bad.status, 400);
     let m = proxy.metrics();
     assert!(m.contains("ringside_queue_rejections_total{provider=\"sim\",connection=\"a\",reason=\"queue_timeout\"} 1"), "{m}");

@@ -114,15 +114,11 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
     );
     // `ringside check` refuses a configured lease key without connections; one made through
     // the admin API is told at its first call.
-    let made = client::request(
-        proxy.admin,
+    let made = proxy.admin_with(
         "POST",
         "/admin/clients",
-        &[],
-        br#"{"id":"nolist","scopes":["inference","lease:exclusive"]}"#,
-        T,
-    )
-    .unwrap();
+        r#"{"id":"nolist","scopes":["inference","lease:exclusive"]}"#,
+    );
     assert_eq!(made.status, 201, "{}", made.text());
     let nolist = made.json()["key"].as_str().unwrap_or_default().to_string();
     let r = lease_call(&proxy, &nolist, None, acquire);

@@ -18,15 +18,11 @@ fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
     let mut proxy = Proxy::start(driver, 2, "", &body);
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 200);
-    let r = ringside::demo::client::request(
-        proxy.admin,
+    let r = proxy.admin_with(
         "PATCH",
         "/admin/settings",
-        &[],
-        br#"{"flow":{"max_wait_ms":1234}}"#,
-        T,
-    )
-    .unwrap();
+        r#"{"flow":{"max_wait_ms":1234}}"#,
+    );
     assert_eq!(r.status, 200);
     assert!(proxy.terminate().success());
     let dir = std::mem::replace(&mut proxy.dir, tempdir::new());

@@ -2,6 +2,7 @@
 //! (connections, model cooldowns, breakers, recent decisions). It runs on its own thread and
 //! runtime so that scrapes never compete with the data-plane cores.
 
+pub mod access;
 pub mod flow;
 pub mod leases;
 pub mod state;
@@ -41,6 +42,7 @@ pub fn start(
             };
             rt.block_on(async move {
                 let admin = Rc::new(RefCell::new(AdminState::new(shared.clone(), inbox)));
+                let throttle = Rc::new(RefCell::new(access::Throttle::default()));
                 let opts = ListenerOpts::new().reuse_port(false);
                 let listener = match TcpListener::bind_with_config(addr, &opts) {
                     Ok(l) => l,
@@ -56,9 +58,10 @@ pub fn start(
                 loop {
                     monoio::select! {
                         a = &mut accept => {
-                            if let Ok((s, _)) = a {
+                            if let Ok((s, peer)) = a {
+                                let who = Peer { addr: Some(peer), throttle: throttle.clone() };
                                 monoio::spawn(crate::runtime::contain::contained(
-                                    serve(shared.clone(), admin.clone(), s),
+                                    serve(shared.clone(), admin.clone(), s, who),
                                     &crate::metrics::TASK_PANICS,
                                     None,
                                 ));
@@ -83,34 +86,61 @@ pub fn start(
     }
 }
 
-fn authorized(shared: &Shared, head: &crate::http::Head) -> bool {
-    let Some(token) = &shared.config.server.admin_token else {
-        return true;
+/// Who is calling: the admin token or an `admin`-scoped client key (configured, or created
+/// through this API) make an admin; a credential that is neither is a failure.
+fn identify(shared: &Shared, head: &crate::http::Head) -> access::Caller {
+    let Some(key) = crate::clients::presented(head).filter(|k| !k.is_empty()) else {
+        return access::Caller::Anonymous;
     };
-    // A client key with scope `admin` works too (configured or created through this API).
+    if let Some(token) = &shared.config.server.admin_token
+        && access::token_matches(key, token.expose().as_bytes())
+    {
+        return access::Caller::Admin;
+    }
     let any_managed = shared.managed_keys.load(Ordering::Relaxed);
-    let key = crate::clients::presented(head);
     let managed = |d: &[u8; 32]| {
         crate::clients::managed::lookup(shared.store, d, &shared.conn_labels)
             .filter(|_| any_managed)
     };
-    if let crate::clients::Auth::Known(c) = shared.config.clients.check(key, true, managed)
-        && c.has(crate::clients::Scope::Admin)
-    {
-        return true;
+    match shared.config.clients.check(Some(key), true, managed) {
+        crate::clients::Auth::Known(c) if c.has(crate::clients::Scope::Admin) => {
+            access::Caller::Admin
+        }
+        _ => access::Caller::Failed,
     }
-    let given = head
-        .get_str("authorization")
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    // Constant-time compare: the token is a secret.
-    given.is_some_and(|g| {
-        let (a, b) = (g.as_bytes(), token.expose().as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-    })
 }
 
-/// `GET /admin/decisions[?limit=N]` and `GET /admin/decisions/{request_id}`.
+/// The client side of one admin connection: its address and the shared failure throttle.
+struct Peer {
+    addr: Option<std::net::SocketAddr>,
+    throttle: Rc<RefCell<access::Throttle>>,
+}
+
+impl Peer {
+    /// Log, count and wait out one refused authentication.
+    async fn failed(&self, head: &crate::http::Head) {
+        access::log_failure(self.addr, head.method(), head.path());
+        if let Some(a) = self.addr {
+            let wait = self
+                .throttle
+                .borrow_mut()
+                .failed(a.ip(), crate::clock::unix_ms());
+            monoio::time::sleep(wait).await;
+        }
+    }
+
+    fn succeeded(&self) {
+        if let Some(a) = self.addr {
+            self.throttle.borrow_mut().succeeded(a.ip());
+        }
+    }
+}
+
+/// The most decision records one answer carries (each is bounded: client strings are capped at
+/// intake), so an answer stays within a few megabytes.
+const MAX_DECISIONS_PAGE: usize = 1_000;
+
+/// `GET /admin/decisions[?limit=N][&before=TS]` and `GET /admin/decisions/{request_id}`.
 async fn decision_query(
     shared: &Shared,
     admin: &Rc<RefCell<AdminState>>,
@@ -123,12 +153,26 @@ async fn decision_query(
         Some(_) | None if rest.is_empty() || rest == "/" => None,
         _ => return None,
     };
-    let limit = query
-        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("limit=")))
+    let param = |name: &str| {
+        query.and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        })
+    };
+    // Pages of at most MAX_DECISIONS_PAGE records; `before` (a record's ts_ms) asks for older.
+    let limit = param("limit")
         .and_then(|v| v.parse().ok())
         .unwrap_or(50usize)
-        .min(10_000);
-    let rx = admin.borrow().query_decisions(id.as_deref(), limit);
+        .min(MAX_DECISIONS_PAGE);
+    let before: Option<u64> = param("before").and_then(|v| v.parse().ok());
+    // Ask for one more than the page (to know whether there is a next page), and for enough
+    // to skip what is newer than `before`.
+    let ask = if before.is_some() {
+        usize::MAX
+    } else {
+        limit + 1
+    };
+    let rx = admin.borrow().query_decisions(id.as_deref(), ask);
     let cores = shared.config.server.workers.max(1);
     let mut all = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_millis(500);
@@ -152,8 +196,16 @@ async fn decision_query(
             ),
         },
         None => {
+            if let Some(b) = before {
+                all.retain(|r| r.ts_ms < b);
+            }
+            let more = all.len() > limit;
             all.truncate(limit);
-            (200, serde_json::json!({"decisions": all}))
+            let next = all.last().map(|r| r.ts_ms).filter(|_| more);
+            (
+                200,
+                serde_json::json!({"decisions": all, "next_before": next}),
+            )
         }
     })
 }
@@ -166,7 +218,7 @@ fn json((status, v): (u16, serde_json::Value)) -> (u16, &'static str, Vec<u8>) {
     )
 }
 
-async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream) {
+async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream, peer: Peer) {
     let _ = stream.set_nodelay(true);
     let mut stream = stream;
     let mut buf = BytesMut::with_capacity(4096);
@@ -205,29 +257,55 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             return;
         };
         let keep = head.keep_alive;
+        let caller = identify(&shared, &head);
+        if let Err(refusal) = access::check(&shared, &head, caller, body.len()) {
+            if matches!(
+                refusal,
+                access::Refusal::Unauthorized | access::Refusal::ReadOnly
+            ) {
+                peer.failed(&head).await;
+            }
+            let out = whole(
+                refusal.status(),
+                "application/json",
+                &[],
+                &refusal.body(),
+                keep,
+            );
+            let (res, _) = stream.write_all(out).await;
+            if res.is_err() || !keep {
+                return;
+            }
+            continue;
+        }
+        if caller == access::Caller::Admin {
+            peer.succeeded();
+        }
         // Decision records live on the cores: ask them (this may take one core tick).
-        let decisions = if head.method() == "GET" && authorized(&shared, &head) {
+        let decisions = if head.method() == "GET" {
             decision_query(&shared, &admin, head.path(), head.query()).await
         } else {
             None
         };
-        let leases = if authorized(&shared, &head) {
-            leases::handle(&shared, head.method(), head.path()).await
-        } else {
-            None
-        };
+        let leases = leases::handle(&shared, head.method(), head.path()).await;
         let draining = shared.shutdown.load(Ordering::Relaxed);
         let (status, ctype, body): (u16, &str, Vec<u8>) = match (head.method(), head.path()) {
             ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
             ("GET", "/readyz") if draining => (503, "text/plain", b"draining\n".to_vec()),
             ("GET", "/readyz") => (200, "text/plain", b"ready\n".to_vec()),
-            (_, _) if !authorized(&shared, &head) => {
-                (401, "application/json", br#"{"error":{"message":"admin token required","type":"authentication_error","code":"admin_unauthorized"}}"#.to_vec())
-            }
             ("GET", "/metrics") => {
                 let mut text = crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
                 text.push_str(&admin.borrow_mut().metrics());
                 text.push_str(&flow::metrics(&shared));
+                text.push_str(&format!(
+                    "# HELP ringside_admin_auth_failures_total Admin requests refused for a missing or wrong credential.\n# TYPE ringside_admin_auth_failures_total counter\nringside_admin_auth_failures_total {}\n",
+                    access::AUTH_FAILURES.load(Ordering::Relaxed)
+                ));
+                text.push_str(&format!(
+                    "# HELP ringside_connections_refused_total Client connections closed at accept: server.max_connections or max_unauthenticated_per_address reached.\n# TYPE ringside_connections_refused_total counter\nringside_connections_refused_total {}\n# HELP ringside_client_connections_limit server.max_connections.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {}\n",
+                    crate::runtime::conn_caps::REFUSED.load(Ordering::Relaxed),
+                    shared.config.server.max_connections
+                ));
                 (200, "text/plain; version=0.0.4", text.into_bytes())
             }
             _ if decisions.is_some() => json(decisions.unwrap_or((500, serde_json::Value::Null))),

@@ -57,8 +57,18 @@ pub fn create(
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
     let id = v["id"]
         .as_str()
-        .filter(|s| !s.is_empty() && s.len() <= 128)
-        .ok_or("`id` (1-128 characters) is required")?;
+        .filter(|s| crate::config::valid_id(s))
+        .ok_or("`id` is required: 1-64 letters, digits, `_`, `-` or `.`")?;
+    if let Some(t) = v.get("tenant")
+        && !t.as_str().is_some_and(crate::config::valid_id)
+    {
+        return Err("`tenant` must be 1-64 letters, digits, `_`, `-` or `.`".into());
+    }
+    if let Some(p) = v.get("priority")
+        && p.as_u64().is_none_or(|p| p > 9)
+    {
+        return Err("`priority` must be a whole number from 0 to 9".into());
+    }
     if config.list.iter().any(|c| c.id == id) || store.get(&format!("client/{id}")).is_some() {
         return Err(format!("a client `{id}` already exists"));
     }
@@ -99,6 +109,9 @@ pub fn create(
         "allowed_connections": v.get("allowed_connections"),
         "tenant": v.get("tenant"),
         "priority": v.get("priority"),
+        // Created by an authenticated admin (keys from before admin changes needed one lack
+        // this, and are listed as such at start).
+        "authenticated": true,
     });
     store.put(format!("clientkey/{}", hex(&d)), stored.clone());
     store.put(format!("client/{id}"), json!({"digest": hex(&d)}));
@@ -121,6 +134,22 @@ pub fn delete(store: &Store, id: &str) -> bool {
     true
 }
 
+/// Managed keys created before the admin API required authentication for changes (anyone on
+/// the host could have minted them): `(id, scopes)` each, for the warning at start.
+pub fn minted_without_authentication(store: &Store) -> Vec<(String, Value)> {
+    store
+        .scan("clientkey/")
+        .into_iter()
+        .filter(|(_, v)| v["authenticated"] != json!(true))
+        .map(|(_, v)| {
+            (
+                v["id"].as_str().unwrap_or("?").to_string(),
+                v["scopes"].clone(),
+            )
+        })
+        .collect()
+}
+
 /// Every client (configured and managed), never a key.
 pub fn list(store: &Store, config: &Clients) -> Value {
     let mut out: Vec<Value> = config
@@ -129,7 +158,11 @@ pub fn list(store: &Store, config: &Clients) -> Value {
         .map(|c| json!({"id": c.id, "source": "config", "scopes": c.scopes.iter().map(|s| scope_name(*s)).collect::<Vec<_>>()}))
         .collect();
     for (_, v) in store.scan("clientkey/") {
-        out.push(json!({"id": v["id"], "source": "admin", "scopes": v["scopes"], "allowed_connections": v["allowed_connections"]}));
+        let mut c = json!({"id": v["id"], "source": "admin", "scopes": v["scopes"], "allowed_connections": v["allowed_connections"]});
+        if v["authenticated"] != json!(true) {
+            c["minted_without_authentication"] = json!(true);
+        }
+        out.push(c);
     }
     json!({"clients": out})
 }

@@ -5,7 +5,8 @@ mod resilience;
 pub mod schema;
 mod schema_resilience;
 mod validate;
-pub use validate::available_cores;
+pub(crate) use validate::valid_id;
+pub use validate::{available_cores, default_max_connections};
 
 pub use schema::FileConfig;
 
@@ -133,6 +134,14 @@ pub struct ServerSettings {
     pub driver: DriverChoice,
     pub data_dir: String,
     pub admin_token: Option<Secret>,
+    /// A non-loopback admin address without a token was allowed explicitly.
+    pub admin_unauthenticated_ok: bool,
+    /// Extra host names the admin port answers to (DNS-rebinding guard).
+    pub admin_hosts: Vec<String>,
+    /// Client connections held at once, all cores together.
+    pub max_connections: usize,
+    /// Not-yet-authenticated connections per client address.
+    pub max_unauthenticated_per_address: usize,
     pub shutdown_grace: Duration,
     pub access_log: bool,
     pub pin_workers: bool,

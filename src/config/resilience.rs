@@ -197,6 +197,7 @@ pub(super) fn resolve(
             provider: rs.provider.clone(),
             statuses: rs.statuses.clone(),
             markers: rs.markers.iter().map(|m| m.to_lowercase()).collect(),
+            codes: Vec::new(),
             header_markers,
             exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
             reason,

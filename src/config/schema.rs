@@ -154,6 +154,15 @@ pub struct ServerSection {
     pub data_dir: String,
     /// Name of the environment variable holding the admin token.
     pub admin_token_env: Option<String>,
+    /// Accept a non-loopback `admin_listen` without a token (warned at every start).
+    pub admin_unauthenticated_ok: bool,
+    /// Host names (besides IP literals and `localhost`) the admin port answers to.
+    pub admin_hosts: Vec<String>,
+    /// Client connections held at once on the data port, all cores together (0: derived from
+    /// the open-file limit).
+    pub max_connections: usize,
+    /// Connections from one client address that have not yet presented a valid key.
+    pub max_unauthenticated_per_address: usize,
     pub shutdown_grace_ms: u64,
     /// One JSON access-log line per request on stdout.
     pub access_log: bool,
@@ -170,6 +179,10 @@ impl Default for ServerSection {
             driver: "auto".into(),
             data_dir: "./ringside-data".into(),
             admin_token_env: None,
+            admin_unauthenticated_ok: false,
+            admin_hosts: Vec::new(),
+            max_connections: 0,
+            max_unauthenticated_per_address: 256,
             shutdown_grace_ms: 10_000,
             access_log: true,
             pin_workers: true,

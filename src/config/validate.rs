@@ -41,7 +41,24 @@ fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
     }
 }
 
-fn valid_id(s: &str) -> bool {
+/// The default cap on client connections: what the open-file limit allows once each proxied
+/// connection's upstream socket and some room for the store, listeners and logs are counted
+/// (two descriptors per held client connection).
+pub fn default_max_connections() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_max.min(1 << 24) as usize
+    } else {
+        1024
+    };
+    (soft.saturating_sub(64) / 2).max(64)
+}
+
+pub(crate) fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
@@ -230,6 +247,34 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         },
         None => None,
     };
+    if admin_token.is_none()
+        && s.admin_token_env.is_none()
+        && !admin_listen.ip().is_loopback()
+        && !s.admin_unauthenticated_ok
+    {
+        p.add(
+            "server.admin_listen",
+            format!(
+                "{admin_listen} is reachable from other hosts and the admin API has no token: set server.admin_token_env, listen on a loopback address, or set server.admin_unauthenticated_ok = true to accept a read-only admin port open to the network"
+            ),
+        );
+    }
+    for h in &s.admin_hosts {
+        if h.is_empty()
+            || !h
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        {
+            p.add("server.admin_hosts", format!("`{h}` is not a host name"));
+        }
+    }
+    in_range(
+        &mut p,
+        "server.max_unauthenticated_per_address",
+        s.max_unauthenticated_per_address,
+        1,
+        1_000_000,
+    );
     check_limits(&mut p, &file.limits);
     check_upstream(&mut p, &file.upstream);
 
@@ -432,6 +477,18 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             driver,
             data_dir: s.data_dir.clone(),
             admin_token,
+            admin_unauthenticated_ok: s.admin_unauthenticated_ok,
+            admin_hosts: s
+                .admin_hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            max_connections: if s.max_connections == 0 {
+                default_max_connections()
+            } else {
+                s.max_connections
+            },
+            max_unauthenticated_per_address: s.max_unauthenticated_per_address,
             shutdown_grace: Duration::from_millis(s.shutdown_grace_ms),
             access_log: s.access_log,
             pin_workers: s.pin_workers,

@@ -105,6 +105,26 @@ pub enum FactsError {
     BadField(&'static str),
 }
 
+/// The longest model name Ringside accepts (provider model ids are far shorter; a route name or
+/// `provider/model` fits easily).
+pub const MAX_MODEL_BYTES: usize = 256;
+
+/// Why a client's model name is refused at intake, or `None` when it may be used. The name is
+/// the client's string: it is matched against routes, kept in the decision record and written
+/// into `x-ringside-route` for routes of the form `provider/model`, so it must be short and
+/// free of control characters (CR/LF in it would otherwise split the response head).
+pub fn model_problem(model: &str) -> Option<&'static str> {
+    if model.is_empty() {
+        Some("`model` is empty")
+    } else if model.len() > MAX_MODEL_BYTES {
+        Some("`model` is longer than 256 bytes")
+    } else if model.chars().any(char::is_control) {
+        Some("`model` contains a control character")
+    } else {
+        None
+    }
+}
+
 /// Parse the facts. An empty body gives empty facts (GET requests).
 pub fn scan(body: &[u8]) -> Result<Facts, FactsError> {
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -180,6 +200,22 @@ pub fn rewrite_model(body: &Bytes, span: &Range<usize>, new_model: &str) -> Byte
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn model_names_with_control_bytes_or_of_any_length_are_refused() {
+        use super::model_problem;
+        assert_eq!(model_problem("gpt-4o"), None);
+        assert_eq!(model_problem("openai/gpt-4o-mini"), None);
+        assert_eq!(model_problem("模型-中文"), None);
+        assert_eq!(model_problem(&"m".repeat(256)), None);
+        assert!(model_problem(&"m".repeat(257)).is_some());
+        assert!(model_problem("").is_some());
+        assert!(model_problem("p/m\r\nSet-Cookie: a=b").is_some());
+        assert!(model_problem("m\u{0}").is_some());
+        assert!(model_problem("m\u{7f}").is_some());
+        assert!(model_problem("m\u{85}").is_some());
+        assert!(model_problem("m\tx").is_some());
+    }
+
     use super::*;
 
     #[test]

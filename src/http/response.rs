@@ -55,9 +55,16 @@ impl HeadWriter {
         HeadWriter { buf }
     }
 
-    /// Append one header line.
+    /// Append one header line. Every header Ringside writes goes through here, whatever the
+    /// source of its value (a client's string, an upstream's header, a config name): a name or
+    /// value with a control byte (CR, LF, NUL, DEL, ...; HTAB is allowed in values) would let
+    /// its source write lines of its own into the head (response splitting), so such a header is
+    /// left out, never written.
     pub fn header(&mut self, name: &str, value: impl AsRef<[u8]>) -> &mut Self {
         let value = value.as_ref();
+        if !safe_header(name.as_bytes(), value) {
+            return self;
+        }
         // One capacity check for the line instead of four.
         self.buf.reserve(name.len() + value.len() + 4);
         self.buf.extend_from_slice(name.as_bytes());
@@ -81,6 +88,16 @@ impl HeadWriter {
         self.buf.extend_from_slice(body);
         self.buf
     }
+}
+
+/// Whether a header line `name: value` is safe to write: a non-empty token name and a value
+/// without control bytes other than HTAB (RFC 9110 5.5: field-vchar, SP, HTAB, obs-text).
+pub fn safe_header(name: &[u8], value: &[u8]) -> bool {
+    !name.is_empty()
+        && name.iter().all(|&b| b.is_ascii_graphic() && b != b':')
+        && value
+            .iter()
+            .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t')
 }
 
 pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
@@ -168,6 +185,20 @@ mod tests {
         for v in [0u64, 7, 10, 12_345, u64::MAX] {
             assert_eq!(decimal(v, &mut [0u8; 20]), v.to_string());
         }
+    }
+
+    #[test]
+    fn a_header_with_a_control_byte_is_left_out() {
+        let mut w = HeadWriter::new(200);
+        w.header("x-ok", "a\tb");
+        w.header("x-route", "m\r\nSet-Cookie: a=b");
+        w.header("x-nul", b"a\0b");
+        w.header("x-del", b"a\x7fb");
+        w.header("bad name", "v");
+        w.header("bad:name", "v");
+        w.header("x-utf8", "模型");
+        let s = String::from_utf8(w.finish(b"")).unwrap();
+        assert_eq!(s, "HTTP/1.1 200 OK\r\nx-ok: a\tb\r\nx-utf8: 模型\r\n\r\n");
     }
 
     #[test]

@@ -205,14 +205,14 @@ pub(super) async fn attempt(
                     );
                 }
                 Read::Ok(Hold::Error(text)) => {
-                    let (verdict, restated) = judge::judge(
-                        s,
-                        &provider.id,
-                        200,
-                        &head,
-                        text.as_bytes(),
-                        crate::clock::unix_ms(),
-                    );
+                    let x = judge::Exchange {
+                        provider: &provider.id,
+                        status: 200,
+                        head: &head,
+                        body: text.as_bytes(),
+                        request: &ctx.body,
+                    };
+                    let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
                     return AttemptEnd::Failed {
                         kind: "stream_error",
                         detail: format!("in-band stream error: {}", clean(&text, conn)),
@@ -243,14 +243,14 @@ pub(super) async fn attempt(
         // Too large to judge: relay it as it comes.
         Read::Ok(None) => commit(ctx, entry, cand, provider_index, up, head, wr, watch).await,
         Read::Ok(Some((body, complete))) => {
-            let (verdict, restated) = judge::judge(
-                s,
-                &provider.id,
-                head.status,
-                &head,
-                &body,
-                crate::clock::unix_ms(),
-            );
+            let x = judge::Exchange {
+                provider: &provider.id,
+                status: head.status,
+                head: &head,
+                body: &body,
+                request: &ctx.body,
+            };
+            let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
             if complete && head.keep_alive && !core.drain.is_draining() {
                 let _ = up.buf.split();
                 core.pool.borrow_mut().put(provider_index, up, now());

@@ -19,6 +19,31 @@ pub(super) async fn drain_body(
     read_client_body(ctx, rd, wr, buf).await.is_ok()
 }
 
+/// The largest body read and thrown away to keep a refused caller's connection open; a larger
+/// one is not read at all (the connection closes after the answer).
+const DRAIN_REFUSED_MAX: u64 = 64 * 1024;
+
+/// After a refusal decided on the head: read a small body (so the connection stays usable),
+/// never a large one, and never send `100 Continue`. False when the connection must close.
+pub(super) async fn drain_small_body(
+    ctx: &mut Ctx<'_>,
+    rd: &mut TcpOwnedReadHalf,
+    _wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> bool {
+    use crate::http::Framing;
+    match ctx.head.framing {
+        Framing::Empty => true,
+        Framing::Length(n) if n <= DRAIN_REFUSED_MAX && !ctx.head.expects_continue() => {
+            let timeout = Duration::from_millis(ctx.core.config().limits.body_read_timeout_ms);
+            read_body(rd, buf, ctx.head.framing, n as usize, timeout)
+                .await
+                .is_ok()
+        }
+        _ => false,
+    }
+}
+
 pub(super) async fn read_client_body(
     ctx: &mut Ctx<'_>,
     rd: &mut TcpOwnedReadHalf,

@@ -6,7 +6,7 @@ use super::watch::{ClientWatch, Raced};
 use crate::http::chunk::ChunkTracker;
 use crate::http::io::read_more;
 use crate::http::{Framing, Head};
-use crate::resilience::classify::{Verdict, classify};
+use crate::resilience::classify::{self, Verdict};
 use crate::resilience::hints::{self, Hint, HintSource};
 use crate::resilience::{Settings, restate};
 use crate::runtime::timer;
@@ -224,15 +224,21 @@ fn error_text(p: &[u8]) -> String {
     String::new()
 }
 
-/// Restate, find the retry hint, classify. `status` is 200 for an in-band stream error.
-pub fn judge(
-    s: &Settings,
-    provider: &str,
-    status: u16,
-    head: &Head,
-    body: &[u8],
-    now_unix: u64,
-) -> (Verdict, Option<restate::Restated>) {
+/// What was sent and what came back, for [`judge`].
+pub struct Exchange<'a> {
+    pub provider: &'a str,
+    /// The upstream's status; 200 for an in-band stream error.
+    pub status: u16,
+    pub head: &'a Head,
+    /// The error body (or the in-band error event's data).
+    pub body: &'a [u8],
+    /// The client's request body (words of it quoted back are not evidence).
+    pub request: &'a [u8],
+}
+
+/// Restate, find the retry hint, classify.
+pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<restate::Restated>) {
+    let (provider, status, head, body) = (x.provider, x.status, x.head, x.body);
     let lower = String::from_utf8_lossy(body).to_lowercase();
     let get = |n: &str| head.get_str(n).map(str::to_string);
     let restated = restate::apply(&s.restate, provider, status, &lower);
@@ -251,15 +257,15 @@ pub fn judge(
             source: HintSource::Restated,
         });
     }
-    let v = classify(
-        &s.operator_rules,
-        &s.builtin_rules,
+    let answer = classify::Answer {
         provider,
         status,
-        &lower,
-        &get,
+        lower: &lower,
+        get: &get,
         hint,
-    );
+        request: x.request,
+    };
+    let v = classify::classify(&s.operator_rules, &s.builtin_rules, &answer);
     (v, restated)
 }
 

@@ -59,7 +59,13 @@ impl Drop for OpenConn<'_> {
 }
 
 /// Serve one client connection until it closes, errs, or the core drains.
-pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
+pub async fn serve_client(core: Rc<Core>, stream: TcpStream, peer: std::net::IpAddr) {
+    let shared = &*core.shared;
+    let keyed = !shared.config.clients.is_open() || shared.managed_keys.load(Relaxed);
+    // Over the caps the connection is closed at once: nothing is read or kept for it.
+    let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
+        return;
+    };
     let _ = stream.set_nodelay(true);
     core.open_conns.set(core.open_conns.get() + 1);
     core.metrics.open_client_conns.fetch_add(1, Relaxed);
@@ -116,7 +122,11 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream) {
         served += 1;
         let max = limits.max_requests_per_connection;
         let last = max > 0 && served >= max;
-        let keep = request::handle(&core, head, &mut rd, &mut wr, &mut buf, last).await;
+        let conn = request::Conn {
+            ticket: &ticket,
+            last_request: last,
+        };
+        let keep = request::handle(&core, head, &mut rd, &mut wr, &mut buf, conn).await;
         if !keep {
             linger(&core, &mut rd, &mut wr, &mut buf).await;
             return;

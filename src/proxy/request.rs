@@ -2,7 +2,7 @@
 //! body -> facts -> route -> loop { candidate -> connect -> send -> await head -> relay }.
 //! Before the first client byte anything may be retried; after it, nothing is replayed.
 
-use super::client_body::{drain_body, read_client_body};
+use super::client_body::{drain_body, drain_small_body, read_client_body};
 use super::client_facts::{client_request_id, priority_of, tenant_of};
 use super::forward::{Relay, relay};
 use super::models::models;
@@ -66,6 +66,15 @@ pub(crate) struct Ctx<'a> {
     pub client: Option<crate::clients::Client>,
     /// The exclusive lease this request is fenced to (only its connection may serve it).
     pub lease: Option<super::lease::Binding>,
+    /// The client connection's place under the connection caps.
+    pub ticket: &'a crate::runtime::conn_caps::Ticket<'a>,
+}
+
+/// What a request knows of the client connection it came on.
+pub struct Conn<'a> {
+    pub ticket: &'a crate::runtime::conn_caps::Ticket<'a>,
+    /// The connection's last request (`max_requests_per_connection`): answered with close.
+    pub last_request: bool,
 }
 
 /// Handle one request whose head has been read. Returns whether the connection stays open.
@@ -75,8 +84,9 @@ pub async fn handle(
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
-    last_on_connection: bool,
+    conn: Conn<'_>,
 ) -> bool {
+    let last_on_connection = conn.last_request;
     let started = crate::clock::instant();
     let in_flight = InFlightGauge::enter(&core.metrics.in_flight);
     let dialect = dialect_for_path(head.path());
@@ -114,6 +124,7 @@ pub async fn handle(
         exec_deadline: None,
         client: None,
         lease: None,
+        ticket: conn.ticket,
     };
     let (keep, route_index) = match endpoint {
         None => {
@@ -191,11 +202,13 @@ async fn serve(
         );
         return (finish_error(ctx, wr, &err, ok).await, other);
     }
-    let body = match read_client_body(ctx, rd, wr, buf).await {
-        Ok(b) => b,
-        Err(e) => return (finish_error(ctx, wr, &e, false).await, other),
-    };
-    // Who is calling (client keys; open when none are configured).
+    if let Some(err) = cross_origin_form(ctx.head) {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        return (finish_error(ctx, wr, &err, ok).await, other);
+    }
+    // Who is calling (client keys; open when none are configured), decided on the head: a
+    // caller without a valid key is answered before any byte of its body is read, and is never
+    // sent `100 Continue`.
     let core = ctx.core;
     let shared = &*core.shared;
     let clients = &shared.config.clients;
@@ -208,40 +221,54 @@ async fn serve(
         }
     };
     let auth = clients.check(crate::clients::presented(ctx.head), any_managed, managed);
+    let refusal = match &auth {
+        crate::clients::Auth::Open => None,
+        crate::clients::Auth::Known(c) => (endpoint != Endpoint::SessionLeases
+            && !c.has(crate::clients::Scope::Inference))
+        .then(|| {
+            ApiError::new(
+                403,
+                "insufficient_scope",
+                "this key may not make inference requests",
+            )
+            .should_retry(false)
+        }),
+        crate::clients::Auth::Missing | crate::clients::Auth::Unknown => Some(
+            ApiError::new(
+                401,
+                "invalid_api_key",
+                "a valid Ringside client key is required (Authorization: Bearer or x-api-key)",
+            )
+            .should_retry(false),
+        ),
+    };
+    if let Some(err) = refusal {
+        let body_ok = drain_small_body(ctx, rd, wr, buf).await;
+        if endpoint == Endpoint::SessionLeases {
+            ctx.keep_alive &= body_ok;
+            let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
+            return (keep, other);
+        }
+        return (finish_error(ctx, wr, &err, body_ok).await, other);
+    }
+    ctx.ticket.authenticated();
+    let body = match read_client_body(ctx, rd, wr, buf).await {
+        Ok(b) => b,
+        Err(e) => return (finish_error(ctx, wr, &e, false).await, other),
+    };
     if endpoint == Endpoint::SessionLeases {
         return (
             super::lease::lifecycle::serve(ctx, wr, auth, body).await,
             other,
         );
     }
-    match auth {
-        crate::clients::Auth::Open => {}
-        crate::clients::Auth::Known(c) => {
-            if !c.has(crate::clients::Scope::Inference) {
-                let err = ApiError::new(
-                    403,
-                    "insufficient_scope",
-                    "this key may not make inference requests",
-                )
-                .should_retry(false);
-                return (finish_error(ctx, wr, &err, true).await, other);
-            }
-            ctx.tenant = c.tenant;
-            if ctx.head.get("x-ringside-priority").is_none() {
-                ctx.priority = c.priority;
-            }
-            ctx.record.client = Some(c.id.clone());
-            ctx.client = Some(c);
+    if let crate::clients::Auth::Known(c) = auth {
+        ctx.tenant = c.tenant;
+        if ctx.head.get("x-ringside-priority").is_none() {
+            ctx.priority = c.priority;
         }
-        crate::clients::Auth::Missing | crate::clients::Auth::Unknown => {
-            let err = ApiError::new(
-                401,
-                "invalid_api_key",
-                "a valid Ringside client key is required (Authorization: Bearer or x-api-key)",
-            )
-            .should_retry(false);
-            return (finish_error(ctx, wr, &err, true).await, other);
-        }
+        ctx.record.client = Some(c.id.clone());
+        ctx.client = Some(c);
     }
     if endpoint == Endpoint::Models {
         return (models(ctx, wr).await, other);
@@ -275,6 +302,10 @@ async fn serve(
         let err = ApiError::bad_request("missing_model", "the request has no `model`");
         return (finish_error(ctx, wr, &err, true).await, other);
     };
+    if let Some(why) = crate::dialect::facts::model_problem(&model) {
+        let err = ApiError::bad_request("invalid_model", why);
+        return (finish_error(ctx, wr, &err, true).await, other);
+    }
     // The client's model name lives in the decision record only (one copy per request).
     ctx.record.model = Some(model.clone());
     ctx.body = body;
@@ -336,6 +367,28 @@ async fn serve(
     };
     let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
     (keep, entry.index)
+}
+
+/// A browser page on another origin can post a form or `text/plain` body without asking first
+/// (no CORS preflight), and would spend the operator's provider keys in open mode. Such a
+/// request carries `Origin` and a non-JSON content type; SDKs and `curl` send no `Origin`.
+fn cross_origin_form(head: &Head) -> Option<ApiError> {
+    if head.method() != "POST" {
+        return None;
+    }
+    head.get("origin")?;
+    let json = head.get_str("content-type").is_some_and(|ct| {
+        let mime = ct.split(';').next().unwrap_or("").trim();
+        mime.eq_ignore_ascii_case("application/json")
+    });
+    (!json).then(|| {
+        ApiError::new(
+            403,
+            "cross_origin_refused",
+            "a cross-origin request must send a JSON body (content-type: application/json)",
+        )
+        .should_retry(false)
+    })
 }
 
 /// Commit: relay the upstream response to the client (nothing may be retried after this).

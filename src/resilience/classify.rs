@@ -3,6 +3,7 @@
 //! may be tried. Operator rules come first, then the built-in table, then status defaults.
 
 use super::hints::Hint;
+pub use super::rules::builtin_rules;
 use serde::Serialize;
 
 /// Why an attempt failed.
@@ -124,6 +125,11 @@ pub struct Verdict {
     pub retryable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// Whether the evidence may set a lasting state (terminal, or a quota wall until its
+    /// reset). False when only words of the message named the reason: they can quote the
+    /// client's input, so they earn a short cooldown at most.
+    #[serde(skip)]
+    pub lasting: bool,
 }
 
 /// One classification rule: all given conditions must hold.
@@ -136,6 +142,10 @@ pub struct Rule {
     pub statuses: Vec<u16>,
     /// Case-insensitive substrings; any one must appear in the body (empty: no body condition).
     pub markers: Vec<String>,
+    /// Lower-case values of the error's structured fields (`error.type`, `error.code`,
+    /// `error.status`, top-level `type` / `code`); any one equal to a field matches. Built-in
+    /// rules only: they are what lets a built-in rule set a lasting state.
+    pub codes: Vec<String>,
     /// `(header name, lower-case substring of its value)`; any one must match (empty: none).
     pub header_markers: Vec<(String, String)>,
     /// Any of these in the body vetoes the rule.
@@ -145,206 +155,122 @@ pub struct Rule {
     pub cooldown_ms: Option<u64>,
 }
 
+/// How a rule matched: by what the provider states in its structure (status, headers, error
+/// type and code) or only by words in its message, which may quote the client's own input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Matched {
+    Structure,
+    Text,
+}
+
 impl Rule {
-    fn matches(
-        &self,
-        provider: &str,
-        status: u16,
-        lower: &str,
-        get: &dyn Fn(&str) -> Option<String>,
-    ) -> bool {
-        if self.provider.as_deref().is_some_and(|p| p != provider) {
-            return false;
+    fn matches(&self, a: &Answer, fields: &[String]) -> Option<Matched> {
+        if self.provider.as_deref().is_some_and(|p| p != a.provider) {
+            return None;
         }
-        if !self.statuses.is_empty() && !self.statuses.contains(&status) {
-            return false;
-        }
-        if !self.markers.is_empty() && !self.markers.iter().any(|m| lower.contains(m.as_str())) {
-            return false;
+        if !self.statuses.is_empty() && !self.statuses.contains(&a.status) {
+            return None;
         }
         if !self.header_markers.is_empty()
-            && !self
-                .header_markers
-                .iter()
-                .any(|(h, v)| get(h).is_some_and(|x| x.to_ascii_lowercase().contains(v.as_str())))
+            && !self.header_markers.iter().any(|(h, v)| {
+                (a.get)(h).is_some_and(|x| x.to_ascii_lowercase().contains(v.as_str()))
+            })
         {
-            return false;
+            return None;
         }
-        !self.exclude.iter().any(|m| lower.contains(m.as_str()))
+        if self.exclude.iter().any(|m| a.lower.contains(m.as_str())) {
+            return None;
+        }
+        if self.markers.is_empty() && self.codes.is_empty() {
+            return Some(Matched::Structure);
+        }
+        if self.codes.iter().any(|c| fields.contains(c)) {
+            return Some(Matched::Structure);
+        }
+        // A phrase the client itself sent is the provider quoting it back (an invalid enum value,
+        // a model name): it says nothing about the key.
+        self.markers
+            .iter()
+            .any(|m| a.lower.contains(m.as_str()) && !echoed(a.request, m))
+            .then_some(Matched::Text)
     }
 }
 
-fn rule(id: &str, statuses: &[u16], markers: &[&str], reason: Reason, scope: Scope) -> Rule {
-    Rule {
-        id: id.into(),
-        provider: None,
-        statuses: statuses.to_vec(),
-        markers: markers.iter().map(|m| m.to_lowercase()).collect(),
-        header_markers: Vec::new(),
-        exclude: Vec::new(),
+/// Whether `marker` (lower-case) appears in the client's request, ignoring ASCII case.
+fn echoed(request: &[u8], marker: &str) -> bool {
+    let m = marker.as_bytes();
+    !m.is_empty()
+        && request.len() >= m.len()
+        && request.windows(m.len()).any(|w| w.eq_ignore_ascii_case(m))
+}
+
+/// The structured fields of a JSON error body (OpenAI `{"error":{"type","code"}}`, Anthropic
+/// `{"type":"error","error":{"type"}}`, Google `{"error":{"status"}}`), lower-case.
+fn structured_fields(lower: &str) -> Vec<String> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(lower.trim()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut take = |x: &serde_json::Value| match x {
+        serde_json::Value::String(s) if !s.is_empty() && s.len() <= 128 => out.push(s.clone()),
+        _ => {}
+    };
+    for key in ["type", "code", "status"] {
+        take(&v["error"][key]);
+        take(&v[key]);
+    }
+    out
+}
+
+/// One failed answer as the classifier sees it.
+pub struct Answer<'a> {
+    pub provider: &'a str,
+    /// The status after restatement.
+    pub status: u16,
+    /// The body, lower-cased.
+    pub lower: &'a str,
+    pub get: &'a dyn Fn(&str) -> Option<String>,
+    pub hint: Option<Hint>,
+    /// The client's request body: words of it quoted back are not evidence.
+    pub request: &'a [u8],
+}
+
+/// Reasons that set a state lasting beyond a short cooldown (terminal, or until a quota
+/// reset): only the provider's structure or an operator rule may set them.
+fn lasting(reason: Reason) -> bool {
+    matches!(
         reason,
-        scope,
-        cooldown_ms: None,
-    }
+        Reason::Banned | Reason::CreditsExhausted | Reason::QuotaExhausted
+    )
 }
 
-/// Text rules every provider gets (behaviour-spec §4.2–§4.3), first match wins.
-pub fn builtin_rules() -> Vec<Rule> {
-    use Reason::*;
-    use Scope::*;
-    let mut rules = vec![
-        rule(
-            "account_deactivated",
-            &[],
-            &[
-                "account_deactivated",
-                "account has been deactivated",
-                "account has been disabled",
-                "your account has been suspended",
-                "this account is deactivated",
-                "this service has been disabled in this account",
-            ],
-            Banned,
-            Connection,
-        ),
-        rule(
-            "credits_exhausted",
-            &[],
-            &[
-                "insufficient_quota",
-                "billing_hard_limit_reached",
-                "exceeded your current quota",
-                "exceeded your current usage quota",
-                "credit_balance_too_low",
-                "your credit balance is too low",
-                "credits exhausted",
-                "out of credits",
-                "insufficient balance",
-                "insufficient_balance",
-                "insufficient account balance",
-                "insufficient credit",
-                "exhausted all your credits",
-            ],
-            CreditsExhausted,
-            Connection,
-        ),
-        // A relay's quota message (restated to 429 first): the key is empty until its reset.
-        rule(
-            "relay_quota",
-            &[],
-            &["额度不足", "额度已用尽", "insufficient_user_quota"],
-            QuotaExhausted,
-            Connection,
-        ),
-        rule(
-            "quota_text",
-            &[400, 403, 429],
-            &[
-                "quota exceeded",
-                "quota has been exceeded",
-                "daily quota",
-                "today's quota",
-                "quota will reset",
-                "usage limit reached",
-                "exhausted your capacity",
-                "monthly usage limit",
-                "plan_limit_reached",
-            ],
-            QuotaExhausted,
-            Connection,
-        ),
-        rule(
-            "context_overflow",
-            &[400, 413, 422],
-            &[
-                "context_length_exceeded",
-                "context length",
-                "context window",
-                "maximum context",
-                "prompt is too long",
-                "input is too long",
-                "too many tokens",
-                "reduce the length",
-            ],
-            ContextOverflow,
-            Request,
-        ),
-        rule(
-            "model_not_found",
-            &[400, 403, 404],
-            &[
-                "model_not_found",
-                "deployment_not_found",
-                "does not exist",
-                "model not found",
-                "no such model",
-                "invalid model",
-                "not_found_error",
-                "无权访问模型",
-            ],
-            ModelNotFound,
-            Model,
-        ),
-        rule(
-            "overloaded",
-            &[],
-            &["overloaded", "at capacity", "high demand"],
-            Overloaded,
-            Connection,
-        ),
-        rule(
-            "rate_limit_text",
-            &[400, 403],
-            &[
-                "rate limit",
-                "rate_limit",
-                "too many requests",
-                "频繁",
-                "频率",
-            ],
-            RateLimited,
-            Connection,
-        ),
-    ];
-    // A 403 "no access" that is a real permission error, not quota.
-    rules.push(rule(
-        "relay_no_access",
-        &[403],
-        &["无权访问", "无效的令牌"],
-        AuthFailure,
-        Connection,
-    ));
-    rules
-}
-
-/// Classify a failed HTTP answer. `lower` is the (restated) body, lower-cased.
-pub fn classify(
-    operator: &[Rule],
-    builtin: &[Rule],
-    provider: &str,
-    status: u16,
-    lower: &str,
-    get: &dyn Fn(&str) -> Option<String>,
-    hint: Option<Hint>,
-) -> Verdict {
+/// Classify a failed HTTP answer: operator rules first, then the built-in table, then the
+/// status default. A built-in rule that matched only words of the message may name the reason
+/// but not make it last: the verdict is marked `lasting: false`, so the connection gets a short
+/// cooldown and no terminal state (see `cooldown::ConnState::on_failure`).
+pub fn classify(operator: &[Rule], builtin: &[Rule], a: &Answer) -> Verdict {
     let mut v = Verdict {
-        reason: by_status(status),
+        reason: by_status(a.status),
         scope: Scope::Connection,
-        status,
+        status: a.status,
         cooldown_ms: None,
-        hint,
+        hint: a.hint,
         retryable: true,
         rule: None,
+        lasting: true,
     };
-    if let Some(r) = operator
+    let fields = structured_fields(a.lower);
+    let found = operator
         .iter()
-        .chain(builtin)
-        .find(|r| r.matches(provider, status, lower, get))
-    {
+        .map(|r| (r, r.matches(a, &fields).map(|_| Matched::Structure)))
+        .chain(builtin.iter().map(|r| (r, r.matches(a, &fields))))
+        .find_map(|(r, m)| m.map(|m| (r, m)));
+    if let Some((r, how)) = found {
         v.reason = r.reason;
         v.scope = r.scope;
         v.cooldown_ms = r.cooldown_ms;
         v.rule = Some(r.id.clone());
+        v.lasting = how == Matched::Structure || !lasting(r.reason);
     } else {
         v.scope = match v.reason {
             Reason::BadRequest | Reason::ContextOverflow => Scope::Request,
@@ -386,6 +312,7 @@ pub fn transport(timeout: bool) -> Verdict {
         hint: None,
         retryable: true,
         rule: None,
+        lasting: true,
     }
 }
 
@@ -394,16 +321,88 @@ mod tests {
     use super::*;
 
     fn judge(status: u16, body: &str) -> Verdict {
+        judge_for(status, body, b"")
+    }
+
+    /// `request`: the client's body, which the provider may quote.
+    fn judge_for(status: u16, body: &str, request: &[u8]) -> Verdict {
         let none = |_: &str| None;
-        classify(
-            &[],
-            &builtin_rules(),
-            "p",
+        let lower = body.to_lowercase();
+        let a = Answer {
+            provider: "p",
             status,
-            &body.to_lowercase(),
-            &none,
-            None,
-        )
+            lower: &lower,
+            get: &none,
+            hint: None,
+            request,
+        };
+        classify(&[], &builtin_rules(), &a)
+    }
+
+    fn answer<'a>(provider: &'a str, get: &'a dyn Fn(&str) -> Option<String>) -> Answer<'a> {
+        Answer {
+            provider,
+            status: 429,
+            lower: "",
+            get,
+            hint: None,
+            request: b"",
+        }
+    }
+
+    #[test]
+    fn structure_may_set_lasting_states_and_words_alone_may_not() {
+        // OpenAI's own quota answer: the code says it.
+        let v = judge(
+            429,
+            r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+        );
+        assert_eq!((v.reason, v.lasting), (Reason::CreditsExhausted, true));
+        // Anthropic's credit answer is words in an invalid_request_error: named, not lasting.
+        let v = judge(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}"#,
+        );
+        assert_eq!((v.reason, v.lasting), (Reason::CreditsExhausted, false));
+        let v = judge(403, "Your account has been suspended");
+        assert_eq!((v.reason, v.lasting), (Reason::Banned, false));
+        // Transient reasons named by words are fine as they are.
+        assert!(judge(400, "too many requests, slow down").lasting);
+    }
+
+    #[test]
+    fn words_the_client_sent_and_the_provider_quoted_are_not_evidence() {
+        // OpenAI quoting an invalid enum value.
+        let req = br#"{"model":"m","messages":[{"role":"insufficient_quota","content":"x"}]}"#;
+        let v = judge_for(
+            400,
+            r#"{"error":{"message":"Invalid value: 'insufficient_quota'. Supported values are: 'system', 'assistant', 'user', 'function', and 'tool'.","type":"invalid_request_error","param":"messages[0].role","code":"invalid_value"}}"#,
+            req,
+        );
+        assert_eq!(
+            (v.reason, v.scope, v.retryable),
+            (Reason::BadRequest, Scope::Request, false)
+        );
+        // Anthropic quoting a bad role.
+        let req =
+            br#"{"model":"m","messages":[{"role":"Account has been deactivated","content":"x"}]}"#;
+        let v = judge_for(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.0.role: Input should be 'user' or 'assistant' (got 'account has been deactivated')"}}"#,
+            req,
+        );
+        assert_eq!(v.reason, Reason::BadRequest);
+        // Gemini's OpenAI-compatible endpoint quoting a model name.
+        let req = br#"{"model":"out of credits","messages":[]}"#;
+        let v = judge_for(
+            404,
+            r#"[{"error":{"code":404,"message":"models/out of credits is not found for API version v1main","status":"NOT_FOUND"}}]"#,
+            req,
+        );
+        assert_ne!(v.reason, Reason::CreditsExhausted);
+        // The same words not in the request still count (as a short state).
+        let v = judge_for(403, "Your account has been suspended", b"{}");
+        assert_eq!(v.reason, Reason::Banned);
     }
 
     #[test]
@@ -462,6 +461,7 @@ mod tests {
             provider: Some("gw".into()),
             statuses: vec![429],
             markers: vec![],
+            codes: vec![],
             header_markers: vec![("x-quota-kind".into(), "daily".into())],
             exclude: vec![],
             reason: Reason::QuotaExhausted,
@@ -471,19 +471,26 @@ mod tests {
         let h = |n: &str| (n == "x-quota-kind").then(|| "Daily".to_string());
         let none = |_: &str| None;
         let b = builtin_rules();
-        let v = classify(std::slice::from_ref(&op), &b, "gw", 429, "", &h, None);
+        let v = classify(std::slice::from_ref(&op), &b, &answer("gw", &h));
         assert_eq!(
-            (v.reason, v.scope, v.cooldown_ms, v.rule.as_deref()),
+            (
+                v.reason,
+                v.scope,
+                v.cooldown_ms,
+                v.rule.as_deref(),
+                v.lasting
+            ),
             (
                 Reason::QuotaExhausted,
                 Scope::Provider,
                 Some(600_000),
-                Some("gw-daily")
+                Some("gw-daily"),
+                true
             )
         );
-        let v = classify(std::slice::from_ref(&op), &b, "other", 429, "", &h, None);
+        let v = classify(std::slice::from_ref(&op), &b, &answer("other", &h));
         assert_eq!(v.reason, Reason::RateLimited);
-        let v = classify(std::slice::from_ref(&op), &b, "gw", 429, "", &none, None);
+        let v = classify(std::slice::from_ref(&op), &b, &answer("gw", &none));
         assert_eq!(v.reason, Reason::RateLimited);
     }
 }

@@ -110,6 +110,8 @@ impl ConnState {
         }
         let (auth, rejections) = self.counters();
         let terminal = match v.reason {
+            // Words of a message alone never end a connection (they may quote the client).
+            Reason::Banned | Reason::CreditsExhausted if !v.lasting => None,
             Reason::Banned => Some(Terminal::Banned),
             Reason::CreditsExhausted => Some(Terminal::CreditsExhausted),
             Reason::AuthFailure if auth + 1 >= p.auth_retries => Some(Terminal::Expired),
@@ -123,9 +125,9 @@ impl ConnState {
         let level = self.level();
         let (cooldown, new_level) = match (v.cooldown_ms, v.hint, v.reason) {
             (Some(ms), _, _) => (ms, 0),
-            (None, Some(h), Reason::QuotaExhausted) => (h.ms, 0),
+            (None, Some(h), Reason::QuotaExhausted) if v.lasting => (h.ms, 0),
             (None, Some(h), _) => (h.ms.min(p.max_ms), 0),
-            (None, None, Reason::QuotaExhausted) => (p.quota_ms, 0),
+            (None, None, Reason::QuotaExhausted) if v.lasting => (p.quota_ms, 0),
             (None, None, _) => {
                 let steps = u32::from(level.min(p.max_level));
                 let ms = p
@@ -196,6 +198,30 @@ mod tests {
             }),
             retryable: true,
             rule: None,
+            lasting: true,
+        }
+    }
+
+    #[test]
+    fn words_alone_give_a_short_cooldown_and_no_terminal_state() {
+        for reason in [
+            Reason::Banned,
+            Reason::CreditsExhausted,
+            Reason::QuotaExhausted,
+        ] {
+            let mut s = ConnState::default();
+            let mut verdict = v(reason, 400, None);
+            verdict.lasting = false;
+            s.on_failure(&verdict, 1_000, &P).unwrap();
+            assert_eq!(s.terminal, None, "{reason:?}");
+            assert!(s.until <= 1_000 + P.max_ms, "{reason:?}: {}", s.until);
+            assert!(s.until < 1_000 + P.quota_ms, "{reason:?}");
+            // A quota hint from words is capped like any other.
+            let mut s = ConnState::default();
+            let mut verdict = v(reason, 429, Some(86_400_000));
+            verdict.lasting = false;
+            s.on_failure(&verdict, 1_000, &P).unwrap();
+            assert_eq!(s.until, 1_000 + P.max_ms, "{reason:?}");
         }
     }
 

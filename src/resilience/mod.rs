@@ -10,6 +10,7 @@ pub mod cooldown;
 pub mod hints;
 pub mod lockout;
 pub mod restate;
+mod rules;
 pub mod settings;
 
 use breaker::{Admit, Breaker, BreakerState, WindowGate};

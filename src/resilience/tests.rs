@@ -18,15 +18,16 @@ fn settings(providers: usize, conns_each: usize) -> Settings {
 
 fn verdict(status: u16, body: &str) -> Verdict {
     let none = |_: &str| None;
-    classify(
-        &[],
-        &builtin_rules(),
-        "p",
+    let lower = body.to_lowercase();
+    let a = super::classify::Answer {
+        provider: "p",
         status,
-        &body.to_lowercase(),
-        &none,
-        None,
-    )
+        lower: &lower,
+        get: &none,
+        hint: None,
+        request: b"",
+    };
+    classify(&[], &builtin_rules(), &a)
 }
 
 struct Cores {

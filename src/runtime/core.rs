@@ -48,6 +48,8 @@ pub struct Shared {
     pub leases: &'static crate::store::leases::LeaseView,
     /// Whether client keys created through the admin API exist (closes open mode).
     pub managed_keys: AtomicBool,
+    /// Client connections held, in total and keyless per address.
+    pub conn_caps: super::conn_caps::ConnCaps,
 }
 
 /// The flat index of a connection named `provider/connection`.

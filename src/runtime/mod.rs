@@ -1,6 +1,7 @@
 //! Starting the cores: one pinned thread per worker, each with its own monoio runtime
 //! (io_uring, or epoll where io_uring is unavailable) and its own SO_REUSEPORT listener.
 
+pub mod conn_caps;
 pub mod contain;
 pub mod core;
 pub mod decisions;
@@ -141,6 +142,8 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
     let leases: &'static crate::store::leases::LeaseView =
         Box::leak(Box::new(crate::store::leases::LeaseView::new(&conn_labels)));
     store.attach_view(leases);
+    let max_connections = config.server.max_connections;
+    let max_unauthenticated = config.server.max_unauthenticated_per_address;
     let shared = Arc::new(Shared {
         config,
         routes,
@@ -164,6 +167,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         store,
         leases,
         managed_keys: AtomicBool::new(crate::clients::managed::any(store)),
+        conn_caps: conn_caps::ConnCaps::new(max_connections, max_unauthenticated),
     });
     let resolver = Resolver::start(2);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();
@@ -353,9 +357,9 @@ async fn core_main(
     loop {
         monoio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     monoio::spawn(contain::contained(
-                        crate::clock::per_poll(crate::proxy::serve_client(core.clone(), stream)),
+                        crate::clock::per_poll(crate::proxy::serve_client(core.clone(), stream, peer.ip())),
                         &crate::metrics::TASK_PANICS,
                         Some(id),
                     ));

@@ -244,6 +244,21 @@ pub fn error_body(api: Api, status: u16, message: &str) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
+/// A 400 that quotes the request's first message role back, in each provider's own wording
+/// (OpenAI's invalid enum value, Anthropic's validation error).
+pub fn quoting_error(api: Api, request: &[u8]) -> Vec<u8> {
+    let v: serde_json::Value = serde_json::from_slice(request).unwrap_or_default();
+    let role = v["messages"][0]["role"].as_str().unwrap_or("");
+    let v = if api.anthropic() {
+        json!({"type": "error", "error": {"type": "invalid_request_error",
+            "message": format!("messages.0.role: Input should be 'user' or 'assistant' (got '{role}')")}})
+    } else {
+        json!({"error": {"message": format!("Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'function', and 'tool'."),
+            "type": "invalid_request_error", "param": "messages[0].role", "code": "invalid_value"}})
+    };
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
 pub fn default_message(status: u16) -> &'static str {
     match status {
         429 => "Rate limit reached for requests. Please try again later.",

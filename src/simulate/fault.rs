@@ -29,6 +29,9 @@ pub enum FaultKind {
     ToolDrip,
     /// `after` keep-alive comments, `interval` apart, before the normal stream.
     Heartbeats,
+    /// 400 that quotes the client's input back, as providers do for an invalid value: the
+    /// first message's `role` in OpenAI's or Anthropic's wording.
+    QuoteInput,
     /// Healthy: only the params (latency, events) apply.
     None,
 }
@@ -68,6 +71,7 @@ impl Fault {
             "sse-error" => FaultKind::SseError,
             "tool-drip" => FaultKind::ToolDrip,
             "heartbeats" => FaultKind::Heartbeats,
+            "quote" | "quote-input" => FaultKind::QuoteInput,
             s => match s.parse::<u16>() {
                 Ok(code) if (100..=599).contains(&code) => FaultKind::Status(code),
                 _ => return Err(format!("unknown fault `{s}`")),

@@ -390,6 +390,14 @@ async fn answer(
                 .await;
             Some(stream)
         }
+        FaultKind::QuoteInput => {
+            guard.status = 400;
+            let b = body::quoting_error(api, &body);
+            let _ = stream
+                .write_all(whole(400, "application/json", &[], &b, keep))
+                .await;
+            Some(stream)
+        }
         FaultKind::ResetBeforeHeaders => {
             reset(stream);
             None

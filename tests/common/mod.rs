@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 
 pub const T: Duration = Duration::from_secs(10);
 
+/// The admin token every test proxy is started with (unless the test sets its own).
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+pub const ADMIN_AUTH: (&str, &str) = ("authorization", "Bearer test-admin-token");
+
 /// The proxy under test: this build's binary, or `RINGSIDE_BIN` (e.g. the profile-guided
 /// release build: `RINGSIDE_BIN=target/release/ringside cargo test --test dataplane`).
 pub fn binary() -> std::path::PathBuf {
@@ -81,8 +85,17 @@ impl Proxy {
         // if the binary exits before it is ready, try again with new ports.
         for _ in 0..3 {
             let (p, a) = (port(), port());
+            // The admin API takes changes only with a token: tests use one unless they set
+            // their own (or say `# no admin token` to test the port without one).
+            let token = if extra_server.contains("admin_token_env")
+                || extra_server.contains("# no admin token")
+            {
+                ""
+            } else {
+                "admin_token_env = \"RINGSIDE_TEST_ADMIN_TOKEN\"\n"
+            };
             let cfg = format!(
-                "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\nshutdown_grace_ms = 5000\n{extra_server}\n{body}",
+                "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\nshutdown_grace_ms = 5000\n{token}{extra_server}\n{body}",
                 dir.0.join("data").display()
             );
             let path = dir.0.join("ringside.toml");
@@ -93,6 +106,7 @@ impl Proxy {
                 .env("SIM_KEY_B", "sk-sim-b")
                 .env("SIM_KEY_C", "sk-sim-c")
                 .env("SIM_KEY_BAD", "sk-sim-bad")
+                .env("RINGSIDE_TEST_ADMIN_TOKEN", ADMIN_TOKEN)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -132,7 +146,7 @@ impl Proxy {
     }
 
     pub fn metrics(&self) -> String {
-        client::request(self.admin, "GET", "/metrics", &[], b"", T)
+        client::request(self.admin, "GET", "/metrics", &[ADMIN_AUTH], b"", T)
             .expect("metrics")
             .text()
     }
@@ -311,8 +325,22 @@ pub fn attempt_count(r: &ringside::demo::client::Reply) -> usize {
 impl Proxy {
     /// Call the admin API and parse its JSON answer.
     pub fn admin(&self, method: &str, path: &str) -> (u16, serde_json::Value) {
-        let r = client::request(self.admin, method, path, &[], b"", T).expect("admin request");
+        let r = client::request(self.admin, method, path, &[ADMIN_AUTH], b"", T)
+            .expect("admin request");
         (r.status, r.json())
+    }
+
+    /// Call the admin API with the token and a JSON body.
+    pub fn admin_with(&self, method: &str, path: &str, body: &str) -> Reply {
+        client::request(
+            self.admin,
+            method,
+            path,
+            &[ADMIN_AUTH, ("content-type", "application/json")],
+            body.as_bytes(),
+            T,
+        )
+        .expect("admin request")
     }
 
     /// A request's decision record. It is kept once the request is finalised, which can be a

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin_access;
 mod bad_input;
 mod failover;
 mod framing;
@@ -11,6 +12,7 @@ mod operations;
 mod pool;
 mod streams;
 mod tls;
+mod trust;
 
 use common::*;
 use ringside::simulate::SimOptions;

@@ -1,0 +1,152 @@
+//! Trust boundaries on the data port: no client byte reaches a response header unchecked, and
+//! client strings that are kept (model names) are bounded.
+
+use crate::both_drivers;
+use crate::common::*;
+use ringside::demo::client::{self, Reply};
+use ringside::simulate::SimOptions;
+use std::io::Write;
+
+both_drivers!(
+    a_model_name_cannot_split_the_response,
+    oversized_and_control_model_names_are_refused,
+    client_words_quoted_by_the_provider_leave_the_key_active,
+);
+
+/// Every complete response in `raw`, in order (Content-Length framed, as Ringside's answers to
+/// these requests are).
+pub fn replies(mut raw: &[u8]) -> Vec<Reply> {
+    let mut out = Vec::new();
+    while !raw.is_empty() {
+        let Ok(r) = client::parse_reply(raw) else {
+            break;
+        };
+        let Some(head_end) = find(raw, b"\r\n\r\n") else {
+            break;
+        };
+        let len: usize = r
+            .header("content-length")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(raw.len() - head_end - 4);
+        raw = &raw[(head_end + 4 + len).min(raw.len())..];
+        out.push(r);
+    }
+    out
+}
+
+/// A provider whose connection has no `models` list: it serves any `relay/<model>`, so the
+/// client's string becomes the route name written into `x-ringside-route`.
+fn relay_proxy(driver: &str) -> (ringside::simulate::Simulator, Proxy) {
+    let sim = start_sim(SimOptions::default());
+    let body = format!(
+        "[[providers]]\nid = \"relay\"\ndialect = \"openai\"\nbase_url = \"http://{}/v1\"\n  [[providers.connections]]\n  id = \"k\"\n  key_env = \"SIM_KEY_A\"\n",
+        sim.addr
+    );
+    let proxy = Proxy::start(driver, 1, "", &body);
+    (sim, proxy)
+}
+
+fn post_chat(model_json: &str, close: bool) -> String {
+    let body = format!(r#"{{"model":{model_json},"messages":[{{"role":"user","content":"hi"}}]}}"#);
+    let conn = if close { "connection: close\r\n" } else { "" };
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{conn}content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn a_model_name_cannot_split_the_response(driver: &str) {
+    let (_sim, proxy) = relay_proxy(driver);
+    // The forged answer a split would have produced: a 200 with a cookie, then a body.
+    let evil = r#""relay/gpt\r\ncontent-length: 0\r\n\r\nHTTP/1.1 200 OK\r\nSet-Cookie: owned=1\r\ncontent-length: 2\r\n\r\n{}""#;
+    let mut s = raw_client(proxy.addr);
+    let mut bytes = post_chat(evil, false).into_bytes();
+    bytes.extend_from_slice(post_chat(r#""relay/gpt-4o-mini""#, true).as_bytes());
+    s.write_all(&bytes).unwrap();
+    let raw = read_all(s);
+    let got = replies(&raw);
+    assert_eq!(
+        got.len(),
+        2,
+        "exactly two answers: {}",
+        String::from_utf8_lossy(&raw)
+    );
+    assert_eq!(got[0].status, 400, "{}", got[0].text());
+    assert_eq!(got[0].json()["error"]["code"], "invalid_model");
+    assert_eq!(got[1].status, 200, "{}", got[1].text());
+    assert!(
+        !String::from_utf8_lossy(&raw)
+            .to_ascii_lowercase()
+            .contains("set-cookie"),
+        "no forged header: {}",
+        String::from_utf8_lossy(&raw)
+    );
+    // The clean request's route header is the client's (checked) string.
+    assert_eq!(got[1].header("x-ringside-route"), Some("relay/gpt-4o-mini"));
+}
+
+fn oversized_and_control_model_names_are_refused(driver: &str) {
+    let (_sim, proxy) = relay_proxy(driver);
+    for model in [
+        format!("\"relay/{}\"", "m".repeat(300)),
+        r#""relay/a\u0000b""#.to_string(),
+        r#""relay/a\u007fb""#.to_string(),
+        r#""""#.to_string(),
+    ] {
+        let mut s = raw_client(proxy.addr);
+        s.write_all(post_chat(&model, true).as_bytes()).unwrap();
+        let r = client::parse_reply(&read_all(s)).expect("an answer");
+        assert_eq!(r.status, 400, "{model}: {}", r.text());
+        assert_eq!(r.json()["error"]["code"], "invalid_model");
+        assert!(
+            !r.text().contains("mmmmmmmmmm"),
+            "the refused name is not echoed back"
+        );
+    }
+    // Anthropic's dialect gets its own envelope.
+    let body = r#"{"model":"relay/a\r\nb","max_tokens":5,"messages":[]}"#;
+    let r = client::request(
+        proxy.addr,
+        "POST",
+        "/v1/messages",
+        &[("content-type", "application/json")],
+        body.as_bytes(),
+        T,
+    )
+    .expect("answer");
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["type"], "error", "{}", r.text());
+}
+
+fn client_words_quoted_by_the_provider_leave_the_key_active(driver: &str) {
+    let mut opts = SimOptions::default();
+    opts.faults
+        .push(ringside::simulate::parse_fault_arg("key:sk-sim-a=quote").expect("spec"));
+    let sim = start_sim(opts);
+    let body = priority_keys(sim.addr, &["a", "b"], "");
+    let proxy = Proxy::start(driver, 1, "", &body);
+    for role in [
+        "insufficient_quota",
+        "account has been deactivated",
+        "Your credit balance is too low",
+        "billing_hard_limit_reached",
+    ] {
+        let req = format!(r#"{{"model":"m","messages":[{{"role":"{role}","content":"hi"}}]}}"#);
+        let r = proxy.post("/v1/chat/completions", &[], &req);
+        assert_eq!(
+            r.status,
+            400,
+            "the client's own mistake, passed through: {}",
+            r.text()
+        );
+        assert_eq!(attempt_count(&r), 1, "not retried on another key");
+    }
+    let (_, conns) = proxy.admin("GET", "/admin/connections");
+    for c in conns["connections"].as_array().expect("list") {
+        assert_eq!(c["state"], "active", "{c}");
+    }
+    // Key a is still the first choice.
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 400, "key a still first in line");
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/a"));
+}
