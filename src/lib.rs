@@ -15,6 +15,7 @@ pub mod dialect;
 pub mod flow;
 pub mod http;
 pub mod log;
+pub mod memory;
 pub mod metrics;
 pub mod proxy;
 pub mod resilience;

@@ -94,6 +94,17 @@ pub async fn read_request_head<S: AsyncReadRent>(
     }
 }
 
+/// Make room for `more` bytes in a body capped at `max`: capacity doubles as usual but never
+/// past `max`, so a body near the limit holds at most `max` bytes (plain doubling would reach
+/// twice the limit, and three times during the copy).
+fn grow_within(body: &mut Vec<u8>, more: usize, max: usize) {
+    let need = body.len() + more;
+    if need > body.capacity() {
+        let target = (body.capacity() * 2).max(need).max(4096).min(max.max(need));
+        body.reserve_exact(target - body.len());
+    }
+}
+
 /// Read a whole request body (Content-Length or chunked), capped at `max`.
 pub async fn read_body<S: AsyncReadRent>(
     s: &mut S,
@@ -127,9 +138,10 @@ pub async fn read_body<S: AsyncReadRent>(
             loop {
                 let used = tracker
                     .feed(buf, |p| {
-                        if body.len() + p.len() > max {
+                        if over || body.len() + p.len() > max {
                             over = true;
                         } else {
+                            grow_within(&mut body, p.len(), max);
                             body.extend_from_slice(p);
                         }
                     })
@@ -146,5 +158,31 @@ pub async fn read_body<S: AsyncReadRent>(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grow_within;
+
+    #[test]
+    fn a_growing_body_never_holds_more_than_its_cap() {
+        let max = 8 * 1024 * 1024 + 123;
+        let mut body = Vec::new();
+        while body.len() + 10_000 <= max {
+            grow_within(&mut body, 10_000, max);
+            body.extend_from_slice(&[0u8; 10_000]);
+            assert!(body.capacity() <= max, "{}", body.capacity());
+        }
+        // Small bodies still grow geometrically (few copies).
+        let mut small = Vec::new();
+        let mut grows = 0;
+        for _ in 0..1000 {
+            let cap = small.capacity();
+            grow_within(&mut small, 100, max);
+            small.extend_from_slice(&[0u8; 100]);
+            grows += usize::from(small.capacity() != cap);
+        }
+        assert!(grows <= 6, "{grows}");
     }
 }

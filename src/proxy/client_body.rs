@@ -75,7 +75,11 @@ pub(super) async fn read_client_body(
             ctx.record.bytes_in = b.len() as u64;
             Ok(b)
         }
-        Err(ReadError::BodyTooLarge) => Err(too_large(limits.max_body_bytes)),
+        Err(ReadError::BodyTooLarge) => {
+            // What the refused body held is freed by now: give it back to the system.
+            crate::memory::release();
+            Err(too_large(limits.max_body_bytes))
+        }
         Err(ReadError::Timeout) => Err(ApiError::new(
             408,
             "request_timeout",

@@ -11,6 +11,9 @@ both_drivers!(
     a_model_name_cannot_split_the_response,
     oversized_and_control_model_names_are_refused,
     client_words_quoted_by_the_provider_leave_the_key_active,
+    huge_model_names_are_not_kept,
+    keyless_callers_are_refused_before_their_body_is_read,
+    rejected_uploads_give_their_memory_back,
 );
 
 /// Every complete response in `raw`, in order (Content-Length framed, as Ringside's answers to
@@ -149,4 +152,143 @@ fn client_words_quoted_by_the_provider_leave_the_key_active(driver: &str) {
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 400, "key a still first in line");
     assert_eq!(r.header("x-ringside-connection"), Some("sim/a"));
+}
+
+/// The proxy's resident memory, in KiB.
+pub fn rss_kib(proxy: &Proxy) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", proxy.child.id())).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn huge_model_names_are_not_kept(driver: &str) {
+    let (_sim, proxy) = relay_proxy(driver);
+    // Warm up: the first requests allocate what every request reuses.
+    for _ in 0..3 {
+        assert_eq!(
+            proxy
+                .post("/v1/chat/completions", &[], &chat("relay/m", false))
+                .status,
+            200
+        );
+    }
+    let before = rss_kib(&proxy);
+    let name = "m".repeat(2 * 1024 * 1024);
+    for _ in 0..40 {
+        let body = format!(r#"{{"model":"relay/{name}","messages":[]}}"#);
+        let r = proxy.post("/v1/chat/completions", &[], &body);
+        assert_eq!(r.status, 400, "{}", &r.text()[..r.text().len().min(200)]);
+        assert!(r.body.len() < 1024, "the name is not echoed");
+    }
+    let (_, d) = proxy.admin("GET", "/admin/decisions?limit=10000");
+    let listed = d.to_string().len();
+    assert!(listed < 1_000_000, "decisions answer of {listed} bytes");
+    let grown = rss_kib(&proxy).saturating_sub(before);
+    // 40 × 2 MB kept would be 80 MiB; a couple of request buffers being reused is fine.
+    assert!(grown < 24 * 1024, "RSS grew by {grown} KiB");
+}
+
+fn keyless_callers_are_refused_before_their_body_is_read(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let body = priority_keys(sim.addr, &["a"], "")
+        + "[[clients]]\nid = \"team\"\nkey_sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n";
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "",
+        &format!("[limits]\nmax_body_bytes = 20000000\n{body}"),
+    );
+    // A 15 MB body announced but not sent: the answer comes from the head alone.
+    for expect in ["", "expect: 100-continue\r\n"] {
+        let mut s = raw_client(proxy.addr);
+        s.write_all(
+            format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n{expect}content-length: 15000000\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .expect("write head");
+        let raw = read_all(s);
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.starts_with("HTTP/1.1 401"), "{expect:?}: {text}");
+        assert!(
+            !text.contains("100 Continue"),
+            "never invited to send: {text}"
+        );
+        assert!(
+            text.to_ascii_lowercase().contains("connection: close"),
+            "{text}"
+        );
+    }
+    // A small keyless request keeps its connection (its body is read and dropped).
+    let mut s = raw_client(proxy.addr);
+    let req = raw_chat("m", false);
+    s.write_all(format!("{req}{req}").as_bytes())
+        .expect("write");
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let got = replies(&read_all(s));
+    assert_eq!(got.len(), 2, "both answered on one connection");
+    assert!(got.iter().all(|r| r.status == 401));
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 0);
+}
+
+fn rejected_uploads_give_their_memory_back(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "",
+        &format!(
+            "[limits]\nmax_body_bytes = 8388608\n{}",
+            priority_keys(sim.addr, &["a"], "")
+        ),
+    );
+    let upload = |_: usize| {
+        let mut s = raw_client(proxy.addr);
+        let _ = s.write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+        );
+        let chunk = vec![b' '; 256 * 1024];
+        let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+        framed.extend_from_slice(&chunk);
+        framed.extend_from_slice(b"\r\n");
+        // 12 MiB, past the 8 MiB limit; the proxy stops reading once it answers.
+        for _ in 0..48 {
+            if s.write_all(&framed).is_err() {
+                break;
+            }
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let raw = read_all(s);
+        assert!(
+            String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 413"),
+            "{}",
+            String::from_utf8_lossy(&raw[..raw.len().min(200)])
+        );
+    };
+    upload(0);
+    let before = rss_kib(&proxy);
+    (1..=6).for_each(upload);
+    let in_a_row = rss_kib(&proxy).saturating_sub(before);
+    assert!(
+        in_a_row < 8 * 1024,
+        "RSS grew by {in_a_row} KiB after 6 rejected uploads in a row"
+    );
+    // Six at once.
+    std::thread::scope(|sc| {
+        for i in 0..6 {
+            let u = &upload;
+            sc.spawn(move || u(i));
+        }
+    });
+    let grown = rss_kib(&proxy).saturating_sub(before);
+    // Each upload holds at most the 8 MiB limit while it is read; none is kept afterwards.
+    assert!(
+        grown < 8 * 1024,
+        "RSS grew by {grown} KiB after 12 rejected uploads"
+    );
 }
