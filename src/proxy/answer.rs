@@ -37,20 +37,20 @@ pub struct LastFailure {
 /// Replace a credential wherever an upstream echoes it back (error bodies sometimes quote the
 /// key they refused).
 pub fn redact_secret(text: &[u8], secret: &[u8]) -> Bytes {
-    if secret.len() < 8 || !text.windows(secret.len()).any(|w| w == secret) {
+    if secret.len() < 8 || memchr::memmem::find(text, secret).is_none() {
         return Bytes::copy_from_slice(text);
     }
     let mut out = Vec::with_capacity(text.len());
-    let mut i = 0;
-    while i < text.len() {
-        if text[i..].starts_with(secret) {
-            out.extend_from_slice(b"[REDACTED]");
-            i += secret.len();
-        } else {
-            out.push(text[i]);
-            i += 1;
+    let mut from = 0;
+    for at in memchr::memmem::find_iter(text, secret) {
+        if at < from {
+            continue;
         }
+        out.extend_from_slice(&text[from..at]);
+        out.extend_from_slice(b"[REDACTED]");
+        from = at + secret.len();
     }
+    out.extend_from_slice(&text[from..]);
     Bytes::from(out)
 }
 
@@ -80,7 +80,14 @@ async fn pass_through(
     }
     let attempts = ctx.record.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
+    let secret = ctx
+        .core
+        .config()
+        .connection(last.conn)
+        .map(|(_, c)| c.secret.expose().as_bytes())
+        .unwrap_or_default();
     let r = Relay {
+        secret,
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &route,
@@ -273,6 +280,14 @@ mod tests {
         assert_eq!(
             &super::redact_secret(b"abc", b"sk-live-123456789")[..],
             b"abc"
+        );
+        assert_eq!(
+            &super::redact_secret(b"sk-aaaaaaaasksk-aaaaaaaa", b"sk-aaaaaaaa")[..],
+            b"[REDACTED]sk[REDACTED]"
+        );
+        assert_eq!(
+            &super::redact_secret(b"aaaaaaaaaaaaaaaaaaa", b"aaaaaaaa")[..],
+            b"[REDACTED][REDACTED]aaa"
         );
     }
 }

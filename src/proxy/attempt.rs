@@ -240,9 +240,11 @@ pub(super) async fn attempt(
             detail,
             timeout && cut_by_deadline,
         ),
-        // Too large to judge: relay it as it comes.
-        Read::Ok(None) => commit(ctx, entry, cand, provider_index, up, head, wr, watch).await,
-        Read::Ok(Some((body, complete))) => {
+        Read::Ok(judge::ErrorBody {
+            body,
+            complete,
+            oversized,
+        }) => {
             let x = judge::Exchange {
                 provider: &provider.id,
                 status: head.status,
@@ -260,19 +262,31 @@ pub(super) async fn attempt(
                 s if s >= 500 => "http_5xx",
                 _ => "http_4xx",
             };
-            AttemptEnd::Failed {
-                kind,
-                detail: format!(
+            let detail = if oversized {
+                format!(
+                    "upstream {}: an error body over {} bytes (not relayed)",
+                    head.status,
+                    judge::MAX_ERROR_BODY
+                )
+            } else {
+                format!(
                     "upstream {}: {}",
                     head.status,
                     clean(&String::from_utf8_lossy(&body), conn)
-                ),
+                )
+            };
+            AttemptEnd::Failed {
+                kind,
+                detail,
                 restated_from: restated.as_ref().map(|r| r.from),
-                response: Some(Box::new(Buffered {
-                    status: verdict.status,
-                    head,
-                    body,
-                })),
+                // An oversized body is answered with Ringside's own error, never relayed.
+                response: (!oversized).then(|| {
+                    Box::new(Buffered {
+                        status: verdict.status,
+                        head,
+                        body,
+                    })
+                }),
                 verdict,
                 self_inflicted: false,
             }
@@ -281,10 +295,11 @@ pub(super) async fn attempt(
 }
 
 /// The first line of an upstream error, short, with the connection's key redacted.
+/// Redacted before it is shortened: a key cut at the limit would no longer match in full.
 fn clean(s: &str, conn: &crate::config::Connection) -> String {
-    let line: String = s.lines().next().unwrap_or("").chars().take(300).collect();
+    let line = s.lines().next().unwrap_or("");
     let red = super::answer::redact_secret(line.as_bytes(), conn.secret.expose().as_bytes());
-    String::from_utf8_lossy(&red).into_owned()
+    String::from_utf8_lossy(&red).chars().take(300).collect()
 }
 
 enum HeadFail {

@@ -27,6 +27,8 @@ pub struct Relay<'a> {
     pub connection_label: &'a str,
     /// `x-ringside-attempts` (the decision record so far).
     pub attempts: &'a str,
+    /// The connection's credential: redacted wherever an upstream header echoes it.
+    pub secret: &'a [u8],
     pub client_keep_alive: bool,
     pub client_http11: bool,
     pub idle_timeout: Duration,
@@ -114,6 +116,14 @@ fn head_for_client(
             continue;
         }
         has_request_id |= name.eq_ignore_ascii_case("request-id");
+        // Most values are shorter than a key: the search runs only where one could fit.
+        if r.secret.len() >= 8
+            && value.len() >= r.secret.len()
+            && memchr::memmem::find(value, r.secret).is_some()
+        {
+            w.header(name, super::answer::redact_secret(value, r.secret));
+            continue;
+        }
         w.header(name, value);
     }
     w.header("x-request-id", r.request_id);

@@ -14,8 +14,18 @@ use crate::upstream::UpConn;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 
-/// Error bodies larger than this are relayed unjudged (nobody sends a 1 MiB error).
+/// Error bodies are read whole up to this size. A larger one is judged on its first part and
+/// never relayed: it could carry the key anywhere, and nobody sends a 1 MiB error on purpose.
 pub const MAX_ERROR_BODY: usize = 256 * 1024;
+
+/// An upstream error body as read for judging.
+pub struct ErrorBody {
+    pub body: Bytes,
+    /// The body ended cleanly (the upstream connection may be pooled).
+    pub complete: bool,
+    /// Over [`MAX_ERROR_BODY`]: `body` is only its first part, and is not for the client.
+    pub oversized: bool,
+}
 
 pub enum Read<T> {
     Ok(T),
@@ -46,13 +56,20 @@ fn payload(raw: &[u8], framing: Framing) -> Result<(Vec<u8>, bool), ()> {
 }
 
 /// Read a whole (error) body into memory; `up.buf` keeps the raw bytes so that the connection
-/// may be pooled afterwards. Returns the payload and whether the body ended cleanly.
+/// may be pooled afterwards.
 pub async fn read_error_body(
     up: &mut UpConn,
     head: &Head,
     deadline: Instant,
     watch: &mut ClientWatch<'_>,
-) -> Read<Option<(Bytes, bool)>> {
+) -> Read<ErrorBody> {
+    let whole = |body: Vec<u8>, complete: bool| {
+        Read::Ok(ErrorBody {
+            body: Bytes::from(body),
+            complete,
+            oversized: false,
+        })
+    };
     loop {
         let Ok((body, done)) = payload(&up.buf, head.framing) else {
             return Read::Failed {
@@ -61,10 +78,16 @@ pub async fn read_error_body(
             };
         };
         if done {
-            return Read::Ok(Some((Bytes::from(body), true)));
+            return whole(body, true);
         }
         if up.buf.len() > MAX_ERROR_BODY {
-            return Read::Ok(None);
+            let mut body = body;
+            body.truncate(MAX_ERROR_BODY);
+            return Read::Ok(ErrorBody {
+                body: Bytes::from(body),
+                complete: false,
+                oversized: true,
+            });
         }
         let read = timer::timeout_at(deadline, read_more(&mut up.stream, &mut up.buf));
         match watch.race(std::pin::pin!(read)).await {
@@ -76,7 +99,7 @@ pub async fn read_error_body(
                 };
             }
             Raced::Done(Ok(Ok(0))) if head.framing == Framing::Close => {
-                return Read::Ok(Some((Bytes::from(body), false)));
+                return whole(body, false);
             }
             Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => {
                 return Read::Failed {

@@ -418,7 +418,12 @@ pub(super) async fn commit(
     let label = names.2;
     let attempts = ctx.record.attempts_header(Some((label, head.status)));
     ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
+    let secret = cfg
+        .connection(cand.connection)
+        .map(|(_, c)| c.secret.expose().as_bytes())
+        .unwrap_or_default();
     let r = Relay {
+        secret,
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &entry.name,

@@ -14,6 +14,7 @@ both_drivers!(
     huge_model_names_are_not_kept,
     keyless_callers_are_refused_before_their_body_is_read,
     rejected_uploads_give_their_memory_back,
+    provider_keys_never_reach_the_client,
 );
 
 /// Every complete response in `raw`, in order (Content-Length framed, as Ringside's answers to
@@ -291,4 +292,88 @@ fn rejected_uploads_give_their_memory_back(driver: &str) {
         grown < 8 * 1024,
         "RSS grew by {grown} KiB after 12 rejected uploads"
     );
+}
+
+/// An answer that writes the key a request came with (`sk-sim-a`) where `place` says.
+fn echo_key(place: &'static str) -> impl Fn(&mut std::net::TcpStream) -> bool {
+    move |s: &mut std::net::TcpStream| {
+        let key = "sk-sim-a";
+        let out = match place {
+            // In a header of a successful answer.
+            "header" => {
+                let body = r#"{"id":"x","object":"chat.completion","choices":[]}"#;
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-echo: Bearer {key}\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .into_bytes()
+            }
+            // In an in-band stream error whose first line is cut at 300 characters, the key
+            // across the cut.
+            "straddle" => {
+                let msg = format!("{}{key} was refused", "x".repeat(260));
+                let ev = format!(
+                    "data: {{\"error\":{{\"message\":\"{msg}\",\"type\":\"server_error\"}}}}\n\n"
+                );
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{ev}",
+                    ev.len()
+                )
+                .into_bytes()
+            }
+            // In a 5 MB error body, near its end.
+            _ => {
+                let body = format!(
+                    r#"{{"error":{{"message":"{} bad key {key}","type":"invalid_request_error"}}}}"#,
+                    "y".repeat(5_000_000)
+                );
+                format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .into_bytes()
+            }
+        };
+        s.write_all(&out).is_ok()
+    }
+}
+
+fn provider_keys_never_reach_the_client(driver: &str) {
+    for place in ["header", "straddle", "large"] {
+        let up = scripted_upstream(echo_key(place));
+        let proxy = crate::raw_proxy(driver, &up, 1);
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", place == "straddle"));
+        let all = format!("{:?}{}", r.headers, String::from_utf8_lossy(&r.raw_body));
+        assert!(
+            !all.contains("sk-sim-a"),
+            "{place}: the key reached the client: {}",
+            &all[..all.len().min(600)]
+        );
+        // Nor a recognisable part of it.
+        assert!(
+            !all.contains("sk-sim-"),
+            "{place}: part of the key reached the client"
+        );
+        match place {
+            "header" => {
+                assert_eq!(r.status, 200);
+                assert_eq!(r.header("x-echo"), Some("Bearer [REDACTED]"));
+            }
+            "large" => {
+                assert_eq!(r.status, 400, "{}", &r.text()[..r.text().len().min(300)]);
+                assert!(
+                    r.body.len() < 4096,
+                    "Ringside's own answer, not the 5 MB body"
+                );
+                assert!(r.json()["error"]["code"].is_string(), "{}", r.text());
+            }
+            _ => {}
+        }
+        let id = r.header("x-request-id").unwrap_or_default().to_string();
+        let d = proxy.decision(&id).to_string();
+        assert!(
+            !d.contains("sk-sim-"),
+            "{place}: the key in the decision record: {d}"
+        );
+    }
 }
