@@ -211,6 +211,7 @@ fn benches(c: &mut Criterion) {
             provider: 0,
             conn,
             model: "gpt-4o",
+            tenant: 0,
         };
         tables.on_failure(s, site, &cooling, 1, &mut |_| {});
     }
@@ -239,6 +240,7 @@ fn benches(c: &mut Criterion) {
                         provider: 0,
                         conn,
                         model: "gpt-4o",
+                        tenant: 0,
                     };
                     let ordered =
                         table.candidates_where(&e, Dialect::OpenAi, &mut st, &load, |c| {
@@ -267,7 +269,11 @@ fn benches(c: &mut Criterion) {
     c.bench_function("event_merge_connection_cooldown", |b| {
         b.iter(|| other.apply(black_box(&ev), s))
     });
-    let ev = Event::BreakerFailure { provider: 0, at: 9 };
+    let ev = Event::BreakerFailure {
+        provider: 0,
+        at: 9,
+        tenant: 1,
+    };
     c.bench_function("event_merge_breaker_failure", |b| {
         b.iter(|| other.apply(black_box(&ev), s))
     });

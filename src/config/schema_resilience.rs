@@ -24,6 +24,9 @@ pub struct ResilienceSection {
     /// ... and, in a ring of their own, plain first-try successes (kept small: the ring's
     /// memory is touched by every request, see `runtime::decisions`).
     pub decision_ring_plain: usize,
+    /// Distinct tenants whose failures it takes to open a provider's breaker (default: 2 with
+    /// client keys, 1 without).
+    pub breaker_min_tenants: Option<u32>,
     pub lockout: LockoutSection,
     pub rules: Vec<RuleSection>,
     pub restate: Vec<RestateSection>,
@@ -40,6 +43,7 @@ impl Default for ResilienceSection {
             builtin_restate: true,
             decision_ring: 1024,
             decision_ring_plain: 64,
+            breaker_min_tenants: None,
             lockout: LockoutSection::default(),
             rules: Vec::new(),
             restate: Vec::new(),

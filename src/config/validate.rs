@@ -443,6 +443,23 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let resilience = super::resilience::resolve(&mut p.0, &file, &providers, env);
     let stream = super::resilience::stream(&mut p.0, &file.stream, env);
     let clients = super::resilience::clients(&mut p.0, &file, &providers, env);
+    // With client keys (several tenants) a breaker opens only on failures of at least two of
+    // them, unless the operator says otherwise; an open (single-tenant) instance keeps one.
+    let min_tenants = file
+        .resilience
+        .breaker_min_tenants
+        .unwrap_or(if clients.is_open() { 1 } else { 2 });
+    in_range(
+        &mut p,
+        "resilience.breaker_min_tenants",
+        min_tenants,
+        1,
+        crate::resilience::breaker::MAX_TENANTS as u32,
+    );
+    let mut resilience = resilience;
+    for pol in &mut resilience.providers {
+        pol.breaker.min_tenants = min_tenants;
+    }
     if !matches!(file.store.durability.as_str(), "durable" | "fast") {
         p.add(
             "store.durability",

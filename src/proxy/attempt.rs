@@ -177,6 +177,7 @@ pub(super) async fn attempt(
         provider: provider_index,
         conn: cand.connection,
         model: &target.model,
+        tenant: ctx.tenant,
     };
     if (200..300).contains(&head.status) {
         let st = &cfg.stream;

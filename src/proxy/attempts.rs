@@ -439,6 +439,7 @@ fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
         provider: ctx.core.config().provider_of(c.connection).unwrap_or(0),
         conn: c.connection,
         model: &entry.targets[c.target].model,
+        tenant: ctx.tenant,
     }
 }
 

@@ -28,6 +28,9 @@ pub struct BreakerProfile {
     pub max_multiplier: u64,
     /// How long a claimed probe may stay unanswered before another core may probe.
     pub probe_timeout_ms: u64,
+    /// Distinct clients (tenants) whose failures it takes to open the breaker: with 2 or more,
+    /// one tenant's own slow or failing requests cannot close a provider for everyone else.
+    pub min_tenants: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -37,7 +40,16 @@ pub struct Breaker {
     pub opened_at: u64,
     pub open_cycles: u32,
     pub last_failure: u64,
+    /// The distinct tenants among the failures counted since the breaker was last clean (the
+    /// first few; enough to compare with `min_tenants`).
+    #[serde(skip)]
+    tenants: [u64; MAX_TENANTS],
+    #[serde(skip)]
+    distinct: u8,
 }
+
+/// The most distinct tenants a breaker remembers (`min_tenants` is clamped to it).
+pub const MAX_TENANTS: usize = 4;
 
 /// What the breaker lets through right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +69,8 @@ impl Default for Breaker {
             opened_at: 0,
             open_cycles: 0,
             last_failure: 0,
+            tenants: [0; MAX_TENANTS],
+            distinct: 0,
         }
     }
 }
@@ -110,8 +124,18 @@ impl Breaker {
         }
     }
 
-    /// A counted failure observed at `at` (by any core).
-    pub fn on_failure(&mut self, at: u64, p: &BreakerProfile) {
+    /// Remember `tenant` among the failing tenants; returns how many distinct ones there are.
+    fn note_tenant(&mut self, tenant: u64) -> u32 {
+        let n = usize::from(self.distinct);
+        if !self.tenants[..n].contains(&tenant) && n < MAX_TENANTS {
+            self.tenants[n] = tenant;
+            self.distinct += 1;
+        }
+        u32::from(self.distinct)
+    }
+
+    /// A counted failure observed at `at` (by any core) on a request of `tenant`.
+    pub fn on_failure(&mut self, at: u64, tenant: u64, p: &BreakerProfile) {
         self.refresh(at, p);
         self.last_failure = self.last_failure.max(at);
         match self.state {
@@ -124,7 +148,9 @@ impl Breaker {
             }
             BreakerState::Closed | BreakerState::Degraded => {
                 self.failures += 1;
-                if self.failures >= p.open_at {
+                let tenants = self.note_tenant(tenant);
+                let enough_tenants = tenants >= p.min_tenants.clamp(1, MAX_TENANTS as u32);
+                if self.failures >= p.open_at && enough_tenants {
                     self.state = BreakerState::Open;
                     self.opened_at = at;
                     self.open_cycles += 1;
@@ -149,6 +175,9 @@ impl Breaker {
                     return false;
                 }
                 self.failures -= 1;
+                if self.failures == 0 {
+                    self.distinct = 0;
+                }
                 if self.failures <= p.degraded_at {
                     self.state = BreakerState::Closed;
                 }
@@ -228,26 +257,61 @@ mod tests {
         escalate_after: 3,
         max_multiplier: 4,
         probe_timeout_ms: 10_000,
+        min_tenants: 1,
     };
+
+    #[test]
+    fn one_tenant_alone_cannot_open_a_multi_tenant_breaker() {
+        let p = BreakerProfile {
+            min_tenants: 2,
+            ..API_KEY
+        };
+        let mut b = Breaker::default();
+        for i in 0..40 {
+            b.on_failure(i, 7, &p);
+        }
+        assert_eq!(b.state, BreakerState::Degraded, "40 failures of one tenant");
+        // A second tenant failing too: the provider is unwell for more than one client.
+        b.on_failure(41, 9, &p);
+        assert_eq!(b.state, BreakerState::Open);
+        // Once clean again, the tenants seen are forgotten.
+        let mut b = Breaker::default();
+        b.on_failure(1, 7, &p);
+        assert!(b.on_success(&p));
+        for i in 0..20 {
+            b.on_failure(10 + i, 9, &p);
+        }
+        assert_eq!(
+            b.state,
+            BreakerState::Degraded,
+            "tenant 7's old failure is forgotten"
+        );
+        // A single-tenant profile opens as before.
+        let mut b = Breaker::default();
+        for i in 0..12 {
+            b.on_failure(i, 7, &API_KEY);
+        }
+        assert_eq!(b.state, BreakerState::Open);
+    }
 
     #[test]
     fn degrades_then_opens_then_half_opens() {
         let mut b = Breaker::default();
         let probe = AtomicU64::new(0);
         for i in 0..6 {
-            b.on_failure(i, &API_KEY);
+            b.on_failure(i, 1, &API_KEY);
         }
         assert_eq!(b.state, BreakerState::Closed);
-        b.on_failure(6, &API_KEY);
+        b.on_failure(6, 1, &API_KEY);
         assert_eq!(b.state, BreakerState::Degraded);
         assert_eq!(b.admit(7, &API_KEY, &probe), Admit::Yes);
         for i in 7..12 {
-            b.on_failure(i, &API_KEY);
+            b.on_failure(i, 1, &API_KEY);
         }
         assert_eq!(b.state, BreakerState::Open);
         assert_eq!(b.admit(1_000, &API_KEY, &probe), Admit::No(29_011));
         // Failures while open do not extend it.
-        b.on_failure(20_000, &API_KEY);
+        b.on_failure(20_000, 1, &API_KEY);
         assert_eq!(b.retry_after(20_000, &API_KEY), 10_011);
         assert_eq!(b.admit(30_011, &API_KEY, &probe), Admit::Probe);
         assert_eq!(b.state, BreakerState::HalfOpen);
@@ -259,8 +323,8 @@ mod tests {
         let mut a = Breaker::default();
         let mut b = Breaker::default();
         for i in 0..12 {
-            a.on_failure(i, &API_KEY);
-            b.on_failure(i, &API_KEY);
+            a.on_failure(i, 1, &API_KEY);
+            b.on_failure(i, 1, &API_KEY);
         }
         let t = 40_000;
         assert_eq!(a.admit(t, &API_KEY, &probe), Admit::Probe);
@@ -284,7 +348,7 @@ mod tests {
         let probe = AtomicU64::new(0);
         let mut b = Breaker::default();
         for i in 0..12 {
-            b.on_failure(i, &API_KEY);
+            b.on_failure(i, 1, &API_KEY);
         }
         assert_eq!(b.admit(30_011, &API_KEY, &probe), Admit::Probe);
         assert!(matches!(b.admit(35_000, &API_KEY, &probe), Admit::No(_)));
@@ -298,13 +362,13 @@ mod tests {
         let mut t = 0;
         let mut opens = Vec::new();
         for _ in 0..12 {
-            b.on_failure(t, &API_KEY);
+            b.on_failure(t, 1, &API_KEY);
         }
         for _ in 0..6 {
             t += b.open_ms(&API_KEY);
             assert_eq!(b.admit(t, &API_KEY, &probe), Admit::Probe);
             release_probe(&probe);
-            b.on_failure(t, &API_KEY);
+            b.on_failure(t, 1, &API_KEY);
             assert_eq!(b.state, BreakerState::Open);
             opens.push(b.open_ms(&API_KEY));
         }
@@ -315,14 +379,14 @@ mod tests {
     fn successes_recover_gradually_and_are_ignored_while_open() {
         let mut b = Breaker::default();
         for i in 0..8 {
-            b.on_failure(i, &API_KEY);
+            b.on_failure(i, 1, &API_KEY);
         }
         assert_eq!(b.state, BreakerState::Degraded);
         assert!(b.on_success(&API_KEY));
         assert_eq!((b.state, b.failures), (BreakerState::Closed, 7));
         let mut b = Breaker::default();
         for i in 0..12 {
-            b.on_failure(i, &API_KEY);
+            b.on_failure(i, 1, &API_KEY);
         }
         assert!(!b.on_success(&API_KEY));
         assert_eq!(b.state, BreakerState::Open);

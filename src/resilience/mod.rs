@@ -32,6 +32,8 @@ pub enum Event {
     BreakerFailure {
         provider: usize,
         at: u64,
+        /// The failing request's tenant (see `BreakerProfile::min_tenants`).
+        tenant: u64,
     },
     BreakerSuccess {
         provider: usize,
@@ -157,6 +159,8 @@ pub struct Site<'a> {
     pub provider: usize,
     pub conn: usize,
     pub model: &'a str,
+    /// The client (tenant) the attempt was made for (a hash; 0 when it sent no credential).
+    pub tenant: u64,
 }
 
 /// One core's resilience tables.
@@ -187,11 +191,15 @@ impl Tables {
                     c.merge(state);
                 }
             }
-            Event::BreakerFailure { provider, at } => {
+            Event::BreakerFailure {
+                provider,
+                at,
+                tenant,
+            } => {
                 if let (Some(b), Some(p)) =
                     (self.breakers.get_mut(*provider), s.providers.get(*provider))
                 {
-                    b.on_failure(*at, &p.breaker);
+                    b.on_failure(*at, *tenant, &p.breaker);
                 }
             }
             Event::BreakerSuccess { provider, at } => {
@@ -364,10 +372,11 @@ impl Tables {
             }
         }
         if v.reason.trips_breaker() && self.breakers[site.provider].state != BreakerState::Open {
-            self.breakers[site.provider].on_failure(now, &policy.breaker);
+            self.breakers[site.provider].on_failure(now, site.tenant, &policy.breaker);
             emit(Event::BreakerFailure {
                 provider: site.provider,
                 at: now,
+                tenant: site.tenant,
             });
         }
         if s.gate_enabled && v.scope != Scope::Request && v.reason != Reason::ModelNotFound {

@@ -51,6 +51,7 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
             escalate_after: 2,
             max_multiplier: 8,
             probe_timeout_ms: 30_000,
+            min_tenants: 1,
         },
         ProfileKind::ApiKey => BreakerProfile {
             degraded_at: 7,
@@ -59,6 +60,7 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
             escalate_after: 3,
             max_multiplier: 4,
             probe_timeout_ms: 30_000,
+            min_tenants: 1,
         },
         ProfileKind::Local => BreakerProfile {
             degraded_at: 2,
@@ -67,6 +69,7 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
             escalate_after: 3,
             max_multiplier: 4,
             probe_timeout_ms: 30_000,
+            min_tenants: 1,
         },
     };
     let gate = match kind {

@@ -75,11 +75,13 @@ const A: Site = Site {
     provider: 0,
     conn: 0,
     model: "m",
+    tenant: 0,
 };
 const B: Site = Site {
     provider: 0,
     conn: 1,
     model: "m",
+    tenant: 0,
 };
 
 #[test]
@@ -216,7 +218,8 @@ fn provider_scope_cools_every_connection_and_request_scope_nothing() {
             Site {
                 provider: 1,
                 conn: 2,
-                model: "m"
+                model: "m",
+                tenant: 0,
             },
             1
         ),
@@ -293,6 +296,7 @@ fn account_limits_cool_sibling_keys() {
         provider: 0,
         conn: 2,
         model: "m",
+        tenant: 0,
     };
     assert_eq!(c.check(1, third, 1), Ok(Admit::Yes));
     // A server error is not an account limit.

@@ -15,6 +15,7 @@ both_drivers!(
     keyless_callers_are_refused_before_their_body_is_read,
     rejected_uploads_give_their_memory_back,
     provider_keys_never_reach_the_client,
+    one_tenant_cannot_open_a_breaker_for_all,
 );
 
 /// Every complete response in `raw`, in order (Content-Length framed, as Ringside's answers to
@@ -376,4 +377,73 @@ fn provider_keys_never_reach_the_client(driver: &str) {
             "{place}: the key in the decision record: {d}"
         );
     }
+}
+
+fn key_hex(k: &str) -> String {
+    ringside::clients::digest(k.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn one_tenant_cannot_open_a_breaker_for_all(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let (noisy, quiet) = ("sk-tenant-noisy-0123456789", "sk-tenant-quiet-0123456789");
+    // Fourteen keys, so that the failures it takes to open the breaker need no wait for a
+    // cooling key (with `breaker_min_tenants = 1` this test fails: the breaker opens).
+    let mut body = format!(
+        "[[providers]]\nid = \"sim\"\ndialect = \"openai\"\nbase_url = \"http://{}/v1\"\n",
+        sim.addr
+    );
+    for i in 0..14 {
+        body.push_str(&format!(
+            "  [[providers.connections]]\n  id = \"k{i}\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n  priority = {i}\n"
+        ));
+    }
+    let body = body
+        + &format!(
+            "[[clients]]\nid = \"noisy\"\nkey_sha256 = \"{}\"\n[[clients]]\nid = \"quiet\"\nkey_sha256 = \"{}\"\n",
+            key_hex(noisy),
+            key_hex(quiet)
+        );
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let breaker = |p: &Proxy| {
+        let (_, b) = p.admin("GET", "/admin/breakers");
+        b["breakers"][0]["state"].as_str().unwrap_or("").to_string()
+    };
+    // One tenant's requests fail upstream, again and again (its own poison requests).
+    let noisy_auth = format!("Bearer {noisy}");
+    for _ in 0..4 {
+        let r = proxy.post(
+            "/v1/chat/completions",
+            &[("authorization", &noisy_auth), ("x-sim-fault", "500")],
+            &chat("m", false),
+        );
+        assert_eq!(r.status, 500, "{}", r.text());
+        assert_eq!(attempt_count(&r), 3);
+    }
+    assert_ne!(breaker(&proxy), "open", "one tenant alone never opens it");
+    // The other tenant is still served.
+    let quiet_auth = format!("Bearer {quiet}");
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("authorization", &quiet_auth)],
+        &chat("m", false),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    // When a second tenant fails too, the provider is unwell for everyone: it opens.
+    proxy.post(
+        "/v1/chat/completions",
+        &[("authorization", &quiet_auth), ("x-sim-fault", "500")],
+        &chat("m", false),
+    );
+    let mut state = String::new();
+    for _ in 0..50 {
+        state = breaker(&proxy);
+        if state == "open" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(state, "open");
 }

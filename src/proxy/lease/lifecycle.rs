@@ -348,6 +348,7 @@ fn usable_connections(
             provider: shared.config.provider_of(*c).unwrap_or(0),
             conn: *c,
             model: m,
+            tenant: 0,
         };
         match tables.blocked(s, site, t) {
             None => usable.push(*c),
