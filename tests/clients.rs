@@ -41,7 +41,10 @@ fn managed_keys_close_open_mode_and_revoke(driver: &str) {
         &chat("m", false),
     );
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    // A tenant's key is not told which connection served it; the decision record says.
+    assert_eq!(r.header("x-ringside-connection"), None);
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    assert_eq!(proxy.decision(&id)["connection"], "sim/b");
     let (_, list) = proxy.admin("GET", "/admin/clients");
     assert_eq!(list["clients"][0]["id"], "bot", "{list}");
     assert!(
@@ -125,9 +128,10 @@ fn client_keys_guard_the_data_port(driver: &str) {
             &[("x-api-key", limited)],
             &chat("m", false),
         );
+        let id = r.header("x-request-id").unwrap_or_default().to_string();
         assert_eq!(
-            r.header("x-ringside-connection"),
-            Some("sim/b"),
+            proxy.decision(&id)["connection"],
+            "sim/b",
             "only its allowed key"
         );
     }

@@ -55,6 +55,7 @@ pub fn start(
                 // One accept future lives across the ticks: dropping an in-flight accept on
                 // io_uring can lose a connection the kernel already accepted.
                 let mut accept = Box::pin(listener.accept());
+                let mut ticks = 0u64;
                 loop {
                     monoio::select! {
                         a = &mut accept => {
@@ -70,6 +71,11 @@ pub fn start(
                         }
                         _ = monoio::time::sleep(Duration::from_millis(100)) => {
                             admin.borrow_mut().sync();
+                            ticks += 1;
+                            // Once a minute: expired session pins leave the store.
+                            if ticks.is_multiple_of(600) {
+                                crate::store::pins::purge_expired(shared.store, crate::clock::unix_ms());
+                            }
                             if shared.shutdown.load(Ordering::Relaxed) {
                                 break;
                             }
@@ -210,6 +216,15 @@ async fn decision_query(
     })
 }
 
+/// A response as `head`'s method needs it (no body for `HEAD`).
+fn answer_for(head: &crate::http::Head, response: Vec<u8>) -> Vec<u8> {
+    if head.method() == "HEAD" {
+        crate::http::response::head_only(response)
+    } else {
+        response
+    }
+}
+
 fn json((status, v): (u16, serde_json::Value)) -> (u16, &'static str, Vec<u8>) {
     (
         status,
@@ -272,7 +287,7 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 &refusal.body(),
                 keep,
             );
-            let (res, _) = stream.write_all(out).await;
+            let (res, _) = stream.write_all(answer_for(&head, out)).await;
             if res.is_err() || !keep {
                 return;
             }
@@ -356,7 +371,7 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             _ => (404, "application/json", br#"{"error":{"message":"no such admin endpoint","type":"invalid_request_error","code":"not_found"}}"#.to_vec()),
         };
         let (res, _) = stream
-            .write_all(whole(status, ctype, &[], &body, keep))
+            .write_all(answer_for(&head, whole(status, ctype, &[], &body, keep)))
             .await;
         if res.is_err() || !keep {
             return;

@@ -12,6 +12,7 @@ fn scope_name(s: Scope) -> &'static str {
         Scope::Inference => "inference",
         Scope::LeaseExclusive => "lease:exclusive",
         Scope::Admin => "admin",
+        Scope::Overrides => "overrides",
     }
 }
 

@@ -15,6 +15,9 @@ pub enum Scope {
     Inference,
     LeaseExclusive,
     Admin,
+    /// May lengthen its deadline past the route's (`x-ringside-deadline-ms`) and raise its
+    /// priority above its class (`x-ringside-priority`); others may only shorten and lower.
+    Overrides,
 }
 
 impl Scope {
@@ -23,6 +26,7 @@ impl Scope {
             "inference" => Scope::Inference,
             "lease:exclusive" => Scope::LeaseExclusive,
             "admin" => Scope::Admin,
+            "overrides" => Scope::Overrides,
             _ => return None,
         })
     }

@@ -124,6 +124,8 @@ pub struct Provider {
     pub connections: Vec<Connection>,
     pub region: Option<String>,
     pub tags: Vec<String>,
+    /// Credential and billing headers of clients this provider may receive (lower case).
+    pub forward_headers: Vec<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -431,7 +431,7 @@ pub(super) fn clients(
                 None => problem(
                     out,
                     format!("{at}.scopes"),
-                    format!("`{sc}` is not one of inference, lease:exclusive, admin"),
+                    format!("`{sc}` is not one of inference, lease:exclusive, admin, overrides"),
                 ),
             }
         }

@@ -284,6 +284,11 @@ pub struct ProviderSection {
     pub region: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Client headers that carry credentials or billing scope (`openai-organization`,
+    /// `openai-project`, `x-goog-api-key`, `ocp-apim-subscription-key`) are dropped unless named
+    /// here.
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
 }
 
 fn default_profile() -> String {

@@ -212,3 +212,23 @@ fn client_keys_are_validated_and_hashed() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn check_never_prints_a_base_url_password_and_refuses_keys_with_line_breaks() {
+    let file = r#"
+[[providers]]
+id = "p"
+dialect = "openai"
+base_url = "https://admin:hunter2secret@relay.example/v1"
+  [[providers.connections]]
+  id = "a"
+  key_env = "K"
+"#;
+    let env = |n: &str| (n == "K").then(|| "sk-abc\r\nx-evil: 1".to_string());
+    let problems = super::load_str(file, "t.toml", &env).expect_err("two problems");
+    let text: String = problems.iter().map(|p| p.to_string()).collect();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(text.contains("***@relay.example"), "{text}");
+    assert!(text.contains("control character"), "{text}");
+    assert!(!text.contains("sk-abc"), "{text}");
+}

@@ -65,6 +65,16 @@ pub(crate) fn valid_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
+/// `url` with any `user:password@` in its authority replaced by `***@`.
+fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) if !scheme.is_empty() => format!("{scheme}://***@{}", &rest[at + 1..]),
+        _ => url.to_string(),
+    }
+}
+
 /// Parse `http(s)://host[:port][/path]`.
 pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
     let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
@@ -318,7 +328,11 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             }
         };
         let endpoint = parse_base_url(&ps.base_url).unwrap_or_else(|e| {
-            p.add(format!("{at}.base_url"), format!("`{}` {e}", ps.base_url));
+            // The URL is quoted without its user:password part, if it has one.
+            p.add(
+                format!("{at}.base_url"),
+                format!("`{}` {e}", without_userinfo(&ps.base_url)),
+            );
             Endpoint {
                 tls: false,
                 host: "invalid".into(),
@@ -349,6 +363,17 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
                 );
             }
             let secret = match env(&cs.key_env).filter(|v| !v.is_empty()) {
+                // A control byte in a key would write lines of its own into the upstream head.
+                Some(v) if v.bytes().any(|b| b < 0x20 || b == 0x7f) => {
+                    p.add(
+                        format!("{cat}.key_env"),
+                        format!(
+                            "environment variable {} holds a control character (a line break?)",
+                            cs.key_env
+                        ),
+                    );
+                    Secret::new("")
+                }
                 Some(v) => Secret::new(v),
                 None => {
                     p.add(
@@ -388,6 +413,11 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             connections,
             region: ps.region.clone(),
             tags: ps.tags.clone(),
+            forward_headers: ps
+                .forward_headers
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
         });
     }
 

@@ -33,6 +33,9 @@ enum State {
     Size {
         digits: u8,
     },
+    /// Whitespace after the size digits: only more of it, `;` or CR may follow (`3e 99` is
+    /// not a size line).
+    SizeWs,
     /// Inside `;extension` until CR.
     Ext,
     /// Saw CR after the size line; expect LF.
@@ -122,9 +125,22 @@ impl ChunkTracker {
                         None => match b {
                             b'\r' => self.state = State::SizeLf,
                             b';' => self.state = State::Ext,
-                            b' ' | b'\t' => self.state = State::Ext,
+                            b' ' | b'\t' => self.state = State::SizeWs,
                             _ => return Err(ChunkError::BadSize),
                         },
+                    }
+                    i += 1;
+                }
+                State::SizeWs => {
+                    self.line_len += 1;
+                    if self.line_len > MAX_SIZE_LINE {
+                        return Err(ChunkError::SizeLineTooLong);
+                    }
+                    match b {
+                        b' ' | b'\t' => {}
+                        b';' => self.state = State::Ext,
+                        b'\r' => self.state = State::SizeLf,
+                        _ => return Err(ChunkError::BadSize),
                     }
                     i += 1;
                 }
@@ -136,6 +152,9 @@ impl ChunkTracker {
                     match b {
                         b'\r' => self.state = State::SizeLf,
                         b'\n' => return Err(ChunkError::BadLineEnding),
+                        // Extensions are tokens and quoted strings: no control bytes.
+                        b'\t' => {}
+                        0..=0x1f | 0x7f => return Err(ChunkError::BadSize),
                         _ => {}
                     }
                     i += 1;
@@ -278,6 +297,15 @@ mod tests {
         assert_eq!(run(b"fffffffffffffffff\r\n").0, Err(ChunkError::BadSize));
         assert_eq!(run(b"3\r\nabcX").0, Err(ChunkError::BadLineEnding));
         assert_eq!(run(b"3\nabc").0, Err(ChunkError::BadSize));
+        // Trailing junk after the size is not an extension.
+        assert_eq!(run(b"3e 99\r\n").0, Err(ChunkError::BadSize));
+        assert_eq!(run(b"3 x\r\n").0, Err(ChunkError::BadSize));
+        assert_eq!(run(b"3;a\x00b\r\n").0, Err(ChunkError::BadSize));
+        assert_eq!(run(b"3;a\x7fb\r\n").0, Err(ChunkError::BadSize));
+        // Whitespace before `;`, and extensions with values, are fine (RFC 9112 7.1.1).
+        let (r, out, done) = run(b"3 ;name=\"v a\"\r\nabc\r\n0\t\r\n\r\n");
+        assert!(r.is_ok() && done, "{r:?}");
+        assert_eq!(out, b"abc");
     }
 
     #[test]

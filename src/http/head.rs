@@ -184,6 +184,21 @@ impl Head {
                     .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
             })
     }
+    /// The header names this message's `Connection` field lists besides `close` and
+    /// `keep-alive` (RFC 9110 7.6.1: they are hop-by-hop and never forwarded), as one
+    /// comma-separated value; `None` in the usual case of none.
+    pub fn connection_options(&self) -> Option<&[u8]> {
+        let v = self.get("connection")?;
+        v.split(|b| *b == b',')
+            .map(<[u8]>::trim_ascii)
+            .any(|t| {
+                !t.is_empty()
+                    && !t.eq_ignore_ascii_case(b"close")
+                    && !t.eq_ignore_ascii_case(b"keep-alive")
+            })
+            .then_some(v)
+    }
+
     pub fn expects_continue(&self) -> bool {
         self.get("expect")
             .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
@@ -401,6 +416,13 @@ fn httparse_reason(e: httparse::Error) -> &'static str {
 }
 
 fn request_framing(head: &Head) -> Result<Framing, HeadError> {
+    // HTTP/1.0 has no transfer codings: a 1.0 request that names one is faulty framing and is
+    // answered with 400 and a closed connection (RFC 9112 6.1).
+    if head.version_minor == 0 && head.get("transfer-encoding").is_some() {
+        return Err(HeadError::AmbiguousFraming(
+            "Transfer-Encoding in an HTTP/1.0 request",
+        ));
+    }
     Ok(match body_framing(head)? {
         Some(Framing::Length(0)) | None => Framing::Empty,
         Some(f) => f,
@@ -476,6 +498,14 @@ pub fn is_ringside_header(name: &str) -> bool {
     name.as_bytes()
         .get(..11)
         .is_some_and(|p| p.eq_ignore_ascii_case(b"x-ringside-"))
+}
+
+/// Whether `name` is listed in a `Connection` value (see [`Head::connection_options`]).
+pub fn listed_in(options: Option<&[u8]>, name: &str) -> bool {
+    options.is_some_and(|v| {
+        v.split(|b| *b == b',')
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
+    })
 }
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that a proxy never forwards.

@@ -90,6 +90,10 @@ fn http10_defaults_to_close() {
         .unwrap()
         .unwrap();
     assert!(!h.keep_alive);
+    // No transfer codings in 1.0: faulty framing, answered 400 (and closed).
+    let e = req("POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap_err();
+    assert_eq!(e.status(), 400);
 }
 
 #[test]

@@ -140,6 +140,15 @@ pub fn decimal(v: u64, tmp: &mut [u8; 20]) -> &str {
     ascii(&tmp[i..])
 }
 
+/// `response` without its body, for an answer to `HEAD` (RFC 9110 9.3.2: the same head, with
+/// the Content-Length the body would have had, and no body).
+pub fn head_only(mut response: Vec<u8>) -> Vec<u8> {
+    if let Some(end) = memchr::memmem::find(&response, b"\r\n\r\n") {
+        response.truncate(end + 4);
+    }
+    response
+}
+
 /// A complete small response with a body and Content-Length.
 pub fn whole(
     status: u16,
@@ -149,8 +158,13 @@ pub fn whole(
     keep_alive: bool,
 ) -> Vec<u8> {
     let mut w = HeadWriter::with_capacity(status, 256 + body.len());
-    w.header("content-type", content_type);
-    w.header_u64("content-length", body.len() as u64);
+    // 1xx and 204 have no body and carry no Content-Length (RFC 9110 8.6).
+    let bodiless = status == 204 || status < 200;
+    let body = if bodiless { &[][..] } else { body };
+    if !bodiless {
+        w.header("content-type", content_type);
+        w.header_u64("content-length", body.len() as u64);
+    }
     for (k, v) in extra {
         w.header(k, v);
     }
@@ -199,6 +213,26 @@ mod tests {
         w.header("x-utf8", "模型");
         let s = String::from_utf8(w.finish(b"")).unwrap();
         assert_eq!(s, "HTTP/1.1 200 OK\r\nx-ok: a\tb\r\nx-utf8: 模型\r\n\r\n");
+    }
+
+    #[test]
+    fn an_answer_to_head_keeps_its_length_and_drops_its_body() {
+        let r = head_only(whole(405, "application/json", &[], b"{\"e\":1}", true));
+        let s = String::from_utf8(r).unwrap();
+        assert!(s.ends_with("content-length: 7\r\n\r\n"), "{s}");
+    }
+
+    #[test]
+    fn a_204_has_no_length_or_body() {
+        let s = String::from_utf8(whole(
+            204,
+            "application/json",
+            &[("allow", "POST")],
+            b"x",
+            true,
+        ))
+        .unwrap();
+        assert_eq!(s, "HTTP/1.1 204 No Content\r\nallow: POST\r\n\r\n");
     }
 
     #[test]

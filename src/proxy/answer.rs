@@ -78,7 +78,7 @@ async fn pass_through(
     if let Some(ms) = last.verdict.hint.map(|h| h.ms).or(last.verdict.cooldown_ms) {
         extra.push(("retry-after", secs(ms).to_string()));
     }
-    let attempts = ctx.record.attempts_header(None);
+    let attempts = ctx.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
     let secret = ctx
         .core
@@ -91,7 +91,7 @@ async fn pass_through(
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &route,
-        connection_label: last.label,
+        connection_label: if ctx.reveal { last.label } else { "" },
         attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
@@ -146,11 +146,25 @@ pub(super) async fn give_up(
         return pass_through(ctx, wr, l, resp, false).await;
     }
     let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
-    let diag = json!({
-        "attempts": n,
-        "excluded": ctx.record.excluded,
-        "last_error": last.as_ref().map(|l| l.detail.clone()),
-    });
+    // Names and upstream text are for the operator; a tenant gets the count and its request id
+    // (the decision record, `GET /admin/decisions/{id}`, has the rest).
+    let diag = if ctx.reveal {
+        json!({
+            "attempts": n,
+            "excluded": ctx.record.excluded,
+            "last_error": last.as_ref().map(|l| l.detail.clone()),
+        })
+    } else {
+        json!({"attempts": n})
+    };
+    let hidden = format!("see the decision record of request {}", ctx.request_id);
+    let shown = |l: &LastFailure| -> String {
+        if ctx.reveal {
+            l.detail.clone()
+        } else {
+            hidden.clone()
+        }
+    };
     let err = if budget.expired(now) {
         ApiError::new(
             504,
@@ -164,7 +178,7 @@ pub(super) async fn give_up(
             Some(l) => match &l.response {
                 Some(resp) => return pass_through(ctx, wr, l, resp, false).await,
                 None => {
-                    let e = error_for_reason(&l.verdict, &l.detail).should_retry(false);
+                    let e = error_for_reason(&l.verdict, &shown(l)).should_retry(false);
                     match earliest {
                         Some(ms) => e.retry_after(secs(ms)),
                         None => e,
@@ -223,7 +237,7 @@ pub(super) async fn give_up(
         )
         .should_retry(false)
     };
-    let attempts = ctx.record.attempts_header(None);
+    let attempts = ctx.attempts_header(None);
     let err = err
         .extra(json!({"diagnostics": diag}))
         .header("x-ringside-attempts", attempts);
@@ -231,8 +245,8 @@ pub(super) async fn give_up(
 }
 
 /// Local overload (never counted against the upstream): queue full or queue timeout.
-pub fn refused(r: crate::flow::Refused, record: &crate::proxy::record::Record) -> ApiError {
-    refused_error(r).header("x-ringside-attempts", record.attempts_header(None))
+pub(crate) fn refused(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
+    refused_error(r).header("x-ringside-attempts", ctx.attempts_header(None))
 }
 
 fn refused_error(r: crate::flow::Refused) -> ApiError {
@@ -257,7 +271,7 @@ fn refused_error(r: crate::flow::Refused) -> ApiError {
 }
 
 /// The execution budget ran out before the answer began: the upstream was closed first.
-pub fn execution_timeout(record: &crate::proxy::record::Record) -> ApiError {
+pub(crate) fn execution_timeout(ctx: &Ctx<'_>) -> ApiError {
     ApiError::new(
         504,
         "RATE_LIMIT_EXECUTION_TIMEOUT",
@@ -265,7 +279,7 @@ pub fn execution_timeout(record: &crate::proxy::record::Record) -> ApiError {
     )
     .retry_after(1)
     .should_retry(false)
-    .header("x-ringside-attempts", record.attempts_header(None))
+    .header("x-ringside-attempts", ctx.attempts_header(None))
 }
 
 #[cfg(test)]

@@ -39,12 +39,22 @@ pub(super) async fn run(
 ) -> bool {
     let core = ctx.core;
     let s = &core.shared.config.resilience;
-    let deadline_ms = ctx
+    // The operator's deadline (the route's, else the default); a client may ask for less, and
+    // for more only with a key that may override.
+    let operator_ms = entry.deadline_ms.unwrap_or(s.deadline_ms);
+    let may_extend = ctx
+        .client
+        .as_ref()
+        .is_some_and(|c| c.has(crate::clients::Scope::Overrides));
+    let deadline_ms = match ctx
         .head
         .get_str("x-ringside-deadline-ms")
         .and_then(|v| parse_deadline_header(v, crate::clock::unix_ms()))
-        .or(entry.deadline_ms)
-        .unwrap_or(s.deadline_ms);
+    {
+        Some(ms) if may_extend => ms,
+        Some(ms) => ms.min(operator_ms),
+        None => operator_ms,
+    };
     let max_attempts = core.config().upstream.max_attempts;
     let mut budget = Budget::new(max_attempts, now(), deadline_ms, s.max_wait_ms);
     let mut watch = ClientWatch::start(rd, std::mem::take(buf));
@@ -257,7 +267,7 @@ pub(super) async fn run(
                         continue;
                     }
                     Some(r) => {
-                        refusal = Some(answer::refused(r, &ctx.record));
+                        refusal = Some(answer::refused(r, ctx));
                         break None;
                     }
                 }
@@ -358,7 +368,7 @@ pub(super) async fn run(
                         &budget,
                         Some(detail),
                     );
-                    refusal = Some(answer::execution_timeout(&ctx.record));
+                    refusal = Some(answer::execution_timeout(ctx));
                     break None;
                 }
                 if !self_inflicted {

@@ -51,7 +51,9 @@ pub(super) async fn read_client_body(
     buf: &mut BytesMut,
 ) -> Result<Bytes, ApiError> {
     let limits = &ctx.core.config().limits;
+    // `100 Continue` is HTTP/1.1 (an HTTP/1.0 client cannot read an interim answer).
     if ctx.head.framing != crate::http::Framing::Empty
+        && ctx.head.version_minor >= 1
         && ctx.head.expects_continue()
         && buf.is_empty()
     {

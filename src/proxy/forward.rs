@@ -8,7 +8,7 @@ use super::deadline::{Timer, before, set_timer};
 use super::watch::{ClientWatch, Raced};
 use crate::dialect::{ApiError, Dialect};
 use crate::http::chunk::{ChunkTracker, size_line};
-use crate::http::head::{is_hop_by_hop, is_ringside_header};
+use crate::http::head::{is_hop_by_hop, is_ringside_header, listed_in};
 use crate::http::io::read_more;
 use crate::http::response::HeadWriter;
 use crate::http::{Framing, Head};
@@ -24,6 +24,7 @@ pub struct Relay<'a> {
     pub dialect: Dialect,
     pub request_id: &'a str,
     pub route: &'a str,
+    /// `provider/connection`, or empty when this client may not see it.
     pub connection_label: &'a str,
     /// `x-ringside-attempts` (the decision record so far).
     pub attempts: &'a str,
@@ -103,9 +104,11 @@ fn head_for_client(
     let bodiless = !carries_body(status);
     // The Anthropic SDKs read `request-id` (not `x-request-id`) as the request's id.
     let mut has_request_id = r.dialect != Dialect::Anthropic;
+    let options = up.connection_options();
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
             || is_ringside_header(name)
+            || listed_in(options, name)
             || ((length.is_some() || never_length) && name.eq_ignore_ascii_case("content-length"))
             || extra.iter().any(|(n, _)| name.eq_ignore_ascii_case(n))
         {
@@ -131,7 +134,9 @@ fn head_for_client(
         w.header("request-id", r.request_id);
     }
     w.header("x-ringside-route", r.route);
-    w.header("x-ringside-connection", r.connection_label);
+    if !r.connection_label.is_empty() {
+        w.header("x-ringside-connection", r.connection_label);
+    }
     w.header("x-ringside-attempts", r.attempts);
     for (n, v) in extra {
         w.header(n, v);

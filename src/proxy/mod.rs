@@ -36,6 +36,18 @@ pub async fn respond_error(
     request_id: &str,
     keep_alive: bool,
 ) -> bool {
+    respond_error_to(wr, dialect, err, request_id, keep_alive, false).await
+}
+
+/// The same, for a request whose method may be `HEAD` (`head_request`: the body is left out).
+pub async fn respond_error_to(
+    wr: &mut TcpOwnedWriteHalf,
+    dialect: Dialect,
+    err: &ApiError,
+    request_id: &str,
+    keep_alive: bool,
+    head_request: bool,
+) -> bool {
     let body = err.body(dialect, request_id);
     let mut extra: Vec<(&str, String)> = err.headers();
     extra.push(("x-request-id", request_id.to_string()));
@@ -44,7 +56,10 @@ pub async fn respond_error(
         extra.push(("request-id", request_id.to_string()));
     }
     let refs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let bytes = whole(err.status, "application/json", &refs, &body, keep_alive);
+    let mut bytes = whole(err.status, "application/json", &refs, &body, keep_alive);
+    if head_request {
+        bytes = crate::http::response::head_only(bytes);
+    }
     let (res, _) = wr.write_all(bytes).await;
     res.is_ok() && keep_alive
 }

@@ -4,7 +4,7 @@
 use crate::config::{AuthKind, Connection, Provider};
 use crate::dialect::{Dialect, Endpoint};
 use crate::http::Head;
-use crate::http::head::{is_hop_by_hop, is_ringside_header};
+use crate::http::head::{is_hop_by_hop, is_ringside_header, listed_in};
 use crate::http::response::push_u64;
 use bytes::Bytes;
 
@@ -33,6 +33,53 @@ fn is_dropped(name: &str) -> bool {
     candidates.iter().any(|d| d.eq_ignore_ascii_case(name))
         || is_hop_by_hop(name)
         || is_ringside_header(name)
+}
+
+/// Client headers that carry a credential or a billing scope: forwarded only to providers
+/// whose `forward_headers` names them (they would bill, or authenticate as, someone else).
+fn is_billing_or_credential(name: &str) -> bool {
+    let candidates: &[&str] = match name.len() {
+        14 => &["openai-project", "x-goog-api-key"],
+        19 => &["openai-organization"],
+        25 => &["ocp-apim-subscription-key"],
+        _ => return false,
+    };
+    candidates.iter().any(|d| d.eq_ignore_ascii_case(name))
+}
+
+/// Query parameters that carry credentials (some APIs take `?key=`): never forwarded. Every
+/// other parameter (`api-version`, `beta`, ...) goes upstream as the client wrote it.
+pub const CREDENTIAL_PARAMS: &[&str] = &[
+    "key",
+    "api_key",
+    "api-key",
+    "apikey",
+    "access_token",
+    "token",
+    "auth",
+    "authorization",
+    "x-api-key",
+    "subscription-key",
+    "client_secret",
+    "password",
+];
+
+/// Append `query` without its credential parameters (and `?` only if something is left).
+fn push_query(h: &mut Vec<u8>, query: &str) {
+    let mut first = true;
+    for pair in query.split('&') {
+        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+        if pair.is_empty()
+            || CREDENTIAL_PARAMS
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(name))
+        {
+            continue;
+        }
+        h.push(if first { b'?' } else { b'&' });
+        h.extend_from_slice(pair.as_bytes());
+        first = false;
+    }
 }
 
 /// A ready-to-send request: head, and body kept separate when large (zero-copy).
@@ -127,15 +174,23 @@ pub fn build(
     h.extend_from_slice(provider.endpoint.base_path.as_bytes());
     h.extend_from_slice(endpoint.upstream_suffix().as_bytes());
     if let Some(q) = client.query() {
-        h.push(b'?');
-        h.extend_from_slice(q.as_bytes());
+        push_query(&mut h, q);
     }
     h.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     provider.endpoint.write_authority(&mut h);
     h.extend_from_slice(b"\r\n");
     let mut has_version = false;
+    let options = client.connection_options();
     for (name, value) in client.iter() {
-        if is_dropped(name) {
+        if is_dropped(name) || listed_in(options, name) {
+            continue;
+        }
+        if is_billing_or_credential(name)
+            && !provider
+                .forward_headers
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+        {
             continue;
         }
         if name.eq_ignore_ascii_case("anthropic-version") {
@@ -220,6 +275,7 @@ mod tests {
             connections: vec![conn.clone()],
             region: None,
             tags: vec![],
+            forward_headers: vec![],
         };
         (p, conn)
     }
@@ -307,5 +363,63 @@ mod tests {
         let s = String::from_utf8(out.head.to_vec()).unwrap();
         assert!(s.contains("authorization: Bearer sk-up\r\n"));
         assert!(!s.contains("anthropic-version"));
+    }
+
+    fn built(raw: &str, p: &Provider, c: &Connection) -> String {
+        let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        let out = build(
+            &head,
+            Endpoint::ChatCompletions,
+            p,
+            c,
+            &Bytes::from_static(b"{}"),
+            "rid",
+        );
+        String::from_utf8(out.head.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn credential_params_billing_headers_and_connection_options_stay_behind() {
+        let (mut p, c) = provider(Dialect::OpenAi);
+        let raw = "POST /v1/chat/completions?api-version=2024-06-01&key=AIzaSECRET&beta=true&API_KEY=x&token HTTP/1.1\r\n\
+                   Connection: keep-alive, X-Hop\r\nX-Hop: secret-hop\r\nOpenAI-Organization: org-1\r\n\
+                   OpenAI-Project: proj-1\r\nx-goog-api-key: g\r\nOcp-Apim-Subscription-Key: az\r\n\
+                   X-Kept: yes\r\nContent-Length: 2\r\n\r\n";
+        let s = built(raw, &p, &c);
+        assert!(
+            s.starts_with(
+                "POST /v1/chat/completions?api-version=2024-06-01&beta=true HTTP/1.1\r\n"
+            ),
+            "{s}"
+        );
+        for gone in [
+            "AIzaSECRET",
+            "X-Hop",
+            "secret-hop",
+            "org-1",
+            "proj-1",
+            "x-goog",
+            "Ocp-Apim",
+        ] {
+            assert!(!s.contains(gone), "{gone}: {s}");
+        }
+        assert!(s.contains("X-Kept: yes\r\n"));
+        // A provider may take the organization header (it bills the operator's own org).
+        p.forward_headers = vec!["openai-organization".into()];
+        let s = built(raw, &p, &c);
+        assert!(s.contains("OpenAI-Organization: org-1\r\n"), "{s}");
+        assert!(!s.contains("proj-1"));
+        // Only credentials in the query: no `?` at all.
+        let s = built(
+            "POST /v1/chat/completions?key=a&api_key=b HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+            &p,
+            &c,
+        );
+        assert!(
+            s.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            "{s}"
+        );
     }
 }

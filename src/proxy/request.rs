@@ -7,7 +7,6 @@ use super::client_facts::{client_request_id, priority_of, tenant_of};
 use super::forward::{Relay, relay};
 use super::models::models;
 use super::record::{AttemptRecord, Record};
-use super::respond_error;
 use super::watch::ClientWatch;
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::{ApiError, Dialect, Endpoint, dialect_for_path};
@@ -68,6 +67,21 @@ pub(crate) struct Ctx<'a> {
     pub lease: Option<super::lease::Binding>,
     /// The client connection's place under the connection caps.
     pub ticket: &'a crate::runtime::conn_caps::Ticket<'a>,
+    /// Whether this client may see provider and connection names and upstream error text in
+    /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
+    /// request id instead; the decision record keeps everything.
+    pub reveal: bool,
+}
+
+impl Ctx<'_> {
+    /// `x-ringside-attempts` as this client may see it: the whole trail, or only the count.
+    pub fn attempts_header(&self, current: Option<(&str, u16)>) -> String {
+        if self.reveal {
+            self.record.attempts_header(current)
+        } else {
+            (self.record.attempts.len() + usize::from(current.is_some())).to_string()
+        }
+    }
 }
 
 /// What a request knows of the client connection it came on.
@@ -125,6 +139,7 @@ pub async fn handle(
         client: None,
         lease: None,
         ticket: conn.ticket,
+        reveal: true,
     };
     let (keep, route_index) = match endpoint {
         None => {
@@ -168,12 +183,13 @@ pub(super) async fn finish_error(
     if ctx.record.ttfb_ms.is_none() {
         ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
     }
-    respond_error(
+    super::respond_error_to(
         wr,
         ctx.dialect,
         err,
         &ctx.request_id,
         ctx.keep_alive && body_ok,
+        ctx.head.method() == "HEAD",
     )
     .await
 }
@@ -263,9 +279,14 @@ async fn serve(
         );
     }
     if let crate::clients::Auth::Known(c) = auth {
+        ctx.reveal = c.has(crate::clients::Scope::Admin);
         ctx.tenant = c.tenant;
+        // A key's class is its first place in line: its requests may ask to go later, not
+        // earlier, unless the key may override.
         if ctx.head.get("x-ringside-priority").is_none() {
             ctx.priority = c.priority;
+        } else if !c.has(crate::clients::Scope::Overrides) {
+            ctx.priority = ctx.priority.max(c.priority);
         }
         ctx.record.client = Some(c.id.clone());
         ctx.client = Some(c);
@@ -416,7 +437,7 @@ pub(super) async fn commit(
         };
     };
     let label = names.2;
-    let attempts = ctx.record.attempts_header(Some((label, head.status)));
+    let attempts = ctx.attempts_header(Some((label, head.status)));
     ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
     let secret = cfg
         .connection(cand.connection)
@@ -427,7 +448,7 @@ pub(super) async fn commit(
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &entry.name,
-        connection_label: label,
+        connection_label: if ctx.reveal { label } else { "" },
         attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,

@@ -290,4 +290,27 @@ mod tests {
         assert_eq!(s.scan("settings/")[0].1, 5000);
         let _ = std::fs::remove_dir_all(dir);
     }
+
+    #[test]
+    fn expired_pins_are_purged_and_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("ringside-pins-test-{}", std::process::id()));
+        let d = dir.to_string_lossy().to_string();
+        let s = super::open(&d, 1 << 24, false).unwrap();
+        s.put(
+            "pin/old".into(),
+            serde_json::json!({"conn": "p/a", "until": 1_000}),
+        );
+        s.put(
+            "pin/live".into(),
+            serde_json::json!({"conn": "p/a", "until": 9_000}),
+        );
+        s.put("pin/broken".into(), serde_json::json!({"conn": "p/a"}));
+        s.put("terminal/p/a".into(), serde_json::json!({"kind": "banned"}));
+        s.flush();
+        assert_eq!(super::pins::purge_expired(s, 5_000), 2);
+        let left: Vec<String> = s.scan("pin/").into_iter().map(|(k, _)| k).collect();
+        assert_eq!(left, ["pin/live"]);
+        assert_eq!(s.scan("terminal/").len(), 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -18,6 +18,25 @@ pub fn session_key(head: &crate::http::Head) -> Option<String> {
     Some(key)
 }
 
+/// Delete the pins whose time has passed (the admin thread does this once a minute, so the
+/// store does not keep every session ever seen). Returns how many went.
+pub fn purge_expired(store: &Store, now_unix: u64) -> usize {
+    let dead: Vec<String> = store
+        .scan("pin/")
+        .into_iter()
+        .filter(|(_, v)| v["until"].as_u64().is_none_or(|u| u <= now_unix))
+        .map(|(k, _)| k)
+        .collect();
+    let n = dead.len();
+    for k in dead {
+        store.delete(k);
+    }
+    if n > 0 {
+        store.flush();
+    }
+    n
+}
+
 /// The pinned connection label (`provider/connection`) if the pin is alive.
 pub fn pinned(store: &Store, key: &str, now_unix: u64) -> Option<(String, u64)> {
     let v = store.get(key)?;

@@ -8,6 +8,7 @@ mod admin_access;
 mod bad_input;
 mod failover;
 mod framing;
+mod hygiene;
 mod operations;
 mod pool;
 mod streams;

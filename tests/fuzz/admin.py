@@ -4,10 +4,11 @@ Usage: admin.py PORT SECONDS SEED
 
 Every request must get an HTTP/1.1 answer within 10 s, never a 500. Prints a JSON summary;
 exits 1 on any problem."""
-import json, random, socket, sys, time
+import json, os, random, socket, sys, time
 
 PORT, SECONDS, SEED = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 rnd = random.Random(SEED)
+TOKEN = os.environ.get("ADMIN_TOKEN", "")
 FIELDS = ["id", "scopes", "tenant", "connections", "max_concurrent", "min_time_ms", "rpm", "tpm",
           "limit", "ttl_ms", "provider", "connection", "model", "budget", "reservoir", "global",
           "tenants", "keys", "on_saturation", "max_wait_ms", "priority"]
@@ -50,8 +51,18 @@ while time.time() < deadline:
         body = json.dumps(value()).encode()
     else:
         body = bytes(rnd.randrange(256) for _ in range(rnd.randrange(50)))
-    req = ("%s %s HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-           "connection: close\r\n\r\n" % (method, path, len(body))).encode() + body
+    # Mostly the operator; sometimes nobody, a wrong token (slowed down, so rarely), a foreign
+    # Host (DNS rebinding) or another page's Origin.
+    extra, r = "", rnd.random()
+    if r < 0.85:
+        extra = "authorization: Bearer %s\r\n" % TOKEN
+    elif r < 0.87:
+        extra = "authorization: Bearer wrong\r\n"
+    elif r < 0.93:
+        extra = "authorization: Bearer %s\r\norigin: http://evil.example\r\n" % TOKEN
+    host = "evil.example" if rnd.random() < 0.03 else "127.0.0.1:%d" % PORT
+    req = ("%s %s HTTP/1.1\r\nhost: %s\r\n%scontent-type: application/json\r\ncontent-length: %d\r\n"
+           "connection: close\r\n\r\n" % (method, path, host, extra, len(body))).encode() + body
     s = socket.create_connection(("127.0.0.1", PORT))
     s.settimeout(10)
     try:

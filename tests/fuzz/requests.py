@@ -3,9 +3,14 @@ paths, versions, heads, headers (smuggling pairs, credentials, Ringside's own), 
 and chunk frames; wrong Content-Lengths; pipelining; random write splits; half-closes.
 Usage: requests.py PORT SECONDS SEED
 
+Model names come from the intake's edge cases too (control characters, CR/LF with a header
+behind them, 2 KB names, `relay/...` names that become the route header).
+
 Every connection must get an HTTP/1.1 answer, or be closed, within 15 s. Problems: no answer
-in time, an answer that is not HTTP/1.1. Prints a JSON summary; exits 1 on any problem."""
-import random, socket, sys, time, json
+in time, an answer that is not HTTP/1.1, and any response head with a byte Ringside did not mean
+to write (a header line that is not `token: value` without control bytes, or a header a client
+string tried to inject). Prints a JSON summary; exits 1 on any problem."""
+import random, re, socket, sys, time, json
 PORT = int(sys.argv[1]); SECONDS = float(sys.argv[2]); seed = int(sys.argv[3])
 rnd = random.Random(seed)
 bodies = [
@@ -18,10 +23,17 @@ bodies = [
  ('/v1/completions', {"model":"oa/gpt-x","prompt":"hi"}),
  ('/v1/messages/count_tokens', {"model":"claude-x","messages":[{"role":"user","content":"hi"}]}),
 ]
+nasty_models = ["relay/gpt-x\r\nx-injected: 1", "relay/a\nSet-Cookie: owned=1", "relay/\u0000x",
+                "relay/\u007f", "relay/\u0085", "relay/" + "m" * 2048, "", "relay/模型",
+                "relay/a\r\n\r\nHTTP/1.1 200 OK\r\nx-injected: 2\r\n\r\n", "relay/gpt-x\t1",
+                "oa/gpt-x\r\nx-injected: 3"]
+HEADER_LINE = re.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+: [^\x00-\x08\x0a-\x1f\x7f]*$")
 junk_headers = [b"x-ringside-session", b"x-session-id", b"authorization", b"x-api-key", b"anthropic-version", b"transfer-encoding", b"content-length", b"connection", b"expect", b"traceparent", b"x-request-id", b"host", b"upgrade", b"te", b"x-ringside-deadline-ms", b"x-ringside-tenant", b"x-ringside-priority", b"content-type", b"accept-encoding"]
 def rbytes(n): return bytes(rnd.randrange(256) for _ in range(n))
 def build():
     path, body = rnd.choice(bodies)
+    if rnd.random() < 0.15:
+        body = dict(body, model=rnd.choice(nasty_models))
     b = json.dumps(body).encode()
     method = b"POST"
     if rnd.random() < 0.1: method = rnd.choice([b"GET", b"PUT", b"DELETE", b"HEAD", b"OPTIONS", b"PO ST", b"", b"G\x00T"])
@@ -60,6 +72,19 @@ def build():
             i = rnd.randrange(len(hl)); hl[i] = rnd.choice([0, 10, 13, 32, 58, 127, 255, rnd.randrange(256)])
         head = bytes(hl)
     return head + bodyb
+def bad_heads(data, req):
+    """Every response head in `data` (pipelined answers included, found by their status lines):
+    header lines must be well-formed and none may be one a client string tried to inject."""
+    out = []
+    for m in re.finditer(rb"HTTP/1\.1 \d{3}[^\r\n]*\r\n", data):
+        end = data.find(b"\r\n\r\n", m.end() - 2)
+        head = data[m.end():end] if end >= 0 else b""
+        for line in head.split(b"\r\n") if head else []:
+            low = line.lower()
+            if not HEADER_LINE.match(line) or low.startswith(b"x-injected") or low.startswith(b"set-cookie"):
+                out.append("bad header line %r in an answer to %r" % (line[:120], req[:200]))
+    return out
+
 stats, problems = {}, []
 deadline = time.time() + SECONDS
 while time.time() < deadline:
@@ -92,6 +117,7 @@ while time.time() < deadline:
         stats[key] = stats.get(key, 0) + 1
         if data and not data.startswith(b"HTTP/1.1 "):
             problems.append("not HTTP/1.1: %r to %r" % (data[:100], req[:200]))
+        problems.extend(bad_heads(data, req))
     except (BrokenPipeError, ConnectionResetError):
         stats["reset while sending"] = stats.get("reset while sending", 0) + 1
     finally:

@@ -3,7 +3,8 @@
 #   1. damaged client requests (requests.py, two seeds at once) with the simulator upstream;
 #   2. valid requests read by a strict HTTP/1.1 client (strict_client.py, two seeds) against
 #      an upstream that damages every answer (upstream.py);
-#   3. random methods, paths and JSON against the admin API (admin.py, two seeds).
+#   3. random methods, paths and JSON against the admin API (admin.py, two seeds), mostly with
+#      the admin token, sometimes with none, a wrong one, a foreign Host or another Origin.
 # Passes when no phase found a problem, Ringside is still up and ready, it logged no panic
 # and ringside_task_panics_total is 0. Bounded: about 3 x SECONDS + 30 s. Needs python3.
 # Usage: tests/fuzz/run.sh [SECONDS] [SEED]
@@ -30,6 +31,7 @@ admin_listen = "127.0.0.1:$ADMIN"
 workers = 2
 pin_workers = false
 data_dir = "$WORK/data"
+admin_token_env = "FUZZ_ADMIN_TOKEN"
 [limits]
 header_read_timeout_ms = 1000
 body_read_timeout_ms = 1000
@@ -75,6 +77,20 @@ base_url = "http://127.0.0.1:$UP"
   id = "c1"
   key_env = "FUZZ_KEY_C"
   models = ["claude-x"]
+# No models list: \`relay/<anything>\` routes here, and the name becomes the route header.
+[[providers]]
+id = "relay"
+dialect = "openai"
+base_url = "http://127.0.0.1:$UP/v1"
+  [providers.breaker]
+  degraded_at = 1000
+  open_at = 1000
+  [providers.cooldown]
+  base_ms = 1
+  max_level = 1
+  [[providers.connections]]
+  id = "r1"
+  key_env = "FUZZ_KEY_A"
 [[routes]]
 name = "smart"
 targets = [{ provider = "oa", model = "gpt-x" }, { provider = "an", model = "claude-x" }]
@@ -82,7 +98,7 @@ TOML
 
 $BIN simulate --listen 127.0.0.1:$UP --events 5 >/dev/null 2>&1 &
 SIM=$!; PIDS+=($SIM)
-FUZZ_KEY_A=sk-fuzz-a FUZZ_KEY_B=sk-fuzz-b FUZZ_KEY_C=sk-fuzz-c \
+FUZZ_KEY_A=sk-fuzz-a FUZZ_KEY_B=sk-fuzz-b FUZZ_KEY_C=sk-fuzz-c FUZZ_ADMIN_TOKEN=fuzz-admin-token \
   $BIN serve --config "$WORK/ringside.toml" >/dev/null 2>"$WORK/ringside.err" &
 RSPID=$!; PIDS+=($RSPID)
 for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $RS))" 2>/dev/null && break; sleep 0.1; done
@@ -105,7 +121,7 @@ PIDS+=($!)
 sleep 0.5
 # Most damaged answers end in the upstream's stall (a second): more clients, more answers.
 phase upstream strict_client.py $RS 6
-phase admin admin.py $ADMIN
+ADMIN_TOKEN=fuzz-admin-token phase admin admin.py $ADMIN
 
 if ! kill -0 $RSPID 2>/dev/null; then echo "ringside is gone"; fail=1; fi
 ready=$(python3 -c "
@@ -115,7 +131,8 @@ echo "healthz: $ready"
 [ "$ready" = "ok" ] || fail=1
 panics=$(python3 -c "
 import urllib.request
-m = urllib.request.urlopen('http://127.0.0.1:$ADMIN/metrics', timeout=5).read().decode()
+r = urllib.request.Request('http://127.0.0.1:$ADMIN/metrics', headers={'authorization': 'Bearer fuzz-admin-token'})
+m = urllib.request.urlopen(r, timeout=5).read().decode()
 print([l for l in m.splitlines() if l.startswith('ringside_task_panics_total')][0].split()[1])" 2>&1 || echo "?")
 echo "ringside_task_panics_total: $panics"
 [ "$panics" = "0" ] || fail=1
