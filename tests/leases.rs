@@ -75,7 +75,18 @@ fn chat_as(proxy: &Proxy, key: &str, owner: Option<&str>, generation: Option<&st
     if let Some(g) = generation {
         h.push(("x-ringside-lease-generation", g));
     }
-    proxy.post("/v1/chat/completions", &h, &chat("m", false))
+    let mut r = proxy.post("/v1/chat/completions", &h, &chat("m", false));
+    // These keys are tenants' (no `admin` scope): they are not told which connection served
+    // them. The decision record says; it stands in for the header in these tests.
+    assert_eq!(r.header("x-ringside-connection"), None);
+    if r.status == 200 {
+        let id = r.header("x-request-id").unwrap_or_default().to_string();
+        if let Some(c) = proxy.decision(&id)["connection"].as_str() {
+            r.headers
+                .push(("x-ringside-connection".to_string(), c.to_string()));
+        }
+    }
+    r
 }
 
 fn total_attempts(sim: &ringside::simulate::Simulator) -> u64 {
@@ -291,7 +302,10 @@ fn inference_is_fenced_to_the_lease(driver: &str) {
         ];
         let r = proxy.post("/v1/chat/completions", &h, &chat("m", stream));
         assert_eq!(r.status, 200, "{}", r.text());
-        let c = r.header("x-ringside-connection").map(str::to_string);
+        let id = r.header("x-request-id").unwrap_or_default().to_string();
+        let c = proxy.decision(&id)["connection"]
+            .as_str()
+            .map(str::to_string);
         assert!(
             served.is_none() || served == c,
             "only the leased connection serves"

@@ -145,7 +145,8 @@ fn head_for_client(
         // No body follows, whatever the upstream's framing said.
     } else if let Some(n) = length {
         w.header_u64("content-length", n as u64);
-    } else if up.framing == Framing::Chunked || rechunk {
+    } else if (up.framing == Framing::Chunked && r.client_http11) || rechunk {
+        // An HTTP/1.0 client cannot read chunks: its body is sent unframed and ends at close.
         w.header("transfer-encoding", "chunked");
     }
     if is_sse {
@@ -244,13 +245,16 @@ pub async fn relay(
     };
     let rechunk = head.framing == Framing::Close && r.client_keep_alive && r.client_http11;
     let mut keep_alive = r.client_keep_alive;
-    if head.framing == Framing::Close && !rechunk {
+    // An HTTP/1.0 client gets a chunked body without its framing, ended by closing.
+    let mut dechunk =
+        (!r.client_http11 && head.framing == Framing::Chunked).then(ChunkTracker::new);
+    if (head.framing == Framing::Close && !rechunk) || dechunk.is_some() {
         keep_alive = false;
     }
     let is_sse = head
         .get("content-type")
         .is_some_and(|v| v.starts_with(b"text/event-stream"));
-    let client_chunked = head.framing == Framing::Chunked || rechunk;
+    let client_chunked = (head.framing == Framing::Chunked && dechunk.is_none()) || rechunk;
     let mut end = match head.framing {
         Framing::Length(n) => BodyEnd::Length(n),
         Framing::Chunked => BodyEnd::Chunked(ChunkTracker::new()),
@@ -327,6 +331,13 @@ pub async fn relay(
         let ends_message = done && !held_back_last_chunk && !rechunk;
         let data = if rechunk && !data.is_empty() {
             Bytes::from(as_chunk(&data))
+        } else if let Some(t) = dechunk.as_mut() {
+            let mut payload = Vec::with_capacity(data.len());
+            if t.feed(&data, |p| payload.extend_from_slice(p)).is_err() {
+                out.failure = Some("upstream_bad_framing");
+                break;
+            }
+            Bytes::from(payload)
         } else {
             data
         };

@@ -59,6 +59,29 @@ fn head_requests_and_http10_clients(driver: &str) {
     let text = String::from_utf8_lossy(&raw);
     assert!(!text.contains("100 Continue"), "{text}");
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    // An HTTP/1.0 client's event stream: unframed, ended by closing the connection.
+    let body = chat("smart", true);
+    let raw = send(
+        proxy.addr,
+        format!(
+            "POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    let text = String::from_utf8_lossy(&raw);
+    let (head, rest) = text.split_once("\r\n\r\n").expect("a head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        !head.to_ascii_lowercase().contains("transfer-encoding"),
+        "{head}"
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
+    assert!(rest.starts_with("data: "), "no chunk framing: {rest:?}");
+    assert!(rest.trim_end().ends_with("data: [DONE]"), "{rest:?}");
     // A chunk-size line with junk after the size is refused.
     let raw = send(
         proxy.addr,
