@@ -17,6 +17,7 @@ both_drivers!(
     a_client_may_shorten_its_deadline_but_not_lengthen_it,
     tenants_see_request_ids_not_provider_names,
     an_html_error_page_is_summarised,
+    an_answers_connection_options_stay_behind,
 );
 
 fn send(addr: std::net::SocketAddr, raw: &[u8]) -> Vec<u8> {
@@ -230,4 +231,18 @@ fn an_html_error_page_is_summarised(driver: &str) {
     let d = proxy.decision(&id).to_string();
     assert!(!d.contains("internal.example"), "{d}");
     assert!(d.contains("text/html"), "{d}");
+}
+
+fn an_answers_connection_options_stay_behind(driver: &str) {
+    let body = r#"{"id":"x","object":"chat.completion","choices":[]}"#;
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: keep-alive, x-up-hop\r\nx-up-hop: internal\r\nx-kept: yes\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let up = raw_upstream(response.into_bytes(), false);
+    let proxy = crate::raw_proxy(driver, &up, 1);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-up-hop"), None, "{:?}", r.headers);
+    assert_eq!(r.header("x-kept"), Some("yes"));
 }
