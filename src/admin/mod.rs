@@ -327,14 +327,19 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             _ if leases.is_some() => json(leases.unwrap_or((500, serde_json::Value::Null))),
             ("GET", "/admin/pins") => {
                 let now = crate::clock::unix_ms();
-                let pins: Vec<serde_json::Value> = shared
+                let live: Vec<(String, serde_json::Value)> = shared
                     .store
                     .scan("pin/")
                     .into_iter()
                     .filter(|(_, v)| v["until"].as_u64().is_some_and(|u| u > now))
+                    .collect();
+                // At most a page of them: a busy edge can hold many thousands of sessions.
+                let pins: Vec<serde_json::Value> = live
+                    .iter()
+                    .take(MAX_DECISIONS_PAGE)
                     .map(|(k, v)| serde_json::json!({"session": k.trim_start_matches("pin/"), "connection": v["conn"], "expires_in_ms": v["until"].as_u64().unwrap_or(0).saturating_sub(now)}))
                     .collect();
-                json((200, serde_json::json!({"pins": pins})))
+                json((200, serde_json::json!({"pins": pins, "total": live.len()})))
             }
             ("GET", "/admin/clients") => json((200, crate::clients::managed::list(shared.store, &shared.config.clients))),
             ("POST", "/admin/clients") => json(match crate::clients::managed::create(shared.store, &shared.config.clients, &body, &shared.conn_labels) {

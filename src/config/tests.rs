@@ -96,6 +96,8 @@ fn base_urls() {
     assert_eq!(w, b"[::1]:9000");
     assert!(validate::parse_base_url("ftp://x").is_err());
     assert!(validate::parse_base_url("http://user:pw@x").is_err());
+    assert!(validate::parse_base_url("http://x/v1\r\nx-evil: 1").is_err());
+    assert!(validate::parse_base_url("http://x/v 1").is_err());
     assert!(validate::parse_base_url("http://x:99999").is_err());
 }
 

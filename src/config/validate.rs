@@ -77,6 +77,10 @@ fn without_userinfo(url: &str) -> String {
 
 /// Parse `http(s)://host[:port][/path]`.
 pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
+    // The host and path go into every upstream request head as they are.
+    if url.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err("must not contain spaces or control characters".into());
+    }
     let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("http://") {

@@ -4,6 +4,7 @@ pub mod answer;
 pub mod attempt;
 pub mod attempts;
 mod body_end;
+mod caller;
 mod client_body;
 mod client_facts;
 pub mod deadline;

@@ -218,46 +218,13 @@ async fn serve(
         );
         return (finish_error(ctx, wr, &err, ok).await, other);
     }
-    if let Some(err) = cross_origin_form(ctx.head) {
+    if let Some(err) = super::caller::cross_origin_form(ctx.head) {
         let ok = drain_body(ctx, rd, wr, buf).await;
         return (finish_error(ctx, wr, &err, ok).await, other);
     }
-    // Who is calling (client keys; open when none are configured), decided on the head: a
-    // caller without a valid key is answered before any byte of its body is read, and is never
-    // sent `100 Continue`.
-    let core = ctx.core;
-    let shared = &*core.shared;
-    let clients = &shared.config.clients;
-    let any_managed = shared.managed_keys.load(Relaxed);
-    let managed = |d: &[u8; 32]| {
-        if any_managed {
-            crate::clients::managed::lookup(shared.store, d, &shared.conn_labels)
-        } else {
-            None
-        }
-    };
-    let auth = clients.check(crate::clients::presented(ctx.head), any_managed, managed);
-    let refusal = match &auth {
-        crate::clients::Auth::Open => None,
-        crate::clients::Auth::Known(c) => (endpoint != Endpoint::SessionLeases
-            && !c.has(crate::clients::Scope::Inference))
-        .then(|| {
-            ApiError::new(
-                403,
-                "insufficient_scope",
-                "this key may not make inference requests",
-            )
-            .should_retry(false)
-        }),
-        crate::clients::Auth::Missing | crate::clients::Auth::Unknown => Some(
-            ApiError::new(
-                401,
-                "invalid_api_key",
-                "a valid Ringside client key is required (Authorization: Bearer or x-api-key)",
-            )
-            .should_retry(false),
-        ),
-    };
+    // Who is calling, decided on the head: a caller without a valid key is answered before any
+    // byte of its body is read, and is never sent `100 Continue`.
+    let (auth, refusal) = super::caller::identify(ctx.core, ctx.head, endpoint);
     if let Some(err) = refusal {
         let body_ok = drain_small_body(ctx, rd, wr, buf).await;
         if endpoint == Endpoint::SessionLeases {
@@ -388,28 +355,6 @@ async fn serve(
     };
     let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
     (keep, entry.index)
-}
-
-/// A browser page on another origin can post a form or `text/plain` body without asking first
-/// (no CORS preflight), and would spend the operator's provider keys in open mode. Such a
-/// request carries `Origin` and a non-JSON content type; SDKs and `curl` send no `Origin`.
-fn cross_origin_form(head: &Head) -> Option<ApiError> {
-    if head.method() != "POST" {
-        return None;
-    }
-    head.get("origin")?;
-    let json = head.get_str("content-type").is_some_and(|ct| {
-        let mime = ct.split(';').next().unwrap_or("").trim();
-        mime.eq_ignore_ascii_case("application/json")
-    });
-    (!json).then(|| {
-        ApiError::new(
-            403,
-            "cross_origin_refused",
-            "a cross-origin request must send a JSON body (content-type: application/json)",
-        )
-        .should_retry(false)
-    })
 }
 
 /// Commit: relay the upstream response to the client (nothing may be retried after this).

@@ -470,7 +470,10 @@ fn connection_caps_hold(driver: &str) {
     let _ = fourth.set_read_timeout(Some(std::time::Duration::from_secs(5)));
     let mut b = [0u8; 16];
     let n = std::io::Read::read(&mut fourth, &mut b);
-    assert!(matches!(n, Ok(0) | Err(_)), "the fourth keyless connection is closed: {n:?}");
+    assert!(
+        matches!(n, Ok(0) | Err(_)),
+        "the fourth keyless connection is closed: {n:?}"
+    );
     // One of them presents a valid key: it no longer counts, and a new connection is served.
     let mut first = idle.into_iter().next().expect("one");
     let auth = format!("Bearer {team}");

@@ -1,0 +1,175 @@
+use super::*;
+
+fn judge(status: u16, body: &str) -> Verdict {
+    judge_for(status, body, b"")
+}
+
+/// `request`: the client's body, which the provider may quote.
+fn judge_for(status: u16, body: &str, request: &[u8]) -> Verdict {
+    let none = |_: &str| None;
+    let lower = body.to_lowercase();
+    let a = Answer {
+        provider: "p",
+        status,
+        lower: &lower,
+        get: &none,
+        hint: None,
+        request,
+    };
+    classify(&[], &builtin_rules(), &a)
+}
+
+fn answer<'a>(provider: &'a str, get: &'a dyn Fn(&str) -> Option<String>) -> Answer<'a> {
+    Answer {
+        provider,
+        status: 429,
+        lower: "",
+        get,
+        hint: None,
+        request: b"",
+    }
+}
+
+#[test]
+fn structure_may_set_lasting_states_and_words_alone_may_not() {
+    // OpenAI's own quota answer: the code says it.
+    let v = judge(
+        429,
+        r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+    );
+    assert_eq!((v.reason, v.lasting), (Reason::CreditsExhausted, true));
+    // Anthropic's credit answer is words in an invalid_request_error: named, not lasting.
+    let v = judge(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}"#,
+    );
+    assert_eq!((v.reason, v.lasting), (Reason::CreditsExhausted, false));
+    let v = judge(403, "Your account has been suspended");
+    assert_eq!((v.reason, v.lasting), (Reason::Banned, false));
+    // Transient reasons named by words are fine as they are.
+    assert!(judge(400, "too many requests, slow down").lasting);
+}
+
+#[test]
+fn words_the_client_sent_and_the_provider_quoted_are_not_evidence() {
+    // OpenAI quoting an invalid enum value.
+    let req = br#"{"model":"m","messages":[{"role":"insufficient_quota","content":"x"}]}"#;
+    let v = judge_for(
+        400,
+        r#"{"error":{"message":"Invalid value: 'insufficient_quota'. Supported values are: 'system', 'assistant', 'user', 'function', and 'tool'.","type":"invalid_request_error","param":"messages[0].role","code":"invalid_value"}}"#,
+        req,
+    );
+    assert_eq!(
+        (v.reason, v.scope, v.retryable),
+        (Reason::BadRequest, Scope::Request, false)
+    );
+    // Anthropic quoting a bad role.
+    let req =
+        br#"{"model":"m","messages":[{"role":"Account has been deactivated","content":"x"}]}"#;
+    let v = judge_for(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.0.role: Input should be 'user' or 'assistant' (got 'account has been deactivated')"}}"#,
+        req,
+    );
+    assert_eq!(v.reason, Reason::BadRequest);
+    // Gemini's OpenAI-compatible endpoint quoting a model name.
+    let req = br#"{"model":"out of credits","messages":[]}"#;
+    let v = judge_for(
+        404,
+        r#"[{"error":{"code":404,"message":"models/out of credits is not found for API version v1main","status":"NOT_FOUND"}}]"#,
+        req,
+    );
+    assert_ne!(v.reason, Reason::CreditsExhausted);
+    // The same words not in the request still count (as a short state).
+    let v = judge_for(403, "Your account has been suspended", b"{}");
+    assert_eq!(v.reason, Reason::Banned);
+}
+
+#[test]
+fn statuses_without_markers() {
+    assert_eq!(judge(429, "slow down").reason, Reason::RateLimited);
+    assert_eq!(judge(401, "nope").reason, Reason::AuthFailure);
+    assert_eq!(judge(403, "forbidden").reason, Reason::Rejected);
+    assert_eq!(judge(402, "").reason, Reason::CreditsExhausted);
+    assert_eq!(judge(500, "").reason, Reason::ServerError);
+    assert_eq!(judge(529, "").reason, Reason::Overloaded);
+    let v = judge(400, "bad field");
+    assert_eq!(
+        (v.reason, v.scope, v.retryable),
+        (Reason::BadRequest, Scope::Request, false)
+    );
+    let v = judge(404, "");
+    assert_eq!((v.reason, v.scope), (Reason::ModelNotFound, Scope::Model));
+}
+
+#[test]
+fn body_markers_beat_status() {
+    let v = judge(
+        429,
+        r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#,
+    );
+    assert_eq!(v.reason, Reason::CreditsExhausted);
+    assert_eq!(
+        judge(200, r#"{"type":"overloaded_error"}"#).reason,
+        Reason::Overloaded
+    );
+    let v = judge(400, "This model's maximum context length is 8192 tokens");
+    assert_eq!((v.reason, v.retryable), (Reason::ContextOverflow, true));
+    assert_eq!(
+        judge(403, "Your account has been suspended").reason,
+        Reason::Banned
+    );
+    assert_eq!(
+        judge(400, "too many requests, slow down").reason,
+        Reason::RateLimited
+    );
+    assert_eq!(
+        judge(429, "用户额度不足, 剩余额度: ¥-0.01").reason,
+        Reason::QuotaExhausted
+    );
+    assert_eq!(judge(403, "无权访问该资源").reason, Reason::AuthFailure);
+    assert_eq!(
+        judge(404, "The model `x` does not exist").scope,
+        Scope::Model
+    );
+}
+
+#[test]
+fn operator_rules_come_first_and_filter_by_provider_and_header() {
+    let op = Rule {
+        id: "gw-daily".into(),
+        provider: Some("gw".into()),
+        statuses: vec![429],
+        markers: vec![],
+        codes: vec![],
+        header_markers: vec![("x-quota-kind".into(), "daily".into())],
+        exclude: vec![],
+        reason: Reason::QuotaExhausted,
+        scope: Scope::Provider,
+        cooldown_ms: Some(600_000),
+    };
+    let h = |n: &str| (n == "x-quota-kind").then(|| "Daily".to_string());
+    let none = |_: &str| None;
+    let b = builtin_rules();
+    let v = classify(std::slice::from_ref(&op), &b, &answer("gw", &h));
+    assert_eq!(
+        (
+            v.reason,
+            v.scope,
+            v.cooldown_ms,
+            v.rule.as_deref(),
+            v.lasting
+        ),
+        (
+            Reason::QuotaExhausted,
+            Scope::Provider,
+            Some(600_000),
+            Some("gw-daily"),
+            true
+        )
+    );
+    let v = classify(std::slice::from_ref(&op), &b, &answer("other", &h));
+    assert_eq!(v.reason, Reason::RateLimited);
+    let v = classify(std::slice::from_ref(&op), &b, &answer("gw", &none));
+    assert_eq!(v.reason, Reason::RateLimited);
+}
