@@ -45,7 +45,7 @@ for kind in json sse; do
   printf 'wrk.method="POST"\nwrk.body=[[{"model":"bench-model",%s"messages":[{"role":"user","content":"hello"}]}]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$stream" > "$WORK/$kind.lua"
 done
 
-BENCH_KEY=sk-bench valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
+BENCH_KEY=${BENCH_KEY:-sk-bench} valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
   $BIN serve --config "$WORK/ringside.toml" >"$WORK/vg.log" 2>&1 &
 VG=$!; PIDS+=($VG); disown
 for _ in $(seq 60); do

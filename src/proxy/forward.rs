@@ -120,10 +120,7 @@ fn head_for_client(
         }
         has_request_id |= name.eq_ignore_ascii_case("request-id");
         // Most values are shorter than a key: the search runs only where one could fit.
-        if r.secret.len() >= 8
-            && value.len() >= r.secret.len()
-            && memchr::memmem::find(value, r.secret).is_some()
-        {
+        if r.secret.len() >= 8 && value.len() >= r.secret.len() && contains(value, r.secret) {
             w.header(name, super::answer::redact_secret(value, r.secret));
             continue;
         }
@@ -157,6 +154,19 @@ fn head_for_client(
         w.header("connection", "close");
     }
     w.finish(b"")
+}
+
+/// Whether `needle` (non-empty) occurs in `hay`: candidates by its first byte, then compared.
+/// Header values are short; building a substring searcher for each would cost more.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, _)) = needle.split_first() else {
+        return false;
+    };
+    if hay.len() < needle.len() {
+        return false;
+    }
+    memchr::memchr_iter(first, &hay[..=hay.len() - needle.len()])
+        .any(|i| hay[i..].starts_with(needle))
 }
 
 /// Whether a response with this status has a body at all (RFC 9112 6.3).
@@ -491,4 +501,18 @@ pub async fn relay(
         keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
     out.sse = scanner.map(|s| s.totals);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn contains_finds_a_key_anywhere_and_nothing_else() {
+        use super::contains;
+        assert!(contains(b"Bearer sk-live-1234", b"sk-live-1234"));
+        assert!(contains(b"sk-live-1234", b"sk-live-1234"));
+        assert!(contains(b"ssk-live-1234x", b"sk-live-1234"));
+        assert!(!contains(b"sk-live-123", b"sk-live-1234"));
+        assert!(!contains(b"", b"sk"));
+        assert!(!contains(b"abc", b""));
+    }
 }
