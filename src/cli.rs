@@ -122,7 +122,7 @@ fn check(args: &[String]) -> Result<(), String> {
                 println!(
                     "  route {} ({}) -> {} target(s)",
                     r.name,
-                    r.strategy,
+                    r.strategy.as_str(),
                     r.targets.len()
                 );
             }
@@ -160,7 +160,7 @@ fn serve(args: &[String]) -> Result<(), String> {
         );
     }
     let admin_note = admin_access_note(&cfg);
-    let server = crate::runtime::start(cfg, log)?;
+    let server = crate::server::start(cfg, log)?;
     if let Some((level, msg)) = admin_note {
         crate::log::event(level, msg, serde_json::json!({"admin": admin.to_string()}));
     }

@@ -8,7 +8,7 @@
 //! Failed token checks are logged (never the token), counted, and slowed down per address.
 
 use crate::http::Head;
-use crate::runtime::core::Shared;
+use crate::state::core::Shared;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

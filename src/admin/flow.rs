@@ -2,7 +2,7 @@
 //! budgets in force with where each value comes from, live changes to them, and gauges.
 
 use crate::flow::settings::Knob;
-use crate::runtime::core::Shared;
+use crate::state::core::Shared;
 use serde_json::{Value, json};
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;

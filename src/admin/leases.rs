@@ -2,7 +2,7 @@
 //! credential) and `DELETE /admin/leases/{owner_sha256}` (revoke: the connection is free at
 //! once and the owner's next request is refused before dispatch).
 
-use crate::runtime::core::Shared;
+use crate::state::core::Shared;
 use crate::store::leases::{Lease, Op, Outcome, State};
 use serde_json::{Value, json};
 

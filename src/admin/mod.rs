@@ -10,7 +10,7 @@ pub mod state;
 use crate::http::HeadLimits;
 use crate::http::io::{ReadError, read_body, read_request_head};
 use crate::http::response::whole;
-use crate::runtime::core::Shared;
+use crate::state::core::Shared;
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
@@ -61,7 +61,7 @@ pub fn start(
                         a = &mut accept => {
                             if let Ok((s, peer)) = a {
                                 let who = Peer { addr: Some(peer), throttle: throttle.clone() };
-                                monoio::spawn(crate::runtime::contain::contained(
+                                monoio::spawn(crate::contain::contained(
                                     serve(shared.clone(), admin.clone(), s, who),
                                     &crate::metrics::TASK_PANICS,
                                     None,
@@ -318,7 +318,7 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
                 ));
                 text.push_str(&format!(
                     "# HELP ringside_connections_refused_total Client connections closed at accept: server.max_connections or max_unauthenticated_per_address reached.\n# TYPE ringside_connections_refused_total counter\nringside_connections_refused_total {}\n# HELP ringside_client_connections_limit server.max_connections.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {}\n",
-                    crate::runtime::conn_caps::REFUSED.load(Ordering::Relaxed),
+                    crate::state::conn_caps::REFUSED.load(Ordering::Relaxed),
                     shared.config.server.max_connections
                 ));
                 (200, "text/plain; version=0.0.4", text.into_bytes())

@@ -1,12 +1,12 @@
 //! The admin replica of the resilience tables (a bus member like any core) and the ring of
 //! recent decision records, with the endpoints that show and reset them.
 
-use crate::proxy::record::Record;
+use crate::audit::Record;
 use crate::resilience::breaker::BreakerState;
 use crate::resilience::bus::drain;
 use crate::resilience::cooldown::Terminal;
 use crate::resilience::{Event, Tables};
-use crate::runtime::core::Shared;
+use crate::state::core::Shared;
 use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 use std::sync::Arc;

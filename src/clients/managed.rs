@@ -2,7 +2,7 @@
 //! SHA-256 (`clientkey/<hex>` holds the client, `client/<id>` points at the digest).
 
 use super::{Client, Clients, Scope, digest, hex, tenant_id};
-use crate::runtime::core::conn_by_label;
+use crate::names::conn_by_label;
 use crate::store::Store;
 use base64::Engine;
 use serde_json::{Value, json};
@@ -58,10 +58,10 @@ pub fn create(
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
     let id = v["id"]
         .as_str()
-        .filter(|s| crate::config::valid_id(s))
+        .filter(|s| crate::names::valid_id(s))
         .ok_or("`id` is required: 1-64 letters, digits, `_`, `-` or `.`")?;
     if let Some(t) = v.get("tenant")
-        && !t.as_str().is_some_and(crate::config::valid_id)
+        && !t.as_str().is_some_and(crate::names::valid_id)
     {
         return Err("`tenant` must be 1-64 letters, digits, `_`, `-` or `.`".into());
     }

@@ -6,7 +6,6 @@
 pub mod managed;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -54,21 +53,7 @@ impl Client {
     }
 }
 
-/// SHA-256 of a key.
-pub fn digest(key: &[u8]) -> [u8; 32] {
-    Sha256::digest(key).into()
-}
-
-/// Lower-case hex, in one allocation (this runs on the request path for pins and leases).
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
-}
+pub use crate::secret::{digest, hex};
 
 /// A stable tenant id for a name (not secret).
 pub fn tenant_id(name: &str) -> u64 {

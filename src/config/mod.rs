@@ -4,11 +4,12 @@
 mod resilience;
 pub mod schema;
 mod schema_resilience;
+mod strategy;
 mod validate;
-pub(crate) use validate::valid_id;
 pub use validate::{available_cores, default_max_connections};
 
 pub use schema::FileConfig;
+pub use strategy::Strategy;
 
 use crate::dialect::Dialect;
 use std::net::SocketAddr;
@@ -149,6 +150,16 @@ pub struct ServerSettings {
     pub pin_workers: bool,
 }
 
+/// A route as the config declares it, its strategy parsed.
+#[derive(Clone, Debug)]
+pub struct RouteSpec {
+    pub name: String,
+    pub strategy: Strategy,
+    pub targets: Vec<schema::TargetSection>,
+    /// Default request deadline for this route (else `resilience.deadline_ms`).
+    pub deadline_ms: Option<u64>,
+}
+
 /// The validated configuration every core reads (shared behind an `Arc`, never mutated).
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -156,7 +167,7 @@ pub struct Config {
     pub limits: schema::LimitsSection,
     pub upstream: schema::UpstreamSection,
     pub providers: Vec<Provider>,
-    pub routes: Vec<schema::RouteSection>,
+    pub routes: Vec<RouteSpec>,
     /// (provider index, index within the provider) by flat connection index.
     pub locator: Vec<(usize, usize)>,
     /// Resolved resilience settings (profiles, rules, budgets).

@@ -2,7 +2,6 @@
 
 use super::schema::{FileConfig, LimitsSection, UpstreamSection};
 use super::*;
-use crate::route::strategy::Strategy;
 use std::collections::HashSet;
 
 struct Problems(Vec<Problem>);
@@ -56,13 +55,6 @@ pub fn default_max_connections() -> usize {
         1024
     };
     (soft.saturating_sub(64) / 2).max(64)
-}
-
-pub(crate) fn valid_id(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// `url` with any `user:password@` in its authority replaced by `***@`.
@@ -297,7 +289,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let mut index = 0usize;
     for (i, ps) in file.providers.iter().enumerate() {
         let at = format!("providers[{i}]");
-        if !valid_id(&ps.id) {
+        if !crate::names::valid_id(&ps.id) {
             p.add(
                 format!("{at}.id"),
                 format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", ps.id),
@@ -354,7 +346,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         let mut connections = Vec::new();
         for (j, cs) in ps.connections.iter().enumerate() {
             let cat = format!("{at}.connections[{j}]");
-            if !valid_id(&cs.id) {
+            if !crate::names::valid_id(&cs.id) {
                 p.add(
                     format!("{cat}.id"),
                     format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", cs.id),
@@ -547,7 +539,16 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         limits: file.limits,
         upstream: file.upstream,
         providers,
-        routes: file.routes,
+        routes: file
+            .routes
+            .into_iter()
+            .map(|r| RouteSpec {
+                strategy: Strategy::parse(&r.strategy).unwrap_or(Strategy::Priority),
+                name: r.name,
+                targets: r.targets,
+                deadline_ms: r.deadline_ms,
+            })
+            .collect(),
         locator,
         resilience,
         flow_env: crate::flow::settings::Budgets::read_env(env),

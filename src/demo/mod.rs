@@ -121,7 +121,7 @@ pub fn run() -> Result<(), String> {
             .collect::<Vec<_>>()
             .join("; ")
     })?;
-    let server = crate::runtime::start(cfg, None)?;
+    let server = crate::server::start(cfg, None)?;
     let proxy = SocketAddr::from(([127, 0, 0, 1], proxy_port));
     println!(
         "ringside on {proxy} with {} core(s), drivers {:?}\n",

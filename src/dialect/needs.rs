@@ -2,7 +2,20 @@
 //! policy tags), read by scanning the body bytes: no parse, no allocation beyond the result.
 
 use crate::http::Head;
-use crate::route::eligibility::Needs;
+
+/// What one request needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub tools: bool,
+    pub vision: bool,
+    pub structured_output: bool,
+    /// Estimated prompt plus requested output tokens.
+    pub context_tokens: u64,
+    /// From `x-ringside-region`.
+    pub region: Option<String>,
+    /// From `x-ringside-require-tags` (comma-separated).
+    pub tags: Vec<String>,
+}
 
 fn find(h: &[u8], n: &[u8]) -> Option<usize> {
     h.windows(n.len()).position(|w| w == n)

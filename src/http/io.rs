@@ -52,7 +52,7 @@ async fn read_with_deadline<S: AsyncReadRent>(
     if deadline <= crate::clock::instant() {
         return Err(ReadError::Timeout);
     }
-    match crate::runtime::timer::timeout_at(deadline, read_more(s, buf)).await {
+    match crate::timer::timeout_at(deadline, read_more(s, buf)).await {
         Ok(Ok(n)) => Ok(n),
         Ok(Err(e)) => Err(ReadError::Io(e)),
         Err(_) => Err(ReadError::Timeout),

@@ -128,7 +128,7 @@ pub(super) async fn give_up(
     budget: &Budget,
     last: Option<LastFailure>,
     excluded: &[(crate::route::Candidate, Exclusion)],
-    diagnostics: Vec<crate::proxy::record::Excluded>,
+    diagnostics: Vec<crate::audit::Excluded>,
 ) -> bool {
     let now = crate::clock::now_ms();
     ctx.record.excluded = diagnostics;

@@ -13,7 +13,7 @@ use crate::resilience::Site;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
-use crate::runtime::timer;
+use crate::timer;
 use crate::upstream::UpConn;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::time::Duration;

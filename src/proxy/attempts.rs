@@ -5,21 +5,21 @@
 use super::answer::{self, LastFailure};
 use super::attempt::attempt;
 use super::lease::{NOT_LEASED, capacity_answer, move_reason};
-use super::record::{AttemptRecord, Excluded};
 use super::request::{AttemptEnd, Ctx, finish_error};
 use super::watch::{ClientWatch, Raced};
+use crate::audit::{AttemptRecord, Excluded};
 use crate::dialect::ApiError;
+use crate::dialect::needs::Needs;
 use crate::flow::settings::Knob;
 use crate::flow::{self, Ask, Refused};
 use crate::resilience::breaker::{Admit, release_probe};
 use crate::resilience::budget::{Budget, parse_deadline_header};
 use crate::resilience::classify::Verdict;
 use crate::resilience::{Exclusion, Site};
-use crate::route::eligibility::Needs;
 use crate::route::load::InFlight;
 use crate::route::{Candidate, Entry};
-use crate::runtime::timer;
 use crate::store::leases::Outcome;
+use crate::timer;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 use crate::clients::{Auth, Scope};
 use crate::dialect::{ApiError, Endpoint};
 use crate::http::Head;
-use crate::runtime::core::Core;
+use crate::state::core::Core;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// The key check for `head`, and the refusal it earns on `endpoint`, if any. Open when no key

@@ -2,7 +2,7 @@
 //! on a second one, its writes) then share one wheel entry instead of registering one and
 //! cancelling it for every wait.
 
-use crate::runtime::timer::{Sleep, sleep_until};
+use crate::timer::{Sleep, sleep_until};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};

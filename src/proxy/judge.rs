@@ -9,7 +9,7 @@ use crate::http::{Framing, Head};
 use crate::resilience::classify::{self, Verdict};
 use crate::resilience::hints::{self, Hint, HintSource};
 use crate::resilience::{Settings, restate};
-use crate::runtime::timer;
+use crate::timer;
 use crate::upstream::UpConn;
 use bytes::Bytes;
 use std::time::{Duration, Instant};

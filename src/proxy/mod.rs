@@ -13,14 +13,13 @@ pub mod judge;
 pub mod lease;
 mod models;
 pub mod outbound;
-pub mod record;
 pub mod request;
 pub mod watch;
 
 use crate::dialect::{ApiError, Dialect};
 use crate::http::io::{READ_CHUNK, ReadError, read_request_head};
 use crate::http::response::whole;
-use crate::runtime::core::Core;
+use crate::state::core::Core;
 use bytes::{Bytes, BytesMut};
 use monoio::io::{AsyncWriteRent, AsyncWriteRentExt, Splitable};
 use monoio::net::TcpStream;
@@ -183,7 +182,7 @@ async fn linger(
         if now >= end || core.drain.is_draining() {
             return;
         }
-        let read = crate::runtime::timer::timeout_at(
+        let read = crate::timer::timeout_at(
             end.min(now + LINGER_IDLE),
             crate::http::io::read_more(rd, &mut sink),
         );

@@ -6,13 +6,13 @@ use super::client_body::{drain_body, drain_small_body, read_client_body};
 use super::client_facts::{client_request_id, priority_of, tenant_of};
 use super::forward::{Relay, relay};
 use super::models::models;
-use super::record::{AttemptRecord, Record};
 use super::watch::ClientWatch;
+use crate::audit::{AttemptRecord, Record};
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::{ApiError, Dialect, Endpoint, dialect_for_path};
 use crate::http::Head;
 use crate::route::{Candidate, Entry};
-use crate::runtime::core::Core;
+use crate::state::core::Core;
 use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
@@ -66,7 +66,7 @@ pub(crate) struct Ctx<'a> {
     /// The exclusive lease this request is fenced to (only its connection may serve it).
     pub lease: Option<super::lease::Binding>,
     /// The client connection's place under the connection caps.
-    pub ticket: &'a crate::runtime::conn_caps::Ticket<'a>,
+    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
     /// Whether this client may see provider and connection names and upstream error text in
     /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
     /// request id instead; the decision record keeps everything.
@@ -86,7 +86,7 @@ impl Ctx<'_> {
 
 /// What a request knows of the client connection it came on.
 pub struct Conn<'a> {
-    pub ticket: &'a crate::runtime::conn_caps::Ticket<'a>,
+    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
     /// The connection's last request (`max_requests_per_connection`): answered with close.
     pub last_request: bool,
 }
@@ -416,7 +416,7 @@ pub(super) async fn commit(
         };
     }
     if let Some(t) = res.sse {
-        ctx.record.stream_stats = Some(super::record::StreamStats {
+        ctx.record.stream_stats = Some(crate::audit::StreamStats {
             events: t.events,
             text_bytes: t.text_bytes,
             terminal: t.terminal,

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use crate::runtime::timer;
+use crate::timer;
 
 /// How long a request runs before its client is watched.
 pub const ARM_AFTER: Duration = Duration::from_millis(20);

@@ -69,7 +69,7 @@ pub enum Event {
     DecisionQuery {
         id: Option<Arc<str>>,
         limit: usize,
-        reply: crossbeam_channel::Sender<Vec<crate::proxy::record::Record>>,
+        reply: crossbeam_channel::Sender<Vec<crate::audit::Record>>,
     },
 }
 

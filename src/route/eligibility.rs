@@ -2,6 +2,8 @@
 //! structured output, vision, a large enough context window, region and policy tags). Targets
 //! declare what they support; unset means "not restricted".
 
+use crate::dialect::needs::Needs;
+
 /// What a target supports.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Caps {
@@ -12,20 +14,6 @@ pub struct Caps {
     pub region: Option<String>,
     pub tags: Vec<String>,
     pub cost: f64,
-}
-
-/// What one request needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Needs {
-    pub tools: bool,
-    pub vision: bool,
-    pub structured_output: bool,
-    /// Estimated prompt plus requested output tokens.
-    pub context_tokens: u64,
-    /// From `x-ringside-region`.
-    pub region: Option<String>,
-    /// From `x-ringside-require-tags` (comma-separated).
-    pub tags: Vec<String>,
 }
 
 impl Caps {

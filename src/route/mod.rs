@@ -15,7 +15,7 @@ use strategy::{SelectorState, Strategy};
 
 /// A name from the config, kept for the life of the process (the route table is built once at
 /// start), or owned for a name resolved on the fly: decision records take it without copying.
-pub type Name = Cow<'static, str>;
+pub use crate::names::Name;
 
 fn keep(s: String) -> Name {
     Cow::Borrowed(Box::leak(s.into_boxed_str()))
@@ -117,7 +117,7 @@ impl RouteTable {
             provider_ids: cfg.providers.iter().map(|p| p.id.clone()).collect(),
         };
         for r in &cfg.routes {
-            let strategy = Strategy::parse(&r.strategy).unwrap_or(Strategy::Priority);
+            let strategy = r.strategy;
             let mut targets = Vec::new();
             for tg in &r.targets {
                 if let Some(pi) = cfg.providers.iter().position(|p| p.id == tg.provider) {

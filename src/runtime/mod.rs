@@ -1,20 +1,13 @@
 //! Starting the cores: one pinned thread per worker, each with its own monoio runtime
 //! (io_uring, or epoll where io_uring is unavailable) and its own SO_REUSEPORT listener.
 
-pub mod conn_caps;
-pub mod contain;
-pub mod core;
-pub mod decisions;
-pub mod drain;
-pub mod timer;
-
 use crate::config::{Config, DriverChoice};
 use crate::log::{LogSink, event};
 use crate::metrics::CoreMetrics;
 use crate::route::RouteTable;
 use crate::route::strategy::SelectorState;
+use crate::state::core::{Core, Shared};
 use crate::upstream::{Connector, dns::Resolver, pool::Pool};
-use core::{Core, Shared};
 use monoio::net::{ListenerOpts, TcpListener};
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -30,9 +23,24 @@ pub struct Running {
     pub drivers: Vec<&'static str>,
     workers: Vec<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
+    /// The admin replica's place on the event bus, until the admin port takes it.
+    admin_inbox: Option<crossbeam_channel::Receiver<crate::resilience::Event>>,
 }
 
 impl Running {
+    /// The admin replica's bus inbox (once): the admin port is started above the runtime
+    /// (`server::start`), which hands its thread back with [`Running::attach_admin`].
+    pub fn take_admin_inbox(
+        &mut self,
+    ) -> Option<crossbeam_channel::Receiver<crate::resilience::Event>> {
+        self.admin_inbox.take()
+    }
+
+    /// Keep the admin thread, to join it after the cores.
+    pub fn attach_admin(&mut self, admin: JoinHandle<()>) {
+        self.admin = Some(admin);
+    }
+
     /// Begin a graceful shutdown: stop accepting, let in-flight requests finish.
     pub fn shutdown(&self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
@@ -65,7 +73,7 @@ fn port_already_served(addr: SocketAddr) -> bool {
     std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok()
 }
 
-/// Start the cores and the admin port.
+/// Start the cores (the admin port is started by `server::start`).
 pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, String> {
     for (what, addr) in [
         ("listen", config.server.listen),
@@ -167,7 +175,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         store,
         leases,
         managed_keys: AtomicBool::new(crate::clients::managed::any(store)),
-        conn_caps: conn_caps::ConnCaps::new(max_connections, max_unauthenticated),
+        conn_caps: crate::state::conn_caps::ConnCaps::new(max_connections, max_unauthenticated),
     });
     let resolver = Resolver::start(2);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();
@@ -195,12 +203,12 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
             Err(_) => return Err("a worker died during start".into()),
         }
     }
-    let admin = crate::admin::start(shared.clone(), admin_inbox)?;
     Ok(Running {
         shared,
         drivers,
         workers: handles,
-        admin: Some(admin),
+        admin: None,
+        admin_inbox: Some(admin_inbox),
     })
 }
 
@@ -289,7 +297,7 @@ async fn core_main(
     let (inbox, bell) = inbox;
     let cfg = &shared.config;
     // This core's timer wheel: every deadline on the request path lives there.
-    timer::install();
+    crate::timer::install();
     let opts = ListenerOpts::new()
         .reuse_port(true)
         .reuse_addr(true)
@@ -338,7 +346,7 @@ async fn core_main(
         inbox,
         loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
         flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),
-        decisions: RefCell::new(crate::runtime::decisions::Decisions::per_core(
+        decisions: RefCell::new(crate::state::decisions::Decisions::per_core(
             cfg.resilience.decision_ring,
             cfg.resilience.decision_ring_plain,
             cfg.server.workers,
@@ -358,7 +366,7 @@ async fn core_main(
         monoio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    monoio::spawn(contain::contained(
+                    monoio::spawn(crate::contain::contained(
                         crate::clock::per_poll(crate::proxy::serve_client(core.clone(), stream, peer.ip())),
                         &crate::metrics::TASK_PANICS,
                         Some(id),

@@ -11,10 +11,10 @@ pub fn session_key(head: &crate::http::Head) -> Option<String> {
         .iter()
         .find_map(|h| head.get(h))
         .filter(|v| !v.is_empty() && v.len() <= 512)?;
-    let d = crate::clients::digest(v);
+    let d = crate::secret::digest(v);
     let mut key = String::with_capacity(4 + 32);
     key.push_str("pin/");
-    key.push_str(&crate::clients::hex(&d[..16]));
+    key.push_str(&crate::secret::hex(&d[..16]));
     Some(key)
 }
 

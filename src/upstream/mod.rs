@@ -6,7 +6,7 @@ pub mod stream;
 pub mod tls;
 
 use crate::config::Endpoint;
-use crate::runtime::timer;
+use crate::timer;
 use bytes::BytesMut;
 use monoio::net::TcpStream;
 use std::io;

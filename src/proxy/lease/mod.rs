@@ -166,7 +166,7 @@ pub(crate) fn refence(ctx: &Ctx<'_>, b: &Binding) -> Result<usize, ApiError> {
 
 /// Wait for the store writer's answer (bounded; a dead writer reads as unavailable).
 pub async fn ask_writer(store: &crate::store::Store, op: Op) -> Outcome {
-    match crate::runtime::timer::timeout(WRITER_TIMEOUT, store.lease(op)).await {
+    match crate::timer::timeout(WRITER_TIMEOUT, store.lease(op)).await {
         Ok(Ok(o)) => o,
         _ => Outcome::Unavailable,
     }

@@ -2,11 +2,11 @@
 //! `Rc`/`RefCell`, touched only by the core's own thread; cross-core state is in [`Shared`].
 
 use super::drain::Drain;
+use crate::audit::Record;
 use crate::config::Config;
 use crate::http::response::hex;
 use crate::log::LogSink;
 use crate::metrics::CoreMetrics;
-use crate::proxy::record::Record;
 use crate::resilience::bus::{Bus, drain};
 use crate::resilience::classify::Verdict;
 use crate::resilience::{Event, Probes, Site, Tables};
@@ -50,12 +50,6 @@ pub struct Shared {
     pub managed_keys: AtomicBool,
     /// Client connections held, in total and keyless per address.
     pub conn_caps: super::conn_caps::ConnCaps,
-}
-
-/// The flat index of a connection named `provider/connection`.
-pub fn conn_by_label(labels: &[(String, String)], label: &str) -> Option<usize> {
-    let (p, c) = label.split_once('/')?;
-    labels.iter().position(|(lp, lc)| lp == p && lc == c)
 }
 
 impl Shared {
@@ -156,7 +150,10 @@ impl Core {
             return (until > now_unix).then_some((c, until));
         }
         let (label, until) = crate::store::pins::pinned(self.shared.store, key, now_unix)?;
-        Some((conn_by_label(&self.shared.conn_labels, &label)?, until))
+        Some((
+            crate::names::conn_by_label(&self.shared.conn_labels, &label)?,
+            until,
+        ))
     }
 
     /// Pin a session to a connection on every core (and in the store), unless the pin is

@@ -13,7 +13,7 @@
 //! - **plain** first-try successes get a small one (`decision_ring_plain`), which stays in
 //!   cache. Every request, plain or not, is in the access log.
 
-use crate::proxy::record::Record;
+use crate::audit::Record;
 use std::collections::VecDeque;
 
 /// Each record is kept with its arrival number on this core, so the two rings merge back in
@@ -105,7 +105,7 @@ impl Decisions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::record::AttemptRecord;
+    use crate::audit::AttemptRecord;
 
     fn plain(id: &str, ts: u64) -> Record {
         Record {

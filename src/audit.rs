@@ -9,7 +9,7 @@ use serde::Serialize;
 pub struct AttemptRecord {
     pub provider: &'static str,
     pub connection: &'static str,
-    pub model: crate::route::Name,
+    pub model: crate::names::Name,
     pub outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -45,17 +45,17 @@ pub struct Record {
     pub request_id: String,
     pub core: usize,
     /// Static for the usual methods and endpoint paths (no allocation per request).
-    pub method: crate::route::Name,
-    pub path: crate::route::Name,
+    pub method: crate::names::Name,
+    pub path: crate::names::Name,
     /// The client key's id (never the key).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub route: Option<crate::route::Name>,
+    pub route: Option<crate::names::Name>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<crate::route::Name>,
+    pub target: Option<crate::names::Name>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connection: Option<&'static str>,
     pub status: u16,
