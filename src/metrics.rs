@@ -1,6 +1,7 @@
 //! Per-core counters. Each core writes only its own block (relaxed atomics, no contention);
 //! the admin port sums the blocks when scraped.
 
+use crate::audit::AttemptOutcome;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -15,31 +16,6 @@ pub const STATUSES: [u16; 22] = [
 ];
 
 /// Outcomes of one upstream attempt.
-pub const OUTCOMES: [&str; 15] = [
-    "ok",
-    "http_4xx",
-    "http_429",
-    "http_5xx",
-    "stream_error",
-    "stream_readiness_timeout",
-    "dns_error",
-    "connect_error",
-    "connect_timeout",
-    "tls_error",
-    "timeout",
-    "execution_timeout",
-    "reset",
-    "client_gone",
-    "protocol_error",
-];
-
-pub fn outcome_index(name: &str) -> usize {
-    OUTCOMES
-        .iter()
-        .position(|o| *o == name)
-        .unwrap_or(OUTCOMES.len() - 1)
-}
-
 fn status_index(status: u16) -> usize {
     STATUSES
         .iter()
@@ -71,7 +47,7 @@ impl CoreMetrics {
             routes,
             connections,
             requests: counters(routes * (STATUSES.len() + 1)),
-            attempts: counters(connections * OUTCOMES.len()),
+            attempts: counters(connections * AttemptOutcome::ALL.len()),
             in_flight: AtomicI64::new(0),
             open_client_conns: AtomicI64::new(0),
             uring: AtomicI64::new(-1),
@@ -91,11 +67,11 @@ impl CoreMetrics {
         }
     }
 
-    pub fn attempt(&self, connection: usize, outcome: &str) {
+    pub fn attempt(&self, connection: usize, outcome: AttemptOutcome) {
         if connection < self.connections
             && let Some(c) = self
                 .attempts
-                .get(connection * OUTCOMES.len() + outcome_index(outcome))
+                .get(connection * AttemptOutcome::ALL.len() + outcome.index())
         {
             c.fetch_add(1, Relaxed);
         }
@@ -135,10 +111,10 @@ pub fn render(
     );
     out.push_str("# TYPE ringside_upstream_attempts_total counter\n");
     for (ci, (provider, conn)) in conn_labels.iter().enumerate() {
-        for (oi, outcome) in OUTCOMES.iter().enumerate() {
+        for (oi, outcome) in AttemptOutcome::ALL.iter().map(|o| o.as_str()).enumerate() {
             let n: u64 = cores
                 .iter()
-                .map(|c| c.attempts[ci * OUTCOMES.len() + oi].load(Relaxed))
+                .map(|c| c.attempts[ci * AttemptOutcome::ALL.len() + oi].load(Relaxed))
                 .sum();
             if n > 0 {
                 let _ = writeln!(

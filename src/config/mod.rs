@@ -1,6 +1,7 @@
 //! Configuration: the TOML schema, environment overrides, validation with a location for every
 //! problem, and the resolved, immutable [`Config`] the cores share.
 
+mod problems;
 mod resilience;
 pub mod schema;
 mod schema_resilience;

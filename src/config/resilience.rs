@@ -1,27 +1,14 @@
 //! Validating and resolving the `[resilience]` section and each provider's profile into the
 //! [`Settings`] the cores read.
 
+use super::problems::Problems;
 use super::schema::{FileConfig, ProviderSection};
-use super::{AuthKind, EnvLookup, Problem, Provider};
+use super::{AuthKind, EnvLookup, Provider};
 use crate::resilience::Settings;
 use crate::resilience::classify::{Reason, Rule, Scope};
 use crate::resilience::lockout::LockoutSettings;
 use crate::resilience::restate::RestateRule;
 use crate::resilience::settings::{ProfileKind, ProviderPolicy, apply_gate_env, profile};
-
-fn problem(out: &mut Vec<Problem>, at: impl Into<String>, message: impl Into<String>) {
-    out.push(Problem {
-        at: at.into(),
-        message: message.into(),
-    });
-}
-
-fn range(out: &mut Vec<Problem>, at: &str, v: u64, lo: u64, hi: u64) -> u64 {
-    if v < lo || v > hi {
-        problem(out, at, format!("{v} is out of range ({lo} to {hi})"));
-    }
-    v.clamp(lo, hi)
-}
 
 fn is_loopback(host: &str) -> bool {
     host == "localhost"
@@ -31,7 +18,7 @@ fn is_loopback(host: &str) -> bool {
 }
 
 fn policy(
-    out: &mut Vec<Problem>,
+    out: &mut Problems,
     at: &str,
     ps: &ProviderSection,
     p: &Provider,
@@ -48,8 +35,7 @@ fn policy(
         "api_key" => ProfileKind::ApiKey,
         "local" => ProfileKind::Local,
         other => {
-            problem(
-                out,
+            out.add(
                 format!("{at}.profile"),
                 format!("`{other}` is not one of auto, oauth, api_key, local"),
             );
@@ -61,60 +47,56 @@ fn policy(
     let b = &ps.breaker;
     if let Some(v) = b.open_at {
         pol.breaker.open_at =
-            range(out, &format!("{at}.breaker.open_at"), v.into(), 1, 1000) as u32;
+            out.clamped(&format!("{at}.breaker.open_at"), v.into(), 1, 1000) as u32;
     }
     if let Some(v) = b.degraded_at {
         pol.breaker.degraded_at =
-            range(out, &format!("{at}.breaker.degraded_at"), v.into(), 1, 1000) as u32;
+            out.clamped(&format!("{at}.breaker.degraded_at"), v.into(), 1, 1000) as u32;
     }
     pol.breaker.degraded_at = pol.breaker.degraded_at.min(pol.breaker.open_at);
     if let Some(v) = b.open_ms {
-        pol.breaker.open_ms = range(out, &format!("{at}.breaker.open_ms"), v, 100, 86_400_000);
+        pol.breaker.open_ms = out.clamped(&format!("{at}.breaker.open_ms"), v, 100, 86_400_000);
     }
     if let Some(v) = ps.cooldown.base_ms {
-        pol.cooldown.base_ms = range(out, &format!("{at}.cooldown.base_ms"), v, 0, 86_400_000);
+        pol.cooldown.base_ms = out.clamped(&format!("{at}.cooldown.base_ms"), v, 0, 86_400_000);
     }
     if let Some(v) = ps.cooldown.max_level {
         pol.cooldown.max_level =
-            range(out, &format!("{at}.cooldown.max_level"), v.into(), 0, 32) as u8;
+            out.clamped(&format!("{at}.cooldown.max_level"), v.into(), 0, 32) as u8;
     }
     pol
 }
 
 /// Resolve the resilience settings; problems are appended to `out`.
 pub(super) fn resolve(
-    out: &mut Vec<Problem>,
+    out: &mut Problems,
     file: &FileConfig,
     providers: &[Provider],
     env: EnvLookup,
 ) -> Settings {
     let r = &file.resilience;
     let mut s = Settings::default();
-    range(
-        out,
+    out.clamped(
         "resilience.max_cooldown_ms",
         r.max_cooldown_ms,
         1_000,
         86_400_000,
     );
-    range(
-        out,
+    out.clamped(
         "resilience.quota_cooldown_ms",
         r.quota_cooldown_ms,
         1_000,
         30 * 86_400_000,
     );
-    s.deadline_ms = range(out, "resilience.deadline_ms", r.deadline_ms, 1, 86_400_000);
-    s.max_wait_ms = range(out, "resilience.max_wait_ms", r.max_wait_ms, 0, 3_600_000);
-    s.decision_ring = range(
-        out,
+    s.deadline_ms = out.clamped("resilience.deadline_ms", r.deadline_ms, 1, 86_400_000);
+    s.max_wait_ms = out.clamped("resilience.max_wait_ms", r.max_wait_ms, 0, 3_600_000);
+    s.decision_ring = out.clamped(
         "resilience.decision_ring",
         r.decision_ring as u64,
         0,
         1_000_000,
     ) as usize;
-    s.decision_ring_plain = range(
-        out,
+    s.decision_ring_plain = out.clamped(
         "resilience.decision_ring_plain",
         r.decision_ring_plain as u64,
         0,
@@ -123,13 +105,12 @@ pub(super) fn resolve(
     s.gate_enabled = r.provider_gate;
     let l = &r.lockout;
     if l.codes.iter().any(|c| !(100..=599).contains(c)) {
-        problem(
-            out,
+        out.add(
             "resilience.lockout.codes",
             "codes must be HTTP statuses (100 to 599)",
         );
     }
-    let base_ms = range(out, "resilience.lockout.base_ms", l.base_ms, 0, 600_000);
+    let base_ms = out.clamped("resilience.lockout.base_ms", l.base_ms, 0, 600_000);
     s.lockout = LockoutSettings {
         enabled: l.enabled,
         codes: if l.codes.is_empty() {
@@ -138,14 +119,10 @@ pub(super) fn resolve(
             l.codes.clone()
         },
         base_ms,
-        max_ms: range(out, "resilience.lockout.max_ms", l.max_ms, 5_000, 3_600_000).max(base_ms),
-        max_steps: range(
-            out,
-            "resilience.lockout.max_steps",
-            l.max_steps.into(),
-            0,
-            20,
-        ) as u32,
+        max_ms: out
+            .clamped("resilience.lockout.max_ms", l.max_ms, 5_000, 3_600_000)
+            .max(base_ms),
+        max_steps: out.clamped("resilience.lockout.max_steps", l.max_steps.into(), 0, 20) as u32,
         exponential: l.exponential,
         reset_after_ms: LockoutSettings::default().reset_after_ms,
     };
@@ -154,24 +131,22 @@ pub(super) fn resolve(
             .is_none_or(|id| providers.iter().any(|x| &x.id == id))
     };
     if r.rules.len() > 50 {
-        problem(out, "resilience.rules", "at most 50 operator rules");
+        out.add("resilience.rules", "at most 50 operator rules");
     }
     for (i, rs) in r.rules.iter().enumerate() {
         let at = format!("resilience.rules[{i}]");
         if !known(&rs.provider) {
-            problem(out, format!("{at}.provider"), "no such provider");
+            out.add(format!("{at}.provider"), "no such provider");
         }
         let reason = Reason::parse(&rs.reason).unwrap_or_else(|| {
-            problem(
-                out,
+            out.add(
                 format!("{at}.reason"),
                 format!("`{}` is not a known reason", rs.reason),
             );
             Reason::ServerError
         });
         let scope = Scope::parse(&rs.scope).unwrap_or_else(|| {
-            problem(
-                out,
+            out.add(
                 format!("{at}.scope"),
                 "must be one of request, model, connection, provider",
             );
@@ -182,15 +157,14 @@ pub(super) fn resolve(
             match h.split_once(':') {
                 Some((n, v)) if !n.trim().is_empty() => header_markers
                     .push((n.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase())),
-                _ => problem(
-                    out,
+                _ => out.add(
                     format!("{at}.header_markers"),
                     format!("`{h}` is not `name: substring`"),
                 ),
             }
         }
         if rs.statuses.is_empty() && rs.markers.is_empty() && header_markers.is_empty() {
-            problem(out, &at, "a rule needs statuses, markers or header_markers");
+            out.add(&at, "a rule needs statuses, markers or header_markers");
         }
         s.operator_rules.push(Rule {
             id: rs.id.clone(),
@@ -209,16 +183,15 @@ pub(super) fn resolve(
     for (i, rs) in r.restate.iter().enumerate() {
         let at = format!("resilience.restate[{i}]");
         if !known(&rs.provider) {
-            problem(out, format!("{at}.provider"), "no such provider");
+            out.add(format!("{at}.provider"), "no such provider");
         }
         if rs.markers.is_empty() {
-            problem(
-                out,
+            out.add(
                 format!("{at}.markers"),
                 "a restatement needs at least one marker",
             );
         }
-        range(out, &format!("{at}.to"), rs.to.into(), 100, 599);
+        out.clamped(&format!("{at}.to"), rs.to.into(), 100, 599);
         restate.push(RestateRule {
             id: rs.id.clone(),
             provider: rs.provider.clone(),
@@ -244,14 +217,13 @@ pub(super) fn resolve(
 
 /// A connection's flow-control settings, validated.
 pub(super) fn conn_flow(
-    out: &mut Vec<Problem>,
+    out: &mut Problems,
     at: &str,
     cs: &super::schema::ConnectionSection,
 ) -> crate::flow::ConnFlow {
     use crate::flow::settings::{MAX_DEPTH, MAX_MS};
     let on_saturation = crate::flow::Saturation::parse(&cs.on_saturation).unwrap_or_else(|| {
-        problem(
-            out,
+        out.add(
             format!("{at}.on_saturation"),
             format!(
                 "`{}` is not one of queue, reject, fail_open",
@@ -260,26 +232,24 @@ pub(super) fn conn_flow(
         );
         crate::flow::Saturation::Queue
     });
-    range(
-        out,
+    out.clamped(
         &format!("{at}.max_concurrent"),
         cs.max_concurrent.into(),
         0,
         100_000,
     );
-    range(out, &format!("{at}.min_time_ms"), cs.min_time_ms, 0, MAX_MS);
+    out.clamped(&format!("{at}.min_time_ms"), cs.min_time_ms, 0, MAX_MS);
     if cs.reservoir < 0 {
-        problem(out, format!("{at}.reservoir"), "must not be negative");
+        out.add(format!("{at}.reservoir"), "must not be negative");
     }
     if cs.reservoir > 0 && cs.reservoir_refresh_ms == 0 {
-        problem(
-            out,
+        out.add(
             format!("{at}.reservoir_refresh_ms"),
             "a reservoir needs a refresh interval",
         );
     }
-    let opt = |out: &mut Vec<Problem>, name: &str, v: Option<u64>, lo: u64, hi: u64| {
-        v.map(|v| range(out, &format!("{at}.{name}"), v, lo, hi))
+    let opt = |out: &mut Problems, name: &str, v: Option<u64>, lo: u64, hi: u64| {
+        v.map(|v| out.clamped(&format!("{at}.{name}"), v, lo, hi))
     };
     crate::flow::ConnFlow {
         max_concurrent: cs.max_concurrent,
@@ -301,7 +271,7 @@ pub(super) fn conn_flow(
 
 /// The stream guard's settings, validated; `STREAM_THROUGHPUT_WATCHDOG_*` override the file.
 pub(super) fn stream(
-    out: &mut Vec<Problem>,
+    out: &mut Problems,
     st: &super::schema::StreamSection,
     env: EnvLookup,
 ) -> crate::sse::StreamSettings {
@@ -317,30 +287,26 @@ pub(super) fn stream(
     });
     let w = crate::sse::watchdog::WatchdogSettings {
         enabled: flag.unwrap_or(st.watchdog),
-        warmup_ms: range(
-            out,
+        warmup_ms: out.clamped(
             "stream.watchdog_warmup_ms",
             num("STREAM_THROUGHPUT_WATCHDOG_WARMUP_MS").unwrap_or(st.watchdog_warmup_ms),
             0,
             600_000,
         ),
-        window_ms: range(
-            out,
+        window_ms: out.clamped(
             "stream.watchdog_window_ms",
             num("STREAM_THROUGHPUT_WATCHDOG_WINDOW_MS").unwrap_or(st.watchdog_window_ms),
             100,
             600_000,
         ),
-        min_bytes_per_second: range(
-            out,
+        min_bytes_per_second: out.clamped(
             "stream.watchdog_min_bytes_per_second",
             num("STREAM_THROUGHPUT_WATCHDOG_MIN_BYTES_PER_SECOND")
                 .unwrap_or(st.watchdog_min_bytes_per_second),
             1,
             1_000_000,
         ),
-        min_useful_bytes: range(
-            out,
+        min_useful_bytes: out.clamped(
             "stream.watchdog_min_useful_bytes",
             num("STREAM_THROUGHPUT_WATCHDOG_MIN_USEFUL_BYTES")
                 .unwrap_or(st.watchdog_min_useful_bytes),
@@ -350,23 +316,20 @@ pub(super) fn stream(
     };
     crate::sse::StreamSettings {
         guard: st.guard,
-        holdback_ms: range(out, "stream.holdback_ms", st.holdback_ms, 0, 60_000),
-        holdback_bytes: range(
-            out,
+        holdback_ms: out.clamped("stream.holdback_ms", st.holdback_ms, 0, 60_000),
+        holdback_bytes: out.clamped(
             "stream.holdback_bytes",
             st.holdback_bytes as u64,
             0,
             1 << 20,
         ) as usize,
-        readiness_timeout_ms: range(
-            out,
+        readiness_timeout_ms: out.clamped(
             "stream.readiness_timeout_ms",
             st.readiness_timeout_ms,
             1,
             86_400_000,
         ),
-        total_timeout_ms: range(
-            out,
+        total_timeout_ms: out.clamped(
             "stream.total_timeout_ms",
             st.total_timeout_ms,
             0,
@@ -378,7 +341,7 @@ pub(super) fn stream(
 
 /// Client keys, validated; keys from the environment are hashed here and never kept.
 pub(super) fn clients(
-    out: &mut Vec<Problem>,
+    out: &mut Problems,
     file: &FileConfig,
     providers: &[Provider],
     env: EnvLookup,
@@ -389,14 +352,13 @@ pub(super) fn clients(
     for (i, c) in file.clients.iter().enumerate() {
         let at = format!("clients[{i}]");
         if c.id.is_empty() || !ids.insert(c.id.clone()) {
-            problem(out, format!("{at}.id"), "must be present and unique");
+            out.add(format!("{at}.id"), "must be present and unique");
         }
         let d = match (&c.key_env, &c.key_sha256) {
             (Some(name), None) => match env(name).filter(|v| !v.is_empty()) {
                 Some(v) => Some(digest(v.trim().as_bytes())),
                 None => {
-                    problem(
-                        out,
+                    out.add(
                         format!("{at}.key_env"),
                         format!("environment variable {name} is not set"),
                     );
@@ -414,13 +376,13 @@ pub(super) fn clients(
                 match bytes.and_then(|b| <[u8; 32]>::try_from(b).ok()) {
                     Some(d) => Some(d),
                     None => {
-                        problem(out, format!("{at}.key_sha256"), "must be 64 hex digits");
+                        out.add(format!("{at}.key_sha256"), "must be 64 hex digits");
                         None
                     }
                 }
             }
             _ => {
-                problem(out, &at, "give exactly one of key_env or key_sha256");
+                out.add(&at, "give exactly one of key_env or key_sha256");
                 None
             }
         };
@@ -428,8 +390,7 @@ pub(super) fn clients(
         for sc in &c.scopes {
             match Scope::parse(sc) {
                 Some(s) => scopes.push(s),
-                None => problem(
-                    out,
+                None => out.add(
                     format!("{at}.scopes"),
                     format!("`{sc}` is not one of inference, lease:exclusive, admin, overrides"),
                 ),
@@ -448,8 +409,7 @@ pub(super) fn clients(
                             .map(|x| x.index)
                     });
                     if found.is_none() {
-                        problem(
-                            out,
+                        out.add(
                             format!("{at}.allowed_connections"),
                             format!("no connection `{name}` (write provider/connection)"),
                         );
@@ -459,13 +419,12 @@ pub(super) fn clients(
                 .collect()
         });
         if c.priority > 9 {
-            problem(out, format!("{at}.priority"), "must be 0 to 9");
+            out.add(format!("{at}.priority"), "must be 0 to 9");
         }
         if scopes.contains(&Scope::LeaseExclusive)
             && c.allowed_connections.as_ref().is_none_or(Vec::is_empty)
         {
-            problem(
-                out,
+            out.add(
                 format!("{at}.allowed_connections"),
                 "a key with scope lease:exclusive needs the connections it may lease",
             );

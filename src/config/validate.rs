@@ -1,19 +1,9 @@
 //! Turns a parsed [`FileConfig`] into a [`Config`], collecting every problem (not just the first).
 
+use super::problems::Problems;
 use super::schema::{FileConfig, LimitsSection, UpstreamSection};
 use super::*;
 use std::collections::HashSet;
-
-struct Problems(Vec<Problem>);
-
-impl Problems {
-    fn add(&mut self, at: impl Into<String>, message: impl Into<String>) {
-        self.0.push(Problem {
-            at: at.into(),
-            message: message.into(),
-        });
-    }
-}
 
 fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
     match v.parse::<SocketAddr>() {
@@ -25,18 +15,6 @@ fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
             );
             SocketAddr::from(([127, 0, 0, 1], 0))
         }
-    }
-}
-
-fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
-    p: &mut Problems,
-    at: &str,
-    v: T,
-    lo: T,
-    hi: T,
-) {
-    if v < lo || v > hi {
-        p.add(at, format!("{v} is out of range ({lo} to {hi})"));
     }
 }
 
@@ -126,33 +104,29 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
 }
 
 fn check_limits(p: &mut Problems, l: &LimitsSection) {
-    in_range(p, "limits.max_head_bytes", l.max_head_bytes, 1024, 1 << 20);
-    in_range(
-        p,
+    p.in_range("limits.max_head_bytes", l.max_head_bytes, 1024, 1 << 20);
+    p.in_range(
         "limits.max_headers",
         l.max_headers,
         1,
         crate::http::head::MAX_HEADERS_HARD,
     );
-    in_range(p, "limits.max_body_bytes", l.max_body_bytes, 1, 1 << 30);
+    p.in_range("limits.max_body_bytes", l.max_body_bytes, 1, 1 << 30);
     const DAY: u64 = 86_400_000;
-    in_range(
-        p,
+    p.in_range(
         "limits.header_read_timeout_ms",
         l.header_read_timeout_ms,
         1,
         DAY,
     );
-    in_range(
-        p,
+    p.in_range(
         "limits.body_read_timeout_ms",
         l.body_read_timeout_ms,
         1,
         DAY,
     );
-    in_range(p, "limits.keepalive_idle_ms", l.keepalive_idle_ms, 1, DAY);
-    in_range(
-        p,
+    p.in_range("limits.keepalive_idle_ms", l.keepalive_idle_ms, 1, DAY);
+    p.in_range(
         "limits.client_send_timeout_ms",
         l.client_send_timeout_ms,
         1,
@@ -162,43 +136,33 @@ fn check_limits(p: &mut Problems, l: &LimitsSection) {
 
 fn check_upstream(p: &mut Problems, u: &UpstreamSection) {
     const DAY: u64 = 86_400_000;
-    in_range(
-        p,
-        "upstream.connect_timeout_ms",
-        u.connect_timeout_ms,
-        1,
-        DAY,
-    );
-    in_range(
-        p,
+    p.in_range("upstream.connect_timeout_ms", u.connect_timeout_ms, 1, DAY);
+    p.in_range(
         "upstream.first_byte_timeout_ms",
         u.first_byte_timeout_ms,
         1,
         DAY,
     );
-    in_range(
-        p,
+    p.in_range(
         "upstream.idle_read_timeout_ms",
         u.idle_read_timeout_ms,
         1,
         DAY,
     );
-    in_range(
-        p,
+    p.in_range(
         "upstream.pool_max_idle_per_upstream",
         u.pool_max_idle_per_upstream,
         0,
         100_000,
     );
-    in_range(
-        p,
+    p.in_range(
         "upstream.pool_idle_timeout_ms",
         u.pool_idle_timeout_ms,
         1,
         DAY,
     );
-    in_range(p, "upstream.dns_ttl_ms", u.dns_ttl_ms, 1, DAY);
-    in_range(p, "upstream.max_attempts", u.max_attempts, 1, 20);
+    p.in_range("upstream.dns_ttl_ms", u.dns_ttl_ms, 1, DAY);
+    p.in_range("upstream.max_attempts", u.max_attempts, 1, 20);
     if !matches!(u.tls_roots.as_str(), "webpki" | "system" | "both") {
         p.add(
             "upstream.tls_roots",
@@ -213,16 +177,15 @@ fn check_upstream(p: &mut Problems, u: &UpstreamSection) {
 }
 
 pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Problem>> {
-    let mut p = Problems(Vec::new());
+    let mut p = Problems::default();
     let s = &file.server;
     let listen = parse_addr(&mut p, "server.listen", &s.listen);
     let admin_listen = parse_addr(&mut p, "server.admin_listen", &s.admin_listen);
     if s.listen == s.admin_listen {
         p.add("server.admin_listen", "must differ from server.listen");
     }
-    in_range(&mut p, "server.workers", s.workers, 0, 1024);
-    in_range(
-        &mut p,
+    p.in_range("server.workers", s.workers, 0, 1024);
+    p.in_range(
         "server.shutdown_grace_ms",
         s.shutdown_grace_ms,
         0,
@@ -274,8 +237,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             p.add("server.admin_hosts", format!("`{h}` is not a host name"));
         }
     }
-    in_range(
-        &mut p,
+    p.in_range(
         "server.max_unauthenticated_per_address",
         s.max_unauthenticated_per_address,
         1,
@@ -385,7 +347,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
                     format!("{} is out of range (1 to 1000000)", cs.weight),
                 );
             }
-            let flow = super::resilience::conn_flow(&mut p.0, &cat, cs);
+            let flow = super::resilience::conn_flow(&mut p, &cat, cs);
             connections.push(Connection {
                 id: cs.id.clone(),
                 secret,
@@ -466,17 +428,16 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         }
     }
 
-    let resilience = super::resilience::resolve(&mut p.0, &file, &providers, env);
-    let stream = super::resilience::stream(&mut p.0, &file.stream, env);
-    let clients = super::resilience::clients(&mut p.0, &file, &providers, env);
+    let resilience = super::resilience::resolve(&mut p, &file, &providers, env);
+    let stream = super::resilience::stream(&mut p, &file.stream, env);
+    let clients = super::resilience::clients(&mut p, &file, &providers, env);
     // With client keys (several tenants) a breaker opens only on failures of at least two of
     // them, unless the operator says otherwise; an open (single-tenant) instance keeps one.
     let min_tenants = file
         .resilience
         .breaker_min_tenants
         .unwrap_or(if clients.is_open() { 1 } else { 2 });
-    in_range(
-        &mut p,
+    p.in_range(
         "resilience.breaker_min_tenants",
         min_tenants,
         1,
@@ -492,13 +453,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             format!("`{}` is not one of durable, fast", file.store.durability),
         );
     }
-    in_range(
-        &mut p,
-        "store.map_size_mb",
-        file.store.map_size_mb,
-        1,
-        1 << 20,
-    );
+    p.in_range("store.map_size_mb", file.store.map_size_mb, 1, 1 << 20);
     if !p.0.is_empty() {
         return Err(p.0);
     }

@@ -102,9 +102,9 @@ async fn pass_through(
     };
     ctx.record.status = resp.status;
     ctx.record.outcome = if last.verdict.retryable {
-        "failed"
+        crate::audit::Outcome::Failed
     } else {
-        "passed_through"
+        crate::audit::Outcome::PassedThrough
     };
     ctx.record.error_code = Some(last.verdict.reason.as_str());
     ctx.record.connection = Some(last.label);
@@ -223,10 +223,12 @@ pub(super) async fn give_up(
         };
         // Long waits are not worth an SDK's automatic retry.
         e.retry_after(s).should_retry(s <= 60)
-    } else if timers
-        .iter()
-        .any(|e| matches!(e, Exclusion::Ineligible("saturated")))
-    {
+    } else if timers.iter().any(|e| {
+        matches!(
+            e,
+            Exclusion::Ineligible(crate::resilience::Ineligible::Saturated)
+        )
+    }) {
         // Local overload: every usable key is at its concurrency cap (reject policy).
         refused_error(crate::flow::Refused::Saturated)
     } else {

@@ -6,6 +6,7 @@ use super::answer::Buffered;
 use super::judge::{self, Hold, Read};
 use super::request::{AttemptEnd, Ctx, commit};
 use super::watch::{ClientWatch, Raced};
+use crate::audit::AttemptOutcome;
 use crate::http::head::parse_response;
 use crate::http::io::read_more;
 use crate::http::{Head, HeadLimits};
@@ -24,7 +25,7 @@ fn now() -> u64 {
 
 fn failed(
     verdict: Verdict,
-    kind: &'static str,
+    kind: AttemptOutcome,
     detail: String,
     self_inflicted: bool,
 ) -> AttemptEnd {
@@ -53,7 +54,7 @@ pub(super) async fn attempt(
     let Some((provider, conn)) = cfg.connection(cand.connection) else {
         return failed(
             classify::transport(false),
-            "protocol_error",
+            AttemptOutcome::ProtocolError,
             "unknown connection".into(),
             true,
         );
@@ -93,14 +94,14 @@ pub(super) async fn attempt(
     // nor the upstream's own timeouts.
     let cut_by_execution = exec_left < budget_left;
     let head_cut_by_execution = exec_left < budget_left.min(cfg.upstream.first_byte_timeout_ms);
-    let timeout_kind = |timeout: bool, kind: &'static str| {
-        let binding = if kind == "timeout" {
+    let timeout_kind = |timeout: bool, kind: AttemptOutcome| {
+        let binding = if kind == AttemptOutcome::Timeout {
             head_cut_by_execution
         } else {
             cut_by_execution
         };
         if timeout && binding {
-            "execution_timeout"
+            AttemptOutcome::ExecutionTimeout
         } else {
             kind
         }
@@ -122,7 +123,7 @@ pub(super) async fn attempt(
                     Raced::Done(Err(_)) => {
                         return failed(
                             classify::transport(true),
-                            timeout_kind(true, "connect_timeout"),
+                            timeout_kind(true, AttemptOutcome::ConnectTimeout),
                             "deadline reached while connecting".into(),
                             true,
                         );
@@ -187,7 +188,7 @@ pub(super) async fn attempt(
                 Read::Failed { detail, timeout } => {
                     return failed(
                         classify::transport(timeout),
-                        timeout_kind(timeout, "stream_error"),
+                        timeout_kind(timeout, AttemptOutcome::StreamError),
                         detail,
                         timeout && cut_by_deadline,
                     );
@@ -197,7 +198,7 @@ pub(super) async fn attempt(
                     // key (a slow-thinking model), so nothing is cooled.
                     return failed(
                         classify::transport(true),
-                        "stream_readiness_timeout",
+                        AttemptOutcome::StreamReadinessTimeout,
                         format!(
                             "no useful stream event within {} ms",
                             st.readiness_timeout_ms
@@ -215,7 +216,7 @@ pub(super) async fn attempt(
                     };
                     let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
                     return AttemptEnd::Failed {
-                        kind: "stream_error",
+                        kind: AttemptOutcome::StreamError,
                         detail: format!("in-band stream error: {}", clean(&text, conn)),
                         restated_from: restated.map(|r| r.from),
                         response: None,
@@ -237,7 +238,7 @@ pub(super) async fn attempt(
         Read::ClientGone => AttemptEnd::ClientGone,
         Read::Failed { detail, timeout } => failed(
             classify::transport(timeout),
-            timeout_kind(timeout, "reset"),
+            timeout_kind(timeout, AttemptOutcome::Reset),
             detail,
             timeout && cut_by_deadline,
         ),
@@ -258,10 +259,9 @@ pub(super) async fn attempt(
                 let _ = up.buf.split();
                 core.pool.borrow_mut().put(provider_index, up, now());
             }
-            let kind = match head.status {
-                429 => "http_429",
-                s if s >= 500 => "http_5xx",
-                _ => "http_4xx",
+            let kind = match AttemptOutcome::of_status(head.status) {
+                AttemptOutcome::Ok => AttemptOutcome::Http4xx,
+                k => k,
             };
             let detail = if oversized {
                 format!(
@@ -321,7 +321,7 @@ enum HeadFail {
     ClientGone,
     Failed {
         timeout: bool,
-        kind: &'static str,
+        kind: AttemptOutcome,
         detail: String,
         nothing_received: bool,
     },
@@ -335,7 +335,11 @@ async fn send_and_await_head(
 ) -> Result<Head, HeadFail> {
     let fail = |timeout: bool, detail: String, nothing_received| HeadFail::Failed {
         timeout,
-        kind: if timeout { "timeout" } else { "reset" },
+        kind: if timeout {
+            AttemptOutcome::Timeout
+        } else {
+            AttemptOutcome::Reset
+        },
         detail,
         nothing_received,
     };
@@ -365,7 +369,7 @@ async fn send_and_await_head(
             Err(e) => {
                 return Err(HeadFail::Failed {
                     timeout: false,
-                    kind: "protocol_error",
+                    kind: AttemptOutcome::ProtocolError,
                     detail: format!("bad response head: {}", e.reason()),
                     nothing_received: false,
                 });

@@ -4,14 +4,15 @@
 
 use super::answer::{self, LastFailure};
 use super::attempt::attempt;
-use super::lease::{NOT_LEASED, capacity_answer, move_reason};
+use super::lease::{capacity_answer, move_reason};
 use super::request::{AttemptEnd, Ctx, finish_error};
 use super::watch::{ClientWatch, Raced};
-use crate::audit::{AttemptRecord, Excluded};
+use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Excluded};
 use crate::dialect::ApiError;
 use crate::dialect::needs::Needs;
 use crate::flow::settings::Knob;
 use crate::flow::{self, Ask, Refused};
+use crate::resilience::Ineligible;
 use crate::resilience::breaker::{Admit, release_probe};
 use crate::resilience::budget::{Budget, parse_deadline_header};
 use crate::resilience::classify::Verdict;
@@ -111,13 +112,13 @@ pub(super) async fn run(
                         let why = if tried.contains(&c) {
                             Some(Exclusion::Tried)
                         } else if saturated.contains(&c) {
-                            Some(Exclusion::Ineligible("saturated"))
+                            Some(Exclusion::Ineligible(Ineligible::Saturated))
                         } else if ctx
                             .client
                             .as_ref()
                             .is_some_and(|k| !k.may_use(c.connection))
                         {
-                            Some(Exclusion::Ineligible("not_allowed_for_key"))
+                            Some(Exclusion::Ineligible(Ineligible::NotAllowedForKey))
                         } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
                             Some(Exclusion::Ineligible(why))
                         } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
@@ -132,7 +133,7 @@ pub(super) async fn run(
                             })
                         } else if bound.is_some() {
                             // Usable and free, but not this request's lease: a place to move to.
-                            Some(Exclusion::Ineligible(NOT_LEASED))
+                            Some(Exclusion::Ineligible(Ineligible::NotThisLease))
                         } else {
                             None
                         };
@@ -166,7 +167,9 @@ pub(super) async fn run(
             if let Some(b) = ctx.lease.clone() {
                 let mut free: Vec<usize> = Vec::new();
                 for (c, e) in &excluded {
-                    if *e == Exclusion::Ineligible(NOT_LEASED) && !free.contains(&c.connection) {
+                    if *e == Exclusion::Ineligible(Ineligible::NotThisLease)
+                        && !free.contains(&c.connection)
+                    {
                         free.push(c.connection);
                     }
                 }
@@ -215,7 +218,7 @@ pub(super) async fn run(
                         timer::sleep_until(crate::clock::instant() + Duration::from_millis(ms));
                     if let Raced::ClientGone = watch.race(sleep).await {
                         ctx.record.status = 499;
-                        ctx.record.outcome = "client_gone";
+                        ctx.record.outcome = crate::audit::Outcome::ClientGone;
                         break Some(false);
                     }
                     continue;
@@ -259,7 +262,7 @@ pub(super) async fn run(
                 match e {
                     None => {
                         ctx.record.status = 499;
-                        ctx.record.outcome = "client_gone";
+                        ctx.record.outcome = crate::audit::Outcome::ClientGone;
                         break Some(false);
                     }
                     Some(Refused::Saturated) => {
@@ -334,14 +337,14 @@ pub(super) async fn run(
                     entry,
                     cand,
                     t0,
-                    "client_gone",
+                    AttemptOutcome::ClientGone,
                     None,
-                    "fail",
+                    Decision::Fail,
                     &budget,
                     None,
                 );
                 ctx.record.status = 499;
-                ctx.record.outcome = "client_gone";
+                ctx.record.outcome = crate::audit::Outcome::ClientGone;
                 break Some(false);
             }
             AttemptEnd::Failed {
@@ -352,7 +355,7 @@ pub(super) async fn run(
                 restated_from,
                 self_inflicted,
             } => {
-                if kind == "execution_timeout" {
+                if kind == AttemptOutcome::ExecutionTimeout {
                     core.shared.flow.gates[cand.connection]
                         .stats
                         .execution_timeouts
@@ -364,7 +367,7 @@ pub(super) async fn run(
                         t0,
                         kind,
                         None,
-                        "fail",
+                        Decision::Fail,
                         &budget,
                         Some(detail),
                     );
@@ -376,11 +379,11 @@ pub(super) async fn run(
                 }
                 let pass = !verdict.retryable;
                 let decision = if pass {
-                    "pass_through"
+                    Decision::PassThrough
                 } else if budget.attempts_left() == 0 {
-                    "fail"
+                    Decision::Fail
                 } else {
-                    "next"
+                    Decision::Next
                 };
                 push(
                     ctx,
@@ -473,9 +476,9 @@ fn push(
     entry: &Entry,
     c: Candidate,
     t0: Instant,
-    outcome: &'static str,
+    outcome: AttemptOutcome,
     v: Option<&Verdict>,
-    decision: &'static str,
+    decision: Decision,
     budget: &Budget,
     detail: Option<String>,
 ) {

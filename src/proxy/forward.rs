@@ -5,6 +5,7 @@
 
 use super::body_end::{BodyEnd, EventEdge};
 use super::deadline::{Timer, before, set_timer};
+pub use super::relay_failure::RelayFailure;
 use super::watch::{ClientWatch, Raced};
 use crate::dialect::{ApiError, Dialect};
 use crate::http::chunk::{ChunkTracker, size_line};
@@ -51,7 +52,7 @@ pub struct Relayed {
     /// The client connection can serve another request.
     pub client_keep_alive: bool,
     /// Set when the relay failed after the head went out.
-    pub failure: Option<&'static str>,
+    pub failure: Option<RelayFailure>,
     pub client_gone: bool,
     /// Whether any byte reached the client (after that, nothing may be retried).
     pub committed: bool,
@@ -300,7 +301,7 @@ pub async fn relay(
         let (data, done, extra) = match end.take(&mut up.buf, scanner.as_mut(), &mut edge) {
             Ok(t) => t,
             Err(()) => {
-                out.failure = Some("upstream_bad_framing");
+                out.failure = Some(RelayFailure::BadFraming);
                 if pending_head.is_some() {
                     // Nothing reached the client yet: the caller may still try elsewhere.
                     return out;
@@ -324,7 +325,7 @@ pub async fn relay(
             && !sc.totals.terminal
             && sc.totals.errors == 0
         {
-            out.failure = Some("upstream_no_terminal");
+            out.failure = Some(RelayFailure::NoTerminal);
             // The last-chunk line, whole in this read (after a chunk's CRLF or on its own).
             let n = data.len();
             let last_chunk_here = data.ends_with(b"0\r\n\r\n") && (n == 5 || data[n - 6] == b'\n');
@@ -344,7 +345,7 @@ pub async fn relay(
         } else if let Some(t) = dechunk.as_mut() {
             let mut payload = Vec::with_capacity(data.len());
             if t.feed(&data, |p| payload.extend_from_slice(p)).is_err() {
-                out.failure = Some("upstream_bad_framing");
+                out.failure = Some(RelayFailure::BadFraming);
                 break;
             }
             Bytes::from(payload)
@@ -371,7 +372,7 @@ pub async fn relay(
             }
             Sent::Stalled => {
                 out.client_gone = true;
-                out.failure = Some("client_send_timeout");
+                out.failure = Some(RelayFailure::ClientSendTimeout);
                 break;
             }
         }
@@ -380,7 +381,7 @@ pub async fn relay(
             w.observe(t, sc.totals.text_bytes - text_seen);
             text_seen = sc.totals.text_bytes;
             if !done && w.too_slow(t, sc.totals.protected) {
-                out.failure = Some("STREAM_THROUGHPUT_TOO_LOW");
+                out.failure = Some(RelayFailure::ThroughputTooLow);
                 break;
             }
         }
@@ -399,7 +400,7 @@ pub async fn relay(
                     .as_ref()
                     .is_some_and(|sc| !sc.totals.terminal && sc.totals.errors == 0);
                 if unfinished {
-                    out.failure = Some("upstream_no_terminal");
+                    out.failure = Some(RelayFailure::NoTerminal);
                 } else if rechunk {
                     let last = Bytes::from_static(b"0\r\n\r\n");
                     if !matches!(send(wr, last, &mut send_timer, limit).await, Sent::Done) {
@@ -407,7 +408,7 @@ pub async fn relay(
                     }
                 }
             } else {
-                out.failure = Some("upstream_truncated");
+                out.failure = Some(RelayFailure::Truncated);
             }
             break;
         }
@@ -415,8 +416,8 @@ pub async fn relay(
         // (no useful event yet) or its total time.
         let now = crate::clock::instant();
         let mut wait = r.idle_timeout;
-        let mut why = "upstream_idle_timeout";
-        let mut tighter = |at: Option<std::time::Instant>, reason: &'static str| {
+        let mut why = RelayFailure::IdleTimeout;
+        let mut tighter = |at: Option<std::time::Instant>, reason: RelayFailure| {
             if let Some(at) = at {
                 let left = at.saturating_duration_since(now);
                 if left < wait {
@@ -425,19 +426,19 @@ pub async fn relay(
                 }
             }
         };
-        tighter(r.hard_deadline, "execution_timeout");
+        tighter(r.hard_deadline, RelayFailure::ExecutionTimeout);
         if let Some(sc) = &scanner {
             let st = &r.stream;
             if !sc.totals.decisive {
                 tighter(
                     Some(started + Duration::from_millis(st.readiness_timeout_ms)),
-                    "stream_readiness_timeout",
+                    RelayFailure::ReadinessTimeout,
                 );
             }
             if st.total_timeout_ms > 0 {
                 tighter(
                     Some(started + Duration::from_millis(st.total_timeout_ms)),
-                    "stream_total_timeout",
+                    RelayFailure::TotalTimeout,
                 );
             }
         }
@@ -464,7 +465,7 @@ pub async fn relay(
                 break;
             }
             Raced::Done(Ok(Err(_))) => {
-                out.failure = Some("upstream_reset");
+                out.failure = Some(RelayFailure::Reset);
                 break;
             }
             Raced::Done(Ok(Ok(0))) => upstream_eof = true,
@@ -482,7 +483,7 @@ pub async fn relay(
         if is_sse && !out.client_gone && can_append && clean_edge && !message_whole {
             let err = ApiError::new(
                 502,
-                failure,
+                failure.as_str(),
                 "the upstream stream failed after it had started",
             );
             let ev = err.sse_event(r.dialect, r.request_id);

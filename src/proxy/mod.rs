@@ -13,6 +13,7 @@ pub mod judge;
 pub mod lease;
 mod models;
 pub mod outbound;
+mod relay_failure;
 pub mod request;
 pub mod watch;
 

@@ -33,7 +33,7 @@ pub(super) async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> boo
         };
         let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         ctx.record.status = 200;
-        ctx.record.outcome = "ok";
+        ctx.record.outcome = crate::audit::Outcome::Ok;
         ctx.record.bytes_out = body.len() as u64;
         return respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await;
     }
@@ -50,7 +50,7 @@ pub(super) async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> boo
     };
     let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
     ctx.record.status = 200;
-    ctx.record.outcome = "ok";
+    ctx.record.outcome = crate::audit::Outcome::Ok;
     ctx.record.bytes_out = body.len() as u64;
     respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await
 }

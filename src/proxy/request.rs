@@ -7,7 +7,7 @@ use super::client_facts::{client_request_id, priority_of, tenant_of};
 use super::forward::{Relay, relay};
 use super::models::models;
 use super::watch::ClientWatch;
-use crate::audit::{AttemptRecord, Record};
+use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome, Record};
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::{ApiError, Dialect, Endpoint, dialect_for_path};
 use crate::http::Head;
@@ -31,7 +31,7 @@ pub(super) enum AttemptEnd {
     Failed {
         verdict: crate::resilience::classify::Verdict,
         /// Metrics outcome (`http_429`, `tls_error`, ...).
-        kind: &'static str,
+        kind: AttemptOutcome,
         detail: String,
         /// The upstream's error answer, read whole (absent for transport failures).
         response: Option<Box<super::answer::Buffered>>,
@@ -179,7 +179,7 @@ pub(super) async fn finish_error(
 ) -> bool {
     ctx.record.status = err.status;
     ctx.record.error_code = Some(err.code);
-    ctx.record.outcome = "rejected";
+    ctx.record.outcome = crate::audit::Outcome::Rejected;
     if ctx.record.ttfb_ms.is_none() {
         ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
     }
@@ -374,7 +374,7 @@ pub(super) async fn commit(
     let Some(&names) = core.shared.conn_names.get(cand.connection) else {
         return AttemptEnd::Failed {
             verdict: crate::resilience::classify::transport(false),
-            kind: "protocol_error",
+            kind: AttemptOutcome::ProtocolError,
             detail: "unknown connection".into(),
             response: None,
             restated_from: None,
@@ -405,10 +405,14 @@ pub(super) async fn commit(
     let t0 = crate::clock::instant();
     let res = relay(wr, watch, &mut up, &head, &r).await;
     if !res.committed {
-        let detail = res.failure.unwrap_or("upstream_bad_framing").to_string();
+        let detail = res
+            .failure
+            .unwrap_or(super::forward::RelayFailure::BadFraming)
+            .as_str()
+            .to_string();
         return AttemptEnd::Failed {
             verdict: crate::resilience::classify::transport(false),
-            kind: "protocol_error",
+            kind: AttemptOutcome::ProtocolError,
             detail,
             response: None,
             restated_from: None,
@@ -424,21 +428,10 @@ pub(super) async fn commit(
             output_tokens: t.output_tokens,
         });
     }
-    let outcome: &'static str = if res.client_gone {
-        "client_gone"
-    } else if res.failure.is_some_and(|f| {
-        f.starts_with("stream_") || f == "upstream_no_terminal" || f == "STREAM_THROUGHPUT_TOO_LOW"
-    }) {
-        "stream_error"
-    } else if res.failure.is_some() {
-        "reset"
-    } else {
-        match head.status {
-            429 => "http_429",
-            s if s >= 500 => "http_5xx",
-            s if s >= 400 => "http_4xx",
-            _ => "ok",
-        }
+    let outcome = match (res.client_gone, res.failure) {
+        (true, _) => AttemptOutcome::ClientGone,
+        (false, Some(f)) => f.outcome(),
+        (false, None) => AttemptOutcome::of_status(head.status),
     };
     core.metrics.attempt(cand.connection, outcome);
     if res.failure.is_some() {
@@ -446,7 +439,7 @@ pub(super) async fn commit(
             .streams_failed_after_commit
             .fetch_add(1, Relaxed);
     }
-    if res.failure == Some("execution_timeout") {
+    if res.failure == Some(super::forward::RelayFailure::ExecutionTimeout) {
         core.shared.flow.gates[cand.connection]
             .stats
             .execution_timeouts
@@ -461,20 +454,20 @@ pub(super) async fn commit(
         model: entry.targets[cand.target].model.clone(),
         outcome,
         status: Some(head.status),
-        decision: "deliver",
-        detail: res.failure.map(str::to_string),
+        decision: Decision::Deliver,
+        detail: res.failure.map(|f| f.as_str().to_string()),
         ms: crate::clock::since(t0).as_millis() as u64,
         ..Default::default()
     });
     ctx.record.status = if res.client_gone { 499 } else { head.status };
     ctx.record.outcome = if res.client_gone {
-        "client_gone"
+        Outcome::ClientGone
     } else if res.failure.is_some() {
-        "failed_after_commit"
+        Outcome::FailedAfterCommit
     } else {
-        "ok"
+        Outcome::Ok
     };
-    ctx.record.error_code = res.failure;
+    ctx.record.error_code = res.failure.map(super::forward::RelayFailure::as_str);
     ctx.record.bytes_out = res.body_bytes;
     ctx.record.target = Some(entry.targets[cand.target].label.clone());
     ctx.record.connection = Some(label);

@@ -6,6 +6,7 @@
 //! other status the exact (provider, connection, model) triple. Entries live in a small vector
 //! per connection: empty in the common case, so the hot-path check is one length test.
 
+use super::classify::Reason;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -60,7 +61,7 @@ pub struct Lock {
     /// The model id, or its quota family.
     pub key: Arc<str>,
     pub scope: LockScope,
-    pub reason: &'static str,
+    pub reason: Reason,
     pub until: u64,
     pub failures: u32,
     pub last_failure: u64,
@@ -111,7 +112,7 @@ impl Lockouts {
         model: &str,
         family: &str,
         scope: LockScope,
-        reason: &'static str,
+        reason: Reason,
         exact_ms: Option<(u64, bool)>,
         now: u64,
     ) -> Option<Lock> {
@@ -250,7 +251,7 @@ mod tests {
             "gpt-4o",
             "gpt-4o",
             LockScope::for_status(status),
-            "rate_limit",
+            Reason::RateLimited,
             None,
             now,
         )
@@ -272,7 +273,7 @@ mod tests {
             "claude-opus-4",
             "claude",
             LockScope::Family,
-            "rate_limit",
+            Reason::RateLimited,
             None,
             0,
         );
@@ -290,7 +291,7 @@ mod tests {
             "gpt-4o",
             "gpt",
             LockScope::Exact,
-            "server_error",
+            Reason::ServerError,
             None,
             0,
         );
@@ -336,7 +337,7 @@ mod tests {
                 "m",
                 "m",
                 LockScope::Family,
-                "quota",
+                Reason::QuotaExhausted,
                 Some((86_400_000, true)),
                 0,
             )
@@ -349,7 +350,7 @@ mod tests {
                 "n",
                 "n",
                 LockScope::Family,
-                "quota",
+                Reason::QuotaExhausted,
                 Some((86_400_000, false)),
                 0,
             )

@@ -73,6 +73,39 @@ pub enum Event {
     },
 }
 
+/// Why a candidate cannot serve this request at all (no timer will change it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ineligible {
+    NoToolSupport,
+    NoVisionSupport,
+    NoStructuredOutput,
+    ContextWindowTooSmall,
+    RegionMismatch,
+    PolicyTagsMissing,
+    /// At its concurrency cap, with `on_saturation = "reject"`.
+    Saturated,
+    /// The client key may not use this connection.
+    NotAllowedForKey,
+    /// Not the connection the request's exclusive lease holds.
+    NotThisLease,
+}
+
+impl Ineligible {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ineligible::NoToolSupport => "no_tool_support",
+            Ineligible::NoVisionSupport => "no_vision_support",
+            Ineligible::NoStructuredOutput => "no_structured_output",
+            Ineligible::ContextWindowTooSmall => "context_window_too_small",
+            Ineligible::RegionMismatch => "region_mismatch",
+            Ineligible::PolicyTagsMissing => "policy_tags_missing",
+            Ineligible::Saturated => "saturated",
+            Ineligible::NotAllowedForKey => "not_allowed_for_key",
+            Ineligible::NotThisLease => "not_this_lease",
+        }
+    }
+}
+
 /// Why a candidate was not used, with the time left where a timer is involved.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Exclusion {
@@ -88,10 +121,10 @@ pub enum Exclusion {
         ms: u64,
     },
     Lockout {
-        reason: &'static str,
+        reason: Reason,
         ms: u64,
     },
-    Ineligible(&'static str),
+    Ineligible(Ineligible),
     /// Held by another session's exclusive lease for `ms` more.
     Leased {
         ms: u64,
@@ -110,7 +143,7 @@ impl Exclusion {
             Exclusion::BreakerOpen { .. } => "circuit_open",
             Exclusion::ProviderGate { .. } => "provider_cooldown",
             Exclusion::Lockout { .. } => "model_lockout",
-            Exclusion::Ineligible(why) => why,
+            Exclusion::Ineligible(why) => why.as_str(),
             Exclusion::Leased { .. } => "leased_by_other",
             Exclusion::Tried => "already_tried",
         }
@@ -134,10 +167,7 @@ impl Exclusion {
             Exclusion::Cooling { reason, .. } => reason.is_none_or(Reason::waitable),
             // A breaker or gate exists to fail fast while a provider is unwell.
             Exclusion::BreakerOpen { .. } | Exclusion::ProviderGate { .. } => false,
-            Exclusion::Lockout { reason, .. } => matches!(
-                *reason,
-                "rate_limited" | "overloaded" | "server_error" | "timeout" | "transport"
-            ),
+            Exclusion::Lockout { reason, .. } => reason.waitable(),
             _ => false,
         }
     }
@@ -402,14 +432,7 @@ impl Tables {
             .map(|ms| (ms, true))
             .or(v.hint.map(|h| (h.ms, h.source.is_header())));
         if let Some(l) = self.lockouts.on_failure(
-            &s.lockout,
-            site.conn,
-            site.model,
-            site.model,
-            scope,
-            v.reason.as_str(),
-            exact,
-            now,
+            &s.lockout, site.conn, site.model, site.model, scope, v.reason, exact, now,
         ) {
             emit(Event::Lock(l));
         }

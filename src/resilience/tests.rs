@@ -277,7 +277,7 @@ fn exclusion_waitability() {
     assert!(!Exclusion::BreakerOpen { ms: 1 }.waitable());
     assert!(
         !Exclusion::Lockout {
-            reason: "model_not_found",
+            reason: Reason::ModelNotFound,
             ms: 1
         }
         .waitable()

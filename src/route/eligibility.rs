@@ -3,6 +3,7 @@
 //! declare what they support; unset means "not restricted".
 
 use crate::dialect::needs::Needs;
+use crate::resilience::Ineligible;
 
 /// What a target supports.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -26,20 +27,20 @@ impl Caps {
     }
 
     /// `Err(reason)` when the target cannot serve the request.
-    pub fn admits(&self, n: &Needs) -> Result<(), &'static str> {
+    pub fn admits(&self, n: &Needs) -> Result<(), Ineligible> {
         if n.tools && self.tools == Some(false) {
-            return Err("no_tool_support");
+            return Err(Ineligible::NoToolSupport);
         }
         if n.vision && self.vision == Some(false) {
-            return Err("no_vision_support");
+            return Err(Ineligible::NoVisionSupport);
         }
         if n.structured_output && self.structured_output == Some(false) {
-            return Err("no_structured_output");
+            return Err(Ineligible::NoStructuredOutput);
         }
         if let Some(w) = self.context_window
             && n.context_tokens > w
         {
-            return Err("context_window_too_small");
+            return Err(Ineligible::ContextWindowTooSmall);
         }
         if let Some(r) = &n.region
             && self
@@ -47,13 +48,13 @@ impl Caps {
                 .as_deref()
                 .is_none_or(|mine| !mine.eq_ignore_ascii_case(r))
         {
-            return Err("region_mismatch");
+            return Err(Ineligible::RegionMismatch);
         }
         if n.tags
             .iter()
             .any(|t| !self.tags.iter().any(|m| m.eq_ignore_ascii_case(t)))
         {
-            return Err("policy_tags_missing");
+            return Err(Ineligible::PolicyTagsMissing);
         }
         Ok(())
     }
@@ -79,12 +80,12 @@ mod tests {
             context_window: Some(8_000),
             ..Default::default()
         };
-        assert_eq!(small.admits(&needs), Err("context_window_too_small"));
+        assert_eq!(small.admits(&needs), Err(Ineligible::ContextWindowTooSmall));
         let no_tools = Caps {
             tools: Some(false),
             ..Default::default()
         };
-        assert_eq!(no_tools.admits(&needs), Err("no_tool_support"));
+        assert_eq!(no_tools.admits(&needs), Err(Ineligible::NoToolSupport));
         assert_eq!(no_tools.admits(&Needs::default()), Ok(()));
         let eu = Caps {
             region: Some("eu".into()),
@@ -97,16 +98,16 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(eu.admits(&want_eu), Ok(()));
-        assert_eq!(open.admits(&want_eu), Err("region_mismatch"));
+        assert_eq!(open.admits(&want_eu), Err(Ineligible::RegionMismatch));
         let want_us = Needs {
             region: Some("us".into()),
             ..Default::default()
         };
-        assert_eq!(eu.admits(&want_us), Err("region_mismatch"));
+        assert_eq!(eu.admits(&want_us), Err(Ineligible::RegionMismatch));
         let want_tag = Needs {
             tags: vec!["hipaa".into()],
             ..Default::default()
         };
-        assert_eq!(eu.admits(&want_tag), Err("policy_tags_missing"));
+        assert_eq!(eu.admits(&want_tag), Err(Ineligible::PolicyTagsMissing));
     }
 }

@@ -105,18 +105,18 @@ impl Decisions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::AttemptRecord;
+    use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
 
     fn plain(id: &str, ts: u64) -> Record {
         Record {
             request_id: id.into(),
             status: 200,
-            outcome: "ok",
+            outcome: Outcome::Ok,
             ts_ms: ts,
             attempts: vec![AttemptRecord {
-                outcome: "ok",
+                outcome: AttemptOutcome::Ok,
                 status: Some(200),
-                decision: "deliver",
+                decision: Decision::Deliver,
                 ..Default::default()
             }],
             ..Default::default()
@@ -128,9 +128,9 @@ mod tests {
         r.attempts.insert(
             0,
             AttemptRecord {
-                outcome: "http_429",
+                outcome: AttemptOutcome::Http429,
                 status: Some(429),
-                decision: "next",
+                decision: Decision::Next,
                 ..Default::default()
             },
         );
@@ -148,14 +148,14 @@ mod tests {
         r.waited_ms = 5;
         assert!(!r.is_plain(), "a wait");
         let mut r = plain("a", 1);
-        r.outcome = "failed_after_commit";
+        r.outcome = crate::audit::Outcome::FailedAfterCommit;
         r.error_code = Some("upstream_no_terminal");
         assert!(!r.is_plain(), "a stream that failed after its head");
         let mut r = plain("a", 1);
         r.attempts[0].restated_from = Some(403);
         assert!(!r.is_plain(), "a restatement");
         let mut r = plain("a", 1);
-        r.outcome = "rejected";
+        r.outcome = crate::audit::Outcome::Rejected;
         r.status = 200;
         assert!(!r.is_plain(), "a refusal");
         let mut r = plain("a", 1);

@@ -55,12 +55,13 @@ pub enum ConnectError {
 }
 
 impl ConnectError {
-    pub fn outcome(&self) -> &'static str {
+    pub fn outcome(&self) -> crate::audit::AttemptOutcome {
+        use crate::audit::AttemptOutcome;
         match self {
-            ConnectError::Dns(_) => "dns_error",
-            ConnectError::Connect(_) => "connect_error",
-            ConnectError::Timeout => "connect_timeout",
-            ConnectError::Tls(_) => "tls_error",
+            ConnectError::Dns(_) => AttemptOutcome::DnsError,
+            ConnectError::Connect(_) => AttemptOutcome::ConnectError,
+            ConnectError::Timeout => AttemptOutcome::ConnectTimeout,
+            ConnectError::Tls(_) => AttemptOutcome::TlsError,
         }
     }
 }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 /// `OPTIONS /v1/session-leases`: the CORS preflight answer.
 pub(crate) async fn preflight(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
     ctx.record.status = 204;
-    ctx.record.outcome = "ok";
+    ctx.record.outcome = crate::audit::Outcome::Ok;
     let allow =
         format!("authorization, content-type, x-api-key, {OWNER_HEADER}, {GENERATION_HEADER}");
     let headers = [
@@ -41,9 +41,9 @@ async fn answer(
 ) -> bool {
     ctx.record.status = status;
     if status >= 400 {
-        ctx.record.outcome = "rejected";
+        ctx.record.outcome = crate::audit::Outcome::Rejected;
     } else {
-        ctx.record.outcome = "ok";
+        ctx.record.outcome = crate::audit::Outcome::Ok;
     }
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let mut headers: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();

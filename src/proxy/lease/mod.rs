@@ -258,8 +258,6 @@ pub fn public(l: &Lease, now_unix: u64) -> serde_json::Value {
     })
 }
 
-pub(crate) const NOT_LEASED: &str = "not_this_lease";
-
 /// Why a lease moves: what keeps its connection from serving this request.
 pub(crate) fn move_reason(excluded: &[(Candidate, Exclusion)], conn: usize) -> &'static str {
     match excluded.iter().find(|(c, _)| c.connection == conn) {

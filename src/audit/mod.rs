@@ -3,6 +3,9 @@
 //! It becomes the access log line, the `x-ringside-attempts` header and an entry of the admin
 //! ring of recent decisions.
 
+mod outcome;
+
+pub use outcome::{AttemptOutcome, Decision, Outcome};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -10,7 +13,7 @@ pub struct AttemptRecord {
     pub provider: &'static str,
     pub connection: &'static str,
     pub model: crate::names::Name,
-    pub outcome: &'static str,
+    pub outcome: AttemptOutcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// Classified reason of a failure.
@@ -21,8 +24,7 @@ pub struct AttemptRecord {
     pub restated_from: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
-    /// stream | next | wait | fail | pass_through
-    pub decision: &'static str,
+    pub decision: Decision,
     pub attempts_left: u32,
     pub ms_left: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,7 +67,7 @@ pub struct Record {
     pub excluded: Vec<Excluded>,
     #[serde(skip_serializing_if = "is_zero")]
     pub waited_ms: u64,
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,13 +104,13 @@ impl Record {
     /// A first-try success with nothing to explain: no retry, wait, exclusion, restatement,
     /// error status or failure. Such records go to the small ring (`runtime::decisions`).
     pub fn is_plain(&self) -> bool {
-        self.outcome == "ok"
+        self.outcome == Outcome::Ok
             && self.status < 400
             && self.attempts.len() <= 1
             && self
                 .attempts
                 .iter()
-                .all(|a| a.outcome == "ok" && a.restated_from.is_none())
+                .all(|a| a.outcome == AttemptOutcome::Ok && a.restated_from.is_none())
             && self.waited_ms == 0
             && self.excluded.is_empty()
             && self.error_code.is_none()
@@ -147,9 +149,9 @@ impl Record {
                 None => out.push('-'),
             }
             out.push(' ');
-            push_clean(&mut out, a.reason.unwrap_or(a.outcome));
+            push_clean(&mut out, a.reason.unwrap_or(a.outcome.as_str()));
             out.push(' ');
-            push_clean(&mut out, a.decision);
+            out.push_str(a.decision.as_str());
         }
         if let Some((label, status)) = current {
             out.push_str("; ");
@@ -191,7 +193,7 @@ mod tests {
             connection: "a",
             status: Some(429),
             reason: Some("rate_limited"),
-            decision: "next",
+            decision: Decision::Next,
             ..Default::default()
         });
         assert_eq!(
@@ -207,8 +209,8 @@ mod tests {
             provider: "p",
             connection: "c",
             status: None,
-            outcome: "timeout",
-            decision: "fail",
+            outcome: AttemptOutcome::Timeout,
+            decision: Decision::Fail,
             ..Default::default()
         });
         assert_eq!(
