@@ -3,8 +3,9 @@
 //! on a fresh one), judge it (held stream, whole error body), and commit only what deserves it.
 
 use super::answer::Buffered;
+use super::deliver::commit;
 use super::judge::{self, Hold, Read};
-use super::request::{AttemptEnd, Ctx, commit};
+use super::request::{AttemptEnd, Ctx};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
 use crate::http::head::parse_response;

@@ -4,6 +4,7 @@
 
 use super::answer::{self, LastFailure};
 use super::attempt::attempt;
+use super::decide::{self, Idle};
 use super::lease::{capacity_answer, move_reason};
 use super::request::{AttemptEnd, Ctx, finish_error};
 use super::watch::{ClientWatch, Raced};
@@ -13,7 +14,7 @@ use crate::dialect::needs::Needs;
 use crate::flow::settings::Knob;
 use crate::flow::{self, Ask, Refused};
 use crate::resilience::Ineligible;
-use crate::resilience::breaker::{Admit, release_probe};
+use crate::resilience::breaker::ProbeGuard;
 use crate::resilience::budget::{Budget, parse_deadline_header};
 use crate::resilience::classify::Verdict;
 use crate::resilience::{Exclusion, Site};
@@ -204,14 +205,8 @@ pub(super) async fn run(
                 }
             }
             // Nothing usable now: wait for the earliest short recovery if the budget allows.
-            let earliest = excluded
-                .iter()
-                .filter(|(_, e)| e.waitable())
-                .filter_map(|(_, e)| e.remaining_ms())
-                .min();
-            match earliest {
-                Some(ms) if budget.can_wait(ms + 5, t) => {
-                    let ms = ms + 5;
+            match decide::when_nothing_usable(excluded.iter().map(|(_, e)| e), &budget, t) {
+                Idle::Wait(ms) => {
                     ctx.record.waited_ms += ms;
                     budget.waited(ms);
                     let sleep =
@@ -223,17 +218,16 @@ pub(super) async fn run(
                     }
                     continue;
                 }
-                _ => {
+                Idle::GiveUp => {
                     lease_capacity = capacity_answer(ctx, &excluded, unix_now);
                     break None;
                 }
             }
         };
         let site = site(ctx, entry, cand);
+        // The probe (if this attempt is one) is released when this iteration ends, however.
+        let _probe = ProbeGuard::new(admit, &core.shared.probes.0[site.provider]);
         if budget.attempts_left() == 0 {
-            if admit == Admit::Probe {
-                release_probe(&core.shared.probes.0[site.provider]);
-            }
             break None;
         }
         // Admission: a slot of the connection (global across cores), or a place in its queue.
@@ -255,26 +249,21 @@ pub(super) async fn run(
         .await;
         let permit = match admitted {
             Ok(p) => p,
-            Err(e) => {
-                if admit == Admit::Probe {
-                    release_probe(&core.shared.probes.0[site.provider]);
+            Err(e) => match e {
+                None => {
+                    ctx.record.status = 499;
+                    ctx.record.outcome = crate::audit::Outcome::ClientGone;
+                    break Some(false);
                 }
-                match e {
-                    None => {
-                        ctx.record.status = 499;
-                        ctx.record.outcome = crate::audit::Outcome::ClientGone;
-                        break Some(false);
-                    }
-                    Some(Refused::Saturated) => {
-                        saturated.push(cand);
-                        continue;
-                    }
-                    Some(r) => {
-                        refusal = Some(answer::refused(r, ctx));
-                        break None;
-                    }
+                Some(Refused::Saturated) => {
+                    saturated.push(cand);
+                    continue;
                 }
-            }
+                Some(r) => {
+                    refusal = Some(answer::refused(r, ctx));
+                    break None;
+                }
+            },
         };
         // The lease may have been released, renewed elsewhere or moved while this request
         // waited for admission: check it again right before dispatch.
@@ -282,9 +271,6 @@ pub(super) async fn run(
             match super::lease::refence(ctx, &b) {
                 Ok(c) if c == cand.connection => {}
                 Ok(c) => {
-                    if admit == Admit::Probe {
-                        release_probe(&core.shared.probes.0[site.provider]);
-                    }
                     if let Some(lb) = ctx.lease.as_mut() {
                         lb.conn = c;
                     }
@@ -292,9 +278,6 @@ pub(super) async fn run(
                     continue;
                 }
                 Err(e) => {
-                    if admit == Admit::Probe {
-                        release_probe(&core.shared.probes.0[site.provider]);
-                    }
                     drop(permit);
                     refusal = Some(e);
                     break None;
@@ -304,9 +287,6 @@ pub(super) async fn run(
         // One clock read for the budget, the execution deadline and the attempt's timing.
         let t0 = crate::clock::instant();
         if !budget.try_attempt(crate::clock::ms_at(t0)) {
-            if admit == Admit::Probe {
-                release_probe(&core.shared.probes.0[site.provider]);
-            }
             break None;
         }
         let exec_ms = core
@@ -323,9 +303,6 @@ pub(super) async fn run(
         // The attempt has closed or pooled its upstream connection: only now free the slot.
         drop(permit);
         ctx.exec_deadline = None;
-        if admit == Admit::Probe {
-            release_probe(&core.shared.probes.0[site.provider]);
-        }
         match end {
             AttemptEnd::Done { keep_alive } => {
                 served = Some(cand.connection);
@@ -377,14 +354,8 @@ pub(super) async fn run(
                 if !self_inflicted {
                     core.record_failure(site, &verdict);
                 }
-                let pass = !verdict.retryable;
-                let decision = if pass {
-                    Decision::PassThrough
-                } else if budget.attempts_left() == 0 {
-                    Decision::Fail
-                } else {
-                    Decision::Next
-                };
+                let decision = decide::after_failure(&verdict, &budget);
+                let pass = decision == Decision::PassThrough;
                 push(
                     ctx,
                     entry,

@@ -196,6 +196,24 @@ pub fn release_probe(probe: &AtomicU64) {
     probe.store(0, Ordering::Release);
 }
 
+/// A half-open probe claimed for one attempt (or nothing, when the breaker admitted freely):
+/// released when dropped, whichever way the attempt ends, after its verdict was recorded.
+pub struct ProbeGuard<'a>(Option<&'a AtomicU64>);
+
+impl<'a> ProbeGuard<'a> {
+    pub fn new(admit: Admit, claim: &'a AtomicU64) -> Self {
+        ProbeGuard((admit == Admit::Probe).then_some(claim))
+    }
+}
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(claim) = self.0 {
+            release_probe(claim);
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct GateProfile {
     pub threshold: u32,

@@ -1,0 +1,139 @@
+//! The head of the answer the client gets: the upstream's headers with hygiene applied (hop-by-hop
+//! and `Connection`-named headers dropped, `x-ringside-*` never relayed, the connection's key
+//! redacted wherever an upstream echoes it) plus Ringside's own (request id, route, connection,
+//! attempts), and the framing the client can read (chunked for HTTP/1.1, unframed for 1.0).
+
+use super::forward::Relay;
+use crate::dialect::Dialect;
+use crate::http::head::{is_hop_by_hop, is_ringside_header, listed_in};
+use crate::http::response::HeadWriter;
+use crate::http::{Framing, Head};
+
+/// `first_body` is how many body bytes will be appended to the head (one write for both).
+pub(super) fn client_head(
+    up: &Head,
+    r: &Relay,
+    rechunk: bool,
+    keep_alive: bool,
+    is_sse: bool,
+    first_body: usize,
+) -> Vec<u8> {
+    head_for_client(
+        up,
+        up.status,
+        r,
+        rechunk,
+        keep_alive,
+        is_sse,
+        None,
+        &[],
+        first_body,
+    )
+}
+
+/// The client's response head: the upstream's headers (hygiene applied) plus ours.
+/// `length` replaces the body framing (for a buffered body); `extra` overrides headers;
+/// `then` is room for the body bytes that will follow it in the same buffer.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn head_for_client(
+    up: &Head,
+    status: u16,
+    r: &Relay,
+    rechunk: bool,
+    keep_alive: bool,
+    is_sse: bool,
+    length: Option<usize>,
+    extra: &[(&str, String)],
+    then: usize,
+) -> Vec<u8> {
+    let mut w = HeadWriter::with_capacity(status, up.raw().len() + 256 + then);
+    // 1xx and 204 never carry Content-Length (RFC 9110 8.6): an upstream's would make a client
+    // wait for a body that never comes. A 304 keeps the upstream's (the representation's
+    // size) but gets none of ours.
+    let never_length = status == 204 || status < 200;
+    let bodiless = !carries_body(status);
+    // The Anthropic SDKs read `request-id` (not `x-request-id`) as the request's id.
+    let mut has_request_id = r.dialect != Dialect::Anthropic;
+    let options = up.connection_options();
+    for (name, value) in up.iter() {
+        if is_hop_by_hop(name)
+            || is_ringside_header(name)
+            || listed_in(options, name)
+            || ((length.is_some() || never_length) && name.eq_ignore_ascii_case("content-length"))
+            || extra.iter().any(|(n, _)| name.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("x-request-id") {
+            w.header("x-upstream-request-id", value);
+            continue;
+        }
+        has_request_id |= name.eq_ignore_ascii_case("request-id");
+        // Most values are shorter than a key: the search runs only where one could fit.
+        if r.secret.len() >= 8 && value.len() >= r.secret.len() && contains(value, r.secret) {
+            w.header(name, super::answer::redact_secret(value, r.secret));
+            continue;
+        }
+        w.header(name, value);
+    }
+    w.header("x-request-id", r.request_id);
+    if !has_request_id {
+        w.header("request-id", r.request_id);
+    }
+    w.header("x-ringside-route", r.route);
+    if !r.connection_label.is_empty() {
+        w.header("x-ringside-connection", r.connection_label);
+    }
+    w.header("x-ringside-attempts", r.attempts);
+    for (n, v) in extra {
+        w.header(n, v);
+    }
+    if bodiless {
+        // No body follows, whatever the upstream's framing said.
+    } else if let Some(n) = length {
+        w.header_u64("content-length", n as u64);
+    } else if (up.framing == Framing::Chunked && r.client_http11) || rechunk {
+        // An HTTP/1.0 client cannot read chunks: its body is sent unframed and ends at close.
+        w.header("transfer-encoding", "chunked");
+    }
+    if is_sse {
+        // Ask intermediaries (nginx in front of us) not to buffer the stream.
+        w.header("x-accel-buffering", "no");
+    }
+    if !keep_alive {
+        w.header("connection", "close");
+    }
+    w.finish(b"")
+}
+
+/// Whether `needle` (non-empty) occurs in `hay`: candidates by its first byte, then compared.
+/// Header values are short; building a substring searcher for each would cost more.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, _)) = needle.split_first() else {
+        return false;
+    };
+    if hay.len() < needle.len() {
+        return false;
+    }
+    memchr::memchr_iter(first, &hay[..=hay.len() - needle.len()])
+        .any(|i| hay[i..].starts_with(needle))
+}
+
+/// Whether a response with this status has a body at all (RFC 9112 6.3).
+pub(super) fn carries_body(status: u16) -> bool {
+    !(status < 200 || status == 204 || status == 304)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn contains_finds_a_key_anywhere_and_nothing_else() {
+        use super::contains;
+        assert!(contains(b"Bearer sk-live-1234", b"sk-live-1234"));
+        assert!(contains(b"sk-live-1234", b"sk-live-1234"));
+        assert!(contains(b"ssk-live-1234x", b"sk-live-1234"));
+        assert!(!contains(b"sk-live-123", b"sk-live-1234"));
+        assert!(!contains(b"", b"sk"));
+        assert!(!contains(b"abc", b""));
+    }
+}

@@ -1,0 +1,144 @@
+//! The attempt loop's decisions, as pure functions of data and the time: no sockets, no core.
+//! `when_nothing_usable` says whether to wait out the earliest short recovery or give up;
+//! `after_failure` says what a judged failure leads to. Both are unit-tested on plain values.
+
+use crate::audit::Decision;
+use crate::resilience::Exclusion;
+use crate::resilience::budget::Budget;
+use crate::resilience::classify::Verdict;
+
+/// A little past the earliest recovery, so that the retry finds the timer expired.
+const WAIT_SLACK_MS: u64 = 5;
+
+/// What to do when no candidate can be tried now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Sleep this long, then select again.
+    Wait(u64),
+    /// Nothing will come free within the budget: answer the client now.
+    GiveUp,
+}
+
+/// Wait for the earliest exclusion that may be waited out (a short cooldown, never quota, auth,
+/// not-found or a breaker), if the budget allows that wait plus an attempt after it.
+pub fn when_nothing_usable<'a>(
+    excluded: impl IntoIterator<Item = &'a Exclusion>,
+    budget: &Budget,
+    now: u64,
+) -> Idle {
+    let earliest = excluded
+        .into_iter()
+        .filter(|e| e.waitable())
+        .filter_map(Exclusion::remaining_ms)
+        .min();
+    match earliest {
+        Some(ms) if budget.can_wait(ms + WAIT_SLACK_MS, now) => Idle::Wait(ms + WAIT_SLACK_MS),
+        _ => Idle::GiveUp,
+    }
+}
+
+/// What a judged failure leads to: a request the upstream refused as malformed is passed through
+/// and tried nowhere else; otherwise the next candidate, or the end when no attempt is left.
+pub fn after_failure(verdict: &Verdict, budget: &Budget) -> Decision {
+    if !verdict.retryable {
+        Decision::PassThrough
+    } else if budget.attempts_left() == 0 {
+        Decision::Fail
+    } else {
+        Decision::Next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resilience::classify::{Reason, by_status, transport};
+    use crate::resilience::cooldown::Terminal;
+
+    fn verdict(status: u16) -> Verdict {
+        let mut v = transport(false);
+        v.status = status;
+        v.reason = by_status(status);
+        v.retryable = v.reason != Reason::BadRequest;
+        v
+    }
+
+    #[test]
+    fn waits_for_the_earliest_short_recovery_that_fits() {
+        // 3 attempts, deadline 10 s from t=0, at most 2 s of waiting.
+        let b = Budget::new(3, 0, 10_000, 2_000);
+        let excluded = [
+            Exclusion::Cooling {
+                reason: Some(Reason::RateLimited),
+                ms: 900,
+            },
+            Exclusion::Cooling {
+                reason: Some(Reason::Overloaded),
+                ms: 400,
+            },
+            Exclusion::Tried,
+        ];
+        assert_eq!(when_nothing_usable(&excluded, &b, 0), Idle::Wait(405));
+    }
+
+    #[test]
+    fn never_waits_for_quota_a_terminal_state_or_a_breaker() {
+        let b = Budget::new(3, 0, 600_000, 600_000);
+        let excluded = [
+            Exclusion::Cooling {
+                reason: Some(Reason::QuotaExhausted),
+                ms: 100,
+            },
+            Exclusion::Terminal(Terminal::Banned),
+            Exclusion::BreakerOpen { ms: 50 },
+        ];
+        assert_eq!(when_nothing_usable(&excluded, &b, 0), Idle::GiveUp);
+    }
+
+    #[test]
+    fn gives_up_at_the_budget_edges() {
+        let short = [Exclusion::Cooling {
+            reason: Some(Reason::RateLimited),
+            ms: 1_000,
+        }];
+        // The wait cap: 1,005 ms does not fit in 1,000.
+        assert_eq!(
+            when_nothing_usable(&short, &Budget::new(3, 0, 60_000, 1_000), 0),
+            Idle::GiveUp
+        );
+        assert_eq!(
+            when_nothing_usable(&short, &Budget::new(3, 0, 60_000, 1_005), 0),
+            Idle::Wait(1_005)
+        );
+        // The deadline: the retry must still start before it.
+        assert_eq!(
+            when_nothing_usable(&short, &Budget::new(3, 0, 1_005, 60_000), 0),
+            Idle::GiveUp
+        );
+        assert_eq!(
+            when_nothing_usable(&short, &Budget::new(3, 0, 1_006, 60_000), 0),
+            Idle::Wait(1_005)
+        );
+        // No attempt left: nothing to wait for.
+        let mut spent = Budget::new(1, 0, 60_000, 60_000);
+        assert!(spent.try_attempt(0));
+        assert_eq!(when_nothing_usable(&short, &spent, 0), Idle::GiveUp);
+        // Nothing excluded at all.
+        assert_eq!(
+            when_nothing_usable(&[], &Budget::new(3, 0, 60_000, 60_000), 0),
+            Idle::GiveUp
+        );
+    }
+
+    #[test]
+    fn a_failure_leads_on_passes_through_or_ends() {
+        let mut b = Budget::new(2, 0, 60_000, 0);
+        assert!(b.try_attempt(0));
+        assert_eq!(after_failure(&verdict(429), &b), Decision::Next);
+        assert_eq!(after_failure(&verdict(400), &b), Decision::PassThrough);
+        assert!(b.try_attempt(0));
+        assert_eq!(after_failure(&verdict(503), &b), Decision::Fail);
+        // A bad request is passed through even on the last attempt.
+        assert_eq!(after_failure(&verdict(400), &b), Decision::PassThrough);
+    }
+}

@@ -1,0 +1,137 @@
+//! Deliver: the commit. The upstream's answer is relayed to the client (`forward`), and what
+//! came of it is recorded; nothing is retried after this.
+
+use super::forward::{Relay, relay};
+use super::request::{AttemptEnd, Ctx};
+use super::watch::ClientWatch;
+use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
+use crate::http::Head;
+use crate::route::{Candidate, Entry};
+use crate::upstream::UpConn;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+/// Commit: relay the upstream response to the client (nothing may be retried after this).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn commit(
+    ctx: &mut Ctx<'_>,
+    entry: &Entry,
+    cand: Candidate,
+    provider_index: usize,
+    mut up: UpConn,
+    head: Head,
+    wr: &mut TcpOwnedWriteHalf,
+    watch: &mut ClientWatch<'_>,
+) -> AttemptEnd {
+    let core = ctx.core;
+    let cfg = core.config();
+    let Some(&names) = core.shared.conn_names.get(cand.connection) else {
+        return AttemptEnd::Failed {
+            verdict: crate::resilience::classify::transport(false),
+            kind: AttemptOutcome::ProtocolError,
+            detail: "unknown connection".into(),
+            response: None,
+            restated_from: None,
+            self_inflicted: true,
+        };
+    };
+    let label = names.2;
+    let attempts = ctx.attempts_header(Some((label, head.status)));
+    ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
+    let secret = cfg
+        .connection(cand.connection)
+        .map(|(_, c)| c.secret.expose().as_bytes())
+        .unwrap_or_default();
+    let r = Relay {
+        secret,
+        dialect: ctx.dialect,
+        request_id: &ctx.request_id,
+        route: &entry.name,
+        connection_label: if ctx.reveal { label } else { "" },
+        attempts: &attempts,
+        client_keep_alive: ctx.keep_alive,
+        client_http11: ctx.head.version_minor >= 1,
+        idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
+        send_timeout: Duration::from_millis(cfg.limits.client_send_timeout_ms),
+        hard_deadline: ctx.exec_deadline,
+        stream: cfg.stream,
+    };
+    let t0 = crate::clock::instant();
+    let res = relay(wr, watch, &mut up, &head, &r).await;
+    if !res.committed {
+        let detail = res
+            .failure
+            .unwrap_or(super::forward::RelayFailure::BadFraming)
+            .as_str()
+            .to_string();
+        return AttemptEnd::Failed {
+            verdict: crate::resilience::classify::transport(false),
+            kind: AttemptOutcome::ProtocolError,
+            detail,
+            response: None,
+            restated_from: None,
+            self_inflicted: false,
+        };
+    }
+    if let Some(t) = res.sse {
+        ctx.record.stream_stats = Some(crate::audit::StreamStats {
+            events: t.events,
+            text_bytes: t.text_bytes,
+            terminal: t.terminal,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+        });
+    }
+    let outcome = match (res.client_gone, res.failure) {
+        (true, _) => AttemptOutcome::ClientGone,
+        (false, Some(f)) => f.outcome(),
+        (false, None) => AttemptOutcome::of_status(head.status),
+    };
+    core.metrics.attempt(cand.connection, outcome);
+    if res.failure.is_some() {
+        core.metrics
+            .streams_failed_after_commit
+            .fetch_add(1, Relaxed);
+    }
+    if res.failure == Some(super::forward::RelayFailure::ExecutionTimeout) {
+        core.shared.flow.gates[cand.connection]
+            .stats
+            .execution_timeouts
+            .fetch_add(1, Relaxed);
+    }
+    let (provider_name, conn_name, _) = names;
+    // Most requests make one attempt: room for exactly one (Vec's first growth is four).
+    ctx.record.attempts.reserve_exact(1);
+    ctx.record.attempts.push(AttemptRecord {
+        provider: provider_name,
+        connection: conn_name,
+        model: entry.targets[cand.target].model.clone(),
+        outcome,
+        status: Some(head.status),
+        decision: Decision::Deliver,
+        detail: res.failure.map(|f| f.as_str().to_string()),
+        ms: crate::clock::since(t0).as_millis() as u64,
+        ..Default::default()
+    });
+    ctx.record.status = if res.client_gone { 499 } else { head.status };
+    ctx.record.outcome = if res.client_gone {
+        Outcome::ClientGone
+    } else if res.failure.is_some() {
+        Outcome::FailedAfterCommit
+    } else {
+        Outcome::Ok
+    };
+    ctx.record.error_code = res.failure.map(super::forward::RelayFailure::as_str);
+    ctx.record.bytes_out = res.body_bytes;
+    ctx.record.target = Some(entry.targets[cand.target].label.clone());
+    ctx.record.connection = Some(label);
+    if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
+        core.pool
+            .borrow_mut()
+            .put(provider_index, up, crate::clock::now_ms());
+    }
+    AttemptEnd::Done {
+        keep_alive: res.client_keep_alive,
+    }
+}

@@ -1,0 +1,176 @@
+//! Intake: everything decided before the first upstream attempt. Who is calling (from the head,
+//! before the body is read), the body and its facts (model, stream), the lease fence, the route
+//! and the tenant's quota. Each refusal is answered here in the client's dialect.
+
+use super::client_body::{drain_body, drain_small_body, read_client_body};
+use super::models::models;
+use super::request::{Ctx, finish_error};
+use crate::dialect::facts::{FactsError, scan};
+use crate::dialect::{ApiError, Endpoint};
+use bytes::{Bytes, BytesMut};
+use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
+
+/// Serve a request for a known endpoint: intake, then the attempt loop. Returns whether the
+/// connection stays open and the route index its metrics go to.
+pub(super) async fn serve(
+    ctx: &mut Ctx<'_>,
+    endpoint: Endpoint,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> (bool, usize) {
+    let other = ctx.core.shared.routes.other_index;
+    let want_get = endpoint == Endpoint::Models;
+    let method = ctx.head.method();
+    if endpoint == Endpoint::SessionLeases && method == "OPTIONS" {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        ctx.keep_alive &= ok;
+        return (super::lease::lifecycle::preflight(ctx, wr).await, other);
+    }
+    if (want_get && method != "GET") || (!want_get && method != "POST") {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        let err = ApiError::new(
+            405,
+            "method_not_allowed",
+            format!("{method} is not allowed on {}", ctx.head.path()),
+        );
+        return (finish_error(ctx, wr, &err, ok).await, other);
+    }
+    if let Some(err) = super::caller::cross_origin_form(ctx.head) {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        return (finish_error(ctx, wr, &err, ok).await, other);
+    }
+    // Who is calling, decided on the head: a caller without a valid key is answered before any
+    // byte of its body is read, and is never sent `100 Continue`.
+    let (auth, refusal) = super::caller::identify(ctx.core, ctx.head, endpoint);
+    if let Some(err) = refusal {
+        let body_ok = drain_small_body(ctx, rd, wr, buf).await;
+        if endpoint == Endpoint::SessionLeases {
+            ctx.keep_alive &= body_ok;
+            let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
+            return (keep, other);
+        }
+        return (finish_error(ctx, wr, &err, body_ok).await, other);
+    }
+    ctx.ticket.authenticated();
+    let body = match read_client_body(ctx, rd, wr, buf).await {
+        Ok(b) => b,
+        Err(e) => return (finish_error(ctx, wr, &e, false).await, other),
+    };
+    if endpoint == Endpoint::SessionLeases {
+        return (
+            super::lease::lifecycle::serve(ctx, wr, auth, body).await,
+            other,
+        );
+    }
+    if let crate::clients::Auth::Known(c) = auth {
+        ctx.reveal = c.has(crate::clients::Scope::Admin);
+        ctx.tenant = c.tenant;
+        // A key's class is its first place in line: its requests may ask to go later, not
+        // earlier, unless the key may override.
+        if ctx.head.get("x-ringside-priority").is_none() {
+            ctx.priority = c.priority;
+        } else if !c.has(crate::clients::Scope::Overrides) {
+            ctx.priority = ctx.priority.max(c.priority);
+        }
+        ctx.record.client = Some(c.id.clone());
+        ctx.client = Some(c);
+    }
+    if endpoint == Endpoint::Models {
+        return (models(ctx, wr).await, other);
+    }
+    // Lease headers are checked (and the lease fenced) first: a request that may not run on
+    // its lease hears why, whatever else is wrong with it, and nothing is sent upstream.
+    match super::lease::bind(ctx, endpoint) {
+        Ok(b) => {
+            ctx.record.lease_generation = b.as_ref().map(|b| b.generation);
+            ctx.lease = b;
+        }
+        Err(err) => return (finish_error(ctx, wr, &err, true).await, other),
+    }
+    let facts = match scan(&body) {
+        Ok(f) => f,
+        Err(FactsError::Malformed(m)) => {
+            let err = ApiError::bad_request(
+                "invalid_json",
+                format!("request body is not a JSON object: {m}"),
+            );
+            return (finish_error(ctx, wr, &err, true).await, other);
+        }
+        Err(FactsError::BadField(f)) => {
+            let err = ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type"));
+            return (finish_error(ctx, wr, &err, true).await, other);
+        }
+    };
+    ctx.record.stream = facts.stream;
+    ctx.model_span = facts.model_span;
+    let Some(model) = facts.model else {
+        let err = ApiError::bad_request("missing_model", "the request has no `model`");
+        return (finish_error(ctx, wr, &err, true).await, other);
+    };
+    if let Some(why) = crate::dialect::facts::model_problem(&model) {
+        let err = ApiError::bad_request("invalid_model", why);
+        return (finish_error(ctx, wr, &err, true).await, other);
+    }
+    // The client's model name lives in the decision record only (one copy per request).
+    ctx.record.model = Some(model.clone());
+    ctx.body = body;
+    // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
+    let core = ctx.core;
+    let shared = &*core.shared;
+    let Some(entry) = shared.routes.lookup(&shared.config, &model) else {
+        let err = ApiError::new(
+            404,
+            "model_not_found",
+            format!("no route or model named `{model}`"),
+        )
+        .should_retry(false);
+        return (finish_error(ctx, wr, &err, true).await, other);
+    };
+    ctx.record.route = Some(entry.name.clone());
+    if !shared.routes.serves(&entry, ctx.dialect) {
+        let why = if shared.routes.other_dialect_only(&entry, ctx.dialect) {
+            format!(
+                "`{model}` is served only by providers of another dialect than {}",
+                ctx.dialect.as_str()
+            )
+        } else {
+            format!("`{model}` has no connection that can serve it")
+        };
+        let err = ApiError::new(404, "no_executable_targets", why).should_retry(false);
+        return (finish_error(ctx, wr, &err, true).await, entry.index);
+    }
+    let tenants = &shared.flow.tenants;
+    let counts_tokens = tenants.limits.tokens_per_minute > 0;
+    let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
+    let needs = crate::dialect::needs::needs(&ctx.body, ctx.head, restricted);
+    // Tenant quotas hold across every connection and core, for the whole request.
+    let _tenant_permit = if tenants.limits.any() {
+        match tenants.admit(ctx.tenant, needs.context_tokens, crate::clock::now_ms()) {
+            Ok(p) => Some(p),
+            Err(over) => {
+                let (why, retry_ms) = match over {
+                    crate::flow::tenant::OverQuota::Concurrent => ("requests at once", 1_000),
+                    crate::flow::tenant::OverQuota::RequestsPerMinute { retry_ms } => {
+                        ("requests per minute", retry_ms)
+                    }
+                    crate::flow::tenant::OverQuota::TokensPerMinute { retry_ms } => {
+                        ("tokens per minute", retry_ms)
+                    }
+                };
+                let err = ApiError::new(
+                    429,
+                    "TENANT_QUOTA_EXCEEDED",
+                    format!("this client key is over its quota of {why}"),
+                )
+                .retry_after(retry_ms.div_ceil(1000))
+                .should_retry(retry_ms <= 60_000);
+                return (finish_error(ctx, wr, &err, true).await, entry.index);
+            }
+        }
+    } else {
+        None
+    };
+    let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
+    (keep, entry.index)
+}
