@@ -3,11 +3,11 @@
 
 mod problems;
 mod resilience;
+mod resolve;
 pub mod schema;
 mod schema_resilience;
 mod strategy;
-mod validate;
-pub use validate::{available_cores, default_max_connections};
+pub use resolve::{available_cores, default_max_connections};
 
 pub use schema::FileConfig;
 pub use strategy::Strategy;
@@ -239,7 +239,7 @@ pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<
         }]
     })?;
     apply_env_overrides(&mut file, env);
-    validate::resolve(file, env)
+    resolve::resolve(file, env)
 }
 
 /// `RINGSIDE_*` variables override the file (useful in containers).

@@ -77,7 +77,7 @@ fn syntax_errors_name_the_line() {
 
 #[test]
 fn base_urls() {
-    let e = validate::parse_base_url("https://api.openai.com/v1/").unwrap();
+    let e = resolve::parse_base_url("https://api.openai.com/v1/").unwrap();
     assert_eq!(
         (e.tls, e.host.as_str(), e.port, e.base_path.as_str()),
         (true, "api.openai.com", 443, "/v1")
@@ -86,7 +86,7 @@ fn base_urls() {
     let mut w = Vec::new();
     e.write_authority(&mut w);
     assert_eq!(w, b"api.openai.com");
-    let e = validate::parse_base_url("http://[::1]:9000").unwrap();
+    let e = resolve::parse_base_url("http://[::1]:9000").unwrap();
     assert_eq!(
         (e.host.as_str(), e.port, e.authority()),
         ("::1", 9000, "[::1]:9000".to_string())
@@ -94,11 +94,11 @@ fn base_urls() {
     let mut w = Vec::new();
     e.write_authority(&mut w);
     assert_eq!(w, b"[::1]:9000");
-    assert!(validate::parse_base_url("ftp://x").is_err());
-    assert!(validate::parse_base_url("http://user:pw@x").is_err());
-    assert!(validate::parse_base_url("http://x/v1\r\nx-evil: 1").is_err());
-    assert!(validate::parse_base_url("http://x/v 1").is_err());
-    assert!(validate::parse_base_url("http://x:99999").is_err());
+    assert!(resolve::parse_base_url("ftp://x").is_err());
+    assert!(resolve::parse_base_url("http://user:pw@x").is_err());
+    assert!(resolve::parse_base_url("http://x/v1\r\nx-evil: 1").is_err());
+    assert!(resolve::parse_base_url("http://x/v 1").is_err());
+    assert!(resolve::parse_base_url("http://x:99999").is_err());
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! HTTP/1.1 message heads on httparse: parsing with limits, and the framing rules that keep
 //! request smuggling out (CL+TE refused, one transfer coding only, strict Content-Length).
 
+use super::framing::{body_framing, keep_alive, request_framing};
+pub use super::hop::{is_hop_by_hop, is_ringside_header, listed_in};
+use super::names::{name_bit, name_slot, same_name};
 use bytes::Bytes;
 use std::ops::Range;
 
@@ -163,7 +166,7 @@ impl Head {
     }
 
     /// (name, value) as raw bytes: httparse already checked that names are tokens.
-    fn raw_iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub(super) fn raw_iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.headers
             .iter()
             .map(|h| (&self.raw[h.name.clone()], &self.raw[h.value.clone()]))
@@ -203,53 +206,6 @@ impl Head {
         self.get("expect")
             .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
     }
-}
-
-/// ASCII case-insensitive equality of two names of the same length, eight bytes at a time
-/// (the byte-wise std version was ~1,000 instructions per proxied request).
-fn same_name(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (ac, at) = a.as_chunks::<8>();
-    let (bc, bt) = b.as_chunks::<8>();
-    for (x, y) in ac.iter().zip(bc) {
-        if fold8(u64::from_le_bytes(*x)) != fold8(u64::from_le_bytes(*y)) {
-            return false;
-        }
-    }
-    at.eq_ignore_ascii_case(bt)
-}
-
-/// Eight bytes with `A`-`Z` turned to `a`-`z`; every other byte, non-ASCII included, kept.
-fn fold8(w: u64) -> u64 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let low = w & LOW7;
-    // Per byte, no carries between bytes (each sum stays below 0x100): the high bit says
-    // "at least 'A'" and "above 'Z'".
-    let ge_a = low + 0x3f3f_3f3f_3f3f_3f3f;
-    let gt_z = low + 0x2525_2525_2525_2525;
-    let upper = ge_a & !gt_z & !w & HIGH;
-    w | (upper >> 2)
-}
-
-/// A header name's bit in `Head::names`.
-fn name_bit(name: &[u8]) -> u64 {
-    1 << name_slot(name)
-}
-
-/// A header name's slot (0-63), from its length and its first and last letters (case folded):
-/// cheap, and distinct for the names Ringside looks up most.
-fn name_slot(name: &[u8]) -> u8 {
-    let (Some(first), Some(last)) = (name.first(), name.last()) else {
-        return 0;
-    };
-    let h = (name.len() as u32)
-        .wrapping_mul(31)
-        .wrapping_add(u32::from(first | 0x20).wrapping_mul(7))
-        .wrapping_add(u32::from(last | 0x20));
-    (h % 64) as u8
 }
 
 /// The headers httparse found, as ranges into `buf`, and their names' bits.
@@ -413,116 +369,6 @@ fn httparse_reason(e: httparse::Error) -> &'static str {
         httparse::Error::Version => "unsupported HTTP version",
         httparse::Error::TooManyHeaders => "too many headers",
     }
-}
-
-fn request_framing(head: &Head) -> Result<Framing, HeadError> {
-    // HTTP/1.0 has no transfer codings: a 1.0 request that names one is faulty framing and is
-    // answered with 400 and a closed connection (RFC 9112 6.1).
-    if head.version_minor == 0 && head.get("transfer-encoding").is_some() {
-        return Err(HeadError::AmbiguousFraming(
-            "Transfer-Encoding in an HTTP/1.0 request",
-        ));
-    }
-    Ok(match body_framing(head)? {
-        Some(Framing::Length(0)) | None => Framing::Empty,
-        Some(f) => f,
-    })
-}
-
-/// Content-Length / Transfer-Encoding rules shared by requests and responses.
-fn body_framing(head: &Head) -> Result<Option<Framing>, HeadError> {
-    let mut te: Option<&[u8]> = None;
-    let mut te_count = 0;
-    let mut cl: Option<u64> = None;
-    for (name, value) in head.raw_iter() {
-        // Lengths first: every head passes through here, and most names are neither.
-        if name.len() == 17 && same_name(name, b"transfer-encoding") {
-            te_count += 1;
-            te = Some(value);
-        } else if name.len() == 14 && same_name(name, b"content-length") {
-            let v = parse_content_length(value)?;
-            if cl.is_some_and(|old| old != v) {
-                return Err(HeadError::AmbiguousFraming(
-                    "conflicting Content-Length values",
-                ));
-            }
-            cl = Some(v);
-        }
-    }
-    if let Some(te) = te {
-        if cl.is_some() {
-            return Err(HeadError::AmbiguousFraming(
-                "both Content-Length and Transfer-Encoding",
-            ));
-        }
-        if te_count > 1 || !te.trim_ascii().eq_ignore_ascii_case(b"chunked") {
-            return Err(HeadError::UnsupportedTransferCoding);
-        }
-        return Ok(Some(Framing::Chunked));
-    }
-    Ok(cl.map(Framing::Length))
-}
-
-fn parse_content_length(v: &[u8]) -> Result<u64, HeadError> {
-    // A list of identical values ("5, 5") is tolerated; anything but digits is not.
-    // The usual case, one plain number, without the list walk.
-    if !v.is_empty() && v.len() <= 18 && v.iter().all(u8::is_ascii_digit) {
-        return Ok(v.iter().fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0')));
-    }
-    let mut out: Option<u64> = None;
-    for part in v.split(|b| *b == b',') {
-        let p = part.trim_ascii();
-        if p.is_empty() || p.len() > 18 || !p.iter().all(u8::is_ascii_digit) {
-            return Err(HeadError::AmbiguousFraming("invalid Content-Length"));
-        }
-        let n: u64 = p.iter().fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
-        if out.is_some_and(|o| o != n) {
-            return Err(HeadError::AmbiguousFraming(
-                "conflicting Content-Length values",
-            ));
-        }
-        out = Some(n);
-    }
-    out.ok_or(HeadError::AmbiguousFraming("invalid Content-Length"))
-}
-
-fn keep_alive(head: &Head) -> bool {
-    if head.has_token("connection", "close") {
-        return false;
-    }
-    head.version_minor >= 1 || head.has_token("connection", "keep-alive")
-}
-
-/// Ringside's own headers (`x-ringside-*`): never forwarded in either direction.
-pub fn is_ringside_header(name: &str) -> bool {
-    name.as_bytes()
-        .get(..11)
-        .is_some_and(|p| p.eq_ignore_ascii_case(b"x-ringside-"))
-}
-
-/// Whether `name` is listed in a `Connection` value (see [`Head::connection_options`]).
-pub fn listed_in(options: Option<&[u8]>, name: &str) -> bool {
-    options.is_some_and(|v| {
-        v.split(|b| *b == b',')
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
-    })
-}
-
-/// Hop-by-hop headers (RFC 9110 §7.6.1) that a proxy never forwards.
-pub fn is_hop_by_hop(name: &str) -> bool {
-    // By length first: every header of every request and response passes through here, and
-    // most names have no hop-by-hop name of their length to compare with.
-    let candidates: &[&str] = match name.len() {
-        2 => &["te"],
-        7 => &["trailer", "upgrade"],
-        10 => &["connection", "keep-alive"],
-        16 => &["proxy-connection"],
-        17 => &["transfer-encoding"],
-        18 => &["proxy-authenticate"],
-        19 => &["proxy-authorization"],
-        _ => return false,
-    };
-    candidates.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
 //! HTTP/1.1 framing of our own on httparse (see ARCHITECTURE.md for why not monoio-http).
 
 pub mod chunk;
+mod framing;
 pub mod head;
+mod hop;
 pub mod io;
+mod names;
 pub mod response;
 
 pub use chunk::ChunkTracker;

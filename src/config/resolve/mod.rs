@@ -1,0 +1,83 @@
+//! Turns a parsed [`FileConfig`] into a [`Config`], collecting every problem (not just the
+//! first): one resolver per section (`server`, `providers`, `routes`; `[resilience]`, `[stream]`
+//! and `[[clients]]` in `config::resilience`).
+
+mod providers;
+mod routes;
+mod server;
+
+#[cfg(test)]
+pub use providers::parse_base_url;
+pub use server::{available_cores, default_max_connections};
+
+use super::problems::Problems;
+use super::schema::FileConfig;
+use super::*;
+
+pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Problem>> {
+    let mut p = Problems::default();
+    let server = server::server(&mut p, &file, env);
+    let providers = providers::providers(&mut p, &file, env);
+    let routes = routes::routes(&mut p, &file, &providers);
+    let resilience = super::resilience::resolve(&mut p, &file, &providers, env);
+    let stream = super::resilience::stream(&mut p, &file.stream, env);
+    let clients = super::resilience::clients(&mut p, &file, &providers, env);
+    // With client keys (several tenants) a breaker opens only on failures of at least two of
+    // them, unless the operator says otherwise; an open (single-tenant) instance keeps one.
+    let min_tenants = file
+        .resilience
+        .breaker_min_tenants
+        .unwrap_or(if clients.is_open() { 1 } else { 2 });
+    p.in_range(
+        "resilience.breaker_min_tenants",
+        min_tenants,
+        1,
+        crate::resilience::breaker::MAX_TENANTS as u32,
+    );
+    let mut resilience = resilience;
+    for pol in &mut resilience.providers {
+        pol.breaker.min_tenants = min_tenants;
+    }
+    if !matches!(file.store.durability.as_str(), "durable" | "fast") {
+        p.add(
+            "store.durability",
+            format!("`{}` is not one of durable, fast", file.store.durability),
+        );
+    }
+    p.in_range("store.map_size_mb", file.store.map_size_mb, 1, 1 << 20);
+    if !p.0.is_empty() {
+        return Err(p.0);
+    }
+    let locator = providers
+        .iter()
+        .enumerate()
+        .flat_map(|(pi, p)| (0..p.connections.len()).map(move |ci| (pi, ci)))
+        .collect();
+    Ok(Config {
+        server,
+        limits: file.limits,
+        upstream: file.upstream,
+        providers,
+        routes,
+        locator,
+        resilience,
+        flow_env: crate::flow::settings::Budgets::read_env(env),
+        tenant_limits: crate::flow::tenant::TenantLimits {
+            requests_per_minute: file.flow.tenant_requests_per_minute,
+            tokens_per_minute: file.flow.tenant_tokens_per_minute,
+            max_concurrent: file.flow.tenant_max_concurrent,
+        },
+        stream,
+        clients,
+        store_map_size: (file.store.map_size_mb.clamp(1, 1 << 20) as usize) << 20,
+        store_fast: file.store.durability == "fast",
+        affinity_ttl_ms: file.session.affinity_ttl_ms.min(30 * 86_400_000),
+        lease_ttl_ms: match file.session.lease_ttl_ms {
+            0 => crate::store::leases::DEFAULT_TTL_MS,
+            t => t.clamp(
+                crate::store::leases::MIN_TTL_MS,
+                crate::store::leases::MAX_TTL_MS,
+            ),
+        },
+    })
+}

@@ -1,0 +1,217 @@
+//! `[[providers]]` and their connections: ids, dialects, base URLs, credentials from the
+//! environment (never printed, refused with a control character), flow settings.
+
+use super::super::problems::Problems;
+use super::super::schema::FileConfig;
+use super::super::*;
+use std::collections::HashSet;
+
+/// Resolve every provider and its connections (flat connection indices in file order).
+pub(in crate::config) fn providers(
+    p: &mut Problems,
+    file: &FileConfig,
+    env: EnvLookup,
+) -> Vec<Provider> {
+    let mut providers = Vec::new();
+    let mut provider_ids = HashSet::new();
+    let mut index = 0usize;
+    for (i, ps) in file.providers.iter().enumerate() {
+        let at = format!("providers[{i}]");
+        if !crate::names::valid_id(&ps.id) {
+            p.add(
+                format!("{at}.id"),
+                format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", ps.id),
+            );
+        }
+        if !provider_ids.insert(ps.id.clone()) {
+            p.add(
+                format!("{at}.id"),
+                format!("duplicate provider id `{}`", ps.id),
+            );
+        }
+        let dialect = match ps.dialect.as_str() {
+            "openai" => Dialect::OpenAi,
+            "anthropic" => Dialect::Anthropic,
+            other => {
+                p.add(
+                    format!("{at}.dialect"),
+                    format!("`{other}` is not one of openai, anthropic"),
+                );
+                Dialect::OpenAi
+            }
+        };
+        let auth = match ps.auth.as_str() {
+            "api_key" => AuthKind::ApiKey,
+            "oauth" => AuthKind::OAuth,
+            other => {
+                p.add(
+                    format!("{at}.auth"),
+                    format!("`{other}` is not one of api_key, oauth"),
+                );
+                AuthKind::ApiKey
+            }
+        };
+        let endpoint = parse_base_url(&ps.base_url).unwrap_or_else(|e| {
+            // The URL is quoted without its user:password part, if it has one.
+            p.add(
+                format!("{at}.base_url"),
+                format!("`{}` {e}", without_userinfo(&ps.base_url)),
+            );
+            Endpoint {
+                tls: false,
+                host: "invalid".into(),
+                port: 1,
+                base_path: String::new(),
+            }
+        });
+        if ps.connections.is_empty() {
+            p.add(
+                format!("{at}.connections"),
+                "a provider needs at least one connection",
+            );
+        }
+        let mut conn_ids = HashSet::new();
+        let mut connections = Vec::new();
+        for (j, cs) in ps.connections.iter().enumerate() {
+            let cat = format!("{at}.connections[{j}]");
+            if !crate::names::valid_id(&cs.id) {
+                p.add(
+                    format!("{cat}.id"),
+                    format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", cs.id),
+                );
+            }
+            if !conn_ids.insert(cs.id.clone()) {
+                p.add(
+                    format!("{cat}.id"),
+                    format!("duplicate connection id `{}` in provider", cs.id),
+                );
+            }
+            let secret = match env(&cs.key_env).filter(|v| !v.is_empty()) {
+                // A control byte in a key would write lines of its own into the upstream head.
+                Some(v) if v.bytes().any(|b| b < 0x20 || b == 0x7f) => {
+                    p.add(
+                        format!("{cat}.key_env"),
+                        format!(
+                            "environment variable {} holds a control character (a line break?)",
+                            cs.key_env
+                        ),
+                    );
+                    Secret::new("")
+                }
+                Some(v) => Secret::new(v),
+                None => {
+                    p.add(
+                        format!("{cat}.key_env"),
+                        format!("environment variable {} is not set", cs.key_env),
+                    );
+                    Secret::new("")
+                }
+            };
+            if cs.weight == 0 || cs.weight > 1_000_000 {
+                p.add(
+                    format!("{cat}.weight"),
+                    format!("{} is out of range (1 to 1000000)", cs.weight),
+                );
+            }
+            let flow = super::super::resilience::conn_flow(p, &cat, cs);
+            connections.push(Connection {
+                id: cs.id.clone(),
+                secret,
+                models: cs.models.clone(),
+                weight: cs.weight.max(1),
+                priority: cs.priority,
+                index,
+                flow,
+            });
+            index += 1;
+        }
+        providers.push(Provider {
+            id: ps.id.clone(),
+            dialect,
+            auth,
+            endpoint,
+            anthropic_version: ps
+                .anthropic_version
+                .clone()
+                .unwrap_or_else(|| "2023-06-01".into()),
+            connections,
+            region: ps.region.clone(),
+            tags: ps.tags.clone(),
+            forward_headers: ps
+                .forward_headers
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+        });
+    }
+
+    providers
+}
+
+/// `url` with any `user:password@` in its authority replaced by `***@`.
+fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) if !scheme.is_empty() => format!("{scheme}://***@{}", &rest[at + 1..]),
+        _ => url.to_string(),
+    }
+}
+
+/// Parse `http(s)://host[:port][/path]`.
+pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
+    // The host and path go into every upstream request head as they are.
+    if url.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err("must not contain spaces or control characters".into());
+    }
+    let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err("must start with http:// or https://".into());
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if authority.is_empty() {
+        return Err("has no host".into());
+    }
+    if authority.contains('@') {
+        return Err("must not carry credentials (use key_env)".into());
+    }
+    let default_port = if tls { 443 } else { 80 };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').ok_or("has an unclosed IPv6 bracket")?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| format!("has a bad port `{p}`"))?,
+            None if after.is_empty() => default_port,
+            None => return Err("has garbage after the IPv6 address".into()),
+        };
+        (h.to_string(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (
+                h.to_string(),
+                p.parse::<u16>()
+                    .map_err(|_| format!("has a bad port `{p}`"))?,
+            ),
+            None => (authority.to_string(), default_port),
+        }
+    };
+    if host.is_empty() || port == 0 {
+        return Err("has an empty host or port 0".into());
+    }
+    if path.contains('?') || path.contains('#') {
+        return Err("must not have a query or fragment".into());
+    }
+    Ok(Endpoint {
+        tls,
+        host,
+        port,
+        base_path: path.trim_end_matches('/').to_string(),
+    })
+}

@@ -1,0 +1,219 @@
+//! The `[server]`, `[limits]` and `[upstream]` sections: addresses, the driver, the admin
+//! port's access rules, connection caps, and the limits' and timeouts' ranges.
+
+use super::super::problems::Problems;
+use super::super::schema::{FileConfig, LimitsSection, UpstreamSection};
+use super::super::*;
+
+/// Resolve `[server]` (and check `[limits]` and `[upstream]`, which are used as they are).
+pub(in crate::config) fn server(
+    p: &mut Problems,
+    file: &FileConfig,
+    env: EnvLookup,
+) -> ServerSettings {
+    let s = &file.server;
+    let listen = parse_addr(p, "server.listen", &s.listen);
+    let admin_listen = parse_addr(p, "server.admin_listen", &s.admin_listen);
+    if s.listen == s.admin_listen {
+        p.add("server.admin_listen", "must differ from server.listen");
+    }
+    p.in_range("server.workers", s.workers, 0, 1024);
+    p.in_range(
+        "server.shutdown_grace_ms",
+        s.shutdown_grace_ms,
+        0,
+        86_400_000,
+    );
+    let driver = match s.driver.as_str() {
+        "auto" => DriverChoice::Auto,
+        "uring" | "io_uring" => DriverChoice::Uring,
+        "epoll" | "legacy" => DriverChoice::Epoll,
+        other => {
+            p.add(
+                "server.driver",
+                format!("`{other}` is not one of auto, uring, epoll"),
+            );
+            DriverChoice::Auto
+        }
+    };
+    let admin_token = match &s.admin_token_env {
+        Some(name) => match env(name).filter(|v| !v.is_empty()) {
+            Some(v) => Some(Secret::new(v)),
+            None => {
+                p.add(
+                    "server.admin_token_env",
+                    format!("environment variable {name} is not set"),
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    if admin_token.is_none()
+        && s.admin_token_env.is_none()
+        && !admin_listen.ip().is_loopback()
+        && !s.admin_unauthenticated_ok
+    {
+        p.add(
+            "server.admin_listen",
+            format!(
+                "{admin_listen} is reachable from other hosts and the admin API has no token: set server.admin_token_env, listen on a loopback address, or set server.admin_unauthenticated_ok = true to accept a read-only admin port open to the network"
+            ),
+        );
+    }
+    for h in &s.admin_hosts {
+        if h.is_empty()
+            || !h
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        {
+            p.add("server.admin_hosts", format!("`{h}` is not a host name"));
+        }
+    }
+    p.in_range(
+        "server.max_unauthenticated_per_address",
+        s.max_unauthenticated_per_address,
+        1,
+        1_000_000,
+    );
+    check_limits(p, &file.limits);
+    check_upstream(p, &file.upstream);
+
+    let workers = if s.workers == 0 {
+        available_cores()
+    } else {
+        s.workers
+    };
+    ServerSettings {
+        listen,
+        admin_listen,
+        workers,
+        driver,
+        data_dir: s.data_dir.clone(),
+        admin_token,
+        admin_unauthenticated_ok: s.admin_unauthenticated_ok,
+        admin_hosts: s
+            .admin_hosts
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        max_connections: if s.max_connections == 0 {
+            default_max_connections()
+        } else {
+            s.max_connections
+        },
+        max_unauthenticated_per_address: s.max_unauthenticated_per_address,
+        shutdown_grace: Duration::from_millis(s.shutdown_grace_ms),
+        access_log: s.access_log,
+        pin_workers: s.pin_workers,
+    }
+}
+
+fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
+    match v.parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => {
+            p.add(
+                at,
+                format!("`{v}` is not an IP:port address (e.g. 127.0.0.1:8080)"),
+            );
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        }
+    }
+}
+
+/// The default cap on client connections: what the open-file limit allows once each proxied
+/// connection's upstream socket and some room for the store, listeners and logs are counted
+/// (two descriptors per held client connection).
+pub fn default_max_connections() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_max.min(1 << 24) as usize
+    } else {
+        1024
+    };
+    (soft.saturating_sub(64) / 2).max(64)
+}
+
+fn check_limits(p: &mut Problems, l: &LimitsSection) {
+    p.in_range("limits.max_head_bytes", l.max_head_bytes, 1024, 1 << 20);
+    p.in_range(
+        "limits.max_headers",
+        l.max_headers,
+        1,
+        crate::http::head::MAX_HEADERS_HARD,
+    );
+    p.in_range("limits.max_body_bytes", l.max_body_bytes, 1, 1 << 30);
+    const DAY: u64 = 86_400_000;
+    p.in_range(
+        "limits.header_read_timeout_ms",
+        l.header_read_timeout_ms,
+        1,
+        DAY,
+    );
+    p.in_range(
+        "limits.body_read_timeout_ms",
+        l.body_read_timeout_ms,
+        1,
+        DAY,
+    );
+    p.in_range("limits.keepalive_idle_ms", l.keepalive_idle_ms, 1, DAY);
+    p.in_range(
+        "limits.client_send_timeout_ms",
+        l.client_send_timeout_ms,
+        1,
+        DAY,
+    );
+}
+
+fn check_upstream(p: &mut Problems, u: &UpstreamSection) {
+    const DAY: u64 = 86_400_000;
+    p.in_range("upstream.connect_timeout_ms", u.connect_timeout_ms, 1, DAY);
+    p.in_range(
+        "upstream.first_byte_timeout_ms",
+        u.first_byte_timeout_ms,
+        1,
+        DAY,
+    );
+    p.in_range(
+        "upstream.idle_read_timeout_ms",
+        u.idle_read_timeout_ms,
+        1,
+        DAY,
+    );
+    p.in_range(
+        "upstream.pool_max_idle_per_upstream",
+        u.pool_max_idle_per_upstream,
+        0,
+        100_000,
+    );
+    p.in_range(
+        "upstream.pool_idle_timeout_ms",
+        u.pool_idle_timeout_ms,
+        1,
+        DAY,
+    );
+    p.in_range("upstream.dns_ttl_ms", u.dns_ttl_ms, 1, DAY);
+    p.in_range("upstream.max_attempts", u.max_attempts, 1, 20);
+    if !matches!(u.tls_roots.as_str(), "webpki" | "system" | "both") {
+        p.add(
+            "upstream.tls_roots",
+            format!("`{}` is not one of webpki, system, both", u.tls_roots),
+        );
+    }
+    if let Some(f) = &u.ca_file
+        && let Err(e) = std::fs::metadata(f)
+    {
+        p.add("upstream.ca_file", format!("cannot read `{f}`: {e}"));
+    }
+}
+
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}

@@ -1,0 +1,173 @@
+use super::*;
+use crate::config::{Endpoint as Ep, Secret};
+use crate::http::HeadLimits;
+
+fn provider(dialect: Dialect) -> (Provider, Connection) {
+    let conn = Connection {
+        id: "a".into(),
+        secret: Secret::new("sk-up"),
+        models: vec![],
+        weight: 1,
+        priority: 0,
+        index: 0,
+        flow: Default::default(),
+    };
+    let p = Provider {
+        id: "p".into(),
+        dialect,
+        auth: AuthKind::ApiKey,
+        endpoint: Ep {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port: 9000,
+            base_path: "/v1".into(),
+        },
+        anthropic_version: "2023-06-01".into(),
+        connections: vec![conn.clone()],
+        region: None,
+        tags: vec![],
+        forward_headers: vec![],
+    };
+    (p, conn)
+}
+
+#[test]
+fn dropped_names_in_any_case() {
+    for n in [
+        "Host",
+        "cookie",
+        "EXPECT",
+        "api-key",
+        "X-Api-Key",
+        "x-request-id",
+        "X-Session-Id",
+        "Authorization",
+        "content-length",
+        "Accept-Encoding",
+        "x-codex-session-id",
+        "X-Ringside-Priority",
+        "x-ringside-",
+        "Connection",
+        "transfer-encoding",
+    ] {
+        assert!(is_dropped(n), "{n}");
+    }
+    for n in [
+        "content-type",
+        "accept",
+        "anthropic-version",
+        "traceparent",
+        "x-ringside",
+        "hosts",
+        "openai-organization",
+        "",
+    ] {
+        assert!(!is_dropped(n), "{n}");
+    }
+}
+
+#[test]
+fn strips_client_secrets_and_internal_headers() {
+    let raw = "POST /v1/messages?beta=true HTTP/1.1\r\nHost: me\r\nAuthorization: Bearer client-key\r\nX-Api-Key: client-key\r\nX-Ringside-Session: s1\r\nx-session-id: s2\r\nConnection: keep-alive\r\nTraceparent: 00-abc-def-01\r\nContent-Length: 2\r\nAccept-Encoding: gzip\r\n\r\n";
+    let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
+        .unwrap()
+        .unwrap();
+    let (p, c) = provider(Dialect::Anthropic);
+    let out = build(
+        &head,
+        Endpoint::Messages,
+        &p,
+        &c,
+        &Bytes::from_static(b"{}"),
+        "rid",
+    );
+    let s = String::from_utf8(out.head.to_vec()).unwrap();
+    assert!(
+        s.starts_with("POST /v1/messages?beta=true HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n"),
+        "{s}"
+    );
+    assert!(!s.contains("client-key"));
+    assert!(!s.to_ascii_lowercase().contains("x-ringside"));
+    assert!(!s.contains("x-session-id"));
+    assert!(s.contains("x-api-key: sk-up\r\n"));
+    assert!(s.contains("anthropic-version: 2023-06-01\r\n"));
+    assert!(s.contains("Traceparent: 00-abc-def-01\r\n"));
+    assert!(s.contains("accept-encoding: identity\r\n") && !s.contains("gzip"));
+    assert!(s.ends_with("content-length: 2\r\n\r\n{}"));
+}
+
+#[test]
+fn openai_gets_bearer() {
+    let raw = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n";
+    let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
+        .unwrap()
+        .unwrap();
+    let (p, c) = provider(Dialect::OpenAi);
+    let out = build(
+        &head,
+        Endpoint::ChatCompletions,
+        &p,
+        &c,
+        &Bytes::from_static(b"{}"),
+        "rid",
+    );
+    let s = String::from_utf8(out.head.to_vec()).unwrap();
+    assert!(s.contains("authorization: Bearer sk-up\r\n"));
+    assert!(!s.contains("anthropic-version"));
+}
+
+fn built(raw: &str, p: &Provider, c: &Connection) -> String {
+    let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
+        .unwrap()
+        .unwrap();
+    let out = build(
+        &head,
+        Endpoint::ChatCompletions,
+        p,
+        c,
+        &Bytes::from_static(b"{}"),
+        "rid",
+    );
+    String::from_utf8(out.head.to_vec()).unwrap()
+}
+
+#[test]
+fn credential_params_billing_headers_and_connection_options_stay_behind() {
+    let (mut p, c) = provider(Dialect::OpenAi);
+    let raw = "POST /v1/chat/completions?api-version=2024-06-01&key=AIzaSECRET&beta=true&API_KEY=x&token HTTP/1.1\r\n\
+               Connection: keep-alive, X-Hop\r\nX-Hop: secret-hop\r\nOpenAI-Organization: org-1\r\n\
+               OpenAI-Project: proj-1\r\nx-goog-api-key: g\r\nOcp-Apim-Subscription-Key: az\r\n\
+               X-Kept: yes\r\nContent-Length: 2\r\n\r\n";
+    let s = built(raw, &p, &c);
+    assert!(
+        s.starts_with("POST /v1/chat/completions?api-version=2024-06-01&beta=true HTTP/1.1\r\n"),
+        "{s}"
+    );
+    for gone in [
+        "AIzaSECRET",
+        "X-Hop",
+        "secret-hop",
+        "org-1",
+        "proj-1",
+        "x-goog",
+        "Ocp-Apim",
+    ] {
+        assert!(!s.contains(gone), "{gone}: {s}");
+    }
+    assert!(s.contains("X-Kept: yes\r\n"));
+    // A provider may take the organization header (it bills the operator's own org).
+    p.forward_headers = vec!["openai-organization".into()];
+    let s = built(raw, &p, &c);
+    assert!(s.contains("OpenAI-Organization: org-1\r\n"), "{s}");
+    assert!(!s.contains("proj-1"));
+    // Only credentials in the query: no `?` at all.
+    let s = built(
+        "POST /v1/chat/completions?key=a&api_key=b HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+        &p,
+        &c,
+    );
+    assert!(
+        s.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+        "{s}"
+    );
+}

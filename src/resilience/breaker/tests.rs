@@ -1,0 +1,170 @@
+use super::*;
+
+const API_KEY: BreakerProfile = BreakerProfile {
+    degraded_at: 7,
+    open_at: 12,
+    open_ms: 30_000,
+    escalate_after: 3,
+    max_multiplier: 4,
+    probe_timeout_ms: 10_000,
+    min_tenants: 1,
+};
+
+#[test]
+fn one_tenant_alone_cannot_open_a_multi_tenant_breaker() {
+    let p = BreakerProfile {
+        min_tenants: 2,
+        ..API_KEY
+    };
+    let mut b = Breaker::default();
+    for i in 0..40 {
+        b.on_failure(i, 7, &p);
+    }
+    assert_eq!(b.state, BreakerState::Degraded, "40 failures of one tenant");
+    // A second tenant failing too: the provider is unwell for more than one client.
+    b.on_failure(41, 9, &p);
+    assert_eq!(b.state, BreakerState::Open);
+    // Once clean again, the tenants seen are forgotten.
+    let mut b = Breaker::default();
+    b.on_failure(1, 7, &p);
+    assert!(b.on_success(&p));
+    for i in 0..20 {
+        b.on_failure(10 + i, 9, &p);
+    }
+    assert_eq!(
+        b.state,
+        BreakerState::Degraded,
+        "tenant 7's old failure is forgotten"
+    );
+    // A single-tenant profile opens as before.
+    let mut b = Breaker::default();
+    for i in 0..12 {
+        b.on_failure(i, 7, &API_KEY);
+    }
+    assert_eq!(b.state, BreakerState::Open);
+}
+
+#[test]
+fn degrades_then_opens_then_half_opens() {
+    let mut b = Breaker::default();
+    let probe = AtomicU64::new(0);
+    for i in 0..6 {
+        b.on_failure(i, 1, &API_KEY);
+    }
+    assert_eq!(b.state, BreakerState::Closed);
+    b.on_failure(6, 1, &API_KEY);
+    assert_eq!(b.state, BreakerState::Degraded);
+    assert_eq!(b.admit(7, &API_KEY, &probe), Admit::Yes);
+    for i in 7..12 {
+        b.on_failure(i, 1, &API_KEY);
+    }
+    assert_eq!(b.state, BreakerState::Open);
+    assert_eq!(b.admit(1_000, &API_KEY, &probe), Admit::No(29_011));
+    // Failures while open do not extend it.
+    b.on_failure(20_000, 1, &API_KEY);
+    assert_eq!(b.retry_after(20_000, &API_KEY), 10_011);
+    assert_eq!(b.admit(30_011, &API_KEY, &probe), Admit::Probe);
+    assert_eq!(b.state, BreakerState::HalfOpen);
+}
+
+#[test]
+fn exactly_one_probe_across_cores() {
+    let probe = AtomicU64::new(0);
+    let mut a = Breaker::default();
+    let mut b = Breaker::default();
+    for i in 0..12 {
+        a.on_failure(i, 1, &API_KEY);
+        b.on_failure(i, 1, &API_KEY);
+    }
+    let t = 40_000;
+    assert_eq!(a.admit(t, &API_KEY, &probe), Admit::Probe);
+    assert!(matches!(b.admit(t, &API_KEY, &probe), Admit::No(_)));
+    assert!(matches!(a.admit(t + 1, &API_KEY, &probe), Admit::No(_)));
+    // A 429 is neutral: the claim is released, the state stays half-open.
+    release_probe(&probe);
+    assert_eq!(b.admit(t + 2, &API_KEY, &probe), Admit::Probe);
+    // The probe succeeds: every core closes.
+    assert!(b.on_success(&API_KEY));
+    assert!(a.on_success(&API_KEY));
+    assert_eq!(
+        (a.state, b.state),
+        (BreakerState::Closed, BreakerState::Closed)
+    );
+    assert_eq!(a.admit(t + 3, &API_KEY, &probe), Admit::Yes);
+}
+
+#[test]
+fn a_lost_probe_expires() {
+    let probe = AtomicU64::new(0);
+    let mut b = Breaker::default();
+    for i in 0..12 {
+        b.on_failure(i, 1, &API_KEY);
+    }
+    assert_eq!(b.admit(30_011, &API_KEY, &probe), Admit::Probe);
+    assert!(matches!(b.admit(35_000, &API_KEY, &probe), Admit::No(_)));
+    assert_eq!(b.admit(40_012, &API_KEY, &probe), Admit::Probe);
+}
+
+#[test]
+fn failed_probe_reopens_and_escalates() {
+    let probe = AtomicU64::new(0);
+    let mut b = Breaker::default();
+    let mut t = 0;
+    let mut opens = Vec::new();
+    for _ in 0..12 {
+        b.on_failure(t, 1, &API_KEY);
+    }
+    for _ in 0..6 {
+        t += b.open_ms(&API_KEY);
+        assert_eq!(b.admit(t, &API_KEY, &probe), Admit::Probe);
+        release_probe(&probe);
+        b.on_failure(t, 1, &API_KEY);
+        assert_eq!(b.state, BreakerState::Open);
+        opens.push(b.open_ms(&API_KEY));
+    }
+    assert_eq!(opens, [30_000, 30_000, 60_000, 120_000, 120_000, 120_000]);
+}
+
+#[test]
+fn successes_recover_gradually_and_are_ignored_while_open() {
+    let mut b = Breaker::default();
+    for i in 0..8 {
+        b.on_failure(i, 1, &API_KEY);
+    }
+    assert_eq!(b.state, BreakerState::Degraded);
+    assert!(b.on_success(&API_KEY));
+    assert_eq!((b.state, b.failures), (BreakerState::Closed, 7));
+    let mut b = Breaker::default();
+    for i in 0..12 {
+        b.on_failure(i, 1, &API_KEY);
+    }
+    assert!(!b.on_success(&API_KEY));
+    assert_eq!(b.state, BreakerState::Open);
+    assert!(
+        !Breaker::default().on_success(&API_KEY),
+        "nothing to report"
+    );
+}
+
+#[test]
+fn window_gate() {
+    let p = GateProfile {
+        threshold: 3,
+        window_ms: 10_000,
+        cooldown_ms: 5_000,
+    };
+    let mut g = WindowGate::default();
+    g.on_failure(0, &p);
+    g.on_failure(4_000, &p);
+    assert_eq!(g.closed_for(4_000, &p), None);
+    g.on_failure(20_000, &p); // the first two fell out of the window
+    assert_eq!(g.closed_for(20_000, &p), None);
+    g.on_failure(21_000, &p);
+    g.on_failure(22_000, &p);
+    assert_eq!(g.closed_for(23_000, &p), Some(4_000));
+    assert_eq!(g.closed_for(27_000, &p), None);
+    g.on_failure(28_000, &p);
+    assert!(g.closed_for(28_000, &p).is_some());
+    g.on_success();
+    assert_eq!(g.closed_for(28_000, &p), None);
+}

@@ -1,0 +1,144 @@
+use super::*;
+
+const NOW: u64 = 1_755_779_000_000; // 2025-08-21T12:23:20Z
+
+fn headers<'a>(list: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |n: &str| {
+        list.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+#[test]
+fn retry_after_seconds_float_and_date() {
+    assert_eq!(parse_retry_after("30", NOW), Some(30_000));
+    assert_eq!(parse_retry_after(" 1.5 ", NOW), Some(1_500));
+    let date = httpdate::fmt_http_date(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(NOW + 42_000),
+    );
+    assert_eq!(parse_retry_after(&date, NOW), Some(42_000));
+    let past = httpdate::fmt_http_date(std::time::UNIX_EPOCH);
+    assert_eq!(parse_retry_after(&past, NOW), Some(0));
+    assert_eq!(parse_retry_after("-5", NOW), None);
+    assert_eq!(parse_retry_after("soon", NOW), None);
+    assert_eq!(parse_retry_after("NaN", NOW), None);
+}
+
+#[test]
+fn go_durations() {
+    assert_eq!(parse_duration("6m0s"), Some(360_000));
+    assert_eq!(parse_duration("547ms"), Some(547));
+    assert_eq!(parse_duration("2m52.8s"), Some(172_800));
+    assert_eq!(parse_duration("12ms"), Some(12));
+    assert_eq!(parse_duration("33.023s"), Some(33_023));
+    assert_eq!(parse_duration("1h2m"), Some(3_720_000));
+    assert_eq!(parse_duration("64"), Some(64_000));
+    assert_eq!(parse_duration("1y"), None);
+    assert_eq!(parse_duration("m"), None);
+    assert_eq!(parse_duration(""), None);
+    assert_eq!(parse_duration("99999999999h"), Some(MAX_HINT_MS));
+}
+
+#[test]
+fn rfc3339_timestamps() {
+    assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(
+        parse_rfc3339("2025-08-21T12:40:59Z"),
+        Some(1_755_780_059_000)
+    );
+    assert_eq!(
+        parse_rfc3339("2025-08-21T14:40:59.250+02:00"),
+        Some(1_755_780_059_250)
+    );
+    assert_eq!(parse_rfc3339("2025-13-21T12:40:59Z"), None);
+    assert_eq!(parse_rfc3339("2025-08-21 12:40"), None);
+    assert_eq!(parse_rfc3339("yesterday"), None);
+}
+
+#[test]
+fn header_priority_and_formats() {
+    let h = [("retry-after-ms", "250"), ("retry-after", "9")];
+    assert_eq!(
+        from_headers(&headers(&h), NOW),
+        Some(Hint {
+            ms: 250,
+            source: HintSource::RetryAfterMs
+        })
+    );
+    let h = [("Retry-After", "9")];
+    assert_eq!(from_headers(&headers(&h), NOW).map(|h| h.ms), Some(9_000));
+    // OpenAI reset counts only for an exhausted limit.
+    let h = [
+        ("x-ratelimit-remaining-requests", "59"),
+        ("x-ratelimit-reset-requests", "1s"),
+        ("x-ratelimit-remaining-tokens", "-27689"),
+        ("x-ratelimit-reset-tokens", "6m0s"),
+    ];
+    assert_eq!(
+        from_headers(&headers(&h), NOW),
+        Some(Hint {
+            ms: 360_000,
+            source: HintSource::OpenAiReset
+        })
+    );
+    let h = [
+        ("x-ratelimit-remaining-requests", "5"),
+        ("x-ratelimit-reset-requests", "1s"),
+    ];
+    assert_eq!(from_headers(&headers(&h), NOW), None);
+    let h = [
+        ("anthropic-ratelimit-tokens-remaining", "0"),
+        ("anthropic-ratelimit-tokens-reset", "2025-08-21T12:40:59Z"),
+    ];
+    let got = from_headers(&headers(&h), NOW).unwrap();
+    assert_eq!(
+        (got.ms, got.source),
+        (1_059_000, HintSource::AnthropicReset)
+    );
+    let h = [
+        ("anthropic-ratelimit-unified-status", "rejected"),
+        ("anthropic-ratelimit-unified-reset", "1755779600"),
+    ];
+    assert_eq!(from_headers(&headers(&h), NOW).map(|h| h.ms), Some(600_000));
+    let h = [("x-ratelimit-reset", "20")];
+    assert_eq!(from_headers(&headers(&h), NOW).map(|h| h.ms), Some(20_000));
+    let h = [("x-ratelimit-reset", "1755779030")];
+    assert_eq!(from_headers(&headers(&h), NOW).map(|h| h.ms), Some(30_000));
+    let h = [("x-ratelimit-reset", "1755779030000")];
+    assert_eq!(from_headers(&headers(&h), NOW).map(|h| h.ms), Some(30_000));
+}
+
+#[test]
+fn garbage_is_ignored_and_absurd_is_clamped() {
+    for v in ["", "abc", "-1", "inf", "1e400", "\u{0}"] {
+        let h = [
+            ("retry-after", v),
+            ("retry-after-ms", v),
+            ("x-ratelimit-reset", v),
+        ];
+        assert_eq!(from_headers(&headers(&h), NOW), None, "{v:?}");
+    }
+    let h = [("retry-after", "99999999999999")];
+    assert_eq!(
+        from_headers(&headers(&h), NOW).map(|h| h.ms),
+        Some(MAX_HINT_MS)
+    );
+    let h = [("retry-after", "0")];
+    assert_eq!(from_headers(&headers(&h), NOW), None);
+}
+
+#[test]
+fn body_phrases() {
+    let ms = |t: &str| from_text(t).map(|h| h.ms);
+    assert_eq!(ms("Rate limit reached. Please retry in 1.5s."), Some(1_500));
+    assert_eq!(ms("Please try again in 20 seconds"), Some(20_000));
+    assert_eq!(ms("quota resets in 2h3m4s"), Some(7_384_000));
+    assert_eq!(ms("Retry after 5 minutes"), Some(300_000));
+    assert_eq!(ms("try again in 547ms"), Some(547));
+    assert_eq!(ms("try again later"), None);
+    assert_eq!(
+        from_text("retry in 3s").map(|h| h.source),
+        Some(HintSource::Body)
+    );
+}
