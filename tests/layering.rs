@@ -196,3 +196,42 @@ fn the_import_reader_sees_every_form() {
     assert!(uses("use super::judge;", &p("proxy::attempt")).is_empty());
     assert_eq!(uses("super::timer::now()", &p("proxy")), ["timer"]);
 }
+
+/// The request path's drivers: only they may use one another.
+const PROXY_DRIVERS: &[&str] = &["connection", "request", "attempts"];
+
+#[test]
+fn request_phases_never_use_a_driver() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/proxy");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut problems = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&root).expect("under src/proxy");
+        let first = module_path(rel).first().cloned().unwrap_or_default();
+        if first.is_empty() || PROXY_DRIVERS.contains(&first.as_str()) {
+            continue; // mod.rs re-exports, and the drivers themselves
+        }
+        let text = std::fs::read_to_string(file).expect("read");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for d in PROXY_DRIVERS {
+                let used = [
+                    format!("super::{d}::"),
+                    format!("super::{d};"),
+                    format!("proxy::{d}::"),
+                ]
+                .iter()
+                .any(|p| code.contains(p.as_str()));
+                if used {
+                    problems.push(format!(
+                        "src/proxy/{}:{}: phase {first} uses the driver {d}",
+                        rel.display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

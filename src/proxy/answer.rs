@@ -4,8 +4,9 @@
 //! deadline exceeded). Terminal answers carry `x-should-retry: false`; answers worth retrying
 //! carry `Retry-After`.
 
+use super::exchange::Ctx;
 use super::forward::{Relay, relay_buffered};
-use super::request::{Ctx, finish_error};
+use super::respond::finish_error;
 use crate::dialect::ApiError;
 use crate::http::Head;
 use crate::resilience::Exclusion;

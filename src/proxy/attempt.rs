@@ -3,9 +3,8 @@
 //! on a fresh one), judge it (held stream, whole error body), and commit only what deserves it.
 
 use super::answer::Buffered;
-use super::deliver::commit;
+use super::exchange::{AttemptEnd, Ctx};
 use super::judge::{self, Hold, Read};
-use super::request::{AttemptEnd, Ctx};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
 use crate::http::head::parse_response;
@@ -17,7 +16,6 @@ use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
 use crate::timer;
 use crate::upstream::UpConn;
-use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::time::Duration;
 
 fn now() -> u64 {
@@ -40,13 +38,13 @@ fn failed(
     }
 }
 
-/// One upstream attempt against one candidate, judged before anything reaches the client.
+/// One upstream attempt against one candidate, judged before anything reaches the client:
+/// `Ready` (a head worth delivering, for the loop to commit), `Failed` or `ClientGone`.
 pub(super) async fn attempt(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
     cand: Candidate,
     watch: &mut ClientWatch<'_>,
-    wr: &mut TcpOwnedWriteHalf,
     budget: &Budget,
 ) -> AttemptEnd {
     let core = ctx.core;
@@ -233,7 +231,11 @@ pub(super) async fn attempt(
             crate::clock::since(sent_at).as_millis() as u64,
         );
         core.record_success(site);
-        return commit(ctx, entry, cand, provider_index, up, head, wr, watch).await;
+        return AttemptEnd::Ready {
+            up,
+            head,
+            provider_index,
+        };
     }
     match judge::read_error_body(&mut up, &head, deadline, watch).await {
         Read::ClientGone => AttemptEnd::ClientGone,

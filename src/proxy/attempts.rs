@@ -5,8 +5,10 @@
 use super::answer::{self, LastFailure};
 use super::attempt::attempt;
 use super::decide::{self, Idle};
+use super::deliver;
+use super::exchange::{AttemptEnd, Ctx};
 use super::lease::{capacity_answer, move_reason};
-use super::request::{AttemptEnd, Ctx, finish_error};
+use super::respond::finish_error;
 use super::watch::{ClientWatch, Raced};
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Excluded};
 use crate::dialect::ApiError;
@@ -298,12 +300,30 @@ pub(super) async fn run(
         ctx.exec_deadline = Some(t0 + Duration::from_millis(exec_ms));
         let end = {
             let _in_flight = InFlight::enter(&core.shared.in_flight[cand.connection]);
-            attempt(ctx, entry, cand, &mut watch, wr, &budget).await
+            match attempt(ctx, entry, cand, &mut watch, &budget).await {
+                // The commit: the answer goes to the client, nothing is retried after it.
+                AttemptEnd::Ready {
+                    up,
+                    head,
+                    provider_index,
+                } => {
+                    let up_to = deliver::Upstream {
+                        cand,
+                        provider_index,
+                        up,
+                        head,
+                    };
+                    deliver::commit(ctx, entry, up_to, wr, &mut watch).await
+                }
+                end => end,
+            }
         };
         // The attempt has closed or pooled its upstream connection: only now free the slot.
         drop(permit);
         ctx.exec_deadline = None;
         match end {
+            // (`Ready` became `Done` or `Failed` in the commit just above.)
+            AttemptEnd::Ready { .. } => break Some(false),
             AttemptEnd::Done { keep_alive } => {
                 served = Some(cand.connection);
                 break Some(keep_alive);

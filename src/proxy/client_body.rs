@@ -1,7 +1,7 @@
 //! Reading the client's request body: `100 Continue` when asked for, the size limit answered
 //! before the body is read, and each failure as its own status (413, 408, 400).
 
-use super::request::Ctx;
+use super::exchange::Ctx;
 use crate::dialect::ApiError;
 use crate::http::io::{ReadError, read_body};
 use bytes::{Bytes, BytesMut};

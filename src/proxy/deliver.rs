@@ -1,8 +1,8 @@
 //! Deliver: the commit. The upstream's answer is relayed to the client (`forward`), and what
 //! came of it is recorded; nothing is retried after this.
 
+use super::exchange::{AttemptEnd, Ctx};
 use super::forward::{Relay, relay};
-use super::request::{AttemptEnd, Ctx};
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
 use crate::http::Head;
@@ -12,18 +12,28 @@ use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+/// The upstream answer an attempt got ready to deliver.
+pub(super) struct Upstream {
+    pub cand: Candidate,
+    pub provider_index: usize,
+    pub up: UpConn,
+    pub head: Head,
+}
+
 /// Commit: relay the upstream response to the client (nothing may be retried after this).
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn commit(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
-    cand: Candidate,
-    provider_index: usize,
-    mut up: UpConn,
-    head: Head,
+    ready: Upstream,
     wr: &mut TcpOwnedWriteHalf,
     watch: &mut ClientWatch<'_>,
 ) -> AttemptEnd {
+    let Upstream {
+        cand,
+        provider_index,
+        mut up,
+        head,
+    } = ready;
     let core = ctx.core;
     let cfg = core.config();
     let Some(&names) = core.shared.conn_names.get(cand.connection) else {

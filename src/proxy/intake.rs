@@ -3,29 +3,50 @@
 //! and the tenant's quota. Each refusal is answered here in the client's dialect.
 
 use super::client_body::{drain_body, drain_small_body, read_client_body};
+use super::exchange::Ctx;
 use super::models::models;
-use super::request::{Ctx, finish_error};
+use super::respond::finish_error;
 use crate::dialect::facts::{FactsError, scan};
+use crate::dialect::needs::Needs;
 use crate::dialect::{ApiError, Endpoint};
+use crate::flow::tenant::TenantPermit;
+use crate::route::Entry;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
+use std::borrow::Cow;
 
-/// Serve a request for a known endpoint: intake, then the attempt loop. Returns whether the
-/// connection stays open and the route index its metrics go to.
-pub(super) async fn serve(
-    ctx: &mut Ctx<'_>,
+/// How intake ended.
+pub(super) enum Intake<'c> {
+    /// Answered here (a refusal, the models list, a lease lifecycle call): whether the
+    /// connection stays open, and the route index its metrics go to.
+    Answered { keep: bool, route: usize },
+    /// Admitted: the route to try and what the request needs; the tenant's quota share is
+    /// held until the request ends.
+    Admitted {
+        entry: Cow<'c, Entry>,
+        needs: Needs,
+        tenant_permit: Option<TenantPermit>,
+    },
+}
+
+/// Everything before the first upstream attempt, for a request to a known endpoint.
+pub(super) async fn intake<'c>(
+    ctx: &mut Ctx<'c>,
     endpoint: Endpoint,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
-) -> (bool, usize) {
+) -> Intake<'c> {
     let other = ctx.core.shared.routes.other_index;
     let want_get = endpoint == Endpoint::Models;
     let method = ctx.head.method();
     if endpoint == Endpoint::SessionLeases && method == "OPTIONS" {
         let ok = drain_body(ctx, rd, wr, buf).await;
         ctx.keep_alive &= ok;
-        return (super::lease::lifecycle::preflight(ctx, wr).await, other);
+        return Intake::Answered {
+            keep: super::lease::lifecycle::preflight(ctx, wr).await,
+            route: other,
+        };
     }
     if (want_get && method != "GET") || (!want_get && method != "POST") {
         let ok = drain_body(ctx, rd, wr, buf).await;
@@ -34,11 +55,17 @@ pub(super) async fn serve(
             "method_not_allowed",
             format!("{method} is not allowed on {}", ctx.head.path()),
         );
-        return (finish_error(ctx, wr, &err, ok).await, other);
+        return Intake::Answered {
+            keep: finish_error(ctx, wr, &err, ok).await,
+            route: other,
+        };
     }
     if let Some(err) = super::caller::cross_origin_form(ctx.head) {
         let ok = drain_body(ctx, rd, wr, buf).await;
-        return (finish_error(ctx, wr, &err, ok).await, other);
+        return Intake::Answered {
+            keep: finish_error(ctx, wr, &err, ok).await,
+            route: other,
+        };
     }
     // Who is calling, decided on the head: a caller without a valid key is answered before any
     // byte of its body is read, and is never sent `100 Continue`.
@@ -48,20 +75,31 @@ pub(super) async fn serve(
         if endpoint == Endpoint::SessionLeases {
             ctx.keep_alive &= body_ok;
             let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
-            return (keep, other);
+            return Intake::Answered {
+                keep: keep,
+                route: other,
+            };
         }
-        return (finish_error(ctx, wr, &err, body_ok).await, other);
+        return Intake::Answered {
+            keep: finish_error(ctx, wr, &err, body_ok).await,
+            route: other,
+        };
     }
     ctx.ticket.authenticated();
     let body = match read_client_body(ctx, rd, wr, buf).await {
         Ok(b) => b,
-        Err(e) => return (finish_error(ctx, wr, &e, false).await, other),
+        Err(e) => {
+            return Intake::Answered {
+                keep: finish_error(ctx, wr, &e, false).await,
+                route: other,
+            };
+        }
     };
     if endpoint == Endpoint::SessionLeases {
-        return (
-            super::lease::lifecycle::serve(ctx, wr, auth, body).await,
-            other,
-        );
+        return Intake::Answered {
+            keep: super::lease::lifecycle::serve(ctx, wr, auth, body).await,
+            route: other,
+        };
     }
     if let crate::clients::Auth::Known(c) = auth {
         ctx.reveal = c.has(crate::clients::Scope::Admin);
@@ -77,7 +115,10 @@ pub(super) async fn serve(
         ctx.client = Some(c);
     }
     if endpoint == Endpoint::Models {
-        return (models(ctx, wr).await, other);
+        return Intake::Answered {
+            keep: models(ctx, wr).await,
+            route: other,
+        };
     }
     // Lease headers are checked (and the lease fenced) first: a request that may not run on
     // its lease hears why, whatever else is wrong with it, and nothing is sent upstream.
@@ -86,7 +127,12 @@ pub(super) async fn serve(
             ctx.record.lease_generation = b.as_ref().map(|b| b.generation);
             ctx.lease = b;
         }
-        Err(err) => return (finish_error(ctx, wr, &err, true).await, other),
+        Err(err) => {
+            return Intake::Answered {
+                keep: finish_error(ctx, wr, &err, true).await,
+                route: other,
+            };
+        }
     }
     let facts = match scan(&body) {
         Ok(f) => f,
@@ -95,22 +141,34 @@ pub(super) async fn serve(
                 "invalid_json",
                 format!("request body is not a JSON object: {m}"),
             );
-            return (finish_error(ctx, wr, &err, true).await, other);
+            return Intake::Answered {
+                keep: finish_error(ctx, wr, &err, true).await,
+                route: other,
+            };
         }
         Err(FactsError::BadField(f)) => {
             let err = ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type"));
-            return (finish_error(ctx, wr, &err, true).await, other);
+            return Intake::Answered {
+                keep: finish_error(ctx, wr, &err, true).await,
+                route: other,
+            };
         }
     };
     ctx.record.stream = facts.stream;
     ctx.model_span = facts.model_span;
     let Some(model) = facts.model else {
         let err = ApiError::bad_request("missing_model", "the request has no `model`");
-        return (finish_error(ctx, wr, &err, true).await, other);
+        return Intake::Answered {
+            keep: finish_error(ctx, wr, &err, true).await,
+            route: other,
+        };
     };
     if let Some(why) = crate::dialect::facts::model_problem(&model) {
         let err = ApiError::bad_request("invalid_model", why);
-        return (finish_error(ctx, wr, &err, true).await, other);
+        return Intake::Answered {
+            keep: finish_error(ctx, wr, &err, true).await,
+            route: other,
+        };
     }
     // The client's model name lives in the decision record only (one copy per request).
     ctx.record.model = Some(model.clone());
@@ -125,7 +183,10 @@ pub(super) async fn serve(
             format!("no route or model named `{model}`"),
         )
         .should_retry(false);
-        return (finish_error(ctx, wr, &err, true).await, other);
+        return Intake::Answered {
+            keep: finish_error(ctx, wr, &err, true).await,
+            route: other,
+        };
     };
     ctx.record.route = Some(entry.name.clone());
     if !shared.routes.serves(&entry, ctx.dialect) {
@@ -138,14 +199,17 @@ pub(super) async fn serve(
             format!("`{model}` has no connection that can serve it")
         };
         let err = ApiError::new(404, "no_executable_targets", why).should_retry(false);
-        return (finish_error(ctx, wr, &err, true).await, entry.index);
+        return Intake::Answered {
+            keep: finish_error(ctx, wr, &err, true).await,
+            route: entry.index,
+        };
     }
     let tenants = &shared.flow.tenants;
     let counts_tokens = tenants.limits.tokens_per_minute > 0;
     let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
     let needs = crate::dialect::needs::needs(&ctx.body, ctx.head, restricted);
     // Tenant quotas hold across every connection and core, for the whole request.
-    let _tenant_permit = if tenants.limits.any() {
+    let tenant_permit = if tenants.limits.any() {
         match tenants.admit(ctx.tenant, needs.context_tokens, crate::clock::now_ms()) {
             Ok(p) => Some(p),
             Err(over) => {
@@ -165,12 +229,18 @@ pub(super) async fn serve(
                 )
                 .retry_after(retry_ms.div_ceil(1000))
                 .should_retry(retry_ms <= 60_000);
-                return (finish_error(ctx, wr, &err, true).await, entry.index);
+                return Intake::Answered {
+                    keep: finish_error(ctx, wr, &err, true).await,
+                    route: entry.index,
+                };
             }
         }
     } else {
         None
     };
-    let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
-    (keep, entry.index)
+    Intake::Admitted {
+        entry,
+        needs,
+        tenant_permit,
+    }
 }

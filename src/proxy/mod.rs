@@ -1,4 +1,24 @@
 //! The data plane: one task per client connection, one request state machine per request.
+//!
+//! The life of a request. The drivers (`connection`, `request`, `attempts`) sequence the
+//! phases; a phase returns a value and never calls the next one or a driver (checked by
+//! `tests/layering.rs`).
+//!
+//! | phase    | file                     | returns                                            |
+//! |----------|--------------------------|----------------------------------------------------|
+//! | intake   | `caller.rs`, `intake.rs` | the caller from the head; body, facts, lease, route, quota (or the refusal, answered) |
+//! | select   | `attempts.rs`            | a candidate and its breaker admission, or the exclusions |
+//! | decide   | `decide.rs`              | `Idle::{Wait, GiveUp}` when nothing is usable; `Decision::{Next, Fail, PassThrough}` after a failure |
+//! | admit    | `attempts.rs` (`flow`)   | a flow permit, the probe guard, the lease fenced again |
+//! | attempt  | `attempt.rs`             | `AttemptEnd::{Ready, Failed, ClientGone}`           |
+//! | judge    | `judge.rs`               | a `Verdict` (restated, classified)                  |
+//! | deliver  | `deliver.rs`             | the commit: `AttemptEnd::Done { keep_alive }`       |
+//! | answer   | `answer.rs`              | what the client is told when Ringside stops trying  |
+//! | finalize | `request.rs`             | metrics, the access log, the decision ring, once    |
+//!
+//! `exchange.rs` (the request's context and the attempt's end) and `respond.rs` (writing
+//! Ringside's own answers) are leaves every phase may use. Before `deliver` writes the first
+//! byte anything may be retried within the budget; after it, nothing is replayed.
 
 pub mod answer;
 pub mod attempt;
@@ -8,9 +28,11 @@ mod caller;
 mod client_body;
 mod client_facts;
 mod client_head;
+mod connection;
 pub mod deadline;
 mod decide;
 mod deliver;
+mod exchange;
 pub mod forward;
 mod intake;
 pub mod judge;
@@ -19,204 +41,8 @@ mod models;
 pub mod outbound;
 mod relay_failure;
 pub mod request;
+mod respond;
 pub mod watch;
 
-use crate::dialect::{ApiError, Dialect};
-use crate::http::io::{READ_CHUNK, ReadError, read_request_head};
-use crate::http::response::whole;
-use crate::state::core::Core;
-use bytes::{Bytes, BytesMut};
-use monoio::io::{AsyncWriteRent, AsyncWriteRentExt, Splitable};
-use monoio::net::TcpStream;
-use monoio::net::tcp::TcpOwnedWriteHalf;
-use std::rc::Rc;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
-
-/// Write a whole error response in the client's dialect.
-pub async fn respond_error(
-    wr: &mut TcpOwnedWriteHalf,
-    dialect: Dialect,
-    err: &ApiError,
-    request_id: &str,
-    keep_alive: bool,
-) -> bool {
-    respond_error_to(wr, dialect, err, request_id, keep_alive, false).await
-}
-
-/// The same, for a request whose method may be `HEAD` (`head_request`: the body is left out).
-pub async fn respond_error_to(
-    wr: &mut TcpOwnedWriteHalf,
-    dialect: Dialect,
-    err: &ApiError,
-    request_id: &str,
-    keep_alive: bool,
-    head_request: bool,
-) -> bool {
-    let body = err.body(dialect, request_id);
-    let mut extra: Vec<(&str, String)> = err.headers();
-    extra.push(("x-request-id", request_id.to_string()));
-    if dialect == Dialect::Anthropic {
-        // The Anthropic SDKs read `request-id` as the request's id (`err.request_id`).
-        extra.push(("request-id", request_id.to_string()));
-    }
-    let refs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let mut bytes = whole(err.status, "application/json", &refs, &body, keep_alive);
-    if head_request {
-        bytes = crate::http::response::head_only(bytes);
-    }
-    let (res, _) = wr.write_all(bytes).await;
-    res.is_ok() && keep_alive
-}
-
-struct OpenConn<'a>(&'a Core);
-
-impl Drop for OpenConn<'_> {
-    fn drop(&mut self) {
-        self.0.open_conns.set(self.0.open_conns.get() - 1);
-        self.0.metrics.open_client_conns.fetch_sub(1, Relaxed);
-    }
-}
-
-/// Serve one client connection until it closes, errs, or the core drains.
-pub async fn serve_client(core: Rc<Core>, stream: TcpStream, peer: std::net::IpAddr) {
-    let shared = &*core.shared;
-    let keyed = !shared.config.clients.is_open() || shared.managed_keys.load(Relaxed);
-    // Over the caps the connection is closed at once: nothing is read or kept for it.
-    let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
-        return;
-    };
-    let _ = stream.set_nodelay(true);
-    core.open_conns.set(core.open_conns.get() + 1);
-    core.metrics.open_client_conns.fetch_add(1, Relaxed);
-    let _guard = OpenConn(&core);
-    let (mut rd, mut wr) = stream.into_split();
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let limits = &core.config().limits;
-    let head_limits = crate::http::HeadLimits {
-        max_head_bytes: limits.max_head_bytes,
-        max_headers: limits.max_headers,
-    };
-    let idle = Duration::from_millis(limits.keepalive_idle_ms);
-    let head_timeout = Duration::from_millis(limits.header_read_timeout_ms);
-    let mut served: u64 = 0;
-    loop {
-        if core.drain.is_draining() && buf.is_empty() {
-            break;
-        }
-        let head = {
-            let read = read_request_head(&mut rd, &mut buf, head_limits, idle, head_timeout);
-            monoio::select! {
-                h = read => h,
-                _ = core.drain.wait() => break,
-            }
-        };
-        let head = match head {
-            Ok(h) => h,
-            Err(ReadError::Closed) | Err(ReadError::Io(_)) => break,
-            Err(e) => {
-                let (status, code, msg) = match &e {
-                    ReadError::Timeout => (
-                        408,
-                        "request_timeout",
-                        "the request head was not received in time".to_string(),
-                    ),
-                    ReadError::Head(h) => (h.status(), h.code(), h.message()),
-                    _ => (
-                        400,
-                        "malformed_request",
-                        "the connection closed in the middle of a request head".to_string(),
-                    ),
-                };
-                let id = core.next_request_id();
-                let err = ApiError::new(status, code, msg).should_retry(false);
-                let _ = respond_error(&mut wr, Dialect::OpenAi, &err, &id, false).await;
-                core.metrics.request(core.shared.routes.other_index, status);
-                core.metrics
-                    .finalized
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                linger(&core, &mut rd, &mut wr, &mut buf).await;
-                return;
-            }
-        };
-        served += 1;
-        let max = limits.max_requests_per_connection;
-        let last = max > 0 && served >= max;
-        let conn = request::Conn {
-            ticket: &ticket,
-            last_request: last,
-        };
-        let keep = request::handle(&core, head, &mut rd, &mut wr, &mut buf, conn).await;
-        if !keep {
-            linger(&core, &mut rd, &mut wr, &mut buf).await;
-            return;
-        }
-    }
-    let _ = wr.shutdown().await;
-}
-
-/// The longest a closing connection keeps reading what its client still sends.
-const LINGER_TOTAL: Duration = Duration::from_secs(10);
-/// ... and the longest it waits for the next byte of it.
-const LINGER_IDLE: Duration = Duration::from_secs(2);
-
-/// Close a connection that Ringside ends while its client may still be sending: an answer
-/// given before the request was read to the end (413, 431, 408, 400), or `connection: close`.
-/// Closing a socket with unread input makes the kernel send a reset, and a reset destroys the
-/// answer still waiting in the client's receive buffer: an SDK that writes a 20 MB body before
-/// it reads would see "connection reset" instead of the 413. So the answer is followed by a FIN,
-/// and what the client still sends is read and thrown away until it closes, for at most
-/// `LINGER_TOTAL`, `LINGER_IDLE` without a byte, or until the core drains (nginx's lingering
-/// close).
-async fn linger(
-    core: &Core,
-    rd: &mut monoio::net::tcp::TcpOwnedReadHalf,
-    wr: &mut TcpOwnedWriteHalf,
-    buf: &mut BytesMut,
-) {
-    // Let go of a large request buffer now: a lingering connection needs only a small sink.
-    *buf = BytesMut::new();
-    if wr.shutdown().await.is_err() {
-        return;
-    }
-    let mut sink = BytesMut::with_capacity(READ_CHUNK);
-    let end = crate::clock::instant() + LINGER_TOTAL;
-    loop {
-        sink.clear();
-        let now = crate::clock::instant();
-        if now >= end || core.drain.is_draining() {
-            return;
-        }
-        let read = crate::timer::timeout_at(
-            end.min(now + LINGER_IDLE),
-            crate::http::io::read_more(rd, &mut sink),
-        );
-        let n = monoio::select! {
-            r = read => r,
-            _ = core.drain.wait() => return,
-        };
-        match n {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return,
-        }
-    }
-}
-
-/// A small JSON success response.
-pub async fn respond_json(
-    wr: &mut TcpOwnedWriteHalf,
-    status: u16,
-    body: Bytes,
-    request_id: &str,
-    keep_alive: bool,
-) -> bool {
-    let bytes = whole(
-        status,
-        "application/json",
-        &[("x-request-id", request_id)],
-        &body,
-        keep_alive,
-    );
-    let (res, _) = wr.write_all(bytes).await;
-    res.is_ok() && keep_alive
-}
+pub use connection::serve_client;
+pub use respond::{respond_error, respond_error_to, respond_json};

@@ -1,8 +1,9 @@
 //! `GET /v1/models` and `GET /v1/models/{id}`: the union of configured routes and models, in
 //! the dialect the client speaks (Anthropic when it sends `anthropic-version`).
 
-use super::request::{Ctx, finish_error};
-use super::respond_json;
+use super::exchange::Ctx;
+use super::respond::finish_error;
+use super::respond::respond_json;
 use crate::dialect::{ApiError, Dialect};
 use bytes::Bytes;
 use monoio::net::tcp::TcpOwnedWriteHalf;

@@ -5,8 +5,11 @@
 
 use super::client_body::drain_body;
 use super::client_facts::{client_request_id, priority_of, tenant_of};
-use crate::audit::{AttemptOutcome, Record};
-use crate::dialect::{ApiError, Dialect, Endpoint, dialect_for_path};
+use super::exchange::{Conn, Ctx};
+use super::intake::{Intake, intake};
+use super::respond::finish_error;
+use crate::audit::Record;
+use crate::dialect::{ApiError, Endpoint, dialect_for_path};
 use crate::http::Head;
 use crate::state::core::Core;
 use bytes::{Bytes, BytesMut};
@@ -14,77 +17,6 @@ use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
 use std::borrow::Cow;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
-
-/// How one attempt ended.
-pub(super) enum AttemptEnd {
-    /// The response was committed to the client (successfully or not): the request is over.
-    Done {
-        keep_alive: bool,
-    },
-    /// Failed before commit: judged, and possibly worth trying elsewhere.
-    Failed {
-        verdict: crate::resilience::classify::Verdict,
-        /// Metrics outcome (`http_429`, `tls_error`, ...).
-        kind: AttemptOutcome,
-        detail: String,
-        /// The upstream's error answer, read whole (absent for transport failures).
-        response: Option<Box<super::answer::Buffered>>,
-        restated_from: Option<u16>,
-        /// Cut short by the request's own deadline: says nothing about the upstream.
-        self_inflicted: bool,
-    },
-    ClientGone,
-}
-
-pub(crate) struct Ctx<'a> {
-    pub core: &'a Core,
-    pub head: &'a Head,
-    pub endpoint: Endpoint,
-    pub dialect: Dialect,
-    pub request_id: String,
-    pub body: Bytes,
-    /// Where the top-level `model` value is in `body` (found by the body check, so that
-    /// rewriting it does not walk the body again).
-    pub model_span: Option<std::ops::Range<usize>>,
-    pub keep_alive: bool,
-    pub record: Record,
-    pub started: Instant,
-    /// The client (tenant) as a stable hash of its credential; 0 when it sent none.
-    pub tenant: u64,
-    /// 0 (first) to 9, from `x-ringside-priority`; 5 by default.
-    pub priority: u8,
-    /// Set once a flow permit is held: when the execution budget ends.
-    pub exec_deadline: Option<Instant>,
-    /// The client key, when keys are configured.
-    pub client: Option<crate::clients::Client>,
-    /// The exclusive lease this request is fenced to (only its connection may serve it).
-    pub lease: Option<super::lease::Binding>,
-    /// The client connection's place under the connection caps.
-    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
-    /// Whether this client may see provider and connection names and upstream error text in
-    /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
-    /// request id instead; the decision record keeps everything.
-    pub reveal: bool,
-}
-
-impl Ctx<'_> {
-    /// `x-ringside-attempts` as this client may see it: the whole trail, or only the count.
-    pub fn attempts_header(&self, current: Option<(&str, u16)>) -> String {
-        if self.reveal {
-            self.record.attempts_header(current)
-        } else {
-            (self.record.attempts.len() + usize::from(current.is_some())).to_string()
-        }
-    }
-}
-
-/// What a request knows of the client connection it came on.
-pub struct Conn<'a> {
-    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
-    /// The connection's last request (`max_requests_per_connection`): answered with close.
-    pub last_request: bool,
-}
 
 /// Handle one request whose head has been read. Returns whether the connection stays open.
 pub async fn handle(
@@ -149,7 +81,18 @@ pub async fn handle(
                 core.shared.routes.other_index,
             )
         }
-        Some(ep) => super::intake::serve(&mut ctx, ep, rd, wr, buf).await,
+        Some(ep) => match intake(&mut ctx, ep, rd, wr, buf).await {
+            Intake::Answered { keep, route } => (keep, route),
+            Intake::Admitted {
+                entry,
+                needs,
+                tenant_permit,
+            } => {
+                let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
+                drop(tenant_permit);
+                (keep, entry.index)
+            }
+        },
     };
     ctx.record.total_ms = crate::clock::since(started).as_millis() as u64;
     core.metrics.request(route_index, ctx.record.status);
@@ -163,30 +106,6 @@ pub async fn handle(
     core.remember(std::mem::take(&mut ctx.record));
     core.metrics.finalized.fetch_add(1, Relaxed);
     keep && !core.drain.is_draining()
-}
-
-/// Write an error, record it, and say whether the connection stays open.
-pub(super) async fn finish_error(
-    ctx: &mut Ctx<'_>,
-    wr: &mut TcpOwnedWriteHalf,
-    err: &ApiError,
-    body_ok: bool,
-) -> bool {
-    ctx.record.status = err.status;
-    ctx.record.error_code = Some(err.code);
-    ctx.record.outcome = crate::audit::Outcome::Rejected;
-    if ctx.record.ttfb_ms.is_none() {
-        ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
-    }
-    super::respond_error_to(
-        wr,
-        ctx.dialect,
-        err,
-        &ctx.request_id,
-        ctx.keep_alive && body_ok,
-        ctx.head.method() == "HEAD",
-    )
-    .await
 }
 
 /// The in-flight gauge's share of one request: given back when the request ends, or when its

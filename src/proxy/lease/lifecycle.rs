@@ -7,7 +7,7 @@ use super::{GENERATION_HEADER, OWNER_HEADER, ask_writer, lease_error, lease_key,
 use crate::clients::Auth;
 use crate::dialect::ApiError;
 use crate::http::response::whole;
-use crate::proxy::request::Ctx;
+use crate::proxy::exchange::Ctx;
 use crate::resilience::Site;
 use crate::store::leases::{MAX_TTL_MS, MIN_TTL_MS, Op, Outcome};
 use bytes::Bytes;

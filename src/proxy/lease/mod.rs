@@ -5,7 +5,7 @@
 
 pub mod lifecycle;
 
-use super::request::Ctx;
+use super::exchange::Ctx;
 use crate::clients::{Client, Scope};
 use crate::dialect::{ApiError, Endpoint};
 use crate::resilience::Exclusion;

@@ -1,0 +1,149 @@
+//! One client connection: admitted under the connection caps, then heads read and requests
+//! handed to the request driver until the client closes, errs or the core drains; a closing
+//! connection lingers so that an early answer is not destroyed by a reset.
+
+use super::request;
+use super::respond::respond_error;
+use crate::dialect::{ApiError, Dialect};
+use crate::http::io::{READ_CHUNK, ReadError, read_request_head};
+use crate::state::core::Core;
+use bytes::BytesMut;
+use monoio::io::{AsyncWriteRent, Splitable};
+use monoio::net::TcpStream;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+struct OpenConn<'a>(&'a Core);
+
+impl Drop for OpenConn<'_> {
+    fn drop(&mut self) {
+        self.0.open_conns.set(self.0.open_conns.get() - 1);
+        self.0.metrics.open_client_conns.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Serve one client connection until it closes, errs, or the core drains.
+pub async fn serve_client(core: Rc<Core>, stream: TcpStream, peer: std::net::IpAddr) {
+    let shared = &*core.shared;
+    let keyed = !shared.config.clients.is_open() || shared.managed_keys.load(Relaxed);
+    // Over the caps the connection is closed at once: nothing is read or kept for it.
+    let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    core.open_conns.set(core.open_conns.get() + 1);
+    core.metrics.open_client_conns.fetch_add(1, Relaxed);
+    let _guard = OpenConn(&core);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let limits = &core.config().limits;
+    let head_limits = crate::http::HeadLimits {
+        max_head_bytes: limits.max_head_bytes,
+        max_headers: limits.max_headers,
+    };
+    let idle = Duration::from_millis(limits.keepalive_idle_ms);
+    let head_timeout = Duration::from_millis(limits.header_read_timeout_ms);
+    let mut served: u64 = 0;
+    loop {
+        if core.drain.is_draining() && buf.is_empty() {
+            break;
+        }
+        let head = {
+            let read = read_request_head(&mut rd, &mut buf, head_limits, idle, head_timeout);
+            monoio::select! {
+                h = read => h,
+                _ = core.drain.wait() => break,
+            }
+        };
+        let head = match head {
+            Ok(h) => h,
+            Err(ReadError::Closed) | Err(ReadError::Io(_)) => break,
+            Err(e) => {
+                let (status, code, msg) = match &e {
+                    ReadError::Timeout => (
+                        408,
+                        "request_timeout",
+                        "the request head was not received in time".to_string(),
+                    ),
+                    ReadError::Head(h) => (h.status(), h.code(), h.message()),
+                    _ => (
+                        400,
+                        "malformed_request",
+                        "the connection closed in the middle of a request head".to_string(),
+                    ),
+                };
+                let id = core.next_request_id();
+                let err = ApiError::new(status, code, msg).should_retry(false);
+                let _ = respond_error(&mut wr, Dialect::OpenAi, &err, &id, false).await;
+                core.metrics.request(core.shared.routes.other_index, status);
+                core.metrics
+                    .finalized
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                linger(&core, &mut rd, &mut wr, &mut buf).await;
+                return;
+            }
+        };
+        served += 1;
+        let max = limits.max_requests_per_connection;
+        let last = max > 0 && served >= max;
+        let conn = super::exchange::Conn {
+            ticket: &ticket,
+            last_request: last,
+        };
+        let keep = request::handle(&core, head, &mut rd, &mut wr, &mut buf, conn).await;
+        if !keep {
+            linger(&core, &mut rd, &mut wr, &mut buf).await;
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// The longest a closing connection keeps reading what its client still sends.
+const LINGER_TOTAL: Duration = Duration::from_secs(10);
+/// ... and the longest it waits for the next byte of it.
+const LINGER_IDLE: Duration = Duration::from_secs(2);
+
+/// Close a connection that Ringside ends while its client may still be sending: an answer
+/// given before the request was read to the end (413, 431, 408, 400), or `connection: close`.
+/// Closing a socket with unread input makes the kernel send a reset, and a reset destroys the
+/// answer still waiting in the client's receive buffer: an SDK that writes a 20 MB body before
+/// it reads would see "connection reset" instead of the 413. So the answer is followed by a FIN,
+/// and what the client still sends is read and thrown away until it closes, for at most
+/// `LINGER_TOTAL`, `LINGER_IDLE` without a byte, or until the core drains (nginx's lingering
+/// close).
+async fn linger(
+    core: &Core,
+    rd: &mut monoio::net::tcp::TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) {
+    // Let go of a large request buffer now: a lingering connection needs only a small sink.
+    *buf = BytesMut::new();
+    if wr.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = BytesMut::with_capacity(READ_CHUNK);
+    let end = crate::clock::instant() + LINGER_TOTAL;
+    loop {
+        sink.clear();
+        let now = crate::clock::instant();
+        if now >= end || core.drain.is_draining() {
+            return;
+        }
+        let read = crate::timer::timeout_at(
+            end.min(now + LINGER_IDLE),
+            crate::http::io::read_more(rd, &mut sink),
+        );
+        let n = monoio::select! {
+            r = read => r,
+            _ = core.drain.wait() => return,
+        };
+        match n {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
+        }
+    }
+}

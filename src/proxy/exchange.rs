@@ -1,0 +1,87 @@
+//! What one request carries through its phases: the context (`Ctx`: the head, the body once
+//! read, the decision record, the caller), what the request knows of its connection (`Conn`),
+//! and how one attempt ended (`AttemptEnd`). A leaf of `proxy`: it imports no phase.
+
+use crate::audit::{AttemptOutcome, Record};
+use crate::dialect::{Dialect, Endpoint};
+use crate::http::Head;
+use crate::state::core::Core;
+use crate::upstream::UpConn;
+use bytes::Bytes;
+use std::time::Instant;
+
+/// How one attempt ended.
+pub(crate) enum AttemptEnd {
+    /// The upstream answered with a head worth delivering: the loop commits it (`deliver`).
+    Ready {
+        up: UpConn,
+        head: Head,
+        provider_index: usize,
+    },
+    /// The response was committed to the client (successfully or not): the request is over.
+    Done {
+        keep_alive: bool,
+    },
+    /// Failed before commit: judged, and possibly worth trying elsewhere.
+    Failed {
+        verdict: crate::resilience::classify::Verdict,
+        /// Metrics outcome (`http_429`, `tls_error`, ...).
+        kind: AttemptOutcome,
+        detail: String,
+        /// The upstream's error answer, read whole (absent for transport failures).
+        response: Option<Box<crate::proxy::answer::Buffered>>,
+        restated_from: Option<u16>,
+        /// Cut short by the request's own deadline: says nothing about the upstream.
+        self_inflicted: bool,
+    },
+    ClientGone,
+}
+
+pub(crate) struct Ctx<'a> {
+    pub core: &'a Core,
+    pub head: &'a Head,
+    pub endpoint: Endpoint,
+    pub dialect: Dialect,
+    pub request_id: String,
+    pub body: Bytes,
+    /// Where the top-level `model` value is in `body` (found by the body check, so that
+    /// rewriting it does not walk the body again).
+    pub model_span: Option<std::ops::Range<usize>>,
+    pub keep_alive: bool,
+    pub record: Record,
+    pub started: Instant,
+    /// The client (tenant) as a stable hash of its credential; 0 when it sent none.
+    pub tenant: u64,
+    /// 0 (first) to 9, from `x-ringside-priority`; 5 by default.
+    pub priority: u8,
+    /// Set once a flow permit is held: when the execution budget ends.
+    pub exec_deadline: Option<Instant>,
+    /// The client key, when keys are configured.
+    pub client: Option<crate::clients::Client>,
+    /// The exclusive lease this request is fenced to (only its connection may serve it).
+    pub lease: Option<super::lease::Binding>,
+    /// The client connection's place under the connection caps.
+    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
+    /// Whether this client may see provider and connection names and upstream error text in
+    /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
+    /// request id instead; the decision record keeps everything.
+    pub reveal: bool,
+}
+
+impl Ctx<'_> {
+    /// `x-ringside-attempts` as this client may see it: the whole trail, or only the count.
+    pub fn attempts_header(&self, current: Option<(&str, u16)>) -> String {
+        if self.reveal {
+            self.record.attempts_header(current)
+        } else {
+            (self.record.attempts.len() + usize::from(current.is_some())).to_string()
+        }
+    }
+}
+
+/// What a request knows of the client connection it came on.
+pub struct Conn<'a> {
+    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
+    /// The connection's last request (`max_requests_per_connection`): answered with close.
+    pub last_request: bool,
+}

@@ -1,0 +1,89 @@
+//! Writing Ringside's own answers: errors in the client's dialect (nothing for `HEAD` but the
+//! head), small JSON successes, and `finish_error`, which also records the refusal. A leaf of
+//! `proxy`: it imports no phase.
+
+use super::exchange::Ctx;
+use crate::dialect::{ApiError, Dialect};
+use crate::http::response::whole;
+use bytes::Bytes;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+
+/// Write a whole error response in the client's dialect.
+pub async fn respond_error(
+    wr: &mut TcpOwnedWriteHalf,
+    dialect: Dialect,
+    err: &ApiError,
+    request_id: &str,
+    keep_alive: bool,
+) -> bool {
+    respond_error_to(wr, dialect, err, request_id, keep_alive, false).await
+}
+
+/// The same, for a request whose method may be `HEAD` (`head_request`: the body is left out).
+pub async fn respond_error_to(
+    wr: &mut TcpOwnedWriteHalf,
+    dialect: Dialect,
+    err: &ApiError,
+    request_id: &str,
+    keep_alive: bool,
+    head_request: bool,
+) -> bool {
+    let body = err.body(dialect, request_id);
+    let mut extra: Vec<(&str, String)> = err.headers();
+    extra.push(("x-request-id", request_id.to_string()));
+    if dialect == Dialect::Anthropic {
+        // The Anthropic SDKs read `request-id` as the request's id (`err.request_id`).
+        extra.push(("request-id", request_id.to_string()));
+    }
+    let refs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut bytes = whole(err.status, "application/json", &refs, &body, keep_alive);
+    if head_request {
+        bytes = crate::http::response::head_only(bytes);
+    }
+    let (res, _) = wr.write_all(bytes).await;
+    res.is_ok() && keep_alive
+}
+
+/// Write an error, record it, and say whether the connection stays open.
+pub(crate) async fn finish_error(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    err: &ApiError,
+    body_ok: bool,
+) -> bool {
+    ctx.record.status = err.status;
+    ctx.record.error_code = Some(err.code);
+    ctx.record.outcome = crate::audit::Outcome::Rejected;
+    if ctx.record.ttfb_ms.is_none() {
+        ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
+    }
+    respond_error_to(
+        wr,
+        ctx.dialect,
+        err,
+        &ctx.request_id,
+        ctx.keep_alive && body_ok,
+        ctx.head.method() == "HEAD",
+    )
+    .await
+}
+
+/// A small JSON success response.
+pub async fn respond_json(
+    wr: &mut TcpOwnedWriteHalf,
+    status: u16,
+    body: Bytes,
+    request_id: &str,
+    keep_alive: bool,
+) -> bool {
+    let bytes = whole(
+        status,
+        "application/json",
+        &[("x-request-id", request_id)],
+        &body,
+        keep_alive,
+    );
+    let (res, _) = wr.write_all(bytes).await;
+    res.is_ok() && keep_alive
+}
