@@ -76,7 +76,7 @@ pub(super) async fn intake<'c>(
             ctx.keep_alive &= body_ok;
             let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
             return Intake::Answered {
-                keep: keep,
+                keep,
                 route: other,
             };
         }
