@@ -75,10 +75,7 @@ pub(super) async fn intake<'c>(
         if endpoint == Endpoint::SessionLeases {
             ctx.keep_alive &= body_ok;
             let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
-            return Intake::Answered {
-                keep,
-                route: other,
-            };
+            return Intake::Answered { keep, route: other };
         }
         return Intake::Answered {
             keep: finish_error(ctx, wr, &err, body_ok).await,

@@ -4,6 +4,7 @@
 
 mod providers;
 mod routes;
+mod sections;
 mod server;
 
 #[cfg(test)]
@@ -20,8 +21,8 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let providers = providers::providers(&mut p, &file, env);
     let routes = routes::routes(&mut p, &file, &providers);
     let resilience = super::resilience::resolve(&mut p, &file, &providers, env);
-    let stream = super::resilience::stream(&mut p, &file.stream, env);
-    let clients = super::resilience::clients(&mut p, &file, &providers, env);
+    let stream = sections::stream(&mut p, &file.stream, env);
+    let clients = sections::clients(&mut p, &file, &providers, env);
     // With client keys (several tenants) a breaker opens only on failures of at least two of
     // them, unless the operator says otherwise; an open (single-tenant) instance keeps one.
     let min_tenants = file

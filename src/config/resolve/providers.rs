@@ -113,7 +113,7 @@ pub(in crate::config) fn providers(
                     format!("{} is out of range (1 to 1000000)", cs.weight),
                 );
             }
-            let flow = super::super::resilience::conn_flow(p, &cat, cs);
+            let flow = super::sections::conn_flow(p, &cat, cs);
             connections.push(Connection {
                 id: cs.id.clone(),
                 secret,
