@@ -7,22 +7,21 @@ use super::attempt::attempt;
 use super::decide::{self, Idle};
 use super::deliver;
 use super::exchange::{AttemptEnd, Ctx};
-use super::lease::{capacity_answer, move_reason};
+use super::lease::{LeaseMove, capacity_answer};
 use super::respond::finish_error;
+use super::select::{self, site};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Excluded};
 use crate::dialect::ApiError;
 use crate::dialect::needs::Needs;
 use crate::flow::settings::Knob;
 use crate::flow::{self, Ask, Refused};
-use crate::resilience::Ineligible;
+use crate::resilience::Exclusion;
 use crate::resilience::breaker::ProbeGuard;
 use crate::resilience::budget::{Budget, parse_deadline_header};
 use crate::resilience::classify::Verdict;
-use crate::resilience::{Exclusion, Site};
 use crate::route::load::InFlight;
 use crate::route::{Candidate, Entry};
-use crate::store::leases::Outcome;
 use crate::timer;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
 use std::time::{Duration, Instant};
@@ -43,22 +42,19 @@ pub(super) async fn run(
 ) -> bool {
     let core = ctx.core;
     let s = &core.shared.config.resilience;
-    // The operator's deadline (the route's, else the default); a client may ask for less, and
-    // for more only with a key that may override.
-    let operator_ms = entry.deadline_ms.unwrap_or(s.deadline_ms);
+    let asked = ctx
+        .head
+        .get_str("x-ringside-deadline-ms")
+        .and_then(|v| parse_deadline_header(v, crate::clock::unix_ms()));
     let may_extend = ctx
         .client
         .as_ref()
         .is_some_and(|c| c.has(crate::clients::Scope::Overrides));
-    let deadline_ms = match ctx
-        .head
-        .get_str("x-ringside-deadline-ms")
-        .and_then(|v| parse_deadline_header(v, crate::clock::unix_ms()))
-    {
-        Some(ms) if may_extend => ms,
-        Some(ms) => ms.min(operator_ms),
-        None => operator_ms,
-    };
+    let deadline_ms = decide::deadline_ms(
+        entry.deadline_ms.unwrap_or(s.deadline_ms),
+        asked,
+        may_extend,
+    );
     let max_attempts = core.config().upstream.max_attempts;
     let mut budget = Budget::new(max_attempts, now(), deadline_ms, s.max_wait_ms);
     let mut watch = ClientWatch::start(rd, std::mem::take(buf));
@@ -100,111 +96,23 @@ pub(super) async fn run(
             0
         };
         excluded.clear();
-        let mut pick = None;
-        {
-            // Filter first, then let the strategy choose among the usable candidates.
-            let shared = &core.shared;
-            let loads = core.loads.borrow();
-            let load = |c: usize| loads.load(c, &shared.in_flight, t);
-            let mut tables = core.tables.borrow_mut();
-            let mut selector = core.selector.borrow_mut();
-            let ordered =
-                shared
-                    .routes
-                    .candidates_where(entry, ctx.dialect, &mut selector, &load, |c| {
-                        let why = if tried.contains(&c) {
-                            Some(Exclusion::Tried)
-                        } else if saturated.contains(&c) {
-                            Some(Exclusion::Ineligible(Ineligible::Saturated))
-                        } else if ctx
-                            .client
-                            .as_ref()
-                            .is_some_and(|k| !k.may_use(c.connection))
-                        {
-                            Some(Exclusion::Ineligible(Ineligible::NotAllowedForKey))
-                        } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
-                            Some(Exclusion::Ineligible(why))
-                        } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
-                            Some(e)
-                        } else if bound == Some(c.connection) {
-                            None
-                        } else if let Some(until) =
-                            shared.leases.leased_until(c.connection, unix_now)
-                        {
-                            Some(Exclusion::Leased {
-                                ms: until - unix_now,
-                            })
-                        } else if bound.is_some() {
-                            // Usable and free, but not this request's lease: a place to move to.
-                            Some(Exclusion::Ineligible(Ineligible::NotThisLease))
-                        } else {
-                            None
-                        };
-                        match why {
-                            Some(e) => {
-                                excluded.push((c, e));
-                                false
-                            }
-                            None => true,
-                        }
-                    });
-            let pinned_first =
-                pinned_conn.and_then(|pc| ordered.iter().position(|c| c.connection == pc));
-            let order = pinned_first
-                .into_iter()
-                .chain((0..ordered.len()).filter(|&k| Some(k) != pinned_first));
-            for k in order {
-                let c = ordered[k];
-                match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
-                    Ok(admit) => {
-                        pick = Some((c, admit));
-                        break;
-                    }
-                    Err(e) => excluded.push((c, e)),
-                }
-            }
-        }
+        let seen = select::Seen {
+            tried: &tried,
+            saturated: &saturated,
+            bound,
+            pinned: pinned_conn,
+        };
+        let pick = select::select(ctx, entry, needs, &seen, (t, unix_now), &mut excluded);
         let Some((cand, admit)) = pick else {
             // A lease whose connection cannot serve moves to a free eligible one (same
             // generation), as health, cooldown, quota and model rules have the final say.
-            if let Some(b) = ctx.lease.clone() {
-                let mut free: Vec<usize> = Vec::new();
-                for (c, e) in &excluded {
-                    if *e == Exclusion::Ineligible(Ineligible::NotThisLease)
-                        && !free.contains(&c.connection)
-                    {
-                        free.push(c.connection);
-                    }
+            match super::lease::move_off(ctx, &excluded).await {
+                LeaseMove::Moved => continue,
+                LeaseMove::Refused(e) => {
+                    refusal = Some(e);
+                    break None;
                 }
-                if !free.is_empty() && b.moves < 2 {
-                    let why = move_reason(&excluded, b.conn);
-                    match super::lease::transition(ctx, &b, &free, why).await {
-                        Outcome::Transitioned(l) => {
-                            if let (Some(lb), Some(i)) =
-                                (ctx.lease.as_mut(), core.shared.leases.index(&l.connection))
-                            {
-                                lb.conn = i;
-                                lb.moves += 1;
-                            }
-                            continue;
-                        }
-                        Outcome::Busy { .. } | Outcome::Reused(_) => {}
-                        Outcome::Unavailable => {
-                            refusal = Some(ApiError::new(
-                                503,
-                                "LEASE_SERVICE_UNAVAILABLE",
-                                "the lease store did not answer; try again",
-                            ));
-                            break None;
-                        }
-                        _ => {
-                            refusal = super::lease::refence(ctx, &b).err();
-                            if refusal.is_some() {
-                                break None;
-                            }
-                        }
-                    }
-                }
+                LeaseMove::Stayed => {}
             }
             // Nothing usable now: wait for the earliest short recovery if the budget allows.
             match decide::when_nothing_usable(excluded.iter().map(|(_, e)| e), &budget, t) {
@@ -436,15 +344,6 @@ pub(super) async fn run(
         })
         .collect();
     answer::give_up(ctx, wr, &budget, last, &excluded, excl).await
-}
-
-fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
-    Site {
-        provider: ctx.core.config().provider_of(c.connection).unwrap_or(0),
-        conn: c.connection,
-        model: &entry.targets[c.target].model,
-        tenant: ctx.tenant,
-    }
 }
 
 /// (provider, connection, `provider/connection`) of a connection, without copying.

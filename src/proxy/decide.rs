@@ -10,6 +10,17 @@ use crate::resilience::classify::Verdict;
 /// A little past the earliest recovery, so that the retry finds the timer expired.
 const WAIT_SLACK_MS: u64 = 5;
 
+/// The request's deadline in ms from now: the operator's (the route's, else the default), which
+/// a client may shorten with `x-ringside-deadline-ms` (`asked`), and lengthen only with a key
+/// of scope `overrides` (`may_extend`).
+pub fn deadline_ms(operator_ms: u64, asked: Option<u64>, may_extend: bool) -> u64 {
+    match asked {
+        Some(ms) if may_extend => ms,
+        Some(ms) => ms.min(operator_ms),
+        None => operator_ms,
+    }
+}
+
 /// What to do when no candidate can be tried now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Idle {
@@ -128,6 +139,14 @@ mod tests {
             when_nothing_usable(&[], &Budget::new(3, 0, 60_000, 60_000), 0),
             Idle::GiveUp
         );
+    }
+
+    #[test]
+    fn a_client_shortens_its_deadline_and_lengthens_it_only_with_overrides() {
+        assert_eq!(deadline_ms(600_000, None, false), 600_000);
+        assert_eq!(deadline_ms(600_000, Some(1_000), false), 1_000);
+        assert_eq!(deadline_ms(300, Some(60_000), false), 300);
+        assert_eq!(deadline_ms(300, Some(60_000), true), 60_000);
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod outbound;
 mod relay_failure;
 pub mod request;
 mod respond;
+mod select;
 pub mod watch;
 
 pub use connection::serve_client;

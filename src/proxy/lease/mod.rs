@@ -259,6 +259,58 @@ pub fn public(l: &Lease, now_unix: u64) -> serde_json::Value {
 }
 
 /// Why a lease moves: what keeps its connection from serving this request.
+/// What became of a request's lease when no candidate could serve it.
+pub(crate) enum LeaseMove {
+    /// It moved to a free eligible connection (same generation): select again.
+    Moved,
+    /// It stays where it is (nowhere to go, or another request moved it first).
+    Stayed,
+    /// The lease cannot be used: answer the client with this.
+    Refused(ApiError),
+}
+
+/// Move the request's lease off a connection that cannot serve it, to one of the free eligible
+/// connections the selection found (`NotThisLease`), at most twice per request.
+pub(crate) async fn move_off(ctx: &mut Ctx<'_>, excluded: &[(Candidate, Exclusion)]) -> LeaseMove {
+    let Some(b) = ctx.lease.clone() else {
+        return LeaseMove::Stayed;
+    };
+    let mut free: Vec<usize> = Vec::new();
+    for (c, e) in excluded {
+        if *e == Exclusion::Ineligible(crate::resilience::Ineligible::NotThisLease)
+            && !free.contains(&c.connection)
+        {
+            free.push(c.connection);
+        }
+    }
+    if free.is_empty() || b.moves >= 2 {
+        return LeaseMove::Stayed;
+    }
+    let why = move_reason(excluded, b.conn);
+    match transition(ctx, &b, &free, why).await {
+        Outcome::Transitioned(l) => {
+            if let (Some(lb), Some(i)) = (
+                ctx.lease.as_mut(),
+                ctx.core.shared.leases.index(&l.connection),
+            ) {
+                lb.conn = i;
+                lb.moves += 1;
+            }
+            LeaseMove::Moved
+        }
+        Outcome::Busy { .. } | Outcome::Reused(_) => LeaseMove::Stayed,
+        Outcome::Unavailable => LeaseMove::Refused(ApiError::new(
+            503,
+            "LEASE_SERVICE_UNAVAILABLE",
+            "the lease store did not answer; try again",
+        )),
+        _ => match refence(ctx, &b) {
+            Err(e) => LeaseMove::Refused(e),
+            Ok(_) => LeaseMove::Stayed,
+        },
+    }
+}
+
 pub(crate) fn move_reason(excluded: &[(Candidate, Exclusion)], conn: usize) -> &'static str {
     match excluded.iter().find(|(c, _)| c.connection == conn) {
         Some((_, Exclusion::Lockout { .. })) => "MODEL_INELIGIBLE",

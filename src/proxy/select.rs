@@ -1,0 +1,106 @@
+//! Select: the candidates of a route that may serve this request now, in strategy order with
+//! the session's pinned connection first, and the first one the breaker admits. Every candidate
+//! passed over is recorded with why (`Exclusion`), for the wait decision and the diagnostics.
+
+use super::exchange::Ctx;
+use crate::dialect::needs::Needs;
+use crate::resilience::breaker::Admit;
+use crate::resilience::{Exclusion, Ineligible, Site};
+use crate::route::{Candidate, Entry};
+
+/// What this request has already seen of its candidates.
+pub(super) struct Seen<'a> {
+    /// Failed once already in this request.
+    pub tried: &'a [Candidate],
+    /// At their concurrency cap with `on_saturation = "reject"`.
+    pub saturated: &'a [Candidate],
+    /// The connection the request's exclusive lease holds.
+    pub bound: Option<usize>,
+    /// The session's pinned connection (soft affinity).
+    pub pinned: Option<usize>,
+}
+
+/// The first usable candidate and its breaker admission (a probe claim, if half-open), or
+/// `None` with every candidate's exclusion in `excluded`. `(t, unix_now)`: the monotonic and
+/// the wall clock in ms (the latter 0 when no lease exists anywhere).
+pub(super) fn select(
+    ctx: &Ctx<'_>,
+    entry: &Entry,
+    needs: &Needs,
+    seen: &Seen<'_>,
+    (t, unix_now): (u64, u64),
+    excluded: &mut Vec<(Candidate, Exclusion)>,
+) -> Option<(Candidate, Admit)> {
+    let core = ctx.core;
+    let s = &core.shared.config.resilience;
+
+    // Filter first, then let the strategy choose among the usable candidates.
+    let shared = &core.shared;
+    let loads = core.loads.borrow();
+    let load = |c: usize| loads.load(c, &shared.in_flight, t);
+    let mut tables = core.tables.borrow_mut();
+    let mut selector = core.selector.borrow_mut();
+    let ordered = shared
+        .routes
+        .candidates_where(entry, ctx.dialect, &mut selector, &load, |c| {
+            let why = if seen.tried.contains(&c) {
+                Some(Exclusion::Tried)
+            } else if seen.saturated.contains(&c) {
+                Some(Exclusion::Ineligible(Ineligible::Saturated))
+            } else if ctx
+                .client
+                .as_ref()
+                .is_some_and(|k| !k.may_use(c.connection))
+            {
+                Some(Exclusion::Ineligible(Ineligible::NotAllowedForKey))
+            } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
+                Some(Exclusion::Ineligible(why))
+            } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
+                Some(e)
+            } else if seen.bound == Some(c.connection) {
+                None
+            } else if let Some(until) = shared.leases.leased_until(c.connection, unix_now) {
+                Some(Exclusion::Leased {
+                    ms: until - unix_now,
+                })
+            } else if seen.bound.is_some() {
+                // Usable and free, but not this request's lease: a place to move to.
+                Some(Exclusion::Ineligible(Ineligible::NotThisLease))
+            } else {
+                None
+            };
+            match why {
+                Some(e) => {
+                    excluded.push((c, e));
+                    false
+                }
+                None => true,
+            }
+        });
+    let pinned_first = seen
+        .pinned
+        .and_then(|pc| ordered.iter().position(|c| c.connection == pc));
+    let order = pinned_first
+        .into_iter()
+        .chain((0..ordered.len()).filter(|&k| Some(k) != pinned_first));
+    for k in order {
+        let c = ordered[k];
+        match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
+            Ok(admit) => {
+                return Some((c, admit));
+            }
+            Err(e) => excluded.push((c, e)),
+        }
+    }
+    None
+}
+
+/// Where an attempt on `c` would go: its provider, connection, model and the tenant.
+pub(super) fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
+    Site {
+        provider: ctx.core.config().provider_of(c.connection).unwrap_or(0),
+        conn: c.connection,
+        model: &entry.targets[c.target].model,
+        tenant: ctx.tenant,
+    }
+}
