@@ -2,6 +2,7 @@
 //! ineligible ones, each with its reason) -> select -> connect -> send -> await head -> judge
 //! -> stream | retry the same target after a short cooldown | next target | wait | fail.
 
+use super::admit::{self, Admission};
 use super::answer::{self, LastFailure};
 use super::attempt::attempt;
 use super::decide::{self, Idle};
@@ -15,7 +16,6 @@ use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Excluded};
 use crate::dialect::ApiError;
 use crate::dialect::needs::Needs;
 use crate::flow::settings::Knob;
-use crate::flow::{self, Ask, Refused};
 use crate::resilience::Exclusion;
 use crate::resilience::breaker::ProbeGuard;
 use crate::resilience::budget::{Budget, parse_deadline_header};
@@ -140,60 +140,25 @@ pub(super) async fn run(
         if budget.attempts_left() == 0 {
             break None;
         }
-        // Admission: a slot of the connection (global across cores), or a place in its queue.
-        let ask = Ask {
-            conn: cand.connection,
-            tenant: ctx.tenant,
-            priority: ctx.priority,
-            time_left_ms: budget.time_left(t),
-        };
-        let watch_ref = &mut watch;
-        let admitted = flow::acquire(core.shared.flow, &core.flow, ask, t, |rx, ms| async move {
-            let wait = timer::timeout(Duration::from_millis(ms), rx);
-            match watch_ref.race(wait).await {
-                Raced::ClientGone => None,
-                Raced::Done(Ok(Ok(permit))) => Some(Some(permit)),
-                Raced::Done(_) => Some(None),
+        // Admission: a slot of the connection (global across cores), or a place in its queue,
+        // and the lease fenced again after any wait.
+        let permit = match admit::admit(ctx, cand, &budget, t, &mut watch).await {
+            Admission::Go(p) => p,
+            Admission::Saturated => {
+                saturated.push(cand);
+                continue;
             }
-        })
-        .await;
-        let permit = match admitted {
-            Ok(p) => p,
-            Err(e) => match e {
-                None => {
-                    ctx.record.status = 499;
-                    ctx.record.outcome = crate::audit::Outcome::ClientGone;
-                    break Some(false);
-                }
-                Some(Refused::Saturated) => {
-                    saturated.push(cand);
-                    continue;
-                }
-                Some(r) => {
-                    refusal = Some(answer::refused(r, ctx));
-                    break None;
-                }
-            },
-        };
-        // The lease may have been released, renewed elsewhere or moved while this request
-        // waited for admission: check it again right before dispatch.
-        if let Some(b) = ctx.lease.clone() {
-            match super::lease::refence(ctx, &b) {
-                Ok(c) if c == cand.connection => {}
-                Ok(c) => {
-                    if let Some(lb) = ctx.lease.as_mut() {
-                        lb.conn = c;
-                    }
-                    drop(permit);
-                    continue;
-                }
-                Err(e) => {
-                    drop(permit);
-                    refusal = Some(e);
-                    break None;
-                }
+            Admission::LeaseMoved => continue,
+            Admission::ClientGone => {
+                ctx.record.status = 499;
+                ctx.record.outcome = crate::audit::Outcome::ClientGone;
+                break Some(false);
             }
-        }
+            Admission::Refused(e) => {
+                refusal = Some(e);
+                break None;
+            }
+        };
         // One clock read for the budget, the execution deadline and the attempt's timing.
         let t0 = crate::clock::instant();
         if !budget.try_attempt(crate::clock::ms_at(t0)) {

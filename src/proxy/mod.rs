@@ -7,9 +7,9 @@
 //! | phase    | file                     | returns                                            |
 //! |----------|--------------------------|----------------------------------------------------|
 //! | intake   | `caller.rs`, `intake.rs` | the caller from the head; body, facts, lease, route, quota (or the refusal, answered) |
-//! | select   | `attempts.rs`            | a candidate and its breaker admission, or the exclusions |
+//! | select   | `select.rs`              | a candidate and its breaker admission, or the exclusions |
 //! | decide   | `decide.rs`              | `Idle::{Wait, GiveUp}` when nothing is usable; `Decision::{Next, Fail, PassThrough}` after a failure |
-//! | admit    | `attempts.rs` (`flow`)   | a flow permit, the probe guard, the lease fenced again |
+//! | admit    | `admit.rs`               | `Admission::{Go(permit), Saturated, LeaseMoved, ..}` |
 //! | attempt  | `attempt.rs`             | `AttemptEnd::{Ready, Failed, ClientGone}`           |
 //! | judge    | `judge.rs`               | a `Verdict` (restated, classified)                  |
 //! | deliver  | `deliver.rs`             | the commit: `AttemptEnd::Done { keep_alive }`       |
@@ -20,6 +20,7 @@
 //! Ringside's own answers) are leaves every phase may use. Before `deliver` writes the first
 //! byte anything may be retried within the budget; after it, nothing is replayed.
 
+mod admit;
 pub mod answer;
 pub mod attempt;
 pub mod attempts;
