@@ -3,7 +3,7 @@
 //! on a fresh one), judge it (held stream, whole error body), and commit only what deserves it.
 
 use super::answer::Buffered;
-use super::exchange::{AttemptEnd, Ctx};
+use super::exchange::{AttemptEnd, Ctx, Failed};
 use super::judge::{self, Hold, Read};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
@@ -28,14 +28,14 @@ fn failed(
     detail: String,
     self_inflicted: bool,
 ) -> AttemptEnd {
-    AttemptEnd::Failed {
+    AttemptEnd::Failed(Failed {
         verdict,
         kind,
         detail,
         response: None,
         restated_from: None,
         self_inflicted,
-    }
+    })
 }
 
 /// One upstream attempt against one candidate, judged before anything reaches the client:
@@ -214,14 +214,14 @@ pub(super) async fn attempt(
                         request: &ctx.body,
                     };
                     let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
-                    return AttemptEnd::Failed {
+                    return AttemptEnd::Failed(Failed {
                         kind: AttemptOutcome::StreamError,
                         detail: format!("in-band stream error: {}", clean(&text, conn)),
                         restated_from: restated.map(|r| r.from),
                         response: None,
                         verdict,
                         self_inflicted: false,
-                    };
+                    });
                 }
                 Read::Ok(Hold::Commit) => {}
             }
@@ -275,7 +275,7 @@ pub(super) async fn attempt(
             } else {
                 format!("upstream {}: {}", head.status, describe(&body, &head, conn))
             };
-            AttemptEnd::Failed {
+            AttemptEnd::Failed(Failed {
                 kind,
                 detail,
                 restated_from: restated.as_ref().map(|r| r.from),
@@ -289,7 +289,7 @@ pub(super) async fn attempt(
                 }),
                 verdict,
                 self_inflicted: false,
-            }
+            })
         }
     }
 }

@@ -7,7 +7,7 @@ use super::answer::{self, LastFailure};
 use super::attempt::attempt;
 use super::decide::{self, Idle};
 use super::deliver;
-use super::exchange::{AttemptEnd, Ctx};
+use super::exchange::{AttemptEnd, Ctx, Failed};
 use super::lease::{LeaseMove, capacity_answer};
 use super::respond::finish_error;
 use super::select::{self, site};
@@ -28,6 +28,87 @@ use std::time::{Duration, Instant};
 
 fn now() -> u64 {
     crate::clock::now_ms()
+}
+
+/// What the attempt loop carries from one attempt to the next.
+#[derive(Default)]
+struct LoopState {
+    /// Failed once already in this request (and not on a timer that excludes them anyway).
+    tried: Vec<Candidate>,
+    /// Refused us (saturated with `on_saturation = "reject"`) in this request.
+    saturated: Vec<Candidate>,
+    /// Why each candidate was passed over in the last selection.
+    excluded: Vec<(Candidate, Exclusion)>,
+    last: Option<LastFailure>,
+    /// A local-overload or lease answer (queue full or timed out, execution timeout).
+    refusal: Option<ApiError>,
+    /// Every eligible connection turned out to be leased by other sessions.
+    lease_capacity: Option<ApiError>,
+    /// The connection that answered (for the session pin).
+    served: Option<usize>,
+}
+
+impl LoopState {
+    /// Record a failed attempt and learn from it; true when the loop ends here (an execution
+    /// timeout, or an answer to pass through).
+    fn on_failed(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        at: &Tried<'_>,
+        site: crate::resilience::Site<'_>,
+        budget: &Budget,
+        f: Failed,
+    ) -> bool {
+        let core = ctx.core;
+        let cand = at.cand;
+        if f.kind == AttemptOutcome::ExecutionTimeout {
+            core.shared.flow.gates[cand.connection]
+                .stats
+                .execution_timeouts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            push(
+                ctx,
+                at,
+                f.kind,
+                None,
+                Decision::Fail,
+                budget,
+                Some(f.detail),
+            );
+            self.refusal = Some(answer::execution_timeout(ctx));
+            return true;
+        }
+        if !f.self_inflicted {
+            core.record_failure(site, &f.verdict);
+        }
+        let decision = decide::after_failure(&f.verdict, budget);
+        push(
+            ctx,
+            at,
+            f.kind,
+            Some(&f.verdict),
+            decision,
+            budget,
+            Some(f.detail.clone()),
+        );
+        if let Some(a) = ctx.record.attempts.last_mut() {
+            a.restated_from = f.restated_from;
+        }
+        // Try this candidate again only if the failure put it on a timer (then it is excluded
+        // by that timer, and a short one may be waited out).
+        let s = &core.shared.config.resilience;
+        if core.tables.borrow_mut().blocked(s, site, now()).is_none() {
+            self.tried.push(cand);
+        }
+        self.last = Some(LastFailure {
+            verdict: f.verdict,
+            detail: f.detail,
+            response: f.response,
+            label: label(ctx, cand),
+            conn: cand.connection,
+        });
+        decision == Decision::PassThrough
+    }
 }
 
 /// The attempt loop. Returns whether the client connection stays open.
@@ -58,15 +139,7 @@ pub(super) async fn run(
     let max_attempts = core.config().upstream.max_attempts;
     let mut budget = Budget::new(max_attempts, now(), deadline_ms, s.max_wait_ms);
     let mut watch = ClientWatch::start(rd, std::mem::take(buf));
-    let mut tried: Vec<Candidate> = Vec::new();
-    let mut last: Option<LastFailure> = None;
-    let mut excluded: Vec<(Candidate, Exclusion)> = Vec::new();
-    // Connections that refused us (saturated with on_saturation = "reject") this request.
-    let mut saturated: Vec<Candidate> = Vec::new();
-    // A local-overload answer (queue full / queue timeout / execution timeout).
-    let mut refusal: Option<ApiError> = None;
-    // The connection that answered (for the session pin).
-    let mut served: Option<usize> = None;
+    let mut st = LoopState::default();
     // Session affinity: the pinned connection goes first while it is usable.
     let ttl = core.config().affinity_ttl_ms;
     let pin_key = if ttl > 0 {
@@ -80,8 +153,6 @@ pub(super) async fn run(
         .as_deref()
         .and_then(|k| core.pinned(k, crate::clock::unix_ms()));
     let pinned_conn = had_pin.map(|(c, _)| c);
-    // Set when every eligible connection turned out to be leased by other sessions.
-    let mut lease_capacity: Option<ApiError> = None;
     let result = loop {
         core.sync();
         let t = now();
@@ -95,27 +166,27 @@ pub(super) async fn run(
         } else {
             0
         };
-        excluded.clear();
+        st.excluded.clear();
         let seen = select::Seen {
-            tried: &tried,
-            saturated: &saturated,
+            tried: &st.tried,
+            saturated: &st.saturated,
             bound,
             pinned: pinned_conn,
         };
-        let pick = select::select(ctx, entry, needs, &seen, (t, unix_now), &mut excluded);
+        let pick = select::select(ctx, entry, needs, &seen, (t, unix_now), &mut st.excluded);
         let Some((cand, admit)) = pick else {
             // A lease whose connection cannot serve moves to a free eligible one (same
             // generation), as health, cooldown, quota and model rules have the final say.
-            match super::lease::move_off(ctx, &excluded).await {
+            match super::lease::move_off(ctx, &st.excluded).await {
                 LeaseMove::Moved => continue,
                 LeaseMove::Refused(e) => {
-                    refusal = Some(e);
+                    st.refusal = Some(e);
                     break None;
                 }
                 LeaseMove::Stayed => {}
             }
             // Nothing usable now: wait for the earliest short recovery if the budget allows.
-            match decide::when_nothing_usable(excluded.iter().map(|(_, e)| e), &budget, t) {
+            match decide::when_nothing_usable(st.excluded.iter().map(|(_, e)| e), &budget, t) {
                 Idle::Wait(ms) => {
                     ctx.record.waited_ms += ms;
                     budget.waited(ms);
@@ -129,7 +200,7 @@ pub(super) async fn run(
                     continue;
                 }
                 Idle::GiveUp => {
-                    lease_capacity = capacity_answer(ctx, &excluded, unix_now);
+                    st.lease_capacity = capacity_answer(ctx, &st.excluded, unix_now);
                     break None;
                 }
             }
@@ -145,7 +216,7 @@ pub(super) async fn run(
         let permit = match admit::admit(ctx, cand, &budget, t, &mut watch).await {
             Admission::Go(p) => p,
             Admission::Saturated => {
-                saturated.push(cand);
+                st.saturated.push(cand);
                 continue;
             }
             Admission::LeaseMoved => continue,
@@ -155,7 +226,7 @@ pub(super) async fn run(
                 break Some(false);
             }
             Admission::Refused(e) => {
-                refusal = Some(e);
+                st.refusal = Some(e);
                 break None;
             }
         };
@@ -198,15 +269,14 @@ pub(super) async fn run(
             // (`Ready` became `Done` or `Failed` in the commit just above.)
             AttemptEnd::Ready { .. } => break Some(false),
             AttemptEnd::Done { keep_alive } => {
-                served = Some(cand.connection);
+                st.served = Some(cand.connection);
                 break Some(keep_alive);
             }
             AttemptEnd::ClientGone => {
+                let at = Tried { entry, cand, t0 };
                 push(
                     ctx,
-                    entry,
-                    cand,
-                    t0,
+                    &at,
                     AttemptOutcome::ClientGone,
                     None,
                     Decision::Fail,
@@ -217,73 +287,16 @@ pub(super) async fn run(
                 ctx.record.outcome = crate::audit::Outcome::ClientGone;
                 break Some(false);
             }
-            AttemptEnd::Failed {
-                verdict,
-                kind,
-                detail,
-                response,
-                restated_from,
-                self_inflicted,
-            } => {
-                if kind == AttemptOutcome::ExecutionTimeout {
-                    core.shared.flow.gates[cand.connection]
-                        .stats
-                        .execution_timeouts
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    push(
-                        ctx,
-                        entry,
-                        cand,
-                        t0,
-                        kind,
-                        None,
-                        Decision::Fail,
-                        &budget,
-                        Some(detail),
-                    );
-                    refusal = Some(answer::execution_timeout(ctx));
-                    break None;
-                }
-                if !self_inflicted {
-                    core.record_failure(site, &verdict);
-                }
-                let decision = decide::after_failure(&verdict, &budget);
-                let pass = decision == Decision::PassThrough;
-                push(
-                    ctx,
-                    entry,
-                    cand,
-                    t0,
-                    kind,
-                    Some(&verdict),
-                    decision,
-                    &budget,
-                    Some(detail.clone()),
-                );
-                if let Some(a) = ctx.record.attempts.last_mut() {
-                    a.restated_from = restated_from;
-                }
-                // Try this candidate again only if the failure put it on a timer (then it is
-                // excluded by that timer, and a short one may be waited out).
-                let still_usable = core.tables.borrow_mut().blocked(s, site, now()).is_none();
-                if still_usable {
-                    tried.push(cand);
-                }
-                last = Some(LastFailure {
-                    verdict,
-                    detail,
-                    response,
-                    label: label(ctx, cand),
-                    conn: cand.connection,
-                });
-                if pass {
+            AttemptEnd::Failed(f) => {
+                let at = Tried { entry, cand, t0 };
+                if st.on_failed(ctx, &at, site, &budget, f) {
                     break None;
                 }
             }
         }
     };
     *buf = watch.finish().await;
-    if let (Some(key), Some(conn)) = (&pin_key, served)
+    if let (Some(key), Some(conn)) = (&pin_key, st.served)
         && (200..300).contains(&ctx.record.status)
     {
         core.pin(key, conn, ttl, had_pin, crate::clock::unix_ms());
@@ -291,10 +304,11 @@ pub(super) async fn run(
     if let Some(keep) = result {
         return keep;
     }
-    if let Some(err) = refusal.or(lease_capacity) {
+    if let Some(err) = st.refusal.or(st.lease_capacity) {
         return finish_error(ctx, wr, &err, true).await;
     }
-    let excl: Vec<Excluded> = excluded
+    let excl: Vec<Excluded> = st
+        .excluded
         .iter()
         .filter(|(_, e)| *e != Exclusion::Tried)
         .map(|(c, e)| {
@@ -308,7 +322,7 @@ pub(super) async fn run(
             }
         })
         .collect();
-    answer::give_up(ctx, wr, &budget, last, &excluded, excl).await
+    answer::give_up(ctx, wr, &budget, st.last, &st.excluded, excl).await
 }
 
 /// (provider, connection, `provider/connection`) of a connection, without copying.
@@ -325,18 +339,24 @@ fn label(ctx: &Ctx<'_>, c: Candidate) -> &'static str {
     names(ctx, c.connection).2
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One attempt, as the decision record names it: the route, the candidate, when it began.
+struct Tried<'e> {
+    entry: &'e Entry,
+    cand: Candidate,
+    t0: Instant,
+}
+
+/// Record one attempt: the metric, and a line of the decision record.
 fn push(
     ctx: &mut Ctx<'_>,
-    entry: &Entry,
-    c: Candidate,
-    t0: Instant,
+    at: &Tried<'_>,
     outcome: AttemptOutcome,
     v: Option<&Verdict>,
     decision: Decision,
     budget: &Budget,
     detail: Option<String>,
 ) {
+    let (entry, c, t0) = (at.entry, at.cand, at.t0);
     let (provider, connection, _) = names(ctx, c.connection);
     ctx.core.metrics.attempt(c.connection, outcome);
     ctx.record.attempts.push(AttemptRecord {

@@ -1,7 +1,7 @@
 //! Deliver: the commit. The upstream's answer is relayed to the client (`forward`), and what
 //! came of it is recorded; nothing is retried after this.
 
-use super::exchange::{AttemptEnd, Ctx};
+use super::exchange::{AttemptEnd, Ctx, Failed};
 use super::forward::{Relay, relay};
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
@@ -37,14 +37,14 @@ pub(super) async fn commit(
     let core = ctx.core;
     let cfg = core.config();
     let Some(&names) = core.shared.conn_names.get(cand.connection) else {
-        return AttemptEnd::Failed {
+        return AttemptEnd::Failed(Failed {
             verdict: crate::resilience::classify::transport(false),
             kind: AttemptOutcome::ProtocolError,
             detail: "unknown connection".into(),
             response: None,
             restated_from: None,
             self_inflicted: true,
-        };
+        });
     };
     let label = names.2;
     let attempts = ctx.attempts_header(Some((label, head.status)));
@@ -75,14 +75,14 @@ pub(super) async fn commit(
             .unwrap_or(super::forward::RelayFailure::BadFraming)
             .as_str()
             .to_string();
-        return AttemptEnd::Failed {
+        return AttemptEnd::Failed(Failed {
             verdict: crate::resilience::classify::transport(false),
             kind: AttemptOutcome::ProtocolError,
             detail,
             response: None,
             restated_from: None,
             self_inflicted: false,
-        };
+        });
     }
     if let Some(t) = res.sse {
         ctx.record.stream_stats = Some(crate::audit::StreamStats {

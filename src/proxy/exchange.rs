@@ -23,17 +23,7 @@ pub(crate) enum AttemptEnd {
         keep_alive: bool,
     },
     /// Failed before commit: judged, and possibly worth trying elsewhere.
-    Failed {
-        verdict: crate::resilience::classify::Verdict,
-        /// Metrics outcome (`http_429`, `tls_error`, ...).
-        kind: AttemptOutcome,
-        detail: String,
-        /// The upstream's error answer, read whole (absent for transport failures).
-        response: Option<Box<crate::proxy::answer::Buffered>>,
-        restated_from: Option<u16>,
-        /// Cut short by the request's own deadline: says nothing about the upstream.
-        self_inflicted: bool,
-    },
+    Failed(Failed),
     ClientGone,
 }
 
@@ -77,6 +67,19 @@ impl Ctx<'_> {
             (self.record.attempts.len() + usize::from(current.is_some())).to_string()
         }
     }
+}
+
+/// An attempt that failed before anything reached the client.
+pub(crate) struct Failed {
+    pub verdict: crate::resilience::classify::Verdict,
+    /// Metrics outcome (`http_429`, `tls_error`, ...).
+    pub kind: AttemptOutcome,
+    pub detail: String,
+    /// The upstream's error answer, read whole (absent for transport failures).
+    pub response: Option<Box<crate::proxy::answer::Buffered>>,
+    pub restated_from: Option<u16>,
+    /// Cut short by the request's own deadline: says nothing about the upstream.
+    pub self_inflicted: bool,
 }
 
 /// What a request knows of the client connection it came on.
