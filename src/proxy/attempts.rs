@@ -112,7 +112,6 @@ impl LoopState {
 }
 
 /// The attempt loop. Returns whether the client connection stays open.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
     ctx: &mut Ctx<'_>,
     entry: &Entry,

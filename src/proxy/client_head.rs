@@ -9,6 +9,20 @@ use crate::http::head::{is_hop_by_hop, is_ringside_header, listed_in};
 use crate::http::response::HeadWriter;
 use crate::http::{Framing, Head};
 
+/// How the client's head is framed.
+#[derive(Clone, Copy)]
+pub(super) struct Shape {
+    pub status: u16,
+    /// A close-delimited body re-framed as chunks for a keep-alive client.
+    pub rechunk: bool,
+    pub keep_alive: bool,
+    pub is_sse: bool,
+    /// A buffered body's length, replacing the upstream's framing.
+    pub length: Option<usize>,
+    /// Room for the body bytes that follow the head in the same buffer.
+    pub then: usize,
+}
+
 /// `first_body` is how many body bytes will be appended to the head (one write for both).
 pub(super) fn client_head(
     up: &Head,
@@ -18,34 +32,33 @@ pub(super) fn client_head(
     is_sse: bool,
     first_body: usize,
 ) -> Vec<u8> {
-    head_for_client(
-        up,
-        up.status,
-        r,
+    let shape = Shape {
+        status: up.status,
         rechunk,
         keep_alive,
         is_sse,
-        None,
-        &[],
-        first_body,
-    )
+        length: None,
+        then: first_body,
+    };
+    head_for_client(up, r, &shape, &[])
 }
 
-/// The client's response head: the upstream's headers (hygiene applied) plus ours.
-/// `length` replaces the body framing (for a buffered body); `extra` overrides headers;
-/// `then` is room for the body bytes that will follow it in the same buffer.
-#[allow(clippy::too_many_arguments)]
+/// The client's response head: the upstream's headers (hygiene applied) plus ours, framed as
+/// `shape` says; `extra` overrides headers.
 pub(super) fn head_for_client(
     up: &Head,
-    status: u16,
     r: &Relay,
-    rechunk: bool,
-    keep_alive: bool,
-    is_sse: bool,
-    length: Option<usize>,
+    shape: &Shape,
     extra: &[(&str, String)],
-    then: usize,
 ) -> Vec<u8> {
+    let Shape {
+        status,
+        rechunk,
+        keep_alive,
+        is_sse,
+        length,
+        then,
+    } = *shape;
     let mut w = HeadWriter::with_capacity(status, up.raw().len() + 256 + then);
     // 1xx and 204 never carry Content-Length (RFC 9110 8.6): an upstream's would make a client
     // wait for a body that never comes. A 304 keeps the upstream's (the representation's

@@ -4,7 +4,7 @@
 //! chunked for keep-alive clients.
 
 use super::body_end::{BodyEnd, EventEdge};
-use super::client_head::{carries_body, client_head, head_for_client};
+use super::client_head::{Shape, carries_body, client_head, head_for_client};
 use super::deadline::{Timer, before, set_timer};
 pub use super::relay_failure::RelayFailure;
 use super::watch::{ClientWatch, Raced};
@@ -70,17 +70,15 @@ pub async fn relay_buffered(
     extra: &[(&str, String)],
 ) -> bool {
     let body = if carries_body(status) { body } else { &[] };
-    let mut h = head_for_client(
-        up,
+    let shape = Shape {
         status,
-        r,
-        false,
-        r.client_keep_alive,
-        false,
-        Some(body.len()),
-        extra,
-        body.len(),
-    );
+        rechunk: false,
+        keep_alive: r.client_keep_alive,
+        is_sse: false,
+        length: Some(body.len()),
+        then: body.len(),
+    };
+    let mut h = head_for_client(up, r, &shape, extra);
     h.extend_from_slice(body);
     write(wr, Bytes::from(h)).await && r.client_keep_alive
 }

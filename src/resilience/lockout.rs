@@ -68,6 +68,14 @@ pub struct Lock {
     pub last_cooldown: u64,
 }
 
+/// Where a failure happened: the connection, the model, and the model's quota family.
+#[derive(Clone, Copy, Debug)]
+pub struct LockAt<'a> {
+    pub conn: usize,
+    pub model: &'a str,
+    pub family: &'a str,
+}
+
 /// The lock table of one core.
 #[derive(Debug, Default)]
 pub struct Lockouts {
@@ -103,19 +111,21 @@ impl Lockouts {
             .max_by_key(|l| l.until)
     }
 
-    /// Record a failure; returns the lock to replicate.
-    #[allow(clippy::too_many_arguments)]
+    /// Record a failure of `at`; returns the lock to replicate.
     pub fn on_failure(
         &mut self,
         s: &LockoutSettings,
-        conn: usize,
-        model: &str,
-        family: &str,
+        at: LockAt<'_>,
         scope: LockScope,
         reason: Reason,
         exact_ms: Option<(u64, bool)>,
         now: u64,
     ) -> Option<Lock> {
+        let LockAt {
+            conn,
+            model,
+            family,
+        } = at;
         let key: &str = if scope == LockScope::Family {
             family
         } else {
@@ -247,9 +257,11 @@ mod tests {
     fn on(t: &mut Lockouts, s: &LockoutSettings, status: u16, now: u64) -> Lock {
         t.on_failure(
             s,
-            0,
-            "gpt-4o",
-            "gpt-4o",
+            LockAt {
+                conn: 0,
+                model: "gpt-4o",
+                family: "gpt-4o",
+            },
             LockScope::for_status(status),
             Reason::RateLimited,
             None,
@@ -269,9 +281,11 @@ mod tests {
         let mut t = Lockouts::new(2);
         t.on_failure(
             &s,
-            0,
-            "claude-opus-4",
-            "claude",
+            LockAt {
+                conn: 0,
+                model: "claude-opus-4",
+                family: "claude",
+            },
             LockScope::Family,
             Reason::RateLimited,
             None,
@@ -287,9 +301,11 @@ mod tests {
         );
         t.on_failure(
             &s,
-            1,
-            "gpt-4o",
-            "gpt",
+            LockAt {
+                conn: 1,
+                model: "gpt-4o",
+                family: "gpt",
+            },
             LockScope::Exact,
             Reason::ServerError,
             None,
@@ -333,9 +349,11 @@ mod tests {
         let l = t
             .on_failure(
                 &s,
-                0,
-                "m",
-                "m",
+                LockAt {
+                    conn: 0,
+                    model: "m",
+                    family: "m",
+                },
                 LockScope::Family,
                 Reason::QuotaExhausted,
                 Some((86_400_000, true)),
@@ -346,9 +364,11 @@ mod tests {
         let l = t
             .on_failure(
                 &s,
-                0,
-                "n",
-                "n",
+                LockAt {
+                    conn: 0,
+                    model: "n",
+                    family: "n",
+                },
                 LockScope::Family,
                 Reason::QuotaExhausted,
                 Some((86_400_000, false)),

@@ -431,9 +431,15 @@ impl Tables {
             .cooldown_ms
             .map(|ms| (ms, true))
             .or(v.hint.map(|h| (h.ms, h.source.is_header())));
-        if let Some(l) = self.lockouts.on_failure(
-            &s.lockout, site.conn, site.model, site.model, scope, v.reason, exact, now,
-        ) {
+        let at = lockout::LockAt {
+            conn: site.conn,
+            model: site.model,
+            family: site.model,
+        };
+        if let Some(l) = self
+            .lockouts
+            .on_failure(&s.lockout, at, scope, v.reason, exact, now)
+        {
             emit(Event::Lock(l));
         }
     }
