@@ -83,6 +83,70 @@ pub async fn relay_buffered(
     write(wr, Bytes::from(h)).await && r.client_keep_alive
 }
 
+/// How long the next upstream read may wait, and what it is when that runs out: idle silence,
+/// unless the execution budget, the stream's readiness (no useful event yet: `decisive` false)
+/// or its total time end sooner.
+fn next_wait(
+    r: &Relay<'_>,
+    decisive: Option<bool>,
+    started: std::time::Instant,
+    now: std::time::Instant,
+) -> (Duration, RelayFailure) {
+    let mut wait = r.idle_timeout;
+    let mut why = RelayFailure::IdleTimeout;
+    let mut tighter = |at: Option<std::time::Instant>, reason: RelayFailure| {
+        if let Some(at) = at {
+            let left = at.saturating_duration_since(now);
+            if left < wait {
+                wait = left;
+                why = reason;
+            }
+        }
+    };
+    tighter(r.hard_deadline, RelayFailure::ExecutionTimeout);
+    if let Some(decisive) = decisive {
+        let st = &r.stream;
+        if !decisive {
+            tighter(
+                Some(started + Duration::from_millis(st.readiness_timeout_ms)),
+                RelayFailure::ReadinessTimeout,
+            );
+        }
+        if st.total_timeout_ms > 0 {
+            tighter(
+                Some(started + Duration::from_millis(st.total_timeout_ms)),
+                RelayFailure::TotalTimeout,
+            );
+        }
+    }
+    (wait, why)
+}
+
+/// End a failed event stream with one error event in the client's dialect (and the last
+/// chunk, for a chunked answer). True when it went out.
+async fn send_error_event(
+    wr: &mut TcpOwnedWriteHalf,
+    r: &Relay<'_>,
+    failure: RelayFailure,
+    client_chunked: bool,
+    send_timer: Timer<'_>,
+) -> bool {
+    let err = ApiError::new(
+        502,
+        failure.as_str(),
+        "the upstream stream failed after it had started",
+    );
+    let ev = err.sse_event(r.dialect, r.request_id);
+    let mut bytes = if client_chunked { as_chunk(&ev) } else { ev };
+    if client_chunked {
+        bytes.extend_from_slice(b"0\r\n\r\n");
+    }
+    matches!(
+        send(wr, Bytes::from(bytes), send_timer, r.send_timeout).await,
+        Sent::Done
+    )
+}
+
 /// Frame `data` as one chunk (only for re-framed close-delimited bodies).
 fn as_chunk(data: &[u8]) -> Vec<u8> {
     let mut line = [0u8; 18];
@@ -297,33 +361,8 @@ pub async fn relay(
         // Whichever ends first: idle silence, the execution budget, the stream's readiness
         // (no useful event yet) or its total time.
         let now = crate::clock::instant();
-        let mut wait = r.idle_timeout;
-        let mut why = RelayFailure::IdleTimeout;
-        let mut tighter = |at: Option<std::time::Instant>, reason: RelayFailure| {
-            if let Some(at) = at {
-                let left = at.saturating_duration_since(now);
-                if left < wait {
-                    wait = left;
-                    why = reason;
-                }
-            }
-        };
-        tighter(r.hard_deadline, RelayFailure::ExecutionTimeout);
-        if let Some(sc) = &scanner {
-            let st = &r.stream;
-            if !sc.totals.decisive {
-                tighter(
-                    Some(started + Duration::from_millis(st.readiness_timeout_ms)),
-                    RelayFailure::ReadinessTimeout,
-                );
-            }
-            if st.total_timeout_ms > 0 {
-                tighter(
-                    Some(started + Duration::from_millis(st.total_timeout_ms)),
-                    RelayFailure::TotalTimeout,
-                );
-            }
-        }
+        let decisive = scanner.as_ref().map(|sc| sc.totals.decisive);
+        let (wait, why) = next_wait(r, decisive, started, now);
         set_timer(&mut timer, now + wait);
         let read = before(
             async {
@@ -363,18 +402,8 @@ pub async fn relay(
         // promised keep-alive, and a close right after a complete body races a client that
         // reuses the connection at once (it would see its next request dropped unanswered).
         if is_sse && !out.client_gone && can_append && clean_edge && !message_whole {
-            let err = ApiError::new(
-                502,
-                failure.as_str(),
-                "the upstream stream failed after it had started",
-            );
-            let ev = err.sse_event(r.dialect, r.request_id);
-            let mut bytes = if client_chunked { as_chunk(&ev) } else { ev };
-            if client_chunked {
-                bytes.extend_from_slice(b"0\r\n\r\n");
-            }
-            let sent = send(wr, Bytes::from(bytes), &mut send_timer, limit).await;
-            ended_whole |= client_chunked && matches!(sent, Sent::Done);
+            let sent = send_error_event(wr, r, failure, client_chunked, &mut send_timer).await;
+            ended_whole |= client_chunked && sent;
         }
         if !ended_whole {
             keep_alive = false;
@@ -384,4 +413,69 @@ pub async fn relay(
         keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
     out.sse = scanner.map(|s| s.totals);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn relay_with(
+        hard_deadline: Option<Instant>,
+        stream: crate::sse::StreamSettings,
+    ) -> Relay<'static> {
+        Relay {
+            dialect: Dialect::OpenAi,
+            request_id: "r",
+            route: "m",
+            connection_label: "p/a",
+            attempts: "1",
+            secret: b"",
+            client_keep_alive: true,
+            client_http11: true,
+            idle_timeout: Duration::from_secs(600),
+            send_timeout: Duration::from_secs(60),
+            hard_deadline,
+            stream,
+        }
+    }
+
+    #[test]
+    fn the_next_read_waits_for_whichever_limit_ends_first() {
+        let t0 = Instant::now();
+        let mut st = crate::sse::StreamSettings {
+            readiness_timeout_ms: 30_000,
+            total_timeout_ms: 0,
+            ..Default::default()
+        };
+        // A plain body: idle silence only.
+        let r = relay_with(None, st);
+        assert_eq!(
+            next_wait(&r, None, t0, t0),
+            (Duration::from_secs(600), RelayFailure::IdleTimeout)
+        );
+        // A stream with nothing useful yet: its readiness timeout.
+        assert_eq!(
+            next_wait(&r, Some(false), t0, t0 + Duration::from_secs(10)),
+            (Duration::from_secs(20), RelayFailure::ReadinessTimeout)
+        );
+        // Once useful output came, readiness no longer applies; a total time does.
+        st.total_timeout_ms = 120_000;
+        let r = relay_with(None, st);
+        assert_eq!(
+            next_wait(&r, Some(true), t0, t0 + Duration::from_secs(100)),
+            (Duration::from_secs(20), RelayFailure::TotalTimeout)
+        );
+        // The execution budget ends sooner than anything else.
+        let r = relay_with(Some(t0 + Duration::from_secs(5)), st);
+        assert_eq!(
+            next_wait(&r, Some(false), t0, t0),
+            (Duration::from_secs(5), RelayFailure::ExecutionTimeout)
+        );
+        // Past it: no wait at all.
+        assert_eq!(
+            next_wait(&r, Some(true), t0, t0 + Duration::from_secs(9)).0,
+            Duration::ZERO
+        );
+    }
 }
