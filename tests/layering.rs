@@ -235,3 +235,55 @@ fn request_phases_never_use_a_driver() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Every error code Ringside can answer appears in the HTTP API reference (or, for the lease
+/// codes, the leases reference): the table in the docs is the answer table in the code.
+#[test]
+fn every_error_code_is_in_the_reference() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = String::new();
+    for page in ["http-api.md", "leases.md", "admin-api.md"] {
+        docs += &std::fs::read_to_string(root.join("docs/reference").join(page)).expect("doc page");
+    }
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut missing = BTreeSet::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(root)
+            .expect("under root")
+            .display()
+            .to_string();
+        if rel.contains("simulate") || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("read");
+        // Unit tests make up codes of their own.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for opener in ["ApiError::new(", "bad_request(", "lease_error("] {
+            for piece in code.split(opener).skip(1) {
+                let args = piece.trim_start();
+                // ApiError::new(status, "code", ..) and lease_error(status, "code", ..);
+                // bad_request("code", ..).
+                let after = match args.split_once(',') {
+                    Some((first, rest)) if first.trim().parse::<u16>().is_ok() => rest,
+                    _ => args,
+                };
+                let Some(quoted) = after.trim_start().strip_prefix('"') else {
+                    continue;
+                };
+                let name: String = quoted
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && !docs.contains(&format!("`{name}`")) {
+                    missing.insert(format!("{name} ({rel})"));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "error codes missing from docs/reference: {missing:?}"
+    );
+}
