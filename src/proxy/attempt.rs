@@ -4,18 +4,16 @@
 
 use super::answer::Buffered;
 use super::exchange::{AttemptEnd, Ctx, Failed};
-use super::judge::{self, Hold, Read};
+use super::judge::{self, Hold, Read, clean, describe};
+use super::send::{HeadFail, send_and_await_head};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
-use crate::http::head::parse_response;
-use crate::http::io::read_more;
-use crate::http::{Head, HeadLimits};
+use crate::http::Head;
 use crate::resilience::Site;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
 use crate::timer;
-use crate::upstream::UpConn;
 use std::time::Duration;
 
 fn now() -> u64 {
@@ -290,112 +288,6 @@ pub(super) async fn attempt(
                 verdict,
                 self_inflicted: false,
             })
-        }
-    }
-}
-
-/// The first line of an upstream error, short, with the connection's key redacted.
-/// What an error body says, for the record: a JSON error's first line; anything else (an HTML
-/// page from a load balancer, which may name internal hosts) only by its type and size.
-fn describe(body: &[u8], head: &Head, conn: &crate::config::Connection) -> String {
-    match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{' | b'[') => clean(&String::from_utf8_lossy(body), conn),
-        None => "an empty body".into(),
-        Some(_) => {
-            let kind = head
-                .get_str("content-type")
-                .and_then(|v| v.split(';').next())
-                .map(str::trim)
-                .filter(|t| t.len() <= 64 && t.bytes().all(|b| b.is_ascii_graphic()))
-                .unwrap_or("untyped");
-            format!("a {}-byte {kind} body (not JSON; not shown)", body.len())
-        }
-    }
-}
-
-/// Redacted before it is shortened: a key cut at the limit would no longer match in full.
-fn clean(s: &str, conn: &crate::config::Connection) -> String {
-    let line = s.lines().next().unwrap_or("");
-    let red = super::answer::redact_secret(line.as_bytes(), conn.secret.expose().as_bytes());
-    String::from_utf8_lossy(&red).chars().take(300).collect()
-}
-
-enum HeadFail {
-    ClientGone,
-    Failed {
-        timeout: bool,
-        kind: AttemptOutcome,
-        detail: String,
-        nothing_received: bool,
-    },
-}
-
-async fn send_and_await_head(
-    up: &mut UpConn,
-    out: &super::outbound::Outbound,
-    first_byte: Duration,
-    watch: &mut ClientWatch<'_>,
-) -> Result<Head, HeadFail> {
-    let fail = |timeout: bool, detail: String, nothing_received| HeadFail::Failed {
-        timeout,
-        kind: if timeout {
-            AttemptOutcome::Timeout
-        } else {
-            AttemptOutcome::Reset
-        },
-        detail,
-        nothing_received,
-    };
-    let sent = watch
-        .race(std::pin::pin!(super::outbound::send(&mut up.stream, out)))
-        .await;
-    match sent {
-        Raced::ClientGone => return Err(HeadFail::ClientGone),
-        Raced::Done(Err(e)) => return Err(fail(false, format!("send failed: {e}"), true)),
-        Raced::Done(Ok(_)) => {}
-    }
-    let deadline = crate::clock::instant() + first_byte;
-    let limits = HeadLimits {
-        max_head_bytes: 64 * 1024,
-        max_headers: crate::http::head::MAX_HEADERS_HARD,
-    };
-    loop {
-        match parse_response(&up.buf, limits, false) {
-            Ok(Some((head, used))) => {
-                let _ = up.buf.split_to(used);
-                if (100..200).contains(&head.status) {
-                    continue; // interim response: wait for the real one
-                }
-                return Ok(head);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                return Err(HeadFail::Failed {
-                    timeout: false,
-                    kind: AttemptOutcome::ProtocolError,
-                    detail: format!("bad response head: {}", e.reason()),
-                    nothing_received: false,
-                });
-            }
-        }
-        let received = !up.buf.is_empty();
-        let read = timer::timeout_at(deadline, read_more(&mut up.stream, &mut up.buf));
-        match watch.race(std::pin::pin!(read)).await {
-            Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done(Err(_)) => {
-                return Err(fail(true, "no response head in time".into(), !received));
-            }
-            Raced::Done(Ok(Err(e))) => {
-                return Err(fail(false, format!("connection failed: {e}"), !received));
-            }
-            Raced::Done(Ok(Ok(0))) => {
-                return Err(fail(
-                    false,
-                    "connection closed before the response head".into(),
-                    !received,
-                ));
-            }
-            Raced::Done(Ok(Ok(_))) => {}
         }
     }
 }

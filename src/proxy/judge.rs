@@ -292,6 +292,32 @@ pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<rest
     (v, restated)
 }
 
+/// The first line of an upstream error, short, with the connection's key redacted.
+/// What an error body says, for the record: a JSON error's first line; anything else (an HTML
+/// page from a load balancer, which may name internal hosts) only by its type and size.
+pub(super) fn describe(body: &[u8], head: &Head, conn: &crate::config::Connection) -> String {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{' | b'[') => clean(&String::from_utf8_lossy(body), conn),
+        None => "an empty body".into(),
+        Some(_) => {
+            let kind = head
+                .get_str("content-type")
+                .and_then(|v| v.split(';').next())
+                .map(str::trim)
+                .filter(|t| t.len() <= 64 && t.bytes().all(|b| b.is_ascii_graphic()))
+                .unwrap_or("untyped");
+            format!("a {}-byte {kind} body (not JSON; not shown)", body.len())
+        }
+    }
+}
+
+/// Redacted before it is shortened: a key cut at the limit would no longer match in full.
+pub(super) fn clean(s: &str, conn: &crate::config::Connection) -> String {
+    let line = s.lines().next().unwrap_or("");
+    let red = super::answer::redact_secret(line.as_bytes(), conn.secret.expose().as_bytes());
+    String::from_utf8_lossy(&red).chars().take(300).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

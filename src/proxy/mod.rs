@@ -44,6 +44,7 @@ mod relay_failure;
 pub mod request;
 mod respond;
 mod select;
+mod send;
 pub mod watch;
 
 pub use connection::serve_client;

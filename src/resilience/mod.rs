@@ -7,6 +7,7 @@ pub mod budget;
 pub mod bus;
 pub mod classify;
 pub mod cooldown;
+mod exclusion;
 pub mod hints;
 pub mod lockout;
 pub mod restate;
@@ -15,7 +16,8 @@ pub mod settings;
 
 use breaker::{Admit, Breaker, BreakerState, WindowGate};
 use classify::{Reason, Scope, Verdict};
-use cooldown::{ConnState, Terminal};
+use cooldown::ConnState;
+pub use exclusion::{Exclusion, Ineligible};
 use lockout::{Lock, LockScope, Lockouts};
 pub use settings::Settings;
 use std::sync::Arc;
@@ -71,106 +73,6 @@ pub enum Event {
         limit: usize,
         reply: crossbeam_channel::Sender<Vec<crate::audit::Record>>,
     },
-}
-
-/// Why a candidate cannot serve this request at all (no timer will change it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ineligible {
-    NoToolSupport,
-    NoVisionSupport,
-    NoStructuredOutput,
-    ContextWindowTooSmall,
-    RegionMismatch,
-    PolicyTagsMissing,
-    /// At its concurrency cap, with `on_saturation = "reject"`.
-    Saturated,
-    /// The client key may not use this connection.
-    NotAllowedForKey,
-    /// Not the connection the request's exclusive lease holds.
-    NotThisLease,
-}
-
-impl Ineligible {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ineligible::NoToolSupport => "no_tool_support",
-            Ineligible::NoVisionSupport => "no_vision_support",
-            Ineligible::NoStructuredOutput => "no_structured_output",
-            Ineligible::ContextWindowTooSmall => "context_window_too_small",
-            Ineligible::RegionMismatch => "region_mismatch",
-            Ineligible::PolicyTagsMissing => "policy_tags_missing",
-            Ineligible::Saturated => "saturated",
-            Ineligible::NotAllowedForKey => "not_allowed_for_key",
-            Ineligible::NotThisLease => "not_this_lease",
-        }
-    }
-}
-
-/// Why a candidate was not used, with the time left where a timer is involved.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Exclusion {
-    Cooling {
-        reason: Option<Reason>,
-        ms: u64,
-    },
-    Terminal(Terminal),
-    BreakerOpen {
-        ms: u64,
-    },
-    ProviderGate {
-        ms: u64,
-    },
-    Lockout {
-        reason: Reason,
-        ms: u64,
-    },
-    Ineligible(Ineligible),
-    /// Held by another session's exclusive lease for `ms` more.
-    Leased {
-        ms: u64,
-    },
-    /// Already failed once in this request.
-    Tried,
-}
-
-impl Exclusion {
-    pub fn label(&self) -> &'static str {
-        match self {
-            Exclusion::Cooling { .. } => "connection_cooldown",
-            Exclusion::Terminal(Terminal::Banned) => "banned",
-            Exclusion::Terminal(Terminal::Expired) => "expired",
-            Exclusion::Terminal(Terminal::CreditsExhausted) => "credits_exhausted",
-            Exclusion::BreakerOpen { .. } => "circuit_open",
-            Exclusion::ProviderGate { .. } => "provider_cooldown",
-            Exclusion::Lockout { .. } => "model_lockout",
-            Exclusion::Ineligible(why) => why.as_str(),
-            Exclusion::Leased { .. } => "leased_by_other",
-            Exclusion::Tried => "already_tried",
-        }
-    }
-
-    /// Time until this exclusion lifts, if it is a timer.
-    pub fn remaining_ms(&self) -> Option<u64> {
-        match *self {
-            Exclusion::Cooling { ms, .. }
-            | Exclusion::BreakerOpen { ms }
-            | Exclusion::ProviderGate { ms }
-            | Exclusion::Lockout { ms, .. }
-            | Exclusion::Leased { ms } => Some(ms),
-            _ => None,
-        }
-    }
-
-    /// Whether a request may wait for this to lift (never for quota, auth or not-found).
-    pub fn waitable(&self) -> bool {
-        match self {
-            Exclusion::Cooling { reason, .. } => reason.is_none_or(Reason::waitable),
-            // A breaker or gate exists to fail fast while a provider is unwell.
-            Exclusion::BreakerOpen { .. } | Exclusion::ProviderGate { .. } => false,
-            Exclusion::Lockout { reason, .. } => reason.waitable(),
-            _ => false,
-        }
-    }
 }
 
 /// Shared, lock-free pieces: one half-open probe claim per provider.

@@ -1,0 +1,92 @@
+//! Send the request and await the answer's head, within the first-byte timeout, racing the
+//! client (a client that leaves aborts the wait). Says whether anything was received, which
+//! decides whether a pooled connection that died may be tried again.
+
+use super::watch::{ClientWatch, Raced};
+use crate::audit::AttemptOutcome;
+use crate::http::head::parse_response;
+use crate::http::io::read_more;
+use crate::http::{Head, HeadLimits};
+use crate::timer;
+use crate::upstream::UpConn;
+use std::time::Duration;
+
+pub(super) enum HeadFail {
+    ClientGone,
+    Failed {
+        timeout: bool,
+        kind: AttemptOutcome,
+        detail: String,
+        nothing_received: bool,
+    },
+}
+
+pub(super) async fn send_and_await_head(
+    up: &mut UpConn,
+    out: &super::outbound::Outbound,
+    first_byte: Duration,
+    watch: &mut ClientWatch<'_>,
+) -> Result<Head, HeadFail> {
+    let fail = |timeout: bool, detail: String, nothing_received| HeadFail::Failed {
+        timeout,
+        kind: if timeout {
+            AttemptOutcome::Timeout
+        } else {
+            AttemptOutcome::Reset
+        },
+        detail,
+        nothing_received,
+    };
+    let sent = watch
+        .race(std::pin::pin!(super::outbound::send(&mut up.stream, out)))
+        .await;
+    match sent {
+        Raced::ClientGone => return Err(HeadFail::ClientGone),
+        Raced::Done(Err(e)) => return Err(fail(false, format!("send failed: {e}"), true)),
+        Raced::Done(Ok(_)) => {}
+    }
+    let deadline = crate::clock::instant() + first_byte;
+    let limits = HeadLimits {
+        max_head_bytes: 64 * 1024,
+        max_headers: crate::http::head::MAX_HEADERS_HARD,
+    };
+    loop {
+        match parse_response(&up.buf, limits, false) {
+            Ok(Some((head, used))) => {
+                let _ = up.buf.split_to(used);
+                if (100..200).contains(&head.status) {
+                    continue; // interim response: wait for the real one
+                }
+                return Ok(head);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(HeadFail::Failed {
+                    timeout: false,
+                    kind: AttemptOutcome::ProtocolError,
+                    detail: format!("bad response head: {}", e.reason()),
+                    nothing_received: false,
+                });
+            }
+        }
+        let received = !up.buf.is_empty();
+        let read = timer::timeout_at(deadline, read_more(&mut up.stream, &mut up.buf));
+        match watch.race(std::pin::pin!(read)).await {
+            Raced::ClientGone => return Err(HeadFail::ClientGone),
+            Raced::Done(Err(_)) => {
+                return Err(fail(true, "no response head in time".into(), !received));
+            }
+            Raced::Done(Ok(Err(e))) => {
+                return Err(fail(false, format!("connection failed: {e}"), !received));
+            }
+            Raced::Done(Ok(Ok(0))) => {
+                return Err(fail(
+                    false,
+                    "connection closed before the response head".into(),
+                    !received,
+                ));
+            }
+            Raced::Done(Ok(Ok(_))) => {}
+        }
+    }
+}
