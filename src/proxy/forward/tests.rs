@@ -1,0 +1,61 @@
+use super::*;
+use std::time::Instant;
+
+fn relay_with(
+    hard_deadline: Option<Instant>,
+    stream: crate::sse::StreamSettings,
+) -> Relay<'static> {
+    Relay {
+        dialect: Dialect::OpenAi,
+        request_id: "r",
+        route: "m",
+        connection_label: "p/a",
+        attempts: "1",
+        secret: b"",
+        client_keep_alive: true,
+        client_http11: true,
+        idle_timeout: Duration::from_secs(600),
+        send_timeout: Duration::from_secs(60),
+        hard_deadline,
+        stream,
+    }
+}
+
+#[test]
+fn the_next_read_waits_for_whichever_limit_ends_first() {
+    let t0 = Instant::now();
+    let mut st = crate::sse::StreamSettings {
+        readiness_timeout_ms: 30_000,
+        total_timeout_ms: 0,
+        ..Default::default()
+    };
+    // A plain body: idle silence only.
+    let r = relay_with(None, st);
+    assert_eq!(
+        next_wait(&r, None, t0, t0),
+        (Duration::from_secs(600), RelayFailure::IdleTimeout)
+    );
+    // A stream with nothing useful yet: its readiness timeout.
+    assert_eq!(
+        next_wait(&r, Some(false), t0, t0 + Duration::from_secs(10)),
+        (Duration::from_secs(20), RelayFailure::ReadinessTimeout)
+    );
+    // Once useful output came, readiness no longer applies; a total time does.
+    st.total_timeout_ms = 120_000;
+    let r = relay_with(None, st);
+    assert_eq!(
+        next_wait(&r, Some(true), t0, t0 + Duration::from_secs(100)),
+        (Duration::from_secs(20), RelayFailure::TotalTimeout)
+    );
+    // The execution budget ends sooner than anything else.
+    let r = relay_with(Some(t0 + Duration::from_secs(5)), st);
+    assert_eq!(
+        next_wait(&r, Some(false), t0, t0),
+        (Duration::from_secs(5), RelayFailure::ExecutionTimeout)
+    );
+    // Past it: no wait at all.
+    assert_eq!(
+        next_wait(&r, Some(true), t0, t0 + Duration::from_secs(9)).0,
+        Duration::ZERO
+    );
+}
