@@ -122,6 +122,61 @@ fn error_for_reason(v: &Verdict, detail: &str) -> ApiError {
     ApiError::new(status, code, format!("upstream failed: {detail}"))
 }
 
+/// Which row of the error table a request gets when Ringside stops trying (a pure function of
+/// the budget, the last failure and what kept the other candidates out; `give_up` words it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// 504 `deadline_exceeded`.
+    DeadlineExceeded,
+    /// Every candidate was tried or the attempt budget is spent: the last upstream answer is
+    /// passed through, or its failure worded (502/504), or 503 `no_upstream_response`.
+    LastWord,
+    /// 401 `all_connections_unusable`: every candidate is in this terminal state (the first's).
+    AllTerminal(Terminal),
+    /// 429 `model_cooldown`: every candidate is locked out for the model.
+    ModelCooldown { secs: u64 },
+    /// 503 `all_targets_cooling_down`: the first recovers in `secs`.
+    AllCooling { secs: u64 },
+    /// 429 `RATE_LIMIT_QUEUE_FULL`: every usable key is at its cap (reject policy).
+    Saturated,
+    /// 404 `no_executable_targets`.
+    NoExecutableTargets,
+}
+
+/// The row for a request that stops now (`timers`: why each candidate was passed over, the
+/// ones merely tried already left out). A non-retryable answer was passed through before this.
+pub(super) fn final_stop(budget: &Budget, timers: &[&Exclusion], now: u64) -> Stop {
+    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
+    if budget.expired(now) {
+        Stop::DeadlineExceeded
+    } else if timers.is_empty() || budget.attempts_left() == 0 {
+        Stop::LastWord
+    } else if let Exclusion::Terminal(first) = timers[0]
+        && timers.iter().all(|e| matches!(e, Exclusion::Terminal(_)))
+    {
+        Stop::AllTerminal(*first)
+    } else if let Some(ms) = earliest {
+        let secs = secs(ms);
+        if timers
+            .iter()
+            .all(|e| matches!(e, Exclusion::Lockout { .. }))
+        {
+            Stop::ModelCooldown { secs }
+        } else {
+            Stop::AllCooling { secs }
+        }
+    } else if timers.iter().any(|e| {
+        matches!(
+            e,
+            Exclusion::Ineligible(crate::resilience::Ineligible::Saturated)
+        )
+    }) {
+        Stop::Saturated
+    } else {
+        Stop::NoExecutableTargets
+    }
+}
+
 /// Build and send the final answer. Returns whether the connection stays open.
 pub(super) async fn give_up(
     ctx: &mut Ctx<'_>,
@@ -166,16 +221,15 @@ pub(super) async fn give_up(
             hidden.clone()
         }
     };
-    let err = if budget.expired(now) {
-        ApiError::new(
+    let model = ctx.record.model.clone().unwrap_or_default();
+    let err = match final_stop(budget, &timers, now) {
+        Stop::DeadlineExceeded => ApiError::new(
             504,
             "deadline_exceeded",
             format!("the request deadline passed after {n} attempt(s)"),
         )
-        .should_retry(false)
-    } else if timers.is_empty() || budget.attempts_left() == 0 {
-        // Every candidate was tried (or the attempt budget is spent): the last word stands.
-        match &last {
+        .should_retry(false),
+        Stop::LastWord => match &last {
             Some(l) => match &l.response {
                 Some(resp) => return pass_through(ctx, wr, l, resp, false).await,
                 None => {
@@ -187,58 +241,46 @@ pub(super) async fn give_up(
                 }
             },
             None => ApiError::new(503, "no_upstream_response", "no upstream was tried"),
+        },
+        Stop::AllTerminal(t) => {
+            let kind = match t {
+                Terminal::Banned => "banned by the upstream",
+                Terminal::Expired => "expired (authentication failed)",
+                Terminal::CreditsExhausted => "out of credits",
+            };
+            ApiError::new(
+                401,
+                "all_connections_unusable",
+                format!(
+                    "every connection for this model is {kind}; an operator must reset or replace them"
+                ),
+            )
+            .should_retry(false)
         }
-    } else if timers.iter().all(|e| matches!(e, Exclusion::Terminal(_))) {
-        let kind = match timers[0] {
-            Exclusion::Terminal(Terminal::Banned) => "banned by the upstream",
-            Exclusion::Terminal(Terminal::Expired) => "expired (authentication failed)",
-            _ => "out of credits",
-        };
-        ApiError::new(
-            401,
-            "all_connections_unusable",
-            format!(
-                "every connection for this model is {kind}; an operator must reset or replace them"
-            ),
-        )
-        .should_retry(false)
-    } else if let Some(earliest) = earliest {
-        let s = secs(earliest);
-        let all_locked = timers
-            .iter()
-            .all(|e| matches!(e, Exclusion::Lockout { .. }));
-        let model = ctx.record.model.clone().unwrap_or_default();
-        let e = if all_locked {
-            ApiError::new(
-                429,
-                "model_cooldown",
-                format!("all credentials for model {model} are cooling down"),
-            )
-            .extra(json!({"model": model, "reset_seconds": s}))
-        } else {
-            ApiError::new(
-                503,
-                "all_targets_cooling_down",
-                format!("every target is cooling down; the first recovers in {s}s"),
-            )
-        };
         // Long waits are not worth an SDK's automatic retry.
-        e.retry_after(s).should_retry(s <= 60)
-    } else if timers.iter().any(|e| {
-        matches!(
-            e,
-            Exclusion::Ineligible(crate::resilience::Ineligible::Saturated)
+        Stop::ModelCooldown { secs: s } => ApiError::new(
+            429,
+            "model_cooldown",
+            format!("all credentials for model {model} are cooling down"),
         )
-    }) {
+        .extra(json!({"model": model, "reset_seconds": s}))
+        .retry_after(s)
+        .should_retry(s <= 60),
+        Stop::AllCooling { secs: s } => ApiError::new(
+            503,
+            "all_targets_cooling_down",
+            format!("every target is cooling down; the first recovers in {s}s"),
+        )
+        .retry_after(s)
+        .should_retry(s <= 60),
         // Local overload: every usable key is at its concurrency cap (reject policy).
-        refused_error(crate::flow::Refused::Saturated)
-    } else {
-        ApiError::new(
+        Stop::Saturated => refused_error(crate::flow::Refused::Saturated),
+        Stop::NoExecutableTargets => ApiError::new(
             404,
             "no_executable_targets",
             "no target can serve this request",
         )
-        .should_retry(false)
+        .should_retry(false),
     };
     let attempts = ctx.attempts_header(None);
     let err = err
@@ -287,6 +329,59 @@ pub(crate) fn execution_timeout(ctx: &Ctx<'_>) -> ApiError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn each_way_of_stopping_gets_its_row() {
+        use super::{Budget, Stop, Terminal, final_stop};
+        use crate::resilience::classify::Reason;
+        use crate::resilience::{Exclusion, Ineligible};
+        let budget = Budget::new(3, 0, 60_000, 30_000);
+        let cooling = Exclusion::Cooling {
+            reason: Some(Reason::RateLimited),
+            ms: 2_500,
+        };
+        let locked = Exclusion::Lockout {
+            reason: Reason::RateLimited,
+            ms: 90_000,
+        };
+        let banned = Exclusion::Terminal(Terminal::Banned);
+        let expired = Exclusion::Terminal(Terminal::Expired);
+        let saturated = Exclusion::Ineligible(Ineligible::Saturated);
+        let no_tools = Exclusion::Ineligible(Ineligible::NoToolSupport);
+        // The deadline passed, whatever else.
+        assert_eq!(
+            final_stop(&budget, &[&cooling], 60_000),
+            Stop::DeadlineExceeded
+        );
+        // Nothing excluded (every candidate tried), or no attempt left: the last word.
+        assert_eq!(final_stop(&budget, &[], 10), Stop::LastWord);
+        let mut spent = Budget::new(1, 0, 60_000, 0);
+        assert!(spent.try_attempt(0));
+        assert_eq!(final_stop(&spent, &[&cooling], 10), Stop::LastWord);
+        // Every candidate terminal: the first's state is named.
+        assert_eq!(
+            final_stop(&budget, &[&expired, &banned], 10),
+            Stop::AllTerminal(Terminal::Expired)
+        );
+        // Every candidate locked for the model, or cooling: seconds rounded up.
+        assert_eq!(
+            final_stop(&budget, &[&locked], 10),
+            Stop::ModelCooldown { secs: 90 }
+        );
+        assert_eq!(
+            final_stop(&budget, &[&locked, &cooling, &banned], 10),
+            Stop::AllCooling { secs: 3 }
+        );
+        // Local overload, and nothing that can serve at all.
+        assert_eq!(
+            final_stop(&budget, &[&saturated, &no_tools], 10),
+            Stop::Saturated
+        );
+        assert_eq!(
+            final_stop(&budget, &[&no_tools], 10),
+            Stop::NoExecutableTargets
+        );
+    }
+
     #[test]
     fn secrets_are_redacted() {
         let out = super::redact_secret(
