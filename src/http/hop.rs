@@ -8,7 +8,8 @@ pub fn is_ringside_header(name: &str) -> bool {
         .is_some_and(|p| p.eq_ignore_ascii_case(b"x-ringside-"))
 }
 
-/// Whether `name` is listed in a `Connection` value (see [`Head::connection_options`]).
+/// Whether `name` is listed in a `Connection` value (see
+/// [`Head::connection_options`](super::head::Head::connection_options)).
 pub fn listed_in(options: Option<&[u8]>, name: &str) -> bool {
     options.is_some_and(|v| {
         v.split(|b| *b == b',')
