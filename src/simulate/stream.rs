@@ -1,9 +1,9 @@
 //! A streamed (SSE) answer: the head, then one write per event as a provider sends tokens,
 //! with the stream faults (stall, heartbeats, drip, malformed, in-band error, reset mid-way).
 
+use super::answer::{reset, until_closed};
 use super::body::{self, Api};
 use super::fault::{Fault, FaultKind};
-use super::{reset, until_closed};
 use crate::http::response::HeadWriter;
 use monoio::buf::IoBuf;
 use monoio::io::AsyncWriteRentExt;

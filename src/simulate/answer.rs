@@ -1,0 +1,221 @@
+//! Answering one simulated request: the fault it draws (by key, model or `x-sim-fault`), the
+//! latency, then a status error, a reset, a hang, an event stream or a JSON body.
+
+use super::ask::Ask;
+use super::body::{self, Api};
+use super::control::pick_fault;
+use super::fault::FaultKind;
+use super::stats::{InFlight, SeenRequest};
+use super::{SimState, key_of, stream};
+use crate::http::response::{HeadWriter, whole};
+use bytes::Bytes;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// Read and discard until the client closes or the connection fails (a hung upstream).
+pub(super) async fn until_closed(stream: &mut TcpStream) {
+    let mut b = vec![0u8; 1024];
+    loop {
+        let (r, back) = stream.read(b).await;
+        b = back;
+        if !matches!(r, Ok(n) if n > 0) {
+            return;
+        }
+    }
+}
+
+/// Close with RST (SO_LINGER 0), as a crashed or reset upstream would.
+pub(super) fn reset(stream: TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own, with a correctly sized linger struct.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(stream);
+}
+
+fn header_num(head: &crate::http::Head, name: &str) -> Option<u64> {
+    head.get_str(name).and_then(|v| v.parse().ok())
+}
+
+/// Answer one request; returns the stream if it can serve another.
+pub(super) async fn answer(
+    state: &SimState,
+    head: &crate::http::Head,
+    body: Bytes,
+    mut stream: TcpStream,
+) -> Option<TcpStream> {
+    let keep = head.keep_alive;
+    let Some(api) = Api::from_path(head.path()) else {
+        let b = body::error_body(Api::Chat, 404, "unknown path");
+        let _ = stream
+            .write_all(whole(404, "application/json", &[], &b, keep))
+            .await;
+        return Some(stream);
+    };
+    let Ask {
+        model,
+        wants_stream,
+        base64,
+        include_usage,
+    } = Ask::read(&body);
+    let key = key_of(head);
+    let seen = SeenRequest {
+        head: head.clone(),
+        key: key.clone(),
+        model: model.clone(),
+        body_bytes: body.len(),
+    };
+    let seq = state.stats.begin(seen);
+    let mut guard = InFlight {
+        stats: &state.stats,
+        key,
+        status: 0,
+    };
+    let fault = match pick_fault(state, head, &guard.key, model.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            guard.status = 400;
+            let b = body::error_body(api, 400, &format!("bad x-sim-fault: {e}"));
+            let _ = stream
+                .write_all(whole(400, "application/json", &[], &b, keep))
+                .await;
+            return Some(stream);
+        }
+    };
+    let latency =
+        header_num(head, "x-sim-latency-ms").unwrap_or(fault.latency_ms.max(state.opts.latency_ms));
+    let events = header_num(head, "x-sim-events")
+        .map(|n| n as u32)
+        .unwrap_or(state.opts.events);
+    let interval = header_num(head, "x-sim-interval-ms")
+        .or(fault.interval_ms)
+        .unwrap_or(state.opts.interval_ms);
+    let model_name = model.unwrap_or_else(|| "sim-model".into());
+    if latency > 0 {
+        monoio::time::sleep(Duration::from_millis(latency)).await;
+    }
+    match fault.kind {
+        FaultKind::Status(code) => {
+            guard.status = code;
+            let msg = fault
+                .message
+                .clone()
+                .unwrap_or_else(|| body::default_message(code).to_string());
+            let b = body::error_body(api, code, &msg);
+            let mut w = HeadWriter::new(code);
+            w.header("content-type", "application/json")
+                .header_u64("content-length", b.len() as u64);
+            if let Some(ra) = &fault.retry_after {
+                w.header("retry-after", ra);
+            }
+            if let Some(ms) = fault.retry_after_ms {
+                w.header_u64("retry-after-ms", ms);
+            }
+            if fault.ratelimit_headers {
+                let reset =
+                    httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(20));
+                w.header("x-ratelimit-limit-requests", "60")
+                    .header("x-ratelimit-remaining-requests", "0")
+                    .header("x-ratelimit-reset-requests", "20s")
+                    .header("x-ratelimit-remaining-tokens", "0")
+                    .header("x-ratelimit-reset-tokens", "6m0s")
+                    .header("anthropic-ratelimit-requests-remaining", "0")
+                    .header("x-sim-reset-date", reset);
+            }
+            if !keep {
+                w.header("connection", "close");
+            }
+            let _ = stream.write_all(w.finish(&b)).await;
+            Some(stream)
+        }
+        FaultKind::QuotaMessage => {
+            guard.status = 403;
+            let b = body::error_body(api, 403, "额度不足，请充值后再试 (quota exhausted)");
+            let _ = stream
+                .write_all(whole(403, "application/json", &[], &b, keep))
+                .await;
+            Some(stream)
+        }
+        FaultKind::QuoteInput => {
+            guard.status = 400;
+            let b = body::quoting_error(api, &body);
+            let _ = stream
+                .write_all(whole(400, "application/json", &[], &b, keep))
+                .await;
+            Some(stream)
+        }
+        FaultKind::ResetBeforeHeaders => {
+            reset(stream);
+            None
+        }
+        FaultKind::Hang => {
+            // Hold the request until the client goes away.
+            until_closed(&mut stream).await;
+            None
+        }
+        _ if wants_stream
+            || matches!(
+                fault.kind,
+                FaultKind::MalformedSse
+                    | FaultKind::SlowDrip
+                    | FaultKind::ToolDrip
+                    | FaultKind::Heartbeats
+                    | FaultKind::StallAfterHead
+                    | FaultKind::SseError
+            ) =>
+        {
+            guard.status = 200;
+            let plan = stream::StreamPlan {
+                api,
+                model: &model_name,
+                events,
+                interval_ms: interval,
+                seq,
+                include_usage,
+                fault: &fault,
+                keep,
+            };
+            stream::answer(plan, stream).await
+        }
+        FaultKind::CloseDelimited => {
+            guard.status = 200;
+            let b = body::json_body(api, &model_name, events, seq, base64);
+            let mut w = HeadWriter::new(200);
+            w.header("content-type", "application/json")
+                .header("connection", "close");
+            let _ = stream.write_all(w.finish(&b)).await;
+            None
+        }
+        _ => {
+            guard.status = 200;
+            let b = body::json_body(api, &model_name, events, seq, base64);
+            // Each provider's own name for its request id header.
+            let id_header = match api {
+                Api::Messages | Api::CountTokens => "request-id",
+                _ => "x-request-id",
+            };
+            let _ = stream
+                .write_all(whole(
+                    200,
+                    "application/json",
+                    &[(id_header, &format!("req_sim{seq}"))],
+                    &b,
+                    keep,
+                ))
+                .await;
+            Some(stream)
+        }
+    }
+}
