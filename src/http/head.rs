@@ -202,6 +202,14 @@ impl Head {
             .then_some(v)
     }
 
+    /// Whether the body is declared as JSON (`application/json`, parameters allowed).
+    pub fn content_type_is_json(&self) -> bool {
+        self.get_str("content-type").is_some_and(|ct| {
+            let mime = ct.split(';').next().unwrap_or("").trim();
+            mime.eq_ignore_ascii_case("application/json")
+        })
+    }
+
     pub fn expects_continue(&self) -> bool {
         self.get("expect")
             .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))

@@ -97,6 +97,18 @@ fn http10_defaults_to_close() {
 }
 
 #[test]
+fn json_content_types() {
+    let ct = |v: &str| {
+        let raw = format!("POST / HTTP/1.1\r\n{v}\r\n");
+        req(&raw).unwrap().unwrap().0.content_type_is_json()
+    };
+    assert!(ct("Content-Type: application/json; charset=utf-8\r\n"));
+    assert!(ct("content-type: Application/JSON\r\n"));
+    assert!(!ct("content-type: text/plain\r\n"));
+    assert!(!ct(""));
+}
+
+#[test]
 fn response_framing() {
     let l = HeadLimits::default();
     let (h, _) = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", l, false)

@@ -57,11 +57,7 @@ pub(super) fn cross_origin_form(head: &Head) -> Option<ApiError> {
         return None;
     }
     head.get("origin")?;
-    let json = head.get_str("content-type").is_some_and(|ct| {
-        let mime = ct.split(';').next().unwrap_or("").trim();
-        mime.eq_ignore_ascii_case("application/json")
-    });
-    (!json).then(|| {
+    (!head.content_type_is_json()).then(|| {
         ApiError::new(
             403,
             "cross_origin_refused",

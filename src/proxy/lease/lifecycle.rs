@@ -90,12 +90,7 @@ pub(crate) async fn serve(
     if let Err(e) = lease_key(Some(&client)) {
         return fail(ctx, wr, e).await;
     }
-    let json_type = ctx.head.get_str("content-type").is_some_and(|v| {
-        v.split(';')
-            .next()
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-    });
-    if !json_type {
+    if !ctx.head.content_type_is_json() {
         let e = lease_error(
             415,
             "LEASE_CONTENT_TYPE_REQUIRED",
