@@ -199,6 +199,13 @@ impl Config {
         Some((p, p.connections.get(ci)?))
     }
 
+    /// A connection's credential, to redact wherever an upstream echoes it (empty if unknown).
+    pub fn secret_of(&self, index: usize) -> &[u8] {
+        self.connection(index)
+            .map(|(_, c)| c.secret.expose().as_bytes())
+            .unwrap_or_default()
+    }
+
     /// The provider index of a flat connection index.
     pub fn provider_of(&self, index: usize) -> Option<usize> {
         self.locator.get(index).map(|l| l.0)

@@ -56,10 +56,8 @@ pub fn redact_secret(text: &[u8], secret: &[u8]) -> Bytes {
 }
 
 fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
-    match ctx.core.config().connection(conn) {
-        Some((_, c)) => redact_secret(text, c.secret.expose().as_bytes()),
-        None => Bytes::copy_from_slice(text),
-    }
+    // An unknown connection has an empty secret: nothing is replaced.
+    redact_secret(text, ctx.core.config().secret_of(conn))
 }
 
 fn secs(ms: u64) -> u64 {
@@ -81,14 +79,8 @@ async fn pass_through(
     }
     let attempts = ctx.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
-    let secret = ctx
-        .core
-        .config()
-        .connection(last.conn)
-        .map(|(_, c)| c.secret.expose().as_bytes())
-        .unwrap_or_default();
     let r = Relay {
-        secret,
+        secret: ctx.core.config().secret_of(last.conn),
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &route,

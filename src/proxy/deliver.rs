@@ -49,12 +49,8 @@ pub(super) async fn commit(
     let label = names.2;
     let attempts = ctx.attempts_header(Some((label, head.status)));
     ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
-    let secret = cfg
-        .connection(cand.connection)
-        .map(|(_, c)| c.secret.expose().as_bytes())
-        .unwrap_or_default();
     let r = Relay {
-        secret,
+        secret: cfg.secret_of(cand.connection),
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &entry.name,
