@@ -70,10 +70,6 @@ fn managed_keys_close_open_mode_and_revoke(driver: &str) {
     assert_eq!(s, 404);
 }
 
-fn hex(d: [u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn client_keys_guard_the_data_port(driver: &str) {
     let sim = start_sim(SimOptions::default());
     let team = "sk-ringside-team-0123456789";
@@ -84,9 +80,9 @@ fn client_keys_guard_the_data_port(driver: &str) {
             "[[clients]]\nid = \"team\"\nkey_sha256 = \"{}\"\n\
              [[clients]]\nid = \"ops\"\nkey_sha256 = \"{}\"\nscopes = [\"admin\"]\n\
              [[clients]]\nid = \"limited\"\nkey_sha256 = \"{}\"\nallowed_connections = [\"sim/b\"]\n",
-            hex(ringside::clients::digest(team.as_bytes())),
-            hex(ringside::clients::digest(ops.as_bytes())),
-            hex(ringside::clients::digest(limited.as_bytes())),
+            key_sha256(team),
+            key_sha256(ops),
+            key_sha256(limited),
         );
     let proxy = Proxy::start(driver, 2, "", &body);
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));

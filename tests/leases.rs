@@ -22,10 +22,6 @@ const LEASE_A: &str = "sk-ringside-lease-a-0123456789";
 const LEASE_B: &str = "sk-ringside-lease-b-0123456789";
 const PLAIN: &str = "sk-ringside-plain-0123456789";
 
-fn hex(d: [u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Keys `conns` on provider `sim`, two lease keys allowed on all of them and a plain key.
 fn config(sim: SocketAddr, conns: &[&str], extra: &str) -> String {
     let allowed: Vec<String> = conns.iter().map(|c| format!("\"sim/{c}\"")).collect();
@@ -33,7 +29,7 @@ fn config(sim: SocketAddr, conns: &[&str], extra: &str) -> String {
     let client = |id: &str, key: &str, scopes: &str, allowed: &str| {
         format!(
             "[[clients]]\nid = \"{id}\"\nkey_sha256 = \"{}\"\nscopes = [{scopes}]\n{allowed}\n",
-            hex(ringside::clients::digest(key.as_bytes()))
+            key_sha256(key)
         )
     };
     let lease_scopes = "\"inference\", \"lease:exclusive\"";
@@ -353,7 +349,7 @@ fn inference_is_fenced_to_the_lease(driver: &str) {
     assert!(d.to_string().contains("\"lease_generation\":1"), "{d}");
     assert!(!d.to_string().contains(&a[4..]));
     // Revoked by the operator: the next request is refused before dispatch.
-    let hash = hex(ringside::clients::digest(a.as_bytes()));
+    let hash = key_sha256(&a);
     let (s, _) = proxy.admin("DELETE", &format!("/admin/leases/{hash}"));
     assert_eq!(s, 200);
     let r = chat_as(&proxy, LEASE_A, Some(&a), Some("1"));

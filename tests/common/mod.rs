@@ -26,6 +26,11 @@ pub fn binary() -> std::path::PathBuf {
     }
 }
 
+/// The `key_sha256` a config gives for a client key (the library's own digest and hex).
+pub fn key_sha256(key: &str) -> String {
+    ringside::secret::hex(&ringside::secret::digest(key.as_bytes()))
+}
+
 pub fn port() -> u16 {
     ringside::demo::free_port().expect("free port")
 }

@@ -20,17 +20,13 @@ fn call(proxy: &Proxy, method: &str, path: &str, headers: &[(&str, &str)], body:
 
 const JSON: (&str, &str) = ("content-type", "application/json");
 
-fn hex(d: [u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn without_a_token_the_admin_port_is_read_only(driver: &str) {
     let sim = start_sim(SimOptions::default());
     let ops = "sk-ringside-ops-0123456789";
     let body = priority_keys(sim.addr, &["a", "b"], "")
         + &format!(
             "[[clients]]\nid = \"ops\"\nkey_sha256 = \"{}\"\nscopes = [\"admin\", \"inference\"]\n",
-            hex(ringside::clients::digest(ops.as_bytes()))
+            key_sha256(ops)
         );
     let proxy = Proxy::start(driver, 1, "# no admin token", &body);
     for path in [

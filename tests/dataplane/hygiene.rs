@@ -150,13 +150,6 @@ fn a_client_may_shorten_its_deadline_but_not_lengthen_it(driver: &str) {
     assert_eq!(r.status, 504, "{}", r.text());
 }
 
-fn key_hex(k: &str) -> String {
-    ringside::clients::digest(k.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn tenants_see_request_ids_not_provider_names(driver: &str) {
     let mut opts = SimOptions::default();
     opts.faults.push(
@@ -171,8 +164,8 @@ fn tenants_see_request_ids_not_provider_names(driver: &str) {
         + "[resilience]\nmax_wait_ms = 0\n"
         + &format!(
             "[[clients]]\nid = \"tenant\"\nkey_sha256 = \"{}\"\n[[clients]]\nid = \"ops\"\nkey_sha256 = \"{}\"\nscopes = [\"inference\", \"admin\"]\n",
-            key_hex(tenant),
-            key_hex(ops)
+            key_sha256(tenant),
+            key_sha256(ops)
         );
     let proxy = Proxy::start(driver, 1, "", &body);
     // A failing stream is judged before commit (an in-band error): Ringside answers itself.

@@ -380,13 +380,6 @@ fn provider_keys_never_reach_the_client(driver: &str) {
     }
 }
 
-fn key_hex(k: &str) -> String {
-    ringside::clients::digest(k.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn one_tenant_cannot_open_a_breaker_for_all(driver: &str) {
     let sim = start_sim(SimOptions::default());
     let (noisy, quiet) = ("sk-tenant-noisy-0123456789", "sk-tenant-quiet-0123456789");
@@ -404,8 +397,8 @@ fn one_tenant_cannot_open_a_breaker_for_all(driver: &str) {
     let body = body
         + &format!(
             "[[clients]]\nid = \"noisy\"\nkey_sha256 = \"{}\"\n[[clients]]\nid = \"quiet\"\nkey_sha256 = \"{}\"\n",
-            key_hex(noisy),
-            key_hex(quiet)
+            key_sha256(noisy),
+            key_sha256(quiet)
         );
     let proxy = Proxy::start(driver, 1, "", &body);
     let breaker = |p: &Proxy| {
@@ -455,7 +448,7 @@ fn connection_caps_hold(driver: &str) {
     let body = priority_keys(sim.addr, &["a"], "")
         + &format!(
             "[[clients]]\nid = \"team\"\nkey_sha256 = \"{}\"\n",
-            key_hex(team)
+            key_sha256(team)
         );
     let proxy = Proxy::start(
         driver,
