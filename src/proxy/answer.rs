@@ -84,7 +84,7 @@ async fn pass_through(
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &route,
-        connection_label: if ctx.reveal { last.label } else { "" },
+        connection_label: ctx.reveal.then_some(last.label),
         attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,

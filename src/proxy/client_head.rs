@@ -94,8 +94,8 @@ pub(super) fn head_for_client(
         w.header("request-id", r.request_id);
     }
     w.header("x-ringside-route", r.route);
-    if !r.connection_label.is_empty() {
-        w.header("x-ringside-connection", r.connection_label);
+    if let Some(label) = r.connection_label {
+        w.header("x-ringside-connection", label);
     }
     w.header("x-ringside-attempts", r.attempts);
     for (n, v) in extra {

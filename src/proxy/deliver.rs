@@ -54,7 +54,7 @@ pub(super) async fn commit(
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &entry.name,
-        connection_label: if ctx.reveal { label } else { "" },
+        connection_label: ctx.reveal.then_some(label),
         attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,

@@ -24,8 +24,8 @@ pub struct Relay<'a> {
     pub dialect: Dialect,
     pub request_id: &'a str,
     pub route: &'a str,
-    /// `provider/connection`, or empty when this client may not see it.
-    pub connection_label: &'a str,
+    /// `provider/connection`; `None` when this client may not see it.
+    pub connection_label: Option<&'a str>,
     /// `x-ringside-attempts` (the decision record so far).
     pub attempts: &'a str,
     /// The connection's credential: redacted wherever an upstream header echoes it.

@@ -9,7 +9,7 @@ fn relay_with(
         dialect: Dialect::OpenAi,
         request_id: "r",
         route: "m",
-        connection_label: "p/a",
+        connection_label: Some("p/a"),
         attempts: "1",
         secret: b"",
         client_keep_alive: true,
