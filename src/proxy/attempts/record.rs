@@ -1,0 +1,178 @@
+//! What the attempt loop carries from attempt to attempt: the candidates it tried, the last
+//! failure, a refusal; each attempt as a line of the decision record; and the answer when no
+//! attempt served.
+
+use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Excluded};
+use crate::dialect::ApiError;
+use crate::proxy::answer::{self, LastFailure};
+use crate::proxy::decide;
+use crate::proxy::exchange::{Ctx, Failed};
+use crate::proxy::respond::finish_error;
+use crate::resilience::Exclusion;
+use crate::resilience::budget::Budget;
+use crate::resilience::classify::Verdict;
+use crate::route::{Candidate, Entry};
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::time::Instant;
+
+/// What the attempt loop carries from one attempt to the next.
+#[derive(Default)]
+pub(super) struct LoopState {
+    /// Failed once already in this request (and not on a timer that excludes them anyway).
+    pub(super) tried: Vec<Candidate>,
+    /// Refused us (saturated with `on_saturation = "reject"`) in this request.
+    pub(super) saturated: Vec<Candidate>,
+    /// Why each candidate was passed over in the last selection.
+    pub(super) excluded: Vec<(Candidate, Exclusion)>,
+    pub(super) last: Option<LastFailure>,
+    /// A local-overload or lease answer (queue full or timed out, execution timeout).
+    pub(super) refusal: Option<ApiError>,
+    /// Every eligible connection turned out to be leased by other sessions.
+    pub(super) lease_capacity: Option<ApiError>,
+    /// The connection that answered (for the session pin).
+    pub(super) served: Option<usize>,
+}
+
+impl LoopState {
+    /// Record a failed attempt and learn from it; true when the loop ends here (an execution
+    /// timeout, or an answer to pass through).
+    pub(super) fn on_failed(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        at: &Tried<'_>,
+        site: crate::resilience::Site<'_>,
+        budget: &Budget,
+        f: Failed,
+    ) -> bool {
+        let core = ctx.core;
+        let cand = at.cand;
+        if f.kind == AttemptOutcome::ExecutionTimeout {
+            core.shared.flow.gates[cand.connection]
+                .stats
+                .execution_timeouts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            push(
+                ctx,
+                at,
+                f.kind,
+                None,
+                Decision::Fail,
+                budget,
+                Some(f.detail),
+            );
+            self.refusal = Some(answer::execution_timeout(ctx));
+            return true;
+        }
+        if !f.self_inflicted {
+            core.record_failure(site, &f.verdict);
+        }
+        let decision = decide::after_failure(&f.verdict, budget);
+        push(
+            ctx,
+            at,
+            f.kind,
+            Some(&f.verdict),
+            decision,
+            budget,
+            Some(f.detail.clone()),
+        );
+        if let Some(a) = ctx.record.attempts.last_mut() {
+            a.restated_from = f.restated_from;
+        }
+        // Try this candidate again only if the failure put it on a timer (then it is excluded
+        // by that timer, and a short one may be waited out).
+        let s = &core.shared.config.resilience;
+        if core.tables.borrow_mut().blocked(s, site, crate::clock::now_ms()).is_none() {
+            self.tried.push(cand);
+        }
+        self.last = Some(LastFailure {
+            verdict: f.verdict,
+            detail: f.detail,
+            response: f.response,
+            label: label(ctx, cand),
+            conn: cand.connection,
+        });
+        decision == Decision::PassThrough
+    }
+}
+
+/// No attempt answered the client: a refusal is told as it is; otherwise the answer comes from
+/// the last failure and what was passed over (`answer::give_up`).
+pub(super) async fn conclude(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    entry: &Entry,
+    budget: &Budget,
+    st: LoopState,
+) -> bool {
+    if let Some(err) = st.refusal.or(st.lease_capacity) {
+        return finish_error(ctx, wr, &err, true).await;
+    }
+    let excl: Vec<Excluded> = st
+        .excluded
+        .iter()
+        .filter(|(_, e)| *e != Exclusion::Tried)
+        .map(|(c, e)| {
+            let t = &entry.targets[c.target];
+            let (_, conn, _) = names(ctx, c.connection);
+            Excluded {
+                target: t.label.to_string(),
+                connection: conn.to_string(),
+                reason: e.label(),
+                remaining_s: e.remaining_ms().map(|ms| ms.div_ceil(1000)),
+            }
+        })
+        .collect();
+    answer::give_up(ctx, wr, budget, st.last, &st.excluded, excl).await
+}
+
+/// (provider, connection, `provider/connection`) of a connection, without copying.
+pub(super) fn names(ctx: &Ctx<'_>, conn: usize) -> (&'static str, &'static str, &'static str) {
+    ctx.core
+        .shared
+        .conn_names
+        .get(conn)
+        .copied()
+        .unwrap_or(("", "", ""))
+}
+
+fn label(ctx: &Ctx<'_>, c: Candidate) -> &'static str {
+    names(ctx, c.connection).2
+}
+
+/// One attempt, as the decision record names it: the route, the candidate, when it began.
+pub(super) struct Tried<'e> {
+    pub(super) entry: &'e Entry,
+    pub(super) cand: Candidate,
+    pub(super) t0: Instant,
+}
+
+/// Record one attempt: the metric, and a line of the decision record.
+pub(super) fn push(
+    ctx: &mut Ctx<'_>,
+    at: &Tried<'_>,
+    outcome: AttemptOutcome,
+    v: Option<&Verdict>,
+    decision: Decision,
+    budget: &Budget,
+    detail: Option<String>,
+) {
+    let (entry, c, t0) = (at.entry, at.cand, at.t0);
+    let (provider, connection, _) = names(ctx, c.connection);
+    ctx.core.metrics.attempt(c.connection, outcome);
+    ctx.record.attempts.push(AttemptRecord {
+        provider,
+        connection,
+        model: entry.targets[c.target].model.clone(),
+        outcome,
+        status: v.map(|v| v.status).filter(|&s| s != 0),
+        reason: v.map(|v| v.reason.as_str()),
+        restated_from: None,
+        retry_after_ms: v.and_then(|v| v.hint.map(|h| h.ms).or(v.cooldown_ms)),
+        decision,
+        attempts_left: budget.attempts_left(),
+        ms_left: budget.time_left(crate::clock::now_ms()),
+        detail,
+        ms: crate::clock::since(t0).as_millis() as u64,
+    });
+}
