@@ -1,0 +1,309 @@
+//! The relay's state from one upstream read to the next, and its steps: turn what the upstream
+//! sent into the next client write, watch the throughput, wait for the next read, and end the
+//! stream (with an error event in the client's dialect when it failed after the commit).
+
+use super::{Relay, RelayFailure, Relayed, Sent, as_chunk, next_wait, send, send_error_event};
+use crate::http::chunk::ChunkTracker;
+use crate::http::io::read_more;
+use crate::http::{Framing, Head};
+use crate::proxy::body_end::{BodyEnd, EventEdge};
+use crate::proxy::client_head::client_head;
+use crate::proxy::deadline::{Timer, before, set_timer};
+use crate::proxy::watch::{ClientWatch, Raced};
+use crate::sse::Scanner;
+use crate::sse::watchdog::Watchdog;
+use crate::upstream::UpConn;
+use bytes::{Bytes, BytesMut};
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::time::{Duration, Instant};
+
+/// What the relay writes next.
+pub(super) enum Next {
+    Write {
+        data: Bytes,
+        /// The upstream body ends with these bytes.
+        done: bool,
+        /// The bytes end between chunks and events (see `body_end`).
+        edge_now: bool,
+        /// This write ends the client's message (the body's own end goes out with it).
+        ends_message: bool,
+    },
+    /// The upstream's framing broke before anything reached the client.
+    Unsent,
+    /// The relay stops (the reason is in `Relayed::failure`).
+    Stop,
+}
+
+/// One relayed response, between upstream reads.
+pub(super) struct Stream {
+    framing: Framing,
+    /// A close-delimited body re-framed as chunked for a keep-alive client.
+    rechunk: bool,
+    /// An HTTP/1.0 client gets a chunked body without its framing, ended by closing.
+    dechunk: Option<ChunkTracker>,
+    keep_alive: bool,
+    is_sse: bool,
+    client_chunked: bool,
+    end: BodyEnd,
+    /// The client's head, until it goes out with the first body bytes.
+    pending_head: Option<Vec<u8>>,
+    pub(super) upstream_eof: bool,
+    scanner: Option<Scanner>,
+    /// Whether the bytes sent so far end between chunks and events.
+    edge: EventEdge,
+    pub(super) clean_edge: bool,
+    /// Whether the client's message went out whole.
+    pub(super) message_whole: bool,
+    /// The upstream's last chunk is held back for an error event to go before it.
+    held_back_last_chunk: bool,
+    started: Instant,
+    watchdog: Option<Watchdog>,
+    text_seen: u64,
+    /// Whether an error event may still be appended (not after an upstream's trailers, nor
+    /// past a Content-Length).
+    can_append: bool,
+}
+
+impl Stream {
+    /// `buffered`: the body bytes read with the head.
+    pub(super) fn new(head: &Head, r: &Relay<'_>, buffered: usize) -> Stream {
+        let framing = head.framing;
+        let rechunk = framing == Framing::Close && r.client_keep_alive && r.client_http11;
+        let mut keep_alive = r.client_keep_alive;
+        let dechunk = (!r.client_http11 && framing == Framing::Chunked).then(ChunkTracker::new);
+        if (framing == Framing::Close && !rechunk) || dechunk.is_some() {
+            keep_alive = false;
+        }
+        let is_sse = head
+            .get("content-type")
+            .is_some_and(|v| v.starts_with(b"text/event-stream"));
+        let client_chunked = (framing == Framing::Chunked && dechunk.is_none()) || rechunk;
+        let end = match framing {
+            Framing::Length(n) => BodyEnd::Length(n),
+            Framing::Chunked => BodyEnd::Chunked(ChunkTracker::new()),
+            Framing::Close => BodyEnd::Close,
+            Framing::Empty => BodyEnd::None,
+        };
+        // The body bytes already read go out with the head (plus a chunk frame when re-chunked).
+        let first_body = buffered + if rechunk { 20 } else { 0 };
+        let pending_head = Some(client_head(
+            head, r, rechunk, keep_alive, is_sse, first_body,
+        ));
+        let scanner = (is_sse && r.stream.guard).then(Scanner::default);
+        let watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
+            .then(|| Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
+        Stream {
+            framing,
+            rechunk,
+            dechunk,
+            keep_alive,
+            is_sse,
+            client_chunked,
+            end,
+            pending_head,
+            upstream_eof: false,
+            scanner,
+            edge: EventEdge::default(),
+            clean_edge: true,
+            message_whole: false,
+            held_back_last_chunk: false,
+            started: crate::clock::instant(),
+            watchdog,
+            text_seen: 0,
+            can_append: !matches!(framing, Framing::Length(_)),
+        }
+    }
+
+    /// Take what the upstream sent so far as the next client write.
+    pub(super) fn next_write(&mut self, buf: &mut BytesMut, out: &mut Relayed) -> Next {
+        let (mut data, done, extra) =
+            match self.end.take(buf, self.scanner.as_mut(), &mut self.edge) {
+                Ok(t) => t,
+                Err(()) => {
+                    out.failure = Some(RelayFailure::BadFraming);
+                    return if self.pending_head.is_some() {
+                        Next::Unsent
+                    } else {
+                        Next::Stop
+                    };
+                }
+            };
+        if extra {
+            // The upstream sent bytes beyond its own body: never reuse that connection.
+            self.upstream_eof = true;
+        }
+        out.body_bytes += data.len() as u64;
+        if done {
+            self.hold_back_if_unfinished(&mut data, out);
+        }
+        // (A last chunk held back above leaves the chunks before it whole: the tracker is done.)
+        let edge_now = self.edge.between_events() && self.end.between_chunks();
+        let ends_message = done && !self.held_back_last_chunk && !self.rechunk;
+        let data = if self.rechunk && !data.is_empty() {
+            Bytes::from(as_chunk(&data))
+        } else if let Some(t) = self.dechunk.as_mut() {
+            let mut payload = Vec::with_capacity(data.len());
+            if t.feed(&data, |p| payload.extend_from_slice(p)).is_err() {
+                out.failure = Some(RelayFailure::BadFraming);
+                return Next::Stop;
+            }
+            Bytes::from(payload)
+        } else {
+            data
+        };
+        out.committed = true;
+        let data = match self.pending_head.take() {
+            // Head and the first body bytes in one write.
+            Some(mut h) => {
+                h.extend_from_slice(&data);
+                Bytes::from(h)
+            }
+            None => data,
+        };
+        Next::Write {
+            data,
+            done,
+            edge_now,
+            ends_message,
+        }
+    }
+
+    /// A stream that ends without its terminal marker failed, whatever HTTP says: hold back
+    /// the upstream's last chunk so the error event can go before it.
+    fn hold_back_if_unfinished(&mut self, data: &mut Bytes, out: &mut Relayed) {
+        let Some(sc) = self.scanner.as_mut() else {
+            return;
+        };
+        sc.finish(|_| {});
+        if sc.totals.terminal || sc.totals.errors != 0 {
+            return;
+        }
+        out.failure = Some(RelayFailure::NoTerminal);
+        // The last-chunk line, whole in this read (after a chunk's CRLF or on its own).
+        let n = data.len();
+        let last_chunk_here = data.ends_with(b"0\r\n\r\n") && (n == 5 || data[n - 6] == b'\n');
+        if self.framing == Framing::Chunked && last_chunk_here {
+            data.truncate(n - 5);
+            self.held_back_last_chunk = true;
+        } else {
+            self.can_append = false;
+        }
+    }
+
+    /// The throughput watchdog's view after a write; true when the stream is too slow to go on
+    /// (never once the body is done).
+    pub(super) fn too_slow(&mut self, done: bool) -> bool {
+        let (Some(sc), Some(w)) = (&self.scanner, self.watchdog.as_mut()) else {
+            return false;
+        };
+        let t = crate::clock::now_ms();
+        w.observe(t, sc.totals.text_bytes - self.text_seen);
+        self.text_seen = sc.totals.text_bytes;
+        !done && w.too_slow(t, sc.totals.protected)
+    }
+
+    /// The upstream closed: a close-delimited body ends here (re-chunked: with the last
+    /// chunk); anything else was cut short.
+    pub(super) async fn at_upstream_eof(
+        &mut self,
+        wr: &mut TcpOwnedWriteHalf,
+        out: &mut Relayed,
+        send_timer: Timer<'_>,
+        limit: Duration,
+    ) {
+        if !matches!(self.end, BodyEnd::Close) {
+            out.failure = Some(RelayFailure::Truncated);
+            return;
+        }
+        out.upstream_complete = false;
+        if let Some(sc) = self.scanner.as_mut() {
+            sc.finish(|_| {});
+        }
+        let unfinished = self
+            .scanner
+            .as_ref()
+            .is_some_and(|sc| !sc.totals.terminal && sc.totals.errors == 0);
+        if unfinished {
+            out.failure = Some(RelayFailure::NoTerminal);
+        } else if self.rechunk {
+            let last = Bytes::from_static(b"0\r\n\r\n");
+            if !matches!(send(wr, last, send_timer, limit).await, Sent::Done) {
+                out.client_gone = true;
+            }
+        }
+    }
+
+    /// Wait for more of the body. `Err(Some(failure))`: the upstream failed or a limit ran
+    /// out; `Err(None)`: the client went away.
+    pub(super) async fn read_upstream(
+        &mut self,
+        watch: &mut ClientWatch<'_>,
+        up: &mut UpConn,
+        r: &Relay<'_>,
+        timer: Timer<'_>,
+    ) -> Result<(), Option<RelayFailure>> {
+        // Whichever ends first: idle silence, the execution budget, the stream's readiness
+        // (no useful event yet) or its total time.
+        let now = crate::clock::instant();
+        let decisive = self.scanner.as_ref().map(|sc| sc.totals.decisive);
+        let (wait, why) = next_wait(r, decisive, self.started, now);
+        set_timer(timer, now + wait);
+        let is_sse = self.is_sse;
+        let read = before(
+            async {
+                // An event stream waits for readiness first: fewer, fuller reads (see
+                // `read_when_ready`); other bodies arrive in large pieces anyway.
+                if is_sse {
+                    up.stream.read_when_ready(&mut up.buf).await
+                } else {
+                    read_more(&mut up.stream, &mut up.buf).await
+                }
+            },
+            timer,
+        );
+        match watch.race(std::pin::pin!(read)).await {
+            Raced::ClientGone => Err(None),
+            Raced::Done(Err(_)) => Err(Some(why)),
+            Raced::Done(Ok(Err(_))) => Err(Some(RelayFailure::Reset)),
+            Raced::Done(Ok(Ok(0))) => {
+                self.upstream_eof = true;
+                Ok(())
+            }
+            Raced::Done(Ok(Ok(_))) => Ok(()),
+        }
+    }
+
+    /// End the relay. After commit we never replay: a failed event stream ends with one error
+    /// event in the client's dialect.
+    pub(super) async fn finish(
+        &mut self,
+        wr: &mut TcpOwnedWriteHalf,
+        r: &Relay<'_>,
+        out: &mut Relayed,
+        send_timer: Timer<'_>,
+    ) {
+        let mut keep_alive = self.keep_alive;
+        // Whether a failed stream still ended as a whole HTTP message: the upstream's own end
+        // went out (a stream without its terminal marker, where no event could be added), or
+        // ours did.
+        let mut ended_whole = self.message_whole;
+        if let Some(failure) = out.failure {
+            // The client connection stays open only when that ending is a whole chunked
+            // message: its head promised keep-alive, and a close right after a complete body
+            // races a client that reuses the connection at once (it would see its next request
+            // dropped unanswered).
+            let appendable = self.can_append && self.clean_edge && !self.message_whole;
+            if self.is_sse && !out.client_gone && appendable {
+                let chunked = self.client_chunked;
+                let sent = send_error_event(wr, r, failure, chunked, send_timer).await;
+                ended_whole |= chunked && sent;
+            }
+            if !ended_whole {
+                keep_alive = false;
+            }
+        }
+        out.client_keep_alive =
+            keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
+        out.sse = self.scanner.take().map(|s| s.totals);
+    }
+}
