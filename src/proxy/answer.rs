@@ -180,7 +180,6 @@ pub(super) async fn give_up(
 ) -> bool {
     let now = crate::clock::now_ms();
     ctx.record.excluded = diagnostics;
-    let n = ctx.record.attempts.len();
     let timers: Vec<&Exclusion> = excluded
         .iter()
         .map(|(_, e)| e)
@@ -193,45 +192,67 @@ pub(super) async fn give_up(
     {
         return pass_through(ctx, wr, l, resp, false).await;
     }
+    let stop = final_stop(budget, &timers, now);
+    // The last failure has the last word: its own answer when there is one.
+    if stop == Stop::LastWord
+        && let Some(l) = &last
+        && let Some(resp) = &l.response
+    {
+        return pass_through(ctx, wr, l, resp, false).await;
+    }
     let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
-    // Names and upstream text are for the operator; a tenant gets the count and its request id
-    // (the decision record, `GET /admin/decisions/{id}`, has the rest).
-    let diag = if ctx.reveal {
+    let err = error_for(ctx, stop, last.as_ref(), earliest);
+    let diag = diagnostics_for(ctx, last.as_ref());
+    let attempts = ctx.attempts_header(None);
+    let err = err
+        .extra(json!({"diagnostics": diag}))
+        .header("x-ringside-attempts", attempts);
+    finish_error(ctx, wr, &err, true).await
+}
+
+/// Names and upstream text are for the operator; a tenant gets the count and its request id
+/// (the decision record, `GET /admin/decisions/{id}`, has the rest).
+fn diagnostics_for(ctx: &Ctx<'_>, last: Option<&LastFailure>) -> serde_json::Value {
+    let n = ctx.record.attempts.len();
+    if ctx.reveal {
         json!({
             "attempts": n,
             "excluded": ctx.record.excluded,
-            "last_error": last.as_ref().map(|l| l.detail.clone()),
+            "last_error": last.map(|l| l.detail.clone()),
         })
     } else {
         json!({"attempts": n})
-    };
-    let hidden = format!("see the decision record of request {}", ctx.request_id);
-    let shown = |l: &LastFailure| -> String {
-        if ctx.reveal {
-            l.detail.clone()
-        } else {
-            hidden.clone()
-        }
-    };
-    let model = ctx.record.model.clone().unwrap_or_default();
-    let err = match final_stop(budget, &timers, now) {
+    }
+}
+
+/// The error a stop is answered with (a pass-through of the last answer is decided before).
+fn error_for(
+    ctx: &Ctx<'_>,
+    stop: Stop,
+    last: Option<&LastFailure>,
+    earliest: Option<u64>,
+) -> ApiError {
+    let n = ctx.record.attempts.len();
+    match stop {
         Stop::DeadlineExceeded => ApiError::new(
             504,
             "deadline_exceeded",
             format!("the request deadline passed after {n} attempt(s)"),
         )
         .should_retry(false),
-        Stop::LastWord => match &last {
-            Some(l) => match &l.response {
-                Some(resp) => return pass_through(ctx, wr, l, resp, false).await,
-                None => {
-                    let e = error_for_reason(&l.verdict, &shown(l)).should_retry(false);
-                    match earliest {
-                        Some(ms) => e.retry_after(secs(ms)),
-                        None => e,
-                    }
+        Stop::LastWord => match last {
+            Some(l) => {
+                let shown = if ctx.reveal {
+                    l.detail.clone()
+                } else {
+                    format!("see the decision record of request {}", ctx.request_id)
+                };
+                let e = error_for_reason(&l.verdict, &shown).should_retry(false);
+                match earliest {
+                    Some(ms) => e.retry_after(secs(ms)),
+                    None => e,
                 }
-            },
+            }
             None => ApiError::new(503, "no_upstream_response", "no upstream was tried"),
         },
         Stop::AllTerminal(t) => {
@@ -250,14 +271,17 @@ pub(super) async fn give_up(
             .should_retry(false)
         }
         // Long waits are not worth an SDK's automatic retry.
-        Stop::ModelCooldown { secs: s } => ApiError::new(
-            429,
-            "model_cooldown",
-            format!("all credentials for model {model} are cooling down"),
-        )
-        .extra(json!({"model": model, "reset_seconds": s}))
-        .retry_after(s)
-        .should_retry(s <= 60),
+        Stop::ModelCooldown { secs: s } => {
+            let model = ctx.record.model.clone().unwrap_or_default();
+            ApiError::new(
+                429,
+                "model_cooldown",
+                format!("all credentials for model {model} are cooling down"),
+            )
+            .extra(json!({"model": model, "reset_seconds": s}))
+            .retry_after(s)
+            .should_retry(s <= 60)
+        }
         Stop::AllCooling { secs: s } => ApiError::new(
             503,
             "all_targets_cooling_down",
@@ -273,12 +297,7 @@ pub(super) async fn give_up(
             "no target can serve this request",
         )
         .should_retry(false),
-    };
-    let attempts = ctx.attempts_header(None);
-    let err = err
-        .extra(json!({"diagnostics": diag}))
-        .header("x-ringside-attempts", attempts);
-    finish_error(ctx, wr, &err, true).await
+    }
 }
 
 /// Local overload (never counted against the upstream): queue full or queue timeout.

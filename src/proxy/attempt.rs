@@ -5,16 +5,19 @@
 use super::answer::Buffered;
 use super::exchange::{AttemptEnd, Ctx, Failed};
 use super::judge::{self, Hold, Read, clean, describe};
+use super::outbound::Outbound;
 use super::send::{HeadFail, send_and_await_head};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
+use crate::config::{Connection, Provider};
 use crate::http::Head;
 use crate::resilience::Site;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
 use crate::timer;
-use std::time::Duration;
+use crate::upstream::UpConn;
+use std::time::{Duration, Instant};
 
 fn now() -> u64 {
     crate::clock::now_ms()
@@ -47,7 +50,6 @@ pub(super) async fn attempt(
 ) -> AttemptEnd {
     let core = ctx.core;
     let cfg = core.config();
-    let s = &cfg.resilience;
     let Some((provider, conn)) = cfg.connection(cand.connection) else {
         return failed(
             classify::transport(false),
@@ -56,240 +58,338 @@ pub(super) async fn attempt(
             true,
         );
     };
-    let provider_index = cfg.provider_of(cand.connection).unwrap_or(0);
-    let target = &entry.targets[cand.target];
-    // The model is rewritten in place (its span found when the body was checked) only when
-    // the upstream's name differs.
-    let span = match &ctx.record.model {
-        Some(m) if *m != target.model => ctx.model_span.clone(),
-        _ => None,
-    };
-    let body = match span {
-        Some(span) => crate::dialect::facts::rewrite_model(&ctx.body, &span, &target.model),
-        None => ctx.body.clone(),
-    };
-    let out = super::outbound::build(
-        ctx.head,
-        ctx.endpoint,
+    let model = &entry.targets[cand.target].model;
+    let out = outbound_for(ctx, provider, conn, model);
+    let aim = Aim {
         provider,
         conn,
-        &body,
-        &ctx.request_id,
-    );
-    // One clock read for the budget, the deadlines, the send time and the pool.
-    let sent_at = crate::clock::instant();
-    let t_ms = crate::clock::ms_at(sent_at);
-    let budget_left = budget.time_left(t_ms);
-    let exec_left = ctx.exec_deadline.map_or(u64::MAX, |d| {
-        d.saturating_duration_since(sent_at).as_millis() as u64
-    });
-    let left_ms = budget_left.min(exec_left);
-    let deadline = sent_at + Duration::from_millis(left_ms);
-    // A timeout caused by the client's own deadline says nothing about the upstream.
-    let cut_by_deadline = left_ms < cfg.upstream.first_byte_timeout_ms;
-    // When the execution budget (flow control) is what cut a wait, not the request's deadline
-    // nor the upstream's own timeouts.
-    let cut_by_execution = exec_left < budget_left;
-    let head_cut_by_execution = exec_left < budget_left.min(cfg.upstream.first_byte_timeout_ms);
-    let timeout_kind = |timeout: bool, kind: AttemptOutcome| {
-        let binding = if kind == AttemptOutcome::Timeout {
-            head_cut_by_execution
-        } else {
-            cut_by_execution
-        };
-        if timeout && binding {
-            AttemptOutcome::ExecutionTimeout
-        } else {
-            kind
-        }
+        provider_index: cfg.provider_of(cand.connection).unwrap_or(0),
+        cand,
+        model,
+        // (Read after the request is built: the send time.)
+        time: Timing::new(ctx, budget, cfg.upstream.first_byte_timeout_ms),
     };
-    let first_byte = Duration::from_millis(cfg.upstream.first_byte_timeout_ms.min(left_ms));
-    let mut fresh_retry_used = false;
-    let mut pool_ms = t_ms;
-    let (mut up, head) = loop {
-        let pooled = core.pool.borrow_mut().take(provider_index, pool_ms);
-        let mut up = match pooled {
-            Some(c) => c,
-            None => {
-                // A new connection is the rare path (pooled ones are reused): its ~6 KB of
-                // connect and TLS state is boxed, not carried in every request's future.
-                let connect = Box::pin(core.connector.connect(&provider.endpoint));
-                let connect = timer::timeout_at(deadline, connect);
-                match watch.race(std::pin::pin!(connect)).await {
-                    Raced::ClientGone => return AttemptEnd::ClientGone,
-                    Raced::Done(Err(_)) => {
-                        return failed(
-                            classify::transport(true),
-                            timeout_kind(true, AttemptOutcome::ConnectTimeout),
-                            "deadline reached while connecting".into(),
-                            true,
-                        );
-                    }
-                    Raced::Done(Ok(Ok(c))) => c,
-                    Raced::Done(Ok(Err(e))) => {
-                        let timeout = matches!(e, crate::upstream::ConnectError::Timeout);
-                        return failed(
-                            classify::transport(timeout),
-                            e.outcome(),
-                            e.to_string(),
-                            false,
-                        );
-                    }
-                }
-            }
-        };
-        match send_and_await_head(&mut up, &out, first_byte, watch).await {
-            Ok(head) => break (up, head),
-            Err(HeadFail::ClientGone) => return AttemptEnd::ClientGone,
-            Err(HeadFail::Failed {
-                timeout,
-                kind,
-                detail,
-                nothing_received,
-            }) => {
-                // A pooled connection that dies before any response byte was probably closed by
-                // the upstream while idle: retry once on a fresh connection.
-                if up.reused && nothing_received && !fresh_retry_used {
-                    fresh_retry_used = true;
-                    pool_ms = now();
-                    continue;
-                }
-                return failed(
-                    classify::transport(timeout),
-                    timeout_kind(timeout, kind),
-                    detail,
-                    timeout && cut_by_deadline,
-                );
-            }
-        }
+    let (mut up, head) = match upstream_head(ctx, &aim, &out, watch).await {
+        Ok(answer) => answer,
+        Err(end) => return end,
     };
     let get = |n: &str| head.get_str(n).map(str::to_string);
     core.loads
         .borrow_mut()
         .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
     learn_pacing(&core.shared.flow.gates[cand.connection], &head);
-    let is_sse = head
-        .get("content-type")
-        .is_some_and(|v| v.starts_with(b"text/event-stream"));
-    let site = Site {
-        provider: provider_index,
-        conn: cand.connection,
-        model: &target.model,
-        tenant: ctx.tenant,
-    };
     if (200..300).contains(&head.status) {
-        let st = &cfg.stream;
-        if is_sse && st.guard && st.holdback_ms > 0 {
-            match judge::hold_stream(&mut up, &head, st, deadline, watch).await {
-                Read::ClientGone => return AttemptEnd::ClientGone,
-                Read::Failed { detail, timeout } => {
-                    return failed(
-                        classify::transport(timeout),
-                        timeout_kind(timeout, AttemptOutcome::StreamError),
-                        detail,
-                        timeout && cut_by_deadline,
-                    );
-                }
-                Read::Ok(Hold::Stalled) => {
-                    // Nothing useful in time: retried elsewhere; says nothing certain about the
-                    // key (a slow-thinking model), so nothing is cooled.
-                    return failed(
-                        classify::transport(true),
-                        AttemptOutcome::StreamReadinessTimeout,
-                        format!(
-                            "no useful stream event within {} ms",
-                            st.readiness_timeout_ms
-                        ),
-                        true,
-                    );
-                }
-                Read::Ok(Hold::Error(text)) => {
-                    let x = judge::Exchange {
-                        provider: &provider.id,
-                        status: 200,
-                        head: &head,
-                        body: text.as_bytes(),
-                        request: &ctx.body,
-                    };
-                    let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
-                    return AttemptEnd::Failed(Failed {
-                        kind: AttemptOutcome::StreamError,
-                        detail: format!("in-band stream error: {}", clean(&text, conn)),
-                        restated_from: restated.map(|r| r.from),
-                        response: None,
-                        verdict,
-                        self_inflicted: false,
-                    });
-                }
-                Read::Ok(Hold::Commit) => {}
-            }
+        if let Err(end) = judge_success(ctx, &aim, &mut up, &head, watch).await {
+            return end;
         }
-        core.loads.borrow_mut().observe_latency(
-            cand.connection,
-            crate::clock::since(sent_at).as_millis() as u64,
-        );
-        core.record_success(site);
         return AttemptEnd::Ready {
             up,
             head,
-            provider_index,
+            provider_index: aim.provider_index,
         };
     }
-    match judge::read_error_body(&mut up, &head, deadline, watch).await {
+    match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
         Read::ClientGone => AttemptEnd::ClientGone,
-        Read::Failed { detail, timeout } => failed(
-            classify::transport(timeout),
-            timeout_kind(timeout, AttemptOutcome::Reset),
-            detail,
-            timeout && cut_by_deadline,
-        ),
-        Read::Ok(judge::ErrorBody {
-            body,
-            complete,
-            oversized,
-        }) => {
-            let x = judge::Exchange {
-                provider: &provider.id,
-                status: head.status,
-                head: &head,
-                body: &body,
-                request: &ctx.body,
-            };
-            let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
-            if complete && head.keep_alive && !core.drain.is_draining() {
-                let _ = up.buf.split();
-                core.pool.borrow_mut().put(provider_index, up, now());
-            }
-            let kind = match AttemptOutcome::of_status(head.status) {
-                AttemptOutcome::Ok => AttemptOutcome::Http4xx,
-                k => k,
-            };
-            let detail = if oversized {
-                format!(
-                    "upstream {}: an error body over {} bytes (not relayed)",
-                    head.status,
-                    judge::MAX_ERROR_BODY
-                )
-            } else {
-                format!("upstream {}: {}", head.status, describe(&body, &head, conn))
-            };
-            AttemptEnd::Failed(Failed {
-                kind,
-                detail,
-                restated_from: restated.as_ref().map(|r| r.from),
-                // An oversized body is answered with Ringside's own error, never relayed.
-                response: (!oversized).then(|| {
-                    Box::new(Buffered {
-                        status: verdict.status,
-                        head,
-                        body,
-                    })
-                }),
-                verdict,
-                self_inflicted: false,
-            })
+        Read::Failed { detail, timeout } => aim.time.failed(timeout, AttemptOutcome::Reset, detail),
+        Read::Ok(body) => error_answer(ctx, &aim, up, head, body),
+    }
+}
+
+/// Where one attempt goes, and its clock.
+struct Aim<'a> {
+    provider: &'a Provider,
+    conn: &'a Connection,
+    provider_index: usize,
+    cand: Candidate,
+    /// The upstream's name for the model.
+    model: &'a str,
+    time: Timing,
+}
+
+/// The attempt's deadlines, read once when the request goes out, and which of them binds.
+struct Timing {
+    sent_at: Instant,
+    sent_ms: u64,
+    /// The budget's end or the execution deadline, whichever is sooner.
+    deadline: Instant,
+    first_byte: Duration,
+    /// A timeout caused by the client's own deadline says nothing about the upstream.
+    cut_by_deadline: bool,
+    /// When the execution budget (flow control) is what cut a wait, not the request's
+    /// deadline nor the upstream's own timeouts: for the body, and for the head.
+    cut_by_execution: bool,
+    head_cut_by_execution: bool,
+}
+
+impl Timing {
+    fn new(ctx: &Ctx<'_>, budget: &Budget, first_byte_timeout_ms: u64) -> Timing {
+        // One clock read for the budget, the deadlines, the send time and the pool.
+        let sent_at = crate::clock::instant();
+        let sent_ms = crate::clock::ms_at(sent_at);
+        let budget_left = budget.time_left(sent_ms);
+        let exec_left = ctx.exec_deadline.map_or(u64::MAX, |d| {
+            d.saturating_duration_since(sent_at).as_millis() as u64
+        });
+        let left_ms = budget_left.min(exec_left);
+        Timing {
+            sent_at,
+            sent_ms,
+            deadline: sent_at + Duration::from_millis(left_ms),
+            first_byte: Duration::from_millis(first_byte_timeout_ms.min(left_ms)),
+            cut_by_deadline: left_ms < first_byte_timeout_ms,
+            cut_by_execution: exec_left < budget_left,
+            head_cut_by_execution: exec_left < budget_left.min(first_byte_timeout_ms),
         }
     }
+
+    /// A timeout the execution budget caused is an execution timeout, whatever was waited for.
+    fn kind(&self, timeout: bool, kind: AttemptOutcome) -> AttemptOutcome {
+        let binding = if kind == AttemptOutcome::Timeout {
+            self.head_cut_by_execution
+        } else {
+            self.cut_by_execution
+        };
+        if timeout && binding {
+            AttemptOutcome::ExecutionTimeout
+        } else {
+            kind
+        }
+    }
+
+    /// A transport failure (or timeout) while waiting on the upstream.
+    fn failed(&self, timeout: bool, kind: AttemptOutcome, detail: String) -> AttemptEnd {
+        failed(
+            classify::transport(timeout),
+            self.kind(timeout, kind),
+            detail,
+            timeout && self.cut_by_deadline,
+        )
+    }
+}
+
+/// The upstream request. The model is rewritten in place (its span found when the body was
+/// checked) only when the upstream's name differs.
+fn outbound_for(ctx: &Ctx<'_>, provider: &Provider, conn: &Connection, model: &str) -> Outbound {
+    let span = match &ctx.record.model {
+        Some(m) if *m != model => ctx.model_span.clone(),
+        _ => None,
+    };
+    let body = match span {
+        Some(span) => crate::dialect::facts::rewrite_model(&ctx.body, &span, model),
+        None => ctx.body.clone(),
+    };
+    super::outbound::build(
+        ctx.head,
+        ctx.endpoint,
+        provider,
+        conn,
+        &body,
+        &ctx.request_id,
+    )
+}
+
+/// A pooled connection or a new one, the request sent and the response head read. A pooled
+/// connection that dies before any response byte was probably closed by the upstream while
+/// idle: it is retried once on a fresh connection.
+async fn upstream_head(
+    ctx: &Ctx<'_>,
+    aim: &Aim<'_>,
+    out: &Outbound,
+    watch: &mut ClientWatch<'_>,
+) -> Result<(UpConn, Head), AttemptEnd> {
+    let core = ctx.core;
+    let mut fresh_retry_used = false;
+    let mut pool_ms = aim.time.sent_ms;
+    loop {
+        let pooled = core.pool.borrow_mut().take(aim.provider_index, pool_ms);
+        let mut up = match pooled {
+            Some(c) => c,
+            None => connect(ctx, aim, watch).await?,
+        };
+        match send_and_await_head(&mut up, out, aim.time.first_byte, watch).await {
+            Ok(head) => return Ok((up, head)),
+            Err(HeadFail::ClientGone) => return Err(AttemptEnd::ClientGone),
+            Err(HeadFail::Failed {
+                timeout,
+                kind,
+                detail,
+                nothing_received,
+            }) => {
+                if up.reused && nothing_received && !fresh_retry_used {
+                    fresh_retry_used = true;
+                    pool_ms = now();
+                    continue;
+                }
+                return Err(aim.time.failed(timeout, kind, detail));
+            }
+        }
+    }
+}
+
+/// A new upstream connection, within the attempt's deadline.
+async fn connect(
+    ctx: &Ctx<'_>,
+    aim: &Aim<'_>,
+    watch: &mut ClientWatch<'_>,
+) -> Result<UpConn, AttemptEnd> {
+    // A new connection is the rare path (pooled ones are reused): its ~6 KB of connect and
+    // TLS state is boxed, not carried in every request's future.
+    let connect = Box::pin(ctx.core.connector.connect(&aim.provider.endpoint));
+    let connect = timer::timeout_at(aim.time.deadline, connect);
+    match watch.race(std::pin::pin!(connect)).await {
+        Raced::ClientGone => Err(AttemptEnd::ClientGone),
+        Raced::Done(Err(_)) => Err(failed(
+            classify::transport(true),
+            aim.time.kind(true, AttemptOutcome::ConnectTimeout),
+            "deadline reached while connecting".into(),
+            true,
+        )),
+        Raced::Done(Ok(Ok(c))) => Ok(c),
+        Raced::Done(Ok(Err(e))) => {
+            let timeout = matches!(e, crate::upstream::ConnectError::Timeout);
+            Err(failed(
+                classify::transport(timeout),
+                e.outcome(),
+                e.to_string(),
+                false,
+            ))
+        }
+    }
+}
+
+/// A 2xx head: an event stream is held until its first useful event (when the stream guard
+/// holds streams back), so that a stream failing at once is retried, not delivered.
+async fn judge_success(
+    ctx: &Ctx<'_>,
+    aim: &Aim<'_>,
+    up: &mut UpConn,
+    head: &Head,
+    watch: &mut ClientWatch<'_>,
+) -> Result<(), AttemptEnd> {
+    let core = ctx.core;
+    let st = &core.config().stream;
+    let is_sse = head
+        .get("content-type")
+        .is_some_and(|v| v.starts_with(b"text/event-stream"));
+    if is_sse && st.guard && st.holdback_ms > 0 {
+        match judge::hold_stream(up, head, st, aim.time.deadline, watch).await {
+            Read::ClientGone => return Err(AttemptEnd::ClientGone),
+            Read::Failed { detail, timeout } => {
+                return Err(aim
+                    .time
+                    .failed(timeout, AttemptOutcome::StreamError, detail));
+            }
+            Read::Ok(Hold::Stalled) => {
+                // Nothing useful in time: retried elsewhere; says nothing certain about the
+                // key (a slow-thinking model), so nothing is cooled.
+                return Err(failed(
+                    classify::transport(true),
+                    AttemptOutcome::StreamReadinessTimeout,
+                    format!(
+                        "no useful stream event within {} ms",
+                        st.readiness_timeout_ms
+                    ),
+                    true,
+                ));
+            }
+            Read::Ok(Hold::Error(text)) => return Err(in_band_error(ctx, aim, head, &text)),
+            Read::Ok(Hold::Commit) => {}
+        }
+    }
+    let latency_ms = crate::clock::since(aim.time.sent_at).as_millis() as u64;
+    core.loads
+        .borrow_mut()
+        .observe_latency(aim.cand.connection, latency_ms);
+    core.record_success(Site {
+        provider: aim.provider_index,
+        conn: aim.cand.connection,
+        model: aim.model,
+        tenant: ctx.tenant,
+    });
+    Ok(())
+}
+
+/// A held stream whose first event was an error: judged like an error answer.
+fn in_band_error(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, text: &str) -> AttemptEnd {
+    let x = judge::Exchange {
+        provider: &aim.provider.id,
+        status: 200,
+        head,
+        body: text.as_bytes(),
+        request: &ctx.body,
+    };
+    let s = &ctx.core.config().resilience;
+    let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
+    AttemptEnd::Failed(Failed {
+        kind: AttemptOutcome::StreamError,
+        detail: format!("in-band stream error: {}", clean(text, aim.conn)),
+        restated_from: restated.map(|r| r.from),
+        response: None,
+        verdict,
+        self_inflicted: false,
+    })
+}
+
+/// A non-2xx answer, its body read whole: judged, the upstream connection pooled when it can
+/// serve again, and the answer kept for a pass-through.
+fn error_answer(
+    ctx: &Ctx<'_>,
+    aim: &Aim<'_>,
+    mut up: UpConn,
+    head: Head,
+    error: judge::ErrorBody,
+) -> AttemptEnd {
+    let core = ctx.core;
+    let judge::ErrorBody {
+        body,
+        complete,
+        oversized,
+    } = error;
+    let x = judge::Exchange {
+        provider: &aim.provider.id,
+        status: head.status,
+        head: &head,
+        body: &body,
+        request: &ctx.body,
+    };
+    let s = &core.config().resilience;
+    let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
+    if complete && head.keep_alive && !core.drain.is_draining() {
+        let _ = up.buf.split();
+        core.pool.borrow_mut().put(aim.provider_index, up, now());
+    }
+    let kind = match AttemptOutcome::of_status(head.status) {
+        AttemptOutcome::Ok => AttemptOutcome::Http4xx,
+        k => k,
+    };
+    let detail = if oversized {
+        format!(
+            "upstream {}: an error body over {} bytes (not relayed)",
+            head.status,
+            judge::MAX_ERROR_BODY
+        )
+    } else {
+        format!(
+            "upstream {}: {}",
+            head.status,
+            describe(&body, &head, aim.conn)
+        )
+    };
+    AttemptEnd::Failed(Failed {
+        kind,
+        detail,
+        restated_from: restated.as_ref().map(|r| r.from),
+        // An oversized body is answered with Ringside's own error, never relayed.
+        response: (!oversized).then(|| {
+            Box::new(Buffered {
+                status: verdict.status,
+                head,
+                body,
+            })
+        }),
+        verdict,
+        self_inflicted: false,
+    })
 }
 
 /// Let the connection's gate learn from the upstream's rate-limit headers.

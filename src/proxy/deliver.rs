@@ -2,7 +2,7 @@
 //! came of it is recorded; nothing is retried after this.
 
 use super::exchange::{AttemptEnd, Ctx, Failed};
-use super::forward::{Relay, relay};
+use super::forward::{Relay, Relayed, relay};
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
 use crate::http::Head;
@@ -80,6 +80,40 @@ pub(super) async fn commit(
             self_inflicted: false,
         });
     }
+    let delivered = Delivered {
+        entry,
+        cand,
+        names,
+        status: head.status,
+        t0,
+    };
+    record(ctx, &delivered, &res);
+    if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
+        core.pool
+            .borrow_mut()
+            .put(provider_index, up, crate::clock::now_ms());
+    }
+    AttemptEnd::Done {
+        keep_alive: res.client_keep_alive,
+    }
+}
+
+/// What was delivered, for the record.
+struct Delivered<'a> {
+    entry: &'a Entry,
+    cand: Candidate,
+    /// (provider, connection, `provider/connection`)
+    names: (&'static str, &'static str, &'static str),
+    status: u16,
+    /// When the relay began.
+    t0: std::time::Instant,
+}
+
+/// Record what came of the commit: the metrics, the attempt's line and the request's outcome
+/// in the decision record.
+fn record(ctx: &mut Ctx<'_>, d: &Delivered<'_>, res: &Relayed) {
+    let core = ctx.core;
+    let (entry, cand) = (d.entry, d.cand);
     if let Some(t) = res.sse {
         ctx.record.stream_stats = Some(crate::audit::StreamStats {
             events: t.events,
@@ -92,7 +126,7 @@ pub(super) async fn commit(
     let outcome = match (res.client_gone, res.failure) {
         (true, _) => AttemptOutcome::ClientGone,
         (false, Some(f)) => f.outcome(),
-        (false, None) => AttemptOutcome::of_status(head.status),
+        (false, None) => AttemptOutcome::of_status(d.status),
     };
     core.metrics.attempt(cand.connection, outcome);
     if res.failure.is_some() {
@@ -106,7 +140,7 @@ pub(super) async fn commit(
             .execution_timeouts
             .fetch_add(1, Relaxed);
     }
-    let (provider_name, conn_name, _) = names;
+    let (provider_name, conn_name, label) = d.names;
     // Most requests make one attempt: room for exactly one (Vec's first growth is four).
     ctx.record.attempts.reserve_exact(1);
     ctx.record.attempts.push(AttemptRecord {
@@ -114,13 +148,13 @@ pub(super) async fn commit(
         connection: conn_name,
         model: entry.targets[cand.target].model.clone(),
         outcome,
-        status: Some(head.status),
+        status: Some(d.status),
         decision: Decision::Deliver,
         detail: res.failure.map(|f| f.as_str().to_string()),
-        ms: crate::clock::since(t0).as_millis() as u64,
+        ms: crate::clock::since(d.t0).as_millis() as u64,
         ..Default::default()
     });
-    ctx.record.status = if res.client_gone { 499 } else { head.status };
+    ctx.record.status = if res.client_gone { 499 } else { d.status };
     ctx.record.outcome = if res.client_gone {
         Outcome::ClientGone
     } else if res.failure.is_some() {
@@ -132,12 +166,4 @@ pub(super) async fn commit(
     ctx.record.bytes_out = res.body_bytes;
     ctx.record.target = Some(entry.targets[cand.target].label.clone());
     ctx.record.connection = Some(label);
-    if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
-        core.pool
-            .borrow_mut()
-            .put(provider_index, up, crate::clock::now_ms());
-    }
-    AttemptEnd::Done {
-        keep_alive: res.client_keep_alive,
-    }
 }

@@ -9,7 +9,7 @@ use super::respond::finish_error;
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::needs::Needs;
 use crate::dialect::{ApiError, Endpoint};
-use crate::flow::tenant::TenantPermit;
+use crate::flow::tenant::{OverQuota, TenantPermit};
 use crate::route::Entry;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
@@ -38,59 +38,14 @@ pub(super) async fn intake<'c>(
     buf: &mut BytesMut,
 ) -> Intake<'c> {
     let other = ctx.core.shared.routes.other_index;
-    let want_get = endpoint == Endpoint::Models;
-    let method = ctx.head.method();
-    if endpoint == Endpoint::SessionLeases && method == "OPTIONS" {
-        let ok = drain_body(ctx, rd, wr, buf).await;
-        ctx.keep_alive &= ok;
-        return Intake::Answered {
-            keep: super::lease::lifecycle::preflight(ctx, wr).await,
-            route: other,
-        };
-    }
-    if (want_get && method != "GET") || (!want_get && method != "POST") {
-        let ok = drain_body(ctx, rd, wr, buf).await;
-        let err = ApiError::new(
-            405,
-            "method_not_allowed",
-            format!("{method} is not allowed on {}", ctx.head.path()),
-        );
-        return Intake::Answered {
-            keep: finish_error(ctx, wr, &err, ok).await,
-            route: other,
-        };
-    }
-    if let Some(err) = super::caller::cross_origin_form(ctx.head) {
-        let ok = drain_body(ctx, rd, wr, buf).await;
-        return Intake::Answered {
-            keep: finish_error(ctx, wr, &err, ok).await,
-            route: other,
-        };
-    }
-    // Who is calling, decided on the head: a caller without a valid key is answered before any
-    // byte of its body is read, and is never sent `100 Continue`.
-    let (auth, refusal) = super::caller::identify(ctx.core, ctx.head, endpoint);
-    if let Some(err) = refusal {
-        let body_ok = drain_small_body(ctx, rd, wr, buf).await;
-        if endpoint == Endpoint::SessionLeases {
-            ctx.keep_alive &= body_ok;
-            let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
-            return Intake::Answered { keep, route: other };
-        }
-        return Intake::Answered {
-            keep: finish_error(ctx, wr, &err, body_ok).await,
-            route: other,
-        };
-    }
+    let auth = match before_body(ctx, endpoint, rd, wr, buf).await {
+        Ok(auth) => auth,
+        Err(answered) => return answered,
+    };
     ctx.ticket.authenticated();
     let body = match read_client_body(ctx, rd, wr, buf).await {
         Ok(b) => b,
-        Err(e) => {
-            return Intake::Answered {
-                keep: finish_error(ctx, wr, &e, false).await,
-                route: other,
-            };
-        }
+        Err(e) => return refuse(ctx, wr, &e, false, other).await,
     };
     if endpoint == Endpoint::SessionLeases {
         return Intake::Answered {
@@ -99,17 +54,7 @@ pub(super) async fn intake<'c>(
         };
     }
     if let crate::clients::Auth::Known(c) = auth {
-        ctx.reveal = c.has(crate::clients::Scope::Admin);
-        ctx.tenant = c.tenant;
-        // A key's class is its first place in line: its requests may ask to go later, not
-        // earlier, unless the key may override.
-        if ctx.head.get("x-ringside-priority").is_none() {
-            ctx.priority = c.priority;
-        } else if !c.has(crate::clients::Scope::Overrides) {
-            ctx.priority = ctx.priority.max(c.priority);
-        }
-        ctx.record.client = Some(c.id.clone());
-        ctx.client = Some(c);
+        take_client(ctx, c);
     }
     if endpoint == Endpoint::Models {
         return Intake::Answered {
@@ -117,73 +62,147 @@ pub(super) async fn intake<'c>(
             route: other,
         };
     }
-    // Lease headers are checked (and the lease fenced) first: a request that may not run on
-    // its lease hears why, whatever else is wrong with it, and nothing is sent upstream.
-    match super::lease::bind(ctx, endpoint) {
-        Ok(b) => {
-            ctx.record.lease_generation = b.as_ref().map(|b| b.generation);
-            ctx.lease = b;
-        }
-        Err(err) => {
-            return Intake::Answered {
-                keep: finish_error(ctx, wr, &err, true).await,
-                route: other,
-            };
-        }
-    }
-    let facts = match scan(&body) {
-        Ok(f) => f,
-        Err(FactsError::Malformed(m)) => {
-            let err = ApiError::bad_request(
-                "invalid_json",
-                format!("request body is not a JSON object: {m}"),
-            );
-            return Intake::Answered {
-                keep: finish_error(ctx, wr, &err, true).await,
-                route: other,
-            };
-        }
-        Err(FactsError::BadField(f)) => {
-            let err = ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type"));
-            return Intake::Answered {
-                keep: finish_error(ctx, wr, &err, true).await,
-                route: other,
-            };
-        }
+    let model = match check_request(ctx, endpoint, body) {
+        Ok(model) => model,
+        Err(e) => return refuse(ctx, wr, &e, true, other).await,
     };
+    let entry = match route_for(ctx, &model) {
+        Ok(entry) => entry,
+        Err((e, route)) => return refuse(ctx, wr, &e, true, route).await,
+    };
+    match tenant_quota(ctx, &entry) {
+        Ok((needs, tenant_permit)) => Intake::Admitted {
+            entry,
+            needs,
+            tenant_permit,
+        },
+        Err(e) => refuse(ctx, wr, &e, true, entry.index).await,
+    }
+}
+
+/// Answer a refusal in the client's dialect (`body_ok`: the request's body was read whole).
+async fn refuse<'c>(
+    ctx: &mut Ctx<'c>,
+    wr: &mut TcpOwnedWriteHalf,
+    err: &ApiError,
+    body_ok: bool,
+    route: usize,
+) -> Intake<'c> {
+    Intake::Answered {
+        keep: finish_error(ctx, wr, err, body_ok).await,
+        route,
+    }
+}
+
+/// What is decided on the head alone: the method, a cross-origin form, and who is calling. A
+/// caller without a valid key is answered before any byte of its body is read, and is never
+/// sent `100 Continue`.
+async fn before_body<'c>(
+    ctx: &mut Ctx<'c>,
+    endpoint: Endpoint,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> Result<crate::clients::Auth, Intake<'c>> {
+    let other = ctx.core.shared.routes.other_index;
+    let want_get = endpoint == Endpoint::Models;
+    let method = ctx.head.method();
+    if endpoint == Endpoint::SessionLeases && method == "OPTIONS" {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        ctx.keep_alive &= ok;
+        return Err(Intake::Answered {
+            keep: super::lease::lifecycle::preflight(ctx, wr).await,
+            route: other,
+        });
+    }
+    if (want_get && method != "GET") || (!want_get && method != "POST") {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        let err = ApiError::new(
+            405,
+            "method_not_allowed",
+            format!("{method} is not allowed on {}", ctx.head.path()),
+        );
+        return Err(refuse(ctx, wr, &err, ok, other).await);
+    }
+    if let Some(err) = super::caller::cross_origin_form(ctx.head) {
+        let ok = drain_body(ctx, rd, wr, buf).await;
+        return Err(refuse(ctx, wr, &err, ok, other).await);
+    }
+    let (auth, refusal) = super::caller::identify(ctx.core, ctx.head, endpoint);
+    let Some(err) = refusal else {
+        return Ok(auth);
+    };
+    let body_ok = drain_small_body(ctx, rd, wr, buf).await;
+    if endpoint == Endpoint::SessionLeases {
+        ctx.keep_alive &= body_ok;
+        let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
+        return Err(Intake::Answered { keep, route: other });
+    }
+    Err(refuse(ctx, wr, &err, body_ok, other).await)
+}
+
+/// A known client key: its tenant, its place in line, whether it may see connection names.
+fn take_client(ctx: &mut Ctx<'_>, c: crate::clients::Client) {
+    ctx.reveal = c.has(crate::clients::Scope::Admin);
+    ctx.tenant = c.tenant;
+    // A key's class is its first place in line: its requests may ask to go later, not
+    // earlier, unless the key may override.
+    if ctx.head.get("x-ringside-priority").is_none() {
+        ctx.priority = c.priority;
+    } else if !c.has(crate::clients::Scope::Overrides) {
+        ctx.priority = ctx.priority.max(c.priority);
+    }
+    ctx.record.client = Some(c.id.clone());
+    ctx.client = Some(c);
+}
+
+/// The lease fence, then the body's facts: the model the request names. Lease headers go
+/// first: a request that may not run on its lease hears why, whatever else is wrong with it,
+/// and nothing is sent upstream.
+fn check_request(ctx: &mut Ctx<'_>, endpoint: Endpoint, body: Bytes) -> Result<String, ApiError> {
+    let bound = super::lease::bind(ctx, endpoint)?;
+    ctx.record.lease_generation = bound.as_ref().map(|b| b.generation);
+    ctx.lease = bound;
+    let facts = scan(&body).map_err(|e| match e {
+        FactsError::Malformed(m) => ApiError::bad_request(
+            "invalid_json",
+            format!("request body is not a JSON object: {m}"),
+        ),
+        FactsError::BadField(f) => {
+            ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type"))
+        }
+    })?;
     ctx.record.stream = facts.stream;
     ctx.model_span = facts.model_span;
     let Some(model) = facts.model else {
-        let err = ApiError::bad_request("missing_model", "the request has no `model`");
-        return Intake::Answered {
-            keep: finish_error(ctx, wr, &err, true).await,
-            route: other,
-        };
+        return Err(ApiError::bad_request(
+            "missing_model",
+            "the request has no `model`",
+        ));
     };
     if let Some(why) = crate::dialect::facts::model_problem(&model) {
-        let err = ApiError::bad_request("invalid_model", why);
-        return Intake::Answered {
-            keep: finish_error(ctx, wr, &err, true).await,
-            route: other,
-        };
+        return Err(ApiError::bad_request("invalid_model", why));
     }
     // The client's model name lives in the decision record only (one copy per request).
     ctx.record.model = Some(model.clone());
     ctx.body = body;
+    Ok(model)
+}
+
+/// The route that serves `model` in the client's dialect; a refusal names the route its
+/// metrics go to.
+fn route_for<'c>(ctx: &mut Ctx<'c>, model: &str) -> Result<Cow<'c, Entry>, (ApiError, usize)> {
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
     let core = ctx.core;
     let shared = &*core.shared;
-    let Some(entry) = shared.routes.lookup(&shared.config, &model) else {
+    let Some(entry) = shared.routes.lookup(&shared.config, model) else {
         let err = ApiError::new(
             404,
             "model_not_found",
             format!("no route or model named `{model}`"),
         )
         .should_retry(false);
-        return Intake::Answered {
-            keep: finish_error(ctx, wr, &err, true).await,
-            route: other,
-        };
+        return Err((err, shared.routes.other_index));
     };
     ctx.record.route = Some(entry.name.clone());
     if !shared.routes.serves(&entry, ctx.dialect) {
@@ -196,48 +215,35 @@ pub(super) async fn intake<'c>(
             format!("`{model}` has no connection that can serve it")
         };
         let err = ApiError::new(404, "no_executable_targets", why).should_retry(false);
-        return Intake::Answered {
-            keep: finish_error(ctx, wr, &err, true).await,
-            route: entry.index,
-        };
+        return Err((err, entry.index));
     }
-    let tenants = &shared.flow.tenants;
+    Ok(entry)
+}
+
+/// What the request needs of a connection, and its tenant's quota share: tenant quotas hold
+/// across every connection and core, for the whole request.
+fn tenant_quota(ctx: &Ctx<'_>, entry: &Entry) -> Result<(Needs, Option<TenantPermit>), ApiError> {
+    let tenants = &ctx.core.shared.flow.tenants;
     let counts_tokens = tenants.limits.tokens_per_minute > 0;
     let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
     let needs = crate::dialect::needs::needs(&ctx.body, ctx.head, restricted);
-    // Tenant quotas hold across every connection and core, for the whole request.
-    let tenant_permit = if tenants.limits.any() {
-        match tenants.admit(ctx.tenant, needs.context_tokens, crate::clock::now_ms()) {
-            Ok(p) => Some(p),
-            Err(over) => {
-                let (why, retry_ms) = match over {
-                    crate::flow::tenant::OverQuota::Concurrent => ("requests at once", 1_000),
-                    crate::flow::tenant::OverQuota::RequestsPerMinute { retry_ms } => {
-                        ("requests per minute", retry_ms)
-                    }
-                    crate::flow::tenant::OverQuota::TokensPerMinute { retry_ms } => {
-                        ("tokens per minute", retry_ms)
-                    }
-                };
-                let err = ApiError::new(
-                    429,
-                    "TENANT_QUOTA_EXCEEDED",
-                    format!("this client key is over its quota of {why}"),
-                )
-                .retry_after(retry_ms.div_ceil(1000))
-                .should_retry(retry_ms <= 60_000);
-                return Intake::Answered {
-                    keep: finish_error(ctx, wr, &err, true).await,
-                    route: entry.index,
-                };
-            }
-        }
-    } else {
-        None
-    };
-    Intake::Admitted {
-        entry,
-        needs,
-        tenant_permit,
+    if !tenants.limits.any() {
+        return Ok((needs, None));
     }
+    let over = match tenants.admit(ctx.tenant, needs.context_tokens, crate::clock::now_ms()) {
+        Ok(p) => return Ok((needs, Some(p))),
+        Err(over) => over,
+    };
+    let (why, retry_ms) = match over {
+        OverQuota::Concurrent => ("requests at once", 1_000),
+        OverQuota::RequestsPerMinute { retry_ms } => ("requests per minute", retry_ms),
+        OverQuota::TokensPerMinute { retry_ms } => ("tokens per minute", retry_ms),
+    };
+    Err(ApiError::new(
+        429,
+        "TENANT_QUOTA_EXCEEDED",
+        format!("this client key is over its quota of {why}"),
+    )
+    .retry_after(retry_ms.div_ceil(1000))
+    .should_retry(retry_ms <= 60_000))
 }

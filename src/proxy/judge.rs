@@ -135,82 +135,32 @@ pub async fn hold_stream(
     watch: &mut ClientWatch<'_>,
 ) -> Read<Hold> {
     let start = crate::clock::instant();
-    let window_end = start + Duration::from_millis(st.holdback_ms);
-    let ready_end = start + Duration::from_millis(st.readiness_timeout_ms);
-    let mut scanner = crate::sse::Scanner::default();
-    let mut tracker = (head.framing == Framing::Chunked).then(ChunkTracker::new);
-    let mut fed = 0usize;
-    let mut payload_len = 0usize;
-    let mut body_done = false;
+    let mut held = Held {
+        scanner: crate::sse::Scanner::default(),
+        tracker: (head.framing == Framing::Chunked).then(ChunkTracker::new),
+        fed: 0,
+        payload_len: 0,
+        body_done: false,
+        window_end: start + Duration::from_millis(st.holdback_ms),
+        ready_end: start + Duration::from_millis(st.readiness_timeout_ms),
+        deadline,
+    };
     loop {
-        // Scan what arrived since the last look.
-        let fresh = &up.buf[fed.min(up.buf.len())..];
-        match &mut tracker {
-            Some(t) => {
-                let used = match t.feed(fresh, |p| {
-                    payload_len += p.len();
-                    scanner.feed(p, |_| {});
-                }) {
-                    Ok(n) => n,
-                    Err(_) => return Read::Ok(Hold::Commit), // the relay reports it
-                };
-                fed += used;
-                body_done = t.is_done();
-            }
-            None => {
-                payload_len += fresh.len();
-                scanner.feed(fresh, |_| {});
-                fed = up.buf.len();
-                if let Framing::Length(n) = head.framing {
-                    body_done = payload_len as u64 >= n;
-                }
-            }
+        if held.scan(&up.buf, head.framing).is_err() {
+            return Read::Ok(Hold::Commit); // the relay reports it
         }
-        if body_done {
-            scanner.finish(|_| {});
-        }
-        let t = scanner.totals;
-        if t.first_error_seen {
-            let text = match payload(&up.buf, head.framing) {
-                Ok((p, _)) => error_text(&p),
-                Err(()) => String::new(),
-            };
-            return Read::Ok(Hold::Error(text));
-        }
-        if body_done && !t.terminal {
-            // The whole stream arrived inside the window without its terminal marker: nothing
-            // was committed, so it is retried rather than passed on as a success.
-            return Read::Failed {
-                detail: "stream ended without its terminal marker".into(),
-                timeout: false,
-            };
-        }
-        if t.decisive || body_done || payload_len >= st.holdback_bytes {
-            return Read::Ok(Hold::Commit);
-        }
-        let now = crate::clock::instant();
-        let held_events = t.events > 0 || t.heartbeats > 0;
-        if held_events && now >= window_end {
-            return Read::Ok(Hold::Commit);
-        }
-        if now >= deadline {
-            return Read::Failed {
-                detail: "no stream event before the deadline".into(),
-                timeout: true,
-            };
-        }
-        if now >= ready_end {
-            return Read::Ok(Hold::Stalled);
+        if let Some(done) = held.judge(&up.buf, head.framing, st.holdback_bytes) {
+            return done;
         }
         // The window is judged when bytes arrive (as the reference does), never by cutting a
         // read short: a read dropped mid-flight on io_uring can lose the bytes it took.
-        let until = ready_end.min(deadline);
+        let until = held.ready_end.min(deadline);
         let read = timer::timeout_at(until, read_more(&mut up.stream, &mut up.buf));
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Read::ClientGone,
             Raced::Done(Err(_)) => {} // a timer: decided at the top
             Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => {
-                if head.framing == Framing::Close && scanner.totals.terminal {
+                if head.framing == Framing::Close && held.scanner.totals.terminal {
                     return Read::Ok(Hold::Commit);
                 }
                 return Read::Failed {
@@ -220,6 +170,87 @@ pub async fn hold_stream(
             }
             Raced::Done(Ok(Ok(_))) => {}
         }
+    }
+}
+
+/// A held stream so far: what the scanner saw, how far the bytes were read, and the times
+/// that end the hold.
+struct Held {
+    scanner: crate::sse::Scanner,
+    tracker: Option<ChunkTracker>,
+    /// Raw bytes of the buffer already scanned.
+    fed: usize,
+    payload_len: usize,
+    body_done: bool,
+    window_end: Instant,
+    ready_end: Instant,
+    deadline: Instant,
+}
+
+impl Held {
+    /// Scan what arrived since the last look. `Err` on bad chunk framing.
+    fn scan(&mut self, buf: &[u8], framing: Framing) -> Result<(), ()> {
+        let fresh = &buf[self.fed.min(buf.len())..];
+        let (scanner, payload_len) = (&mut self.scanner, &mut self.payload_len);
+        match &mut self.tracker {
+            Some(t) => {
+                let used = t
+                    .feed(fresh, |p| {
+                        *payload_len += p.len();
+                        scanner.feed(p, |_| {});
+                    })
+                    .map_err(|_| ())?;
+                self.fed += used;
+                self.body_done = t.is_done();
+            }
+            None => {
+                *payload_len += fresh.len();
+                scanner.feed(fresh, |_| {});
+                self.fed = buf.len();
+                if let Framing::Length(n) = framing {
+                    self.body_done = *payload_len as u64 >= n;
+                }
+            }
+        }
+        if self.body_done {
+            self.scanner.finish(|_| {});
+        }
+        Ok(())
+    }
+
+    /// Whether the hold ends now, and how; `None`: read more.
+    fn judge(&self, buf: &[u8], framing: Framing, holdback_bytes: usize) -> Option<Read<Hold>> {
+        let t = self.scanner.totals;
+        if t.first_error_seen {
+            let text = match payload(buf, framing) {
+                Ok((p, _)) => error_text(&p),
+                Err(()) => String::new(),
+            };
+            return Some(Read::Ok(Hold::Error(text)));
+        }
+        if self.body_done && !t.terminal {
+            // The whole stream arrived inside the window without its terminal marker: nothing
+            // was committed, so it is retried rather than passed on as a success.
+            return Some(Read::Failed {
+                detail: "stream ended without its terminal marker".into(),
+                timeout: false,
+            });
+        }
+        if t.decisive || self.body_done || self.payload_len >= holdback_bytes {
+            return Some(Read::Ok(Hold::Commit));
+        }
+        let now = crate::clock::instant();
+        let held_events = t.events > 0 || t.heartbeats > 0;
+        if held_events && now >= self.window_end {
+            return Some(Read::Ok(Hold::Commit));
+        }
+        if now >= self.deadline {
+            return Some(Read::Failed {
+                detail: "no stream event before the deadline".into(),
+                timeout: true,
+            });
+        }
+        (now >= self.ready_end).then_some(Read::Ok(Hold::Stalled))
     }
 }
 

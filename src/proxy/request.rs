@@ -27,38 +27,20 @@ pub async fn handle(
     buf: &mut BytesMut,
     conn: Conn<'_>,
 ) -> bool {
-    let last_on_connection = conn.last_request;
     let started = crate::clock::instant();
     let in_flight = InFlightGauge::enter(&core.metrics.in_flight);
-    let dialect = dialect_for_path(head.path());
-    let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
-    let keep_alive = head.keep_alive && !last_on_connection;
     let endpoint = Endpoint::from_path(head.path());
-    let record = Record {
-        request_id: request_id.clone(),
-        core: core.id,
-        method: match head.method() {
-            "POST" => Cow::Borrowed("POST"),
-            "GET" => Cow::Borrowed("GET"),
-            "OPTIONS" => Cow::Borrowed("OPTIONS"),
-            other => Cow::Owned(other.to_string()),
-        },
-        path: match endpoint {
-            Some(e) if e.path() == head.path() => Cow::Borrowed(e.path()),
-            _ => Cow::Owned(head.path().to_string()),
-        },
-        ..Default::default()
-    };
+    let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
     let mut ctx = Ctx {
         core,
         head: &head,
         endpoint: endpoint.unwrap_or(Endpoint::Models),
-        dialect,
+        dialect: dialect_for_path(head.path()),
+        record: record_for(core, &head, endpoint, request_id.clone()),
         request_id,
         body: Bytes::new(),
         model_span: None,
-        keep_alive,
-        record,
+        keep_alive: head.keep_alive && !conn.last_request,
         started,
         tenant: tenant_of(&head),
         priority: priority_of(&head),
@@ -76,10 +58,8 @@ pub async fn handle(
                 "unknown_endpoint",
                 format!("no endpoint {} {}", head.method(), head.path()),
             );
-            (
-                finish_error(&mut ctx, wr, &err, body_ok).await,
-                core.shared.routes.other_index,
-            )
+            let keep = finish_error(&mut ctx, wr, &err, body_ok).await;
+            (keep, core.shared.routes.other_index)
         }
         Some(ep) => match intake(&mut ctx, ep, rd, wr, buf).await {
             Intake::Answered { keep, route } => (keep, route),
@@ -94,7 +74,35 @@ pub async fn handle(
             }
         },
     };
-    ctx.record.total_ms = crate::clock::since(started).as_millis() as u64;
+    finalize(&mut ctx, route_index, in_flight);
+    keep && !core.drain.is_draining()
+}
+
+/// The request's line of the decision record, as it starts: method and path are static for
+/// the usual methods and endpoints.
+fn record_for(core: &Core, head: &Head, endpoint: Option<Endpoint>, request_id: String) -> Record {
+    Record {
+        request_id,
+        core: core.id,
+        method: match head.method() {
+            "POST" => Cow::Borrowed("POST"),
+            "GET" => Cow::Borrowed("GET"),
+            "OPTIONS" => Cow::Borrowed("OPTIONS"),
+            other => Cow::Owned(other.to_string()),
+        },
+        path: match endpoint {
+            Some(e) if e.path() == head.path() => Cow::Borrowed(e.path()),
+            _ => Cow::Owned(head.path().to_string()),
+        },
+        ..Default::default()
+    }
+}
+
+/// Finalize, once: the request's metrics, its access log line and its place in the decision
+/// ring.
+fn finalize(ctx: &mut Ctx<'_>, route_index: usize, in_flight: InFlightGauge<'_>) {
+    let core = ctx.core;
+    ctx.record.total_ms = crate::clock::since(ctx.started).as_millis() as u64;
     core.metrics.request(route_index, ctx.record.status);
     drop(in_flight);
     if let Some(log) = &core.shared.log
@@ -105,7 +113,6 @@ pub async fn handle(
     ctx.record.ts_ms = crate::clock::unix_ms();
     core.remember(std::mem::take(&mut ctx.record));
     core.metrics.finalized.fetch_add(1, Relaxed);
-    keep && !core.drain.is_draining()
 }
 
 /// The in-flight gauge's share of one request: given back when the request ends, or when its

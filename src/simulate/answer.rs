@@ -4,7 +4,7 @@
 use super::ask::Ask;
 use super::body::{self, Api};
 use super::control::pick_fault;
-use super::fault::FaultKind;
+use super::fault::{Fault, FaultKind};
 use super::stats::{InFlight, SeenRequest};
 use super::{SimState, key_of, stream};
 use crate::http::response::{HeadWriter, whole};
@@ -64,17 +64,12 @@ pub(super) async fn answer(
             .await;
         return Some(stream);
     };
-    let Ask {
-        model,
-        wants_stream,
-        base64,
-        include_usage,
-    } = Ask::read(&body);
+    let ask = Ask::read(&body);
     let key = key_of(head);
     let seen = SeenRequest {
         head: head.clone(),
         key: key.clone(),
-        model: model.clone(),
+        model: ask.model.clone(),
         body_bytes: body.len(),
     };
     let seq = state.stats.begin(seen);
@@ -83,7 +78,7 @@ pub(super) async fn answer(
         key,
         status: 0,
     };
-    let fault = match pick_fault(state, head, &guard.key, model.as_deref()) {
+    let fault = match pick_fault(state, head, &guard.key, ask.model.as_deref()) {
         Ok(f) => f,
         Err(e) => {
             guard.status = 400;
@@ -96,126 +91,147 @@ pub(super) async fn answer(
     };
     let latency =
         header_num(head, "x-sim-latency-ms").unwrap_or(fault.latency_ms.max(state.opts.latency_ms));
-    let events = header_num(head, "x-sim-events")
-        .map(|n| n as u32)
-        .unwrap_or(state.opts.events);
-    let interval = header_num(head, "x-sim-interval-ms")
-        .or(fault.interval_ms)
-        .unwrap_or(state.opts.interval_ms);
-    let model_name = model.unwrap_or_else(|| "sim-model".into());
     if latency > 0 {
         monoio::time::sleep(Duration::from_millis(latency)).await;
     }
-    match fault.kind {
-        FaultKind::Status(code) => {
-            guard.status = code;
-            let msg = fault
-                .message
-                .clone()
-                .unwrap_or_else(|| body::default_message(code).to_string());
-            let b = body::error_body(api, code, &msg);
-            let mut w = HeadWriter::new(code);
-            w.header("content-type", "application/json")
-                .header_u64("content-length", b.len() as u64);
-            if let Some(ra) = &fault.retry_after {
-                w.header("retry-after", ra);
-            }
-            if let Some(ms) = fault.retry_after_ms {
-                w.header_u64("retry-after-ms", ms);
-            }
-            if fault.ratelimit_headers {
-                let reset =
-                    httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(20));
-                w.header("x-ratelimit-limit-requests", "60")
-                    .header("x-ratelimit-remaining-requests", "0")
-                    .header("x-ratelimit-reset-requests", "20s")
-                    .header("x-ratelimit-remaining-tokens", "0")
-                    .header("x-ratelimit-reset-tokens", "6m0s")
-                    .header("anthropic-ratelimit-requests-remaining", "0")
-                    .header("x-sim-reset-date", reset);
-            }
-            if !keep {
-                w.header("connection", "close");
-            }
-            let _ = stream.write_all(w.finish(&b)).await;
-            Some(stream)
-        }
+    let reply = Reply {
+        api,
+        keep,
+        seq,
+        events: header_num(head, "x-sim-events")
+            .map(|n| n as u32)
+            .unwrap_or(state.opts.events),
+        interval_ms: header_num(head, "x-sim-interval-ms")
+            .or(fault.interval_ms)
+            .unwrap_or(state.opts.interval_ms),
+        model: ask.model.unwrap_or_else(|| "sim-model".into()),
+        wants_stream: ask.wants_stream,
+        base64: ask.base64,
+        include_usage: ask.include_usage,
+    };
+    respond(&reply, &fault, &body, &mut guard, stream).await
+}
+
+/// What the answer to one request is made of.
+struct Reply {
+    api: Api,
+    keep: bool,
+    /// The request's number (ids in the answer).
+    seq: u64,
+    events: u32,
+    interval_ms: u64,
+    model: String,
+    wants_stream: bool,
+    base64: bool,
+    include_usage: bool,
+}
+
+/// Answer as the fault says: a status error, a reset, a hang, an event stream or a JSON body.
+async fn respond(
+    r: &Reply,
+    fault: &Fault,
+    request: &Bytes,
+    guard: &mut InFlight<'_>,
+    mut stream: TcpStream,
+) -> Option<TcpStream> {
+    let (api, keep) = (r.api, r.keep);
+    let streams = matches!(
+        fault.kind,
+        FaultKind::MalformedSse
+            | FaultKind::SlowDrip
+            | FaultKind::ToolDrip
+            | FaultKind::Heartbeats
+            | FaultKind::StallAfterHead
+            | FaultKind::SseError
+    );
+    let (status, bytes) = match fault.kind {
+        FaultKind::Status(code) => (code, status_answer(api, code, fault, keep)),
         FaultKind::QuotaMessage => {
-            guard.status = 403;
             let b = body::error_body(api, 403, "额度不足，请充值后再试 (quota exhausted)");
-            let _ = stream
-                .write_all(whole(403, "application/json", &[], &b, keep))
-                .await;
-            Some(stream)
+            (403, whole(403, "application/json", &[], &b, keep))
         }
         FaultKind::QuoteInput => {
-            guard.status = 400;
-            let b = body::quoting_error(api, &body);
-            let _ = stream
-                .write_all(whole(400, "application/json", &[], &b, keep))
-                .await;
-            Some(stream)
+            let b = body::quoting_error(api, request);
+            (400, whole(400, "application/json", &[], &b, keep))
         }
         FaultKind::ResetBeforeHeaders => {
             reset(stream);
-            None
+            return None;
         }
         FaultKind::Hang => {
             // Hold the request until the client goes away.
             until_closed(&mut stream).await;
-            None
+            return None;
         }
-        _ if wants_stream
-            || matches!(
-                fault.kind,
-                FaultKind::MalformedSse
-                    | FaultKind::SlowDrip
-                    | FaultKind::ToolDrip
-                    | FaultKind::Heartbeats
-                    | FaultKind::StallAfterHead
-                    | FaultKind::SseError
-            ) =>
-        {
+        _ if r.wants_stream || streams => {
             guard.status = 200;
             let plan = stream::StreamPlan {
                 api,
-                model: &model_name,
-                events,
-                interval_ms: interval,
-                seq,
-                include_usage,
-                fault: &fault,
+                model: &r.model,
+                events: r.events,
+                interval_ms: r.interval_ms,
+                seq: r.seq,
+                include_usage: r.include_usage,
+                fault,
                 keep,
             };
-            stream::answer(plan, stream).await
+            return stream::answer(plan, stream).await;
         }
         FaultKind::CloseDelimited => {
             guard.status = 200;
-            let b = body::json_body(api, &model_name, events, seq, base64);
+            let b = body::json_body(api, &r.model, r.events, r.seq, r.base64);
             let mut w = HeadWriter::new(200);
             w.header("content-type", "application/json")
                 .header("connection", "close");
             let _ = stream.write_all(w.finish(&b)).await;
-            None
+            return None;
         }
         _ => {
-            guard.status = 200;
-            let b = body::json_body(api, &model_name, events, seq, base64);
+            let b = body::json_body(api, &r.model, r.events, r.seq, r.base64);
             // Each provider's own name for its request id header.
             let id_header = match api {
                 Api::Messages | Api::CountTokens => "request-id",
                 _ => "x-request-id",
             };
-            let _ = stream
-                .write_all(whole(
-                    200,
-                    "application/json",
-                    &[(id_header, &format!("req_sim{seq}"))],
-                    &b,
-                    keep,
-                ))
-                .await;
-            Some(stream)
+            let id = format!("req_sim{}", r.seq);
+            let extra = [(id_header, id.as_str())];
+            (200, whole(200, "application/json", &extra, &b, keep))
         }
+    };
+    guard.status = status;
+    let _ = stream.write_all(bytes).await;
+    Some(stream)
+}
+
+/// A status error in the API's own shape, with the fault's `Retry-After` and rate-limit
+/// headers.
+fn status_answer(api: Api, code: u16, fault: &Fault, keep: bool) -> Vec<u8> {
+    let msg = fault
+        .message
+        .clone()
+        .unwrap_or_else(|| body::default_message(code).to_string());
+    let b = body::error_body(api, code, &msg);
+    let mut w = HeadWriter::new(code);
+    w.header("content-type", "application/json")
+        .header_u64("content-length", b.len() as u64);
+    if let Some(ra) = &fault.retry_after {
+        w.header("retry-after", ra);
     }
+    if let Some(ms) = fault.retry_after_ms {
+        w.header_u64("retry-after-ms", ms);
+    }
+    if fault.ratelimit_headers {
+        let reset = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(20));
+        w.header("x-ratelimit-limit-requests", "60")
+            .header("x-ratelimit-remaining-requests", "0")
+            .header("x-ratelimit-reset-requests", "20s")
+            .header("x-ratelimit-remaining-tokens", "0")
+            .header("x-ratelimit-reset-tokens", "6m0s")
+            .header("anthropic-ratelimit-requests-remaining", "0")
+            .header("x-sim-reset-date", reset);
+    }
+    if !keep {
+        w.header("connection", "close");
+    }
+    w.finish(&b)
 }
