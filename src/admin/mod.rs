@@ -3,6 +3,7 @@
 //! runtime so that scrapes never compete with the data-plane cores.
 
 pub mod access;
+mod endpoints;
 pub mod flow;
 pub mod leases;
 pub mod state;
@@ -225,14 +226,6 @@ fn answer_for(head: &crate::http::Head, response: Vec<u8>) -> Vec<u8> {
     }
 }
 
-fn json((status, v): (u16, serde_json::Value)) -> (u16, &'static str, Vec<u8>) {
-    (
-        status,
-        "application/json",
-        serde_json::to_vec_pretty(&v).unwrap_or_default(),
-    )
-}
-
 async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream, peer: Peer) {
     let _ = stream.set_nodelay(true);
     let mut stream = stream;
@@ -296,85 +289,7 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
         if caller == access::Caller::Admin {
             peer.succeeded();
         }
-        // Decision records live on the cores: ask them (this may take one core tick).
-        let decisions = if head.method() == "GET" {
-            decision_query(&shared, &admin, head.path(), head.query()).await
-        } else {
-            None
-        };
-        let leases = leases::handle(&shared, head.method(), head.path()).await;
-        let draining = shared.shutdown.load(Ordering::Relaxed);
-        let (status, ctype, body): (u16, &str, Vec<u8>) = match (head.method(), head.path()) {
-            ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
-            ("GET", "/readyz") if draining => (503, "text/plain", b"draining\n".to_vec()),
-            ("GET", "/readyz") => (200, "text/plain", b"ready\n".to_vec()),
-            ("GET", "/metrics") => {
-                let mut text = crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
-                text.push_str(&admin.borrow_mut().metrics());
-                text.push_str(&flow::metrics(&shared));
-                text.push_str(&format!(
-                    "# HELP ringside_admin_auth_failures_total Admin requests refused for a missing or wrong credential.\n# TYPE ringside_admin_auth_failures_total counter\nringside_admin_auth_failures_total {}\n",
-                    access::AUTH_FAILURES.load(Ordering::Relaxed)
-                ));
-                text.push_str(&format!(
-                    "# HELP ringside_connections_refused_total Client connections closed at accept: server.max_connections or max_unauthenticated_per_address reached.\n# TYPE ringside_connections_refused_total counter\nringside_connections_refused_total {}\n# HELP ringside_client_connections_limit server.max_connections.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {}\n",
-                    crate::state::conn_caps::REFUSED.load(Ordering::Relaxed),
-                    shared.config.server.max_connections
-                ));
-                (200, "text/plain; version=0.0.4", text.into_bytes())
-            }
-            _ if decisions.is_some() => json(decisions.unwrap_or((500, serde_json::Value::Null))),
-            _ if leases.is_some() => json(leases.unwrap_or((500, serde_json::Value::Null))),
-            ("GET", "/admin/pins") => {
-                let now = crate::clock::unix_ms();
-                let live: Vec<(String, serde_json::Value)> = shared
-                    .store
-                    .scan("pin/")
-                    .into_iter()
-                    .filter(|(_, v)| v["until"].as_u64().is_some_and(|u| u > now))
-                    .collect();
-                // At most a page of them: a busy edge can hold many thousands of sessions.
-                let pins: Vec<serde_json::Value> = live
-                    .iter()
-                    .take(MAX_DECISIONS_PAGE)
-                    .map(|(k, v)| serde_json::json!({"session": k.trim_start_matches("pin/"), "connection": v["conn"], "expires_in_ms": v["until"].as_u64().unwrap_or(0).saturating_sub(now)}))
-                    .collect();
-                json((200, serde_json::json!({"pins": pins, "total": live.len()})))
-            }
-            ("GET", "/admin/clients") => json((200, crate::clients::managed::list(shared.store, &shared.config.clients))),
-            ("POST", "/admin/clients") => json(match crate::clients::managed::create(shared.store, &shared.config.clients, &body, &shared.conn_labels) {
-                Ok(v) => {
-                    shared.managed_keys.store(true, Ordering::Relaxed);
-                    (201, v)
-                }
-                Err(m) => (400, serde_json::json!({"error": {"message": m, "type": "invalid_request_error", "code": "invalid_client"}})),
-            }),
-            ("DELETE", p) if p.starts_with("/admin/clients/") => {
-                let id = &p["/admin/clients/".len()..];
-                if crate::clients::managed::delete(shared.store, id) {
-                    // Its leases end with it: the next request of any of its owners is refused.
-                    shared.store.lease_nowait(crate::store::leases::Op::RevokeClient {
-                        client: id.to_string(),
-                        reason: "MANAGED_KEY_REVOKED".into(),
-                    });
-                    shared.managed_keys.store(crate::clients::managed::any(shared.store), Ordering::Relaxed);
-                    json((200, serde_json::json!({"revoked": id})))
-                } else {
-                    json((404, serde_json::json!({"error": {"message": "no managed client with that id", "type": "invalid_request_error", "code": "not_found"}})))
-                }
-            }
-            ("GET", "/admin/queues") => json(flow::queues(&shared)),
-            ("GET", "/admin/tenants") => json((200, serde_json::json!({
-                "limits": shared.flow.tenants.limits,
-                "tenants": shared.flow.tenants.snapshot(crate::clock::now_ms()),
-            }))),
-            ("GET", "/admin/settings") => json(flow::settings(&shared)),
-            ("PATCH", "/admin/settings") => json(flow::patch_settings(&shared, &body)),
-            (m, p) if let Some((status, v)) = admin.borrow_mut().handle(m, p, head.query()) => {
-                (status, "application/json", serde_json::to_vec_pretty(&v).unwrap_or_default())
-            }
-            _ => (404, "application/json", br#"{"error":{"message":"no such admin endpoint","type":"invalid_request_error","code":"not_found"}}"#.to_vec()),
-        };
+        let (status, ctype, body) = endpoints::answer(&shared, &admin, &head, &body).await;
         let (res, _) = stream
             .write_all(answer_for(&head, whole(status, ctype, &[], &body, keep)))
             .await;

@@ -3,6 +3,7 @@
 
 use super::problems::Problems;
 use super::schema::{FileConfig, ProviderSection};
+use super::schema_resilience::{LockoutSection, RestateSection, RuleSection};
 use super::{AuthKind, EnvLookup, Provider};
 use crate::resilience::Settings;
 use crate::resilience::classify::{Reason, Rule, Scope};
@@ -103,7 +104,44 @@ pub(super) fn resolve(
         1_000_000,
     ) as usize;
     s.gate_enabled = r.provider_gate;
-    let l = &r.lockout;
+    s.lockout = lockout(out, &r.lockout);
+    let known = |p: &Option<String>| {
+        p.as_ref()
+            .is_none_or(|id| providers.iter().any(|x| &x.id == id))
+    };
+    if r.rules.len() > 50 {
+        out.add("resilience.rules", "at most 50 operator rules");
+    }
+    for (i, rs) in r.rules.iter().enumerate() {
+        let at = format!("resilience.rules[{i}]");
+        if !known(&rs.provider) {
+            out.add(format!("{at}.provider"), "no such provider");
+        }
+        s.operator_rules.push(rule(out, &at, rs));
+    }
+    let mut restate: Vec<RestateRule> = Vec::new();
+    for (i, rs) in r.restate.iter().enumerate() {
+        let at = format!("resilience.restate[{i}]");
+        if !known(&rs.provider) {
+            out.add(format!("{at}.provider"), "no such provider");
+        }
+        restate.push(restatement(out, &at, rs));
+    }
+    if r.builtin_restate {
+        restate.push(crate::resilience::restate::builtin());
+    }
+    s.restate = restate;
+    for (i, (ps, p)) in file.providers.iter().zip(providers).enumerate() {
+        s.providers
+            .push(policy(out, &format!("providers[{i}]"), ps, p, r, env));
+        s.provider_conns
+            .push(p.connections.iter().map(|c| c.index).collect());
+    }
+    s
+}
+
+/// `[resilience.lockout]`: per-model lockouts.
+fn lockout(out: &mut Problems, l: &LockoutSection) -> LockoutSettings {
     if l.codes.iter().any(|c| !(100..=599).contains(c)) {
         out.add(
             "resilience.lockout.codes",
@@ -111,7 +149,7 @@ pub(super) fn resolve(
         );
     }
     let base_ms = out.clamped("resilience.lockout.base_ms", l.base_ms, 0, 600_000);
-    s.lockout = LockoutSettings {
+    LockoutSettings {
         enabled: l.enabled,
         codes: if l.codes.is_empty() {
             LockoutSettings::default().codes
@@ -125,92 +163,70 @@ pub(super) fn resolve(
         max_steps: out.clamped("resilience.lockout.max_steps", l.max_steps.into(), 0, 20) as u32,
         exponential: l.exponential,
         reset_after_ms: LockoutSettings::default().reset_after_ms,
-    };
-    let known = |p: &Option<String>| {
-        p.as_ref()
-            .is_none_or(|id| providers.iter().any(|x| &x.id == id))
-    };
-    if r.rules.len() > 50 {
-        out.add("resilience.rules", "at most 50 operator rules");
     }
-    for (i, rs) in r.rules.iter().enumerate() {
-        let at = format!("resilience.rules[{i}]");
-        if !known(&rs.provider) {
-            out.add(format!("{at}.provider"), "no such provider");
-        }
-        let reason = Reason::parse(&rs.reason).unwrap_or_else(|| {
-            out.add(
-                format!("{at}.reason"),
-                format!("`{}` is not a known reason", rs.reason),
-            );
-            Reason::ServerError
-        });
-        let scope = Scope::parse(&rs.scope).unwrap_or_else(|| {
-            out.add(
-                format!("{at}.scope"),
-                "must be one of request, model, connection, provider",
-            );
-            Scope::Connection
-        });
-        let mut header_markers = Vec::new();
-        for h in &rs.header_markers {
-            match h.split_once(':') {
-                Some((n, v)) if !n.trim().is_empty() => header_markers
-                    .push((n.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase())),
-                _ => out.add(
-                    format!("{at}.header_markers"),
-                    format!("`{h}` is not `name: substring`"),
-                ),
+}
+
+/// One operator rule (`[[resilience.rules]]`), at `at`.
+fn rule(out: &mut Problems, at: &str, rs: &RuleSection) -> Rule {
+    let reason = Reason::parse(&rs.reason).unwrap_or_else(|| {
+        out.add(
+            format!("{at}.reason"),
+            format!("`{}` is not a known reason", rs.reason),
+        );
+        Reason::ServerError
+    });
+    let scope = Scope::parse(&rs.scope).unwrap_or_else(|| {
+        out.add(
+            format!("{at}.scope"),
+            "must be one of request, model, connection, provider",
+        );
+        Scope::Connection
+    });
+    let mut header_markers = Vec::new();
+    for h in &rs.header_markers {
+        match h.split_once(':') {
+            Some((n, v)) if !n.trim().is_empty() => {
+                header_markers.push((n.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase()))
             }
+            _ => out.add(
+                format!("{at}.header_markers"),
+                format!("`{h}` is not `name: substring`"),
+            ),
         }
-        if rs.statuses.is_empty() && rs.markers.is_empty() && header_markers.is_empty() {
-            out.add(&at, "a rule needs statuses, markers or header_markers");
-        }
-        s.operator_rules.push(Rule {
-            id: rs.id.clone(),
-            provider: rs.provider.clone(),
-            statuses: rs.statuses.clone(),
-            markers: rs.markers.iter().map(|m| m.to_lowercase()).collect(),
-            codes: Vec::new(),
-            header_markers,
-            exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
-            reason,
-            scope,
-            cooldown_ms: rs.cooldown_ms,
-        });
     }
-    let mut restate: Vec<RestateRule> = Vec::new();
-    for (i, rs) in r.restate.iter().enumerate() {
-        let at = format!("resilience.restate[{i}]");
-        if !known(&rs.provider) {
-            out.add(format!("{at}.provider"), "no such provider");
-        }
-        if rs.markers.is_empty() {
-            out.add(
-                format!("{at}.markers"),
-                "a restatement needs at least one marker",
-            );
-        }
-        out.clamped(&format!("{at}.to"), rs.to.into(), 100, 599);
-        restate.push(RestateRule {
-            id: rs.id.clone(),
-            provider: rs.provider.clone(),
-            from: rs.from.clone(),
-            to: rs.to,
-            markers: rs.markers.iter().map(|m| m.to_lowercase()).collect(),
-            exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
-            retry_after_ms: rs.retry_after_ms,
-        });
+    if rs.statuses.is_empty() && rs.markers.is_empty() && header_markers.is_empty() {
+        out.add(at, "a rule needs statuses, markers or header_markers");
     }
-    if r.builtin_restate {
-        restate.push(crate::resilience::restate::builtin());
+    Rule {
+        id: rs.id.clone(),
+        provider: rs.provider.clone(),
+        statuses: rs.statuses.clone(),
+        markers: rs.markers.iter().map(|m| m.to_lowercase()).collect(),
+        codes: Vec::new(),
+        header_markers,
+        exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
+        reason,
+        scope,
+        cooldown_ms: rs.cooldown_ms,
     }
-    s.restate = restate;
-    for (i, (ps, p)) in file.providers.iter().zip(providers).enumerate() {
-        s.providers
-            .push(policy(out, &format!("providers[{i}]"), ps, p, r, env));
-        s.provider_conns
-            .push(p.connections.iter().map(|c| c.index).collect());
+}
+
+/// One restatement (`[[resilience.restate]]`), at `at`.
+fn restatement(out: &mut Problems, at: &str, rs: &RestateSection) -> RestateRule {
+    if rs.markers.is_empty() {
+        out.add(
+            format!("{at}.markers"),
+            "a restatement needs at least one marker",
+        );
     }
-    s
+    out.clamped(&format!("{at}.to"), rs.to.into(), 100, 599);
+    RestateRule {
+        id: rs.id.clone(),
+        provider: rs.provider.clone(),
+        from: rs.from.clone(),
+        to: rs.to,
+        markers: rs.markers.iter().map(|m| m.to_lowercase()).collect(),
+        exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
+        retry_after_ms: rs.retry_after_ms,
+    }
 }

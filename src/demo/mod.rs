@@ -91,24 +91,7 @@ fn demo_env(name: &str) -> Option<String> {
 pub fn run() -> Result<(), String> {
     let port = |_| free_port().map_err(|e| format!("no free port: {e}"));
     let (sim_port, proxy_port, admin_port) = (port(0)?, port(1)?, port(2)?);
-    let sim_addr = SocketAddr::from(([127, 0, 0, 1], sim_port));
-    let mut opts = SimOptions {
-        listen: sim_addr,
-        events: 6,
-        interval_ms: 20,
-        ..Default::default()
-    };
-    opts.faults
-        .push(parse_fault_arg("key:sk-demo-flaky=reset-before-headers")?);
-    opts.faults
-        .push(parse_fault_arg("key:sk-demo-limited=429;retry-after=30")?);
-    opts.faults
-        .push(parse_fault_arg("key:sk-demo-relay=403-quota")?);
-    let sim = crate::simulate::start(opts)?;
-    println!("upstream simulator on {sim_addr}:");
-    println!("  key-flaky resets every connection, key-limited answers 429 (Retry-After: 30),");
-    println!("  relay-key is a relay answering quota exhaustion with 403 \"额度不足\"");
-
+    let sim = start_simulator(sim_port)?;
     let data_dir = std::env::temp_dir().join(format!("ringside-demo-{}", std::process::id()));
     let text = DEMO_CONFIG
         .replace("{PROXY}", &proxy_port.to_string())
@@ -128,7 +111,45 @@ pub fn run() -> Result<(), String> {
         server.drivers.len(),
         server.drivers
     );
+    let failures = run_script(proxy);
+    report(SocketAddr::from(([127, 0, 0, 1], admin_port)), &sim);
+    server.shutdown();
+    server.join();
+    sim.stop();
+    let _ = std::fs::remove_dir_all(&data_dir);
+    if failures > 0 {
+        return Err(format!("{failures} demo request(s) failed"));
+    }
+    println!(
+        "\ndemo finished: every request a faulty key failed moved on to a healthy key, and cooling keys were skipped on both cores."
+    );
+    Ok(())
+}
 
+/// The simulator with the demo's faulty keys.
+fn start_simulator(port: u16) -> Result<crate::simulate::Simulator, String> {
+    let sim_addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut opts = SimOptions {
+        listen: sim_addr,
+        events: 6,
+        interval_ms: 20,
+        ..Default::default()
+    };
+    opts.faults
+        .push(parse_fault_arg("key:sk-demo-flaky=reset-before-headers")?);
+    opts.faults
+        .push(parse_fault_arg("key:sk-demo-limited=429;retry-after=30")?);
+    opts.faults
+        .push(parse_fault_arg("key:sk-demo-relay=403-quota")?);
+    let sim = crate::simulate::start(opts)?;
+    println!("upstream simulator on {sim_addr}:");
+    println!("  key-flaky resets every connection, key-limited answers 429 (Retry-After: 30),");
+    println!("  relay-key is a relay answering quota exhaustion with 403 \"额度不足\"");
+    Ok(sim)
+}
+
+/// The scripted requests: (method, path, body).
+fn script() -> Vec<(&'static str, &'static str, String)> {
     let chat = |stream: bool, model: &str| {
         format!(
             r#"{{"model":"{model}","stream":{stream},"messages":[{{"role":"user","content":"hello"}}]}}"#
@@ -136,7 +157,7 @@ pub fn run() -> Result<(), String> {
     };
     let anthropic = r#"{"model":"claude-sonnet-4","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}"#;
     let responses = r#"{"model":"gpt-4o-mini","stream":true,"input":"hello"}"#;
-    let script: Vec<(&str, &str, String)> = vec![
+    vec![
         ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
         ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
         ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
@@ -150,73 +171,66 @@ pub fn run() -> Result<(), String> {
         ("GET", "/v1/models", String::new()),
         ("POST", "/v1/chat/completions", chat(false, "no-such-model")),
         ("POST", "/v1/chat/completions", "{not json".to_string()),
-    ];
+    ]
+}
+
+/// Send the script and print a line per request; returns how many requests failed outright.
+fn run_script(proxy: SocketAddr) -> usize {
     println!(
         "{:<3} {:<26} {:<16} {:>6} {:<24} {:<22} decisions (x-ringside-attempts)",
         "#", "endpoint", "model", "status", "connection", "outcome"
     );
     let mut failures = 0;
-    for (i, (method, path, body)) in script.iter().enumerate() {
+    for (i, (method, path, body)) in script().iter().enumerate() {
         let model = serde_json::from_str::<serde_json::Value>(body)
             .ok()
             .and_then(|v| v["model"].as_str().map(str::to_string))
             .unwrap_or_else(|| "-".into());
-        let headers: Vec<(&str, &str)> = if path.starts_with("/v1/messages") {
-            vec![
-                ("content-type", "application/json"),
-                ("anthropic-version", "2023-06-01"),
-            ]
-        } else {
-            vec![("content-type", "application/json")]
-        };
-        match client::request(
-            proxy,
-            method,
-            path,
-            &headers,
-            body.as_bytes(),
-            Duration::from_secs(10),
-        ) {
-            Ok(r) => {
-                let outcome = if r
-                    .header("content-type")
-                    .is_some_and(|c| c.starts_with("text/event-stream"))
-                {
-                    format!("stream of {} events", client::count_events(&r.body))
-                } else if r.status >= 400 {
-                    let v = r.json();
-                    let code = v["error"]["code"].as_str().unwrap_or("?").to_string();
-                    format!("error {code}")
-                } else {
-                    format!("{} bytes of JSON", r.body.len())
-                };
-                println!(
-                    "{:<3} {:<26} {:<16} {:>6} {:<24} {:<22} {}",
-                    i + 1,
-                    format!("{method} {path}"),
-                    model,
-                    r.status,
-                    r.header("x-ringside-connection").unwrap_or("-"),
-                    outcome,
-                    r.header("x-ringside-attempts").unwrap_or("-"),
-                );
-            }
+        let mut headers = vec![("content-type", "application/json")];
+        if path.starts_with("/v1/messages") {
+            headers.push(("anthropic-version", "2023-06-01"));
+        }
+        let timeout = Duration::from_secs(10);
+        match client::request(proxy, method, path, &headers, body.as_bytes(), timeout) {
+            Ok(r) => println!(
+                "{:<3} {:<26} {:<16} {:>6} {:<24} {:<22} {}",
+                i + 1,
+                format!("{method} {path}"),
+                model,
+                r.status,
+                r.header("x-ringside-connection").unwrap_or("-"),
+                outcome_of(&r),
+                r.header("x-ringside-attempts").unwrap_or("-"),
+            ),
             Err(e) => {
                 failures += 1;
                 println!("{:<4} {method} {path}: request failed: {e}", i + 1);
             }
         }
     }
-    let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+    failures
+}
+
+/// One answer in a few words: a stream and its events, an error code, or a JSON body's size.
+fn outcome_of(r: &client::Reply) -> String {
+    if r.header("content-type")
+        .is_some_and(|c| c.starts_with("text/event-stream"))
+    {
+        format!("stream of {} events", client::count_events(&r.body))
+    } else if r.status >= 400 {
+        let v = r.json();
+        let code = v["error"]["code"].as_str().unwrap_or("?").to_string();
+        format!("error {code}")
+    } else {
+        format!("{} bytes of JSON", r.body.len())
+    }
+}
+
+/// What Ringside learned about each connection, and what the upstream saw per key.
+fn report(admin: SocketAddr, sim: &crate::simulate::Simulator) {
     println!("\nwhat Ringside learned (GET /admin/connections):");
-    if let Ok(r) = client::request(
-        admin,
-        "GET",
-        "/admin/connections",
-        &[],
-        b"",
-        Duration::from_secs(5),
-    ) {
+    let timeout = Duration::from_secs(5);
+    if let Ok(r) = client::request(admin, "GET", "/admin/connections", &[], b"", timeout) {
         for c in r.json()["connections"].as_array().into_iter().flatten() {
             println!(
                 "  {:<14} {:<12} {:<9} cooling {:>6} ms  last error {}",
@@ -238,15 +252,4 @@ pub fn run() -> Result<(), String> {
             );
         }
     }
-    server.shutdown();
-    server.join();
-    sim.stop();
-    let _ = std::fs::remove_dir_all(&data_dir);
-    if failures > 0 {
-        return Err(format!("{failures} demo request(s) failed"));
-    }
-    println!(
-        "\ndemo finished: every request a faulty key failed moved on to a healthy key, and cooling keys were skipped on both cores."
-    );
-    Ok(())
 }

@@ -1,0 +1,152 @@
+//! One core's life: its listener, its `Core` (plain data it alone owns), its housekeeping
+//! tick, doorbell and queue pump, the accept loop, and the drain at shutdown.
+
+use super::{Inbox, Ready};
+use crate::route::strategy::SelectorState;
+use crate::state::core::{Core, Shared};
+use crate::upstream::{Connector, dns::Resolver, pool::Pool};
+use monoio::net::{ListenerOpts, TcpListener};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Run one core until it has drained.
+pub(super) async fn run(
+    id: usize,
+    shared: Arc<Shared>,
+    tls: Arc<rustls::ClientConfig>,
+    resolver: Resolver,
+    inbox: Inbox,
+    ready: Ready,
+    driver: &'static str,
+) {
+    let (inbox, bell) = inbox;
+    // This core's timer wheel: every deadline on the request path lives there.
+    crate::timer::install();
+    let opts = ListenerOpts::new()
+        .reuse_port(true)
+        .reuse_addr(true)
+        .backlog(4096);
+    let listen = shared.config.server.listen;
+    let listener = match TcpListener::bind_with_config(listen, &opts) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot listen on {listen}: {e}")));
+            return;
+        }
+    };
+    let metrics = shared.metrics[id].clone();
+    metrics
+        .uring
+        .store(i64::from(driver == "io_uring"), Ordering::Relaxed);
+    let connector = Connector {
+        resolver,
+        dns: RefCell::default(),
+        tls,
+        connect_timeout: Duration::from_millis(shared.config.upstream.connect_timeout_ms),
+        dns_ttl_ms: shared.config.upstream.dns_ttl_ms,
+    };
+    let core = Rc::new(new_core(id, shared, metrics, connector, inbox));
+    let _ = ready.send(Ok(driver));
+    monoio::spawn(tick(core.clone()));
+    monoio::spawn(crate::flow::run_doorbell(bell, core.flow.clone()));
+    // The pump lives as long as the core: queued requests keep being served while draining.
+    monoio::spawn(crate::flow::run_pump(
+        core.shared.flow,
+        core.flow.clone(),
+        || false,
+    ));
+    accept_until_drained(&core, listener).await;
+    let deadline = std::time::Instant::now() + core.shared.config.server.shutdown_grace;
+    while core.open_conns.get() > 0 && std::time::Instant::now() < deadline {
+        monoio::time::sleep(Duration::from_millis(20)).await;
+    }
+    core.pool.borrow_mut().clear();
+}
+
+/// The core's own state, as it starts.
+fn new_core(
+    id: usize,
+    shared: Arc<Shared>,
+    metrics: Arc<crate::metrics::CoreMetrics>,
+    connector: Connector,
+    inbox: crossbeam_channel::Receiver<crate::resilience::Event>,
+) -> Core {
+    let cfg = &shared.config;
+    let mut tables = crate::resilience::Tables::new(cfg.providers.len(), cfg.connection_count());
+    // Terminal states outlive a restart (until an operator resets them).
+    for (i, st) in shared.stored_terminals() {
+        tables.conns[i] = st;
+    }
+    Core {
+        id,
+        metrics,
+        connector,
+        pool: RefCell::new(Pool::new(
+            cfg.upstream.pool_max_idle_per_upstream,
+            cfg.upstream.pool_idle_timeout_ms,
+        )),
+        selector: RefCell::new(SelectorState::new(
+            shared.routes.slot_count(),
+            rand::random::<u64>() ^ id as u64,
+        )),
+        drain: Default::default(),
+        open_conns: Cell::new(0),
+        request_seq: Cell::new(0),
+        tables: RefCell::new(tables),
+        inbox,
+        loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
+        flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),
+        decisions: RefCell::new(crate::state::decisions::Decisions::per_core(
+            cfg.resilience.decision_ring,
+            cfg.resilience.decision_ring_plain,
+            cfg.server.workers,
+        )),
+        pins: RefCell::default(),
+        shared,
+    }
+}
+
+/// Accept client connections, each one task, until the core drains.
+async fn accept_until_drained(core: &Rc<Core>, listener: TcpListener) {
+    loop {
+        monoio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let serve = crate::proxy::serve_client(core.clone(), stream, peer.ip());
+                    monoio::spawn(crate::contain::contained(
+                        crate::clock::per_poll(serve),
+                        &crate::metrics::TASK_PANICS,
+                        Some(core.id),
+                    ));
+                }
+                // Out of descriptors or similar: back off briefly instead of spinning.
+                Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,
+            },
+            _ = core.drain.wait() => break,
+        }
+    }
+}
+
+/// The core's housekeeping tick: notice shutdown, sweep idle upstream connections.
+async fn tick(core: Rc<Core>) {
+    let mut n = 0u64;
+    loop {
+        monoio::time::sleep(Duration::from_millis(50)).await;
+        if core.shared.shutdown.load(Ordering::Relaxed) {
+            core.drain.trigger();
+            return;
+        }
+        n += 1;
+        core.sync();
+        if n.is_multiple_of(20) {
+            let now = crate::clock::now_ms();
+            core.pool.borrow_mut().sweep(now);
+            let s = &core.shared.config.resilience;
+            core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
+            core.sweep_pins(crate::clock::unix_ms());
+        }
+    }
+}
