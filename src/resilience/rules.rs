@@ -25,131 +25,144 @@ fn rule(id: &str, statuses: &[u16], markers: &[&str], reason: Reason, scope: Sco
     }
 }
 
+/// One built-in rule: which statuses (any, when empty) and words mark a reason, and at what
+/// scope it cools.
+struct Row {
+    id: &'static str,
+    statuses: &'static [u16],
+    markers: &'static [&'static str],
+    reason: Reason,
+    scope: Scope,
+}
+
+/// The table (behaviour-spec §4.2–§4.3), first match wins.
+const BUILTIN: &[Row] = &[
+    Row {
+        id: "account_deactivated",
+        statuses: &[],
+        markers: &[
+            "account_deactivated",
+            "account has been deactivated",
+            "account has been disabled",
+            "your account has been suspended",
+            "this account is deactivated",
+            "this service has been disabled in this account",
+        ],
+        reason: Reason::Banned,
+        scope: Scope::Connection,
+    },
+    Row {
+        id: "credits_exhausted",
+        statuses: &[],
+        markers: &[
+            "insufficient_quota",
+            "billing_hard_limit_reached",
+            "exceeded your current quota",
+            "exceeded your current usage quota",
+            "credit_balance_too_low",
+            "your credit balance is too low",
+            "credits exhausted",
+            "out of credits",
+            "insufficient balance",
+            "insufficient_balance",
+            "insufficient account balance",
+            "insufficient credit",
+            "exhausted all your credits",
+        ],
+        reason: Reason::CreditsExhausted,
+        scope: Scope::Connection,
+    },
+    // A relay's quota message (restated to 429 first): the key is empty until its reset.
+    Row {
+        id: "relay_quota",
+        statuses: &[],
+        markers: &["额度不足", "额度已用尽", "insufficient_user_quota"],
+        reason: Reason::QuotaExhausted,
+        scope: Scope::Connection,
+    },
+    Row {
+        id: "quota_text",
+        statuses: &[400, 403, 429],
+        markers: &[
+            "quota exceeded",
+            "quota has been exceeded",
+            "daily quota",
+            "today's quota",
+            "quota will reset",
+            "usage limit reached",
+            "exhausted your capacity",
+            "monthly usage limit",
+            "plan_limit_reached",
+        ],
+        reason: Reason::QuotaExhausted,
+        scope: Scope::Connection,
+    },
+    Row {
+        id: "context_overflow",
+        statuses: &[400, 413, 422],
+        markers: &[
+            "context_length_exceeded",
+            "context length",
+            "context window",
+            "maximum context",
+            "prompt is too long",
+            "input is too long",
+            "too many tokens",
+            "reduce the length",
+        ],
+        reason: Reason::ContextOverflow,
+        scope: Scope::Request,
+    },
+    Row {
+        id: "model_not_found",
+        statuses: &[400, 403, 404],
+        markers: &[
+            "model_not_found",
+            "deployment_not_found",
+            "does not exist",
+            "model not found",
+            "no such model",
+            "invalid model",
+            "not_found_error",
+            "无权访问模型",
+        ],
+        reason: Reason::ModelNotFound,
+        scope: Scope::Model,
+    },
+    Row {
+        id: "overloaded",
+        statuses: &[],
+        markers: &["overloaded", "at capacity", "high demand"],
+        reason: Reason::Overloaded,
+        scope: Scope::Connection,
+    },
+    Row {
+        id: "rate_limit_text",
+        statuses: &[400, 403],
+        markers: &[
+            "rate limit",
+            "rate_limit",
+            "too many requests",
+            "频繁",
+            "频率",
+        ],
+        reason: Reason::RateLimited,
+        scope: Scope::Connection,
+    },
+    // A 403 "no access" that is a real permission error, not quota.
+    Row {
+        id: "relay_no_access",
+        statuses: &[403],
+        markers: &["无权访问", "无效的令牌"],
+        reason: Reason::AuthFailure,
+        scope: Scope::Connection,
+    },
+];
+
 /// Text rules every provider gets (behaviour-spec §4.2–§4.3), first match wins.
 pub fn builtin_rules() -> Vec<Rule> {
-    use Reason::*;
-    use Scope::*;
-    let mut rules = vec![
-        rule(
-            "account_deactivated",
-            &[],
-            &[
-                "account_deactivated",
-                "account has been deactivated",
-                "account has been disabled",
-                "your account has been suspended",
-                "this account is deactivated",
-                "this service has been disabled in this account",
-            ],
-            Banned,
-            Connection,
-        ),
-        rule(
-            "credits_exhausted",
-            &[],
-            &[
-                "insufficient_quota",
-                "billing_hard_limit_reached",
-                "exceeded your current quota",
-                "exceeded your current usage quota",
-                "credit_balance_too_low",
-                "your credit balance is too low",
-                "credits exhausted",
-                "out of credits",
-                "insufficient balance",
-                "insufficient_balance",
-                "insufficient account balance",
-                "insufficient credit",
-                "exhausted all your credits",
-            ],
-            CreditsExhausted,
-            Connection,
-        ),
-        // A relay's quota message (restated to 429 first): the key is empty until its reset.
-        rule(
-            "relay_quota",
-            &[],
-            &["额度不足", "额度已用尽", "insufficient_user_quota"],
-            QuotaExhausted,
-            Connection,
-        ),
-        rule(
-            "quota_text",
-            &[400, 403, 429],
-            &[
-                "quota exceeded",
-                "quota has been exceeded",
-                "daily quota",
-                "today's quota",
-                "quota will reset",
-                "usage limit reached",
-                "exhausted your capacity",
-                "monthly usage limit",
-                "plan_limit_reached",
-            ],
-            QuotaExhausted,
-            Connection,
-        ),
-        rule(
-            "context_overflow",
-            &[400, 413, 422],
-            &[
-                "context_length_exceeded",
-                "context length",
-                "context window",
-                "maximum context",
-                "prompt is too long",
-                "input is too long",
-                "too many tokens",
-                "reduce the length",
-            ],
-            ContextOverflow,
-            Request,
-        ),
-        rule(
-            "model_not_found",
-            &[400, 403, 404],
-            &[
-                "model_not_found",
-                "deployment_not_found",
-                "does not exist",
-                "model not found",
-                "no such model",
-                "invalid model",
-                "not_found_error",
-                "无权访问模型",
-            ],
-            ModelNotFound,
-            Model,
-        ),
-        rule(
-            "overloaded",
-            &[],
-            &["overloaded", "at capacity", "high demand"],
-            Overloaded,
-            Connection,
-        ),
-        rule(
-            "rate_limit_text",
-            &[400, 403],
-            &[
-                "rate limit",
-                "rate_limit",
-                "too many requests",
-                "频繁",
-                "频率",
-            ],
-            RateLimited,
-            Connection,
-        ),
-    ];
-    // A 403 "no access" that is a real permission error, not quota.
-    rules.push(rule(
-        "relay_no_access",
-        &[403],
-        &["无权访问", "无效的令牌"],
-        AuthFailure,
-        Connection,
-    ));
-    rules
+    BUILTIN
+        .iter()
+        .map(|r| rule(r.id, r.statuses, r.markers, r.reason, r.scope))
+        .collect()
 }

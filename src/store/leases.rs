@@ -103,6 +103,13 @@ pub enum Op {
     RevokeClient { client: String, reason: String },
 }
 
+/// Who asks, for the operations that name a lease they hold.
+struct Holder<'a> {
+    owner: &'a str,
+    generation: u64,
+    client: &'a str,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Acquired(Lease),
@@ -256,53 +263,7 @@ impl Book {
                 ttl_ms,
             } => {
                 self.expire(&owner, now, changed);
-                if let Some(l) = self.by_owner.get(&owner).filter(|l| l.live(now)) {
-                    if l.client != client {
-                        return Outcome::OwnerAlreadyActive;
-                    }
-                    let (generation, current) = (l.generation, l.connection.clone());
-                    // Still on an eligible connection (or nowhere better to go): keep it.
-                    if !candidates.contains(&current)
-                        && let Ok(next) = self.first_free(&candidates, &owner, now, changed)
-                    {
-                        return self.move_to(
-                            &owner,
-                            generation,
-                            next,
-                            "CONNECTION_INELIGIBLE",
-                            now,
-                            changed,
-                        );
-                    }
-                    let Some(l) = self.by_owner.get_mut(&owner) else {
-                        return Outcome::Stale; // cannot happen: found live just above
-                    };
-                    l.expires_at = now + ttl_ms;
-                    l.renewed_at = now;
-                    changed.push(l.clone());
-                    return Outcome::Reused(l.clone());
-                }
-                let conn = match self.first_free(&candidates, &owner, now, changed) {
-                    Ok(c) => c,
-                    Err(retry_at) => return Outcome::Busy { retry_at },
-                };
-                let generation = self.by_owner.get(&owner).map_or(0, |l| l.generation) + 1;
-                let l = Lease {
-                    owner: owner.clone(),
-                    client,
-                    connection: conn.clone(),
-                    generation,
-                    state: State::Active,
-                    acquired_at: now,
-                    renewed_at: now,
-                    expires_at: now + ttl_ms,
-                    ended_at: None,
-                    end_reason: None,
-                };
-                self.by_conn.insert(conn, owner.clone());
-                self.by_owner.insert(owner, l.clone());
-                changed.push(l.clone());
-                Outcome::Acquired(l)
+                self.acquire(owner, client, &candidates, ttl_ms, (now, changed))
             }
             Op::Renew {
                 owner,
@@ -328,22 +289,12 @@ impl Book {
                 reason,
             } => {
                 self.expire(&owner, now, changed);
-                let Some(l) = self.by_owner.get(&owner) else {
-                    return Outcome::Stale;
+                let who = Holder {
+                    owner: &owner,
+                    generation,
+                    client: &client,
                 };
-                if l.generation != generation || l.client != client {
-                    return Outcome::Stale;
-                }
-                match l.state {
-                    State::Active => {
-                        let l = self.end(&owner, State::Released, &reason, now);
-                        changed.extend(l.clone());
-                        l.map_or(Outcome::Stale, Outcome::Released)
-                    }
-                    // Releasing twice is fine.
-                    State::Released => Outcome::Released(l.clone()),
-                    _ => Outcome::Stale,
-                }
+                self.release(&who, &reason, now, changed)
             }
             Op::Transition {
                 owner,
@@ -353,18 +304,12 @@ impl Book {
                 reason,
             } => {
                 self.expire(&owner, now, changed);
-                match self.by_owner.get(&owner) {
-                    Some(l) if l.live(now) && l.generation == generation && l.client == client => {
-                        if candidates.contains(&l.connection) {
-                            return Outcome::Reused(l.clone());
-                        }
-                    }
-                    _ => return Outcome::Stale,
-                }
-                match self.first_free(&candidates, &owner, now, changed) {
-                    Ok(next) => self.move_to(&owner, generation, next, &reason, now, changed),
-                    Err(retry_at) => Outcome::Busy { retry_at },
-                }
+                let who = Holder {
+                    owner: &owner,
+                    generation,
+                    client: &client,
+                };
+                self.transition(&who, &candidates, &reason, now, changed)
             }
             Op::Revoke { owner, reason } => {
                 self.expire(&owner, now, changed);
@@ -387,6 +332,108 @@ impl Book {
                 }
                 Outcome::Revoked(owners.len())
             }
+        }
+    }
+
+    /// Acquire: the owner's live lease is reused (moved when its connection is no longer a
+    /// candidate and a candidate is free); otherwise a new generation on the first free one.
+    fn acquire(
+        &mut self,
+        owner: String,
+        client: String,
+        candidates: &[String],
+        ttl_ms: u64,
+        (now, changed): (u64, &mut Vec<Lease>),
+    ) -> Outcome {
+        if let Some(l) = self.by_owner.get(&owner).filter(|l| l.live(now)) {
+            if l.client != client {
+                return Outcome::OwnerAlreadyActive;
+            }
+            let (generation, current) = (l.generation, l.connection.clone());
+            // Still on an eligible connection (or nowhere better to go): keep it.
+            if !candidates.contains(&current)
+                && let Ok(next) = self.first_free(candidates, &owner, now, changed)
+            {
+                let why = "CONNECTION_INELIGIBLE";
+                return self.move_to(&owner, generation, next, why, now, changed);
+            }
+            let Some(l) = self.by_owner.get_mut(&owner) else {
+                return Outcome::Stale; // cannot happen: found live just above
+            };
+            l.expires_at = now + ttl_ms;
+            l.renewed_at = now;
+            changed.push(l.clone());
+            return Outcome::Reused(l.clone());
+        }
+        let conn = match self.first_free(candidates, &owner, now, changed) {
+            Ok(c) => c,
+            Err(retry_at) => return Outcome::Busy { retry_at },
+        };
+        let generation = self.by_owner.get(&owner).map_or(0, |l| l.generation) + 1;
+        let l = Lease {
+            owner: owner.clone(),
+            client,
+            connection: conn.clone(),
+            generation,
+            state: State::Active,
+            acquired_at: now,
+            renewed_at: now,
+            expires_at: now + ttl_ms,
+            ended_at: None,
+            end_reason: None,
+        };
+        self.by_conn.insert(conn, owner.clone());
+        self.by_owner.insert(owner, l.clone());
+        changed.push(l.clone());
+        Outcome::Acquired(l)
+    }
+
+    /// Release: the holder's lease ends (releasing twice is fine).
+    fn release(
+        &mut self,
+        who: &Holder<'_>,
+        reason: &str,
+        now: u64,
+        changed: &mut Vec<Lease>,
+    ) -> Outcome {
+        let Some(l) = self.by_owner.get(who.owner) else {
+            return Outcome::Stale;
+        };
+        if l.generation != who.generation || l.client != who.client {
+            return Outcome::Stale;
+        }
+        match l.state {
+            State::Active => {
+                let l = self.end(who.owner, State::Released, reason, now);
+                changed.extend(l.clone());
+                l.map_or(Outcome::Stale, Outcome::Released)
+            }
+            State::Released => Outcome::Released(l.clone()),
+            _ => Outcome::Stale,
+        }
+    }
+
+    /// Transition: a live lease moves to the first free candidate, same generation (it stays
+    /// where it is when its connection is still a candidate).
+    fn transition(
+        &mut self,
+        who: &Holder<'_>,
+        candidates: &[String],
+        reason: &str,
+        now: u64,
+        changed: &mut Vec<Lease>,
+    ) -> Outcome {
+        match self.by_owner.get(who.owner) {
+            Some(l) if l.live(now) && l.generation == who.generation && l.client == who.client => {
+                if candidates.contains(&l.connection) {
+                    return Outcome::Reused(l.clone());
+                }
+            }
+            _ => return Outcome::Stale,
+        }
+        match self.first_free(candidates, who.owner, now, changed) {
+            Ok(next) => self.move_to(who.owner, who.generation, next, reason, now, changed),
+            Err(retry_at) => Outcome::Busy { retry_at },
         }
     }
 

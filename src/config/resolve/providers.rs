@@ -2,7 +2,7 @@
 //! environment (never printed, refused with a control character), flow settings.
 
 use super::super::problems::Problems;
-use super::super::schema::FileConfig;
+use super::super::schema::{ConnectionSection, FileConfig, ProviderSection};
 use super::super::*;
 use std::collections::HashSet;
 
@@ -29,123 +29,144 @@ pub(in crate::config) fn providers(
                 format!("duplicate provider id `{}`", ps.id),
             );
         }
-        let dialect = match ps.dialect.as_str() {
-            "openai" => Dialect::OpenAi,
-            "anthropic" => Dialect::Anthropic,
-            other => {
-                p.add(
-                    format!("{at}.dialect"),
-                    format!("`{other}` is not one of openai, anthropic"),
-                );
-                Dialect::OpenAi
-            }
-        };
-        let auth = match ps.auth.as_str() {
-            "api_key" => AuthKind::ApiKey,
-            "oauth" => AuthKind::OAuth,
-            other => {
-                p.add(
-                    format!("{at}.auth"),
-                    format!("`{other}` is not one of api_key, oauth"),
-                );
-                AuthKind::ApiKey
-            }
-        };
-        let endpoint = parse_base_url(&ps.base_url).unwrap_or_else(|e| {
-            // The URL is quoted without its user:password part, if it has one.
-            p.add(
-                format!("{at}.base_url"),
-                format!("`{}` {e}", without_userinfo(&ps.base_url)),
-            );
-            Endpoint {
-                tls: false,
-                host: "invalid".into(),
-                port: 1,
-                base_path: String::new(),
-            }
-        });
-        if ps.connections.is_empty() {
-            p.add(
-                format!("{at}.connections"),
-                "a provider needs at least one connection",
-            );
-        }
-        let mut conn_ids = HashSet::new();
-        let mut connections = Vec::new();
-        for (j, cs) in ps.connections.iter().enumerate() {
-            let cat = format!("{at}.connections[{j}]");
-            if !crate::names::valid_id(&cs.id) {
-                p.add(
-                    format!("{cat}.id"),
-                    format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", cs.id),
-                );
-            }
-            if !conn_ids.insert(cs.id.clone()) {
-                p.add(
-                    format!("{cat}.id"),
-                    format!("duplicate connection id `{}` in provider", cs.id),
-                );
-            }
-            let secret = match env(&cs.key_env).filter(|v| !v.is_empty()) {
-                // A control byte in a key would write lines of its own into the upstream head.
-                Some(v) if v.bytes().any(|b| b < 0x20 || b == 0x7f) => {
-                    p.add(
-                        format!("{cat}.key_env"),
-                        format!(
-                            "environment variable {} holds a control character (a line break?)",
-                            cs.key_env
-                        ),
-                    );
-                    Secret::new("")
-                }
-                Some(v) => Secret::new(v),
-                None => {
-                    p.add(
-                        format!("{cat}.key_env"),
-                        format!("environment variable {} is not set", cs.key_env),
-                    );
-                    Secret::new("")
-                }
-            };
-            if cs.weight == 0 || cs.weight > 1_000_000 {
-                p.add(
-                    format!("{cat}.weight"),
-                    format!("{} is out of range (1 to 1000000)", cs.weight),
-                );
-            }
-            let flow = super::sections::conn_flow(p, &cat, cs);
-            connections.push(Connection {
-                id: cs.id.clone(),
-                secret,
-                models: cs.models.clone(),
-                weight: cs.weight.max(1),
-                priority: cs.priority,
-                index,
-                flow,
-            });
-            index += 1;
-        }
-        providers.push(Provider {
-            id: ps.id.clone(),
-            dialect,
-            auth,
-            endpoint,
-            anthropic_version: ps
-                .anthropic_version
-                .clone()
-                .unwrap_or_else(|| "2023-06-01".into()),
-            connections,
-            region: ps.region.clone(),
-            tags: ps.tags.clone(),
-            forward_headers: ps
-                .forward_headers
-                .iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
-        });
+        providers.push(provider(p, &at, ps, env, &mut index));
     }
-
     providers
+}
+
+/// One provider at `at`; its connections take the flat indices from `index` on.
+fn provider(
+    p: &mut Problems,
+    at: &str,
+    ps: &ProviderSection,
+    env: EnvLookup,
+    index: &mut usize,
+) -> Provider {
+    let dialect = match ps.dialect.as_str() {
+        "openai" => Dialect::OpenAi,
+        "anthropic" => Dialect::Anthropic,
+        other => {
+            p.add(
+                format!("{at}.dialect"),
+                format!("`{other}` is not one of openai, anthropic"),
+            );
+            Dialect::OpenAi
+        }
+    };
+    let auth = match ps.auth.as_str() {
+        "api_key" => AuthKind::ApiKey,
+        "oauth" => AuthKind::OAuth,
+        other => {
+            p.add(
+                format!("{at}.auth"),
+                format!("`{other}` is not one of api_key, oauth"),
+            );
+            AuthKind::ApiKey
+        }
+    };
+    let endpoint = parse_base_url(&ps.base_url).unwrap_or_else(|e| {
+        // The URL is quoted without its user:password part, if it has one.
+        p.add(
+            format!("{at}.base_url"),
+            format!("`{}` {e}", without_userinfo(&ps.base_url)),
+        );
+        Endpoint {
+            tls: false,
+            host: "invalid".into(),
+            port: 1,
+            base_path: String::new(),
+        }
+    });
+    if ps.connections.is_empty() {
+        p.add(
+            format!("{at}.connections"),
+            "a provider needs at least one connection",
+        );
+    }
+    let mut conn_ids = HashSet::new();
+    let mut connections = Vec::new();
+    for (j, cs) in ps.connections.iter().enumerate() {
+        let cat = format!("{at}.connections[{j}]");
+        if !crate::names::valid_id(&cs.id) {
+            p.add(
+                format!("{cat}.id"),
+                format!("`{}` must be 1-64 of A-Z a-z 0-9 _ - .", cs.id),
+            );
+        }
+        if !conn_ids.insert(cs.id.clone()) {
+            p.add(
+                format!("{cat}.id"),
+                format!("duplicate connection id `{}` in provider", cs.id),
+            );
+        }
+        connections.push(connection(p, &cat, cs, env, *index));
+        *index += 1;
+    }
+    Provider {
+        id: ps.id.clone(),
+        dialect,
+        auth,
+        endpoint,
+        anthropic_version: ps
+            .anthropic_version
+            .clone()
+            .unwrap_or_else(|| "2023-06-01".into()),
+        connections,
+        region: ps.region.clone(),
+        tags: ps.tags.clone(),
+        forward_headers: ps
+            .forward_headers
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+    }
+}
+
+/// One connection at `cat`: its credential from the environment, weight and flow.
+fn connection(
+    p: &mut Problems,
+    cat: &str,
+    cs: &ConnectionSection,
+    env: EnvLookup,
+    index: usize,
+) -> Connection {
+    let secret = match env(&cs.key_env).filter(|v| !v.is_empty()) {
+        // A control byte in a key would write lines of its own into the upstream head.
+        Some(v) if v.bytes().any(|b| b < 0x20 || b == 0x7f) => {
+            p.add(
+                format!("{cat}.key_env"),
+                format!(
+                    "environment variable {} holds a control character (a line break?)",
+                    cs.key_env
+                ),
+            );
+            Secret::new("")
+        }
+        Some(v) => Secret::new(v),
+        None => {
+            p.add(
+                format!("{cat}.key_env"),
+                format!("environment variable {} is not set", cs.key_env),
+            );
+            Secret::new("")
+        }
+    };
+    if cs.weight == 0 || cs.weight > 1_000_000 {
+        p.add(
+            format!("{cat}.weight"),
+            format!("{} is out of range (1 to 1000000)", cs.weight),
+        );
+    }
+    let flow = super::sections::conn_flow(p, cat, cs);
+    Connection {
+        id: cs.id.clone(),
+        secret,
+        models: cs.models.clone(),
+        weight: cs.weight.max(1),
+        priority: cs.priority,
+        index,
+        flow,
+    }
 }
 
 /// `url` with any `user:password@` in its authority replaced by `***@`.

@@ -76,112 +76,13 @@ pub(crate) async fn serve(
     auth: Auth,
     body: Bytes,
 ) -> bool {
-    let client = match auth {
-        Auth::Known(c) => c,
-        Auth::Unknown => {
-            let e = lease_error(401, "LEASE_API_KEY_INVALID", "unknown client key");
-            return fail(ctx, wr, e).await;
-        }
-        Auth::Open | Auth::Missing => {
-            return fail(ctx, wr, lease_key(None).err().unwrap_or_else(unavailable)).await;
-        }
+    let ask = match read_ask(ctx, auth, &body) {
+        Ok(ask) => ask,
+        Err(e) => return fail(ctx, wr, e).await,
     };
-    ctx.record.client = Some(client.id.clone());
-    if let Err(e) = lease_key(Some(&client)) {
-        return fail(ctx, wr, e).await;
-    }
-    if !ctx.head.content_type_is_json() {
-        let e = lease_error(
-            415,
-            "LEASE_CONTENT_TYPE_REQUIRED",
-            "send the lease request as Content-Type: application/json",
-        );
-        return fail(ctx, wr, e).await;
-    }
-    let req: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
-            let e = lease_error(
-                400,
-                "LEASE_ACTION_INVALID",
-                "the body must be a JSON object",
-            );
-            return fail(ctx, wr, e).await;
-        }
-    };
-    let action = req["action"].as_str().unwrap_or_default();
-    let owner_header = ctx.head.get_str(OWNER_HEADER).map(str::trim);
-    if let Some(o) = owner_header
-        && !super::valid_owner(o)
-    {
-        let e = lease_error(
-            400,
-            "LEASE_CONTEXT_INVALID",
-            format!("{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"),
-        );
-        return fail(ctx, wr, e).await;
-    }
-    let ttl_ms = match &req["ttl_ms"] {
-        Value::Null => ctx.core.config().lease_ttl_ms,
-        v => match v.as_u64() {
-            Some(t) => t.clamp(MIN_TTL_MS, MAX_TTL_MS),
-            None => {
-                let e = lease_error(400, "LEASE_ACTION_INVALID", "`ttl_ms` must be a number");
-                return fail(ctx, wr, e).await;
-            }
-        },
-    };
-    let now = crate::clock::unix_ms();
-    let result = match action {
-        "acquire" => acquire(ctx, &client, owner_header, &req, ttl_ms).await,
-        "renew" | "release" => {
-            let Some(owner) = owner_header else {
-                let e = lease_error(
-                    400,
-                    "LEASE_CONTEXT_REQUIRED",
-                    format!("{action} needs the {OWNER_HEADER} header"),
-                );
-                return fail(ctx, wr, e).await;
-            };
-            let generation = match generation_of(ctx, &req) {
-                Ok(g) => g,
-                Err(e) => return fail(ctx, wr, e).await,
-            };
-            let owner = super::owner_hash(owner);
-            let op = if action == "renew" {
-                Op::Renew {
-                    owner,
-                    generation,
-                    client: client.id.clone(),
-                    ttl_ms,
-                }
-            } else {
-                let reason = req["reason"].as_str().unwrap_or("OWNER_EXIT");
-                if !matches!(reason, "OWNER_EXIT" | "CLIENT_CANCELLED") {
-                    let e = lease_error(
-                        400,
-                        "LEASE_ACTION_INVALID",
-                        "`reason` is OWNER_EXIT or CLIENT_CANCELLED",
-                    );
-                    return fail(ctx, wr, e).await;
-                }
-                Op::Release {
-                    owner,
-                    generation,
-                    client: client.id.clone(),
-                    reason: reason.into(),
-                }
-            };
-            match ask_writer(ctx.core.shared.store, op).await {
-                Outcome::Renewed(l) | Outcome::Released(l) => Ok((public(&l, now), None)),
-                Outcome::Unavailable => Err(unavailable()),
-                _ => Err(lease_error(
-                    409,
-                    "LEASE_FENCE_STALE",
-                    "no active lease with that generation for this key",
-                )),
-            }
-        }
+    let result = match ask.req["action"].as_str().unwrap_or_default() {
+        "acquire" => acquire(ctx, &ask.client, ask.owner, &ask.req, ask.ttl_ms).await,
+        action @ ("renew" | "release") => renew_or_release(ctx, &ask, action == "renew").await,
         _ => Err(lease_error(
             400,
             "LEASE_ACTION_INVALID",
@@ -203,6 +104,128 @@ pub(crate) async fn serve(
             answer(ctx, wr, 200, body, &headers).await
         }
         Err(e) => fail(ctx, wr, e).await,
+    }
+}
+
+/// A lifecycle request, checked: the client key, the JSON body, the owner header, the TTL.
+struct Ask<'h> {
+    client: crate::clients::Client,
+    req: Value,
+    /// The owner value the caller sent (`None` on a first acquire).
+    owner: Option<&'h str>,
+    ttl_ms: u64,
+}
+
+fn read_ask<'h>(ctx: &mut Ctx<'h>, auth: Auth, body: &[u8]) -> Result<Ask<'h>, ApiError> {
+    let client = match auth {
+        Auth::Known(c) => c,
+        Auth::Unknown => {
+            return Err(lease_error(
+                401,
+                "LEASE_API_KEY_INVALID",
+                "unknown client key",
+            ));
+        }
+        Auth::Open | Auth::Missing => {
+            return Err(lease_key(None).err().unwrap_or_else(unavailable));
+        }
+    };
+    ctx.record.client = Some(client.id.clone());
+    lease_key(Some(&client))?;
+    if !ctx.head.content_type_is_json() {
+        return Err(lease_error(
+            415,
+            "LEASE_CONTENT_TYPE_REQUIRED",
+            "send the lease request as Content-Type: application/json",
+        ));
+    }
+    let req: Value = match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            return Err(lease_error(
+                400,
+                "LEASE_ACTION_INVALID",
+                "the body must be a JSON object",
+            ));
+        }
+    };
+    let head: &'h crate::http::Head = ctx.head;
+    let owner = head.get_str(OWNER_HEADER).map(str::trim);
+    if let Some(o) = owner
+        && !super::valid_owner(o)
+    {
+        return Err(lease_error(
+            400,
+            "LEASE_CONTEXT_INVALID",
+            format!("{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"),
+        ));
+    }
+    let ttl_ms = match &req["ttl_ms"] {
+        Value::Null => ctx.core.config().lease_ttl_ms,
+        v => match v.as_u64() {
+            Some(t) => t.clamp(MIN_TTL_MS, MAX_TTL_MS),
+            None => {
+                return Err(lease_error(
+                    400,
+                    "LEASE_ACTION_INVALID",
+                    "`ttl_ms` must be a number",
+                ));
+            }
+        },
+    };
+    Ok(Ask {
+        client,
+        req,
+        owner,
+        ttl_ms,
+    })
+}
+
+/// Renew or release the lease the caller names (owner header and generation).
+async fn renew_or_release(ctx: &mut Ctx<'_>, ask: &Ask<'_>, renew: bool) -> Acquired {
+    let action = if renew { "renew" } else { "release" };
+    let Some(owner) = ask.owner else {
+        return Err(lease_error(
+            400,
+            "LEASE_CONTEXT_REQUIRED",
+            format!("{action} needs the {OWNER_HEADER} header"),
+        ));
+    };
+    let generation = generation_of(ctx, &ask.req)?;
+    let owner = super::owner_hash(owner);
+    let client = ask.client.id.clone();
+    let op = if renew {
+        Op::Renew {
+            owner,
+            generation,
+            client,
+            ttl_ms: ask.ttl_ms,
+        }
+    } else {
+        let reason = ask.req["reason"].as_str().unwrap_or("OWNER_EXIT");
+        if !matches!(reason, "OWNER_EXIT" | "CLIENT_CANCELLED") {
+            return Err(lease_error(
+                400,
+                "LEASE_ACTION_INVALID",
+                "`reason` is OWNER_EXIT or CLIENT_CANCELLED",
+            ));
+        }
+        Op::Release {
+            owner,
+            generation,
+            client,
+            reason: reason.into(),
+        }
+    };
+    let now = crate::clock::unix_ms();
+    match ask_writer(ctx.core.shared.store, op).await {
+        Outcome::Renewed(l) | Outcome::Released(l) => Ok((public(&l, now), None)),
+        Outcome::Unavailable => Err(unavailable()),
+        _ => Err(lease_error(
+            409,
+            "LEASE_FENCE_STALE",
+            "no active lease with that generation for this key",
+        )),
     }
 }
 
