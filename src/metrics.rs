@@ -85,6 +85,14 @@ pub fn render(
     conn_labels: &[(String, String)],
 ) -> String {
     let mut out = String::with_capacity(4096);
+    requests(&mut out, cores, route_labels);
+    attempts(&mut out, cores, conn_labels);
+    gauges(&mut out, cores);
+    out
+}
+
+/// `ringside_requests_total` by route and final status.
+fn requests(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>], route_labels: &[String]) {
     out.push_str("# HELP ringside_requests_total Client requests by route and final status.\n");
     out.push_str("# TYPE ringside_requests_total counter\n");
     for (ri, route) in route_labels.iter().enumerate() {
@@ -106,6 +114,14 @@ pub fn render(
             }
         }
     }
+}
+
+/// `ringside_upstream_attempts_total` by connection and outcome.
+fn attempts(
+    out: &mut String,
+    cores: &[std::sync::Arc<CoreMetrics>],
+    conn_labels: &[(String, String)],
+) {
     out.push_str(
         "# HELP ringside_upstream_attempts_total Upstream attempts by connection and outcome.\n",
     );
@@ -126,6 +142,10 @@ pub fn render(
             }
         }
     }
+}
+
+/// The gauges and process-wide counters.
+fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
     out.push_str("# HELP ringside_in_flight_requests Requests being handled now.\n# TYPE ringside_in_flight_requests gauge\n");
     let inflight: i64 = cores.iter().map(|c| c.in_flight.load(Relaxed)).sum();
     let _ = writeln!(out, "ringside_in_flight_requests {inflight}");
@@ -167,7 +187,6 @@ pub fn render(
     let n: u64 = cores.iter().map(|c| c.finalized.load(Relaxed)).sum();
     out.push_str("# HELP ringside_requests_finalized_total Requests whose finalisation ran (exactly once each).\n# TYPE ringside_requests_finalized_total counter\n");
     let _ = writeln!(out, "ringside_requests_finalized_total {n}");
-    out
 }
 
 fn escape(s: &str) -> String {

@@ -11,7 +11,7 @@ use eligibility::Caps;
 use load::Load;
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
-use strategy::{SelectorState, Strategy};
+use strategy::{Scratch, SelectorState, Strategy};
 
 /// A name from the config, kept for the life of the process (the route table is built once at
 /// start), or owned for a name resolved on the fly: decision records take it without copying.
@@ -263,19 +263,16 @@ impl RouteTable {
             .any(|t| self.dialects[t.provider] == dialect && !t.connections.is_empty())
     }
 
-    /// Candidates in attempt order among those `keep` accepts. The strategy chooses among the
-    /// usable options only (so a cooling key does not hand its share to its neighbour). `load`
-    /// gives a connection's load; only load-aware strategies consult it. The list lives in the
-    /// selector's scratch space: building it allocates nothing once the buffers are warm.
-    pub fn candidates_where<'s>(
+    /// The candidates `keep` accepts, grouped by target (targets of another dialect skipped),
+    /// with each one's priority and weight.
+    #[inline]
+    fn gather(
         &self,
         entry: &Entry,
         dialect: Dialect,
-        st: &'s mut SelectorState,
-        load: &dyn Fn(usize) -> Load,
-        mut keep: impl FnMut(Candidate) -> bool,
-    ) -> &'s [Candidate] {
-        let mut sc = std::mem::take(&mut st.scratch);
+        sc: &mut Scratch,
+        keep: &mut impl FnMut(Candidate) -> bool,
+    ) {
         sc.kept.clear();
         sc.groups.clear();
         for (ti, t) in entry.targets.iter().enumerate() {
@@ -296,6 +293,22 @@ impl RouteTable {
                 sc.groups.push((ti, start, sc.kept.len()));
             }
         }
+    }
+
+    /// Candidates in attempt order among those `keep` accepts. The strategy chooses among the
+    /// usable options only (so a cooling key does not hand its share to its neighbour). `load`
+    /// gives a connection's load; only load-aware strategies consult it. The list lives in the
+    /// selector's scratch space: building it allocates nothing once the buffers are warm.
+    pub fn candidates_where<'s>(
+        &self,
+        entry: &Entry,
+        dialect: Dialect,
+        st: &'s mut SelectorState,
+        load: &dyn Fn(usize) -> Load,
+        mut keep: impl FnMut(Candidate) -> bool,
+    ) -> &'s [Candidate] {
+        let mut sc = std::mem::take(&mut st.scratch);
+        self.gather(entry, dialect, &mut sc, &mut keep);
         let needs_load = entry.strategy.needs_load();
         sc.gorder.clear();
         sc.gorder.extend(0..sc.groups.len());

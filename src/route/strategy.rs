@@ -79,64 +79,9 @@ impl SelectorState {
                     order.swap(i, j);
                 }
             }
-            Strategy::Weighted => {
-                let Some(cur) = self.current.get_mut(entry) else {
-                    return;
-                };
-                if cur.len() != n {
-                    *cur = vec![0; n];
-                }
-                let total: i64 = order
-                    .iter()
-                    .map(|&i| i64::from(weights.get(i).copied().unwrap_or(1)))
-                    .sum();
-                let mut best = 0;
-                for (k, &i) in order.iter().enumerate() {
-                    cur[k] += i64::from(weights.get(i).copied().unwrap_or(1));
-                    if cur[k] > cur[best] {
-                        best = k;
-                    }
-                }
-                cur[best] -= total;
-                // The chosen one first; the rest keep their order as fallbacks.
-                order[..=best].rotate_right(1);
-            }
-            Strategy::Deck => {
-                let Some(deck) = self.decks.get_mut(entry) else {
-                    return;
-                };
-                deck.retain(|&i| order.contains(&(i as usize)));
-                if deck.is_empty() {
-                    deck.extend(order.iter().map(|&i| i as u32));
-                }
-                let len = deck.len() as u64;
-                let k = (self.next_random() % len) as usize;
-                let Some(deck) = self.decks.get_mut(entry) else {
-                    return;
-                };
-                let chosen = deck.swap_remove(k) as usize;
-                if let Some(pos) = order.iter().position(|&i| i == chosen) {
-                    order[..=pos].rotate_right(1);
-                }
-            }
-            Strategy::P2c => {
-                let a = (self.next_random() % n as u64) as usize;
-                let mut b = (self.next_random() % (n as u64 - 1)) as usize;
-                if b >= a {
-                    b += 1;
-                }
-                let score = |i: usize| {
-                    let l = load(i);
-                    (u64::from(l.in_flight) + 1) * (u64::from(l.latency_ms) + 50)
-                };
-                let (first, second) = (a.min(b), a.max(b));
-                let pick = if score(order[second]) < score(order[first]) {
-                    second
-                } else {
-                    first
-                };
-                order[..=pick].rotate_right(1);
-            }
+            Strategy::Weighted => self.weighted(entry, weights, order),
+            Strategy::Deck => self.deck(entry, order),
+            Strategy::P2c => self.p2c(order, load),
             // The best first; the rest keep their priority order as fallbacks (one pass, no sort).
             Strategy::LeastInFlight => {
                 let best = (0..n)
@@ -156,6 +101,72 @@ impl SelectorState {
             Strategy::FillFirst => {}
             Strategy::Cost => order.sort_by(|&a, &b| load(a).cost.total_cmp(&load(b).cost)),
         }
+    }
+    /// Smooth weighted round-robin (nginx's): each pick adds every weight to its running
+    /// score and takes the highest, which then gives back the total.
+    fn weighted(&mut self, entry: usize, weights: &[u32], order: &mut [usize]) {
+        let n = order.len();
+        let Some(cur) = self.current.get_mut(entry) else {
+            return;
+        };
+        if cur.len() != n {
+            *cur = vec![0; n];
+        }
+        let total: i64 = order
+            .iter()
+            .map(|&i| i64::from(weights.get(i).copied().unwrap_or(1)))
+            .sum();
+        let mut best = 0;
+        for (k, &i) in order.iter().enumerate() {
+            cur[k] += i64::from(weights.get(i).copied().unwrap_or(1));
+            if cur[k] > cur[best] {
+                best = k;
+            }
+        }
+        cur[best] -= total;
+        // The chosen one first; the rest keep their order as fallbacks.
+        order[..=best].rotate_right(1);
+    }
+
+    /// A shuffled deck: every candidate is dealt once before any is dealt again.
+    fn deck(&mut self, entry: usize, order: &mut [usize]) {
+        let Some(deck) = self.decks.get_mut(entry) else {
+            return;
+        };
+        deck.retain(|&i| order.contains(&(i as usize)));
+        if deck.is_empty() {
+            deck.extend(order.iter().map(|&i| i as u32));
+        }
+        let len = deck.len() as u64;
+        let k = (self.next_random() % len) as usize;
+        let Some(deck) = self.decks.get_mut(entry) else {
+            return;
+        };
+        let chosen = deck.swap_remove(k) as usize;
+        if let Some(pos) = order.iter().position(|&i| i == chosen) {
+            order[..=pos].rotate_right(1);
+        }
+    }
+
+    /// The power of two choices: the less loaded of two random candidates.
+    fn p2c(&mut self, order: &mut [usize], load: &dyn Fn(usize) -> super::load::Load) {
+        let n = order.len();
+        let a = (self.next_random() % n as u64) as usize;
+        let mut b = (self.next_random() % (n as u64 - 1)) as usize;
+        if b >= a {
+            b += 1;
+        }
+        let score = |i: usize| {
+            let l = load(i);
+            (u64::from(l.in_flight) + 1) * (u64::from(l.latency_ms) + 50)
+        };
+        let (first, second) = (a.min(b), a.max(b));
+        let pick = if score(order[second]) < score(order[first]) {
+            second
+        } else {
+            first
+        };
+        order[..=pick].rotate_right(1);
     }
 }
 

@@ -129,100 +129,110 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
     let mut ev = Vec::new();
     match api {
         Api::Chat | Api::Completions | Api::Embeddings | Api::Models | Api::CountTokens => {
-            // By hand, as in `json_body`: the benchmarks' stream.
-            let head = format!(
-                "data: {{\"id\":\"chatcmpl-sim{seq}\",\"object\":\"chat.completion.chunk\",\
-                 \"created\":1700000000,\"model\":{},\"system_fingerprint\":\"fp_sim\",\"choices\":",
-                quoted(model)
-            );
-            let chunk = |delta: &str, finish: &str| {
-                let mut e = String::with_capacity(head.len() + delta.len() + 64);
-                e.push_str(&head);
-                e.push_str("[{\"index\":0,\"delta\":");
-                e.push_str(delta);
-                e.push_str(",\"logprobs\":null,\"finish_reason\":");
-                e.push_str(finish);
-                e.push_str("}]}\n\n");
-                e.into_bytes()
-            };
-            ev.push(chunk(r#"{"role":"assistant","content":""}"#, "null"));
-            for i in 0..n {
-                ev.push(chunk(
-                    &format!("{{\"content\":{}}}", quoted(word(i))),
-                    "null",
-                ));
-            }
-            ev.push(chunk("{}", r#""stop""#));
-            if include_usage {
-                let t = 9 + n;
-                ev.push(format!("{head}[],\"usage\":{{\"prompt_tokens\":9,\"completion_tokens\":{n},\"total_tokens\":{t}}}}}\n\n").into_bytes());
-            }
-            ev.push(b"data: [DONE]\n\n".to_vec());
+            chat_events(&mut ev, model, n, seq, include_usage)
         }
-        Api::Responses => {
-            let rid = format!("resp_sim{seq}");
-            let mid = format!("msg_sim{seq}");
-            let base = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "in_progress", "model": model, "output": []});
-            ev.push(named(
-                "response.created",
-                json!({"type": "response.created", "sequence_number": 0, "response": base}),
-            ));
-            ev.push(named(
-                "response.in_progress",
-                json!({"type": "response.in_progress", "sequence_number": 1, "response": base}),
-            ));
-            ev.push(named("response.output_item.added", json!({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0,
-                "item": {"type": "message", "id": mid, "status": "in_progress", "role": "assistant", "content": []}})));
-            ev.push(named("response.content_part.added", json!({"type": "response.content_part.added", "sequence_number": 3, "item_id": mid,
-                "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})));
-            let mut text = String::new();
-            for i in 0..n {
-                text.push_str(word(i));
-                ev.push(named(
-                    "response.output_text.delta",
-                    json!({"type": "response.output_text.delta", "sequence_number": 4 + i,
-                    "item_id": mid, "output_index": 0, "content_index": 0, "delta": word(i)}),
-                ));
-            }
-            let s = 4 + n;
-            ev.push(named(
-                "response.output_text.done",
-                json!({"type": "response.output_text.done", "sequence_number": s, "item_id": mid,
-                "output_index": 0, "content_index": 0, "text": text}),
-            ));
-            let part = json!({"type": "output_text", "text": text, "annotations": []});
-            ev.push(named(
-                "response.content_part.done",
-                json!({"type": "response.content_part.done", "sequence_number": s + 1,
-                "item_id": mid, "output_index": 0, "content_index": 0, "part": part}),
-            ));
-            let item = json!({"type": "message", "id": mid, "status": "completed", "role": "assistant", "content": [part]});
-            ev.push(named("response.output_item.done", json!({"type": "response.output_item.done", "sequence_number": s + 2, "output_index": 0, "item": item})));
-            let done = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "completed", "model": model,
-                "output": [item], "usage": {"input_tokens": 9, "output_tokens": n, "total_tokens": 9 + n}});
-            ev.push(named(
-                "response.completed",
-                json!({"type": "response.completed", "sequence_number": s + 3, "response": done}),
-            ));
-        }
-        Api::Messages => {
-            let mid = format!("msg_sim{seq}");
-            ev.push(named("message_start", json!({"type": "message_start", "message": {"id": mid, "type": "message", "role": "assistant",
-                "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 9, "output_tokens": 1}}})));
-            ev.push(named("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
-            ev.push(named("ping", json!({"type": "ping"})));
-            for i in 0..n {
-                ev.push(named("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word(i)}})));
-            }
-            ev.push(named(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
-            ));
-            ev.push(named("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": n}})));
-            ev.push(named("message_stop", json!({"type": "message_stop"})));
-        }
+        Api::Responses => responses_events(&mut ev, model, n, seq),
+        Api::Messages => messages_events(&mut ev, model, n, seq),
     }
     ev
+}
+
+/// Chat Completions chunks (by hand, as in `json_body`: the benchmarks' stream).
+fn chat_events(ev: &mut Vec<Vec<u8>>, model: &str, n: u32, seq: u64, include_usage: bool) {
+    let head = format!(
+        "data: {{\"id\":\"chatcmpl-sim{seq}\",\"object\":\"chat.completion.chunk\",\
+         \"created\":1700000000,\"model\":{},\"system_fingerprint\":\"fp_sim\",\"choices\":",
+        quoted(model)
+    );
+    let chunk = |delta: &str, finish: &str| {
+        let mut e = String::with_capacity(head.len() + delta.len() + 64);
+        e.push_str(&head);
+        e.push_str("[{\"index\":0,\"delta\":");
+        e.push_str(delta);
+        e.push_str(",\"logprobs\":null,\"finish_reason\":");
+        e.push_str(finish);
+        e.push_str("}]}\n\n");
+        e.into_bytes()
+    };
+    ev.push(chunk(r#"{"role":"assistant","content":""}"#, "null"));
+    for i in 0..n {
+        ev.push(chunk(
+            &format!("{{\"content\":{}}}", quoted(word(i))),
+            "null",
+        ));
+    }
+    ev.push(chunk("{}", r#""stop""#));
+    if include_usage {
+        let t = 9 + n;
+        ev.push(format!("{head}[],\"usage\":{{\"prompt_tokens\":9,\"completion_tokens\":{n},\"total_tokens\":{t}}}}}\n\n").into_bytes());
+    }
+    ev.push(b"data: [DONE]\n\n".to_vec());
+}
+
+/// The Responses API's typed events.
+fn responses_events(ev: &mut Vec<Vec<u8>>, model: &str, n: u32, seq: u64) {
+    let rid = format!("resp_sim{seq}");
+    let mid = format!("msg_sim{seq}");
+    let base = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "in_progress", "model": model, "output": []});
+    ev.push(named(
+        "response.created",
+        json!({"type": "response.created", "sequence_number": 0, "response": base}),
+    ));
+    ev.push(named(
+        "response.in_progress",
+        json!({"type": "response.in_progress", "sequence_number": 1, "response": base}),
+    ));
+    ev.push(named("response.output_item.added", json!({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0,
+        "item": {"type": "message", "id": mid, "status": "in_progress", "role": "assistant", "content": []}})));
+    ev.push(named("response.content_part.added", json!({"type": "response.content_part.added", "sequence_number": 3, "item_id": mid,
+        "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})));
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(word(i));
+        ev.push(named(
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "sequence_number": 4 + i,
+            "item_id": mid, "output_index": 0, "content_index": 0, "delta": word(i)}),
+        ));
+    }
+    let s = 4 + n;
+    ev.push(named(
+        "response.output_text.done",
+        json!({"type": "response.output_text.done", "sequence_number": s, "item_id": mid,
+        "output_index": 0, "content_index": 0, "text": text}),
+    ));
+    let part = json!({"type": "output_text", "text": text, "annotations": []});
+    ev.push(named(
+        "response.content_part.done",
+        json!({"type": "response.content_part.done", "sequence_number": s + 1,
+        "item_id": mid, "output_index": 0, "content_index": 0, "part": part}),
+    ));
+    let item = json!({"type": "message", "id": mid, "status": "completed", "role": "assistant", "content": [part]});
+    ev.push(named("response.output_item.done", json!({"type": "response.output_item.done", "sequence_number": s + 2, "output_index": 0, "item": item})));
+    let done = json!({"id": rid, "object": "response", "created_at": 1_700_000_000u64, "status": "completed", "model": model,
+        "output": [item], "usage": {"input_tokens": 9, "output_tokens": n, "total_tokens": 9 + n}});
+    ev.push(named(
+        "response.completed",
+        json!({"type": "response.completed", "sequence_number": s + 3, "response": done}),
+    ));
+}
+
+/// Anthropic Messages events.
+fn messages_events(ev: &mut Vec<Vec<u8>>, model: &str, n: u32, seq: u64) {
+    let mid = format!("msg_sim{seq}");
+    ev.push(named("message_start", json!({"type": "message_start", "message": {"id": mid, "type": "message", "role": "assistant",
+        "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 9, "output_tokens": 1}}})));
+    ev.push(named("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
+    ev.push(named("ping", json!({"type": "ping"})));
+    for i in 0..n {
+        ev.push(named("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word(i)}})));
+    }
+    ev.push(named(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    ev.push(named("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": n}})));
+    ev.push(named("message_stop", json!({"type": "message_stop"})));
 }
 
 /// An error body in the API's dialect.

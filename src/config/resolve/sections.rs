@@ -2,7 +2,7 @@
 //! turned into the settings type of the module that owns it.
 
 use super::super::problems::Problems;
-use super::super::schema::FileConfig;
+use super::super::schema::{ClientSection, FileConfig};
 use super::super::{EnvLookup, Provider};
 
 /// A connection's flow-control settings, validated.
@@ -136,7 +136,7 @@ pub(in crate::config) fn clients(
     providers: &[Provider],
     env: EnvLookup,
 ) -> crate::clients::Clients {
-    use crate::clients::{Client, Scope, digest, tenant_id};
+    use crate::clients::{Client, Scope, tenant_id};
     let mut entries = Vec::new();
     let mut ids = std::collections::HashSet::new();
     for (i, c) in file.clients.iter().enumerate() {
@@ -144,38 +144,7 @@ pub(in crate::config) fn clients(
         if c.id.is_empty() || !ids.insert(c.id.clone()) {
             out.add(format!("{at}.id"), "must be present and unique");
         }
-        let d = match (&c.key_env, &c.key_sha256) {
-            (Some(name), None) => match env(name).filter(|v| !v.is_empty()) {
-                Some(v) => Some(digest(v.trim().as_bytes())),
-                None => {
-                    out.add(
-                        format!("{at}.key_env"),
-                        format!("environment variable {name} is not set"),
-                    );
-                    None
-                }
-            },
-            (None, Some(hex)) => {
-                let bytes: Option<Vec<u8>> = (hex.len() == 64)
-                    .then(|| {
-                        (0..32)
-                            .map(|k| u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).ok())
-                            .collect()
-                    })
-                    .flatten();
-                match bytes.and_then(|b| <[u8; 32]>::try_from(b).ok()) {
-                    Some(d) => Some(d),
-                    None => {
-                        out.add(format!("{at}.key_sha256"), "must be 64 hex digits");
-                        None
-                    }
-                }
-            }
-            _ => {
-                out.add(&at, "give exactly one of key_env or key_sha256");
-                None
-            }
-        };
+        let d = key_digest(out, &at, c, env);
         let mut scopes = Vec::new();
         for sc in &c.scopes {
             match Scope::parse(sc) {
@@ -186,28 +155,7 @@ pub(in crate::config) fn clients(
                 ),
             }
         }
-        let allowed = c.allowed_connections.as_ref().map(|list| {
-            list.iter()
-                .filter_map(|name| {
-                    let found = name.split_once('/').and_then(|(p, cn)| {
-                        providers
-                            .iter()
-                            .find(|x| x.id == p)?
-                            .connections
-                            .iter()
-                            .find(|x| x.id == cn)
-                            .map(|x| x.index)
-                    });
-                    if found.is_none() {
-                        out.add(
-                            format!("{at}.allowed_connections"),
-                            format!("no connection `{name}` (write provider/connection)"),
-                        );
-                    }
-                    found
-                })
-                .collect()
-        });
+        let allowed = allowed_connections(out, &at, c, providers);
         if c.priority > 9 {
             out.add(format!("{at}.priority"), "must be 0 to 9");
         }
@@ -233,4 +181,72 @@ pub(in crate::config) fn clients(
         }
     }
     crate::clients::Clients::new(entries)
+}
+
+/// The digest of a client key: from the environment (hashed here, never kept) or given as
+/// `key_sha256`.
+fn key_digest(out: &mut Problems, at: &str, c: &ClientSection, env: EnvLookup) -> Option<[u8; 32]> {
+    match (&c.key_env, &c.key_sha256) {
+        (Some(name), None) => match env(name).filter(|v| !v.is_empty()) {
+            Some(v) => Some(crate::clients::digest(v.trim().as_bytes())),
+            None => {
+                out.add(
+                    format!("{at}.key_env"),
+                    format!("environment variable {name} is not set"),
+                );
+                None
+            }
+        },
+        (None, Some(hex)) => {
+            let bytes: Option<Vec<u8>> = (hex.len() == 64)
+                .then(|| {
+                    (0..32)
+                        .map(|k| u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).ok())
+                        .collect()
+                })
+                .flatten();
+            match bytes.and_then(|b| <[u8; 32]>::try_from(b).ok()) {
+                Some(d) => Some(d),
+                None => {
+                    out.add(format!("{at}.key_sha256"), "must be 64 hex digits");
+                    None
+                }
+            }
+        }
+        _ => {
+            out.add(at, "give exactly one of key_env or key_sha256");
+            None
+        }
+    }
+}
+
+/// A key's `allowed_connections` (`provider/connection`) as connection indices.
+fn allowed_connections(
+    out: &mut Problems,
+    at: &str,
+    c: &ClientSection,
+    providers: &[Provider],
+) -> Option<Vec<usize>> {
+    c.allowed_connections.as_ref().map(|list| {
+        list.iter()
+            .filter_map(|name| {
+                let found = name.split_once('/').and_then(|(p, cn)| {
+                    providers
+                        .iter()
+                        .find(|x| x.id == p)?
+                        .connections
+                        .iter()
+                        .find(|x| x.id == cn)
+                        .map(|x| x.index)
+                });
+                if found.is_none() {
+                    out.add(
+                        format!("{at}.allowed_connections"),
+                        format!("no connection `{name}` (write provider/connection)"),
+                    );
+                }
+                found
+            })
+            .collect()
+    })
 }

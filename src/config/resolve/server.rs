@@ -2,7 +2,7 @@
 //! port's access rules, connection caps, and the limits' and timeouts' ranges.
 
 use super::super::problems::Problems;
-use super::super::schema::{FileConfig, LimitsSection, UpstreamSection};
+use super::super::schema::{FileConfig, LimitsSection, ServerSection, UpstreamSection};
 use super::super::*;
 
 /// Resolve `[server]` (and check `[limits]` and `[upstream]`, which are used as they are).
@@ -36,40 +36,7 @@ pub(in crate::config) fn server(
             DriverChoice::Auto
         }
     };
-    let admin_token = match &s.admin_token_env {
-        Some(name) => match env(name).filter(|v| !v.is_empty()) {
-            Some(v) => Some(Secret::new(v)),
-            None => {
-                p.add(
-                    "server.admin_token_env",
-                    format!("environment variable {name} is not set"),
-                );
-                None
-            }
-        },
-        None => None,
-    };
-    if admin_token.is_none()
-        && s.admin_token_env.is_none()
-        && !admin_listen.ip().is_loopback()
-        && !s.admin_unauthenticated_ok
-    {
-        p.add(
-            "server.admin_listen",
-            format!(
-                "{admin_listen} is reachable from other hosts and the admin API has no token: set server.admin_token_env, listen on a loopback address, or set server.admin_unauthenticated_ok = true to accept a read-only admin port open to the network"
-            ),
-        );
-    }
-    for h in &s.admin_hosts {
-        if h.is_empty()
-            || !h
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-        {
-            p.add("server.admin_hosts", format!("`{h}` is not a host name"));
-        }
-    }
+    let admin_token = admin_access(p, s, env, admin_listen);
     p.in_range(
         "server.max_unauthenticated_per_address",
         s.max_unauthenticated_per_address,
@@ -107,6 +74,51 @@ pub(in crate::config) fn server(
         access_log: s.access_log,
         pin_workers: s.pin_workers,
     }
+}
+
+/// The admin port's token, and its exposure: a port other hosts can reach needs a token, or
+/// the operator's explicit consent to a read-only port open to the network.
+fn admin_access(
+    p: &mut Problems,
+    s: &ServerSection,
+    env: EnvLookup,
+    admin_listen: SocketAddr,
+) -> Option<Secret> {
+    let admin_token = match &s.admin_token_env {
+        Some(name) => match env(name).filter(|v| !v.is_empty()) {
+            Some(v) => Some(Secret::new(v)),
+            None => {
+                p.add(
+                    "server.admin_token_env",
+                    format!("environment variable {name} is not set"),
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    if admin_token.is_none()
+        && s.admin_token_env.is_none()
+        && !admin_listen.ip().is_loopback()
+        && !s.admin_unauthenticated_ok
+    {
+        p.add(
+            "server.admin_listen",
+            format!(
+                "{admin_listen} is reachable from other hosts and the admin API has no token: set server.admin_token_env, listen on a loopback address, or set server.admin_unauthenticated_ok = true to accept a read-only admin port open to the network"
+            ),
+        );
+    }
+    for h in &s.admin_hosts {
+        if h.is_empty()
+            || !h
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        {
+            p.add("server.admin_hosts", format!("`{h}` is not a host name"));
+        }
+    }
+    admin_token
 }
 
 fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
