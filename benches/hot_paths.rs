@@ -61,7 +61,8 @@ fn config_with(n: usize) -> String {
     s
 }
 
-fn benches(c: &mut Criterion) {
+/// The HTTP head parser, the chunk tracker and the SSE scanner.
+fn http_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("http");
     g.throughput(Throughput::Bytes(HEAD.len() as u64));
     g.bench_function("parse_request_head", |b| {
@@ -112,7 +113,10 @@ fn benches(c: &mut Criterion) {
         });
     }
     g.finish();
+}
 
+/// The body scan: facts (model, stream), UTF-8 and the JSON check, on small and large bodies.
+fn facts_benches(c: &mut Criterion) {
     let body = br#"{"model":"smart","stream":true,"temperature":0.2,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Write a haiku about proxies and retries, please."}]}"#;
     c.bench_function("facts_scan_chat_body", |b| {
         b.iter(|| facts::scan(black_box(body)).unwrap())
@@ -140,7 +144,11 @@ fn benches(c: &mut Criterion) {
         b.iter(|| ringside::dialect::json_check::check_object(black_box(big.as_bytes())).is_ok())
     });
     g.finish();
-    // The same size in Chinese, every character a `\u` escape (Python's json.dumps default).
+    escaped_cjk_bench(c);
+}
+
+/// The same size in Chinese, every character a `\u` escape (Python's json.dumps default).
+fn escaped_cjk_bench(c: &mut Criterion) {
     let mut cjk = String::from(r#"{"model":"smart","messages":["#);
     for i in 0..40 {
         let text: String = "请帮我检查这段代码是否有错误，谢谢。"
@@ -161,7 +169,10 @@ fn benches(c: &mut Criterion) {
         b.iter(|| facts::scan(black_box(cjk.as_bytes())).unwrap())
     });
     g.finish();
+}
 
+/// Route lookup and candidate ordering over 64 connections.
+fn route_benches(c: &mut Criterion) {
     let cfg = load_str(&config_with(64), "bench", &|n| {
         (n == "K").then(|| "k".to_string())
     })
@@ -190,13 +201,11 @@ fn benches(c: &mut Criterion) {
                 .len()
         })
     });
+}
 
-    // The issue's figure: candidate filtering (cooldown, lockout, breaker checks) plus
-    // selection over 64 connections, with the first 16 connections cooling.
-    let s = &cfg.resilience;
-    let probes = Probes::new(1);
-    let mut tables = Tables::new(1, 64);
-    let cooling = Verdict {
+/// A failure that cools a connection for a long time.
+fn cooling() -> Verdict {
+    Verdict {
         reason: Reason::RateLimited,
         scope: Scope::Connection,
         status: 429,
@@ -205,7 +214,26 @@ fn benches(c: &mut Criterion) {
         retryable: true,
         rule: None,
         lasting: true,
-    };
+    }
+}
+
+fn bench_config(strategy: &str) -> ringside::config::Config {
+    load_str(
+        &config_with(64).replace("\"weighted\"", &format!("\"{strategy}\"")),
+        "bench",
+        &|n| (n == "K").then(|| "k".to_string()),
+    )
+    .unwrap()
+}
+
+/// Candidate filtering (cooldown, lockout, breaker checks) plus selection over 64
+/// connections, with the first 16 connections cooling.
+fn filter_benches(c: &mut Criterion) {
+    let cfg = bench_config("weighted");
+    let s = &cfg.resilience;
+    let probes = Probes::new(1);
+    let mut tables = Tables::new(1, 64);
+    let cooling = cooling();
     for conn in 0..16 {
         let site = Site {
             provider: 0,
@@ -216,12 +244,7 @@ fn benches(c: &mut Criterion) {
         tables.on_failure(s, site, &cooling, 1, &mut |_| {});
     }
     for strategy in ["weighted", "p2c", "least_in_flight"] {
-        let cfg = load_str(
-            &config_with(64).replace("\"weighted\"", &format!("\"{strategy}\"")),
-            "bench",
-            &|n| (n == "K").then(|| "k".to_string()),
-        )
-        .unwrap();
+        let cfg = bench_config(strategy);
         let table = RouteTable::build(&cfg);
         let mut st = SelectorState::new(table.slot_count(), 42);
         let e = table.lookup(&cfg, "r").unwrap();
@@ -256,14 +279,18 @@ fn benches(c: &mut Criterion) {
             },
         );
     }
+}
 
-    // Merging one replicated event into a core's tables.
+/// Merging one replicated event into a core's tables.
+fn event_benches(c: &mut Criterion) {
+    let cfg = bench_config("weighted");
+    let s = &cfg.resilience;
     let mut other = Tables::new(1, 64);
     let mut state = ConnState::default();
     let ev = Event::Conn {
         conn: 7,
         state: state
-            .on_failure(&cooling, 5, &s.providers[0].cooldown)
+            .on_failure(&cooling(), 5, &s.providers[0].cooldown)
             .unwrap(),
     };
     c.bench_function("event_merge_connection_cooldown", |b| {
@@ -277,8 +304,11 @@ fn benches(c: &mut Criterion) {
     c.bench_function("event_merge_breaker_failure", |b| {
         b.iter(|| other.apply(black_box(&ev), s))
     });
+}
 
-    // Flow control: a slot of a capped connection taken and freed (the admission check).
+/// Flow control: a slot of a capped connection taken and freed (the admission check), alone
+/// and contended, and a tenant's quota check.
+fn flow_benches(c: &mut Criterion) {
     let gate = std::sync::Arc::new(Gate::new(8, 0, 0, 0));
     c.bench_function("flow_permit_acquire_release_uncontended", |b| {
         b.iter(|| {
@@ -320,5 +350,13 @@ fn benches(c: &mut Criterion) {
     });
 }
 
-criterion_group!(hot, benches);
+criterion_group!(
+    hot,
+    http_benches,
+    facts_benches,
+    route_benches,
+    filter_benches,
+    event_benches,
+    flow_benches
+);
 criterion_main!(hot);

@@ -107,7 +107,17 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
     assert!(
         allow.contains("x-ringside-lease-owner") && allow.contains("x-ringside-lease-generation")
     );
-    let acquire = r#"{"action":"acquire","model":"m"}"#;
+    refusals_reach_no_upstream(&proxy, &sim);
+    let a = one_owner_reuses_renews_and_is_fenced(&proxy);
+    capacity_then_release(&proxy, &a);
+}
+
+const ACQUIRE: &str = r#"{"action":"acquire","model":"m"}"#;
+
+/// Each malformed or unauthorised lifecycle call gets its lease error; none reaches the
+/// upstream.
+fn refusals_reach_no_upstream(proxy: &Proxy, sim: &ringside::simulate::Simulator) {
+    let acquire = ACQUIRE;
     let r = proxy.post(
         "/v1/session-leases",
         &[("content-type", "application/json")],
@@ -116,7 +126,7 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
     assert_eq!(r.status, 401, "{}", r.text());
     assert_eq!(r.json()["error"]["type"], "lease_error");
     assert_eq!(
-        code(&lease_call(&proxy, PLAIN, None, acquire)),
+        code(&lease_call(proxy, PLAIN, None, acquire)),
         "LEASE_SCOPE_REQUIRED"
     );
     // `ringside check` refuses a configured lease key without connections; one made through
@@ -128,7 +138,7 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
     );
     assert_eq!(made.status, 201, "{}", made.text());
     let nolist = made.json()["key"].as_str().unwrap_or_default().to_string();
-    let r = lease_call(&proxy, &nolist, None, acquire);
+    let r = lease_call(proxy, &nolist, None, acquire);
     assert_eq!(
         (r.status, code(&r).as_str()),
         (403, "LEASE_KEY_CONFIGURATION_INVALID")
@@ -142,27 +152,26 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
         (r.status, code(&r).as_str()),
         (415, "LEASE_CONTENT_TYPE_REQUIRED")
     );
-    let r = lease_call(&proxy, LEASE_A, Some("vlo_short"), acquire);
+    let r = lease_call(proxy, LEASE_A, Some("vlo_short"), acquire);
     assert_eq!(
         (r.status, code(&r).as_str()),
         (400, "LEASE_CONTEXT_INVALID")
     );
-    let r = lease_call(
-        &proxy,
-        LEASE_A,
-        None,
-        r#"{"action":"renew","generation":1}"#,
-    );
+    let r = lease_call(proxy, LEASE_A, None, r#"{"action":"renew","generation":1}"#);
     assert_eq!(
         (r.status, code(&r).as_str()),
         (400, "LEASE_CONTEXT_REQUIRED")
     );
-    let r = lease_call(&proxy, LEASE_A, None, r#"{"action":"steal"}"#);
+    let r = lease_call(proxy, LEASE_A, None, r#"{"action":"steal"}"#);
     assert_eq!((r.status, code(&r).as_str()), (400, "LEASE_ACTION_INVALID"));
-    assert_eq!(total_attempts(&sim), 0, "nothing reaches the upstream");
+    assert_eq!(total_attempts(sim), 0, "nothing reaches the upstream");
+}
 
-    // Acquire without an owner: Ringside makes one and shows it this once.
-    let r = lease_call(&proxy, LEASE_A, None, acquire);
+/// Acquire without an owner: Ringside makes one and shows it this once; then reuse, renew,
+/// a stale renew, and another key's attempts. Returns the owner.
+fn one_owner_reuses_renews_and_is_fenced(proxy: &Proxy) -> String {
+    let acquire = ACQUIRE;
+    let r = lease_call(proxy, LEASE_A, None, acquire);
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_eq!(
@@ -177,11 +186,11 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
         "{text}"
     );
     // Reuse, renew, stale renew.
-    let r = lease_call(&proxy, LEASE_A, Some(&a), acquire);
+    let r = lease_call(proxy, LEASE_A, Some(&a), acquire);
     assert_eq!((r.status, r.json()["generation"].as_u64()), (200, Some(1)));
     assert!(r.json().get("lease_owner").is_none(), "never echoed");
     let r = lease_call(
-        &proxy,
+        proxy,
         LEASE_A,
         Some(&a),
         r#"{"action":"renew","generation":1}"#,
@@ -191,7 +200,7 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
         (200, Some("ACTIVE"))
     );
     let r = lease_call(
-        &proxy,
+        proxy,
         LEASE_A,
         Some(&a),
         r#"{"action":"renew","generation":2}"#,
@@ -199,18 +208,24 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
     assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
     // Another key can neither renew nor take over this owner.
     let r = lease_call(
-        &proxy,
+        proxy,
         LEASE_B,
         Some(&a),
         r#"{"action":"renew","generation":1}"#,
     );
     assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
-    let r = lease_call(&proxy, LEASE_B, Some(&a), acquire);
+    let r = lease_call(proxy, LEASE_B, Some(&a), acquire);
     assert_eq!(r.status, 409, "{}", r.text());
-    // A second owner takes the other connection; a third finds no capacity.
+    a
+}
+
+/// A second owner takes the other connection; a third finds no capacity until the first
+/// releases (idempotently). Owner values are never kept.
+fn capacity_then_release(proxy: &Proxy, a: &str) {
+    let (acquire, a) = (ACQUIRE, a.to_string());
     let b = owner(1);
-    assert_eq!(lease_call(&proxy, LEASE_A, Some(&b), acquire).status, 200);
-    let r = lease_call(&proxy, LEASE_B, Some(&owner(2)), acquire);
+    assert_eq!(lease_call(proxy, LEASE_A, Some(&b), acquire).status, 200);
+    let r = lease_call(proxy, LEASE_B, Some(&owner(2)), acquire);
     assert_eq!(
         (r.status, code(&r).as_str()),
         (429, "LEASE_CAPACITY_UNAVAILABLE"),
@@ -236,19 +251,19 @@ fn lifecycle_follows_the_wire_contract(driver: &str) {
     );
     // Release (idempotent), then the third owner gets in.
     let rel = r#"{"action":"release","generation":1,"reason":"CLIENT_CANCELLED"}"#;
-    let r = lease_call(&proxy, LEASE_A, Some(&a), rel);
+    let r = lease_call(proxy, LEASE_A, Some(&a), rel);
     assert_eq!(
         (r.status, r.json()["state"].as_str()),
         (200, Some("RELEASED")),
         "{}",
         r.text()
     );
-    assert_eq!(lease_call(&proxy, LEASE_A, Some(&a), rel).status, 200);
+    assert_eq!(lease_call(proxy, LEASE_A, Some(&a), rel).status, 200);
     assert_eq!(
-        lease_call(&proxy, LEASE_B, Some(&owner(2)), acquire).status,
+        lease_call(proxy, LEASE_B, Some(&owner(2)), acquire).status,
         200
     );
-    let l = leases(&proxy);
+    let l = leases(proxy);
     assert_eq!(l["active"], 2, "{l}");
     let listed = l.to_string();
     assert!(
@@ -281,9 +296,16 @@ fn inference_is_fenced_to_the_lease(driver: &str) {
     assert_eq!((r.status, r.json()["type"].as_str()), (400, Some("error")));
     assert_eq!(code(&r), "LEASE_CONTEXT_REQUIRED");
     assert_eq!(total_attempts(&sim), 0);
+    let leased = only_the_leased_connection_serves(&proxy, &a);
+    fences_hold_and_revocation_frees(&proxy, &sim, &a, &leased);
+}
 
+/// Acquired, the lease's requests all go to one connection and other traffic keeps off it.
+/// Returns the leased connection.
+fn only_the_leased_connection_serves(proxy: &Proxy, a: &str) -> String {
+    let a = a.to_string();
     let r = lease_call(
-        &proxy,
+        proxy,
         LEASE_A,
         Some(&a),
         r#"{"action":"acquire","model":"m"}"#,
@@ -312,23 +334,35 @@ fn inference_is_fenced_to_the_lease(driver: &str) {
     let other = if leased == "sim/a" { "sim/b" } else { "sim/a" };
     // Other traffic keeps off the leased connection.
     for _ in 0..4 {
-        let r = chat_as(&proxy, PLAIN, None, None);
+        let r = chat_as(proxy, PLAIN, None, None);
         assert_eq!(r.header("x-ringside-connection"), Some(other));
     }
+    leased
+}
+
+/// Stale generations and replays never reach the upstream; capacity answers when all are
+/// leased; lease headers stay home; revocation frees the connection at once.
+fn fences_hold_and_revocation_frees(
+    proxy: &Proxy,
+    sim: &ringside::simulate::Simulator,
+    a: &str,
+    leased: &str,
+) {
+    let a = a.to_string();
     // A stale generation and a replay through another key never reach the upstream.
-    let before = total_attempts(&sim);
-    let r = chat_as(&proxy, LEASE_A, Some(&a), Some("2"));
+    let before = total_attempts(sim);
+    let r = chat_as(proxy, LEASE_A, Some(&a), Some("2"));
     assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
-    let r = chat_as(&proxy, LEASE_B, Some(&a), Some("1"));
+    let r = chat_as(proxy, LEASE_B, Some(&a), Some("1"));
     assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_FENCE_STALE"));
-    assert_eq!(total_attempts(&sim), before);
+    assert_eq!(total_attempts(sim), before);
     // Both connections leased: plain traffic hears about lease capacity.
     let b = owner(1);
     assert_eq!(
-        lease_call(&proxy, LEASE_B, Some(&b), r#"{"action":"acquire"}"#).status,
+        lease_call(proxy, LEASE_B, Some(&b), r#"{"action":"acquire"}"#).status,
         200
     );
-    let r = chat_as(&proxy, PLAIN, None, None);
+    let r = chat_as(proxy, PLAIN, None, None);
     assert_eq!(
         (r.status, code(&r).as_str()),
         (429, "LEASE_CAPACITY_UNAVAILABLE"),
@@ -352,12 +386,12 @@ fn inference_is_fenced_to_the_lease(driver: &str) {
     let hash = key_sha256(&a);
     let (s, _) = proxy.admin("DELETE", &format!("/admin/leases/{hash}"));
     assert_eq!(s, 200);
-    let r = chat_as(&proxy, LEASE_A, Some(&a), Some("1"));
+    let r = chat_as(proxy, LEASE_A, Some(&a), Some("1"));
     assert_eq!((r.status, code(&r).as_str()), (409, "LEASE_REQUIRED"));
-    let r = chat_as(&proxy, PLAIN, None, None);
+    let r = chat_as(proxy, PLAIN, None, None);
     assert_eq!(
         r.header("x-ringside-connection"),
-        Some(leased.as_str()),
+        Some(leased),
         "freed at once"
     );
 }

@@ -42,8 +42,53 @@ fn real_sdk_clients_work_through_ringside(driver: &str) {
             .collect(),
         ..SimOptions::default()
     });
-    let s = sim.addr;
-    let body = format!(
+    let body = sdk_config(sim.addr);
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let base = format!("http://{}", proxy.addr);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_clients.py");
+    let python = python.to_string_lossy().into_owned();
+    let script = script.to_string_lossy().into_owned();
+    run_checks(
+        driver,
+        &python,
+        &[&script, &base],
+        "17 of 17 SDK checks passed",
+    );
+    let node_script = node_script.to_string_lossy().into_owned();
+    run_checks(
+        driver,
+        "node",
+        &[&node_script, &base],
+        "16 of 16 Node SDK checks passed",
+    );
+    // The client's own key never reached the upstream: only the connection keys did.
+    let keys = sim_stats(&sim)["keys"].clone();
+    assert!(keys.get("client-key").is_none(), "{keys}");
+    assert!(
+        attempts_for(&sim, "sk-sim-bad") >= 1,
+        "the limited key was tried first: {keys}"
+    );
+}
+
+/// Run one language's checks against Ringside; they pass when the program says `passed`.
+fn run_checks(driver: &str, program: &str, args: &[&str], passed: &str) {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{program} checks failed on {driver}:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(passed), "{text}");
+}
+
+/// Two providers on the simulator: an OpenAI one with a rate-limited key tried first, a
+/// healthy one and a spent one, and an Anthropic one.
+fn sdk_config(s: std::net::SocketAddr) -> String {
+    format!(
         r#"
 [resilience]
 max_wait_ms = 0
@@ -76,40 +121,7 @@ base_url = "http://{s}/v1"
   key_env = "SIM_KEY_C"
   models = ["claude-sonnet-4-5", "claude-mid"]
 "#
-    );
-    let proxy = Proxy::start(driver, 2, "", &body);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_clients.py");
-    let out = Command::new(&python)
-        .arg(&script)
-        .arg(format!("http://{}", proxy.addr))
-        .output()
-        .expect("run the SDK checks");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "SDK checks failed on {driver}:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("17 of 17 SDK checks passed"), "{text}");
-    let out = Command::new("node")
-        .arg(&node_script)
-        .arg(format!("http://{}", proxy.addr))
-        .output()
-        .expect("run the Node SDK checks");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "Node SDK checks failed on {driver}:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("16 of 16 Node SDK checks passed"), "{text}");
-    // The client's own key never reached the upstream: only the connection keys did.
-    let keys = sim_stats(&sim)["keys"].clone();
-    assert!(keys.get("client-key").is_none(), "{keys}");
-    assert!(
-        attempts_for(&sim, "sk-sim-bad") >= 1,
-        "the limited key was tried first: {keys}"
-    );
+    )
 }
 
 /// The virtual environment with the pinned SDKs, made once per test run and reused across runs

@@ -169,6 +169,9 @@ mod tests {
     fn connection_future_size_is_bounded() {
         let size = future_size(serve_client);
         eprintln!("per-connection future: {size} bytes");
-        assert!(size <= LIMIT, "the per-connection future grew to {size} bytes");
+        assert!(
+            size <= LIMIT,
+            "the per-connection future grew to {size} bytes"
+        );
     }
 }

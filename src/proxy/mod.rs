@@ -12,7 +12,7 @@
 //! | admit    | `admit.rs`               | `Admission::{Go(permit), Saturated, LeaseMoved, ..}` |
 //! | attempt  | `attempt.rs`             | `AttemptEnd::{Ready, Failed, ClientGone}`           |
 //! | judge    | `judge.rs`               | a `Verdict` (restated, classified)                  |
-//! | deliver  | `deliver.rs`             | the commit: `AttemptEnd::Done { keep_alive }`       |
+//! | deliver  | `deliver.rs`, `forward/` | the commit: `AttemptEnd::Done { keep_alive }`       |
 //! | answer   | `answer.rs`              | what the client is told when Ringside stops trying  |
 //! | finalize | `request.rs`             | metrics, the access log, the decision ring, once    |
 //!

@@ -82,7 +82,12 @@ impl LoopState {
         // Try this candidate again only if the failure put it on a timer (then it is excluded
         // by that timer, and a short one may be waited out).
         let s = &core.shared.config.resilience;
-        if core.tables.borrow_mut().blocked(s, site, crate::clock::now_ms()).is_none() {
+        if core
+            .tables
+            .borrow_mut()
+            .blocked(s, site, crate::clock::now_ms())
+            .is_none()
+        {
             self.tried.push(cand);
         }
         self.last = Some(LastFailure {
