@@ -28,10 +28,10 @@ pub async fn handle(
     conn: Conn<'_>,
 ) -> bool {
     let started = crate::clock::instant();
-    let in_flight = InFlightGauge::enter(&core.metrics.in_flight);
+    let in_flight = Some(InFlightGauge::enter(&core.metrics.in_flight));
     let endpoint = Endpoint::from_path(head.path());
     let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
-    let mut ctx = Ctx {
+    let ctx = Ctx {
         core,
         head: &head,
         endpoint: endpoint.unwrap_or(Endpoint::Models),
@@ -50,31 +50,38 @@ pub async fn handle(
         ticket: conn.ticket,
         reveal: true,
     };
+    let mut req = Finalize {
+        ctx,
+        route: core.shared.routes.other_index,
+        in_flight,
+    };
+    let ctx = &mut req.ctx;
     let (keep, route_index) = match endpoint {
         None => {
-            let body_ok = drain_body(&mut ctx, rd, wr, buf).await;
+            let body_ok = drain_body(ctx, rd, wr, buf).await;
             let err = ApiError::new(
                 404,
                 "unknown_endpoint",
                 format!("no endpoint {} {}", head.method(), head.path()),
             );
-            let keep = finish_error(&mut ctx, wr, &err, body_ok).await;
+            let keep = finish_error(ctx, wr, &err, body_ok).await;
             (keep, core.shared.routes.other_index)
         }
-        Some(ep) => match intake(&mut ctx, ep, rd, wr, buf).await {
+        Some(ep) => match intake(ctx, ep, rd, wr, buf).await {
             Intake::Answered { keep, route } => (keep, route),
             Intake::Admitted {
                 entry,
                 needs,
                 tenant_permit,
             } => {
-                let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
+                let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
                 drop(tenant_permit);
                 (keep, entry.index)
             }
         },
     };
-    finalize(&mut ctx, route_index, in_flight);
+    req.route = route_index;
+    drop(req);
     keep && !core.drain.is_draining()
 }
 
@@ -98,25 +105,36 @@ fn record_for(core: &Core, head: &Head, endpoint: Option<Endpoint>, request_id: 
     }
 }
 
-/// Finalize, once: the request's metrics, its access log line and its place in the decision
-/// ring.
-fn finalize(ctx: &mut Ctx<'_>, route_index: usize, in_flight: InFlightGauge<'_>) {
-    let core = ctx.core;
-    ctx.record.total_ms = crate::clock::since(ctx.started).as_millis() as u64;
-    core.metrics.request(route_index, ctx.record.status);
-    drop(in_flight);
-    if let Some(log) = &core.shared.log
-        && !log.send(ctx.record.log_line())
-    {
-        core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
-    }
-    ctx.record.ts_ms = crate::clock::unix_ms();
-    core.remember(std::mem::take(&mut ctx.record));
-    core.metrics.finalized.fetch_add(1, Relaxed);
+/// The request's context, finalized exactly once when it is dropped: at the end of `handle`,
+/// or half-way when the connection's task is dropped (a contained panic). Finalizing records
+/// the request's metrics, its access log line and its place in the decision ring.
+struct Finalize<'c> {
+    ctx: Ctx<'c>,
+    /// The route the request's metrics go to.
+    route: usize,
+    in_flight: Option<InFlightGauge<'c>>,
 }
 
-/// The in-flight gauge's share of one request: given back when the request ends, or when its
-/// task is dropped half-way (a contained panic, see `runtime::contain`).
+impl Drop for Finalize<'_> {
+    fn drop(&mut self) {
+        let ctx = &mut self.ctx;
+        let core = ctx.core;
+        ctx.record.total_ms = crate::clock::since(ctx.started).as_millis() as u64;
+        core.metrics.request(self.route, ctx.record.status);
+        drop(self.in_flight.take());
+        if let Some(log) = &core.shared.log
+            && !log.send(ctx.record.log_line())
+        {
+            core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
+        }
+        ctx.record.ts_ms = crate::clock::unix_ms();
+        core.remember(std::mem::take(&mut ctx.record));
+        core.metrics.finalized.fetch_add(1, Relaxed);
+    }
+}
+
+/// The in-flight gauge's share of one request: given back when the request is finalized (or
+/// dropped before its context was made; see `contain`).
 struct InFlightGauge<'a>(&'a std::sync::atomic::AtomicI64);
 
 impl<'a> InFlightGauge<'a> {
