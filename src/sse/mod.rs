@@ -3,11 +3,13 @@
 //! split anywhere (mid-line, mid-CRLF). Comments, `event:` and multi-line `data:` are handled.
 //! Each finished event is classified for the stream guard.
 
+mod event;
 pub mod json;
 mod names;
 pub mod watchdog;
 
-use json::{Counts, JsonScan};
+pub use event::{Event, Kind, Totals};
+use json::JsonScan;
 
 /// The stream guard's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,34 +35,6 @@ impl Default for StreamSettings {
     }
 }
 
-/// What one event means for the stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// Output the user reads; `bytes` of UTF-8 text.
-    Text,
-    /// A tool call or reasoning in progress (protected from the throughput judge).
-    Protected,
-    /// Usage figures only.
-    Usage,
-    /// Lifecycle or empty (`message_start`, `response.created`, role-only deltas).
-    Lifecycle,
-    /// A comment or `ping`: keeps the stream alive, is not progress.
-    Heartbeat,
-    /// An in-band error.
-    Error,
-    /// The stream's terminal marker (`[DONE]`, `message_stop`, `response.completed`).
-    Terminal,
-}
-
-/// One classified event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Event {
-    pub kind: Kind,
-    /// Useful text bytes in it.
-    pub text_bytes: u32,
-    pub counts: Counts,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Field {
     /// Reading the field name at the start of a line.
@@ -72,24 +46,6 @@ enum Field {
 }
 
 const NAME_MAX: usize = 48;
-
-/// Running totals of a stream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub events: u64,
-    pub text_bytes: u64,
-    pub heartbeats: u64,
-    pub errors: u64,
-    pub terminal: bool,
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    /// A tool call or reasoning is in progress (set by such an event, cleared by text).
-    pub protected: bool,
-    /// At least one event that is not lifecycle, heartbeat or usage (text, tool, reasoning,
-    /// error or terminal) has been seen.
-    pub decisive: bool,
-    pub first_error_seen: bool,
-}
 
 #[derive(Clone, Debug)]
 pub struct Scanner {
@@ -353,7 +309,7 @@ impl Scanner {
             None => self.names.class(&self.event_name[..self.event_len]),
         };
         let done = self.data_len == DONE.len() as u64 && self.done_match == DONE.len();
-        let kind = classify(name, counts, done, self.has_data);
+        let kind = event::classify(name, counts, done, self.has_data);
         let ev = Event {
             kind,
             text_bytes: if kind == Kind::Text { counts.text } else { 0 },
@@ -396,38 +352,6 @@ impl Scanner {
         self.saw_field = false;
         self.json.reset();
     }
-}
-
-fn classify(name: names::NameClass, c: Counts, done: bool, has_data: bool) -> Kind {
-    if let Some(kind) = name.fixed {
-        return kind;
-    }
-    if done {
-        return Kind::Terminal;
-    }
-    if c.error {
-        return Kind::Error;
-    }
-    if c.tool > 0 || c.reasoning > 0 {
-        return if c.text > 0 {
-            Kind::Text
-        } else {
-            Kind::Protected
-        };
-    }
-    if name.protected_delta {
-        return Kind::Protected;
-    }
-    if c.text > 0 {
-        return Kind::Text;
-    }
-    if c.usage && (c.input_tokens.is_some() || c.output_tokens.is_some()) {
-        return Kind::Usage;
-    }
-    if !has_data && name.empty {
-        return Kind::Heartbeat;
-    }
-    Kind::Lifecycle
 }
 
 #[cfg(test)]

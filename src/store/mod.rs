@@ -4,6 +4,7 @@
 //! restart: terminal connection states (with their reset epochs) and settings changed through
 //! the admin API.
 
+pub mod lease_book;
 pub mod lease_view;
 pub mod leases;
 pub mod pins;

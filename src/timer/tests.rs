@@ -1,7 +1,7 @@
 use super::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::Wake;
+use std::task::{Wake, Waker};
 
 struct Count(AtomicUsize);
 
