@@ -69,30 +69,60 @@ pub(super) async fn attempt(
         // (Read after the request is built: the send time.)
         time: Timing::new(ctx, budget, cfg.upstream.first_byte_timeout_ms),
     };
-    let (mut up, head) = match upstream_head(ctx, &aim, &out, watch).await {
-        Ok(answer) => answer,
-        Err(end) => return end,
+    // A pooled connection or a new one, the request sent and the response head read.
+    let mut fresh_retry_used = false;
+    let mut pool_ms = aim.time.sent_ms;
+    let (mut up, head) = loop {
+        let pooled = core.pool.borrow_mut().take(aim.provider_index, pool_ms);
+        let mut up = match pooled {
+            Some(c) => c,
+            None => match connect(ctx, &aim, watch).await {
+                Ok(c) => c,
+                Err(end) => return end,
+            },
+        };
+        match send_and_await_head(&mut up, &out, aim.time.first_byte, watch).await {
+            Ok(head) => break (up, head),
+            Err(fail) => match aim.retry_fresh(&up, fail, &mut fresh_retry_used) {
+                Some(end) => return end,
+                None => pool_ms = now(),
+            },
+        }
     };
     let get = |n: &str| head.get_str(n).map(str::to_string);
     core.loads
         .borrow_mut()
         .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
     learn_pacing(&core.shared.flow.gates[cand.connection], &head);
-    if (200..300).contains(&head.status) {
-        if let Err(end) = judge_success(ctx, &aim, &mut up, &head, watch).await {
-            return end;
-        }
-        return AttemptEnd::Ready {
-            up,
-            head,
-            provider_index: aim.provider_index,
+    if !(200..300).contains(&head.status) {
+        return match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
+            Read::ClientGone => AttemptEnd::ClientGone,
+            Read::Failed { detail, timeout } => {
+                aim.time.failed(timeout, AttemptOutcome::Reset, detail)
+            }
+            Read::Ok(body) => error_answer(ctx, &aim, up, head, body),
         };
     }
-    match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
-        Read::ClientGone => AttemptEnd::ClientGone,
-        Read::Failed { detail, timeout } => aim.time.failed(timeout, AttemptOutcome::Reset, detail),
-        Read::Ok(body) => error_answer(ctx, &aim, up, head, body),
+    // An event stream is held until its first useful event (when the stream guard holds
+    // streams back), so that a stream failing at once is retried, not delivered.
+    let st = &cfg.stream;
+    if st.guard && st.holdback_ms > 0 && is_event_stream(&head) {
+        let held = judge::hold_stream(&mut up, &head, st, aim.time.deadline, watch).await;
+        if let Some(end) = judge_hold(ctx, &aim, &head, held) {
+            return end;
+        }
     }
+    succeeded(ctx, &aim);
+    AttemptEnd::Ready {
+        up,
+        head,
+        provider_index: aim.provider_index,
+    }
+}
+
+fn is_event_stream(head: &Head) -> bool {
+    head.get("content-type")
+        .is_some_and(|v| v.starts_with(b"text/event-stream"))
 }
 
 /// Where one attempt goes, and its clock.
@@ -104,6 +134,34 @@ struct Aim<'a> {
     /// The upstream's name for the model.
     model: &'a str,
     time: Timing,
+}
+
+impl Aim<'_> {
+    /// A send that failed before the head. A pooled connection that dies before any response
+    /// byte was probably closed by the upstream while idle: it is retried once on a fresh
+    /// connection (`None`); otherwise the attempt ends here.
+    fn retry_fresh(
+        &self,
+        up: &UpConn,
+        fail: HeadFail,
+        fresh_retry_used: &mut bool,
+    ) -> Option<AttemptEnd> {
+        match fail {
+            HeadFail::ClientGone => Some(AttemptEnd::ClientGone),
+            HeadFail::Failed {
+                timeout,
+                kind,
+                detail,
+                nothing_received,
+            } => {
+                if up.reused && nothing_received && !*fresh_retry_used {
+                    *fresh_retry_used = true;
+                    return None;
+                }
+                Some(self.time.failed(timeout, kind, detail))
+            }
+        }
+    }
 }
 
 /// The attempt's deadlines, read once when the request goes out, and which of them binds.
@@ -188,44 +246,6 @@ fn outbound_for(ctx: &Ctx<'_>, provider: &Provider, conn: &Connection, model: &s
     )
 }
 
-/// A pooled connection or a new one, the request sent and the response head read. A pooled
-/// connection that dies before any response byte was probably closed by the upstream while
-/// idle: it is retried once on a fresh connection.
-async fn upstream_head(
-    ctx: &Ctx<'_>,
-    aim: &Aim<'_>,
-    out: &Outbound,
-    watch: &mut ClientWatch<'_>,
-) -> Result<(UpConn, Head), AttemptEnd> {
-    let core = ctx.core;
-    let mut fresh_retry_used = false;
-    let mut pool_ms = aim.time.sent_ms;
-    loop {
-        let pooled = core.pool.borrow_mut().take(aim.provider_index, pool_ms);
-        let mut up = match pooled {
-            Some(c) => c,
-            None => connect(ctx, aim, watch).await?,
-        };
-        match send_and_await_head(&mut up, out, aim.time.first_byte, watch).await {
-            Ok(head) => return Ok((up, head)),
-            Err(HeadFail::ClientGone) => return Err(AttemptEnd::ClientGone),
-            Err(HeadFail::Failed {
-                timeout,
-                kind,
-                detail,
-                nothing_received,
-            }) => {
-                if up.reused && nothing_received && !fresh_retry_used {
-                    fresh_retry_used = true;
-                    pool_ms = now();
-                    continue;
-                }
-                return Err(aim.time.failed(timeout, kind, detail));
-            }
-        }
-    }
-}
-
 /// A new upstream connection, within the attempt's deadline.
 async fn connect(
     ctx: &Ctx<'_>,
@@ -257,45 +277,34 @@ async fn connect(
     }
 }
 
-/// A 2xx head: an event stream is held until its first useful event (when the stream guard
-/// holds streams back), so that a stream failing at once is retried, not delivered.
-async fn judge_success(
-    ctx: &Ctx<'_>,
-    aim: &Aim<'_>,
-    up: &mut UpConn,
-    head: &Head,
-    watch: &mut ClientWatch<'_>,
-) -> Result<(), AttemptEnd> {
-    let core = ctx.core;
-    let st = &core.config().stream;
-    let is_sse = head
-        .get("content-type")
-        .is_some_and(|v| v.starts_with(b"text/event-stream"));
-    if is_sse && st.guard && st.holdback_ms > 0 {
-        match judge::hold_stream(up, head, st, aim.time.deadline, watch).await {
-            Read::ClientGone => return Err(AttemptEnd::ClientGone),
-            Read::Failed { detail, timeout } => {
-                return Err(aim
-                    .time
-                    .failed(timeout, AttemptOutcome::StreamError, detail));
-            }
-            Read::Ok(Hold::Stalled) => {
-                // Nothing useful in time: retried elsewhere; says nothing certain about the
-                // key (a slow-thinking model), so nothing is cooled.
-                return Err(failed(
-                    classify::transport(true),
-                    AttemptOutcome::StreamReadinessTimeout,
-                    format!(
-                        "no useful stream event within {} ms",
-                        st.readiness_timeout_ms
-                    ),
-                    true,
-                ));
-            }
-            Read::Ok(Hold::Error(text)) => return Err(in_band_error(ctx, aim, head, &text)),
-            Read::Ok(Hold::Commit) => {}
+/// What holding a 2xx event stream found: `None` to commit it, or the attempt's end.
+fn judge_hold(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, held: Read<Hold>) -> Option<AttemptEnd> {
+    match held {
+        Read::ClientGone => Some(AttemptEnd::ClientGone),
+        Read::Failed { detail, timeout } => Some(aim.time.failed(
+            timeout,
+            AttemptOutcome::StreamError,
+            detail,
+        )),
+        Read::Ok(Hold::Stalled) => {
+            // Nothing useful in time: retried elsewhere; says nothing certain about the key
+            // (a slow-thinking model), so nothing is cooled.
+            let ms = ctx.core.config().stream.readiness_timeout_ms;
+            Some(failed(
+                classify::transport(true),
+                AttemptOutcome::StreamReadinessTimeout,
+                format!("no useful stream event within {ms} ms"),
+                true,
+            ))
         }
+        Read::Ok(Hold::Error(text)) => Some(in_band_error(ctx, aim, head, &text)),
+        Read::Ok(Hold::Commit) => None,
     }
+}
+
+/// A head worth delivering: the connection's latency and a success are recorded.
+fn succeeded(ctx: &Ctx<'_>, aim: &Aim<'_>) {
+    let core = ctx.core;
     let latency_ms = crate::clock::since(aim.time.sent_at).as_millis() as u64;
     core.loads
         .borrow_mut()
@@ -306,7 +315,6 @@ async fn judge_success(
         model: aim.model,
         tenant: ctx.tenant,
     });
-    Ok(())
 }
 
 /// A held stream whose first event was an error: judged like an error answer.

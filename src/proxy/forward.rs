@@ -10,6 +10,7 @@ use super::watch::ClientWatch;
 use crate::dialect::{ApiError, Dialect};
 use crate::http::Head;
 use crate::http::chunk::size_line;
+use crate::http::io::read_more;
 use crate::upstream::UpConn;
 use bytes::Bytes;
 use monoio::io::AsyncWriteRentExt;
@@ -241,7 +242,22 @@ pub async fn relay(
                 .await;
             break;
         }
-        if let Err(stop) = s.read_upstream(watch, up, r, &mut timer).await {
+        let why = s.arm_read(r, &mut timer);
+        let is_sse = s.is_sse();
+        let read = before(
+            async {
+                // An event stream waits for readiness first: fewer, fuller reads (see
+                // `read_when_ready`); other bodies arrive in large pieces anyway.
+                if is_sse {
+                    up.stream.read_when_ready(&mut up.buf).await
+                } else {
+                    read_more(&mut up.stream, &mut up.buf).await
+                }
+            },
+            &mut timer,
+        );
+        let read = watch.race(std::pin::pin!(read)).await;
+        if let Err(stop) = s.after_read(read, why) {
             match stop {
                 Some(failure) => out.failure = Some(failure),
                 None => out.client_gone = true,
@@ -249,7 +265,12 @@ pub async fn relay(
             break;
         }
     }
-    s.finish(wr, r, &mut out, &mut send_timer).await;
+    if let Some(failure) = s.error_event_due(&out) {
+        let chunked = s.client_chunked();
+        let sent = send_error_event(wr, r, failure, chunked, &mut send_timer).await;
+        s.error_event_sent(sent);
+    }
+    s.finish(&mut out);
     out
 }
 

@@ -38,9 +38,10 @@ pub(super) async fn intake<'c>(
     buf: &mut BytesMut,
 ) -> Intake<'c> {
     let other = ctx.core.shared.routes.other_index;
-    let auth = match before_body(ctx, endpoint, rd, wr, buf).await {
-        Ok(auth) => auth,
-        Err(answered) => return answered,
+    let auth = match on_the_head(ctx, endpoint) {
+        OnTheHead::Go(auth) => auth,
+        // (The rare paths get their own future: the common one does not carry it.)
+        OnTheHead::Answer(refused) => return answer_on_the_head(ctx, refused, rd, wr, buf).await,
     };
     ctx.ticket.authenticated();
     let body = match read_client_body(ctx, rd, wr, buf).await {
@@ -94,51 +95,80 @@ async fn refuse<'c>(
     }
 }
 
-/// What is decided on the head alone: the method, a cross-origin form, and who is calling. A
-/// caller without a valid key is answered before any byte of its body is read, and is never
-/// sent `100 Continue`.
-async fn before_body<'c>(
-    ctx: &mut Ctx<'c>,
-    endpoint: Endpoint,
-    rd: &mut TcpOwnedReadHalf,
-    wr: &mut TcpOwnedWriteHalf,
-    buf: &mut BytesMut,
-) -> Result<crate::clients::Auth, Intake<'c>> {
-    let other = ctx.core.shared.routes.other_index;
+/// What is decided on the head alone: the method, a cross-origin form, and who is calling.
+enum OnTheHead {
+    /// Go on and read the body; the caller is `Auth`.
+    Go(crate::clients::Auth),
+    /// Answered without reading the body.
+    Answer(HeadAnswer),
+}
+
+/// A request answered on its head.
+enum HeadAnswer {
+    /// `OPTIONS` on the lease endpoint: the CORS preflight.
+    Preflight,
+    /// Refused whatever the body says.
+    Refused(ApiError),
+    /// A caller without a valid key: answered before any byte of its body is read, and never
+    /// sent `100 Continue`.
+    Unauthenticated(crate::clients::Auth, ApiError),
+}
+
+fn on_the_head(ctx: &Ctx<'_>, endpoint: Endpoint) -> OnTheHead {
     let want_get = endpoint == Endpoint::Models;
     let method = ctx.head.method();
     if endpoint == Endpoint::SessionLeases && method == "OPTIONS" {
-        let ok = drain_body(ctx, rd, wr, buf).await;
-        ctx.keep_alive &= ok;
-        return Err(Intake::Answered {
-            keep: super::lease::lifecycle::preflight(ctx, wr).await,
-            route: other,
-        });
+        return OnTheHead::Answer(HeadAnswer::Preflight);
     }
     if (want_get && method != "GET") || (!want_get && method != "POST") {
-        let ok = drain_body(ctx, rd, wr, buf).await;
-        let err = ApiError::new(
+        return OnTheHead::Answer(HeadAnswer::Refused(ApiError::new(
             405,
             "method_not_allowed",
             format!("{method} is not allowed on {}", ctx.head.path()),
-        );
-        return Err(refuse(ctx, wr, &err, ok, other).await);
+        )));
     }
     if let Some(err) = super::caller::cross_origin_form(ctx.head) {
-        let ok = drain_body(ctx, rd, wr, buf).await;
-        return Err(refuse(ctx, wr, &err, ok, other).await);
+        return OnTheHead::Answer(HeadAnswer::Refused(err));
     }
-    let (auth, refusal) = super::caller::identify(ctx.core, ctx.head, endpoint);
-    let Some(err) = refusal else {
-        return Ok(auth);
-    };
-    let body_ok = drain_small_body(ctx, rd, wr, buf).await;
-    if endpoint == Endpoint::SessionLeases {
-        ctx.keep_alive &= body_ok;
-        let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
-        return Err(Intake::Answered { keep, route: other });
+    match super::caller::identify(ctx.core, ctx.head, endpoint) {
+        (auth, None) => OnTheHead::Go(auth),
+        (auth, Some(err)) => OnTheHead::Answer(HeadAnswer::Unauthenticated(auth, err)),
     }
-    Err(refuse(ctx, wr, &err, body_ok, other).await)
+}
+
+/// Answer a request refused on its head (the body is drained, or for a keyless caller only a
+/// small one).
+async fn answer_on_the_head<'c>(
+    ctx: &mut Ctx<'c>,
+    refused: HeadAnswer,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> Intake<'c> {
+    let other = ctx.core.shared.routes.other_index;
+    match refused {
+        HeadAnswer::Preflight => {
+            let ok = drain_body(ctx, rd, wr, buf).await;
+            ctx.keep_alive &= ok;
+            Intake::Answered {
+                keep: super::lease::lifecycle::preflight(ctx, wr).await,
+                route: other,
+            }
+        }
+        HeadAnswer::Refused(err) => {
+            let ok = drain_body(ctx, rd, wr, buf).await;
+            refuse(ctx, wr, &err, ok, other).await
+        }
+        HeadAnswer::Unauthenticated(auth, err) => {
+            let body_ok = drain_small_body(ctx, rd, wr, buf).await;
+            if ctx.endpoint == Endpoint::SessionLeases {
+                ctx.keep_alive &= body_ok;
+                let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
+                return Intake::Answered { keep, route: other };
+            }
+            refuse(ctx, wr, &err, body_ok, other).await
+        }
+    }
 }
 
 /// A known client key: its tenant, its place in line, whether it may see connection names.

@@ -31,27 +31,27 @@ pub async fn handle(
     let in_flight = Some(InFlightGauge::enter(&core.metrics.in_flight));
     let endpoint = Endpoint::from_path(head.path());
     let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
-    let ctx = Ctx {
-        core,
-        head: &head,
-        endpoint: endpoint.unwrap_or(Endpoint::Models),
-        dialect: dialect_for_path(head.path()),
-        record: record_for(core, &head, endpoint, request_id.clone()),
-        request_id,
-        body: Bytes::new(),
-        model_span: None,
-        keep_alive: head.keep_alive && !conn.last_request,
-        started,
-        tenant: tenant_of(&head),
-        priority: priority_of(&head),
-        exec_deadline: None,
-        client: None,
-        lease: None,
-        ticket: conn.ticket,
-        reveal: true,
-    };
+    // Built in place: the context is large, and moving it into the guard would copy it.
     let mut req = Finalize {
-        ctx,
+        ctx: Ctx {
+            core,
+            head: &head,
+            endpoint: endpoint.unwrap_or(Endpoint::Models),
+            dialect: dialect_for_path(head.path()),
+            record: record_for(core, &head, endpoint, request_id.clone()),
+            request_id,
+            body: Bytes::new(),
+            model_span: None,
+            keep_alive: head.keep_alive && !conn.last_request,
+            started,
+            tenant: tenant_of(&head),
+            priority: priority_of(&head),
+            exec_deadline: None,
+            client: None,
+            lease: None,
+            ticket: conn.ticket,
+            reveal: true,
+        },
         route: core.shared.routes.other_index,
         in_flight,
     };

@@ -29,6 +29,11 @@ fn now() -> u64 {
 }
 
 /// The attempt loop. Returns whether the client connection stays open.
+///
+/// Every wait of the request path is awaited here, in this one future, or in a phase it awaits
+/// directly (admit, attempt, commit): each level of nested futures costs a copy of the inner
+/// future when it starts and a dispatch on every wake of a long stream. The decisions around
+/// the waits are plain functions.
 pub(super) async fn run(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
@@ -38,32 +43,67 @@ pub(super) async fn run(
     buf: &mut bytes::BytesMut,
 ) -> bool {
     let pin = Pin::find(ctx);
+    let pinned = pin.had.map(|(c, _)| c);
+    let mut watch = ClientWatch::start(rd, std::mem::take(buf));
     let mut run = Attempts {
         entry,
-        needs,
-        wr,
-        watch: ClientWatch::start(rd, std::mem::take(buf)),
         budget: budget_for(ctx, entry),
         st: LoopState::default(),
-        pinned: pin.had.map(|(c, _)| c),
     };
     let answered = loop {
-        if let Step::Stop(answered) = run.pass(ctx).await {
+        let (cand, admit, t) = match run.select(ctx, needs, pinned) {
+            Pick::Candidate(cand, admit, t) => (cand, admit, t),
+            Pick::Stop => break None,
+            Pick::NothingUsable(t, unix_now) => {
+                match run.nothing_usable(ctx, &mut watch, t, unix_now).await {
+                    Step::Again => continue,
+                    Step::Stop(answered) => break answered,
+                }
+            }
+        };
+        let site = site(ctx, entry, cand);
+        // The probe (if this attempt is one) is released when the attempt ends, however.
+        let probe = ProbeGuard::new(admit, &ctx.core.shared.probes.0[site.provider]);
+        if run.budget.attempts_left() == 0 {
+            break None;
+        }
+        // Admission: a slot of the connection (global across cores), or a place in its queue,
+        // and the lease fenced again after any wait.
+        let admission = admit::admit(ctx, cand, &run.budget, t, &mut watch).await;
+        let permit = match run.admitted(ctx, cand, admission) {
+            Ok(permit) => permit,
+            Err(Step::Again) => continue,
+            Err(Step::Stop(answered)) => break answered,
+        };
+        let Some(held) = run.start(ctx, cand, site, permit, probe) else {
+            break None;
+        };
+        let end = match attempt(ctx, entry, cand, &mut watch, &run.budget).await {
+            // The commit: the answer goes to the client, nothing is retried after it.
+            AttemptEnd::Ready {
+                up,
+                head,
+                provider_index,
+            } => {
+                let up = deliver::Upstream {
+                    cand,
+                    provider_index,
+                    up,
+                    head,
+                };
+                deliver::commit(ctx, entry, up, wr, &mut watch).await
+            }
+            end => end,
+        };
+        if let Step::Stop(answered) = run.after(ctx, held, end) {
             break answered;
         }
     };
-    let Attempts {
-        wr,
-        watch,
-        budget,
-        st,
-        ..
-    } = run;
     *buf = watch.finish().await;
-    pin.remember(ctx, st.served);
+    pin.remember(ctx, run.st.served);
     match answered {
         Some(keep_alive) => keep_alive,
-        None => conclude(ctx, wr, entry, &budget, st).await,
+        None => conclude(ctx, wr, entry, &run.budget, run.st).await,
     }
 }
 
@@ -121,7 +161,7 @@ impl Pin {
     }
 }
 
-/// How one pass of the loop ends.
+/// How a step of the loop ends, when it may end the loop.
 enum Step {
     /// Select again: a lease moved, a wait was waited out, a candidate refused or failed.
     Again,
@@ -130,26 +170,44 @@ enum Step {
     Stop(Option<bool>),
 }
 
-/// What one request's attempt loop holds from pass to pass.
-struct Attempts<'a, 'r> {
-    entry: &'a Entry,
-    needs: &'a Needs,
-    wr: &'a mut TcpOwnedWriteHalf,
-    watch: ClientWatch<'r>,
-    budget: Budget,
-    st: LoopState,
-    /// The session's pinned connection, tried first while it is usable.
-    pinned: Option<usize>,
+/// What selection found.
+enum Pick {
+    /// A candidate, its breaker admission, and when it was picked.
+    Candidate(Candidate, Admit, u64),
+    /// Nothing usable at `t` (`unix_now`: the wall clock, when leases needed it).
+    NothingUsable(u64, u64),
+    /// The budget ran out.
+    Stop,
 }
 
-impl Attempts<'_, '_> {
-    /// One pass: select a candidate and try it, or deal with having none.
-    async fn pass(&mut self, ctx: &mut Ctx<'_>) -> Step {
+/// What one attempt holds from its admission to its end. The guards are released in field
+/// order, the in-flight count before the slot; the half-open probe last, after the attempt's
+/// outcome was recorded (see `Attempts::after`).
+struct Held<'a> {
+    cand: Candidate,
+    t0: std::time::Instant,
+    site: crate::resilience::Site<'a>,
+    in_flight: InFlight<'a>,
+    permit: crate::flow::Permit,
+    probe: ProbeGuard<'a>,
+}
+
+/// What one request's attempt loop carries from attempt to attempt.
+struct Attempts<'a> {
+    entry: &'a Entry,
+    budget: Budget,
+    st: LoopState,
+}
+
+impl Attempts<'_> {
+    /// Select a candidate (dropping cooling, locked, breaker-open and ineligible ones, each
+    /// with its reason in `st.excluded`).
+    fn select(&mut self, ctx: &Ctx<'_>, needs: &Needs, pinned: Option<usize>) -> Pick {
         let core = ctx.core;
         core.sync();
         let t = now();
         if self.budget.expired(t) {
-            return Step::Stop(None);
+            return Pick::Stop;
         }
         let bound = ctx.lease.as_ref().map(|b| b.conn);
         // Without any lease anywhere, no connection is held (and no clock read is needed).
@@ -163,18 +221,24 @@ impl Attempts<'_, '_> {
             tried: &self.st.tried,
             saturated: &self.st.saturated,
             bound,
-            pinned: self.pinned,
+            pinned,
         };
         let excluded = &mut self.st.excluded;
-        match select::select(ctx, self.entry, self.needs, &seen, (t, unix_now), excluded) {
-            Some((cand, admit)) => self.try_candidate(ctx, cand, admit, t).await,
-            None => self.nothing_usable(ctx, t, unix_now).await,
+        match select::select(ctx, self.entry, needs, &seen, (t, unix_now), excluded) {
+            Some((cand, admit)) => Pick::Candidate(cand, admit, t),
+            None => Pick::NothingUsable(t, unix_now),
         }
     }
 
     /// No candidate is usable now: move the lease, wait for the earliest short recovery if the
     /// budget allows, or stop.
-    async fn nothing_usable(&mut self, ctx: &mut Ctx<'_>, t: u64, unix_now: u64) -> Step {
+    async fn nothing_usable(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        watch: &mut ClientWatch<'_>,
+        t: u64,
+        unix_now: u64,
+    ) -> Step {
         // A lease whose connection cannot serve moves to a free eligible one (same
         // generation), as health, cooldown, quota and model rules have the final say.
         match super::lease::move_off(ctx, &self.st.excluded).await {
@@ -191,7 +255,7 @@ impl Attempts<'_, '_> {
                 ctx.record.waited_ms += ms;
                 self.budget.waited(ms);
                 let sleep = timer::sleep_until(crate::clock::instant() + Duration::from_millis(ms));
-                if let Raced::ClientGone = self.watch.race(sleep).await {
+                if let Raced::ClientGone = watch.race(sleep).await {
                     return client_gone(ctx);
                 }
                 Step::Again
@@ -203,40 +267,43 @@ impl Attempts<'_, '_> {
         }
     }
 
-    /// Admit the chosen candidate and make one attempt on it.
-    async fn try_candidate(
+    /// What admission said: a slot, or how the loop goes on.
+    fn admitted(
         &mut self,
         ctx: &mut Ctx<'_>,
         cand: Candidate,
-        admit: Admit,
-        t: u64,
-    ) -> Step {
-        let core = ctx.core;
-        let site = site(ctx, self.entry, cand);
-        // The probe (if this attempt is one) is released when this pass ends, however.
-        let _probe = ProbeGuard::new(admit, &core.shared.probes.0[site.provider]);
-        if self.budget.attempts_left() == 0 {
-            return Step::Stop(None);
-        }
-        // Admission: a slot of the connection (global across cores), or a place in its queue,
-        // and the lease fenced again after any wait.
-        let permit = match admit::admit(ctx, cand, &self.budget, t, &mut self.watch).await {
-            Admission::Go(p) => p,
+        admission: Admission,
+    ) -> Result<crate::flow::Permit, Step> {
+        match admission {
+            Admission::Go(p) => Ok(p),
             Admission::Saturated => {
                 self.st.saturated.push(cand);
-                return Step::Again;
+                Err(Step::Again)
             }
-            Admission::LeaseMoved => return Step::Again,
-            Admission::ClientGone => return client_gone(ctx),
+            Admission::LeaseMoved => Err(Step::Again),
+            Admission::ClientGone => Err(client_gone(ctx)),
             Admission::Refused(e) => {
                 self.st.refusal = Some(e);
-                return Step::Stop(None);
+                Err(Step::Stop(None))
             }
-        };
+        }
+    }
+
+    /// Start an attempt: it takes one from the budget (`None`: none left in time) and runs
+    /// under the execution deadline.
+    fn start<'c: 'h, 'h>(
+        &mut self,
+        ctx: &mut Ctx<'c>,
+        cand: Candidate,
+        site: crate::resilience::Site<'h>,
+        permit: crate::flow::Permit,
+        probe: ProbeGuard<'h>,
+    ) -> Option<Held<'h>> {
+        let core: &'c crate::state::core::Core = ctx.core;
         // One clock read for the budget, the execution deadline and the attempt's timing.
         let t0 = crate::clock::instant();
         if !self.budget.try_attempt(crate::clock::ms_at(t0)) {
-            return Step::Stop(None);
+            return None;
         }
         let exec_ms = core
             .shared
@@ -245,8 +312,28 @@ impl Attempts<'_, '_> {
             .value
             .max(core.config().upstream.first_byte_timeout_ms);
         ctx.exec_deadline = Some(t0 + Duration::from_millis(exec_ms));
-        let end = self.attempt_and_commit(ctx, cand).await;
-        // The attempt has closed or pooled its upstream connection: only now free the slot.
+        Some(Held {
+            cand,
+            t0,
+            site,
+            in_flight: InFlight::enter(&core.shared.in_flight[cand.connection]),
+            permit,
+            probe,
+        })
+    }
+
+    /// What an attempt's end means for the loop. The attempt has closed or pooled its upstream
+    /// connection: only now is its slot freed.
+    fn after(&mut self, ctx: &mut Ctx<'_>, held: Held<'_>, end: AttemptEnd) -> Step {
+        let Held {
+            cand,
+            t0,
+            site,
+            in_flight,
+            permit,
+            probe,
+        } = held;
+        drop(in_flight);
         drop(permit);
         ctx.exec_deadline = None;
         let at = Tried {
@@ -254,59 +341,28 @@ impl Attempts<'_, '_> {
             cand,
             t0,
         };
-        self.after(ctx, &at, site, end)
-    }
-
-    /// Connect, send and await the head; a usable head is committed to the client at once.
-    async fn attempt_and_commit(&mut self, ctx: &mut Ctx<'_>, cand: Candidate) -> AttemptEnd {
-        let _in_flight = InFlight::enter(&ctx.core.shared.in_flight[cand.connection]);
-        match attempt(ctx, self.entry, cand, &mut self.watch, &self.budget).await {
-            // The commit: the answer goes to the client, nothing is retried after it.
-            AttemptEnd::Ready {
-                up,
-                head,
-                provider_index,
-            } => {
-                let up_to = deliver::Upstream {
-                    cand,
-                    provider_index,
-                    up,
-                    head,
-                };
-                deliver::commit(ctx, self.entry, up_to, self.wr, &mut self.watch).await
-            }
-            end => end,
-        }
-    }
-
-    /// What an attempt's end means for the loop.
-    fn after(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        at: &Tried<'_>,
-        site: crate::resilience::Site<'_>,
-        end: AttemptEnd,
-    ) -> Step {
-        match end {
+        let step = match end {
             // (`Ready` became `Done` or `Failed` in the commit.)
             AttemptEnd::Ready { .. } => Step::Stop(Some(false)),
             AttemptEnd::Done { keep_alive } => {
-                self.st.served = Some(at.cand.connection);
+                self.st.served = Some(cand.connection);
                 Step::Stop(Some(keep_alive))
             }
             AttemptEnd::ClientGone => {
                 let outcome = AttemptOutcome::ClientGone;
-                push(ctx, at, outcome, None, Decision::Fail, &self.budget, None);
+                push(ctx, &at, outcome, None, Decision::Fail, &self.budget, None);
                 client_gone(ctx)
             }
             AttemptEnd::Failed(f) => {
-                if self.st.on_failed(ctx, at, site, &self.budget, f) {
+                if self.st.on_failed(ctx, &at, site, &self.budget, f) {
                     Step::Stop(None)
                 } else {
                     Step::Again
                 }
             }
-        }
+        };
+        drop(probe);
+        step
     }
 }
 

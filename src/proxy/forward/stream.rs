@@ -1,18 +1,16 @@
 //! The relay's state from one upstream read to the next, and its steps: turn what the upstream
-//! sent into the next client write, watch the throughput, wait for the next read, and end the
-//! stream (with an error event in the client's dialect when it failed after the commit).
+//! sent into the next client write, watch the throughput, time and read the next read's outcome,
+//! and end the stream (with an error event in the client's dialect when it failed after the commit).
 
-use super::{Relay, RelayFailure, Relayed, Sent, as_chunk, next_wait, send, send_error_event};
+use super::{Relay, RelayFailure, Relayed, Sent, as_chunk, next_wait, send};
 use crate::http::chunk::ChunkTracker;
-use crate::http::io::read_more;
 use crate::http::{Framing, Head};
 use crate::proxy::body_end::{BodyEnd, EventEdge};
 use crate::proxy::client_head::client_head;
-use crate::proxy::deadline::{Timer, before, set_timer};
-use crate::proxy::watch::{ClientWatch, Raced};
+use crate::proxy::deadline::{Timer, set_timer};
+use crate::proxy::watch::Raced;
 use crate::sse::Scanner;
 use crate::sse::watchdog::Watchdog;
-use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::time::{Duration, Instant};
@@ -233,37 +231,27 @@ impl Stream {
         }
     }
 
-    /// Wait for more of the body. `Err(Some(failure))`: the upstream failed or a limit ran
-    /// out; `Err(None)`: the client went away.
-    pub(super) async fn read_upstream(
-        &mut self,
-        watch: &mut ClientWatch<'_>,
-        up: &mut UpConn,
-        r: &Relay<'_>,
-        timer: Timer<'_>,
-    ) -> Result<(), Option<RelayFailure>> {
-        // Whichever ends first: idle silence, the execution budget, the stream's readiness
-        // (no useful event yet) or its total time.
+    /// Arm the read timer for whichever ends first: idle silence, the execution budget, the
+    /// stream's readiness (no useful event yet) or its total time; returns what it means when
+    /// it fires.
+    pub(super) fn arm_read(&self, r: &Relay<'_>, timer: Timer<'_>) -> RelayFailure {
         let now = crate::clock::instant();
         let decisive = self.scanner.as_ref().map(|sc| sc.totals.decisive);
         let (wait, why) = next_wait(r, decisive, self.started, now);
         set_timer(timer, now + wait);
-        let is_sse = self.is_sse;
-        let read = before(
-            async {
-                // An event stream waits for readiness first: fewer, fuller reads (see
-                // `read_when_ready`); other bodies arrive in large pieces anyway.
-                if is_sse {
-                    up.stream.read_when_ready(&mut up.buf).await
-                } else {
-                    read_more(&mut up.stream, &mut up.buf).await
-                }
-            },
-            timer,
-        );
-        match watch.race(std::pin::pin!(read)).await {
+        why
+    }
+
+    /// What the next upstream read brought. `Err(Some(failure))`: the upstream failed or a
+    /// limit ran out (`why`); `Err(None)`: the client went away.
+    pub(super) fn after_read(
+        &mut self,
+        read: Raced<Result<std::io::Result<usize>, ()>>,
+        why: RelayFailure,
+    ) -> Result<(), Option<RelayFailure>> {
+        match read {
             Raced::ClientGone => Err(None),
-            Raced::Done(Err(_)) => Err(Some(why)),
+            Raced::Done(Err(())) => Err(Some(why)),
             Raced::Done(Ok(Err(_))) => Err(Some(RelayFailure::Reset)),
             Raced::Done(Ok(Ok(0))) => {
                 self.upstream_eof = true;
@@ -273,34 +261,38 @@ impl Stream {
         }
     }
 
-    /// End the relay. After commit we never replay: a failed event stream ends with one error
-    /// event in the client's dialect.
-    pub(super) async fn finish(
-        &mut self,
-        wr: &mut TcpOwnedWriteHalf,
-        r: &Relay<'_>,
-        out: &mut Relayed,
-        send_timer: Timer<'_>,
-    ) {
+    pub(super) fn is_sse(&self) -> bool {
+        self.is_sse
+    }
+
+    /// After commit we never replay: a failed event stream ends with one error event in the
+    /// client's dialect, when one can still be appended whole (returns the failure to send).
+    pub(super) fn error_event_due(&self, out: &Relayed) -> Option<RelayFailure> {
+        let appendable = self.can_append && self.clean_edge && !self.message_whole;
+        out.failure
+            .filter(|_| self.is_sse && !out.client_gone && appendable)
+    }
+
+    /// The error event went out (`sent`): a chunked answer is then a whole message again.
+    pub(super) fn error_event_sent(&mut self, sent: bool) {
+        self.message_whole |= self.client_chunked && sent;
+    }
+
+    pub(super) fn client_chunked(&self) -> bool {
+        self.client_chunked
+    }
+
+    /// End the relay: whether the client connection stays open, and what the scanner saw.
+    pub(super) fn finish(&mut self, out: &mut Relayed) {
         let mut keep_alive = self.keep_alive;
         // Whether a failed stream still ended as a whole HTTP message: the upstream's own end
         // went out (a stream without its terminal marker, where no event could be added), or
-        // ours did.
-        let mut ended_whole = self.message_whole;
-        if let Some(failure) = out.failure {
-            // The client connection stays open only when that ending is a whole chunked
-            // message: its head promised keep-alive, and a close right after a complete body
-            // races a client that reuses the connection at once (it would see its next request
-            // dropped unanswered).
-            let appendable = self.can_append && self.clean_edge && !self.message_whole;
-            if self.is_sse && !out.client_gone && appendable {
-                let chunked = self.client_chunked;
-                let sent = send_error_event(wr, r, failure, chunked, send_timer).await;
-                ended_whole |= chunked && sent;
-            }
-            if !ended_whole {
-                keep_alive = false;
-            }
+        // our error event did. The client connection stays open only then: its head promised
+        // keep-alive, and a close right after a complete body races a client that reuses the
+        // connection at once (it would see its next request dropped unanswered).
+        let ended_whole = self.message_whole;
+        if out.failure.is_some() && !ended_whole {
+            keep_alive = false;
         }
         out.client_keep_alive =
             keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
