@@ -31,31 +31,32 @@ pub async fn handle(
     let in_flight = Some(InFlightGauge::enter(&core.metrics.in_flight));
     let endpoint = Endpoint::from_path(head.path());
     let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
-    // Built in place: the context is large, and moving it into the guard would copy it.
+    let mut ctx = Ctx {
+        core,
+        head: &head,
+        endpoint: endpoint.unwrap_or(Endpoint::Models),
+        dialect: dialect_for_path(head.path()),
+        record: record_for(core, &head, endpoint, request_id.clone()),
+        request_id,
+        body: Bytes::new(),
+        model_span: None,
+        keep_alive: head.keep_alive && !conn.last_request,
+        started,
+        tenant: tenant_of(&head),
+        priority: priority_of(&head),
+        exec_deadline: None,
+        client: None,
+        lease: None,
+        ticket: conn.ticket,
+        reveal: true,
+    };
+    // The guard borrows the context (704 bytes: moving it into the guard would copy it).
     let mut req = Finalize {
-        ctx: Ctx {
-            core,
-            head: &head,
-            endpoint: endpoint.unwrap_or(Endpoint::Models),
-            dialect: dialect_for_path(head.path()),
-            record: record_for(core, &head, endpoint, request_id.clone()),
-            request_id,
-            body: Bytes::new(),
-            model_span: None,
-            keep_alive: head.keep_alive && !conn.last_request,
-            started,
-            tenant: tenant_of(&head),
-            priority: priority_of(&head),
-            exec_deadline: None,
-            client: None,
-            lease: None,
-            ticket: conn.ticket,
-            reveal: true,
-        },
+        ctx: &mut ctx,
         route: core.shared.routes.other_index,
         in_flight,
     };
-    let ctx = &mut req.ctx;
+    let ctx = &mut *req.ctx;
     let (keep, route_index) = match endpoint {
         None => {
             let body_ok = drain_body(ctx, rd, wr, buf).await;
@@ -108,16 +109,16 @@ fn record_for(core: &Core, head: &Head, endpoint: Option<Endpoint>, request_id: 
 /// The request's context, finalized exactly once when it is dropped: at the end of `handle`,
 /// or half-way when the connection's task is dropped (a contained panic). Finalizing records
 /// the request's metrics, its access log line and its place in the decision ring.
-struct Finalize<'c> {
-    ctx: Ctx<'c>,
+struct Finalize<'a, 'c> {
+    ctx: &'a mut Ctx<'c>,
     /// The route the request's metrics go to.
     route: usize,
     in_flight: Option<InFlightGauge<'c>>,
 }
 
-impl Drop for Finalize<'_> {
+impl Drop for Finalize<'_, '_> {
     fn drop(&mut self) {
-        let ctx = &mut self.ctx;
+        let ctx = &mut *self.ctx;
         let core = ctx.core;
         ctx.record.total_ms = crate::clock::since(ctx.started).as_millis() as u64;
         core.metrics.request(self.route, ctx.record.status);

@@ -2,7 +2,6 @@
 //! far: the stream guard judges on these.
 
 use super::json::Counts;
-use super::names;
 
 /// What one event means for the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,38 +47,4 @@ pub struct Totals {
     /// error or terminal) has been seen.
     pub decisive: bool,
     pub first_error_seen: bool,
-}
-
-/// The kind of a finished event, from its name, what its JSON held, and whether it was the
-/// `[DONE]` marker.
-pub(super) fn classify(name: names::NameClass, c: Counts, done: bool, has_data: bool) -> Kind {
-    if let Some(kind) = name.fixed {
-        return kind;
-    }
-    if done {
-        return Kind::Terminal;
-    }
-    if c.error {
-        return Kind::Error;
-    }
-    if c.tool > 0 || c.reasoning > 0 {
-        return if c.text > 0 {
-            Kind::Text
-        } else {
-            Kind::Protected
-        };
-    }
-    if name.protected_delta {
-        return Kind::Protected;
-    }
-    if c.text > 0 {
-        return Kind::Text;
-    }
-    if c.usage && (c.input_tokens.is_some() || c.output_tokens.is_some()) {
-        return Kind::Usage;
-    }
-    if !has_data && name.empty {
-        return Kind::Heartbeat;
-    }
-    Kind::Lifecycle
 }

@@ -9,7 +9,7 @@ mod names;
 pub mod watchdog;
 
 pub use event::{Event, Kind, Totals};
-use json::JsonScan;
+use json::{Counts, JsonScan};
 
 /// The stream guard's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -309,7 +309,7 @@ impl Scanner {
             None => self.names.class(&self.event_name[..self.event_len]),
         };
         let done = self.data_len == DONE.len() as u64 && self.done_match == DONE.len();
-        let kind = event::classify(name, counts, done, self.has_data);
+        let kind = classify(name, counts, done, self.has_data);
         let ev = Event {
             kind,
             text_bytes: if kind == Kind::Text { counts.text } else { 0 },
@@ -352,6 +352,40 @@ impl Scanner {
         self.saw_field = false;
         self.json.reset();
     }
+}
+
+/// The kind of a finished event, from its name, what its JSON held, and whether it was the
+/// `[DONE]` marker.
+fn classify(name: names::NameClass, c: Counts, done: bool, has_data: bool) -> Kind {
+    if let Some(kind) = name.fixed {
+        return kind;
+    }
+    if done {
+        return Kind::Terminal;
+    }
+    if c.error {
+        return Kind::Error;
+    }
+    if c.tool > 0 || c.reasoning > 0 {
+        return if c.text > 0 {
+            Kind::Text
+        } else {
+            Kind::Protected
+        };
+    }
+    if name.protected_delta {
+        return Kind::Protected;
+    }
+    if c.text > 0 {
+        return Kind::Text;
+    }
+    if c.usage && (c.input_tokens.is_some() || c.output_tokens.is_some()) {
+        return Kind::Usage;
+    }
+    if !has_data && name.empty {
+        return Kind::Heartbeat;
+    }
+    Kind::Lifecycle
 }
 
 #[cfg(test)]

@@ -63,7 +63,9 @@ pub(super) struct Stream {
 }
 
 impl Stream {
-    /// `buffered`: the body bytes read with the head.
+    /// `buffered`: the body bytes read with the head. (Inlined, so that the stream is built
+    /// where the relay keeps it: it holds the 832-byte scanner.)
+    #[inline(always)]
     pub(super) fn new(head: &Head, r: &Relay<'_>, buffered: usize) -> Stream {
         let framing = head.framing;
         let rechunk = framing == Framing::Close && r.client_keep_alive && r.client_http11;
