@@ -188,7 +188,9 @@ struct Held {
 }
 
 impl Held {
-    /// Scan what arrived since the last look. `Err` on bad chunk framing.
+    /// Scan what arrived since the last look. `Err` on bad chunk framing. Not inlined, for the
+    /// same reason as the relay's `Stream::next_write`.
+    #[inline(never)]
     fn scan(&mut self, buf: &[u8], framing: Framing) -> Result<(), ()> {
         let fresh = &buf[self.fed.min(buf.len())..];
         let (scanner, payload_len) = (&mut self.scanner, &mut self.payload_len);

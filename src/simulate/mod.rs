@@ -181,6 +181,7 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
         monoio::select! {
             a = &mut accept => {
                 if let Ok((s, _)) = a {
+                    close_on_exec(&s);
                     monoio::spawn(serve(state.clone(), s));
                 }
                 accept = Box::pin(listener.accept());
@@ -191,6 +192,18 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
                 }
             }
         }
+    }
+}
+
+/// An accepted socket is not inherited by processes the host program starts. An io_uring accept
+/// leaves it inheritable, and a test that runs an SDK in a child process would otherwise hand
+/// the child a copy: a reset (SO_LINGER 0, then close) then closes only our copy, and the
+/// connection stays open.
+fn close_on_exec(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor we own; it changes only its close-on-exec flag.
+    unsafe {
+        libc::fcntl(s.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
     }
 }
 
