@@ -39,6 +39,8 @@ pub struct CoreMetrics {
     pub log_lines_dropped: AtomicU64,
     /// Requests whose finalisation (permits, record, metrics, log) ran.
     pub finalized: AtomicU64,
+    /// Client requests by how many upstream attempts they made: 0, 1, 2, 3, 4 or more.
+    pub attempts_per_request: [AtomicU64; 5],
 }
 
 impl CoreMetrics {
@@ -54,7 +56,13 @@ impl CoreMetrics {
             streams_failed_after_commit: AtomicU64::new(0),
             log_lines_dropped: AtomicU64::new(0),
             finalized: AtomicU64::new(0),
+            attempts_per_request: Default::default(),
         }
+    }
+
+    /// A client request ended after `attempts` upstream attempts (amplification).
+    pub fn attempts_made(&self, attempts: usize) {
+        self.attempts_per_request[attempts.min(4)].fetch_add(1, Relaxed);
     }
 
     pub fn request(&self, route: usize, status: u16) {
@@ -187,10 +195,43 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
     let n: u64 = cores.iter().map(|c| c.finalized.load(Relaxed)).sum();
     out.push_str("# HELP ringside_requests_finalized_total Requests whose finalisation ran (exactly once each).\n# TYPE ringside_requests_finalized_total counter\n");
     let _ = writeln!(out, "ringside_requests_finalized_total {n}");
+    amplification(out, cores);
 }
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// `ringside_upstream_attempts_per_request`: a histogram of upstream attempts per client
+/// request (how much Ringside's retries, and a client's, multiply the upstream's load).
+fn amplification(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+    out.push_str("# HELP ringside_upstream_attempts_per_request Upstream attempts made per client request.\n# TYPE ringside_upstream_attempts_per_request histogram\n");
+    let counts: Vec<u64> = (0..5)
+        .map(|i| {
+            cores
+                .iter()
+                .map(|c| c.attempts_per_request[i].load(Relaxed))
+                .sum()
+        })
+        .collect();
+    let mut cumulative = 0;
+    for (le, n) in counts.iter().take(4).enumerate() {
+        cumulative += n;
+        let _ = writeln!(
+            out,
+            "ringside_upstream_attempts_per_request_bucket{{le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let total: u64 = counts.iter().sum();
+    let _ = writeln!(
+        out,
+        "ringside_upstream_attempts_per_request_bucket{{le=\"+Inf\"}} {total}"
+    );
+    // The sum counts a request of 4 or more as 4: the exact total is in
+    // `ringside_upstream_attempts_total`.
+    let sum: u64 = counts.iter().enumerate().map(|(i, n)| i as u64 * n).sum();
+    let _ = writeln!(out, "ringside_upstream_attempts_per_request_sum {sum}");
+    let _ = writeln!(out, "ringside_upstream_attempts_per_request_count {total}");
 }

@@ -80,6 +80,10 @@ pub struct Record {
     /// The lease generation the request was fenced with (never the owner value).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_generation: Option<u64>,
+    /// The client said this request is its retry number N (`resilience.client_retry_header`):
+    /// its attempt budget was smaller by N.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_retry: Option<u32>,
     /// What the SSE scanner saw in a streamed answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_stats: Option<StreamStats>,

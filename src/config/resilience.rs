@@ -104,6 +104,17 @@ pub(super) fn resolve(
         1_000_000,
     ) as usize;
     s.gate_enabled = r.provider_gate;
+    s.client_retry_header = r.client_retry_header.trim().to_ascii_lowercase();
+    let header_name = |h: &str| {
+        h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    if !header_name(&s.client_retry_header) {
+        out.add(
+            "resilience.client_retry_header",
+            "must be a header name (letters, digits, `-`)",
+        );
+    }
     s.lockout = lockout(out, &r.lockout);
     let known = |p: &Option<String>| {
         p.as_ref()

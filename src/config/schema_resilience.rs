@@ -27,6 +27,9 @@ pub struct ResilienceSection {
     /// Distinct tenants whose failures it takes to open a provider's breaker (default: 2 with
     /// client keys, 1 without).
     pub breaker_min_tenants: Option<u32>,
+    /// The request header that says a request is a client's retry, with its retry number (the
+    /// OpenAI and Anthropic SDKs send `x-stainless-retry-count`; "" turns this off).
+    pub client_retry_header: String,
     pub lockout: LockoutSection,
     pub rules: Vec<RuleSection>,
     pub restate: Vec<RestateSection>,
@@ -44,6 +47,7 @@ impl Default for ResilienceSection {
             decision_ring: 1024,
             decision_ring_plain: 64,
             breaker_min_tenants: None,
+            client_retry_header: "x-stainless-retry-count".into(),
             lockout: LockoutSection::default(),
             rules: Vec::new(),
             restate: Vec::new(),

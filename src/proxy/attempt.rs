@@ -11,7 +11,6 @@ use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
 use crate::config::{Connection, Provider};
 use crate::http::Head;
-use crate::resilience::Site;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
@@ -36,6 +35,7 @@ fn failed(
         response: None,
         restated_from: None,
         self_inflicted,
+        stale_pooled: false,
     })
 }
 
@@ -65,29 +65,24 @@ pub(super) async fn attempt(
         conn,
         provider_index: cfg.provider_of(cand.connection).unwrap_or(0),
         cand,
-        model,
         // (Read after the request is built: the send time.)
         time: Timing::new(ctx, budget, cfg.upstream.first_byte_timeout_ms),
     };
     // A pooled connection or a new one, the request sent and the response head read.
-    let mut fresh_retry_used = false;
-    let mut pool_ms = aim.time.sent_ms;
-    let (mut up, head) = loop {
-        let pooled = core.pool.borrow_mut().take(aim.provider_index, pool_ms);
-        let mut up = match pooled {
-            Some(c) => c,
-            None => match connect(ctx, &aim, watch).await {
-                Ok(c) => c,
-                Err(end) => return end,
-            },
-        };
-        match send_and_await_head(&mut up, &out, aim.time.first_byte, watch).await {
-            Ok(head) => break (up, head),
-            Err(fail) => match aim.retry_fresh(&up, fail, &mut fresh_retry_used) {
-                Some(end) => return end,
-                None => pool_ms = now(),
-            },
-        }
+    let pooled = core
+        .pool
+        .borrow_mut()
+        .take(aim.provider_index, aim.time.sent_ms);
+    let mut up = match pooled {
+        Some(c) => c,
+        None => match connect(ctx, &aim, watch).await {
+            Ok(c) => c,
+            Err(end) => return end,
+        },
+    };
+    let head = match send_and_await_head(&mut up, &out, aim.time.first_byte, watch).await {
+        Ok(head) => head,
+        Err(fail) => return aim.send_failed(&up, fail),
     };
     let get = |n: &str| head.get_str(n).map(str::to_string);
     core.loads
@@ -112,7 +107,7 @@ pub(super) async fn attempt(
             return end;
         }
     }
-    succeeded(ctx, &aim);
+    observe_latency(ctx, &aim);
     AttemptEnd::Ready {
         up,
         head,
@@ -131,34 +126,33 @@ struct Aim<'a> {
     conn: &'a Connection,
     provider_index: usize,
     cand: Candidate,
-    /// The upstream's name for the model.
-    model: &'a str,
     time: Timing,
 }
 
 impl Aim<'_> {
-    /// A send that failed before the head. A pooled connection that dies before any response
-    /// byte was probably closed by the upstream while idle: it is retried once on a fresh
-    /// connection (`None`); otherwise the attempt ends here.
-    fn retry_fresh(
-        &self,
-        up: &UpConn,
-        fail: HeadFail,
-        fresh_retry_used: &mut bool,
-    ) -> Option<AttemptEnd> {
+    /// A send that failed before the head. A pooled connection that the upstream closed while
+    /// it idled fails at once, before any byte of the answer: the request is sent again on
+    /// another connection, as a new attempt of its own. Never after a timeout: the upstream
+    /// may have started on the request, and it must not run twice.
+    fn send_failed(&self, up: &UpConn, fail: HeadFail) -> AttemptEnd {
         match fail {
-            HeadFail::ClientGone => Some(AttemptEnd::ClientGone),
+            HeadFail::ClientGone => AttemptEnd::ClientGone,
             HeadFail::Failed {
                 timeout,
                 kind,
                 detail,
                 nothing_received,
             } => {
-                if up.reused && nothing_received && !*fresh_retry_used {
-                    *fresh_retry_used = true;
-                    return None;
+                let stale = up.reused && nothing_received && !timeout;
+                let mut end = self.time.failed(timeout, kind, detail);
+                if let AttemptEnd::Failed(f) = &mut end
+                    && stale
+                {
+                    f.stale_pooled = true;
+                    f.self_inflicted = true;
+                    f.detail = format!("{} (a pooled connection closed while idle)", f.detail);
                 }
-                Some(self.time.failed(timeout, kind, detail))
+                end
             }
         }
     }
@@ -302,19 +296,14 @@ fn judge_hold(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, held: Read<Hold>) -> Op
     }
 }
 
-/// A head worth delivering: the connection's latency and a success are recorded.
-fn succeeded(ctx: &Ctx<'_>, aim: &Aim<'_>) {
-    let core = ctx.core;
+/// A head worth delivering: the connection's latency is recorded. (Its success is recorded
+/// when the body ends well: `attempts::Attempts::after`.)
+fn observe_latency(ctx: &Ctx<'_>, aim: &Aim<'_>) {
     let latency_ms = crate::clock::since(aim.time.sent_at).as_millis() as u64;
-    core.loads
+    ctx.core
+        .loads
         .borrow_mut()
         .observe_latency(aim.cand.connection, latency_ms);
-    core.record_success(Site {
-        provider: aim.provider_index,
-        conn: aim.cand.connection,
-        model: aim.model,
-        tenant: ctx.tenant,
-    });
 }
 
 /// A held stream whose first event was an error: judged like an error answer.
@@ -335,6 +324,7 @@ fn in_band_error(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, text: &str) -> Attem
         response: None,
         verdict,
         self_inflicted: false,
+        stale_pooled: false,
     })
 }
 
@@ -397,6 +387,7 @@ fn error_answer(
         }),
         verdict,
         self_inflicted: false,
+        stale_pooled: false,
     })
 }
 

@@ -5,7 +5,7 @@
 use crate::audit::Decision;
 use crate::resilience::Exclusion;
 use crate::resilience::budget::Budget;
-use crate::resilience::classify::Verdict;
+use crate::resilience::classify::{Reason, Verdict};
 
 /// A little past the earliest recovery, so that the retry finds the timer expired.
 const WAIT_SLACK_MS: u64 = 5;
@@ -49,9 +49,11 @@ pub fn when_nothing_usable<'a>(
 }
 
 /// What a judged failure leads to: a request the upstream refused as malformed is passed through
-/// and tried nowhere else; otherwise the next candidate, or the end when no attempt is left.
-pub fn after_failure(verdict: &Verdict, budget: &Budget) -> Decision {
-    if !verdict.retryable {
+/// and tried nowhere else, and so is a context overflow unless the route has a target with a
+/// larger context window (`larger_context`: the request is too long for this model, whichever
+/// key sends it); otherwise the next candidate, or the end when no attempt is left.
+pub fn after_failure(verdict: &Verdict, budget: &Budget, larger_context: bool) -> Decision {
+    if !verdict.retryable || (verdict.reason == Reason::ContextOverflow && !larger_context) {
         Decision::PassThrough
     } else if budget.attempts_left() == 0 {
         Decision::Fail
@@ -153,11 +155,23 @@ mod tests {
     fn a_failure_leads_on_passes_through_or_ends() {
         let mut b = Budget::new(2, 0, 60_000, 0);
         assert!(b.try_attempt(0));
-        assert_eq!(after_failure(&verdict(429), &b), Decision::Next);
-        assert_eq!(after_failure(&verdict(400), &b), Decision::PassThrough);
+        assert_eq!(after_failure(&verdict(429), &b, false), Decision::Next);
+        assert_eq!(
+            after_failure(&verdict(400), &b, false),
+            Decision::PassThrough
+        );
+        // A context overflow: passed through after one attempt, unless a larger window waits.
+        assert_eq!(
+            after_failure(&verdict(413), &b, false),
+            Decision::PassThrough
+        );
+        assert_eq!(after_failure(&verdict(413), &b, true), Decision::Next);
         assert!(b.try_attempt(0));
-        assert_eq!(after_failure(&verdict(503), &b), Decision::Fail);
+        assert_eq!(after_failure(&verdict(503), &b, false), Decision::Fail);
         // A bad request is passed through even on the last attempt.
-        assert_eq!(after_failure(&verdict(400), &b), Decision::PassThrough);
+        assert_eq!(
+            after_failure(&verdict(400), &b, false),
+            Decision::PassThrough
+        );
     }
 }

@@ -1,11 +1,14 @@
 //! Deliver: the commit. The upstream's answer is relayed to the client (`forward`), and what
 //! came of it is recorded; nothing is retried after this.
 
-use super::exchange::{AttemptEnd, Ctx, Failed};
+use super::exchange::{AttemptEnd, Ctx, Delivered, Failed};
+use super::forward::RelayFailure;
 use super::forward::{Relay, Relayed, relay};
+use super::judge;
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
 use crate::http::Head;
+use crate::resilience::classify;
 use crate::route::{Candidate, Entry};
 use crate::upstream::UpConn;
 use monoio::net::tcp::TcpOwnedWriteHalf;
@@ -44,6 +47,7 @@ pub(super) async fn commit(
             response: None,
             restated_from: None,
             self_inflicted: true,
+            stale_pooled: false,
         });
     };
     let label = names.2;
@@ -78,16 +82,18 @@ pub(super) async fn commit(
             response: None,
             restated_from: None,
             self_inflicted: false,
+            stale_pooled: false,
         });
     }
-    let delivered = Delivered {
+    let (delivered, in_band) = judge_delivery(ctx, cand, &head, &res);
+    let facts = Facts {
         entry,
         cand,
         names,
         status: head.status,
         t0,
     };
-    record(ctx, &delivered, &res);
+    record(ctx, &facts, &res, in_band);
     if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
         core.pool
             .borrow_mut()
@@ -95,11 +101,60 @@ pub(super) async fn commit(
     }
     AttemptEnd::Done {
         keep_alive: res.client_keep_alive,
+        delivered,
     }
 }
 
+/// An upstream's in-band error event after the commit, as the decision record tells it.
+struct InBand {
+    detail: String,
+    restated_from: Option<u16>,
+}
+
+/// The attempt's final verdict, from how its body ended. An in-band error event is judged by
+/// the same rules as an error answer with that type and message (restatement included); a
+/// failure of the stream itself is a transport failure of its kind.
+fn judge_delivery(
+    ctx: &Ctx<'_>,
+    cand: Candidate,
+    head: &Head,
+    res: &Relayed,
+) -> (Delivered, Option<InBand>) {
+    if res.client_gone {
+        return (Delivered::Unjudged, None);
+    }
+    match res.failure {
+        // Not the upstream's doing: the client stopped reading, or our own budget ended it.
+        Some(RelayFailure::ClientSendTimeout | RelayFailure::ExecutionTimeout) => {
+            return (Delivered::Unjudged, None);
+        }
+        Some(f) => return (Delivered::Failed(classify::transport(f.is_timeout())), None),
+        None => {}
+    }
+    let Some(text) = &res.upstream_error else {
+        return (Delivered::Clean, None);
+    };
+    let cfg = ctx.core.config();
+    let Some((provider, conn)) = cfg.connection(cand.connection) else {
+        return (Delivered::Unjudged, None);
+    };
+    let x = judge::Exchange {
+        provider: &provider.id,
+        status: 200,
+        head,
+        body: text.as_bytes(),
+        request: &ctx.body,
+    };
+    let (verdict, restated) = judge::judge(&cfg.resilience, &x, crate::clock::unix_ms());
+    let in_band = InBand {
+        detail: format!("in-band stream error: {}", judge::clean(text, conn)),
+        restated_from: restated.map(|r| r.from),
+    };
+    (Delivered::Failed(verdict), Some(in_band))
+}
+
 /// What was delivered, for the record.
-struct Delivered<'a> {
+struct Facts<'a> {
     entry: &'a Entry,
     cand: Candidate,
     /// (provider, connection, `provider/connection`)
@@ -111,7 +166,7 @@ struct Delivered<'a> {
 
 /// Record what came of the commit: the metrics, the attempt's line and the request's outcome
 /// in the decision record.
-fn record(ctx: &mut Ctx<'_>, d: &Delivered<'_>, res: &Relayed) {
+fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<InBand>) {
     let core = ctx.core;
     let (entry, cand) = (d.entry, d.cand);
     if let Some(t) = res.sse {
@@ -126,10 +181,12 @@ fn record(ctx: &mut Ctx<'_>, d: &Delivered<'_>, res: &Relayed) {
     let outcome = match (res.client_gone, res.failure) {
         (true, _) => AttemptOutcome::ClientGone,
         (false, Some(f)) => f.outcome(),
+        (false, None) if in_band.is_some() => AttemptOutcome::StreamError,
         (false, None) => AttemptOutcome::of_status(d.status),
     };
     core.metrics.attempt(cand.connection, outcome);
-    if res.failure.is_some() {
+    let failed = res.failure.is_some() || in_band.is_some();
+    if failed {
         core.metrics
             .streams_failed_after_commit
             .fetch_add(1, Relaxed);
@@ -150,19 +207,26 @@ fn record(ctx: &mut Ctx<'_>, d: &Delivered<'_>, res: &Relayed) {
         outcome,
         status: Some(d.status),
         decision: Decision::Deliver,
-        detail: res.failure.map(|f| f.as_str().to_string()),
+        detail: match (&in_band, res.failure) {
+            (Some(b), None) => Some(b.detail.clone()),
+            (_, f) => f.map(|f| f.as_str().to_string()),
+        },
+        restated_from: in_band.as_ref().and_then(|b| b.restated_from),
         ms: crate::clock::since(d.t0).as_millis() as u64,
         ..Default::default()
     });
     ctx.record.status = if res.client_gone { 499 } else { d.status };
     ctx.record.outcome = if res.client_gone {
         Outcome::ClientGone
-    } else if res.failure.is_some() {
+    } else if failed {
         Outcome::FailedAfterCommit
     } else {
         Outcome::Ok
     };
-    ctx.record.error_code = res.failure.map(super::forward::RelayFailure::as_str);
+    ctx.record.error_code = match res.failure {
+        Some(f) => Some(f.as_str()),
+        None => in_band.map(|_| "upstream_error_event"),
+    };
     ctx.record.bytes_out = res.body_bytes;
     ctx.record.target = Some(entry.targets[cand.target].label.clone());
     ctx.record.connection = Some(label);

@@ -19,12 +19,26 @@ pub(crate) enum AttemptEnd {
         provider_index: usize,
     },
     /// The response was committed to the client (successfully or not): the request is over.
+    /// `delivered`: how its body ended, which is the attempt's final verdict.
     Done {
         keep_alive: bool,
+        delivered: Delivered,
     },
     /// Failed before commit: judged, and possibly worth trying elsewhere.
     Failed(Failed),
     ClientGone,
+}
+
+/// How a committed answer's body ended: the attempt's verdict for the resilience engine.
+pub(crate) enum Delivered {
+    /// A complete body, a stream with its terminal event: a success.
+    Clean,
+    /// The upstream failed it after the commit: a reset, a stall, a missing terminal event, or
+    /// an in-band error event (judged like an error answer).
+    Failed(crate::resilience::classify::Verdict),
+    /// Nothing to learn about the upstream: the client went away or stopped reading, or the
+    /// request's own execution budget ended it.
+    Unjudged,
 }
 
 pub(crate) struct Ctx<'a> {
@@ -80,6 +94,9 @@ pub(crate) struct Failed {
     pub restated_from: Option<u16>,
     /// Cut short by the request's own deadline: says nothing about the upstream.
     pub self_inflicted: bool,
+    /// A pooled connection the upstream had closed while idle failed before any byte of the
+    /// answer: the request is sent again (a new attempt), the key is not blamed.
+    pub stale_pooled: bool,
 }
 
 /// What a request knows of the client connection it came on.

@@ -55,6 +55,9 @@ pub struct Relayed {
     pub committed: bool,
     /// What the SSE scanner saw (event streams only).
     pub sse: Option<crate::sse::Totals>,
+    /// The data of the upstream's own in-band error event, when one came after the commit (it
+    /// reached the client as the upstream sent it; the engine judges it like an error answer).
+    pub upstream_error: Option<String>,
 }
 
 /// Send a response whose body was read whole while judging it (an upstream error passed

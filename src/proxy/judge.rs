@@ -225,7 +225,7 @@ impl Held {
         let t = self.scanner.totals;
         if t.first_error_seen {
             let text = match payload(buf, framing) {
-                Ok((p, _)) => error_text(&p),
+                Ok((p, _)) => crate::sse::error_text(&p),
                 Err(()) => String::new(),
             };
             return Some(Read::Ok(Hold::Error(text)));
@@ -254,30 +254,6 @@ impl Held {
         }
         (now >= self.ready_end).then_some(Read::Ok(Hold::Stalled))
     }
-}
-
-/// The data of the first error event in a held payload (rare path: allocation is fine).
-fn error_text(p: &[u8]) -> String {
-    let text = String::from_utf8_lossy(p).replace("\r\n", "\n");
-    for block in text.split("\n\n") {
-        let mut event = "";
-        let mut data = String::new();
-        for line in block.lines() {
-            if let Some(v) = line.strip_prefix("event:") {
-                event = v.trim();
-            } else if let Some(v) = line.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(v.strip_prefix(' ').unwrap_or(v));
-            }
-        }
-        let d = data.trim_start();
-        if event == "error" || event == "response.failed" || d.contains("\"error\"") {
-            return data;
-        }
-    }
-    String::new()
 }
 
 /// What was sent and what came back, for [`judge`].
@@ -354,15 +330,6 @@ pub(super) fn clean(s: &str, conn: &crate::config::Connection) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn error_text_of_the_first_error_event() {
-        let p = b"event: message_start\ndata: {}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"quota\"}}\n\n";
-        assert!(error_text(p).contains("quota"));
-        let p = b"data: {\"error\":{\"message\":\"x\"}}\r\n\r\n";
-        assert!(error_text(p).starts_with("{\"error\""));
-        assert_eq!(error_text(b"data: {\"choices\":[]}\n\n"), "");
-    }
 
     #[test]
     fn payload_dechunks() {

@@ -42,6 +42,19 @@ impl RelayFailure {
         }
     }
 
+    /// A wait that ran out (silence, a slow stream, the stream's time limits), as opposed to a
+    /// broken connection or body.
+    pub fn is_timeout(self) -> bool {
+        matches!(
+            self,
+            RelayFailure::IdleTimeout
+                | RelayFailure::ThroughputTooLow
+                | RelayFailure::ReadinessTimeout
+                | RelayFailure::TotalTimeout
+                | RelayFailure::ExecutionTimeout
+        )
+    }
+
     /// The attempt outcome it counts as: the stream's own failures, or a transport one.
     pub fn outcome(self) -> crate::audit::AttemptOutcome {
         match self {

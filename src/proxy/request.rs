@@ -122,6 +122,7 @@ impl Drop for Finalize<'_, '_> {
         let core = ctx.core;
         ctx.record.total_ms = crate::clock::since(ctx.started).as_millis() as u64;
         core.metrics.request(self.route, ctx.record.status);
+        core.metrics.attempts_made(ctx.record.attempts.len());
         drop(self.in_flight.take());
         if let Some(log) = &core.shared.log
             && !log.send(ctx.record.log_line())

@@ -204,6 +204,18 @@ impl<'a> ProbeGuard<'a> {
     pub fn new(admit: Admit, claim: &'a AtomicU64) -> Self {
         ProbeGuard((admit == Admit::Probe).then_some(claim))
     }
+
+    /// This attempt holds the half-open probe claim.
+    pub fn is_claimed(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Release the claim now (its verdict is recorded); dropping the guard then does nothing.
+    pub fn release(&mut self) {
+        if let Some(claim) = self.0.take() {
+            release_probe(claim);
+        }
+    }
 }
 
 impl Drop for ProbeGuard<'_> {

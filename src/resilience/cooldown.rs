@@ -142,8 +142,17 @@ impl ConnState {
             level: new_level,
             status: v.status,
             reason: Some(v.reason),
-            auth_failures: auth + u8::from(v.reason == Reason::AuthFailure),
-            rejections: rejections + u8::from(v.reason == Reason::Rejected),
+            // Consecutive: any other outcome in between starts the count again.
+            auth_failures: if v.reason == Reason::AuthFailure {
+                auth + 1
+            } else {
+                0
+            },
+            rejections: if v.reason == Reason::Rejected {
+                rejections + 1
+            } else {
+                0
+            },
         };
         match terminal {
             Some(t) => self.terminal = Some(t),

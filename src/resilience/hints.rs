@@ -221,6 +221,13 @@ pub fn from_headers(get: &dyn Fn(&str) -> Option<String>, now_unix_ms: u64) -> O
 /// Phrases such as "please retry in 1.5s", "try again in 20 seconds", "resets in 2h3m".
 pub fn from_text(text: &str) -> Option<Hint> {
     let lower = text.to_ascii_lowercase();
+    // Google's RetryInfo detail: `"retryDelay": "37s"`.
+    if let Some(pos) = lower.find("\"retrydelay\"") {
+        let rest = lower[pos + "\"retrydelay\"".len()..].trim_start_matches([' ', ':', '"']);
+        if let Some(ms) = duration_phrase(rest) {
+            return hint(ms, HintSource::Body);
+        }
+    }
     for phrase in [
         "retry in ",
         "try again in ",

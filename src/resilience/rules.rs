@@ -51,6 +51,15 @@ const BUILTIN: &[Row] = &[
         reason: Reason::Banned,
         scope: Scope::Connection,
     },
+    // Google's OpenAI-compatible quota wall (`"status": "RESOURCE_EXHAUSTED"`, "You exceeded
+    // your current quota"): a per-minute or per-day quota, not an account out of credits.
+    Row {
+        id: "resource_exhausted",
+        statuses: &[429],
+        markers: &["resource_exhausted"],
+        reason: Reason::QuotaExhausted,
+        scope: Scope::Connection,
+    },
     Row {
         id: "credits_exhausted",
         statuses: &[],
@@ -111,6 +120,23 @@ const BUILTIN: &[Row] = &[
             "reduce the length",
         ],
         reason: Reason::ContextOverflow,
+        scope: Scope::Request,
+    },
+    // A stored object (a response, file or batch id) that does not exist: a property of the
+    // request, never a model lockout.
+    Row {
+        id: "stored_object_not_found",
+        statuses: &[404],
+        markers: &[
+            "response with id",
+            "previous response",
+            "no such file",
+            "file not found",
+            "no batch found",
+            "batch not found",
+            "no such vector store",
+        ],
+        reason: Reason::BadRequest,
         scope: Scope::Request,
     },
     Row {

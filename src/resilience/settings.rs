@@ -124,6 +124,8 @@ pub struct Settings {
     /// How many decision records the admin rings keep: notable ones, plain successes.
     pub decision_ring: usize,
     pub decision_ring_plain: usize,
+    /// The header a client's retry number comes in (lower case; empty: not read).
+    pub client_retry_header: String,
 }
 
 impl Default for Settings {
@@ -141,6 +143,7 @@ impl Default for Settings {
             max_wait_ms: 30_000,
             decision_ring: 1024,
             decision_ring_plain: 64,
+            client_retry_header: "x-stainless-retry-count".into(),
         }
     }
 }

@@ -143,6 +143,7 @@ async fn respond(
             | FaultKind::Heartbeats
             | FaultKind::StallAfterHead
             | FaultKind::SseError
+            | FaultKind::SseErrorAfter
     );
     let (status, bytes) = match fault.kind {
         FaultKind::Status(code) => (code, status_answer(api, code, fault, keep)),

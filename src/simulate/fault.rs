@@ -25,6 +25,9 @@ pub enum FaultKind {
     NoTerminalMarker,
     /// A 200 event stream whose first content is an in-band error event (`message` as text).
     SseError,
+    /// A 200 event stream with `after` content events, then an in-band error event of
+    /// `error-type` (default `overloaded_error`) with `message`, then the end of the body.
+    SseErrorAfter,
     /// Like slow-drip, but the events are a tool call's argument deltas (no text).
     ToolDrip,
     /// `after` keep-alive comments, `interval` apart, before the normal stream.
@@ -51,6 +54,8 @@ pub struct Fault {
     pub times: u64,
     /// Custom body text for status faults.
     pub message: Option<String>,
+    /// The in-band error's type (`sse-error-after`).
+    pub error_type: Option<String>,
 }
 
 impl Fault {
@@ -69,6 +74,7 @@ impl Fault {
             "close-delimited" => FaultKind::CloseDelimited,
             "no-terminal" => FaultKind::NoTerminalMarker,
             "sse-error" => FaultKind::SseError,
+            "sse-error-after" => FaultKind::SseErrorAfter,
             "tool-drip" => FaultKind::ToolDrip,
             "heartbeats" => FaultKind::Heartbeats,
             "quote" | "quote-input" => FaultKind::QuoteInput,
@@ -87,6 +93,7 @@ impl Fault {
             interval_ms: None,
             times: 0,
             message: None,
+            error_type: None,
         };
         for p in parts {
             if p.is_empty() {
@@ -106,6 +113,7 @@ impl Fault {
                 "interval" | "interval-ms" => f.interval_ms = Some(num()?),
                 "times" => f.times = num()?,
                 "message" => f.message = Some(v.to_string()),
+                "error-type" | "error_type" => f.error_type = Some(v.to_string()),
                 _ => return Err(format!("unknown fault parameter `{k}`")),
             }
         }

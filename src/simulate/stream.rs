@@ -122,6 +122,18 @@ fn events_for(plan: &StreamPlan<'_>) -> Vec<Vec<u8>> {
             tool.push(b"data: [DONE]\n\n".to_vec());
             evs = tool;
         }
+        FaultKind::SseErrorAfter => {
+            // The lifecycle event, `after` content events, then the error and nothing more.
+            evs.truncate(1 + plan.fault.after as usize);
+            let kind = fault.error_type.as_deref().unwrap_or("overloaded_error");
+            let msg = fault.message.as_deref().unwrap_or("Overloaded");
+            let err = serde_json::json!({"type": "error", "error": {"type": kind, "message": msg}});
+            evs.push(if matches!(api, Api::Chat | Api::Completions) {
+                format!("data: {}\n\n", serde_json::json!({"error": err["error"]})).into_bytes()
+            } else {
+                format!("event: error\ndata: {err}\n\n").into_bytes()
+            });
+        }
         FaultKind::SseError => {
             // Lifecycle events first (Anthropic message_start, Responses response.created),
             // then the error where content should begin.

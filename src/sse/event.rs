@@ -48,3 +48,48 @@ pub struct Totals {
     pub decisive: bool,
     pub first_error_seen: bool,
 }
+
+/// The data of the first error event in SSE bytes (rare path: allocation is fine). Chunk-size
+/// lines among them are skipped like any line that is not a field.
+pub fn error_text(p: &[u8]) -> String {
+    let text = String::from_utf8_lossy(p).replace("\r\n", "\n");
+    for block in text.split("\n\n") {
+        let mut event = "";
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                event = v.trim();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(v.strip_prefix(' ').unwrap_or(v));
+            }
+        }
+        let d = data.trim_start();
+        if event == "error" || event == "response.failed" || d.contains("\"error\"") {
+            return data;
+        }
+    }
+    String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_text_of_the_first_error_event() {
+        let p = b"event: message_start\ndata: {}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"quota\"}}\n\n";
+        assert!(error_text(p).contains("quota"));
+        let p = b"data: {\"error\":{\"message\":\"x\"}}\r\n\r\n";
+        assert!(error_text(p).starts_with("{\"error\""));
+        assert_eq!(error_text(b"data: {\"choices\":[]}\n\n"), "");
+    }
+
+    #[test]
+    fn error_text_inside_chunk_framing() {
+        let raw = b"3e\r\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n\r\n";
+        assert!(error_text(raw).contains("overloaded_error"));
+    }
+}

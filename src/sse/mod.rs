@@ -8,7 +8,7 @@ pub mod json;
 mod names;
 pub mod watchdog;
 
-pub use event::{Event, Kind, Totals};
+pub use event::{Event, Kind, Totals, error_text};
 use json::{Counts, JsonScan};
 
 /// The stream guard's settings.

@@ -110,6 +110,7 @@ impl Proxy {
                 .env("SIM_KEY_A", "sk-sim-a")
                 .env("SIM_KEY_B", "sk-sim-b")
                 .env("SIM_KEY_C", "sk-sim-c")
+                .env("SIM_KEY_D", "sk-sim-d")
                 .env("SIM_KEY_BAD", "sk-sim-bad")
                 .env("RINGSIDE_TEST_ADMIN_TOKEN", ADMIN_TOKEN)
                 .stdout(Stdio::null())

@@ -5,7 +5,9 @@
 mod common;
 
 mod admin_access;
+mod after_commit;
 mod bad_input;
+mod client_retries;
 mod failover;
 mod framing;
 mod hygiene;

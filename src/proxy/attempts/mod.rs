@@ -8,7 +8,7 @@ use super::admit::{self, Admission};
 use super::attempt::attempt;
 use super::decide::{self, Idle};
 use super::deliver;
-use super::exchange::{AttemptEnd, Ctx};
+use super::exchange::{AttemptEnd, Ctx, Delivered};
 use super::lease::{LeaseMove, capacity_answer};
 use super::select::{self, site};
 use super::watch::{ClientWatch, Raced};
@@ -75,7 +75,7 @@ pub(super) async fn run(
             Err(Step::Again) => continue,
             Err(Step::Stop(answered)) => break answered,
         };
-        let Some(held) = run.start(ctx, cand, site, permit, probe) else {
+        let Some(mut held) = run.start(ctx, cand, site, permit, probe) else {
             break None;
         };
         let end = match attempt(ctx, entry, cand, &mut watch, &run.budget).await {
@@ -91,6 +91,7 @@ pub(super) async fn run(
                     up,
                     head,
                 };
+                commit_probe(ctx, &mut held);
                 deliver::commit(ctx, entry, up, wr, &mut watch).await
             }
             end => end,
@@ -109,7 +110,7 @@ pub(super) async fn run(
 
 /// The request's budget: its attempts, and its deadline (the route's, or the client's own
 /// within the rules of `decide::deadline_ms`).
-fn budget_for(ctx: &Ctx<'_>, entry: &Entry) -> Budget {
+fn budget_for(ctx: &mut Ctx<'_>, entry: &Entry) -> Budget {
     let core = ctx.core;
     let s = &core.shared.config.resilience;
     let asked = ctx
@@ -125,8 +126,23 @@ fn budget_for(ctx: &Ctx<'_>, entry: &Entry) -> Budget {
         asked,
         may_extend,
     );
-    let max_attempts = core.config().upstream.max_attempts;
+    let mut max_attempts = core.config().upstream.max_attempts;
+    // A client's own retry gets what is left of one budget, so that an SDK that retries
+    // anyway (`x-should-retry: false` notwithstanding) cannot multiply upstream attempts.
+    if let Some(n) = client_retry(ctx.head, &s.client_retry_header) {
+        ctx.record.client_retry = Some(n);
+        max_attempts = max_attempts.saturating_sub(n).max(1);
+    }
     Budget::new(max_attempts, now(), deadline_ms, s.max_wait_ms)
+}
+
+/// The retry number a client's request says it is (0: a first try, not a retry).
+fn client_retry(head: &crate::http::Head, header: &str) -> Option<u32> {
+    if header.is_empty() {
+        return None;
+    }
+    let n: u32 = head.get_str(header)?.trim().parse().ok()?;
+    (n > 0).then_some(n.min(100))
 }
 
 /// Session affinity: the connection this session was pinned to goes first while usable, and
@@ -190,6 +206,8 @@ struct Held<'a> {
     in_flight: InFlight<'a>,
     permit: crate::flow::Permit,
     probe: ProbeGuard<'a>,
+    /// A half-open probe's success was counted when its answer was committed (see `commit`).
+    success_counted: bool,
 }
 
 /// What one request's attempt loop carries from attempt to attempt.
@@ -319,6 +337,7 @@ impl Attempts<'_> {
             in_flight: InFlight::enter(&core.shared.in_flight[cand.connection]),
             permit,
             probe,
+            success_counted: false,
         })
     }
 
@@ -332,6 +351,7 @@ impl Attempts<'_> {
             in_flight,
             permit,
             probe,
+            success_counted,
         } = held;
         drop(in_flight);
         drop(permit);
@@ -344,8 +364,16 @@ impl Attempts<'_> {
         let step = match end {
             // (`Ready` became `Done` or `Failed` in the commit.)
             AttemptEnd::Ready { .. } => Step::Stop(Some(false)),
-            AttemptEnd::Done { keep_alive } => {
+            AttemptEnd::Done {
+                keep_alive,
+                delivered,
+            } => {
                 self.st.served = Some(cand.connection);
+                match delivered {
+                    Delivered::Clean if !success_counted => ctx.core.record_success(site),
+                    Delivered::Failed(v) => ctx.core.record_failure(site, &v),
+                    Delivered::Clean | Delivered::Unjudged => {}
+                }
                 Step::Stop(Some(keep_alive))
             }
             AttemptEnd::ClientGone => {
@@ -363,6 +391,18 @@ impl Attempts<'_> {
         };
         drop(probe);
         step
+    }
+}
+
+/// The attempt's verdict is final when its body ends (`Attempts::after`). A half-open probe
+/// is the exception: its success counts at the commit and its claim is released, so that the
+/// breaker closes without waiting for a whole long stream; if the stream then fails, that
+/// failure is counted (once: the breaker counts from closed again).
+fn commit_probe(ctx: &Ctx<'_>, held: &mut Held<'_>) {
+    if held.probe.is_claimed() {
+        ctx.core.record_success(held.site);
+        held.probe.release();
+        held.success_counted = true;
     }
 }
 

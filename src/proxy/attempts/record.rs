@@ -66,7 +66,7 @@ impl LoopState {
         if !f.self_inflicted {
             core.record_failure(site, &f.verdict);
         }
-        let decision = decide::after_failure(&f.verdict, budget);
+        let decision = decide::after_failure(&f.verdict, budget, larger_context(at));
         push(
             ctx,
             at,
@@ -80,13 +80,15 @@ impl LoopState {
             a.restated_from = f.restated_from;
         }
         // Try this candidate again only if the failure put it on a timer (then it is excluded
-        // by that timer, and a short one may be waited out).
+        // by that timer, and a short one may be waited out), or if only a stale pooled
+        // connection failed (the key itself is not tried out).
         let s = &core.shared.config.resilience;
-        if core
-            .tables
-            .borrow_mut()
-            .blocked(s, site, crate::clock::now_ms())
-            .is_none()
+        if !f.stale_pooled
+            && core
+                .tables
+                .borrow_mut()
+                .blocked(s, site, crate::clock::now_ms())
+                .is_none()
         {
             self.tried.push(cand);
         }
@@ -180,4 +182,18 @@ pub(super) fn push(
         detail,
         ms: crate::clock::since(t0).as_millis() as u64,
     });
+}
+
+/// Whether another target of the route declares a larger context window than the one tried
+/// (a target that declares none is not known to be larger).
+fn larger_context(at: &Tried<'_>) -> bool {
+    let tried = at.entry.targets[at.cand.target].caps.context_window;
+    at.entry
+        .targets
+        .iter()
+        .any(|t| match (t.caps.context_window, tried) {
+            (Some(w), Some(here)) => w > here,
+            (Some(_), None) => true,
+            (None, _) => false,
+        })
 }

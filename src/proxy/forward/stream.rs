@@ -119,6 +119,7 @@ impl Stream {
     /// whole future they ran a third more instructions (callgrind, PGO build, 2026-12-01).
     #[inline(never)]
     pub(super) fn next_write(&mut self, buf: &mut BytesMut, out: &mut Relayed) -> Next {
+        let errors_before = self.scanner.as_ref().map_or(0, |sc| sc.totals.errors);
         let (mut data, done, extra) =
             match self.end.take(buf, self.scanner.as_mut(), &mut self.edge) {
                 Ok(t) => t,
@@ -136,6 +137,9 @@ impl Stream {
             self.upstream_eof = true;
         }
         out.body_bytes += data.len() as u64;
+        if errors_before == 0 && out.upstream_error.is_none() {
+            self.catch_upstream_error(&data, out);
+        }
         if done {
             self.hold_back_if_unfinished(&mut data, out);
         }
@@ -168,6 +172,14 @@ impl Stream {
             done,
             edge_now,
             ends_message,
+        }
+    }
+
+    /// The upstream's first in-band error event, if this read brought it (rare: the data is
+    /// copied out only then).
+    fn catch_upstream_error(&self, data: &[u8], out: &mut Relayed) {
+        if self.scanner.as_ref().is_some_and(|sc| sc.totals.errors > 0) {
+            out.upstream_error = Some(crate::sse::error_text(data));
         }
     }
 

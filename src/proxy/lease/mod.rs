@@ -198,9 +198,15 @@ pub(crate) async fn transition(
 }
 
 /// Seconds until the earliest relevant lease expiry, as `Retry-After` (1–3600; 1 unknown).
+/// The longest `Retry-After` a lease refusal carries (the documented range is 1 to 120 s): a
+/// lease that expires later is retried sooner and refused again, never promised.
+pub const MAX_RETRY_AFTER_S: u64 = 120;
+
 pub fn retry_after_s(earliest_unix_ms: Option<u64>, now_unix: u64) -> u64 {
     earliest_unix_ms.map_or(1, |t| {
-        t.saturating_sub(now_unix).div_ceil(1000).clamp(1, 3600)
+        t.saturating_sub(now_unix)
+            .div_ceil(1000)
+            .clamp(1, MAX_RETRY_AFTER_S)
     })
 }
 
@@ -404,6 +410,8 @@ mod tests {
         assert_eq!(retry_after_s(Some(500), 1_000), 1);
         assert_eq!(retry_after_s(Some(120_000), 0), 120);
         assert_eq!(retry_after_s(Some(119_001), 0), 120);
-        assert_eq!(retry_after_s(Some(10_000_000), 0), 3600);
+        assert_eq!(retry_after_s(Some(10_000_000), 0), 120);
+        // A refusal computed a moment before the writer stamped the expiry (50 racing acquires).
+        assert_eq!(retry_after_s(Some(120_400), 0), 120);
     }
 }

@@ -173,3 +173,48 @@ fn operator_rules_come_first_and_filter_by_provider_and_header() {
     let v = classify(std::slice::from_ref(&op), &b, &answer("gw", &none));
     assert_eq!(v.reason, Reason::RateLimited);
 }
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/errors/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn google_resource_exhausted_is_a_quota_wall_not_spent_credits() {
+    let body = fixture("gemini_resource_exhausted.json");
+    let v = judge(429, &body);
+    assert_eq!(v.reason, Reason::QuotaExhausted, "{v:?}");
+    assert_eq!(v.scope, Scope::Connection);
+    assert_eq!(v.rule.as_deref(), Some("resource_exhausted"));
+    // Its RetryInfo is a retry hint.
+    let hint = crate::resilience::hints::from_text(&body).map(|h| h.ms);
+    assert_eq!(hint, Some(37_000));
+}
+
+#[test]
+fn a_missing_stored_object_is_the_request_s_not_the_model_s() {
+    for name in [
+        "openai_response_not_found.json",
+        "openai_file_not_found.json",
+    ] {
+        let v = judge(404, &fixture(name));
+        assert_eq!(v.scope, Scope::Request, "{name}: {v:?}");
+        assert_ne!(v.reason, Reason::ModelNotFound, "{name}");
+    }
+    // A model that does not exist still locks the model out.
+    let v = judge(
+        404,
+        r#"{"error":{"message":"The model `gpt-9` does not exist","type":"invalid_request_error","code":"model_not_found"}}"#,
+    );
+    assert_eq!((v.reason, v.scope), (Reason::ModelNotFound, Scope::Model));
+}
+
+#[test]
+fn status_529_is_overload() {
+    let v = judge(529, &fixture("anthropic_overloaded_529.json"));
+    assert_eq!(v.reason, Reason::Overloaded);
+    assert!(v.retryable);
+}

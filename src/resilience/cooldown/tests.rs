@@ -237,3 +237,31 @@ fn merge_is_order_independent() {
         assert_eq!(r, a, "order {o:?}");
     }
 }
+
+#[test]
+fn rejections_ban_only_when_consecutive() {
+    // 403, 429, 403, 403: the 429 in between starts the count again, so no ban yet.
+    let mut s = ConnState::default();
+    let mut now = 0;
+    let rej = v(Reason::Rejected, 403, None);
+    let limited = v(Reason::RateLimited, 429, None);
+    fail_after_expiry(&mut s, &mut now, &rej);
+    fail_after_expiry(&mut s, &mut now, &limited);
+    fail_after_expiry(&mut s, &mut now, &rej);
+    fail_after_expiry(&mut s, &mut now, &rej);
+    assert_eq!(s.terminal, None);
+    assert_eq!(s.last.rejections, 2);
+    // A third one in a row bans.
+    now = s.until;
+    s.on_failure(&rej, now, &P).unwrap();
+    assert_eq!(s.terminal, Some(Terminal::Banned));
+    // The same for authentication failures.
+    let mut s = ConnState::default();
+    let mut now = 0;
+    let auth = v(Reason::AuthFailure, 401, None);
+    fail_after_expiry(&mut s, &mut now, &auth);
+    fail_after_expiry(&mut s, &mut now, &auth);
+    fail_after_expiry(&mut s, &mut now, &limited);
+    fail_after_expiry(&mut s, &mut now, &auth);
+    assert_eq!(s.terminal, None);
+}

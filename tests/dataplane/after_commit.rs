@@ -1,0 +1,146 @@
+//! An attempt's verdict is final when its body ends: a committed stream that fails afterwards
+//! (an in-band error event, a reset, a missing terminal event) cools its connection like the
+//! same failure before the commit would, the client still gets exactly one error event, the
+//! next request goes to another key, and the decision record says how the stream ended.
+
+use crate::both_drivers;
+use crate::common::*;
+use crate::sim_proxy;
+use ringside::simulate::{SimOptions, parse_fault_arg};
+use std::time::{Duration, Instant};
+
+both_drivers!(
+    an_in_band_error_after_commit_cools_the_key,
+    a_relay_quota_message_inside_a_stream_is_quota_exhaustion,
+    a_reset_after_commit_cools_the_key,
+    a_stream_without_its_terminal_event_cools_the_key,
+    a_clean_stream_leaves_the_key_healthy,
+);
+
+/// Key `a` (tried first) answers with `fault`; key `b` is healthy. Events come 100 ms apart,
+/// so that the stream is committed before its failure arrives (one that arrives whole is
+/// judged before the commit and tried elsewhere).
+fn with_fault_on_a(driver: &str, fault: &str) -> (ringside::simulate::Simulator, Proxy) {
+    let spec = format!("key:sk-sim-a={fault};interval=100");
+    sim_proxy(
+        driver,
+        SimOptions {
+            events: 6,
+            faults: vec![parse_fault_arg(&spec).expect("fault")],
+            ..Default::default()
+        },
+    )
+}
+
+/// Connection `sim/a` as the admin API shows it, once it has a last error (the admin port's
+/// replica follows the cores' events, so it may trail the answer by a moment).
+fn connection_a_after_failure(proxy: &Proxy) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, v) = proxy.admin("GET", "/admin/connections");
+        let a = v["connections"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .find(|c| c["provider"] == "sim" && c["connection"] == "a")
+            })
+            .cloned()
+            .unwrap_or_default();
+        if !a["last_error"].is_null() || Instant::now() > deadline {
+            return a;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The first stream goes to `a` and fails after its commit; returns its text and request id.
+fn first_stream(proxy: &Proxy) -> (String, String) {
+    let r = proxy.post("/v1/chat/completions", &[], &chat("smart", true));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/a"));
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    (r.text(), id)
+}
+
+/// What the decision record and the key's state say after a failure after commit, and the
+/// next request going to `b`.
+fn assert_cooled(proxy: &Proxy, id: &str, reason: &str, error_code: &str) {
+    let d = proxy.decision(id);
+    assert_eq!(d["outcome"], "failed_after_commit", "{d}");
+    assert_eq!(d["error_code"], error_code, "{d}");
+    let a = connection_a_after_failure(proxy);
+    assert_eq!(a["last_error"]["reason"], reason, "{a}");
+    assert!(a["cooling_ms"].as_u64().unwrap_or(0) > 0, "{a}");
+    let r = proxy.post("/v1/chat/completions", &[], &chat("smart", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert!(
+        proxy
+            .metrics()
+            .contains("ringside_streams_failed_after_commit_total 1"),
+        "{}",
+        proxy.metrics()
+    );
+}
+
+fn an_in_band_error_after_commit_cools_the_key(driver: &str) {
+    let (_sim, proxy) = with_fault_on_a(driver, "sse-error-after;after=3");
+    let (text, id) = first_stream(&proxy);
+    // Three deltas, then the upstream's own error event and nothing of Ringside's.
+    assert_eq!(text.matches("\"content\":").count(), 4, "{text}");
+    assert_eq!(text.matches("overloaded_error").count(), 1, "{text}");
+    assert_eq!(text.matches("\"error\"").count(), 1, "{text}");
+    assert_cooled(&proxy, &id, "overloaded", "upstream_error_event");
+    let d = proxy.decision(&id);
+    let detail = d["attempts"][0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.starts_with("in-band stream error"), "{d}");
+}
+
+fn a_relay_quota_message_inside_a_stream_is_quota_exhaustion(driver: &str) {
+    let (_sim, proxy) = with_fault_on_a(
+        driver,
+        "sse-error-after;after=2;error-type=upstream_error;message=额度不足，请充值",
+    );
+    let (text, id) = first_stream(&proxy);
+    assert!(text.contains("额度不足"), "{text}");
+    assert_cooled(&proxy, &id, "quota_exhausted", "upstream_error_event");
+}
+
+fn a_reset_after_commit_cools_the_key(driver: &str) {
+    let (_sim, proxy) = with_fault_on_a(driver, "reset-mid-stream;after=3");
+    let (text, id) = first_stream(&proxy);
+    assert_eq!(
+        text.matches("\"code\":\"upstream_reset\"").count(),
+        1,
+        "{text}"
+    );
+    assert_cooled(&proxy, &id, "transport", "upstream_reset");
+}
+
+fn a_stream_without_its_terminal_event_cools_the_key(driver: &str) {
+    let (_sim, proxy) = with_fault_on_a(driver, "no-terminal");
+    let (text, id) = first_stream(&proxy);
+    assert_eq!(
+        text.matches("upstream_no_terminal").count(),
+        1,
+        "one error event of Ringside's: {text}"
+    );
+    assert_cooled(&proxy, &id, "transport", "upstream_no_terminal");
+}
+
+fn a_clean_stream_leaves_the_key_healthy(driver: &str) {
+    let (_sim, proxy) = with_fault_on_a(driver, "none");
+    for _ in 0..3 {
+        let (text, id) = first_stream(&proxy);
+        assert!(text.contains("[DONE]"), "{text}");
+        assert_eq!(proxy.decision(&id)["outcome"], "ok");
+    }
+    let (_, v) = proxy.admin("GET", "/admin/connections");
+    let a = v["connections"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["connection"] == "a"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(a["last_error"].is_null(), "{a}");
+    assert_eq!(a["cooling_ms"].as_u64().unwrap_or(0), 0, "{a}");
+}
