@@ -11,6 +11,7 @@ both_drivers!(
     stream_figures_reach_the_decision_record,
     stall_before_the_first_event_retries_elsewhere,
     slow_drip_is_aborted_by_the_watchdog,
+    a_silent_stream_is_aborted_by_the_watchdog_not_the_idle_timeout,
     a_tool_call_in_progress_is_not_aborted,
     finalisation_runs_once_per_request,
     heartbeats_keep_a_stream_alive_but_are_not_progress,
@@ -76,6 +77,25 @@ fn slow_drip_is_aborted_by_the_watchdog(driver: &str) {
     let d = proxy.decision(&id);
     assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     assert_eq!(d["error_code"], "STREAM_THROUGHPUT_TOO_LOW");
+}
+
+fn a_silent_stream_is_aborted_by_the_watchdog_not_the_idle_timeout(driver: &str) {
+    // One event, then 20 s of silence (the idle timeout is 600 s): the watchdog, which judges
+    // when bytes arrive, must also judge when none do. (No hold-back: the stream is committed
+    // at its head, so the silence falls to the relay.)
+    let sim = sim_with(&["key:sk-sim-a=none;interval=20000"], 3);
+    let body = priority_keys(sim.addr, &["a"], "") + FAST_WATCHDOG + "holdback_ms = 0\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let t0 = std::time::Instant::now();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    let took = t0.elapsed();
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(text.contains("STREAM_THROUGHPUT_TOO_LOW"), "{text}");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "aborted after warm-up + window, not after the silence: {took:?}"
+    );
 }
 
 fn a_tool_call_in_progress_is_not_aborted(driver: &str) {

@@ -86,10 +86,51 @@ impl Watchdog {
         if now.saturating_sub(self.started) < self.s.warmup_ms + self.s.window_ms {
             return false;
         }
-        let bytes = self.window_bytes(now);
+        self.slow_with(self.window_bytes(now))
+    }
+
+    /// Whether `bytes` of useful output in one window is too slow.
+    fn slow_with(&self, bytes: u64) -> bool {
         let measurable = bytes == 0 || bytes >= self.s.min_useful_bytes;
         let rate = bytes * 1000 / self.s.window_ms.max(1);
         measurable && rate < self.s.min_bytes_per_second
+    }
+
+    /// When the stream will be too slow if nothing more arrives: the watchdog checks when bytes
+    /// arrive, and a stream gone silent must not wait for the idle timeout instead. `None`:
+    /// never (disabled, or a tool call or reasoning in progress).
+    pub fn silent_deadline(&self, now: u64, protected: bool) -> Option<u64> {
+        if !self.s.enabled || protected {
+            return None;
+        }
+        let earliest = now.max(self.started + self.s.warmup_ms + self.s.window_ms);
+        let w = self.width();
+        let newest = earliest / w;
+        let oldest = newest.saturating_sub(BUCKETS as u64 - 1);
+        // The buckets still in the window at `earliest`, oldest first: each leaves the window
+        // `BUCKETS` buckets after its own.
+        let mut live = [(0u64, 0u64); BUCKETS];
+        let mut n = 0;
+        for i in 0..BUCKETS {
+            let stamp = self.stamps[i];
+            if stamp != u64::MAX && stamp >= oldest && stamp <= newest {
+                live[n] = (stamp, self.buckets[i]);
+                n += 1;
+            }
+        }
+        let live = &mut live[..n];
+        live.sort_unstable();
+        let mut bytes: u64 = live.iter().map(|&(_, b)| b).sum();
+        if self.slow_with(bytes) {
+            return Some(earliest);
+        }
+        for &(stamp, b) in live.iter() {
+            bytes -= b;
+            if self.slow_with(bytes) {
+                return Some(earliest.max((stamp + BUCKETS as u64) * w));
+            }
+        }
+        None
     }
 }
 
@@ -151,5 +192,24 @@ mod tests {
             w.observe(t, 0); // heartbeats and metadata: no progress
         }
         assert!(w.too_slow(100_000, false));
+    }
+
+    #[test]
+    fn a_silent_stream_is_judged_when_its_output_leaves_the_window() {
+        let s = on();
+        let mut w = Watchdog::new(s, 0);
+        // Plenty of output early on, then silence.
+        w.observe(1_000, 10_000);
+        let warm = s.warmup_ms + s.window_ms;
+        let at = w.silent_deadline(2_000, false).expect("judged some time");
+        // Not before the warm-up and a window, and not while the early output is in the window.
+        assert!(at >= warm, "{at}");
+        assert!(at >= 1_000 + s.window_ms, "{at}");
+        assert!(w.too_slow(at, false), "slow at its deadline");
+        assert!(!w.too_slow(at - 1, false) || at == warm);
+        // Nothing is judged during a tool call, nor when the watchdog is off.
+        assert_eq!(w.silent_deadline(2_000, true), None);
+        let off = Watchdog::new(WatchdogSettings::default(), 0);
+        assert_eq!(off.silent_deadline(2_000, false), None);
     }
 }

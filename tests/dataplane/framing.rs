@@ -16,6 +16,7 @@ both_drivers!(
     close_delimited_body_is_rechunked,
     keep_alive_reuses_one_upstream_connection,
     stale_pooled_connection_is_retried_on_a_fresh_one,
+    a_held_request_is_never_sent_twice,
     bodiless_statuses_carry_no_length,
     a_status_outside_100_to_599_is_a_broken_upstream,
     request_bodies_of_every_size_arrive_whole,
@@ -187,9 +188,39 @@ fn stale_pooled_connection_is_retried_on_a_fresh_one(driver: &str) {
     for _ in 0..4 {
         let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
         assert_eq!(r.status, 200, "{}", r.text());
-        assert_eq!(attempt_count(&r), 1, "the stale retry is not a new attempt");
+        assert_eq!(
+            attempt_count(&r),
+            1,
+            "a closed pooled connection is not sent on"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+fn a_held_request_is_never_sent_twice(driver: &str) {
+    // A pooled connection to an upstream that holds the second request until the first-byte
+    // timeout: the upstream may have started on it, so it is not sent again (before, it was
+    // sent on a fresh connection too, the client waited twice as long, and the record claimed
+    // one attempt).
+    let sim = start_sim(ringside::simulate::SimOptions::default());
+    let body = format!(
+        "[upstream]\nmax_attempts = 1\nfirst_byte_timeout_ms = 1000\n\n{}",
+        openai_provider("sim", sim.addr, &[("a", "SIM_KEY_A")], "\"m\"")
+    );
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-sim-fault", "hang")],
+        &chat("m", false),
+    );
+    assert!(r.status >= 500, "{}", r.text());
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let sent = sim_stats(&sim)["total"].as_u64().unwrap_or(0);
+    assert_eq!(sent, 2, "every request reached the upstream once");
+    let d = proxy.decision(&id);
+    assert_eq!(d["attempts"].as_array().map_or(0, Vec::len), 1, "{d}");
 }
 
 /// Reads one response head from a keep-alive connection; returns it with whatever followed.

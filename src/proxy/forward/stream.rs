@@ -254,7 +254,18 @@ impl Stream {
     pub(super) fn arm_read(&self, r: &Relay<'_>, timer: Timer<'_>) -> RelayFailure {
         let now = crate::clock::instant();
         let decisive = self.scanner.as_ref().map(|sc| sc.totals.decisive);
-        let (wait, why) = next_wait(r, decisive, self.started, now);
+        let (mut wait, mut why) = next_wait(r, decisive, self.started, now);
+        // The throughput watchdog judges when bytes arrive; a stream gone silent is judged when
+        // its output would leave the window, not at the idle timeout.
+        if let (Some(sc), Some(w)) = (&self.scanner, &self.watchdog) {
+            let now_ms = crate::clock::ms_at(now);
+            if let Some(at) = w.silent_deadline(now_ms, sc.totals.protected) {
+                let left = Duration::from_millis(at.saturating_sub(now_ms));
+                if left < wait {
+                    (wait, why) = (left, RelayFailure::ThroughputTooLow);
+                }
+            }
+        }
         set_timer(timer, now + wait);
         why
     }
