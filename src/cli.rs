@@ -90,6 +90,7 @@ fn check(args: &[String]) -> Result<(), String> {
                     );
                 }
                 let budgets = crate::flow::settings::Budgets::new(cfg.flow_env);
+                println!("{}", budget_sources());
                 for c in &p.connections {
                     let f = &c.flow;
                     let show = |k: crate::flow::settings::Knob, own: Option<u64>| {
@@ -258,4 +259,16 @@ fn simulate(args: &[String]) -> Result<(), String> {
     }
     sim.stop();
     Ok(())
+}
+
+/// Where the queue budgets shown by `check` come from, and what it cannot show.
+fn budget_sources() -> String {
+    let names: Vec<String> = crate::flow::settings::Knob::ALL
+        .iter()
+        .map(|k| format!("{} (or {})", k.env(), k.seed_env()))
+        .collect();
+    format!(
+        "    queue budgets: the connection's own, else the environment ({}), else the default; values saved with PATCH /admin/settings live in the store and show in GET /admin/settings",
+        names.join(", ")
+    )
 }

@@ -86,7 +86,9 @@ fn run_checks(driver: &str, program: &str, args: &[&str], passed: &str) {
 }
 
 /// Two providers on the simulator: an OpenAI one with a rate-limited key tried first, a
-/// healthy one and a spent one, and an Anthropic one.
+/// healthy one and a spent one, and an Anthropic one. The models whose streams are cut
+/// mid-way have keys of their own, three each: a cut after the commit cools its key, so each
+/// language's cut check finds a fresh one, and no check finds the healthy keys cooling.
 fn sdk_config(s: std::net::SocketAddr) -> String {
     format!(
         r#"
@@ -105,8 +107,20 @@ base_url = "http://{s}/v1"
   [[providers.connections]]
   id = "healthy"
   key_env = "SIM_KEY_A"
-  models = ["gpt-4o-mini", "gpt-mid"]
+  models = ["gpt-4o-mini"]
   priority = 1
+  [[providers.connections]]
+  id = "cut-1"
+  key_env = "SIM_KEY_D"
+  models = ["gpt-mid"]
+  [[providers.connections]]
+  id = "cut-2"
+  key_env = "SIM_KEY_C"
+  models = ["gpt-mid"]
+  [[providers.connections]]
+  id = "cut-3"
+  key_env = "SIM_KEY_B"
+  models = ["gpt-mid"]
   [[providers.connections]]
   id = "spent"
   key_env = "SIM_KEY_B"
@@ -119,7 +133,19 @@ base_url = "http://{s}/v1"
   [[providers.connections]]
   id = "claude"
   key_env = "SIM_KEY_C"
-  models = ["claude-sonnet-4-5", "claude-mid"]
+  models = ["claude-sonnet-4-5"]
+  [[providers.connections]]
+  id = "claude-cut-1"
+  key_env = "SIM_KEY_D"
+  models = ["claude-mid"]
+  [[providers.connections]]
+  id = "claude-cut-2"
+  key_env = "SIM_KEY_A"
+  models = ["claude-mid"]
+  [[providers.connections]]
+  id = "claude-cut-3"
+  key_env = "SIM_KEY_B"
+  models = ["claude-mid"]
 "#
     )
 }

@@ -61,7 +61,7 @@ pub fn settings(shared: &Shared) -> (u16, Value) {
     }
     (
         200,
-        json!({"flow": m, "note": "admin changes are kept in memory until the durable store lands"}),
+        json!({"flow": m, "note": "admin changes are saved in the store and survive a restart"}),
     )
 }
 

@@ -104,17 +104,7 @@ pub(super) fn resolve(
         1_000_000,
     ) as usize;
     s.gate_enabled = r.provider_gate;
-    s.client_retry_header = r.client_retry_header.trim().to_ascii_lowercase();
-    let header_name = |h: &str| {
-        h.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    };
-    if !header_name(&s.client_retry_header) {
-        out.add(
-            "resilience.client_retry_header",
-            "must be a header name (letters, digits, `-`)",
-        );
-    }
+    s.client_retry_header = client_retry_header(out, &r.client_retry_header);
     s.lockout = lockout(out, &r.lockout);
     let known = |p: &Option<String>| {
         p.as_ref()
@@ -142,9 +132,19 @@ pub(super) fn resolve(
         restate.push(crate::resilience::restate::builtin());
     }
     s.restate = restate;
+    if !(0.0..=0.5).contains(&r.jitter) {
+        out.add(
+            "resilience.jitter",
+            "must be 0 to 0.5 (a fraction: 0.2 is ±20 %)",
+        );
+    }
+    let jitter_pct = (r.jitter.clamp(0.0, 0.5) * 100.0).round() as u8;
+    s.jitter_pct = jitter_pct;
     for (i, (ps, p)) in file.providers.iter().zip(providers).enumerate() {
-        s.providers
-            .push(policy(out, &format!("providers[{i}]"), ps, p, r, env));
+        let mut pol = policy(out, &format!("providers[{i}]"), ps, p, r, env);
+        pol.cooldown.jitter_pct = jitter_pct;
+        pol.breaker.jitter_pct = jitter_pct;
+        s.providers.push(pol);
         s.provider_conns
             .push(p.connections.iter().map(|c| c.index).collect());
     }
@@ -240,4 +240,19 @@ fn restatement(out: &mut Problems, at: &str, rs: &RestateSection) -> RestateRule
         exclude: rs.exclude.iter().map(|m| m.to_lowercase()).collect(),
         retry_after_ms: rs.retry_after_ms,
     }
+}
+
+/// `resilience.client_retry_header`, lower-cased ("" turns the rule off).
+fn client_retry_header(out: &mut Problems, name: &str) -> String {
+    let name = name.trim().to_ascii_lowercase();
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        out.add(
+            "resilience.client_retry_header",
+            "must be a header name (letters, digits, `-`)",
+        );
+    }
+    name
 }

@@ -30,6 +30,10 @@ pub struct ResilienceSection {
     /// The request header that says a request is a client's retry, with its retry number (the
     /// OpenAI and Anthropic SDKs send `x-stainless-retry-count`; "" turns this off).
     pub client_retry_header: String,
+    /// Jitter on the waits Ringside computes (backoff cooldowns, breaker open time, lease
+    /// `Retry-After`), ± this fraction (0 to 0.5; 0 turns it off). Waits an upstream announced
+    /// are honoured as given.
+    pub jitter: f64,
     pub lockout: LockoutSection,
     pub rules: Vec<RuleSection>,
     pub restate: Vec<RestateSection>,
@@ -48,6 +52,7 @@ impl Default for ResilienceSection {
             decision_ring_plain: 64,
             breaker_min_tenants: None,
             client_retry_header: "x-stainless-retry-count".into(),
+            jitter: 0.2,
             lockout: LockoutSection::default(),
             rules: Vec::new(),
             restate: Vec::new(),

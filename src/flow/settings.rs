@@ -57,6 +57,11 @@ impl Knob {
         }
     }
 
+    /// The seed's name for the same variable, accepted too (the prefixed name wins).
+    pub fn seed_env(self) -> &'static str {
+        &self.env()["RINGSIDE_".len()..]
+    }
+
     pub fn default(self) -> u64 {
         match self {
             Knob::MaxWaitMs => DEFAULT_MAX_WAIT_MS,
@@ -89,11 +94,12 @@ pub struct Budgets {
 impl Budgets {
     /// Read the environment; garbage is ignored (the default stays).
     pub fn read_env(env: &dyn Fn(&str) -> Option<String>) -> [Option<u64>; 3] {
-        let read = |k: Knob| {
-            let v: f64 = env(k.env())?.trim().parse().ok()?;
+        let parse = |k: Knob, name: &str| {
+            let v: f64 = env(name)?.trim().parse().ok()?;
             (v.is_finite() && v >= 0.0 && (v > 0.0 || k == Knob::MaxQueueDepth))
                 .then(|| k.clamp(v as u64))
         };
+        let read = |k: Knob| parse(k, k.env()).or_else(|| parse(k, k.seed_env()));
         Knob::ALL.map(read)
     }
 
@@ -215,5 +221,19 @@ mod tests {
             b.effective(Knob::ExecutionMaxWaitMs, Some(u64::MAX)).value,
             MAX_MS
         );
+    }
+
+    #[test]
+    fn the_seed_s_names_are_accepted_and_the_prefixed_ones_win() {
+        let env = |k: &str| match k {
+            "RATE_LIMIT_MAX_WAIT_MS" => Some("1500".to_string()),
+            "RATE_LIMIT_MAX_QUEUE_DEPTH" => Some("9".to_string()),
+            "RINGSIDE_RATE_LIMIT_MAX_QUEUE_DEPTH" => Some("4".to_string()),
+            _ => None,
+        };
+        let read = Budgets::read_env(&env);
+        assert_eq!(read[Knob::MaxWaitMs.index()], Some(1_500));
+        assert_eq!(read[Knob::MaxQueueDepth.index()], Some(4));
+        assert_eq!(Knob::MaxWaitMs.seed_env(), "RATE_LIMIT_MAX_WAIT_MS");
     }
 }

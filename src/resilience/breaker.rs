@@ -31,6 +31,8 @@ pub struct BreakerProfile {
     /// Distinct clients (tenants) whose failures it takes to open the breaker: with 2 or more,
     /// one tenant's own slow or failing requests cannot close a provider for everyone else.
     pub min_tenants: u32,
+    /// Jitter on the open time, ± percent (`resilience.jitter`).
+    pub jitter_pct: u8,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -76,13 +78,16 @@ impl Default for Breaker {
 }
 
 impl Breaker {
+    /// How long the breaker stays open, jittered by the moment it opened (so every core,
+    /// applying the same events, computes the same time).
     pub fn open_ms(&self, p: &BreakerProfile) -> u64 {
-        if self.open_cycles <= p.escalate_after {
+        let ms = if self.open_cycles <= p.escalate_after {
             p.open_ms
         } else {
             let shift = (self.open_cycles - p.escalate_after).min(20);
             (p.open_ms << shift).min(p.open_ms.saturating_mul(p.max_multiplier.max(1)))
-        }
+        };
+        super::jitter::spread(ms, p.jitter_pct, self.opened_at)
     }
 
     /// Lazy open -> half-open once the open time has passed.

@@ -30,6 +30,8 @@ pub struct CooldownProfile {
     pub auth_retries: u8,
     /// Consecutive rejections (403) before the connection is `banned`.
     pub rejections_to_ban: u8,
+    /// Jitter on computed cooldowns, ± percent (`resilience.jitter`).
+    pub jitter_pct: u8,
 }
 
 /// The most recent failure of a connection.
@@ -127,13 +129,16 @@ impl ConnState {
             (Some(ms), _, _) => (ms, 0),
             (None, Some(h), Reason::QuotaExhausted) if v.lasting => (h.ms, 0),
             (None, Some(h), _) => (h.ms.min(p.max_ms), 0),
-            (None, None, Reason::QuotaExhausted) if v.lasting => (p.quota_ms, 0),
+            (None, None, Reason::QuotaExhausted) if v.lasting => {
+                (super::jitter::spread(p.quota_ms, p.jitter_pct, now), 0)
+            }
             (None, None, _) => {
                 let steps = u32::from(level.min(p.max_level));
                 let ms = p
                     .base_ms
                     .saturating_mul(1u64 << steps.min(40))
                     .min(p.max_ms);
+                let ms = super::jitter::spread(ms, p.jitter_pct, now).min(p.max_ms);
                 (ms, level.saturating_add(1).min(p.max_level))
             }
         };

@@ -9,6 +9,7 @@ pub mod classify;
 pub mod cooldown;
 mod exclusion;
 pub mod hints;
+pub mod jitter;
 pub mod lockout;
 pub mod restate;
 mod rules;

@@ -37,6 +37,9 @@ pub struct ProviderPolicy {
 }
 
 /// Built-in profile defaults (the numbers win over the reference where they differ).
+/// `resilience.jitter`'s default: computed waits vary by ±20 %.
+pub const DEFAULT_JITTER_PCT: u8 = 20;
+
 pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> ProviderPolicy {
     let (base_ms, max_level) = match kind {
         ProfileKind::OAuth => (5_000, 8),
@@ -52,6 +55,7 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
             max_multiplier: 8,
             probe_timeout_ms: 30_000,
             min_tenants: 1,
+            jitter_pct: DEFAULT_JITTER_PCT,
         },
         ProfileKind::ApiKey => BreakerProfile {
             degraded_at: 7,
@@ -61,6 +65,7 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
             max_multiplier: 4,
             probe_timeout_ms: 30_000,
             min_tenants: 1,
+            jitter_pct: DEFAULT_JITTER_PCT,
         },
         ProfileKind::Local => BreakerProfile {
             degraded_at: 2,
@@ -70,6 +75,7 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
             max_multiplier: 4,
             probe_timeout_ms: 30_000,
             min_tenants: 1,
+            jitter_pct: DEFAULT_JITTER_PCT,
         },
     };
     let gate = match kind {
@@ -98,6 +104,7 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
             quota_ms,
             auth_retries: 3,
             rejections_to_ban: 3,
+            jitter_pct: DEFAULT_JITTER_PCT,
         },
         breaker,
         gate,
@@ -126,6 +133,8 @@ pub struct Settings {
     pub decision_ring_plain: usize,
     /// The header a client's retry number comes in (lower case; empty: not read).
     pub client_retry_header: String,
+    /// Jitter on computed waits, ± percent (`resilience.jitter`).
+    pub jitter_pct: u8,
 }
 
 impl Default for Settings {
@@ -144,6 +153,7 @@ impl Default for Settings {
             decision_ring: 1024,
             decision_ring_plain: 64,
             client_retry_header: "x-stainless-retry-count".into(),
+            jitter_pct: DEFAULT_JITTER_PCT,
         }
     }
 }

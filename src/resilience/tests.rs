@@ -8,8 +8,11 @@ use super::*;
 fn settings(providers: usize, conns_each: usize) -> Settings {
     let mut s = Settings::default();
     for p in 0..providers {
-        s.providers
-            .push(profile(ProfileKind::ApiKey, 1_800_000, 3_600_000));
+        // Without jitter: these tests step the clock to exact cooldown and open-time edges.
+        let mut policy = profile(ProfileKind::ApiKey, 1_800_000, 3_600_000);
+        policy.cooldown.jitter_pct = 0;
+        policy.breaker.jitter_pct = 0;
+        s.providers.push(policy);
         s.provider_conns
             .push((p * conns_each..(p + 1) * conns_each).collect());
     }

@@ -311,7 +311,7 @@ async fn acquire(
             "this owner already holds a lease through another key",
         )),
         Outcome::Busy { retry_at } => Err(super::capacity(
-            super::retry_after_s(retry_at, now),
+            super::retry_after_s(retry_at, now, ctx.core.config().resilience.jitter_pct),
             usable.len(),
         )),
         _ => Err(unavailable()),

@@ -197,14 +197,16 @@ pub(crate) async fn transition(
     .await
 }
 
-/// Seconds until the earliest relevant lease expiry, as `Retry-After` (1–3600; 1 unknown).
 /// The longest `Retry-After` a lease refusal carries (the documented range is 1 to 120 s): a
 /// lease that expires later is retried sooner and refused again, never promised.
 pub const MAX_RETRY_AFTER_S: u64 = 120;
 
-pub fn retry_after_s(earliest_unix_ms: Option<u64>, now_unix: u64) -> u64 {
+/// Seconds until the earliest relevant lease expiry, as `Retry-After` (1–120; 1 unknown),
+/// jittered by ±`jitter_pct` % so that owners refused together do not return together.
+pub fn retry_after_s(earliest_unix_ms: Option<u64>, now_unix: u64, jitter_pct: u8) -> u64 {
     earliest_unix_ms.map_or(1, |t| {
-        t.saturating_sub(now_unix)
+        let ms = t.saturating_sub(now_unix);
+        crate::resilience::jitter::spread(ms, jitter_pct, now_unix)
             .div_ceil(1000)
             .clamp(1, MAX_RETRY_AFTER_S)
     })
@@ -353,7 +355,11 @@ pub(crate) fn capacity_answer(
         conns.sort_unstable();
         conns.dedup();
         capacity(
-            retry_after_s(Some(unix_now + earliest), unix_now),
+            retry_after_s(
+                Some(unix_now + earliest),
+                unix_now,
+                ctx.core.config().resilience.jitter_pct,
+            ),
             conns.len(),
         )
     })
@@ -406,12 +412,18 @@ mod tests {
 
     #[test]
     fn retry_after_is_bounded() {
-        assert_eq!(retry_after_s(None, 0), 1);
-        assert_eq!(retry_after_s(Some(500), 1_000), 1);
-        assert_eq!(retry_after_s(Some(120_000), 0), 120);
-        assert_eq!(retry_after_s(Some(119_001), 0), 120);
-        assert_eq!(retry_after_s(Some(10_000_000), 0), 120);
+        assert_eq!(retry_after_s(None, 0, 0), 1);
+        assert_eq!(retry_after_s(Some(500), 1_000, 0), 1);
+        assert_eq!(retry_after_s(Some(120_000), 0, 0), 120);
+        assert_eq!(retry_after_s(Some(119_001), 0, 0), 120);
+        assert_eq!(retry_after_s(Some(10_000_000), 0, 0), 120);
         // A refusal computed a moment before the writer stamped the expiry (50 racing acquires).
-        assert_eq!(retry_after_s(Some(120_400), 0), 120);
+        assert_eq!(retry_after_s(Some(120_400), 0, 0), 120);
+        // Jittered, and still in range.
+        for now in 0..200 {
+            let s = retry_after_s(Some(now + 60_000), now, 20);
+            assert!((48..=72).contains(&s), "{s}");
+            assert!((1..=120).contains(&retry_after_s(Some(now + 119_000), now, 20)));
+        }
     }
 }

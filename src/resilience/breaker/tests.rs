@@ -8,6 +8,7 @@ const API_KEY: BreakerProfile = BreakerProfile {
     max_multiplier: 4,
     probe_timeout_ms: 10_000,
     min_tenants: 1,
+    jitter_pct: 0,
 };
 
 #[test]

@@ -9,6 +9,7 @@ const P: CooldownProfile = CooldownProfile {
     quota_ms: 3_600_000,
     auth_retries: 3,
     rejections_to_ban: 3,
+    jitter_pct: 0,
 };
 
 fn v(reason: Reason, status: u16, hint: Option<u64>) -> Verdict {
@@ -264,4 +265,28 @@ fn rejections_ban_only_when_consecutive() {
     fail_after_expiry(&mut s, &mut now, &limited);
     fail_after_expiry(&mut s, &mut now, &auth);
     assert_eq!(s.terminal, None);
+}
+
+#[test]
+fn computed_cooldowns_are_jittered_within_bounds_and_hints_are_not() {
+    let p = CooldownProfile {
+        jitter_pct: 20,
+        ..P
+    };
+    let mut seen = std::collections::HashSet::new();
+    for now in 0..200u64 {
+        let mut s = ConnState::default();
+        let t = now * 1_000;
+        s.on_failure(&v(Reason::RateLimited, 429, None), t, &p)
+            .unwrap();
+        let ms = s.until - t;
+        assert!((2_400..=3_600).contains(&ms), "{ms}");
+        seen.insert(ms);
+        // An upstream's own hint is honoured as given.
+        let mut s = ConnState::default();
+        s.on_failure(&v(Reason::RateLimited, 429, Some(7_000)), t, &p)
+            .unwrap();
+        assert_eq!(s.until - t, 7_000);
+    }
+    assert!(seen.len() > 20, "spread, not one value: {}", seen.len());
 }
