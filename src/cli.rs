@@ -89,35 +89,7 @@ fn check(args: &[String]) -> Result<(), String> {
                         pol.breaker.open_ms
                     );
                 }
-                let budgets = crate::flow::settings::Budgets::new(cfg.flow_env);
-                println!("{}", budget_sources());
-                for c in &p.connections {
-                    let f = &c.flow;
-                    let show = |k: crate::flow::settings::Knob, own: Option<u64>| {
-                        let v = budgets.effective(k, own);
-                        format!("{} {} ({:?})", k.name(), v.value, v.source).to_lowercase()
-                    };
-                    println!(
-                        "    connection {}: max_concurrent {}, min_time_ms {}, on_saturation {:?}, {}, {}, {}",
-                        c.id,
-                        if f.max_concurrent == 0 {
-                            "unlimited".to_string()
-                        } else {
-                            f.max_concurrent.to_string()
-                        },
-                        f.min_time_ms,
-                        f.on_saturation,
-                        show(crate::flow::settings::Knob::MaxWaitMs, f.max_wait_ms),
-                        show(
-                            crate::flow::settings::Knob::ExecutionMaxWaitMs,
-                            f.execution_max_wait_ms
-                        ),
-                        show(
-                            crate::flow::settings::Knob::MaxQueueDepth,
-                            f.max_queue_depth
-                        ),
-                    );
-                }
+                print_connections(&cfg, p);
             }
             for r in &cfg.routes {
                 println!(
@@ -271,4 +243,33 @@ fn budget_sources() -> String {
         "    queue budgets: the connection's own, else the environment ({}), else the default; values saved with PATCH /admin/settings live in the store and show in GET /admin/settings",
         names.join(", ")
     )
+}
+
+/// `check`'s lines for a provider's connections: flow settings and each queue budget in force,
+/// with where it came from.
+fn print_connections(cfg: &crate::config::Config, p: &crate::config::Provider) {
+    use crate::flow::settings::Knob;
+    let budgets = crate::flow::settings::Budgets::new(cfg.flow_env);
+    println!("{}", budget_sources());
+    for c in &p.connections {
+        let f = &c.flow;
+        let show = |k: Knob, own: Option<u64>| {
+            let v = budgets.effective(k, own);
+            format!("{} {} ({:?})", k.name(), v.value, v.source).to_lowercase()
+        };
+        println!(
+            "    connection {}: max_concurrent {}, min_time_ms {}, on_saturation {:?}, {}, {}, {}",
+            c.id,
+            if f.max_concurrent == 0 {
+                "unlimited".to_string()
+            } else {
+                f.max_concurrent.to_string()
+            },
+            f.min_time_ms,
+            f.on_saturation,
+            show(Knob::MaxWaitMs, f.max_wait_ms),
+            show(Knob::ExecutionMaxWaitMs, f.execution_max_wait_ms),
+            show(Knob::MaxQueueDepth, f.max_queue_depth),
+        );
+    }
 }
