@@ -276,9 +276,13 @@ pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<rest
     let restated = restate::apply(&s.restate, provider, status, &lower);
     let status = match (&restated, status) {
         (Some(r), _) => r.to,
-        // An in-band error is judged by its body; 502 is the neutral stand-in.
-        (None, 200) => 502,
-        (None, s) => s,
+        // An aggregator's error names the upstream's own status.
+        (None, s) => match classify::aggregated_status(&lower) {
+            Some(raw) => raw,
+            // An in-band error is judged by its body; 502 is the neutral stand-in.
+            None if s == 200 => 502,
+            None => s,
+        },
     };
     let mut hint = hints::from_headers(&get, now_unix).or_else(|| hints::from_text(&lower));
     if hint.is_none()

@@ -282,6 +282,22 @@ pub fn classify(operator: &[Rule], builtin: &[Rule], a: &Answer) -> Verdict {
     v
 }
 
+/// The upstream's own status inside an aggregator's error (OpenRouter: `{"error": {"code":
+/// 529, "metadata": {"provider_name", "raw"}}}`), which says more than the status the
+/// aggregator answered with. `lower`: the body, lower-cased.
+pub fn aggregated_status(lower: &str) -> Option<u16> {
+    if !lower.contains("\"metadata\"") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(lower.trim()).ok()?;
+    let e = &v["error"];
+    if !e["metadata"].is_object() {
+        return None;
+    }
+    let code = u16::try_from(e["code"].as_u64()?).ok()?;
+    (400..=599).contains(&code).then_some(code)
+}
+
 /// The status default when no rule matched.
 pub fn by_status(status: u16) -> Reason {
     match status {

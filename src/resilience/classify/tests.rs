@@ -218,3 +218,16 @@ fn status_529_is_overload() {
     assert_eq!(v.reason, Reason::Overloaded);
     assert!(v.retryable);
 }
+
+#[test]
+fn an_aggregator_s_error_is_judged_by_the_upstream_s_status() {
+    let body = fixture("openrouter_provider_error.json").to_lowercase();
+    assert_eq!(aggregated_status(&body), Some(529));
+    let v = judge(529, &body);
+    assert_eq!(v.reason, Reason::Overloaded);
+    // Without metadata, the code field is not taken for a status.
+    assert_eq!(
+        aggregated_status(r#"{"error":{"code":429,"message":"x"}}"#),
+        None
+    );
+}
