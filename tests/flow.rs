@@ -113,6 +113,15 @@ fn full_queue_rejects_the_newest_fast(driver: &str) {
         assert_eq!((status, code.as_str()), (429, "RATE_LIMIT_QUEUE_FULL"));
         assert!(took < Duration::from_millis(300), "rejected fast: {took:?}");
     }
+    // The refusal's wait is jittered in `retry-after-ms` (whole seconds cannot spread it).
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 429, "the queue is still full: {}", r.text());
+    let ms: u64 = r
+        .header("retry-after-ms")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!((800..=1_200).contains(&ms), "{ms}");
+    assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(first.join().unwrap().0, 200);
     for h in queued {
         assert_eq!(h.join().unwrap().0, 200);

@@ -290,7 +290,7 @@ fn error_for(
         .retry_after(s)
         .should_retry(s <= 60),
         // Local overload: every usable key is at its concurrency cap (reject policy).
-        Stop::Saturated => refused_error(crate::flow::Refused::Saturated),
+        Stop::Saturated => refused_error(crate::flow::Refused::Saturated, ctx),
         Stop::NoExecutableTargets => ApiError::new(
             404,
             "no_executable_targets",
@@ -302,10 +302,13 @@ fn error_for(
 
 /// Local overload (never counted against the upstream): queue full or queue timeout.
 pub(crate) fn refused(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
-    refused_error(r).header("x-ringside-attempts", ctx.attempts_header(None))
+    refused_error(r, ctx).header("x-ringside-attempts", ctx.attempts_header(None))
 }
 
-fn refused_error(r: crate::flow::Refused) -> ApiError {
+/// A local overload: retry in about a second. `Retry-After` cannot spread clients that were
+/// refused together at its one-second resolution, so `retry-after-ms` (which the OpenAI SDK
+/// prefers) carries the jittered wait.
+fn refused_error(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
     let e = match r {
         crate::flow::Refused::QueueFull => ApiError::new(
             429,
@@ -323,7 +326,12 @@ fn refused_error(r: crate::flow::Refused) -> ApiError {
             "every connection is at its concurrency limit",
         ),
     };
-    e.retry_after(1).should_retry(true)
+    let pct = ctx.core.config().resilience.jitter_pct;
+    let ms =
+        crate::resilience::jitter::spread(1_000, pct, crate::clock::now_ms() ^ ctx.core.id as u64);
+    e.retry_after(1)
+        .header("retry-after-ms", ms.to_string())
+        .should_retry(true)
 }
 
 /// The execution budget ran out before the answer began: the upstream was closed first.
