@@ -8,6 +8,7 @@ use ringside::simulate::{SimOptions, parse_fault_arg};
 use std::time::{Duration, Instant};
 
 both_drivers!(
+    an_account_limit_cools_every_key_of_the_account,
     retry_after_moves_traffic_off_a_key,
     every_key_429_is_hit_once_per_window,
     short_cooldown_is_waited_out,
@@ -467,4 +468,30 @@ fn decisions_worth_explaining_outlive_plain_ones(driver: &str) {
     let first_id = id_of(&first);
     want.push(&first_id);
     assert_eq!(ids, want, "newest first, across both rings");
+}
+
+fn an_account_limit_cools_every_key_of_the_account(driver: &str) {
+    // Keys a and b belong to one upstream account, c to none. a's 429 is the account's rate
+    // limit: b must not be tried (extra keys never evade a limit), c serves.
+    let sim = sim_with(&["key:sk-sim-a=429;retry-after=30"]);
+    let body = priority_keys(sim.addr, &["a", "b", "c"], "")
+        .replace("  id = \"a\"\n", "  id = \"a\"\n  account = \"org-1\"\n")
+        .replace("  id = \"b\"\n", "  id = \"b\"\n  account = \"org-1\"\n");
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/c"));
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 1);
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-b"),
+        0,
+        "the account's other key was not tried"
+    );
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    let b = c["connections"]
+        .as_array()
+        .and_then(|l| l.iter().find(|x| x["connection"] == "b"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(b["cooling_ms"].as_u64().unwrap_or(0) > 20_000, "{b}");
 }

@@ -128,6 +128,7 @@ pub(super) fn resolve(
         }
         restate.push(restatement(out, &at, rs));
     }
+    s.account_siblings = account_siblings(file, providers);
     if r.builtin_restate {
         restate.push(crate::resilience::restate::builtin());
     }
@@ -255,4 +256,31 @@ fn client_retry_header(out: &mut Problems, name: &str) -> String {
         );
     }
     name
+}
+
+/// By flat connection index, the other keys of the same provider that name the same
+/// `account`: an account-wide limit (rate limit, quota wall, spent credits) cools them all.
+fn account_siblings(file: &FileConfig, providers: &[Provider]) -> Vec<Vec<usize>> {
+    let count = providers.iter().map(|p| p.connections.len()).sum();
+    let mut siblings = vec![Vec::new(); count];
+    for (ps, p) in file.providers.iter().zip(providers) {
+        let accounts: Vec<(Option<&str>, usize)> = ps
+            .connections
+            .iter()
+            .zip(&p.connections)
+            .map(|(cs, c)| (cs.account.as_deref(), c.index))
+            .collect();
+        for &(account, conn) in &accounts {
+            let Some(account) = account else { continue };
+            if let Some(list) = siblings.get_mut(conn) {
+                list.extend(
+                    accounts
+                        .iter()
+                        .filter(|&&(a, other)| a == Some(account) && other != conn)
+                        .map(|&(_, other)| other),
+                );
+            }
+        }
+    }
+    siblings
 }
