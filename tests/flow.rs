@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 both_drivers!(
     concurrency_cap_holds_across_cores,
+    an_account_cap_holds_across_its_keys,
     full_queue_rejects_the_newest_fast,
     queued_request_times_out_on_its_budget,
     execution_timeout_closes_the_upstream_before_the_slot_frees,
@@ -79,6 +80,33 @@ fn peak(sim: &ringside::simulate::Simulator, key: &str) -> u64 {
     sim_stats(sim)["keys"][key]["peak_concurrency"]
         .as_u64()
         .unwrap_or(0)
+}
+
+fn an_account_cap_holds_across_its_keys(driver: &str) {
+    // Keys a and b are unlimited each, but their account allows one request at a time: four
+    // concurrent requests run one by one, and none is refused.
+    let sim = sim_with(&[]);
+    let body = priority_keys(sim.addr, &["a", "b"], "")
+        .replace("  id = \"a\"\n", "  id = \"a\"\n  account = \"org-1\"\n")
+        .replace("  id = \"b\"\n", "  id = \"b\"\n  account = \"org-1\"\n")
+        + "  [[providers.accounts]]\n  id = \"org-1\"\n  max_concurrent = 1\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let handles: Vec<_> = (0..4).map(|_| post_in(proxy.addr, latency(300))).collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().0, 200);
+    }
+    assert_eq!(
+        peak(&sim, "sk-sim-a") + peak(&sim, "sk-sim-b"),
+        1,
+        "{}",
+        sim_stats(&sim)
+    );
+    let (_, q) = proxy.admin("GET", "/admin/queues");
+    let waited: u64 = q["queues"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|c| c["waited"].as_u64()).sum())
+        .unwrap_or(0);
+    assert!(waited >= 3, "{q}");
 }
 
 fn concurrency_cap_holds_across_cores(driver: &str) {

@@ -175,6 +175,8 @@ pub struct Config {
     pub resilience: crate::resilience::Settings,
     /// `RINGSIDE_RATE_LIMIT_*` as read at load time (flow budgets' defaults).
     pub flow_env: [Option<u64>; 3],
+    /// Upstream accounts with limits of their own (`[[providers.accounts]]`).
+    pub accounts: Vec<crate::flow::account::AccountLimits>,
     pub tenant_limits: crate::flow::tenant::TenantLimits,
     pub stream: crate::sse::StreamSettings,
     /// Client keys (empty: open, sidecar mode).

@@ -289,6 +289,9 @@ pub struct ProviderSection {
     /// here.
     #[serde(default)]
     pub forward_headers: Vec<String>,
+    /// Limits of an upstream account (organisation) shared by the keys that name it.
+    #[serde(default)]
+    pub accounts: Vec<AccountSection>,
 }
 
 fn default_profile() -> String {
@@ -404,4 +407,17 @@ pub struct TargetSection {
     /// Relative price, for the `cost` strategy (lower first).
     #[serde(default)]
     pub cost: Option<f64>,
+}
+
+/// `[[providers.accounts]]`: what an upstream account allows across all its keys.
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSection {
+    pub id: String,
+    /// Requests at once across the account's keys (0 = unlimited).
+    #[serde(default)]
+    pub max_concurrent: u32,
+    /// Minimum spacing between two starts across the account's keys, in ms.
+    #[serde(default)]
+    pub min_time_ms: u64,
 }

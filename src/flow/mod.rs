@@ -4,6 +4,7 @@
 //! FIFO) and cores take freed slots by urgency and in turn, so a slot freed on one core wakes a
 //! waiter on another (through that core's doorbell) and no core can hog a connection.
 
+pub mod account;
 pub mod gate;
 pub mod queue;
 pub mod settings;
@@ -55,6 +56,8 @@ pub struct ConnFlow {
     pub max_wait_ms: Option<u64>,
     pub execution_max_wait_ms: Option<u64>,
     pub max_queue_depth: Option<u64>,
+    /// The key's account, when the account has limits of its own (`account::Accounts`).
+    pub account: Option<usize>,
 }
 
 /// Shared by every core: the gates, the budgets, the doorbells.
@@ -64,6 +67,7 @@ pub struct FlowShared {
     pub conns: Vec<ConnFlow>,
     pub budgets: Budgets,
     pub tenants: tenant::Tenants,
+    pub accounts: account::Accounts,
     /// Write ends; one byte wakes that core's queue pump.
     doorbells: Vec<UnixStream>,
 }
@@ -95,7 +99,32 @@ impl FlowShared {
             conns,
             budgets,
             doorbells,
+            accounts: account::Accounts::default(),
         }
+    }
+
+    /// The accounts with limits of their own, and their gates.
+    pub fn with_accounts(mut self, limits: &[account::AccountLimits]) -> Self {
+        let of: Vec<Option<usize>> = self.conns.iter().map(|c| c.account).collect();
+        self.accounts = account::Accounts::new(limits, &of);
+        self
+    }
+
+    /// Start on the key's gate and its account's (both or neither).
+    pub fn try_start(&self, conn: usize, now: u64) -> Result<(), gate::Blocked> {
+        let account = self.conns.get(conn).and_then(|c| c.account);
+        self.accounts.try_start(&self.gates[conn], account, now)
+    }
+
+    /// Nothing to count for this key: neither it nor its account has a limit.
+    fn unlimited(&self, conn: usize) -> bool {
+        self.gates[conn].unlimited()
+            && self
+                .conns
+                .get(conn)
+                .and_then(|c| c.account)
+                .and_then(|a| self.accounts.gate(a))
+                .is_none_or(Gate::unlimited)
     }
 
     pub fn effective(&self, conn: usize, k: Knob) -> Value {
@@ -137,10 +166,26 @@ pub struct Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        if self.counted {
-            self.flow.gates[self.conn].release();
-            if self.flow.gates[self.conn].waiting_cores.load(Acquire) != 0 {
-                self.flow.ring(self.conn);
+        if !self.counted {
+            return;
+        }
+        let flow = self.flow;
+        flow.gates[self.conn].release();
+        let account = flow.conns.get(self.conn).and_then(|c| c.account);
+        match account.and_then(|a| flow.accounts.gate(a).map(|g| (a, g))) {
+            Some((a, g)) => {
+                g.release();
+                // The account's slot may let any of its keys' waiters start.
+                for &conn in flow.accounts.members(a) {
+                    if flow.gates[conn].waiting_cores.load(Acquire) != 0 {
+                        flow.ring(conn);
+                    }
+                }
+            }
+            None => {
+                if flow.gates[self.conn].waiting_cores.load(Acquire) != 0 {
+                    flow.ring(self.conn);
+                }
             }
         }
     }
@@ -216,7 +261,7 @@ impl FlowCore {
             q.prune(|w| w.grant.is_canceled());
             gate.publish(self.id, q.best_priority());
             while !q.is_empty() && gate.my_turn(self.id) {
-                match gate.try_start(now) {
+                match flow.try_start(conn, now) {
                     Ok(()) => {
                         gate.served(self.id);
                         let permit = Permit {
@@ -267,7 +312,7 @@ where
     F: std::future::Future<Output = Option<Option<Permit>>>,
 {
     let gate = &flow.gates[ask.conn];
-    if gate.unlimited() {
+    if flow.unlimited(ask.conn) {
         // Nothing to count against: no shared write at all on this path.
         return Ok(Permit {
             flow,
@@ -275,7 +320,7 @@ where
             counted: false,
         });
     }
-    if !gate.has_queue() && gate.try_start(now).is_ok() {
+    if !gate.has_queue() && flow.try_start(ask.conn, now).is_ok() {
         return Ok(Permit {
             flow,
             conn: ask.conn,

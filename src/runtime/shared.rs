@@ -110,13 +110,15 @@ fn flow_shared(
         .iter()
         .flat_map(|p| p.connections.iter().map(|c| c.flow.clone()))
         .collect();
-    let flow: &'static crate::flow::FlowShared =
-        Box::leak(Box::new(crate::flow::FlowShared::with_tenants(
+    let flow: &'static crate::flow::FlowShared = Box::leak(Box::new(
+        crate::flow::FlowShared::with_tenants(
             flow_conns,
             crate::flow::settings::Budgets::new(config.flow_env),
             bell_writers,
             config.tenant_limits,
-        )));
+        )
+        .with_accounts(&config.accounts),
+    ));
     for (k, v) in store.scan("settings/flow/") {
         let name = k.trim_start_matches("settings/flow/");
         let knob = crate::flow::settings::Knob::ALL

@@ -18,7 +18,8 @@ use super::*;
 pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Problem>> {
     let mut p = Problems::default();
     let server = server::server(&mut p, &file, env);
-    let providers = providers::providers(&mut p, &file, env);
+    let mut providers = providers::providers(&mut p, &file, env);
+    let accounts = providers::accounts(&mut p, &file, &mut providers);
     let routes = routes::routes(&mut p, &file, &providers);
     let resilience = super::resilience::resolve(&mut p, &file, &providers, env);
     let stream = sections::stream(&mut p, &file.stream, env);
@@ -63,6 +64,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         locator,
         resilience,
         flow_env: crate::flow::settings::Budgets::read_env(env),
+        accounts,
         tenant_limits: crate::flow::tenant::TenantLimits {
             requests_per_minute: file.flow.tenant_requests_per_minute,
             tokens_per_minute: file.flow.tenant_tokens_per_minute,

@@ -236,3 +236,53 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
         base_path: path.trim_end_matches('/').to_string(),
     })
 }
+
+/// Every provider's `[[providers.accounts]]`, as flow limits; each key that names a limited
+/// account gets its index (`ConnFlow::account`).
+pub(in crate::config) fn accounts(
+    p: &mut Problems,
+    file: &FileConfig,
+    providers: &mut [Provider],
+) -> Vec<crate::flow::account::AccountLimits> {
+    let mut all = Vec::new();
+    for (i, (ps, pr)) in file.providers.iter().zip(providers.iter_mut()).enumerate() {
+        let first = all.len();
+        for (j, a) in ps.accounts.iter().enumerate() {
+            let at = format!("providers[{i}].accounts[{j}]");
+            if ps.accounts[..j].iter().any(|b| b.id == a.id) {
+                p.add(format!("{at}.id"), format!("duplicate account `{}`", a.id));
+            }
+            if !ps
+                .connections
+                .iter()
+                .any(|c| c.account.as_deref() == Some(&a.id))
+            {
+                p.add(
+                    format!("{at}.id"),
+                    format!("no connection names account `{}`", a.id),
+                );
+            }
+            let max_concurrent = p.clamped(
+                &format!("{at}.max_concurrent"),
+                a.max_concurrent.into(),
+                0,
+                100_000,
+            );
+            let min_time_ms = p.clamped(&format!("{at}.min_time_ms"), a.min_time_ms, 0, 86_400_000);
+            all.push(crate::flow::account::AccountLimits {
+                id: a.id.clone(),
+                max_concurrent: max_concurrent as u32,
+                min_time_ms,
+            });
+        }
+        for (cs, c) in ps.connections.iter().zip(pr.connections.iter_mut()) {
+            c.flow.account = cs.account.as_deref().and_then(|name| {
+                ps.accounts
+                    .iter()
+                    .position(|a| a.id == name)
+                    .map(|k| first + k)
+            });
+        }
+    }
+    all
+}

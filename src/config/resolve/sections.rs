@@ -56,6 +56,8 @@ pub(in crate::config) fn conn_flow(
             MAX_MS,
         ),
         max_queue_depth: opt(out, "max_queue_depth", cs.max_queue_depth, 0, MAX_DEPTH),
+        // Set once the provider's accounts are known (`providers::accounts`).
+        account: None,
     }
 }
 

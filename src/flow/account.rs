@@ -1,0 +1,88 @@
+//! Accounts: the limits a provider enforces per organisation, not per key. Keys that name the
+//! same `account` share, besides its cooldowns, its own gate (`[[providers.accounts]]`:
+//! `max_concurrent`, `min_time_ms`): a start takes a slot of the key's gate and of the
+//! account's, and a release of either wakes the waiters of every key of the account.
+
+use super::gate::{Blocked, Gate};
+
+/// One account's limits, as configured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccountLimits {
+    pub id: String,
+    /// 0: unlimited.
+    pub max_concurrent: u32,
+    pub min_time_ms: u64,
+}
+
+/// Every account's gate and its keys.
+#[derive(Debug, Default)]
+pub struct Accounts {
+    gates: Vec<Gate>,
+    /// By account: its keys (flat connection indices).
+    members: Vec<Vec<usize>>,
+}
+
+impl Accounts {
+    /// `of[conn]`: the account a key belongs to, if its account has limits.
+    pub fn new(limits: &[AccountLimits], of: &[Option<usize>]) -> Accounts {
+        let mut members = vec![Vec::new(); limits.len()];
+        for (conn, a) in of.iter().enumerate() {
+            if let Some(list) = a.and_then(|a| members.get_mut(a)) {
+                list.push(conn);
+            }
+        }
+        Accounts {
+            gates: limits
+                .iter()
+                .map(|l| Gate::new(l.max_concurrent, l.min_time_ms, 0, 0))
+                .collect(),
+            members,
+        }
+    }
+
+    pub fn gate(&self, account: usize) -> Option<&Gate> {
+        self.gates.get(account)
+    }
+
+    pub fn members(&self, account: usize) -> &[usize] {
+        self.members.get(account).map_or(&[], Vec::as_slice)
+    }
+
+    /// Start on the key's gate and, if it has one, its account's; either both or neither.
+    pub fn try_start(&self, key: &Gate, account: Option<usize>, now: u64) -> Result<(), Blocked> {
+        key.try_start(now)?;
+        if let Some(g) = account.and_then(|a| self.gate(a))
+            && let Err(b) = g.try_start(now)
+        {
+            key.release();
+            return Err(b);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_keys_share_their_account_s_slot() {
+        let limits = [AccountLimits {
+            id: "org".into(),
+            max_concurrent: 1,
+            min_time_ms: 0,
+        }];
+        let accounts = Accounts::new(&limits, &[Some(0), Some(0), None]);
+        let (a, b, c) = (Gate::default(), Gate::default(), Gate::default());
+        assert_eq!(accounts.members(0), [0, 1]);
+        assert_eq!(accounts.try_start(&a, Some(0), 0), Ok(()));
+        // b's own gate is free, the account's is not: neither is taken.
+        assert_eq!(accounts.try_start(&b, Some(0), 0), Err(Blocked::Full));
+        assert_eq!(b.running(), 0);
+        // A key outside the account is not held back.
+        assert_eq!(accounts.try_start(&c, None, 0), Ok(()));
+        accounts.gate(0).map(Gate::release);
+        a.release();
+        assert_eq!(accounts.try_start(&b, Some(0), 0), Ok(()));
+    }
+}
