@@ -62,15 +62,35 @@ fn first_stream(proxy: &Proxy) -> (String, String) {
     (r.text(), id)
 }
 
-/// What the decision record and the key's state say after a failure after commit, and the
-/// next request going to `b`.
-fn assert_cooled(proxy: &Proxy, id: &str, reason: &str, error_code: &str) {
+/// The provider breaker's failure count, once it reaches `want` (the admin port's replica may
+/// trail the cores by a moment).
+fn breaker_failures(proxy: &Proxy, want: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, v) = proxy.admin("GET", "/admin/breakers");
+        let n = v["breakers"][0]["failures"].as_u64().unwrap_or(0);
+        if n >= want || Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What the decision record, the key's state and the breaker say after a failure after
+/// commit, and the next request going to `b`. `breaker`: failures the provider's breaker
+/// counts (overload and transport failures count; a quota wall does not).
+fn assert_cooled(proxy: &Proxy, id: &str, reason: &str, error_code: &str, breaker: u64) {
     let d = proxy.decision(id);
     assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     assert_eq!(d["error_code"], error_code, "{d}");
     let a = connection_a_after_failure(proxy);
     assert_eq!(a["last_error"]["reason"], reason, "{a}");
     assert!(a["cooling_ms"].as_u64().unwrap_or(0) > 0, "{a}");
+    assert_eq!(
+        breaker_failures(proxy, breaker),
+        breaker,
+        "breaker failures"
+    );
     let r = proxy.post("/v1/chat/completions", &[], &chat("smart", false));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
@@ -90,7 +110,7 @@ fn an_in_band_error_after_commit_cools_the_key(driver: &str) {
     assert_eq!(text.matches("\"content\":").count(), 4, "{text}");
     assert_eq!(text.matches("overloaded_error").count(), 1, "{text}");
     assert_eq!(text.matches("\"error\"").count(), 1, "{text}");
-    assert_cooled(&proxy, &id, "overloaded", "upstream_error_event");
+    assert_cooled(&proxy, &id, "overloaded", "upstream_error_event", 1);
     let d = proxy.decision(&id);
     let detail = d["attempts"][0]["detail"].as_str().unwrap_or_default();
     assert!(detail.starts_with("in-band stream error"), "{d}");
@@ -103,7 +123,7 @@ fn a_relay_quota_message_inside_a_stream_is_quota_exhaustion(driver: &str) {
     );
     let (text, id) = first_stream(&proxy);
     assert!(text.contains("额度不足"), "{text}");
-    assert_cooled(&proxy, &id, "quota_exhausted", "upstream_error_event");
+    assert_cooled(&proxy, &id, "quota_exhausted", "upstream_error_event", 0);
 }
 
 fn a_reset_after_commit_cools_the_key(driver: &str) {
@@ -114,7 +134,7 @@ fn a_reset_after_commit_cools_the_key(driver: &str) {
         1,
         "{text}"
     );
-    assert_cooled(&proxy, &id, "transport", "upstream_reset");
+    assert_cooled(&proxy, &id, "transport", "upstream_reset", 1);
 }
 
 fn a_stream_without_its_terminal_event_cools_the_key(driver: &str) {
@@ -125,7 +145,7 @@ fn a_stream_without_its_terminal_event_cools_the_key(driver: &str) {
         1,
         "one error event of Ringside's: {text}"
     );
-    assert_cooled(&proxy, &id, "transport", "upstream_no_terminal");
+    assert_cooled(&proxy, &id, "transport", "upstream_no_terminal", 1);
 }
 
 fn a_clean_stream_leaves_the_key_healthy(driver: &str) {
