@@ -107,6 +107,9 @@ fn an_account_cap_holds_across_its_keys(driver: &str) {
         .map(|l| l.iter().filter_map(|c| c["waited"].as_u64()).sum())
         .unwrap_or(0);
     assert!(waited >= 3, "{q}");
+    assert_eq!(q["accounts"][0]["account"], "org-1", "{q}");
+    assert_eq!(q["accounts"][0]["max_concurrent"], 1);
+    assert_eq!(q["accounts"][0]["running"], 0);
 }
 
 fn concurrency_cap_holds_across_cores(driver: &str) {

@@ -47,7 +47,34 @@ pub fn queues(shared: &Shared) -> (u16, Value) {
             })
         })
         .collect();
-    (200, json!({"queues": list}))
+    (200, json!({"queues": list, "accounts": accounts(shared)}))
+}
+
+/// The accounts with gates of their own: what runs across their keys, and their limits.
+fn accounts(shared: &Shared) -> Vec<Value> {
+    shared
+        .config
+        .accounts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| {
+            let g = shared.flow.accounts.gate(i)?;
+            let keys: Vec<&str> = shared
+                .flow
+                .accounts
+                .members(i)
+                .iter()
+                .filter_map(|&c| shared.conn_names.get(c).map(|n| n.2))
+                .collect();
+            Some(json!({
+                "account": a.id,
+                "keys": keys,
+                "running": g.running(),
+                "max_concurrent": a.max_concurrent,
+                "min_time_ms": a.min_time_ms,
+            }))
+        })
+        .collect()
 }
 
 /// `GET /admin/settings`: the process-wide budgets (what a connection without its own values gets).
