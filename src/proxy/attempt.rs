@@ -4,7 +4,7 @@
 
 use super::answer::Buffered;
 use super::exchange::{AttemptEnd, Ctx, Failed};
-use super::judge::{self, Hold, Read, clean, describe};
+use super::judge::{self, Hold, Read, describe};
 use super::outbound::Outbound;
 use super::send::{HeadFail, send_and_await_head};
 use super::watch::{ClientWatch, Raced};
@@ -28,15 +28,7 @@ fn failed(
     detail: String,
     self_inflicted: bool,
 ) -> AttemptEnd {
-    AttemptEnd::Failed(Failed {
-        verdict,
-        kind,
-        detail,
-        response: None,
-        restated_from: None,
-        self_inflicted,
-        stale_pooled: false,
-    })
+    AttemptEnd::Failed(Failed::new(verdict, kind, detail, self_inflicted))
 }
 
 /// One upstream attempt against one candidate, judged before anything reaches the client:
@@ -308,23 +300,10 @@ fn observe_latency(ctx: &Ctx<'_>, aim: &Aim<'_>) {
 
 /// A held stream whose first event was an error: judged like an error answer.
 fn in_band_error(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, text: &str) -> AttemptEnd {
-    let x = judge::Exchange {
-        provider: &aim.provider.id,
-        status: 200,
-        head,
-        body: text.as_bytes(),
-        request: &ctx.body,
-    };
-    let s = &ctx.core.config().resilience;
-    let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
+    let b = judge::in_band(ctx, aim.provider, aim.conn, head, text);
     AttemptEnd::Failed(Failed {
-        kind: AttemptOutcome::StreamError,
-        detail: format!("in-band stream error: {}", clean(text, aim.conn)),
-        restated_from: restated.map(|r| r.from),
-        response: None,
-        verdict,
-        self_inflicted: false,
-        stale_pooled: false,
+        restated_from: b.restated_from,
+        ..Failed::new(b.verdict, AttemptOutcome::StreamError, b.detail, false)
     })
 }
 

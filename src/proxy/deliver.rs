@@ -40,15 +40,12 @@ pub(super) async fn commit(
     let core = ctx.core;
     let cfg = core.config();
     let Some(&names) = core.shared.conn_names.get(cand.connection) else {
-        return AttemptEnd::Failed(Failed {
-            verdict: crate::resilience::classify::transport(false),
-            kind: AttemptOutcome::ProtocolError,
-            detail: "unknown connection".into(),
-            response: None,
-            restated_from: None,
-            self_inflicted: true,
-            stale_pooled: false,
-        });
+        return AttemptEnd::Failed(Failed::new(
+            classify::transport(false),
+            AttemptOutcome::ProtocolError,
+            "unknown connection".into(),
+            true,
+        ));
     };
     let label = names.2;
     let attempts = ctx.attempts_header(Some((label, head.status)));
@@ -75,15 +72,12 @@ pub(super) async fn commit(
             .unwrap_or(super::forward::RelayFailure::BadFraming)
             .as_str()
             .to_string();
-        return AttemptEnd::Failed(Failed {
-            verdict: crate::resilience::classify::transport(false),
-            kind: AttemptOutcome::ProtocolError,
+        return AttemptEnd::Failed(Failed::new(
+            classify::transport(false),
+            AttemptOutcome::ProtocolError,
             detail,
-            response: None,
-            restated_from: None,
-            self_inflicted: false,
-            stale_pooled: false,
-        });
+            false,
+        ));
     }
     let (delivered, in_band) = judge_delivery(ctx, cand, &head, &res);
     let facts = Facts {
@@ -105,12 +99,6 @@ pub(super) async fn commit(
     }
 }
 
-/// An upstream's in-band error event after the commit, as the decision record tells it.
-struct InBand {
-    detail: String,
-    restated_from: Option<u16>,
-}
-
 /// The attempt's final verdict, from how its body ended. An in-band error event is judged by
 /// the same rules as an error answer with that type and message (restatement included); a
 /// failure of the stream itself is a transport failure of its kind.
@@ -119,7 +107,7 @@ fn judge_delivery(
     cand: Candidate,
     head: &Head,
     res: &Relayed,
-) -> (Delivered, Option<InBand>) {
+) -> (Delivered, Option<judge::InBand>) {
     if res.client_gone {
         return (Delivered::Unjudged, None);
     }
@@ -134,23 +122,11 @@ fn judge_delivery(
     let Some(text) = &res.upstream_error else {
         return (Delivered::Clean, None);
     };
-    let cfg = ctx.core.config();
-    let Some((provider, conn)) = cfg.connection(cand.connection) else {
+    let Some((provider, conn)) = ctx.core.config().connection(cand.connection) else {
         return (Delivered::Unjudged, None);
     };
-    let x = judge::Exchange {
-        provider: &provider.id,
-        status: 200,
-        head,
-        body: text.as_bytes(),
-        request: &ctx.body,
-    };
-    let (verdict, restated) = judge::judge(&cfg.resilience, &x, crate::clock::unix_ms());
-    let in_band = InBand {
-        detail: format!("in-band stream error: {}", judge::clean(text, conn)),
-        restated_from: restated.map(|r| r.from),
-    };
-    (Delivered::Failed(verdict), Some(in_band))
+    let b = judge::in_band(ctx, provider, conn, head, text);
+    (Delivered::Failed(b.verdict.clone()), Some(b))
 }
 
 /// What was delivered, for the record.
@@ -166,7 +142,7 @@ struct Facts<'a> {
 
 /// Record what came of the commit: the metrics, the attempt's line and the request's outcome
 /// in the decision record.
-fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<InBand>) {
+fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge::InBand>) {
     let core = ctx.core;
     let (entry, cand) = (d.entry, d.cand);
     if let Some(t) = res.sse {

@@ -99,6 +99,26 @@ pub(crate) struct Failed {
     pub stale_pooled: bool,
 }
 
+impl Failed {
+    /// A failure without an answer to keep (transport, timeout, broken framing).
+    pub fn new(
+        verdict: crate::resilience::classify::Verdict,
+        kind: AttemptOutcome,
+        detail: String,
+        self_inflicted: bool,
+    ) -> Failed {
+        Failed {
+            verdict,
+            kind,
+            detail,
+            response: None,
+            restated_from: None,
+            self_inflicted,
+            stale_pooled: false,
+        }
+    }
+}
+
 /// What a request knows of the client connection it came on.
 pub struct Conn<'a> {
     pub ticket: &'a crate::state::conn_caps::Ticket<'a>,

@@ -305,6 +305,39 @@ pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<rest
     (v, restated)
 }
 
+/// An upstream's in-band error event, judged like an error answer with that type and message
+/// (restatement and rules included), with the decision record's detail.
+pub(super) struct InBand {
+    pub verdict: Verdict,
+    pub detail: String,
+    pub restated_from: Option<u16>,
+}
+
+/// Judge an in-band error event's data (`text`): before the commit while a stream is held,
+/// or after it, when the stream carried one.
+pub(super) fn in_band(
+    ctx: &super::exchange::Ctx<'_>,
+    provider: &crate::config::Provider,
+    conn: &crate::config::Connection,
+    head: &Head,
+    text: &str,
+) -> InBand {
+    let x = Exchange {
+        provider: &provider.id,
+        status: 200,
+        head,
+        body: text.as_bytes(),
+        request: &ctx.body,
+    };
+    let s = &ctx.core.config().resilience;
+    let (verdict, restated) = judge(s, &x, crate::clock::unix_ms());
+    InBand {
+        verdict,
+        detail: format!("in-band stream error: {}", clean(text, conn)),
+        restated_from: restated.map(|r| r.from),
+    }
+}
+
 /// The first line of an upstream error, short, with the connection's key redacted.
 /// What an error body says, for the record: a JSON error's first line; anything else (an HTML
 /// page from a load balancer, which may name internal hosts) only by its type and size.

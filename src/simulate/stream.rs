@@ -127,30 +127,32 @@ fn events_for(plan: &StreamPlan<'_>) -> Vec<Vec<u8>> {
             evs.truncate(1 + plan.fault.after as usize);
             let kind = fault.error_type.as_deref().unwrap_or("overloaded_error");
             let msg = fault.message.as_deref().unwrap_or("Overloaded");
-            let err = serde_json::json!({"type": "error", "error": {"type": kind, "message": msg}});
-            evs.push(if matches!(api, Api::Chat | Api::Completions) {
-                format!("data: {}\n\n", serde_json::json!({"error": err["error"]})).into_bytes()
-            } else {
-                format!("event: error\ndata: {err}\n\n").into_bytes()
-            });
+            let error = serde_json::json!({"type": kind, "message": msg});
+            evs.push(error_event(api, error));
         }
         FaultKind::SseError => {
             // Lifecycle events first (Anthropic message_start, Responses response.created),
             // then the error where content should begin.
             let plain = matches!(api, Api::Chat | Api::Completions);
-            let keep_first = usize::from(!plain);
-            evs.truncate(keep_first);
+            evs.truncate(usize::from(!plain));
             let msg = fault.message.as_deref().unwrap_or("Rate limit exceeded");
-            let err = serde_json::json!({"type": "error", "error": {"type": "rate_limit_error", "code": "rate_limit_exceeded", "message": msg}});
-            evs.push(if plain {
-                format!("data: {}\n\n", serde_json::json!({"error": err["error"]})).into_bytes()
-            } else {
-                format!("event: error\ndata: {err}\n\n").into_bytes()
-            });
+            let error = serde_json::json!({"type": "rate_limit_error", "code": "rate_limit_exceeded", "message": msg});
+            evs.push(error_event(api, error));
         }
         _ => {}
     }
     evs
+}
+
+/// An in-band error event in the API's own shape: OpenAI's `data: {"error": …}`, else
+/// `event: error` with Anthropic's `{"type": "error", "error": …}`.
+fn error_event(api: Api, error: serde_json::Value) -> Vec<u8> {
+    if matches!(api, Api::Chat | Api::Completions) {
+        format!("data: {}\n\n", serde_json::json!({ "error": error })).into_bytes()
+    } else {
+        let err = serde_json::json!({"type": "error", "error": error});
+        format!("event: error\ndata: {err}\n\n").into_bytes()
+    }
 }
 
 /// Append one event, as an HTTP/1.1 chunk when `chunked`.

@@ -12,6 +12,21 @@ struct Holder<'a> {
     client: &'a str,
 }
 
+impl Holder<'_> {
+    /// `l` is this holder's live lease: its generation, through its key.
+    fn holds(&self, l: &Lease, now: u64) -> bool {
+        l.live(now) && l.generation == self.generation && l.client == self.client
+    }
+}
+
+/// A live lease runs `ttl_ms` from `now` again; the row to persist, and to answer with.
+fn extend(l: &mut Lease, now: u64, ttl_ms: u64, changed: &mut Vec<Lease>) -> Lease {
+    l.expires_at = now + ttl_ms;
+    l.renewed_at = now;
+    changed.push(l.clone());
+    l.clone()
+}
+
 /// The writer's authoritative book.
 #[derive(Default, Debug)]
 pub struct Book {
@@ -129,12 +144,14 @@ impl Book {
                 ttl_ms,
             } => {
                 self.expire(&owner, now, changed);
+                let who = Holder {
+                    owner: &owner,
+                    generation,
+                    client: &client,
+                };
                 match self.by_owner.get_mut(&owner) {
-                    Some(l) if l.live(now) && l.generation == generation && l.client == client => {
-                        l.expires_at = now + ttl_ms;
-                        l.renewed_at = now;
-                        changed.push(l.clone());
-                        Outcome::Renewed(l.clone())
+                    Some(l) if who.holds(l, now) => {
+                        Outcome::Renewed(extend(l, now, ttl_ms, changed))
                     }
                     _ => Outcome::Stale,
                 }
@@ -217,10 +234,7 @@ impl Book {
             let Some(l) = self.by_owner.get_mut(&owner) else {
                 return Outcome::Stale; // cannot happen: found live just above
             };
-            l.expires_at = now + ttl_ms;
-            l.renewed_at = now;
-            changed.push(l.clone());
-            return Outcome::Reused(l.clone());
+            return Outcome::Reused(extend(l, now, ttl_ms, changed));
         }
         let conn = match self.first_free(candidates, &owner, now, changed) {
             Ok(c) => c,
@@ -281,7 +295,7 @@ impl Book {
         changed: &mut Vec<Lease>,
     ) -> Outcome {
         match self.by_owner.get(who.owner) {
-            Some(l) if l.live(now) && l.generation == who.generation && l.client == who.client => {
+            Some(l) if who.holds(l, now) => {
                 if candidates.contains(&l.connection) {
                     return Outcome::Reused(l.clone());
                 }

@@ -37,20 +37,25 @@ fn with_fault_on_a(driver: &str, fault: &str) -> (ringside::simulate::Simulator,
 fn connection_a_after_failure(proxy: &Proxy) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let (_, v) = proxy.admin("GET", "/admin/connections");
-        let a = v["connections"]
-            .as_array()
-            .and_then(|l| {
-                l.iter()
-                    .find(|c| c["provider"] == "sim" && c["connection"] == "a")
-            })
-            .cloned()
-            .unwrap_or_default();
+        let a = connection_a(proxy);
         if !a["last_error"].is_null() || Instant::now() > deadline {
             return a;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Connection `sim/a` as the admin API shows it now.
+fn connection_a(proxy: &Proxy) -> serde_json::Value {
+    let (_, v) = proxy.admin("GET", "/admin/connections");
+    v["connections"]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find(|c| c["provider"] == "sim" && c["connection"] == "a")
+        })
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The first stream goes to `a` and fails after its commit; returns its text and request id.
@@ -155,12 +160,7 @@ fn a_clean_stream_leaves_the_key_healthy(driver: &str) {
         assert!(text.contains("[DONE]"), "{text}");
         assert_eq!(proxy.decision(&id)["outcome"], "ok");
     }
-    let (_, v) = proxy.admin("GET", "/admin/connections");
-    let a = v["connections"]
-        .as_array()
-        .and_then(|l| l.iter().find(|c| c["connection"] == "a"))
-        .cloned()
-        .unwrap_or_default();
+    let a = connection_a(&proxy);
     assert!(a["last_error"].is_null(), "{a}");
     assert_eq!(a["cooling_ms"].as_u64().unwrap_or(0), 0, "{a}");
 }
