@@ -63,6 +63,7 @@ fn check(args: &[String]) -> Result<(), String> {
                 "  listen {} (admin {}), {} worker(s), driver {:?}",
                 cfg.server.listen, cfg.server.admin_listen, cfg.server.workers, cfg.server.driver
             );
+            let budgets = budgets_in_force(&cfg);
             for p in &cfg.providers {
                 println!(
                     "  provider {} ({}) {}:{} with {} connection(s)",
@@ -89,7 +90,7 @@ fn check(args: &[String]) -> Result<(), String> {
                         pol.breaker.open_ms
                     );
                 }
-                print_connections(&cfg, p);
+                print_connections(p, &budgets);
             }
             for r in &cfg.routes {
                 println!(
@@ -233,23 +234,43 @@ fn simulate(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Where the queue budgets shown by `check` come from, and what it cannot show.
+/// Where the queue budgets shown by `check` come from.
 fn budget_sources() -> String {
     let names: Vec<String> = crate::flow::settings::Knob::ALL
         .iter()
         .map(|k| format!("{} (or {})", k.env(), k.seed_env()))
         .collect();
     format!(
-        "    queue budgets: the connection's own, else the environment ({}), else the default; values saved with PATCH /admin/settings live in the store and show in GET /admin/settings",
+        "    queue budgets: the connection's own, else saved with PATCH /admin/settings (admin), else the environment ({}), else the default",
         names.join(", ")
     )
 }
 
-/// `check`'s lines for a provider's connections: flow settings and each queue budget in force,
-/// with where it came from.
-fn print_connections(cfg: &crate::config::Config, p: &crate::config::Provider) {
+/// The process-wide queue budgets as the server would start with them: the environment, then
+/// what `PATCH /admin/settings` saved in the store (read-only, so a live server is not
+/// disturbed). A store that cannot be read is said, not fatal: the config itself is fine.
+fn budgets_in_force(cfg: &crate::config::Config) -> crate::flow::settings::Budgets {
     use crate::flow::settings::Knob;
     let budgets = crate::flow::settings::Budgets::new(cfg.flow_env);
+    match crate::store::read_saved(&cfg.server.data_dir, cfg.store_map_size, "settings/flow/") {
+        Ok(rows) => {
+            for (k, v) in rows {
+                let name = k.trim_start_matches("settings/flow/");
+                let knob = Knob::ALL.into_iter().find(|x| x.name() == name);
+                if let (Some(knob), Some(n)) = (knob, v.as_u64()) {
+                    budgets.set_admin(knob, Some(n));
+                }
+            }
+        }
+        Err(e) => println!("  note: saved settings not shown: {e}"),
+    }
+    budgets
+}
+
+/// `check`'s lines for a provider's connections: flow settings and each queue budget in force,
+/// with where it came from.
+fn print_connections(p: &crate::config::Provider, budgets: &crate::flow::settings::Budgets) {
+    use crate::flow::settings::Knob;
     println!("{}", budget_sources());
     for c in &p.connections {
         let f = &c.flow;

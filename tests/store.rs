@@ -34,6 +34,16 @@ fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
     let (_, s) = proxy.admin("GET", "/admin/settings");
     assert_eq!(s["flow"]["max_wait_ms"]["value"], 1234, "{s}");
     assert_eq!(s["flow"]["max_wait_ms"]["source"], "admin");
+    // `ringside check` shows the saved budget too, read beside the live server.
+    let out = std::process::Command::new(binary())
+        .args(["check", "--config"])
+        .arg(proxy.dir.0.join("ringside.toml"))
+        .envs(proxy_env())
+        .output()
+        .expect("run check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("max_wait_ms 1234 (admin)"), "{text}");
     // The terminal key is not tried again after the restart.
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));

@@ -301,7 +301,10 @@ pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<rest
         hint,
         request: x.request,
     };
-    let v = classify::classify(&s.operator_rules, &s.builtin_rules, &answer);
+    let mut v = classify::classify(&s.operator_rules, &s.builtin_rules, &answer);
+    if v.reason == classify::Reason::QuotaExhausted && v.hint.is_none() {
+        v.hint = hints::daily_reset(&lower, now_unix);
+    }
     (v, restated)
 }
 
@@ -376,5 +379,39 @@ mod tests {
         assert_eq!((p.as_slice(), done), (&b"hel"[..], false));
         assert!(payload(b"zz\r\n", Framing::Chunked).is_err());
         assert!(payload(b"abc", Framing::Length(3)).unwrap().1);
+    }
+
+    /// Google's per-day quota gives no `retryDelay`: the hint is the assumed daily reset, which
+    /// the cooldown caps; the per-minute one keeps its own `retryDelay`.
+    #[test]
+    fn a_google_per_day_quota_cools_until_the_daily_reset() {
+        let fixture = |name: &str| {
+            let path = format!(
+                "{}/tests/fixtures/errors/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+        };
+        let raw = b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\r\n";
+        let (head, _) = crate::http::head::parse_response(raw, Default::default(), false)
+            .unwrap()
+            .unwrap();
+        let at = |body: &[u8]| {
+            let x = Exchange {
+                provider: "gemini",
+                status: 429,
+                head: &head,
+                body,
+                request: b"",
+            };
+            // 2026-12-01T07:00:00Z: one hour before midnight Pacific.
+            judge(&Settings::default(), &x, 1_796_083_200_000 + 7 * 3_600_000).0
+        };
+        let day = at(&fixture("gemini_per_day.json"));
+        assert_eq!(day.reason, classify::Reason::QuotaExhausted);
+        let hint = day.hint.expect("an assumed reset");
+        assert_eq!((hint.ms, hint.source), (3_600_000, HintSource::DailyReset));
+        let minute = at(&fixture("gemini_resource_exhausted.json"));
+        assert_eq!(minute.hint.map(|h| h.ms), Some(37_000));
     }
 }

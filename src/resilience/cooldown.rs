@@ -127,7 +127,12 @@ impl ConnState {
         let level = self.level();
         let (cooldown, new_level) = match (v.cooldown_ms, v.hint, v.reason) {
             (Some(ms), _, _) => (ms, 0),
-            (None, Some(h), Reason::QuotaExhausted) if v.lasting => (h.ms, 0),
+            // The upstream's own reset is honoured as given; an assumed daily reset is capped.
+            (None, Some(h), Reason::QuotaExhausted)
+                if v.lasting && h.source != super::hints::HintSource::DailyReset =>
+            {
+                (h.ms, 0)
+            }
             (None, Some(h), _) => (h.ms.min(p.max_ms), 0),
             (None, None, Reason::QuotaExhausted) if v.lasting => {
                 (super::jitter::spread(p.quota_ms, p.jitter_pct, now), 0)

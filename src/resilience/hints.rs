@@ -19,12 +19,17 @@ pub enum HintSource {
     Body,
     /// A restatement rule's default (the upstream gave none).
     Restated,
+    /// A per-day quota with no hint: the assumed daily reset (capped like a backoff).
+    DailyReset,
 }
 
 impl HintSource {
     /// Header hints are the upstream's own word; body prose is a guess.
     pub fn is_header(self) -> bool {
-        !matches!(self, HintSource::Body | HintSource::Restated)
+        !matches!(
+            self,
+            HintSource::Body | HintSource::Restated | HintSource::DailyReset
+        )
     }
 }
 
@@ -216,6 +221,25 @@ pub fn from_headers(get: &dyn Fn(&str) -> Option<String>, now_unix_ms: u64) -> O
     }
     let ms = get("x-ratelimit-reset").and_then(|v| parse_reset(&v, now_unix_ms))?;
     hint(ms, HintSource::RateLimitReset)
+}
+
+const DAY_MS: u64 = 24 * 3600 * 1000;
+
+/// A per-day quota named in an error body (`lower`, lower-cased) that gave no retry hint: the
+/// time until the assumed daily reset. Google resets its per-day quotas at midnight Pacific
+/// time (taken as 08:00 UTC, standard time); any other provider's day is taken to end at
+/// midnight UTC. The cooldown caps it (`max_cooldown_ms`), so a wrong guess costs one probe.
+pub fn daily_reset(lower: &str, now_unix_ms: u64) -> Option<Hint> {
+    let per_day = ["perday", "per day", "per_day", "daily quota", "daily limit"]
+        .iter()
+        .any(|m| lower.contains(m));
+    if !per_day {
+        return None;
+    }
+    let google = lower.contains("resource_exhausted") || lower.contains("googleapis");
+    let offset = if google { 8 * 3600 * 1000 } else { 0 };
+    let into_day = (now_unix_ms + DAY_MS - offset) % DAY_MS;
+    hint(DAY_MS - into_day, HintSource::DailyReset)
 }
 
 /// Phrases such as "please retry in 1.5s", "try again in 20 seconds", "resets in 2h3m".

@@ -77,6 +77,49 @@ pub fn open(dir: &str, map_size: usize, fast: bool) -> Result<&'static Store, St
     Ok(Box::leak(Box::new(Store { env, db, tx })))
 }
 
+/// Every entry under `prefix` in the store under `dir`, read without writing anything: for
+/// `ringside check`, which may run beside a live server (LMDB readers never block its writer).
+/// No store yet is no entries.
+pub fn read_saved(
+    dir: &str,
+    map_size: usize,
+    prefix: &str,
+) -> Result<Vec<(String, Value)>, String> {
+    let path = std::path::Path::new(dir).join("store");
+    if !path.join("data.mdb").exists() {
+        return Ok(Vec::new());
+    }
+    let mut opts = EnvOpenOptions::new().read_txn_without_tls();
+    opts.map_size(map_size).max_dbs(4);
+    // SAFETY: READ_ONLY never writes the files; the server that owns them may run meanwhile.
+    unsafe {
+        opts.flags(EnvFlags::READ_ONLY);
+    }
+    // SAFETY: opened once in this short-lived process, read-only.
+    let env = unsafe { opts.open(&path) }
+        .map_err(|e| format!("cannot read the store at {}: {e}", path.display()))?;
+    let rtxn = env.read_txn().map_err(|e| format!("store: {e}"))?;
+    let db: Option<Database<Str, SerdeJson<Value>>> = env
+        .open_databases_and_commit(rtxn, |dbo, rtxn| {
+            dbo.open_database(rtxn, Some("state"))
+                .map(CommitOrAbort::<_, ()>::Commit)
+        })
+        .map_err(|e: heed::Error| format!("store: {e}"))?
+        .commit()
+        .flatten();
+    let Some(db) = db else {
+        return Ok(Vec::new());
+    };
+    let r = env.read_txn().map_err(|e| format!("store: {e}"))?;
+    let rows = db
+        .prefix_iter(&r, prefix)
+        .map_err(|e| format!("store: {e}"))?
+        .filter_map(Result::ok)
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    Ok(rows)
+}
+
 fn load_book(env: &Env<WithoutTls>, db: Database<'static, Str, SerdeJson<Value>>) -> leases::Book {
     let Ok(r) = env.read_txn() else {
         return leases::Book::default();

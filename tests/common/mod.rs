@@ -19,6 +19,18 @@ pub const ADMIN_AUTH: (&str, &str) = ("authorization", "Bearer test-admin-token"
 
 /// The proxy under test: this build's binary, or `RINGSIDE_BIN` (e.g. the profile-guided
 /// release build: `RINGSIDE_BIN=target/release/ringside cargo test --test dataplane`).
+/// The environment every test proxy runs with: the simulator's keys and the admin token.
+pub fn proxy_env() -> [(&'static str, &'static str); 6] {
+    [
+        ("SIM_KEY_A", "sk-sim-a"),
+        ("SIM_KEY_B", "sk-sim-b"),
+        ("SIM_KEY_C", "sk-sim-c"),
+        ("SIM_KEY_D", "sk-sim-d"),
+        ("SIM_KEY_BAD", "sk-sim-bad"),
+        ("RINGSIDE_TEST_ADMIN_TOKEN", ADMIN_TOKEN),
+    ]
+}
+
 pub fn binary() -> std::path::PathBuf {
     match std::env::var_os("RINGSIDE_BIN") {
         Some(p) if !p.is_empty() => std::path::PathBuf::from(p),
@@ -107,12 +119,7 @@ impl Proxy {
             std::fs::write(&path, cfg).expect("write config");
             let mut child = Command::new(binary())
                 .args(["serve", "--config", path.to_str().unwrap_or_default()])
-                .env("SIM_KEY_A", "sk-sim-a")
-                .env("SIM_KEY_B", "sk-sim-b")
-                .env("SIM_KEY_C", "sk-sim-c")
-                .env("SIM_KEY_D", "sk-sim-d")
-                .env("SIM_KEY_BAD", "sk-sim-bad")
-                .env("RINGSIDE_TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+                .envs(proxy_env())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

@@ -109,6 +109,18 @@ fn upstream_hint_replaces_the_formula_and_resets_the_level() {
         &v(Reason::QuotaExhausted, 429, Some(86_400_000)),
     );
     assert_eq!(got, 86_400_000);
+    // An assumed daily reset is a guess: the cap bounds it.
+    let mut daily = v(Reason::QuotaExhausted, 429, None);
+    daily.hint = Some(Hint {
+        ms: 20 * 3_600_000,
+        source: HintSource::DailyReset,
+    });
+    assert_eq!(fail_after_expiry(&mut s, &mut now, &daily), P.max_ms);
+    daily.hint = Some(Hint {
+        ms: 600_000,
+        source: HintSource::DailyReset,
+    });
+    assert_eq!(fail_after_expiry(&mut s, &mut now, &daily), 600_000);
 }
 
 #[test]

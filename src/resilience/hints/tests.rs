@@ -142,3 +142,25 @@ fn body_phrases() {
         Some(HintSource::Body)
     );
 }
+
+#[test]
+fn a_per_day_quota_without_a_hint_cools_until_the_assumed_daily_reset() {
+    const HOUR: u64 = 3_600_000;
+    // 2026-12-01T06:00:00Z: Google's day (midnight Pacific, 08:00 UTC) ends in two hours,
+    // the UTC day in eighteen.
+    let six_utc = 1_796_083_200_000 + 6 * HOUR;
+    assert_eq!(six_utc % (24 * HOUR), 6 * HOUR);
+    let google = r#"{"error":{"status":"resource_exhausted","details":[{"quotaid":"generaterequestsperdayperprojectpermodel-freetier"}]}}"#;
+    let h = daily_reset(google, six_utc).expect("a per-day quota");
+    assert_eq!((h.ms, h.source), (2 * HOUR, HintSource::DailyReset));
+    assert!(
+        !h.source.is_header(),
+        "an assumption, not the upstream's word"
+    );
+    let other = daily_reset("daily quota exceeded", six_utc).map(|h| h.ms);
+    assert_eq!(other, Some(18 * HOUR));
+    // A per-minute quota is not a daily one.
+    let minute =
+        r#"{"error":{"status":"resource_exhausted","quotaid":"generaterequestsperminute"}}"#;
+    assert_eq!(daily_reset(minute, six_utc), None);
+}
