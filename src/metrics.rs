@@ -198,7 +198,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
     amplification(out, cores);
 }
 
-fn escape(s: &str) -> String {
+pub fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

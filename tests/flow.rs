@@ -110,6 +110,12 @@ fn an_account_cap_holds_across_its_keys(driver: &str) {
     assert_eq!(q["accounts"][0]["account"], "org-1", "{q}");
     assert_eq!(q["accounts"][0]["max_concurrent"], 1);
     assert_eq!(q["accounts"][0]["running"], 0);
+    let m = proxy.metrics();
+    assert!(
+        m.contains("ringside_account_running{account=\"org-1\"} 0"),
+        "{m}"
+    );
+    assert!(m.contains("ringside_account_max_concurrent{account=\"org-1\"} 1"));
 }
 
 fn concurrency_cap_holds_across_cores(driver: &str) {

@@ -201,5 +201,35 @@ pub fn metrics(shared: &Shared) -> String {
         );
         let _ = writeln!(out, "ringside_queue_wait_ms_count{{{}}} {cum}", label(i));
     }
+    account_metrics(shared, &mut out);
     out
+}
+
+/// Gauges per limited account: what runs across its keys, and its cap.
+fn account_metrics(shared: &Shared, out: &mut String) {
+    let limited: Vec<(usize, &str)> = (shared.config.accounts.iter().enumerate())
+        .filter(|(i, _)| shared.flow.accounts.gate(*i).is_some())
+        .map(|(i, a)| (i, a.id.as_str()))
+        .collect();
+    if limited.is_empty() {
+        return;
+    }
+    out.push_str("# HELP ringside_account_running Requests holding a slot, per limited account (all its keys).\n# TYPE ringside_account_running gauge\n");
+    for &(i, id) in &limited {
+        let running = shared.flow.accounts.gate(i).map_or(0, |g| g.running());
+        let _ = writeln!(
+            out,
+            "ringside_account_running{{account=\"{}\"}} {running}",
+            crate::metrics::escape(id)
+        );
+    }
+    out.push_str("# HELP ringside_account_max_concurrent The account's concurrency cap (0: none).\n# TYPE ringside_account_max_concurrent gauge\n");
+    for &(i, id) in &limited {
+        let _ = writeln!(
+            out,
+            "ringside_account_max_concurrent{{account=\"{}\"}} {}",
+            crate::metrics::escape(id),
+            shared.config.accounts[i].max_concurrent
+        );
+    }
 }

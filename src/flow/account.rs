@@ -50,11 +50,13 @@ impl Accounts {
 
     /// Start on the key's gate and, if it has one, its account's; either both or neither.
     pub fn try_start(&self, key: &Gate, account: Option<usize>, now: u64) -> Result<(), Blocked> {
-        key.try_start(now)?;
+        let taken = key.take(now)?;
         if let Some(g) = account.and_then(|a| self.gate(a))
             && let Err(b) = g.try_start(now)
         {
-            key.release();
+            // The key's own spacing turn and reservoir token come back with its slot: a full
+            // account must not cost the key its pace.
+            key.give_back(taken);
             return Err(b);
         }
         Ok(())
@@ -84,5 +86,28 @@ mod tests {
         accounts.gate(0).map(Gate::release);
         a.release();
         assert_eq!(accounts.try_start(&b, Some(0), 0), Ok(()));
+    }
+
+    #[test]
+    fn a_full_account_does_not_spend_the_key_s_pace() {
+        let limits = [AccountLimits {
+            id: "org".into(),
+            max_concurrent: 1,
+            min_time_ms: 0,
+        }];
+        let accounts = Accounts::new(&limits, &[Some(0), Some(0)]);
+        let a = Gate::default();
+        // b is paced (one start per second) and has a reservoir of one.
+        let b = Gate::new(0, 1_000, 1, 60_000);
+        assert_eq!(accounts.try_start(&a, Some(0), 0), Ok(()));
+        assert_eq!(accounts.try_start(&b, Some(0), 10), Err(Blocked::Full));
+        assert_eq!(b.running(), 0);
+        // The account frees: b starts at once, its turn and token untouched by the refusal.
+        accounts.gate(0).map(Gate::release);
+        assert_eq!(accounts.try_start(&b, Some(0), 20), Ok(()));
+        assert_eq!(
+            b.stats.started.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
     }
 }

@@ -12,6 +12,14 @@ pub const MAX_CORES: usize = 64;
 /// Published priority of a core without waiters.
 pub const NO_WAITERS: u8 = u8::MAX;
 
+/// What one [`Gate::take`] took besides the slot: the spacing turn (`next_start` before and
+/// after) and a reservoir token.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Taken {
+    spacing: Option<(u64, u64)>,
+    reservoir: bool,
+}
+
 /// Why a start cannot happen now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Blocked {
@@ -174,6 +182,13 @@ impl Gate {
 
     /// Take a slot if concurrency, spacing and reservoir all allow it right now.
     pub fn try_start(&self, now: u64) -> Result<(), Blocked> {
+        self.take(now).map(|_| ())
+    }
+
+    /// [`Gate::try_start`], with what it took, so that [`Gate::give_back`] can return it when
+    /// a second gate (the key's account) refuses the same start.
+    pub fn take(&self, now: u64) -> Result<Taken, Blocked> {
+        let mut taken = Taken::default();
         let max = self.max_concurrent.load(Relaxed);
         let mut r = self.running.load(Acquire);
         loop {
@@ -200,7 +215,10 @@ impl Gate {
                     .next_start
                     .compare_exchange_weak(ns, now + spacing, AcqRel, Acquire)
                 {
-                    Ok(_) => break,
+                    Ok(_) => {
+                        taken.spacing = Some((ns, now + spacing));
+                        break;
+                    }
                     Err(v) => ns = v,
                 }
             }
@@ -219,13 +237,34 @@ impl Gate {
                     .reservoir
                     .compare_exchange_weak(v, v - 1, AcqRel, Acquire)
                 {
-                    Ok(_) => break,
+                    Ok(_) => {
+                        taken.reservoir = true;
+                        break;
+                    }
                     Err(x) => v = x,
                 }
             }
         }
         self.stats.started.fetch_add(1, Relaxed);
-        Ok(())
+        Ok(taken)
+    }
+
+    /// Undo a [`Gate::take`] whose request never started: the slot, the spacing turn (unless
+    /// another start has moved it since) and the reservoir token all come back.
+    pub fn give_back(&self, taken: Taken) {
+        self.release();
+        if let Some((before, set)) = taken.spacing {
+            let _ = self
+                .next_start
+                .compare_exchange(set, before, AcqRel, Acquire);
+        }
+        if taken.reservoir {
+            self.reservoir.fetch_add(1, AcqRel);
+        }
+        let _ = self
+            .stats
+            .started
+            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
     }
 
     fn refresh_reservoir(&self, now: u64) {
