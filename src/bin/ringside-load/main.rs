@@ -1,6 +1,9 @@
 //! Fixed-rate (open-loop) load generator for benches/e2e.sh: latency is measured from each
 //! request's scheduled send time, so a stalled server cannot hide its queueing delay.
 //! usage: ringside-load ADDR PATH BODY RATE SECONDS CONNECTIONS
+//!        ringside-load streams ADDR PATH BODY CONCURRENCY SECONDS (held streams)
+
+mod streams;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -37,6 +40,10 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.first().map(String::as_str) == Some("streams") {
+        streams::run(&a[1..]);
+        return;
+    }
     if a.len() < 6 {
         eprintln!("usage: ringside-load ADDR PATH BODY RATE SECONDS CONNECTIONS");
         std::process::exit(2);

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Held streams on loopback: C concurrent event streams of EVENTS events INTERVAL ms apart,
+# each restarted as soon as it ends, for DUR seconds, through direct, nginx, HAProxy and
+# Ringside (each with its shipped defaults; Ringside's access log on, workers as shipped).
+# Every proxy is started fresh for each size, so its peak RSS belongs to that run.
+# Prints one markdown table per size. Bounded: about (DUR + 8) s x 4 targets x sizes.
+# Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES=${SIZES:-1000 5000 9000}
+DUR=${DUR:-16}
+EVENTS=${EVENTS:-50}
+INTERVAL=${INTERVAL:-100}
+BASE=${BASE_PORT:-19300}
+SIM=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2))
+
+need() { command -v "$1" >/dev/null 2>&1 || NEED="$NEED $2"; }
+NEED=""; need nginx nginx-light; need haproxy haproxy
+if [ -n "$NEED" ]; then
+  (apt-get install -y -q $NEED || (apt-get update -q && apt-get install -y -q $NEED)) >/dev/null
+fi
+cargo build --release -q
+BIN=target/release/ringside
+LOAD=target/release/ringside-load
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+# Two descriptors per proxied stream, and the load tool holds C of its own.
+ulimit -n "$(ulimit -Hn)"
+
+$BIN simulate --listen 127.0.0.1:$SIM --events "$EVENTS" --interval-ms "$INTERVAL" >/dev/null 2>&1 &
+SIM_PID=$!; PIDS+=($SIM_PID)
+sleep 0.5
+
+cat > "$WORK/ringside.toml" <<TOML
+[server]
+listen = "127.0.0.1:$PROXY"
+admin_listen = "127.0.0.1:$ADMIN"
+data_dir = "$WORK/ringside-data"
+[[providers]]
+id = "sim"
+dialect = "openai"
+base_url = "http://127.0.0.1:$SIM/v1"
+  [[providers.connections]]
+  id = "bench"
+  key_env = "BENCH_KEY"
+TOML
+cat > "$WORK/nginx.conf" <<NGX
+worker_processes auto;
+daemon off;
+master_process on;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+worker_rlimit_nofile 20000;
+events { worker_connections 20000; }
+http {
+  access_log off;
+  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
+  upstream sim { server 127.0.0.1:$SIM; keepalive 128; }
+  server {
+    listen 127.0.0.1:$PROXY;
+    location / {
+      proxy_pass http://sim;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+NGX
+cat > "$WORK/haproxy.cfg" <<HAP
+global
+  maxconn 40000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend f
+  bind 127.0.0.1:$PROXY
+  default_backend b
+backend b
+  http-reuse safe
+  server sim 127.0.0.1:$SIM
+HAP
+
+# A process and its children (nginx's workers).
+tree() { echo "$1"; pgrep -P "$1" || true; }
+cpu_ticks() {
+  local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
+}
+mem_kib() {  # field pid: summed over the tree
+  local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done; echo $k
+}
+hz=$(getconf CLK_TCK)
+wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+
+start() {  # target -> pid of the proxy (empty for direct)
+  case $1 in
+    direct) echo "" ;;
+    nginx) nginx -c "$WORK/nginx.conf" -p "$WORK" >/dev/null 2>&1 & echo $! ;;
+    haproxy) haproxy -f "$WORK/haproxy.cfg" >/dev/null 2>&1 & echo $! ;;
+    ringside) rm -rf "$WORK/ringside-data"
+      BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
+  esac
+}
+
+BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+IDEAL=$((EVENTS * INTERVAL))
+for C in $SIZES; do
+  echo
+  echo "### C = $C streams, $EVENTS events $INTERVAL ms apart (ideal $IDEAL ms), ${DUR}s, $(nproc) cores"
+  echo
+  echo "| target | streams completed | errors | events/s | CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for t in direct nginx haproxy ringside; do
+    pid=$(start $t)
+    port=$PROXY; [ "$t" = direct ] && port=$SIM
+    wait_port "$port" || { echo "| $t | did not start |"; continue; }
+    sleep 0.5
+    idle=0; c0=0
+    if [ -n "$pid" ]; then PIDS+=("$pid"); idle=$(mem_kib VmRSS "$pid"); c0=$(cpu_ticks "$pid"); fi
+    # Sample the RSS while the streams are held (peak of samples; VmHWM also counts start-up).
+    peak=$idle
+    ( while sleep 1; do [ -n "$pid" ] && mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
+    SAMPLER=$!
+    out=$(timeout $((DUR + 30)) $LOAD streams 127.0.0.1:$port /v1/chat/completions "$BODY" "$C" "$DUR" || echo '{}')
+    kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
+    if [ -n "$pid" ]; then
+      c1=$(cpu_ticks "$pid")
+      peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
+      kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    else c1=0; fi
+    python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" <<'PY'
+import json, sys
+t, out, c0, c1, hz, idle, peak, c = sys.argv[1:]
+o = json.loads(out) if out.strip().startswith("{") else {}
+ev = o.get("events", 0)
+cpu = (int(c1) - int(c0)) / int(hz)
+per100k = f"{cpu / ev * 1e5:.2f}" if ev and t != "direct" else "-"
+rss = f"{int(peak) / 1024:.0f}" if t != "direct" else "-"
+per = f"{(int(peak) - int(idle)) / int(c):.1f}" if t != "direct" else "-"
+print(f"| {t} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} |")
+PY
+    sleep 1
+  done
+done
