@@ -4,7 +4,8 @@
 # Ringside (each with its shipped defaults; Ringside's access log on, workers as shipped).
 # Every proxy is started fresh for each size, so its peak RSS belongs to that run.
 # Prints one markdown table per size. Bounded: about (DUR + 8) s x 4 targets x sizes.
-# Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100)
+# Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100
+#   TARGETS="direct nginx haproxy ringside", RS_EXTRA: TOML appended to Ringside's config)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
@@ -45,6 +46,8 @@ base_url = "http://127.0.0.1:$SIM/v1"
   [[providers.connections]]
   id = "bench"
   key_env = "BENCH_KEY"
+  models = ["bench-model"]
+${RS_EXTRA:-}
 TOML
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes auto;
@@ -71,7 +74,7 @@ http {
 NGX
 cat > "$WORK/haproxy.cfg" <<HAP
 global
-  maxconn 40000
+  maxconn 9900
 defaults
   mode http
   timeout connect 5s
@@ -114,7 +117,7 @@ for C in $SIZES; do
   echo
   echo "| target | streams completed | errors | events/s | CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-  for t in direct nginx haproxy ringside; do
+  for t in ${TARGETS:-direct nginx haproxy ringside}; do
     pid=$(start $t)
     port=$PROXY; [ "$t" = direct ] && port=$SIM
     wait_port "$port" || { echo "| $t | did not start |"; continue; }

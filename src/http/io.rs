@@ -13,11 +13,17 @@ use std::time::Duration;
 /// Smallest free space we offer a read; also the initial buffer size.
 pub const READ_CHUNK: usize = 16 * 1024;
 
+/// Bodies up to this size are copied out of the read buffer rather than shared with it.
+const COPY_BODY_UP_TO: usize = READ_CHUNK / 2;
+
 /// Read once, appending to `buf`. Returns the number of bytes read (0 = EOF).
 /// If this future is dropped mid-read the buffer is lost: only drop it on abort paths.
 pub async fn read_more<S: AsyncReadRent>(s: &mut S, buf: &mut BytesMut) -> io::Result<usize> {
     let mut b = std::mem::take(buf);
-    if b.capacity() - b.len() < READ_CHUNK / 4 {
+    if b.capacity() == 0 {
+        // A connection that gave its buffer back while a long request ran takes the core's.
+        b = super::buffers::take();
+    } else if b.capacity() - b.len() < READ_CHUNK / 4 {
         b.reserve(READ_CHUNK);
     }
     let len = b.len();
@@ -128,6 +134,14 @@ pub async fn read_body<S: AsyncReadRent>(
                 if read_with_deadline(s, buf, deadline).await? == 0 {
                     return Err(ReadError::Truncated);
                 }
+            }
+            if n <= COPY_BODY_UP_TO {
+                // A small body gets its own allocation, so the connection's read buffer is
+                // free again the moment the request is read: a long request (a held stream)
+                // then gives it back to the core instead of pinning 16 KiB for a 200-byte body.
+                let body = Bytes::copy_from_slice(&buf[..n]);
+                bytes::Buf::advance(buf, n);
+                return Ok(body);
             }
             Ok(buf.split_to(n).freeze())
         }

@@ -1,5 +1,6 @@
 //! HTTP/1.1 framing of our own on httparse (see ARCHITECTURE.md for why not monoio-http).
 
+pub mod buffers;
 pub mod chunk;
 mod framing;
 pub mod head;

@@ -72,7 +72,8 @@ pub(super) async fn attempt(
             Err(end) => return end,
         },
     };
-    let head = match send_and_await_head(&mut up, &out, aim.time.first_byte, watch).await {
+    let stream = ctx.record.stream;
+    let head = match send_and_await_head(&mut up, &out, aim.time.first_byte, stream, watch).await {
         Ok(head) => head,
         Err(fail) => return aim.send_failed(&up, fail),
     };

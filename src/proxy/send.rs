@@ -21,10 +21,14 @@ pub(super) enum HeadFail {
     },
 }
 
+/// `stream`: the client asked for an event stream. Its time to the first byte can be long
+/// (the model thinks), so the wait holds no read buffer (`UpStream::read_when_ready`); a plain
+/// answer is read straight away (one I/O operation fewer on the common path).
 pub(super) async fn send_and_await_head(
     up: &mut UpConn,
     out: &super::outbound::Outbound,
     first_byte: Duration,
+    stream: bool,
     watch: &mut ClientWatch<'_>,
 ) -> Result<Head, HeadFail> {
     let fail = |timeout: bool, detail: String, nothing_received| HeadFail::Failed {
@@ -70,7 +74,13 @@ pub(super) async fn send_and_await_head(
             }
         }
         let received = !up.buf.is_empty();
-        let read = timer::timeout_at(deadline, read_more(&mut up.stream, &mut up.buf));
+        let read = timer::timeout_at(deadline, async {
+            if stream {
+                up.stream.read_when_ready(&mut up.buf).await
+            } else {
+                read_more(&mut up.stream, &mut up.buf).await
+            }
+        });
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Err(HeadFail::ClientGone),
             Raced::Done(Err(_)) => {

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::timer;
 
+/// What the watch reads into: enough to tell a disconnect from a pipelined request.
+const WATCH_BYTES: usize = 64;
+
 /// How long a request runs before its client is watched.
 pub const ARM_AFTER: Duration = Duration::from_millis(20);
 
@@ -64,12 +67,15 @@ impl<'a> ClientWatch<'a> {
 
     /// Put a read on the client socket.
     fn arm(&mut self) {
-        let Some((rd, mut buf)) = self.idle.take() else {
+        let Some((rd, buf)) = self.idle.take() else {
             return;
         };
-        if buf.capacity() < 1024 {
-            buf.reserve(crate::http::io::READ_CHUNK);
-        }
+        // A request still running is a long one (a held stream): its connection's read buffer
+        // goes back to the core while it runs, and the watch reads into a few bytes (a
+        // disconnect reads none; a pipelined request's first bytes are kept, the rest read
+        // later as usual).
+        crate::http::buffers::give_back(buf);
+        let buf = BytesMut::with_capacity(WATCH_BYTES);
         let cap = buf.capacity();
         let canceller = Canceller::new();
         let handle = canceller.handle();

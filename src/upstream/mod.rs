@@ -127,7 +127,8 @@ impl Connector {
             };
             return Ok(UpConn {
                 stream,
-                buf: BytesMut::with_capacity(crate::http::io::READ_CHUNK),
+                // No buffer until bytes come: the first read takes the core's (`http::buffers`).
+                buf: BytesMut::new(),
                 reused: false,
                 fd,
             });

@@ -64,11 +64,20 @@ impl UpStream {
     /// An io_uring receive armed on an idle socket runs in the kernel the moment the first
     /// segment lands, so a relayed event stream is read (and written on, and ACKed) one event
     /// at a time. Waiting for readiness first and receiving on the core's next turn reads what
-    /// arrived meanwhile, as an epoll loop does. TLS reads go straight on: its layer may
-    /// already hold decrypted bytes.
+    /// arrived meanwhile, as an epoll loop does. And the wait holds no buffer: an empty one
+    /// goes back to the core's pool before it, and one is taken after (`http::buffers`).
+    /// Readiness is exact (`relaxed = false`): on epoll a stale "readable" from the last read
+    /// is checked with one poll(2) rather than trusted, which would park the read, buffer and
+    /// all, in the wait. TLS reads go straight on: its layer may already hold decrypted bytes.
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
         if let UpStream::Plain(s) = self {
-            s.readable(true).await?;
+            if buf.is_empty() {
+                crate::http::buffers::give_back(std::mem::take(buf));
+            }
+            s.readable(false).await?;
+            if buf.capacity() == 0 {
+                *buf = crate::http::buffers::take();
+            }
         }
         crate::http::io::read_more(self, buf).await
     }

@@ -42,7 +42,9 @@ async fn one_stream(s: &mut TcpStream, req: &[u8], buf: &mut Vec<u8>) -> Option<
             }
             let body = &seen[end + 4..];
             let chunked_end = body.ends_with(b"0\r\n\r\n");
-            if chunked_end || body.ends_with(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
+            if chunked_end
+                || body.ends_with(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+            {
                 let terminal = memchr::memmem::find(body, b"data: [DONE]").is_some()
                     || memchr::memmem::find(body, b"message_stop").is_some();
                 let events = memchr::memmem::find_iter(body, b"data: ").count() as u64;
@@ -78,7 +80,8 @@ async fn holder(addr: String, req: Rc<Vec<u8>>, until: Instant, tally: Rc<RefCel
                 let mut t = tally.borrow_mut();
                 t.completed += 1;
                 t.events += events;
-                t.durations_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                t.durations_ms
+                    .push(started.elapsed().as_secs_f64() * 1000.0);
             }
             None => {
                 tally.borrow_mut().errors += 1;
