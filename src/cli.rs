@@ -55,6 +55,12 @@ fn config_path(args: &[String]) -> Result<String, String> {
 }
 
 fn check(args: &[String]) -> Result<(), String> {
+    // A report piped into `head` ends quietly when the pipe closes, as other tools do (Rust
+    // ignores SIGPIPE, which turns the closed pipe into a panic in `println!`).
+    // SAFETY: restoring the default disposition of one signal, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let path = config_path(args)?;
     match load_file(&path, &real_env) {
         Ok(cfg) => {
@@ -63,6 +69,12 @@ fn check(args: &[String]) -> Result<(), String> {
                 "  listen {} (admin {}), {} worker(s), driver {:?}",
                 cfg.server.listen, cfg.server.admin_listen, cfg.server.workers, cfg.server.driver
             );
+            if let Some((soft, hard)) = crate::fd_limit::current() {
+                println!(
+                    "  open files: soft limit {soft}, hard {hard}; serve raises it to {hard}, enough for about {} held streams (two descriptors each)",
+                    crate::fd_limit::streams_allowed(hard)
+                );
+            }
             let budgets = budgets_in_force(&cfg);
             for p in &cfg.providers {
                 println!(
@@ -123,6 +135,14 @@ fn serve(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let log = cfg.server.access_log.then(crate::log::LogSink::start);
+    let limit = crate::fd_limit::raise();
+    if let Some(limit) = limit {
+        crate::log::event(
+            "info",
+            "open-file limit",
+            serde_json::json!({"limit": limit, "streams": crate::fd_limit::streams_allowed(limit)}),
+        );
+    }
     let listen = cfg.server.listen;
     let admin = cfg.server.admin_listen;
     let open = cfg.clients.is_open();

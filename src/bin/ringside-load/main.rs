@@ -42,8 +42,13 @@ fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.first().map(String::as_str) == Some("streams") {
         streams::run(&a[1..]);
-        return;
+    } else {
+        fixed_rate(&a);
     }
+}
+
+/// Requests at a fixed rate over keep-alive connections (one thread each).
+fn fixed_rate(a: &[String]) {
     if a.len() < 6 {
         eprintln!("usage: ringside-load ADDR PATH BODY RATE SECONDS CONNECTIONS");
         std::process::exit(2);

@@ -1,0 +1,166 @@
+//! Thousands of held streams through the real server: every stream arrives whole and in
+//! order with its terminal marker, and the proxy's memory per held stream stays small, so a
+//! regression to per-stream read buffers (16 KiB on each side) fails here without timing
+//! anything. The streams are driven by one monoio thread in this process.
+
+mod common;
+use common::*;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use ringside::simulate::SimOptions;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+both_drivers!(two_thousand_held_streams_arrive_whole_in_little_memory);
+
+const STREAMS: usize = 2000;
+/// Per held stream, in the proxy's resident memory. Release builds measure about 12 KiB (the
+/// task and its state; see docs/design/performance.md); debug builds' futures are larger.
+/// Per-stream read buffers would add 32 KiB.
+const KIB_PER_STREAM: u64 = if cfg!(debug_assertions) { 24 } else { 16 };
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The text deltas of an event stream's body, in order, and whether it ended with `[DONE]`.
+fn contents(body: &[u8]) -> (Vec<String>, bool) {
+    let text = String::from_utf8_lossy(body);
+    let mut out = Vec::new();
+    let mut done = false;
+    for line in text.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            done = true;
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
+        if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
+            out.push(c.to_string());
+        }
+    }
+    (out, done)
+}
+
+/// One stream on its own connection: the de-chunked body, or why not.
+async fn one_stream(addr: std::net::SocketAddr) -> Result<Vec<u8>, String> {
+    let mut s = monoio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let (res, _) = s.write_all(raw_chat("m", true).into_bytes()).await;
+    res.map_err(|e| format!("write: {e}"))?;
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (res, b) = s.read(buf).await;
+        buf = b;
+        let n = res.map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("closed before the end".into());
+        }
+        seen.extend_from_slice(&buf[..n]);
+        if seen.ends_with(b"0\r\n\r\n") {
+            break;
+        }
+    }
+    let end = find(&seen, b"\r\n\r\n").ok_or("no head")?;
+    if !seen.starts_with(b"HTTP/1.1 200") {
+        return Err(String::from_utf8_lossy(&seen[..end]).into_owned());
+    }
+    Ok(dechunk(&seen[end + 4..]))
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = find(b, b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        if size == 0 || b.len() < eol + 2 + size {
+            break;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
+        b = &b[eol + 4 + size..];
+    }
+    out
+}
+
+/// Hold `n` streams at once; every body, in the order the tasks were started.
+fn hold(addr: std::net::SocketAddr, n: usize) -> Vec<Result<Vec<u8>, String>> {
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let tasks: Vec<_> = (0..n).map(|_| monoio::spawn(one_stream(addr))).collect();
+        let mut out = Vec::with_capacity(n);
+        for t in tasks {
+            out.push(t.await);
+        }
+        out
+    })
+}
+
+fn two_thousand_held_streams_arrive_whole_in_little_memory(driver: &str) {
+    let sim = start_sim(SimOptions {
+        events: 20,
+        interval_ms: 150,
+        ..Default::default()
+    });
+    let body = priority_keys(sim.addr, &["a"], "");
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let pid = proxy.child.id();
+    // What one stream says, straight from the simulator.
+    let direct = ringside::demo::client::request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        chat("m", true).as_bytes(),
+        Duration::from_secs(30),
+    )
+    .expect("direct stream");
+    let (want, want_done) = contents(&direct.body);
+    assert!(want.len() >= 20 && want_done, "{want:?}");
+    // Warm up the cores' pools and the allocator, then take the baseline.
+    for r in hold(proxy.addr, 100) {
+        r.expect("warm-up stream");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let base = rss_kib(pid);
+    let peak = Arc::new(AtomicU64::new(base));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                peak.fetch_max(rss_kib(pid), Relaxed);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let results = hold(proxy.addr, STREAMS);
+    stop.store(true, Relaxed);
+    let _ = sampler.join();
+    let mut whole = 0;
+    for (i, r) in results.iter().enumerate() {
+        let body = r.as_ref().unwrap_or_else(|e| panic!("stream {i}: {e}"));
+        let (got, done) = contents(body);
+        assert_eq!(got, want, "stream {i}: events missing or out of order");
+        assert!(done, "stream {i}: no terminal marker");
+        whole += 1;
+    }
+    assert_eq!(whole, STREAMS);
+    let per_stream = peak.load(Relaxed).saturating_sub(base) / STREAMS as u64;
+    assert!(
+        per_stream <= KIB_PER_STREAM,
+        "{per_stream} KiB of resident memory per held stream (base {base} KiB, peak {} KiB)",
+        peak.load(Relaxed)
+    );
+    eprintln!("{driver}: {per_stream} KiB per held stream (base {base} KiB)");
+}
