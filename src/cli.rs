@@ -125,6 +125,8 @@ fn check(args: &[String]) -> Result<(), String> {
 
 fn serve(args: &[String]) -> Result<(), String> {
     let path = config_path(args)?;
+    // Before the config is resolved: `max_connections = 0` is derived from this limit.
+    let limit = crate::fd_limit::raise();
     let cfg = load_file(&path, &real_env).map_err(|ps| {
         let lines: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
         format!("invalid config:\n  {}", lines.join("\n  "))
@@ -135,7 +137,6 @@ fn serve(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let log = cfg.server.access_log.then(crate::log::LogSink::start);
-    let limit = crate::fd_limit::raise();
     if let Some(limit) = limit {
         crate::log::event(
             "info",

@@ -29,8 +29,8 @@ pub mod config; // layer 3
 pub mod contain; // layer 0
 pub mod cpu; // layer 0
 pub mod demo; // layer 9
-pub mod fd_limit; // layer 0
 pub mod dialect; // layer 1
+pub mod fd_limit; // layer 0
 pub mod flow; // layer 2
 pub mod http; // layer 1
 pub mod log; // layer 0

@@ -7,8 +7,8 @@ mod common;
 use common::*;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use ringside::simulate::SimOptions;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 both_drivers!(two_thousand_held_streams_arrive_whole_in_little_memory);
@@ -80,7 +80,8 @@ async fn one_stream(addr: std::net::SocketAddr) -> Result<Vec<u8>, String> {
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(eol) = find(b, b"\r\n") {
-        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
         if size == 0 || b.len() < eol + 2 + size {
             break;
         }

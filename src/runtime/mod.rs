@@ -130,6 +130,29 @@ pub(crate) type Inbox = (
     std::os::unix::net::UnixStream,
 );
 
+/// Pin this worker's thread inside the process's allowed CPU set, when it has a CPU to spare
+/// (`cpu::pin_target`); say what happened either way.
+fn pin(id: usize, workers: usize) {
+    let allowed = crate::cpu::allowed();
+    let Some(cpu) = crate::cpu::pin_target(&allowed, id, workers) else {
+        if id == 0 {
+            event(
+                "info",
+                "workers not pinned: the allowed CPU set has no CPU to spare beyond the workers",
+                serde_json::json!({"workers": workers, "allowed_cpus": allowed}),
+            );
+        }
+        return;
+    };
+    if let Err(e) = monoio::utils::bind_to_cpu_set(Some(cpu)) {
+        event(
+            "warn",
+            "could not pin a worker",
+            serde_json::json!({"core": id, "cpu": cpu, "error": e.to_string()}),
+        );
+    }
+}
+
 fn worker(
     id: usize,
     shared: Arc<Shared>,
@@ -139,8 +162,7 @@ fn worker(
     ready: Ready,
 ) {
     if shared.config.server.pin_workers {
-        let cpus = crate::config::available_cores();
-        let _ = monoio::utils::bind_to_cpu_set(Some(id % cpus));
+        pin(id, shared.config.server.workers);
     }
     let entries = 1024;
     let want_uring = match shared.config.server.driver {
