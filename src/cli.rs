@@ -137,6 +137,7 @@ fn serve(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let log = cfg.server.access_log.then(crate::log::LogSink::start);
+    let log_at_exit = log.clone();
     if let Some(limit) = limit {
         crate::log::event(
             "info",
@@ -183,6 +184,9 @@ fn serve(args: &[String]) -> Result<(), String> {
     );
     server.shutdown();
     server.join();
+    if let Some(log) = log_at_exit {
+        log.finish(Duration::from_secs(2));
+    }
     crate::log::event("info", "ringside stopped", serde_json::json!({}));
     Ok(())
 }
