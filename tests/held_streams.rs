@@ -108,6 +108,12 @@ fn hold(addr: std::net::SocketAddr, n: usize) -> Vec<Result<Vec<u8>, String>> {
 }
 
 fn two_thousand_held_streams_arrive_whole_in_little_memory(driver: &str) {
+    // This process holds both ends' worth of descriptors (clients and the simulator).
+    let limit = ringside::fd_limit::raise().unwrap_or(0);
+    assert!(
+        limit >= 4 * STREAMS as u64 + 1024,
+        "open-file limit {limit} is too low for {STREAMS} streams on both drivers"
+    );
     let sim = start_sim(SimOptions {
         events: 20,
         interval_ms: 150,
