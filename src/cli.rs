@@ -275,18 +275,10 @@ fn budget_sources() -> String {
 /// what `PATCH /admin/settings` saved in the store (read-only, so a live server is not
 /// disturbed). A store that cannot be read is said, not fatal: the config itself is fine.
 fn budgets_in_force(cfg: &crate::config::Config) -> crate::flow::settings::Budgets {
-    use crate::flow::settings::Knob;
-    let budgets = crate::flow::settings::Budgets::new(cfg.flow_env);
-    match crate::store::read_saved(&cfg.server.data_dir, cfg.store_map_size, "settings/flow/") {
-        Ok(rows) => {
-            for (k, v) in rows {
-                let name = k.trim_start_matches("settings/flow/");
-                let knob = Knob::ALL.into_iter().find(|x| x.name() == name);
-                if let (Some(knob), Some(n)) = (knob, v.as_u64()) {
-                    budgets.set_admin(knob, Some(n));
-                }
-            }
-        }
+    use crate::flow::settings::{Budgets, SAVED_PREFIX};
+    let budgets = Budgets::new(cfg.flow_env);
+    match crate::store::read_saved(&cfg.server.data_dir, cfg.store_map_size, SAVED_PREFIX) {
+        Ok(rows) => budgets.apply_saved(rows),
         Err(e) => println!("  note: saved settings not shown: {e}"),
     }
     budgets

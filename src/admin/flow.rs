@@ -123,7 +123,7 @@ pub fn patch_settings(shared: &Shared, body: &[u8]) -> (u16, Value) {
         changes.push((k, parsed));
     }
     for (k, v) in changes {
-        let key = format!("settings/flow/{}", k.name());
+        let key = format!("{}{}", crate::flow::settings::SAVED_PREFIX, k.name());
         match shared.flow.budgets.set_admin(k, v) {
             Some(stored) => shared.store.put(key, json!(stored)),
             None => shared.store.delete(key),

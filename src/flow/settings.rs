@@ -91,6 +91,9 @@ pub struct Budgets {
     admin: [AtomicU64; 3],
 }
 
+/// Where the store keeps budgets saved through the admin API, one row per knob.
+pub const SAVED_PREFIX: &str = "settings/flow/";
+
 impl Budgets {
     /// Read the environment; garbage is ignored (the default stays).
     pub fn read_env(env: &dyn Fn(&str) -> Option<String>) -> [Option<u64>; 3] {
@@ -123,6 +126,18 @@ impl Budgets {
         let stored = v.map(|v| k.clamp(v));
         self.admin[k.index()].store(stored.unwrap_or(u64::MAX), Relaxed);
         stored
+    }
+
+    /// Apply what `PATCH /admin/settings` saved: the store's `settings/flow/{knob}` rows
+    /// (unknown names and non-numbers are ignored).
+    pub fn apply_saved(&self, rows: impl IntoIterator<Item = (String, serde_json::Value)>) {
+        for (k, v) in rows {
+            let name = k.trim_start_matches(SAVED_PREFIX);
+            let knob = Knob::ALL.into_iter().find(|x| x.name() == name);
+            if let (Some(knob), Some(n)) = (knob, v.as_u64()) {
+                self.set_admin(knob, Some(n));
+            }
+        }
     }
 
     /// The value in force for a connection whose own config says `own`.

@@ -119,14 +119,7 @@ fn flow_shared(
         )
         .with_accounts(&config.accounts),
     ));
-    for (k, v) in store.scan("settings/flow/") {
-        let name = k.trim_start_matches("settings/flow/");
-        let knob = crate::flow::settings::Knob::ALL
-            .into_iter()
-            .find(|x| x.name() == name);
-        if let (Some(knob), Some(n)) = (knob, v.as_u64()) {
-            flow.budgets.set_admin(knob, Some(n));
-        }
-    }
+    flow.budgets
+        .apply_saved(store.scan(crate::flow::settings::SAVED_PREFIX));
     flow
 }
