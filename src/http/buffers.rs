@@ -40,6 +40,23 @@ pub fn give_back(mut b: BytesMut) {
     }
 }
 
+/// Held bytes up to this size are moved out of a pooled buffer before a wait.
+const PARK_UP_TO: usize = 1024;
+
+/// Before a wait: an empty buffer goes back to the pool, and a few held bytes (the start of an
+/// event a stream guard holds back, half an event) move into an allocation of their own, so
+/// that the wait pins no 16 KiB buffer. The next read moves them back into a pooled one
+/// (`io::make_room`).
+pub fn park(buf: &mut BytesMut) {
+    if buf.is_empty() {
+        give_back(std::mem::take(buf));
+    } else if buf.len() <= PARK_UP_TO && buf.capacity() >= READ_CHUNK {
+        let mut pooled = std::mem::replace(buf, BytesMut::from(&buf[..]));
+        pooled.clear();
+        give_back(pooled);
+    }
+}
+
 /// How many buffers this core's pool holds (tests).
 pub fn pooled() -> usize {
     POOL.with(|p| p.borrow().len())

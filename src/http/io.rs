@@ -19,18 +19,26 @@ const COPY_BODY_UP_TO: usize = READ_CHUNK / 2;
 /// Read once, appending to `buf`. Returns the number of bytes read (0 = EOF).
 /// If this future is dropped mid-read the buffer is lost: only drop it on abort paths.
 pub async fn read_more<S: AsyncReadRent>(s: &mut S, buf: &mut BytesMut) -> io::Result<usize> {
-    let mut b = std::mem::take(buf);
-    if b.capacity() == 0 {
-        // A connection that gave its buffer back while a long request ran takes the core's.
-        b = super::buffers::take();
-    } else if b.capacity() - b.len() < READ_CHUNK / 4 {
-        b.reserve(READ_CHUNK);
-    }
+    make_room(buf);
+    let b = std::mem::take(buf);
     let len = b.len();
     let cap = b.capacity();
     let (res, slice) = s.read(b.slice_mut(len..cap)).await;
     *buf = slice.into_inner();
     res
+}
+
+/// Make room for a read: a connection that gave its buffer back while it waited takes one
+/// from the core's pool (the few bytes a small one holds, such as the client watch's, are
+/// moved into it); a nearly full buffer grows.
+pub fn make_room(buf: &mut BytesMut) {
+    if buf.capacity() < READ_CHUNK / 4 {
+        let mut pooled = super::buffers::take();
+        pooled.extend_from_slice(buf);
+        *buf = pooled;
+    } else if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
 }
 
 /// Why reading a request failed.

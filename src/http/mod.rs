@@ -7,6 +7,7 @@ pub mod head;
 mod hop;
 pub mod io;
 mod names;
+pub mod nowait;
 pub mod response;
 
 pub use chunk::ChunkTracker;

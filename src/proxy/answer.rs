@@ -92,6 +92,7 @@ async fn pass_through(
         send_timeout: Duration::from_millis(ctx.core.config().limits.client_send_timeout_ms),
         hard_deadline: None,
         stream: Default::default(),
+        client_fd: Some(ctx.client_fd),
     };
     ctx.record.status = resp.status;
     ctx.record.outcome = if last.verdict.retryable {

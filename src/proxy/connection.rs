@@ -11,6 +11,7 @@ use bytes::BytesMut;
 use monoio::io::{AsyncWriteRent, Splitable};
 use monoio::net::TcpStream;
 use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -36,8 +37,11 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream, peer: std::net::IpA
     core.open_conns.set(core.open_conns.get() + 1);
     core.metrics.open_client_conns.fetch_add(1, Relaxed);
     let _guard = OpenConn(&core);
+    let fd = stream.as_raw_fd();
     let (mut rd, mut wr) = stream.into_split();
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // No buffer until the first bytes arrive (`next_bytes`): a burst of new connections, or
+    // ones that connect and wait, pin none.
+    let mut buf = BytesMut::new();
     let limits = &core.config().limits;
     let head_limits = crate::http::HeadLimits {
         max_head_bytes: limits.max_head_bytes,
@@ -48,6 +52,9 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream, peer: std::net::IpA
     let mut served: u64 = 0;
     loop {
         if core.drain.is_draining() && buf.is_empty() {
+            break;
+        }
+        if !next_request_bytes(&core, &rd, fd, &mut buf, idle).await {
             break;
         }
         let head = {
@@ -91,6 +98,7 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream, peer: std::net::IpA
         let conn = super::exchange::Conn {
             ticket: &ticket,
             last_request: last,
+            fd,
         };
         let keep = request::handle(&core, head, &mut rd, &mut wr, &mut buf, conn).await;
         if !keep {
@@ -99,6 +107,60 @@ pub async fn serve_client(core: Rc<Core>, stream: TcpStream, peer: std::net::IpA
         }
     }
     let _ = wr.shutdown().await;
+}
+
+/// Before a head is read. A connection whose last request was a long one gave its buffer back:
+/// it waits for the next request with none (a keep-alive connection may idle for minutes). One
+/// whose client watch caught the first bytes of the next request most likely has the rest
+/// there too: taken now, the pooled buffer is handed back before the task waits again (a
+/// stream request gives it back when it starts). False: the connection is over.
+async fn next_request_bytes(
+    core: &Core,
+    rd: &monoio::net::tcp::TcpOwnedReadHalf,
+    fd: std::os::fd::RawFd,
+    buf: &mut BytesMut,
+    idle: Duration,
+) -> bool {
+    if buf.capacity() == 0 {
+        let wait = next_bytes(rd, fd, buf, idle);
+        return monoio::select! {
+            got = wait => got,
+            _ = core.drain.wait() => false,
+        };
+    }
+    if buf.capacity() < READ_CHUNK / 4 {
+        crate::http::io::make_room(buf);
+        return crate::http::nowait::recv(fd, buf).is_ok();
+    }
+    true
+}
+
+/// Wait, holding no buffer, until the client sends its next bytes (readiness), then receive
+/// them into a pooled buffer without waiting (`http::nowait`). False: the client closed or
+/// failed, or sent nothing for `idle` (closed, no 408, as in `read_request_head`).
+async fn next_bytes(
+    rd: &monoio::net::tcp::TcpOwnedReadHalf,
+    fd: std::os::fd::RawFd,
+    buf: &mut BytesMut,
+    idle: Duration,
+) -> bool {
+    let deadline = crate::clock::instant() + idle;
+    // SAFETY: between requests nothing else uses the connection's stream: the write half's
+    // last write has completed and the read half is borrowed here. `readable` only reads the
+    // socket's descriptor.
+    let stream: &TcpStream = unsafe { &*rd.0.get() };
+    loop {
+        match crate::timer::timeout_at(deadline, stream.readable(false)).await {
+            Ok(Ok(())) => {}
+            _ => return false,
+        }
+        crate::http::io::make_room(buf);
+        match crate::http::nowait::recv(fd, buf) {
+            Ok(Some(n)) => return n > 0,
+            Ok(None) => crate::http::buffers::give_back(std::mem::take(buf)),
+            Err(_) => return false,
+        }
+    }
 }
 
 /// The longest a closing connection keeps reading what its client still sends.

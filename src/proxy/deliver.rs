@@ -63,6 +63,7 @@ pub(super) async fn commit(
         send_timeout: Duration::from_millis(cfg.limits.client_send_timeout_ms),
         hard_deadline: ctx.exec_deadline,
         stream: cfg.stream,
+        client_fd: Some(ctx.client_fd),
     };
     let t0 = crate::clock::instant();
     let res = relay(wr, watch, &mut up, &head, &r).await;

@@ -66,6 +66,8 @@ pub(crate) struct Ctx<'a> {
     pub lease: Option<super::lease::Binding>,
     /// The client connection's place under the connection caps.
     pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
+    /// The client connection's socket (writes that do not wait, `http::nowait`).
+    pub client_fd: std::os::fd::RawFd,
     /// Whether this client may see provider and connection names and upstream error text in
     /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
     /// request id instead; the decision record keeps everything.
@@ -124,4 +126,6 @@ pub struct Conn<'a> {
     pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
     /// The connection's last request (`max_requests_per_connection`): answered with close.
     pub last_request: bool,
+    /// The connection's socket.
+    pub fd: std::os::fd::RawFd,
 }

@@ -15,6 +15,7 @@ use crate::upstream::UpConn;
 use bytes::Bytes;
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// What the client is owed and how to frame it.
@@ -37,6 +38,9 @@ pub struct Relay<'a> {
     pub hard_deadline: Option<std::time::Instant>,
     /// The stream guard's settings (readiness, total time, throughput watchdog).
     pub stream: crate::sse::StreamSettings,
+    /// The client's socket, for writes that do not wait (`http::nowait`); `None`: every
+    /// write goes through the runtime.
+    pub client_fd: Option<std::os::fd::RawFd>,
 }
 
 /// How the relay ended.
@@ -143,7 +147,14 @@ async fn send_error_event(
         bytes.extend_from_slice(b"0\r\n\r\n");
     }
     matches!(
-        send(wr, Bytes::from(bytes), send_timer, r.send_timeout).await,
+        send(
+            wr,
+            r.client_fd,
+            Bytes::from(bytes),
+            send_timer,
+            r.send_timeout
+        )
+        .await,
         Sent::Done
     )
 }
@@ -169,9 +180,26 @@ enum Sent {
 
 /// Write to the client, within the send timeout (measured per write, like nginx's
 /// `send_timeout`: a slow reader is fine, one that stops reading is cut).
-async fn send(wr: &mut TcpOwnedWriteHalf, data: Bytes, timer: Timer<'_>, limit: Duration) -> Sent {
+///
+/// What the client's socket takes at once is sent without waiting (`http::nowait`): the read
+/// buffer the bytes came in is then free before the task sleeps again. Only the rest, when
+/// the socket is full, goes through the runtime under the timer.
+async fn send(
+    wr: &mut TcpOwnedWriteHalf,
+    fd: Option<RawFd>,
+    mut data: Bytes,
+    timer: Timer<'_>,
+    limit: Duration,
+) -> Sent {
     if data.is_empty() {
         return Sent::Done;
+    }
+    if let Some(fd) = fd {
+        match crate::http::nowait::send(fd, &data) {
+            Ok(n) if n == data.len() => return Sent::Done,
+            Ok(n) => bytes::Buf::advance(&mut data, n),
+            Err(_) => return Sent::Gone,
+        }
     }
     set_timer(timer, crate::clock::instant() + limit);
     match before(wr.write_all(data), timer).await {
@@ -217,7 +245,7 @@ pub async fn relay(
             Next::Unsent => return out,
             Next::Stop => break,
         };
-        match send(wr, data, &mut send_timer, r.send_timeout).await {
+        match send(wr, r.client_fd, data, &mut send_timer, r.send_timeout).await {
             Sent::Done => {
                 s.clean_edge = edge_now;
                 s.message_whole |= ends_message;

@@ -155,7 +155,8 @@ pub async fn hold_stream(
         // The window is judged when bytes arrive (as the reference does), never by cutting a
         // read short: a read dropped mid-flight on io_uring can lose the bytes it took.
         let until = held.ready_end.min(deadline);
-        let read = timer::timeout_at(until, read_more(&mut up.stream, &mut up.buf));
+        // Readiness first: the hold waits for the first useful event with no pooled buffer.
+        let read = timer::timeout_at(until, up.stream.read_when_ready(&mut up.buf));
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Read::ClientGone,
             Raced::Done(Err(_)) => {} // a timer: decided at the top

@@ -48,6 +48,7 @@ pub async fn handle(
         client: None,
         lease: None,
         ticket: conn.ticket,
+        client_fd: conn.fd,
         reveal: true,
     };
     // The guard borrows the context (704 bytes: moving it into the guard would copy it).

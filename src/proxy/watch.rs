@@ -138,11 +138,15 @@ impl<'a> ClientWatch<'a> {
             if matches!(res, Ok(0)) {
                 self.gone = true;
             }
-            return buf;
+            // Nothing read: the connection waits for its next request with no buffer.
+            return if buf.is_empty() { BytesMut::new() } else { buf };
         }
         if let Some((_, buf)) = self.idle.take() {
             return buf;
         }
-        self.saved.take().unwrap_or_default()
+        match self.saved.take() {
+            Some(buf) if !buf.is_empty() || buf.capacity() > WATCH_BYTES => buf,
+            _ => BytesMut::new(),
+        }
     }
 }

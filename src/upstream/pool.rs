@@ -57,9 +57,14 @@ impl Pool {
         None
     }
 
-    pub fn put(&mut self, key: usize, conn: UpConn, now_ms: u64) {
+    pub fn put(&mut self, key: usize, mut conn: UpConn, now_ms: u64) {
         if self.max_idle == 0 {
             return;
+        }
+        // An idle connection holds no read buffer: it goes back to the core, and the next
+        // request's first read takes one (`http::buffers`).
+        if conn.buf.is_empty() {
+            crate::http::buffers::give_back(std::mem::take(&mut conn.buf));
         }
         if self.idle.len() <= key {
             self.idle.resize_with(key + 1, VecDeque::new);

@@ -4,6 +4,7 @@ use monoio::BufResult;
 use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
+use std::os::fd::AsRawFd;
 
 pub type TlsStream = monoio_rustls::ClientTlsStream<TcpStream>;
 
@@ -64,21 +65,24 @@ impl UpStream {
     /// An io_uring receive armed on an idle socket runs in the kernel the moment the first
     /// segment lands, so a relayed event stream is read (and written on, and ACKed) one event
     /// at a time. Waiting for readiness first and receiving on the core's next turn reads what
-    /// arrived meanwhile, as an epoll loop does. And the wait holds no buffer: an empty one
-    /// goes back to the core's pool before it, and one is taken after (`http::buffers`).
-    /// Readiness is exact (`relaxed = false`): on epoll a stale "readable" from the last read
-    /// is checked with one poll(2) rather than trusted, which would park the read, buffer and
-    /// all, in the wait. TLS reads go straight on: its layer may already hold decrypted bytes.
+    /// arrived meanwhile, as an epoll loop does. The wait holds no pooled buffer (`park`),
+    /// and the receive does not wait (`http::nowait`): a
+    /// pooled buffer is taken, filled and handed on in one poll, so a burst of events on
+    /// thousands of streams holds no buffer across a trip through the ring. Readiness is exact
+    /// (`relaxed = false`): on epoll a stale "readable" is checked with one poll(2) rather
+    /// than trusted; a receive that finds nothing anyway waits again. TLS reads go straight
+    /// on: its layer may already hold decrypted bytes.
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
-        if let UpStream::Plain(s) = self {
-            if buf.is_empty() {
-                crate::http::buffers::give_back(std::mem::take(buf));
-            }
+        let UpStream::Plain(s) = self else {
+            return crate::http::io::read_more(self, buf).await;
+        };
+        loop {
+            crate::http::buffers::park(buf);
             s.readable(false).await?;
-            if buf.capacity() == 0 {
-                *buf = crate::http::buffers::take();
+            crate::http::io::make_room(buf);
+            if let Some(n) = crate::http::nowait::recv(s.as_raw_fd(), buf)? {
+                return Ok(n);
             }
         }
-        crate::http::io::read_more(self, buf).await
     }
 }

@@ -51,9 +51,21 @@ pub fn addr(p: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], p))
 }
 
+/// Start the simulator on a free port. A port found free can be taken by a parallel test
+/// before the simulator binds it: then another is tried.
 pub fn start_sim(mut opts: SimOptions) -> Simulator {
-    opts.listen = addr(port());
-    simulate::start(opts).expect("simulator starts")
+    let mut tries = 0;
+    loop {
+        opts.listen = addr(port());
+        match simulate::start(opts.clone()) {
+            Ok(sim) => return sim,
+            Err(e) if tries < 5 => {
+                tries += 1;
+                eprintln!("simulator did not start ({e}), another port");
+            }
+            Err(e) => panic!("simulator starts: {e}"),
+        }
+    }
 }
 
 pub struct Proxy {

@@ -44,6 +44,11 @@ pub(super) async fn run(
 ) -> bool {
     let pin = Pin::find(ctx);
     let pinned = pin.had.map(|(c, _)| c);
+    if ctx.record.stream && buf.is_empty() {
+        // A stream request holds its connection for seconds: the read buffer goes back to
+        // the core now, and the next request is waited for with none (`serve_client`).
+        crate::http::buffers::give_back(std::mem::take(buf));
+    }
     let mut watch = ClientWatch::start(rd, std::mem::take(buf));
     let mut run = Attempts {
         entry,

@@ -242,7 +242,7 @@ impl Stream {
             out.failure = Some(RelayFailure::NoTerminal);
         } else if self.rechunk {
             let last = Bytes::from_static(b"0\r\n\r\n");
-            if !matches!(send(wr, last, send_timer, limit).await, Sent::Done) {
+            if !matches!(send(wr, None, last, send_timer, limit).await, Sent::Done) {
                 out.client_gone = true;
             }
         }

@@ -18,6 +18,7 @@ fn relay_with(
         send_timeout: Duration::from_secs(60),
         hard_deadline,
         stream,
+        client_fd: None,
     }
 }
 

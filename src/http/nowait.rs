@@ -1,0 +1,134 @@
+//! Reads and writes that never wait: one non-blocking syscall on a socket that readiness said
+//! is ready. A held stream's event goes upstream socket → core's buffer → client socket inside
+//! one poll of its task, so the buffer is back in the pool before the task sleeps again; an
+//! io_uring read or write would hold it across a trip through the ring, and a burst of events
+//! on thousands of streams would hold thousands of buffers at once (HAProxy's model: a buffer
+//! only while data is in flight). Only a write the client's socket cannot take whole waits.
+
+use bytes::BytesMut;
+use std::io;
+use std::os::fd::RawFd;
+
+/// Receive what the socket holds into `buf`'s spare capacity, without waiting.
+/// `Ok(Some(0))` is the peer's EOF; `Ok(None)`: nothing there after all (a stale readiness).
+pub fn recv(fd: RawFd, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+    let spare = buf.spare_capacity_mut();
+    if spare.is_empty() {
+        return Err(io::Error::other("recv into a full buffer"));
+    }
+    loop {
+        // SAFETY: `fd` is a socket the caller owns for the duration of the call, and the
+        // kernel writes at most `spare.len()` bytes into memory `buf` owns and has reserved.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                spare.as_mut_ptr().cast(),
+                spare.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            let n = n as usize;
+            // SAFETY: the kernel initialised the first `n` bytes of the spare capacity.
+            unsafe { buf.set_len(buf.len() + n) };
+            return Ok(Some(n));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(None),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Send as much of `data` as the socket takes now; `Ok(0)` when it takes nothing.
+/// `MSG_NOSIGNAL`: a client that closed is an error here, never a SIGPIPE.
+pub fn send(fd: RawFd, data: &[u8]) -> io::Result<usize> {
+    if data.is_empty() {
+        return Ok(0);
+    }
+    loop {
+        // SAFETY: `fd` is a socket the caller owns for the duration of the call; the kernel
+        // only reads `data`.
+        let n = unsafe {
+            libc::send(
+                fd,
+                data.as_ptr().cast(),
+                data.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(0),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn receives_what_is_there_and_says_when_nothing_is() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        let mut buf = BytesMut::with_capacity(64);
+        assert_eq!(recv(server.as_raw_fd(), &mut buf).expect("recv"), None);
+        client.write_all(b"data: {}\n\n").expect("write");
+        let mut got = None;
+        for _ in 0..1000 {
+            got = recv(server.as_raw_fd(), &mut buf).expect("recv");
+            if got.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, Some(10));
+        assert_eq!(&buf[..], b"data: {}\n\n");
+        assert_eq!(send(server.as_raw_fd(), b"ok").expect("send"), 2);
+        let mut ok = [0u8; 2];
+        std::io::Read::read_exact(&mut client, &mut ok).expect("read");
+        assert_eq!(&ok, b"ok");
+        drop(client);
+        let mut eof = None;
+        for _ in 0..1000 {
+            eof = recv(server.as_raw_fd(), &mut buf).expect("recv");
+            if eof.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(eof, Some(0));
+    }
+
+    #[test]
+    fn a_full_client_socket_takes_nothing_and_does_not_block() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let _client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut total = 0usize;
+        // The client never reads: the socket fills up and then takes nothing.
+        loop {
+            let n = send(server.as_raw_fd(), &chunk).expect("send");
+            if n == 0 {
+                break;
+            }
+            total += n;
+            assert!(total < 1 << 30, "the socket never filled");
+        }
+        assert!(total > 0);
+    }
+}
