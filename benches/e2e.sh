@@ -20,7 +20,7 @@ NEED=""; need wrk wrk; need nginx nginx-light; need python3 python3
 if [ -n "$NEED" ]; then
   (apt-get install -y -q $NEED || (apt-get update -q && apt-get install -y -q $NEED)) >/dev/null
 fi
-cargo build --release -q
+cargo build --release -q --features load-tool
 BIN=target/release/ringside
 LOAD=target/release/ringside-load
 WORK=$(mktemp -d)

@@ -37,6 +37,7 @@ pub mod log; // layer 0
 pub mod memory; // layer 0
 pub mod metrics; // layer 2
 pub mod names; // layer 0
+pub mod notify; // layer 0
 pub mod proxy; // layer 7
 pub mod resilience; // layer 2
 pub mod route; // layer 4

@@ -36,7 +36,7 @@ pub(super) async fn answer(
     if let Some(found) = leases::handle(shared, head.method(), head.path()).await {
         return as_json(found);
     }
-    let draining = shared.shutdown.load(Ordering::Relaxed);
+    let draining = shared.shutdown.load(Ordering::Relaxed) || shared.lifecycle.is_draining();
     match (head.method(), head.path()) {
         ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
         ("GET", "/readyz") if draining => (503, "text/plain", b"draining\n".to_vec()),
@@ -63,6 +63,16 @@ pub(super) async fn answer(
             }),
         )),
         ("GET", "/admin/settings") => as_json(flow::settings(shared)),
+        ("POST", "/admin/drain") => {
+            // The main thread runs the drain, as for SIGTERM (`cli::serve`).
+            shared.lifecycle.request_drain();
+            as_json((
+                202,
+                json!({"draining": true,
+                       "drain_delay_ms": shared.config.server.drain_delay.as_millis() as u64,
+                       "shutdown_grace_ms": shared.config.server.shutdown_grace.as_millis() as u64}),
+            ))
+        }
         ("PATCH", "/admin/settings") => as_json(flow::patch_settings(shared, body)),
         (m, p) if let Some(found) = admin.borrow_mut().handle(m, p, head.query()) => {
             as_json(found)

@@ -77,7 +77,9 @@ pub fn start(
                             if ticks.is_multiple_of(600) {
                                 crate::store::pins::purge_expired(shared.store, crate::clock::unix_ms());
                             }
-                            if shared.shutdown.load(Ordering::Relaxed) {
+                            // Up until every core has finished: `/readyz` says 503 all through
+                            // the drain, and the state stays readable.
+                            if shared.lifecycle.is_stopped() {
                                 break;
                             }
                         }

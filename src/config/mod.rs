@@ -55,6 +55,17 @@ pub enum DriverChoice {
     Epoll,
 }
 
+impl DriverChoice {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverChoice::Auto => "auto",
+            DriverChoice::Uring => "uring",
+            DriverChoice::Epoll => "epoll",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthKind {
     ApiKey,
@@ -147,6 +158,8 @@ pub struct ServerSettings {
     /// Not-yet-authenticated connections per client address.
     pub max_unauthenticated_per_address: usize,
     pub shutdown_grace: Duration,
+    /// Accepting on after a drain starts, with `/readyz` at 503.
+    pub drain_delay: Duration,
     pub access_log: bool,
     pub pin_workers: bool,
 }
@@ -247,20 +260,35 @@ pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<
             message: e.message().to_string(),
         }]
     })?;
-    apply_env_overrides(&mut file, env);
-    resolve::resolve(file, env)
+    let env_problems = apply_env_overrides(&mut file, env);
+    match resolve::resolve(file, env) {
+        Ok(cfg) if env_problems.is_empty() => Ok(cfg),
+        Ok(_) => Err(env_problems),
+        Err(mut problems) => {
+            problems.splice(0..0, env_problems);
+            Err(problems)
+        }
+    }
 }
 
-/// `RINGSIDE_*` variables override the file (useful in containers).
-fn apply_env_overrides(file: &mut FileConfig, env: EnvLookup) {
+/// `RINGSIDE_*` variables override the file (useful in containers). A value that cannot be
+/// used is a problem named after its variable, never ignored.
+fn apply_env_overrides(file: &mut FileConfig, env: EnvLookup) -> Vec<Problem> {
+    let mut problems = Vec::new();
     if let Some(v) = env("RINGSIDE_LISTEN") {
         file.server.listen = v;
     }
     if let Some(v) = env("RINGSIDE_ADMIN_LISTEN") {
         file.server.admin_listen = v;
     }
-    if let Some(v) = env("RINGSIDE_WORKERS").and_then(|v| v.parse().ok()) {
-        file.server.workers = v;
+    if let Some(v) = env("RINGSIDE_WORKERS") {
+        match v.trim().parse() {
+            Ok(n) => file.server.workers = n,
+            Err(_) => problems.push(Problem {
+                at: "RINGSIDE_WORKERS".into(),
+                message: format!("`{v}` is not a number of workers (0: one per CPU)"),
+            }),
+        }
     }
     if let Some(v) = env("RINGSIDE_DRIVER") {
         file.server.driver = v;
@@ -268,6 +296,7 @@ fn apply_env_overrides(file: &mut FileConfig, env: EnvLookup) {
     if let Some(v) = env("RINGSIDE_DATA_DIR") {
         file.server.data_dir = v;
     }
+    problems
 }
 
 #[cfg(test)]

@@ -163,7 +163,11 @@ pub struct ServerSection {
     pub max_connections: usize,
     /// Connections from one client address that have not yet presented a valid key.
     pub max_unauthenticated_per_address: usize,
+    /// How long in-flight requests and streams may run on after the listeners close.
     pub shutdown_grace_ms: u64,
+    /// How long the data port keeps accepting after a drain starts (with `/readyz` at 503), so
+    /// that load balancers see the instance leave before its port closes.
+    pub drain_delay_ms: u64,
     /// One JSON access-log line per request on stdout.
     pub access_log: bool,
     /// Pin each worker to a CPU.
@@ -183,7 +187,9 @@ impl Default for ServerSection {
             admin_hosts: Vec::new(),
             max_connections: 0,
             max_unauthenticated_per_address: 256,
-            shutdown_grace_ms: 10_000,
+            // LLM streams run for minutes: the grace is sized to let them finish.
+            shutdown_grace_ms: 120_000,
+            drain_delay_ms: 5_000,
             access_log: true,
             pin_workers: true,
         }

@@ -234,3 +234,23 @@ base_url = "https://admin:hunter2secret@relay.example/v1"
     assert!(text.contains("control character"), "{text}");
     assert!(!text.contains("sk-abc"), "{text}");
 }
+
+#[test]
+fn a_bad_environment_override_is_a_problem_named_after_its_variable() {
+    let env2 = |n: &str| {
+        if n == "RINGSIDE_WORKERS" {
+            Some("abc".into())
+        } else {
+            env(n)
+        }
+    };
+    let Err(problems) = load_str(GOOD, "t.toml", &env2) else {
+        panic!("a bad RINGSIDE_WORKERS was accepted");
+    };
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.to_string().contains("RINGSIDE_WORKERS") && p.to_string().contains("abc")),
+        "{problems:?}"
+    );
+}

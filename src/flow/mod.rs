@@ -35,6 +35,17 @@ pub enum Saturation {
 }
 
 impl Saturation {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Saturation::Queue => "queue",
+            Saturation::Reject => "reject",
+            Saturation::FailOpen => "fail_open",
+        }
+    }
+}
+
+impl Saturation {
     pub fn parse(s: &str) -> Option<Saturation> {
         Some(match s {
             "queue" => Saturation::Queue,

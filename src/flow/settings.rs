@@ -20,6 +20,18 @@ pub enum Source {
     Connection,
 }
 
+impl Source {
+    /// As `ringside check` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Default => "default",
+            Source::Env => "environment",
+            Source::Admin => "admin",
+            Source::Connection => "connection",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Value {
     pub value: u64,

@@ -60,9 +60,12 @@ pub(super) async fn run(
     ));
     accept_until_drained(&core, listener).await;
     let deadline = std::time::Instant::now() + core.shared.config.server.shutdown_grace;
-    while core.open_conns.get() > 0 && std::time::Instant::now() < deadline {
+    let life = &core.shared.lifecycle;
+    while core.open_conns.get() > 0 && std::time::Instant::now() < deadline && !life.in_a_hurry() {
         monoio::time::sleep(Duration::from_millis(20)).await;
     }
+    // What is still open now is cut when the runtime goes: counted, and said by the caller.
+    life.count_cut(core.open_conns.get());
     core.pool.borrow_mut().clear();
 }
 

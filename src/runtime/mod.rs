@@ -2,17 +2,16 @@
 //! (io_uring, or epoll where io_uring is unavailable) and its own SO_REUSEPORT listener.
 
 mod core;
+mod instance;
 mod shared;
 
 use crate::config::{Config, DriverChoice};
 use crate::log::{LogSink, event};
 use crate::state::core::Shared;
 use crate::upstream::dns::Resolver;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// A started server: its shared state and threads.
 pub struct Running {
@@ -22,6 +21,8 @@ pub struct Running {
     admin: Option<JoinHandle<()>>,
     /// The admin replica's place on the event bus, until the admin port takes it.
     admin_inbox: Option<crossbeam_channel::Receiver<crate::resilience::Event>>,
+    /// This instance's hold on its data dir (`instance`), for the life of the process.
+    _lock: instance::InstanceLock,
 }
 
 impl Running {
@@ -50,38 +51,20 @@ impl Running {
         }
         // Everything the cores queued for the store is on disk before we exit.
         self.shared.store.flush();
+        self.shared.lifecycle.mark_stopped();
         if let Some(a) = self.admin {
             let _ = a.join();
         }
     }
 }
 
-/// Refuse to start on a port another process already serves: with SO_REUSEPORT the kernel
-/// would silently split traffic between us and it.
-fn port_already_served(addr: SocketAddr) -> bool {
-    if addr.port() == 0 {
-        return false;
-    }
-    let probe = if addr.ip().is_unspecified() {
-        SocketAddr::from(([127, 0, 0, 1], addr.port()))
-    } else {
-        addr
-    };
-    std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok()
-}
-
 /// Start the cores (the admin port is started by `server::start`).
 pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, String> {
-    for (what, addr) in [
+    let lock = instance::lock(&config.server.data_dir)?;
+    instance::ports_free(&[
         ("listen", config.server.listen),
         ("admin_listen", config.server.admin_listen),
-    ] {
-        if port_already_served(addr) {
-            return Err(format!(
-                "server.{what} {addr} is already in use by another process"
-            ));
-        }
-    }
+    ])?;
     let tls = crate::upstream::tls::client_config(
         &config.upstream.tls_roots,
         config.upstream.ca_file.as_deref(),
@@ -120,6 +103,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         workers: handles,
         admin: None,
         admin_inbox: Some(admin_inbox),
+        _lock: lock,
     })
 }
 

@@ -56,6 +56,7 @@ pub(super) fn build(
         conn_labels,
         metrics,
         shutdown: Default::default(),
+        lifecycle: Default::default(),
         log: access_log,
         id_prefix: rand::random(),
         bus,

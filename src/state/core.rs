@@ -31,6 +31,8 @@ pub struct Shared {
     pub conn_names: Vec<(&'static str, &'static str, &'static str)>,
     pub metrics: Vec<Arc<CoreMetrics>>,
     pub shutdown: AtomicBool,
+    /// Draining, hurrying, stopped, and how many connections the grace's end cut.
+    pub lifecycle: super::lifecycle::Lifecycle,
     pub log: Option<LogSink>,
     /// Random per-process prefix for request ids.
     pub id_prefix: u32,

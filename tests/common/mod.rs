@@ -123,8 +123,19 @@ impl Proxy {
             } else {
                 "admin_token_env = \"RINGSIDE_TEST_ADMIN_TOKEN\"\n"
             };
+            // A short drain delay: tests that stop the server do not wait 5 s each.
+            let delay = if extra_server.contains("drain_delay_ms") {
+                ""
+            } else {
+                "drain_delay_ms = 300\n"
+            };
+            let grace = if extra_server.contains("shutdown_grace_ms") {
+                ""
+            } else {
+                "shutdown_grace_ms = 5000\n"
+            };
             let cfg = format!(
-                "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\nshutdown_grace_ms = 5000\n{token}{extra_server}\n{body}",
+                "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\n{grace}{delay}{token}{extra_server}\n{body}",
                 dir.0.join("data").display()
             );
             let path = dir.0.join("ringside.toml");

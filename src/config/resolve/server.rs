@@ -24,6 +24,7 @@ pub(in crate::config) fn server(
         0,
         86_400_000,
     );
+    p.in_range("server.drain_delay_ms", s.drain_delay_ms, 0, 3_600_000);
     let driver = match s.driver.as_str() {
         "auto" => DriverChoice::Auto,
         "uring" | "io_uring" => DriverChoice::Uring,
@@ -71,6 +72,7 @@ pub(in crate::config) fn server(
         },
         max_unauthenticated_per_address: s.max_unauthenticated_per_address,
         shutdown_grace: Duration::from_millis(s.shutdown_grace_ms),
+        drain_delay: Duration::from_millis(s.drain_delay_ms),
         access_log: s.access_log,
         pin_workers: s.pin_workers,
     }

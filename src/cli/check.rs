@@ -1,0 +1,129 @@
+//! `ringside check`: validate a config and print what the server would run with, or every
+//! problem in it, in one run.
+
+use crate::config::{load_file, real_env};
+
+/// Validate a config and print what it sets up, or every problem in it.
+pub fn run(path: &str) -> Result<(), String> {
+    // A report piped into `head` ends quietly when the pipe closes, as other tools do (Rust
+    // ignores SIGPIPE, which turns the closed pipe into a panic in `println!`).
+    // SAFETY: restoring the default disposition of one signal, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    match load_file(path, &real_env) {
+        Ok(cfg) => {
+            println!("{path}: ok");
+            println!(
+                "  listen {} (admin {}), {} worker(s), driver {}",
+                cfg.server.listen,
+                cfg.server.admin_listen,
+                cfg.server.workers,
+                cfg.server.driver.as_str()
+            );
+            if let Some((soft, hard)) = crate::fd_limit::current() {
+                println!(
+                    "  open files: soft limit {soft}, hard {hard}; serve raises it to {hard}, enough for about {} held streams (two descriptors each)",
+                    crate::fd_limit::streams_allowed(hard)
+                );
+            }
+            let budgets = budgets_in_force(&cfg);
+            for p in &cfg.providers {
+                println!(
+                    "  provider {} ({}) {}:{} with {} connection(s)",
+                    p.id,
+                    p.dialect.as_str(),
+                    p.endpoint.host,
+                    p.endpoint.port,
+                    p.connections.len()
+                );
+                let policy = cfg
+                    .resilience
+                    .providers
+                    .iter()
+                    .zip(&cfg.providers)
+                    .find(|(_, x)| x.id == p.id);
+                if let Some((pol, _)) = policy {
+                    println!(
+                        "    profile {}: cooldown base {} ms (max level {}), breaker degraded at {} / open at {} for {} ms",
+                        pol.kind.as_str(),
+                        pol.cooldown.base_ms,
+                        pol.cooldown.max_level,
+                        pol.breaker.degraded_at,
+                        pol.breaker.open_at,
+                        pol.breaker.open_ms
+                    );
+                }
+                print_connections(p, &budgets);
+            }
+            for r in &cfg.routes {
+                println!(
+                    "  route {} ({}) -> {} target(s)",
+                    r.name,
+                    r.strategy.as_str(),
+                    r.targets.len()
+                );
+            }
+            Ok(())
+        }
+        Err(problems) => {
+            for p in &problems {
+                println!("{p}");
+            }
+            Err(format!("{path}: {} problem(s)", problems.len()))
+        }
+    }
+}
+
+/// Where the queue budgets shown by `check` come from.
+fn budget_sources() -> String {
+    let names: Vec<String> = crate::flow::settings::Knob::ALL
+        .iter()
+        .map(|k| format!("{} (or {})", k.env(), k.seed_env()))
+        .collect();
+    format!(
+        "    queue budgets: the connection's own, else saved with PATCH /admin/settings (admin), else the environment ({}), else the default",
+        names.join(", ")
+    )
+}
+
+/// The process-wide queue budgets as the server would start with them: the environment, then
+/// what `PATCH /admin/settings` saved in the store (read-only, so a live server is not
+/// disturbed). A store that cannot be read is said, not fatal: the config itself is fine.
+fn budgets_in_force(cfg: &crate::config::Config) -> crate::flow::settings::Budgets {
+    use crate::flow::settings::{Budgets, SAVED_PREFIX};
+    let budgets = Budgets::new(cfg.flow_env);
+    match crate::store::read_saved(&cfg.server.data_dir, cfg.store_map_size, SAVED_PREFIX) {
+        Ok(rows) => budgets.apply_saved(rows),
+        Err(e) => println!("  note: saved settings not shown: {e}"),
+    }
+    budgets
+}
+
+/// `check`'s lines for a provider's connections: flow settings and each queue budget in force,
+/// with where it came from.
+fn print_connections(p: &crate::config::Provider, budgets: &crate::flow::settings::Budgets) {
+    use crate::flow::settings::Knob;
+    println!("{}", budget_sources());
+    for c in &p.connections {
+        let f = &c.flow;
+        let show = |k: Knob, own: Option<u64>| {
+            let v = budgets.effective(k, own);
+            format!("{} {} ({})", k.name(), v.value, v.source.as_str())
+        };
+        println!(
+            "    connection {}: max_concurrent {}, min_time_ms {}, on_saturation {}, {}, {}, {}",
+            c.id,
+            if f.max_concurrent == 0 {
+                "unlimited".to_string()
+            } else {
+                f.max_concurrent.to_string()
+            },
+            f.min_time_ms,
+            f.on_saturation.as_str(),
+            show(Knob::MaxWaitMs, f.max_wait_ms),
+            show(Knob::ExecutionMaxWaitMs, f.execution_max_wait_ms),
+            show(Knob::MaxQueueDepth, f.max_queue_depth),
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! The command line (clap): `serve`, `check`, `demo`, `simulate`, `drain`. Misuse (an unknown
+//! flag or subcommand) is refused with exit 2 and nothing started; `ringside` alone serves.
+
+mod admin_call;
+mod check;
+mod serve;
+mod simulate;
+mod version;
+
+use clap::{Args, Parser, Subcommand};
+
+const CONFIG_HELP: &str = "Environment: RINGSIDE_CONFIG names the config file (--config wins).
+Each connection's key comes from the variable its key_env names; the queue budgets from
+RINGSIDE_MAX_WAIT_MS, RINGSIDE_EXECUTION_MAX_WAIT_MS and RINGSIDE_MAX_QUEUE_DEPTH (see
+docs/reference/config.md).";
+
+#[derive(Parser)]
+#[command(
+    name = "ringside",
+    version = version::SHORT,
+    long_version = version::LONG,
+    about = "A resilience proxy for LLM APIs: many provider keys and models behind one endpoint,\nthrough rate limits, quota walls, outages and slow streams.",
+    after_help = "Run `ringside demo` to see it work on loopback, `ringside check` before a start."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy (the default when no subcommand is given).
+    #[command(after_help = format!("{CONFIG_HELP}\n\nSignals: SIGTERM or SIGINT drain and stop (a second one stops at once);\nSIGHUP checks the config file and reports, never stops.\n\nExamples:\n  ringside serve --config /etc/ringside/ringside.toml\n  RINGSIDE_CONFIG=./ringside.toml ringside"))]
+    Serve(ConfigArg),
+    /// Validate a config and print what the server would run with, or every problem in it.
+    #[command(after_help = format!("{CONFIG_HELP}\n\nExit status: 0 when the config is valid, 1 when it is not.\n\nExample:\n  ringside check --config ringside.toml"))]
+    Check(ConfigArg),
+    /// Run the simulator and the proxy on loopback with a scripted mix of faults.
+    Demo,
+    /// Run the fault-injecting upstream simulator.
+    Simulate(simulate::SimArgs),
+    /// Ask a running server to drain: /readyz answers 503, then in-flight requests finish.
+    #[command(
+        after_help = "Environment: RINGSIDE_ADMIN_TOKEN holds the admin token when the server has one.\n\nExample:\n  ringside drain --config /etc/ringside/ringside.toml"
+    )]
+    Drain(admin_call::AdminArgs),
+}
+
+#[derive(Args)]
+struct ConfigArg {
+    /// The config file.
+    #[arg(
+        long,
+        short = 'c',
+        env = "RINGSIDE_CONFIG",
+        default_value = "./ringside.toml",
+        value_name = "FILE"
+    )]
+    config: String,
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn main(args: Vec<String>) -> i32 {
+    let argv = std::iter::once("ringside".to_string()).chain(args);
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; misuse prints why and exits 2.
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let command = cli.command.unwrap_or_else(|| {
+        Command::Serve(ConfigArg {
+            config: std::env::var("RINGSIDE_CONFIG").unwrap_or_else(|_| "./ringside.toml".into()),
+        })
+    });
+    let result = match command {
+        Command::Serve(a) => serve::run(&a.config),
+        Command::Check(a) => check::run(&a.config).map(Exit::from),
+        Command::Demo => crate::demo::run().map(Exit::from),
+        Command::Simulate(a) => simulate::run(a).map(Exit::from),
+        Command::Drain(a) => admin_call::drain(&a).map(Exit::from),
+    };
+    match result {
+        Ok(code) => code.into(),
+        Err(e) => {
+            eprintln!("ringside: {e}");
+            1
+        }
+    }
+}
+
+/// What a subcommand that ran to its end reports: success, or a deliberate failure status.
+pub(crate) enum Exit {
+    Ok,
+    /// The drain cut streams that were still running when the grace ended.
+    CutStreams,
+}
+
+impl From<()> for Exit {
+    fn from(_: ()) -> Exit {
+        Exit::Ok
+    }
+}
+
+impl From<Exit> for i32 {
+    fn from(e: Exit) -> i32 {
+        match e {
+            Exit::Ok => 0,
+            Exit::CutStreams => 3,
+        }
+    }
+}

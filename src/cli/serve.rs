@@ -1,0 +1,220 @@
+//! `ringside serve`: start the server, then run its life from the main thread: signals, the
+//! drain, and the exit status.
+//!
+//! SIGTERM or SIGINT (or `POST /admin/drain`) drains: `/readyz` answers 503 at once while the
+//! data port keeps accepting for `drain_delay_ms` (load balancers see the instance leave), then
+//! the listeners close, idle keep-alive connections close at their next request boundary, and
+//! in-flight requests and streams get up to `shutdown_grace_ms`. What is still running then is
+//! cut: the process says how many and exits with status 3. A second SIGTERM or SIGINT ends the
+//! delay and the grace at once. SIGHUP checks the config file and reports; it never ends the
+//! process.
+
+use super::Exit;
+use crate::config::{load_file, real_env};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Run the proxy until it has drained.
+pub(super) fn run(path: &str) -> Result<Exit, String> {
+    // Before the config is resolved: `max_connections = 0` is derived from this limit.
+    let limit = crate::fd_limit::raise();
+    let cfg = load_file(path, &real_env).map_err(|ps| {
+        let lines: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
+        format!("invalid config:\n  {}", lines.join("\n  "))
+    })?;
+    let signals = signals()?;
+    let log = cfg.server.access_log.then(crate::log::LogSink::start);
+    let log_at_exit = log.clone();
+    if let Some(limit) = limit {
+        crate::log::event(
+            "info",
+            "open-file limit",
+            serde_json::json!({"limit": limit, "streams": crate::fd_limit::streams_allowed(limit)}),
+        );
+    }
+    let listen = cfg.server.listen;
+    let admin = cfg.server.admin_listen;
+    let open = cfg.clients.is_open();
+    if open {
+        crate::log::event(
+            "warn",
+            "no client keys configured: running open (sidecar mode); anyone who reaches the port may use it",
+            serde_json::json!({}),
+        );
+    }
+    let admin_note = admin_access_note(&cfg);
+    let grace = cfg.server.shutdown_grace;
+    let delay = cfg.server.drain_delay;
+    let server = crate::server::start(cfg, log)?;
+    if let Some((level, msg)) = admin_note {
+        crate::log::event(level, msg, serde_json::json!({"admin": admin.to_string()}));
+    }
+    for (id, scopes) in crate::clients::managed::minted_without_authentication(server.shared.store)
+    {
+        crate::log::event(
+            "warn",
+            "managed client key created before admin changes required authentication: review it, revoke it if you did not create it (DELETE /admin/clients/{id})",
+            serde_json::json!({"client": id, "scopes": scopes}),
+        );
+    }
+    crate::log::event(
+        "info",
+        "ringside started",
+        serde_json::json!({"listen": listen.to_string(), "admin": admin.to_string(), "cores": server.drivers.len(),
+                           "drivers": server.drivers, "open_mode": open}),
+    );
+    crate::notify::notify(&format!("READY=1\nSTATUS=serving on {listen}"));
+    let shared = server.shared.clone();
+    serve_until_drain(&shared, &signals, path);
+    drain(&shared, &signals, delay, grace, path);
+    server.shutdown();
+    // A second signal during the grace ends it (the cores look at `hurry`).
+    let watcher = {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            if wait_or_signal(&signals, grace + Duration::from_secs(1), "", || {
+                shared.lifecycle.is_stopped()
+            }) {
+                shared.lifecycle.hurry();
+            }
+        })
+    };
+    server.join();
+    let _ = watcher.join();
+    if let Some(log) = log_at_exit {
+        log.finish(Duration::from_secs(2));
+    }
+    let cut = shared.lifecycle.cut();
+    if cut > 0 {
+        crate::log::event(
+            "warn",
+            "ringside stopped: requests still running when the grace ended were cut",
+            serde_json::json!({"cut": cut, "shutdown_grace_ms": grace.as_millis() as u64}),
+        );
+        return Ok(Exit::CutStreams);
+    }
+    crate::log::event("info", "ringside stopped", serde_json::json!({}));
+    Ok(Exit::Ok)
+}
+
+/// Serve until SIGTERM, SIGINT or `POST /admin/drain`; SIGHUP checks the config meanwhile.
+fn serve_until_drain(shared: &crate::state::core::Shared, signals: &Receiver<i32>, path: &str) {
+    loop {
+        match signals.recv_timeout(Duration::from_millis(50)) {
+            Ok(SIGHUP) => reload_check(path),
+            Ok(_) => return,
+            Err(RecvTimeoutError::Timeout) if shared.lifecycle.drain_requested() => return,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// `/readyz` at 503 while the data port still accepts, for `delay` (a second signal ends it).
+fn drain(
+    shared: &Arc<crate::state::core::Shared>,
+    signals: &Receiver<i32>,
+    delay: Duration,
+    grace: Duration,
+    path: &str,
+) {
+    crate::notify::notify("STOPPING=1\nSTATUS=draining");
+    shared.lifecycle.start_draining();
+    crate::log::event(
+        "info",
+        "draining: /readyz answers 503; the data port closes after the drain delay",
+        serde_json::json!({"drain_delay_ms": delay.as_millis() as u64,
+                           "shutdown_grace_ms": grace.as_millis() as u64}),
+    );
+    if wait_or_signal(signals, delay, path, || false) {
+        shared.lifecycle.hurry();
+    }
+    crate::log::event(
+        "info",
+        "shutting down: listeners closed, in-flight requests finishing",
+        serde_json::json!({}),
+    );
+}
+
+/// Wait up to `limit` or until `done`; true when SIGTERM or SIGINT came meanwhile (SIGHUP is
+/// answered with a config check when `path` names the file).
+fn wait_or_signal(
+    signals: &Receiver<i32>,
+    limit: Duration,
+    path: &str,
+    done: impl Fn() -> bool,
+) -> bool {
+    let until = Instant::now() + limit;
+    while !done() {
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        match signals.recv_timeout((until - now).min(Duration::from_millis(50))) {
+            Ok(SIGHUP) if !path.is_empty() => reload_check(path),
+            Ok(SIGHUP) => {}
+            Ok(_) => return true,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+    false
+}
+
+/// SIGTERM, SIGINT and SIGHUP, delivered as values on a channel.
+fn signals() -> Result<Receiver<i32>, String> {
+    let mut it = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::Builder::new()
+        .name("ringside-signals".into())
+        .spawn(move || {
+            for s in it.forever() {
+                if tx.send(s).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    Ok(rx)
+}
+
+/// SIGHUP: read and check the config file and say what was found. Applying a changed config
+/// to a live server is not built yet: the running config stays as it is until a restart.
+fn reload_check(path: &str) {
+    match load_file(path, &real_env) {
+        Ok(_) => crate::log::event(
+            "warn",
+            "SIGHUP: the config file is valid; changes take effect at the next restart (live reload is not built yet)",
+            serde_json::json!({"config": path}),
+        ),
+        Err(problems) => {
+            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            crate::log::event(
+                "error",
+                "SIGHUP: the config file has problems; the running config is unchanged",
+                serde_json::json!({"config": path, "problems": list}),
+            );
+        }
+    }
+}
+
+/// What the operator should know about the admin port's access at start.
+fn admin_access_note(cfg: &crate::config::Config) -> Option<(&'static str, &'static str)> {
+    let s = &cfg.server;
+    if s.admin_token.is_some() {
+        None
+    } else if !s.admin_listen.ip().is_loopback() {
+        Some((
+            "warn",
+            "admin port reachable from other hosts without a token (server.admin_unauthenticated_ok): anyone who reaches it can read state and metrics",
+        ))
+    } else {
+        Some((
+            "info",
+            "admin API is read-only without a token: set server.admin_token_env to make changes through it",
+        ))
+    }
+}

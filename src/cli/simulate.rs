@@ -1,0 +1,64 @@
+//! `ringside simulate`: the fault-injecting upstream simulator on its own.
+
+use crate::simulate::{SimOptions, parse_fault_arg};
+use clap::Args;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Args)]
+#[command(after_help = "Faults: key:KEY=SPEC or model:MODEL=SPEC, for example
+  --fault 'key:sk-sim-b=429;retry-after=2'   --fault 'model:gpt-x=reset-mid-stream;after=3'
+(docs/simulator.md lists every fault).")]
+pub(super) struct SimArgs {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:9000", value_name = "IP:PORT")]
+    listen: SocketAddr,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Events per streamed answer.
+    #[arg(long, default_value_t = 8)]
+    events: u32,
+    /// Time between streamed events.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    interval_ms: u64,
+    /// Time before every answer's head.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    latency_ms: u64,
+    /// A fault to inject (repeatable).
+    #[arg(long = "fault", value_name = "SELECTOR=SPEC", value_parser = parse_fault_arg)]
+    faults: Vec<(crate::simulate::Selector, crate::simulate::fault::Fault)>,
+    /// Use epoll even where io_uring works.
+    #[arg(long)]
+    epoll: bool,
+}
+
+/// Run the simulator until SIGTERM or SIGINT.
+pub(super) fn run(a: SimArgs) -> Result<(), String> {
+    let opts = SimOptions {
+        listen: a.listen,
+        workers: a.workers,
+        faults: a.faults,
+        events: a.events,
+        interval_ms: a.interval_ms,
+        latency_ms: a.latency_ms,
+        force_epoll: a.epoll,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+    }
+    let sim = crate::simulate::start(opts.clone())?;
+    crate::log::event(
+        "info",
+        "simulator started",
+        serde_json::json!({"listen": opts.listen.to_string(), "workers": opts.workers}),
+    );
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sim.stop();
+    Ok(())
+}

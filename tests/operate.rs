@@ -1,0 +1,243 @@
+//! Operating Ringside as a proxy: the command line refuses misuse and says its version; SIGTERM
+//! drains in the order load balancers need (`/readyz` 503 while the port still accepts, then
+//! refused connections, in-flight streams finishing within the grace, a cut counted in the
+//! exit status); SIGHUP never ends the process; a start right after SIGKILL always works.
+
+mod common;
+use common::*;
+use ringside::simulate::SimOptions;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn ringside(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new(binary())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RINGSIDE_CONFIG")
+        .envs(proxy_env())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ringside")
+}
+
+#[test]
+fn the_command_line_says_its_version_and_refuses_misuse_without_serving() {
+    let dir = tempdir::new();
+    // A config in the working directory that would start a live proxy if misuse fell through.
+    let (p, a) = (port(), port());
+    let cfg = format!(
+        "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\ndata_dir = \"data\"\n[[providers]]\nid = \"x\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n  [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n"
+    );
+    std::fs::write(dir.0.join("ringside.toml"), cfg).expect("write");
+    let v = ringside(&["--version"], &dir.0);
+    let text = String::from_utf8_lossy(&v.stdout);
+    assert!(
+        v.status.success() && text.contains("commit:") && text.contains("pgo:"),
+        "{text}"
+    );
+    assert!(ringside(&["-V"], &dir.0).status.success());
+    for misuse in [
+        &["--bogus"][..],
+        &["frobnicate"],
+        &["serve", "--bogus"],
+        &["check", "--conf", "x"],
+    ] {
+        let out = ringside(misuse, &dir.0);
+        assert_eq!(out.status.code(), Some(2), "{misuse:?}");
+    }
+    // Nothing was started by any of them.
+    assert!(std::net::TcpStream::connect(addr(p)).is_err());
+    for sub in ["serve", "check", "simulate", "drain", "demo"] {
+        let out = ringside(&[sub, "--help"], &dir.0);
+        assert!(out.status.success(), "{sub} --help");
+    }
+    let help = ringside(&["serve", "--help"], &dir.0);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("RINGSIDE_CONFIG"));
+    // A bad environment override is named, not ignored.
+    let out = Command::new(binary())
+        .args(["check"])
+        .current_dir(&dir.0)
+        .envs(proxy_env())
+        .env("RINGSIDE_WORKERS", "abc")
+        .output()
+        .expect("check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("RINGSIDE_WORKERS"), "{text}");
+}
+
+fn readyz(proxy: &Proxy) -> Option<u16> {
+    ringside::demo::client::request(proxy.admin, "GET", "/readyz", &[], b"", T)
+        .ok()
+        .map(|r| r.status)
+}
+
+fn signal(proxy: &Proxy, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(proxy.child.id() as i32, sig);
+    }
+}
+
+fn wait_exit(proxy: &mut Proxy, within: Duration) -> std::process::ExitStatus {
+    let until = Instant::now() + within;
+    loop {
+        if let Ok(Some(s)) = proxy.child.try_wait() {
+            return s;
+        }
+        assert!(Instant::now() < until, "ringside did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start a stream and read until its first event.
+fn open_stream(proxy: &Proxy) -> std::net::TcpStream {
+    let mut s = raw_client(proxy.addr);
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    s.write_all(raw_chat("m", true).as_bytes()).expect("send");
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !got.windows(6).any(|w| w == b"data: ") {
+        let n = s.read(&mut tmp).expect("read");
+        assert!(n > 0, "closed before the first event");
+        got.extend_from_slice(&tmp[..n]);
+    }
+    s
+}
+
+fn drain_proxy(driver: &str, events: u32, server: &str) -> (ringside::simulate::Simulator, Proxy) {
+    let sim = start_sim(SimOptions {
+        events,
+        interval_ms: 100,
+        ..Default::default()
+    });
+    let body = openai_provider("sim", sim.addr, &[("a", "SIM_KEY_A")], "\"m\"");
+    (sim, Proxy::start(driver, 1, server, &body))
+}
+
+both_drivers!(
+    a_drain_is_seen_by_load_balancers_before_the_port_closes,
+    streams_still_running_when_the_grace_ends_are_counted_in_the_exit_status,
+    sighup_never_ends_the_process,
+    a_start_right_after_sigkill_always_works,
+);
+
+fn a_drain_is_seen_by_load_balancers_before_the_port_closes(driver: &str) {
+    let (_sim, mut proxy) = drain_proxy(driver, 20, "drain_delay_ms = 1500\n");
+    assert_eq!(readyz(&proxy), Some(200));
+    let stream = open_stream(&proxy);
+    signal(&proxy, libc::SIGTERM);
+    // /readyz says 503 at once, while new requests are still served.
+    let until = Instant::now() + Duration::from_secs(1);
+    while readyz(&proxy) != Some(503) {
+        assert!(Instant::now() < until, "/readyz still ready after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "a request during the drain delay");
+    // Then the data port closes.
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect_timeout(&proxy.addr, T).is_ok() {
+        assert!(Instant::now() < until, "the data port never closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The stream that was running finishes whole inside the grace, and the exit is clean.
+    let text = String::from_utf8_lossy(&read_all(stream)).to_string();
+    assert!(text.contains("data: [DONE]"), "{text}");
+    let status = wait_exit(&mut proxy, Duration::from_secs(15));
+    assert!(status.success(), "{status:?}");
+}
+
+fn streams_still_running_when_the_grace_ends_are_counted_in_the_exit_status(driver: &str) {
+    // 60 events 100 ms apart: longer than the 300 ms delay plus the 700 ms grace.
+    let (_sim, mut proxy) = drain_proxy(driver, 60, "shutdown_grace_ms = 700\n");
+    let stream = open_stream(&proxy);
+    signal(&proxy, libc::SIGTERM);
+    let status = wait_exit(&mut proxy, Duration::from_secs(15));
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    let text = String::from_utf8_lossy(&read_all(stream)).to_string();
+    assert!(
+        !text.contains("data: [DONE]"),
+        "the stream was not cut: {text}"
+    );
+}
+
+fn sighup_never_ends_the_process(driver: &str) {
+    let (_sim, mut proxy) = drain_proxy(driver, 2, "");
+    for _ in 0..3 {
+        signal(&proxy, libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        proxy.child.try_wait().expect("wait").is_none(),
+        "SIGHUP ended it"
+    );
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200);
+    // A second SIGTERM ends the drain at once (the delay here is 300 ms, the grace 5 s).
+    signal(&proxy, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(50));
+    signal(&proxy, libc::SIGTERM);
+    let status = wait_exit(&mut proxy, Duration::from_secs(4));
+    assert!(status.success(), "{status:?}");
+}
+
+fn a_start_right_after_sigkill_always_works(driver: &str) {
+    let dir = tempdir::new();
+    let (p, a) = (port(), port());
+    let cfg = format!(
+        "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = 1\ndriver = \"{driver}\"\ndata_dir = \"{}\"\naccess_log = false\n[[providers]]\nid = \"x\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n  [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n",
+        dir.0.join("data").display()
+    );
+    let path = dir.0.join("ringside.toml");
+    std::fs::write(&path, cfg).expect("write");
+    let start = || {
+        Command::new(binary())
+            .args(["serve", "--config", path.to_str().unwrap_or_default()])
+            .envs(proxy_env())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    };
+    let ready = |child: &mut std::process::Child| {
+        let until = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(s)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("ringside exited at start ({s:?}): {err}");
+            }
+            let up = ringside::demo::client::request(addr(a), "GET", "/readyz", &[], b"", T)
+                .is_ok_and(|r| r.status == 200);
+            if up {
+                return;
+            }
+            assert!(Instant::now() < until, "not ready");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let mut child = start();
+    ready(&mut child);
+    for _ in 0..20 {
+        let _ = child.kill();
+        let _ = child.wait();
+        // At once, as systemd's Restart= would (100 ms later by default).
+        child = start();
+        ready(&mut child);
+    }
+    // A second instance beside a live one is still refused, naming the data dir.
+    let second = Command::new(binary())
+        .args(["serve", "--config", path.to_str().unwrap_or_default()])
+        .envs(proxy_env())
+        .output()
+        .expect("second");
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another Ringside is running"));
+    let _ = child.kill();
+    let _ = child.wait();
+}
