@@ -166,7 +166,9 @@ fn breaker_opens_and_one_probe_closes_it(driver: &str) {
                     addr,
                     "POST",
                     "/v1/chat/completions",
-                    &[("x-sim-latency-ms", "400")],
+                    // The probe is slow, so that the whole burst arrives while it runs
+                    // even on a loaded machine.
+                    &[("x-sim-latency-ms", "2000")],
                     chat("m", false).as_bytes(),
                     T,
                 )
