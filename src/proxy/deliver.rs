@@ -11,6 +11,7 @@ use crate::http::Head;
 use crate::resilience::classify;
 use crate::route::{Candidate, Entry};
 use crate::upstream::UpConn;
+use crate::upstream::stream::{PlainBody, TlsBody, UpStream};
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -23,29 +24,62 @@ pub(super) struct Upstream {
     pub head: Head,
 }
 
+/// An attempt's end, with an answer to deliver taken out.
+pub(super) enum Attempted {
+    Ready(Upstream),
+    Ended(AttemptEnd),
+}
+
+impl Upstream {
+    /// The answer an attempt got ready, or how else it ended.
+    pub fn from_end(end: AttemptEnd, cand: Candidate) -> Attempted {
+        match end {
+            AttemptEnd::Ready {
+                up,
+                head,
+                provider_index,
+            } => Attempted::Ready(Upstream {
+                cand,
+                provider_index,
+                up,
+                head,
+            }),
+            end => Attempted::Ended(end),
+        }
+    }
+
+    /// Back to the core's idle pool, once its answer was read to the end.
+    pub fn pool(self, core: &crate::state::core::Core) {
+        core.pool
+            .borrow_mut()
+            .put(self.provider_index, self.up, crate::clock::now_ms());
+    }
+}
+
 /// Commit: relay the upstream response to the client (nothing may be retried after this).
+/// Also says whether the upstream connection may serve again ([`Upstream::pool`]). The
+/// answer is borrowed, not taken: an `async fn`'s arguments stay in its state for its whole
+/// life, and this one lives as long as the stream.
 pub(super) async fn commit(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
-    ready: Upstream,
+    ready: &mut Upstream,
     wr: &mut TcpOwnedWriteHalf,
     watch: &mut ClientWatch<'_>,
-) -> AttemptEnd {
-    let Upstream {
-        cand,
-        provider_index,
-        mut up,
-        head,
-    } = ready;
+) -> (AttemptEnd, bool) {
+    let cand = ready.cand;
+    let Upstream { up, head, .. } = ready;
+    let head = &*head;
     let core = ctx.core;
     let cfg = core.config();
     let Some(&names) = core.shared.conn_names.get(cand.connection) else {
-        return AttemptEnd::Failed(Failed::new(
+        let failed = Failed::new(
             classify::transport(false),
             AttemptOutcome::ProtocolError,
             "unknown connection".into(),
             true,
-        ));
+        );
+        return (AttemptEnd::Failed(failed), false);
     };
     let label = names.2;
     let attempts = ctx.attempts_header(Some((label, head.status)));
@@ -66,21 +100,28 @@ pub(super) async fn commit(
         client_fd: Some(ctx.client_fd),
     };
     let t0 = crate::clock::instant();
-    let res = relay(wr, watch, &mut up, &head, &r).await;
+    let res = match &mut up.stream {
+        UpStream::Plain(s) => relay(wr, watch, &mut PlainBody(s), &mut up.buf, head, &r).await,
+        // Boxed: a TLS relay's future is larger (see `BodyRead`), once per response.
+        UpStream::Tls(s) => {
+            Box::pin(relay(wr, watch, &mut TlsBody(s), &mut up.buf, head, &r)).await
+        }
+    };
     if !res.committed {
         let detail = res
             .failure
             .unwrap_or(super::forward::RelayFailure::BadFraming)
             .as_str()
             .to_string();
-        return AttemptEnd::Failed(Failed::new(
+        let failed = Failed::new(
             classify::transport(false),
             AttemptOutcome::ProtocolError,
             detail,
             false,
-        ));
+        );
+        return (AttemptEnd::Failed(failed), false);
     }
-    let (delivered, in_band) = judge_delivery(ctx, cand, &head, &res);
+    let (delivered, in_band) = judge_delivery(ctx, cand, head, &res);
     let facts = Facts {
         entry,
         cand,
@@ -89,15 +130,12 @@ pub(super) async fn commit(
         t0,
     };
     record(ctx, &facts, &res, in_band);
-    if res.upstream_complete && head.keep_alive && !core.drain.is_draining() {
-        core.pool
-            .borrow_mut()
-            .put(provider_index, up, crate::clock::now_ms());
-    }
-    AttemptEnd::Done {
+    let reusable = res.upstream_complete && head.keep_alive && !core.drain.is_draining();
+    let done = AttemptEnd::Done {
         keep_alive: res.client_keep_alive,
         delivered,
-    }
+    };
+    (done, reusable)
 }
 
 /// The attempt's final verdict, from how its body ended. An in-band error event is judged by

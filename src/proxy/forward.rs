@@ -10,9 +10,8 @@ use super::watch::ClientWatch;
 use crate::dialect::{ApiError, Dialect};
 use crate::http::Head;
 use crate::http::chunk::size_line;
-use crate::http::io::read_more;
-use crate::upstream::UpConn;
-use bytes::Bytes;
+use crate::upstream::stream::BodyRead;
+use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::os::fd::RawFd;
@@ -217,11 +216,13 @@ async fn write(wr: &mut TcpOwnedWriteHalf, data: Bytes) -> bool {
     res.is_ok()
 }
 
-/// Relay the response whose head was just read. `up.buf` holds the bytes after the head.
-pub async fn relay(
+/// Relay the response whose head was just read from `body`. `buf` holds the bytes after the
+/// head.
+pub(crate) async fn relay<B: BodyRead>(
     wr: &mut TcpOwnedWriteHalf,
     watch: &mut ClientWatch<'_>,
-    up: &mut UpConn,
+    body: &mut B,
+    buf: &mut BytesMut,
     head: &Head,
     r: &Relay<'_>,
 ) -> Relayed {
@@ -229,12 +230,12 @@ pub async fn relay(
         status: head.status,
         ..Default::default()
     };
-    let mut s = Stream::new(head, r, up.buf.len());
+    let mut s = Stream::new(head, r, buf.len());
     // Reads and writes each have one timer for the whole stream: it is moved, not remade.
     let mut timer = None;
     let mut send_timer = None;
     loop {
-        let (data, done, edge_now, ends_message) = match s.next_write(&mut up.buf, &mut out) {
+        let (data, done, edge_now, ends_message) = match s.next_write(buf, &mut out) {
             Next::Write {
                 data,
                 done,
@@ -269,24 +270,16 @@ pub async fn relay(
             break;
         }
         if s.upstream_eof {
-            s.at_upstream_eof(wr, &mut out, &mut send_timer, r.send_timeout)
-                .await;
+            // Once per response, and rare (a close-delimited body): boxed, so that its future
+            // does not widen every held stream's task.
+            Box::pin(s.at_upstream_eof(wr, &mut out, &mut send_timer, r.send_timeout)).await;
             break;
         }
         let why = s.arm_read(r, &mut timer);
         let is_sse = s.is_sse();
-        let read = before(
-            async {
-                // An event stream waits for readiness first: fewer, fuller reads (see
-                // `read_when_ready`); other bodies arrive in large pieces anyway.
-                if is_sse {
-                    up.stream.read_when_ready(&mut up.buf).await
-                } else {
-                    read_more(&mut up.stream, &mut up.buf).await
-                }
-            },
-            &mut timer,
-        );
+        // An event stream waits for readiness first: fewer, fuller reads (see
+        // `read_when_ready`); other bodies arrive in large pieces anyway.
+        let read = before(body.read_body(buf, is_sse), &mut timer);
         let read = watch.race(std::pin::pin!(read)).await;
         if let Err(stop) = s.after_read(read, why) {
             match stop {
@@ -298,7 +291,8 @@ pub async fn relay(
     }
     if let Some(failure) = s.error_event_due(&out) {
         let chunked = s.client_chunked();
-        let sent = send_error_event(wr, r, failure, chunked, &mut send_timer).await;
+        // Once per failed stream: boxed for the same reason.
+        let sent = Box::pin(send_error_event(wr, r, failure, chunked, &mut send_timer)).await;
         s.error_event_sent(sent);
     }
     s.finish(&mut out);

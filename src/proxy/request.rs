@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Handle one request whose head has been read. Returns whether the connection stays open.
 pub async fn handle(
     core: &Rc<Core>,
-    head: Head,
+    head: &Head,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
@@ -30,20 +30,20 @@ pub async fn handle(
     let started = crate::clock::instant();
     let in_flight = Some(InFlightGauge::enter(&core.metrics.in_flight));
     let endpoint = Endpoint::from_path(head.path());
-    let request_id = client_request_id(&head).unwrap_or_else(|| core.next_request_id());
+    let request_id = client_request_id(head).unwrap_or_else(|| core.next_request_id());
     let mut ctx = Ctx {
         core,
-        head: &head,
+        head,
         endpoint: endpoint.unwrap_or(Endpoint::Models),
         dialect: dialect_for_path(head.path()),
-        record: record_for(core, &head, endpoint, request_id.clone()),
+        record: record_for(core, head, endpoint, request_id.clone()),
         request_id,
         body: Bytes::new(),
         model_span: None,
         keep_alive: head.keep_alive && !conn.last_request,
         started,
-        tenant: tenant_of(&head),
-        priority: priority_of(&head),
+        tenant: tenant_of(head),
+        priority: priority_of(head),
         exec_deadline: None,
         client: None,
         lease: None,
@@ -69,18 +69,21 @@ pub async fn handle(
             let keep = finish_error(ctx, wr, &err, body_ok).await;
             (keep, core.shared.routes.other_index)
         }
-        Some(ep) => match intake(ctx, ep, rd, wr, buf).await {
-            Intake::Answered { keep, route } => (keep, route),
-            Intake::Admitted {
-                entry,
-                needs,
-                tenant_permit,
-            } => {
-                let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
-                drop(tenant_permit);
-                (keep, entry.index)
-            }
-        },
+        Some(ep) => 'admitted: {
+            // Taken apart in a statement of its own, so that the intake's answer is not kept in
+            // this future's state for the whole request.
+            let (entry, needs, tenant_permit) = match intake(ctx, ep, rd, wr, buf).await {
+                Intake::Answered { keep, route } => break 'admitted (keep, route),
+                Intake::Admitted {
+                    entry,
+                    needs,
+                    tenant_permit,
+                } => (entry, needs, tenant_permit),
+            };
+            let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
+            drop(tenant_permit);
+            (keep, entry.index)
+        }
     };
     req.route = route_index;
     drop(req);

@@ -73,16 +73,66 @@ impl UpStream {
     /// than trusted; a receive that finds nothing anyway waits again. TLS reads go straight
     /// on: its layer may already hold decrypted bytes.
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
-        let UpStream::Plain(s) = self else {
-            return crate::http::io::read_more(self, buf).await;
-        };
-        loop {
-            crate::http::buffers::park(buf);
-            s.readable(false).await?;
-            crate::http::io::make_room(buf);
-            if let Some(n) = crate::http::nowait::recv(s.as_raw_fd(), buf)? {
-                return Ok(n);
-            }
+        match self {
+            UpStream::Plain(s) => read_when_ready(s, buf).await,
+            UpStream::Tls(_) => crate::http::io::read_more(self, buf).await,
         }
+    }
+}
+
+/// [`UpStream::read_when_ready`] on plain TCP.
+async fn read_when_ready(s: &mut TcpStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+    loop {
+        crate::http::buffers::park(buf);
+        s.readable(false).await?;
+        crate::http::io::make_room(buf);
+        if let Some(n) = crate::http::nowait::recv(s.as_raw_fd(), buf)? {
+            return Ok(n);
+        }
+    }
+}
+
+/// The relay's reads of a response body, by kind of stream. The relay is generic over this so
+/// that a plain stream's task does not carry room for a TLS read: an `async` call's future is
+/// stored whole in its caller's, and monoio-rustls's read is 744 bytes against a few dozen for
+/// a readiness wait. TLS relays are boxed once per response instead (`deliver::commit`).
+pub(crate) trait BodyRead {
+    /// The next bytes of the body into `buf`; `event_stream`: wait for readiness first and
+    /// hold no pooled buffer across the wait (see [`UpStream::read_when_ready`]).
+    async fn read_body(
+        &mut self,
+        buf: &mut bytes::BytesMut,
+        event_stream: bool,
+    ) -> std::io::Result<usize>;
+}
+
+/// A plain TCP upstream's body.
+pub(crate) struct PlainBody<'a>(pub &'a mut TcpStream);
+
+/// A TLS upstream's body.
+pub(crate) struct TlsBody<'a>(pub &'a mut TlsStream);
+
+impl BodyRead for PlainBody<'_> {
+    async fn read_body(
+        &mut self,
+        buf: &mut bytes::BytesMut,
+        event_stream: bool,
+    ) -> std::io::Result<usize> {
+        if event_stream {
+            read_when_ready(self.0, buf).await
+        } else {
+            crate::http::io::read_more(self.0, buf).await
+        }
+    }
+}
+
+impl BodyRead for TlsBody<'_> {
+    async fn read_body(
+        &mut self,
+        buf: &mut bytes::BytesMut,
+        _event_stream: bool,
+    ) -> std::io::Result<usize> {
+        // Its layer may already hold decrypted bytes: no readiness wait.
+        crate::http::io::read_more(self.0, buf).await
     }
 }

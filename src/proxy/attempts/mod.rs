@@ -83,24 +83,24 @@ pub(super) async fn run(
         let Some(mut held) = run.start(ctx, cand, site, permit, probe) else {
             break None;
         };
-        let end = match attempt(ctx, entry, cand, &mut watch, &run.budget).await {
-            // The commit: the answer goes to the client, nothing is retried after it.
-            AttemptEnd::Ready {
-                up,
-                head,
-                provider_index,
-            } => {
-                let up = deliver::Upstream {
-                    cand,
-                    provider_index,
-                    up,
-                    head,
-                };
-                commit_probe(ctx, &mut held);
-                deliver::commit(ctx, entry, up, wr, &mut watch).await
+        let attempted = attempt(ctx, entry, cand, &mut watch, &run.budget).await;
+        // (A `match` on the attempt's end around the commit would keep the end in this
+        // future's state for the whole relay: taken apart in a statement of its own, it is not.)
+        let mut ready = match deliver::Upstream::from_end(attempted, cand) {
+            deliver::Attempted::Ready(ready) => ready,
+            deliver::Attempted::Ended(end) => {
+                if let Step::Stop(answered) = run.after(ctx, held, end) {
+                    break answered;
+                }
+                continue;
             }
-            end => end,
         };
+        // The commit: the answer goes to the client, nothing is retried after it.
+        commit_probe(ctx, &mut held);
+        let (end, reusable) = deliver::commit(ctx, entry, &mut ready, wr, &mut watch).await;
+        if reusable {
+            ready.pool(ctx.core);
+        }
         if let Step::Stop(answered) = run.after(ctx, held, end) {
             break answered;
         }
@@ -267,7 +267,7 @@ impl Attempts<'_> {
         match super::lease::move_off(ctx, &self.st.excluded).await {
             LeaseMove::Moved => return Step::Again,
             LeaseMove::Refused(e) => {
-                self.st.refusal = Some(e);
+                self.st.refusal = Some(Box::new(e));
                 return Step::Stop(None);
             }
             LeaseMove::Stayed => {}
@@ -284,7 +284,8 @@ impl Attempts<'_> {
                 Step::Again
             }
             Idle::GiveUp => {
-                self.st.lease_capacity = capacity_answer(ctx, &self.st.excluded, unix_now);
+                self.st.lease_capacity =
+                    capacity_answer(ctx, &self.st.excluded, unix_now).map(Box::new);
                 Step::Stop(None)
             }
         }
@@ -306,7 +307,7 @@ impl Attempts<'_> {
             Admission::LeaseMoved => Err(Step::Again),
             Admission::ClientGone => Err(client_gone(ctx)),
             Admission::Refused(e) => {
-                self.st.refusal = Some(e);
+                self.st.refusal = Some(Box::new(e));
                 Err(Step::Stop(None))
             }
         }

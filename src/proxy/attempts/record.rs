@@ -24,11 +24,13 @@ pub(super) struct LoopState {
     pub(super) saturated: Vec<Candidate>,
     /// Why each candidate was passed over in the last selection.
     pub(super) excluded: Vec<(Candidate, Exclusion)>,
-    pub(super) last: Option<LastFailure>,
+    // Boxed, like the two answers below: only a failure fills them, and this state lives in
+    // every held stream's task.
+    pub(super) last: Option<Box<LastFailure>>,
     /// A local-overload or lease answer (queue full or timed out, execution timeout).
-    pub(super) refusal: Option<ApiError>,
+    pub(super) refusal: Option<Box<ApiError>>,
     /// Every eligible connection turned out to be leased by other sessions.
-    pub(super) lease_capacity: Option<ApiError>,
+    pub(super) lease_capacity: Option<Box<ApiError>>,
     /// The connection that answered (for the session pin).
     pub(super) served: Option<usize>,
 }
@@ -60,7 +62,7 @@ impl LoopState {
                 budget,
                 Some(f.detail),
             );
-            self.refusal = Some(answer::execution_timeout(ctx));
+            self.refusal = Some(Box::new(answer::execution_timeout(ctx)));
             return true;
         }
         if !f.self_inflicted {
@@ -92,13 +94,13 @@ impl LoopState {
         {
             self.tried.push(cand);
         }
-        self.last = Some(LastFailure {
+        self.last = Some(Box::new(LastFailure {
             verdict: f.verdict,
             detail: f.detail,
             response: f.response,
             label: label(ctx, cand),
             conn: cand.connection,
-        });
+        }));
         decision == Decision::PassThrough
     }
 }
@@ -130,7 +132,7 @@ pub(super) async fn conclude(
             }
         })
         .collect();
-    answer::give_up(ctx, wr, budget, st.last, &st.excluded, excl).await
+    answer::give_up(ctx, wr, budget, st.last.map(|l| *l), &st.excluded, excl).await
 }
 
 /// (provider, connection, `provider/connection`) of a connection, without copying.
