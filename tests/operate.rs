@@ -1,7 +1,8 @@
 //! Operating Ringside as a proxy: the command line refuses misuse and says its version; SIGTERM
 //! drains in the order load balancers need (`/readyz` 503 while the port still accepts, then
 //! refused connections, in-flight streams finishing within the grace, a cut counted in the
-//! exit status); SIGHUP never ends the process; a start right after SIGKILL always works.
+//! exit status, each cut stream ending with its error event); SIGHUP never ends the process;
+//! a start right after SIGKILL always works.
 
 mod common;
 use common::*;
@@ -162,6 +163,9 @@ fn streams_still_running_when_the_grace_ends_are_counted_in_the_exit_status(driv
         !text.contains("data: [DONE]"),
         "the stream was not cut: {text}"
     );
+    // It ended with the dialect's error event saying why, as a whole chunked message.
+    assert!(text.contains("\"code\":\"shutdown\""), "{text}");
+    assert!(text.ends_with("0\r\n\r\n"), "{text}");
 }
 
 fn sighup_never_ends_the_process(driver: &str) {

@@ -23,11 +23,13 @@ pub enum AttemptOutcome {
     Reset,
     ClientGone,
     ProtocolError,
+    /// Cut by the server's drain (its grace ended).
+    Shutdown,
 }
 
 impl AttemptOutcome {
     /// Every outcome, in the order of the attempts metric's counters.
-    pub const ALL: [AttemptOutcome; 15] = [
+    pub const ALL: [AttemptOutcome; 16] = [
         AttemptOutcome::Ok,
         AttemptOutcome::Http4xx,
         AttemptOutcome::Http429,
@@ -43,6 +45,7 @@ impl AttemptOutcome {
         AttemptOutcome::Reset,
         AttemptOutcome::ClientGone,
         AttemptOutcome::ProtocolError,
+        AttemptOutcome::Shutdown,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,6 +65,7 @@ impl AttemptOutcome {
             AttemptOutcome::Reset => "reset",
             AttemptOutcome::ClientGone => "client_gone",
             AttemptOutcome::ProtocolError => "protocol_error",
+            AttemptOutcome::Shutdown => "shutdown",
         }
     }
 
@@ -122,6 +126,8 @@ pub enum Outcome {
     /// The answer began and then failed (after commit, never replayed).
     FailedAfterCommit,
     ClientGone,
+    /// Still running when the drain's grace ended: cut, with an error event.
+    Shutdown,
 }
 
 impl Outcome {
@@ -134,6 +140,7 @@ impl Outcome {
             Outcome::PassedThrough => "passed_through",
             Outcome::FailedAfterCommit => "failed_after_commit",
             Outcome::ClientGone => "client_gone",
+            Outcome::Shutdown => "shutdown",
         }
     }
 }
@@ -174,6 +181,7 @@ mod tests {
                 "reset",
                 "client_gone",
                 "protocol_error",
+                "shutdown",
             ]
         );
         for (i, o) in AttemptOutcome::ALL.iter().enumerate() {

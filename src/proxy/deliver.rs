@@ -152,7 +152,11 @@ fn judge_delivery(
     }
     match res.failure {
         // Not the upstream's doing: the client stopped reading, or our own budget ended it.
-        Some(RelayFailure::ClientSendTimeout | RelayFailure::ExecutionTimeout) => {
+        Some(
+            RelayFailure::ClientSendTimeout
+            | RelayFailure::ExecutionTimeout
+            | RelayFailure::Shutdown,
+        ) => {
             return (Delivered::Unjudged, None);
         }
         Some(f) => return (Delivered::Failed(classify::transport(f.is_timeout())), None),
@@ -233,6 +237,9 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
     ctx.record.status = if res.client_gone { 499 } else { d.status };
     ctx.record.outcome = if res.client_gone {
         Outcome::ClientGone
+    } else if res.failure == Some(super::forward::RelayFailure::Shutdown) {
+        core.shared.lifecycle.count_cut(1);
+        Outcome::Shutdown
     } else if failed {
         Outcome::FailedAfterCommit
     } else {

@@ -135,11 +135,19 @@ async fn send_error_event(
     client_chunked: bool,
     send_timer: Timer<'_>,
 ) -> bool {
-    let err = ApiError::new(
-        502,
-        failure.as_str(),
-        "the upstream stream failed after it had started",
-    );
+    let err = if failure == RelayFailure::Shutdown {
+        ApiError::new(
+            503,
+            failure.as_str(),
+            "the server is shutting down: its drain grace ended before this stream did",
+        )
+    } else {
+        ApiError::new(
+            502,
+            failure.as_str(),
+            "the upstream stream failed after it had started",
+        )
+    };
     let ev = err.sse_event(r.dialect, r.request_id);
     let mut bytes = if client_chunked { as_chunk(&ev) } else { ev };
     if client_chunked {

@@ -24,6 +24,8 @@ pub enum RelayFailure {
     TotalTimeout,
     /// The upstream connection failed (reset) while reading.
     Reset,
+    /// The server's drain ended its grace with the stream still running.
+    Shutdown,
 }
 
 impl RelayFailure {
@@ -39,6 +41,7 @@ impl RelayFailure {
             RelayFailure::ReadinessTimeout => "stream_readiness_timeout",
             RelayFailure::TotalTimeout => "stream_total_timeout",
             RelayFailure::Reset => "upstream_reset",
+            RelayFailure::Shutdown => "shutdown",
         }
     }
 
@@ -58,6 +61,7 @@ impl RelayFailure {
     /// The attempt outcome it counts as: the stream's own failures, or a transport one.
     pub fn outcome(self) -> crate::audit::AttemptOutcome {
         match self {
+            RelayFailure::Shutdown => crate::audit::AttemptOutcome::Shutdown,
             RelayFailure::NoTerminal
             | RelayFailure::ThroughputTooLow
             | RelayFailure::ReadinessTimeout
@@ -86,6 +90,7 @@ mod tests {
             TotalTimeout,
             Reset,
         ];
+        assert_eq!(Shutdown.outcome(), AttemptOutcome::Shutdown);
         for f in all {
             let s = f.as_str();
             // The rule the strings were judged by before they were an enum.

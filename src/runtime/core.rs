@@ -59,15 +59,31 @@ pub(super) async fn run(
         || false,
     ));
     accept_until_drained(&core, listener).await;
-    let deadline = std::time::Instant::now() + core.shared.config.server.shutdown_grace;
+    let cut_at = std::time::Instant::now() + core.shared.config.server.shutdown_grace;
+    // Streams still running at the grace's end end themselves then, with the dialect's error
+    // event and their log line (`forward::stream`); a moment after, what is still open goes
+    // with the runtime.
+    crate::state::drain::cut_streams_at(cut_at);
+    let mut deadline = cut_at + CUT_SETTLES_IN;
     let life = &core.shared.lifecycle;
-    while core.open_conns.get() > 0 && std::time::Instant::now() < deadline && !life.in_a_hurry() {
+    let mut hurried = false;
+    while core.open_conns.get() > 0 && std::time::Instant::now() < deadline {
+        if life.in_a_hurry() && !hurried {
+            // A second signal: the grace ends now (streams see it when they next read).
+            hurried = true;
+            let now = std::time::Instant::now();
+            crate::state::drain::cut_streams_at(now);
+            deadline = deadline.min(now + CUT_SETTLES_IN);
+        }
         monoio::time::sleep(Duration::from_millis(20)).await;
     }
-    // What is still open now is cut when the runtime goes: counted, and said by the caller.
+    // What is still open now is dropped with the runtime: counted, and said by the caller.
     life.count_cut(core.open_conns.get());
     core.pool.borrow_mut().clear();
 }
+
+/// How long after the grace's end the cut streams get to send their error event and log line.
+const CUT_SETTLES_IN: Duration = Duration::from_millis(500);
 
 /// The core's own state, as it starts.
 fn new_core(

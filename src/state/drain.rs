@@ -53,6 +53,23 @@ pub struct DrainWait<'a> {
     slot: Option<usize>,
 }
 
+thread_local! {
+    /// When this core's drain ends the streams still running (its grace's end), once a drain
+    /// began. Read by every relay when it arms its next read, so it costs a stream nothing to
+    /// carry and nothing per event beyond the read.
+    static CUT_AT: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// This core's streams still running at `at` are cut (an error event, a log line, a count).
+pub fn cut_streams_at(at: std::time::Instant) {
+    CUT_AT.with(|c| c.set(Some(at)));
+}
+
+/// When this core cuts its streams, once its drain began.
+pub fn cut_at() -> Option<std::time::Instant> {
+    CUT_AT.with(std::cell::Cell::get)
+}
+
 impl Future for DrainWait<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {

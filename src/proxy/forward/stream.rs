@@ -266,6 +266,13 @@ impl Stream {
                 }
             }
         }
+        // A drain's grace ends every stream still running (`state::drain::cut_at`).
+        if let Some(at) = crate::state::drain::cut_at() {
+            let left = at.saturating_duration_since(now);
+            if left < wait {
+                (wait, why) = (left, RelayFailure::Shutdown);
+            }
+        }
         set_timer(timer, now + wait);
         why
     }
