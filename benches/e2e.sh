@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end load comparison on loopback: direct to the simulator, through nginx, through
-# Ringside in one run, the targets taking turns round after round. Prints one markdown table.
+# Ringside (lean: no access log, unpinned) and Ringside with its shipped defaults, in one run,
+# the targets taking turns round after round. Prints one markdown table.
 # Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 2 x DUR x GUARD_ROUNDS for
 # the guard on/off rounds). Usage: benches/e2e.sh
 #   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false)
@@ -36,6 +37,7 @@ cat > "$WORK/ringside.toml" <<TOML
 listen = "127.0.0.1:$RS"
 admin_listen = "127.0.0.1:$RSADMIN"
 workers = $RS_WORKERS
+data_dir = "$WORK/data-lean"
 # The load generator and the simulator share these cores: a pinned worker cannot move off a
 # core they are busy on (measured: 6-14% fewer requests/s pinned). nginx is unpinned by default.
 pin_workers = $RS_PIN
@@ -55,11 +57,20 @@ BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >/dev/null 2>&1 &
 RS_PID=$!; PIDS+=($RS_PID)
 # The same with the stream guard off (plain relay), to price the guard on SSE.
 RSOFF=$((BASE+10))
+# (Each instance has its own data dir: a live one holds its dir's lock.)
 sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSOFF\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.0.1:$((BASE+11))\"/" \
-  "$WORK/ringside.toml" > "$WORK/ringside-off.toml"
+  -e "s|data-lean|data-off|" "$WORK/ringside.toml" > "$WORK/ringside-off.toml"
 printf '[stream]\nguard = false\n' >> "$WORK/ringside-off.toml"
 BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-off.toml" >/dev/null 2>&1 &
 PIDS+=($!)
+# The shipped defaults (access log on, written to a file as a service's journal would be;
+# pin_workers as shipped), to price the defaults against the lean configuration above.
+RSDEF=$((BASE+12))
+sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSDEF\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.0.1:$((BASE+13))\"/" \
+  -e '/^pin_workers = /d' -e '/^access_log = false/d' -e "s|data-lean|data-defaults|" \
+  "$WORK/ringside.toml" > "$WORK/ringside-defaults.toml"
+BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-defaults.toml" >"$WORK/access.log" 2>&1 &
+RSDEF_PID=$!; PIDS+=($RSDEF_PID)
 
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes $NGINX_WORKERS;
@@ -189,10 +200,12 @@ for r in $(seq "$ROUNDS"); do
   round direct $SIM ""
   round nginx $NGX $NGX_PID
   round ringside $RS $RS_PID
+  round defaults $RSDEF $RSDEF_PID
 done
 finish_target direct $SIM ""
 finish_target nginx $NGX $NGX_PID
 finish_target ringside $RS $RS_PID
+finish_target defaults $RSDEF $RSDEF_PID
 # Guard on vs off, SSE only: alternating rounds, compared by their totals (a single pair of
 # runs moves by +-15% on a shared 2-core machine; the guard's own cost is a few percent).
 GROUNDS=${GUARD_ROUNDS:-3}
@@ -207,11 +220,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0>0) printf "%.2f", a/b; else pr
 echo
 echo "| target | JSON req/s (64 conns) | SSE streams/s ($EVENTS events) | p50 ms @1000 rps | p99 ms @1000 rps | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE | peak RSS MiB | RSS MiB, 1000 idle clients |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for t in direct nginx ringside; do
+for t in direct nginx ringside defaults; do
   echo "| $t | ${R[$t.json]} | ${R[$t.sse]} | ${R[$t.p50]} | ${R[$t.p99]} | ${R[$t.cpu]} | ${R[$t.cpusse]} | ${R[$t.peak]} | ${R[$t.idle]} |"
 done
 echo
 echo "ringside / nginx: JSON $(ratio "${R[ringside.json]}" "${R[nginx.json]}")x, SSE $(ratio "${R[ringside.sse]}" "${R[nginx.sse]}")x, p99 $(ratio "${R[ringside.p99]}" "${R[nginx.p99]}")x, CPU/req JSON $(ratio "${R[ringside.cpu]}" "${R[nginx.cpu]}")x, CPU/req SSE $(ratio "${R[ringside.cpusse]}" "${R[nginx.cpusse]}")x"
+echo "ringside with the shipped defaults / lean (access log on to a file, pinning as shipped): JSON $(ratio "${R[defaults.json]}" "${R[ringside.json]}")x, CPU/req JSON $(ratio "${R[defaults.cpu]}" "${R[ringside.cpu]}")x, SSE $(ratio "${R[defaults.sse]}" "${R[ringside.sse]}")x, CPU/req SSE $(ratio "${R[defaults.cpusse]}" "${R[ringside.cpusse]}")x ($(wc -l < "$WORK/access.log") log lines)"
 echo
 echo "Where the two cores went, CPU µs per JSON request | per SSE stream: simulator / client (wrk) / proxy"
 for t in direct nginx ringside; do echo "  $t: ${R[$t.split]}"; done

@@ -245,3 +245,72 @@ fn a_start_right_after_sigkill_always_works(driver: &str) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn the_access_log_has_one_json_line_per_request_including_the_cut_stream() {
+    let sim = start_sim(SimOptions {
+        events: 60,
+        interval_ms: 100,
+        ..Default::default()
+    });
+    let dir = tempdir::new();
+    let (p, a) = (port(), port());
+    let cfg = format!(
+        "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = 2\ndata_dir = \"{}\"\ndrain_delay_ms = 100\nshutdown_grace_ms = 600\n{}",
+        dir.0.join("data").display(),
+        openai_provider("sim", sim.addr, &[("a", "SIM_KEY_A")], "\"m\"")
+    );
+    let path = dir.0.join("ringside.toml");
+    std::fs::write(&path, cfg).expect("write");
+    let log_path = dir.0.join("access.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let child = Command::new(binary())
+        .args(["serve", "--config", path.to_str().unwrap_or_default()])
+        .envs(proxy_env())
+        .stdout(log)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut proxy = Proxy {
+        child,
+        addr: addr(p),
+        admin: addr(a),
+        dir,
+    };
+    let until = Instant::now() + Duration::from_secs(15);
+    while readyz(&proxy) != Some(200) {
+        assert!(Instant::now() < until, "not ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..5 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 200);
+    }
+    let stream = open_stream(&proxy);
+    signal(&proxy, libc::SIGTERM);
+    let status = wait_exit(&mut proxy, Duration::from_secs(15));
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    drop(stream);
+    let text = std::fs::read_to_string(&log_path).expect("read log");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON line ({e}): {l}")))
+        .collect();
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["kind"] == "access" && l["ts_ms"].as_u64() > Some(0))
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l["outcome"] == "ok").count(),
+        5,
+        "{text}"
+    );
+    let cut: Vec<_> = lines
+        .iter()
+        .filter(|l| l["outcome"] == "shutdown")
+        .collect();
+    assert_eq!(cut.len(), 1, "{text}");
+    assert_eq!(cut[0]["attempts"][0]["outcome"], "shutdown", "{text}");
+}

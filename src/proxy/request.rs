@@ -128,12 +128,17 @@ impl Drop for Finalize<'_, '_> {
         core.metrics.request(self.route, ctx.record.status);
         core.metrics.attempts_made(ctx.record.attempts.len());
         drop(self.in_flight.take());
-        if let Some(log) = &core.shared.log
-            && !log.send(ctx.record.log_line())
-        {
-            core.metrics.log_lines_dropped.fetch_add(1, Relaxed);
-        }
         ctx.record.ts_ms = crate::clock::unix_ms();
+        if let Some(log) = &core.shared.log {
+            let record = &ctx.record;
+            let dropped = core
+                .log_batch
+                .borrow_mut()
+                .push(log, |out| record.write_log_line(out));
+            if dropped > 0 {
+                core.metrics.log_lines_dropped.fetch_add(dropped, Relaxed);
+            }
+        }
         core.remember(std::mem::take(&mut ctx.record));
         core.metrics.finalized.fetch_add(1, Relaxed);
     }

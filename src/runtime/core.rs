@@ -75,10 +75,13 @@ pub(super) async fn run(
             crate::state::drain::cut_streams_at(now);
             deadline = deadline.min(now + CUT_SETTLES_IN);
         }
+        // The tick has stopped: the log lines of requests that finish meanwhile go out here.
+        core.flush_log();
         monoio::time::sleep(Duration::from_millis(20)).await;
     }
     // What is still open now is dropped with the runtime: counted, and said by the caller.
     life.count_cut(core.open_conns.get());
+    core.flush_log();
     core.pool.borrow_mut().clear();
 }
 
@@ -124,6 +127,7 @@ fn new_core(
             cfg.server.workers,
         )),
         pins: RefCell::default(),
+        log_batch: RefCell::default(),
         shared,
     }
 }
@@ -160,6 +164,7 @@ async fn tick(core: Rc<Core>) {
         }
         n += 1;
         core.sync();
+        core.flush_log();
         if n.is_multiple_of(20) {
             let now = crate::clock::now_ms();
             core.pool.borrow_mut().sweep(now);

@@ -115,6 +115,22 @@ pub struct Core {
     pub decisions: RefCell<super::decisions::Decisions>,
     /// Session pins known to this core (replicated by events; the store keeps them durable).
     pub pins: RefCell<std::collections::HashMap<std::sync::Arc<str>, (usize, u64)>>,
+    /// This core's access-log lines not yet handed to the writer (`log::Batch`).
+    pub log_batch: RefCell<crate::log::Batch>,
+}
+
+impl Core {
+    /// Hand the buffered access-log lines to the writer (the core's tick, and its end).
+    pub fn flush_log(&self) {
+        if let Some(log) = &self.shared.log {
+            let dropped = self.log_batch.borrow_mut().flush(log);
+            if dropped > 0 {
+                self.metrics
+                    .log_lines_dropped
+                    .fetch_add(dropped, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 impl Core {
