@@ -157,7 +157,8 @@ fn breaker_opens_and_one_probe_closes_it(driver: &str) {
     let (_, b) = proxy.admin("GET", "/admin/breakers");
     assert_eq!(b["breakers"][0]["state"], "open", "{b}");
     // Half-open: of a burst of concurrent requests exactly one probes the upstream.
-    std::thread::sleep(Duration::from_millis(1_150));
+    // Past the open time at its longest: 1 s plus the default jitter (±20%), plus a margin.
+    std::thread::sleep(Duration::from_millis(1_400));
     let addr = proxy.addr;
     let burst: Vec<_> = (0..6)
         .map(|_| {
@@ -168,7 +169,7 @@ fn breaker_opens_and_one_probe_closes_it(driver: &str) {
                     "/v1/chat/completions",
                     // The probe is slow, so that the whole burst arrives while it runs
                     // even on a loaded machine.
-                    &[("x-sim-latency-ms", "2000")],
+                    &[("x-sim-latency-ms", "1000")],
                     chat("m", false).as_bytes(),
                     T,
                 )
