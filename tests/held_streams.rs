@@ -14,9 +14,9 @@ use std::time::Duration;
 both_drivers!(two_thousand_held_streams_arrive_whole_in_little_memory);
 
 const STREAMS: usize = 2000;
-/// Per held stream, in the proxy's resident memory. Debug builds measure 10–11 KiB, release
-/// builds about 10 (the task and its small state; see docs/design/performance.md). One read
-/// buffer held per stream would add 16 KiB, and so would one held across a burst of events.
+/// Per held stream, in the proxy's resident memory. Debug builds measure 9–11 KiB, release
+/// builds about 9 (the 5 KiB task and its small state; see docs/design/performance.md). One
+/// read buffer held per stream would add 16 KiB, and so would one held across a burst of events.
 const KIB_PER_STREAM: u64 = if cfg!(debug_assertions) { 18 } else { 15 };
 
 fn rss_kib(pid: u32) -> u64 {
