@@ -66,6 +66,33 @@ fn the_command_line_says_its_version_and_refuses_misuse_without_serving() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("RINGSIDE_WORKERS"), "{text}");
+    // `check` names every unknown key in one run, with what was probably meant; a file that is
+    // not TOML gets its line, column and the line itself; a data dir that cannot be is said.
+    let check = |name: &str, text: &str| {
+        std::fs::write(dir.0.join(name), text).expect("write");
+        let out = ringside(&["check", "--config", name], &dir.0);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let text = check("typos.toml", "[server]\nlisen = \"x\"\nworkrs = 2\n");
+    assert!(
+        text.contains("typos.toml:2: unknown key `lisen`, did you mean `listen`?"),
+        "{text}"
+    );
+    assert!(
+        text.contains("typos.toml:3: unknown key `workrs`, did you mean `workers`?"),
+        "{text}"
+    );
+    let text = check("broken.toml", "[server]\nlisten = \"127.0.0.1:1\n");
+    assert!(
+        text.contains("broken.toml:2:") && text.contains("| listen = \"127.0.0.1:1"),
+        "{text}"
+    );
+    let text = check("dir.toml", "[server]\ndata_dir = \"ringside.toml/data\"\n");
+    assert!(
+        text.contains("server.data_dir") && text.contains("not a directory"),
+        "{text}"
+    );
 }
 
 fn readyz(proxy: &Proxy) -> Option<u16> {

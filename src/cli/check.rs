@@ -13,6 +13,13 @@ pub fn run(path: &str) -> Result<(), String> {
     }
     match load_file(path, &real_env) {
         Ok(cfg) => {
+            let data_dir_note = match writable(&cfg.server.data_dir) {
+                Ok(note) => note,
+                Err(e) => {
+                    println!("server.data_dir: {} {e}", cfg.server.data_dir);
+                    return Err(format!("{path}: 1 problem(s)"));
+                }
+            };
             println!("{path}: ok");
             println!(
                 "  listen {} (admin {}), {} worker(s), driver {}",
@@ -27,6 +34,7 @@ pub fn run(path: &str) -> Result<(), String> {
                     crate::fd_limit::streams_allowed(hard)
                 );
             }
+            println!("  data_dir {}: {data_dir_note}", cfg.server.data_dir);
             let budgets = budgets_in_force(&cfg);
             for p in &cfg.providers {
                 println!(
@@ -125,5 +133,35 @@ fn print_connections(p: &crate::config::Provider, budgets: &crate::flow::setting
             show(Knob::ExecutionMaxWaitMs, f.execution_max_wait_ms),
             show(Knob::MaxQueueDepth, f.max_queue_depth),
         );
+    }
+}
+
+/// Whether the server could write its data dir (or create it): checked with access(2) on the
+/// dir or its nearest existing parent, so `check` creates nothing.
+fn writable(dir: &str) -> Result<&'static str, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut at = std::path::Path::new(dir);
+    let mut exists = true;
+    while !at.exists() {
+        exists = false;
+        at = match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+    }
+    if !at.is_dir() {
+        return Err(format!("is not a directory ({} is a file)", at.display()));
+    }
+    let c = std::ffi::CString::new(at.as_os_str().as_bytes())
+        .map_err(|_| "is not a usable path".to_string())?;
+    // SAFETY: access(2) reads a NUL-terminated path we own.
+    let ok = unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
+    match (ok, exists) {
+        (true, true) => Ok("writable"),
+        (true, false) => Ok("does not exist yet; serve creates it"),
+        (false, _) => Err(format!(
+            "is not writable by this user ({} refuses writes)",
+            at.display()
+        )),
     }
 }

@@ -1,6 +1,7 @@
 //! Configuration: the TOML schema, environment overrides, validation with a location for every
 //! problem, and the resolved, immutable [`Config`] the cores share.
 
+mod parse;
 mod problems;
 mod resilience;
 mod resolve;
@@ -247,19 +248,7 @@ pub fn load_file(path: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
 
 /// Parse and validate config text. `origin` names the file in messages.
 pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
-    let mut file: FileConfig = toml::from_str(text).map_err(|e| {
-        let at = match e.span() {
-            Some(span) => {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                format!("{origin}:{line}")
-            }
-            None => origin.to_string(),
-        };
-        vec![Problem {
-            at,
-            message: e.message().to_string(),
-        }]
-    })?;
+    let mut file: FileConfig = parse::file_config(text, origin)?;
     let env_problems = apply_env_overrides(&mut file, env);
     match resolve::resolve(file, env) {
         Ok(cfg) if env_problems.is_empty() => Ok(cfg),
