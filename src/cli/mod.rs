@@ -18,7 +18,6 @@ docs/reference/config.md).";
 #[command(
     name = "ringside",
     version = version::SHORT,
-    long_version = version::LONG,
     about = "A resilience proxy for LLM APIs: many provider keys and models behind one endpoint,\nthrough rate limits, quota walls, outages and slow streams.",
     after_help = "Run `ringside demo` to see it work on loopback, `ringside check` before a start."
 )]
@@ -61,8 +60,15 @@ struct ConfigArg {
 
 /// Run the CLI; returns the process exit code.
 pub fn main(args: Vec<String>) -> i32 {
+    use clap::{CommandFactory, FromArgMatches};
     let argv = std::iter::once("ringside".to_string()).chain(args);
-    let cli = match Cli::try_parse_from(argv) {
+    // `--version` says which drivers this host offers: found when asked, not at build time.
+    // (Leaked: clap keeps a `&'static str`, and this runs once per process.)
+    let command = Cli::command().long_version(version::long().leak() as &str);
+    let parsed = command
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version print and succeed; misuse prints why and exits 2.

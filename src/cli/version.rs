@@ -4,8 +4,8 @@
 /// `ringside 0.1.0`.
 pub const SHORT: &str = env!("CARGO_PKG_VERSION");
 
-/// `--version` in full (clap prints it after the name).
-pub const LONG: &str = concat!(
+/// What was fixed when the binary was built.
+const BUILT: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     "\ncommit: ",
     env!("RINGSIDE_COMMIT"),
@@ -13,5 +13,15 @@ pub const LONG: &str = concat!(
     env!("RINGSIDE_PROFILE"),
     "\npgo: ",
     env!("RINGSIDE_PGO"),
-    "\ndrivers: io_uring (where the kernel allows it), epoll",
 );
+
+/// `--version` in full (clap prints it after the name): the build, then the I/O drivers this
+/// host offers now (io_uring can be missing from the kernel or blocked by a seccomp profile).
+pub fn long() -> String {
+    let uring = if monoio::utils::detect_uring() {
+        "io_uring (available here), epoll"
+    } else {
+        "epoll (io_uring is not available here: an old kernel or a seccomp profile that blocks it)"
+    };
+    format!("{BUILT}\ndrivers: {uring}")
+}
