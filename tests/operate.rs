@@ -205,6 +205,23 @@ fn sighup_never_ends_the_process(driver: &str) {
         proxy.child.try_wait().expect("wait").is_none(),
         "SIGHUP ended it"
     );
+    // The running config is readable, without a secret in it.
+    let (status, cfg) = proxy.admin("GET", "/admin/config");
+    assert_eq!(status, 200);
+    assert_eq!(cfg["server"]["drain_delay_ms"], 300, "{cfg}");
+    assert_eq!(cfg["providers"][0]["connections"][0]["id"], "a", "{cfg}");
+    assert_eq!(
+        cfg["providers"][0]["connections"][0]["key_sha256_prefix"]
+            .as_str()
+            .map(str::len),
+        Some(12)
+    );
+    assert_eq!(cfg["server"]["admin_token"], "set");
+    let text = cfg.to_string();
+    assert!(
+        !text.contains("sk-sim-a") && !text.contains(ADMIN_TOKEN),
+        "{text}"
+    );
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 200);
     // A second SIGTERM ends the drain at once (the delay here is 300 ms, the grace 5 s).

@@ -63,6 +63,7 @@ pub(super) async fn answer(
             }),
         )),
         ("GET", "/admin/settings") => as_json(flow::settings(shared)),
+        ("GET", "/admin/config") => as_json(super::config_view::config(shared)),
         ("POST", "/admin/drain") => {
             // The main thread runs the drain, as for SIGTERM (`cli::serve`).
             shared.lifecycle.request_drain();

@@ -3,6 +3,7 @@
 //! runtime so that scrapes never compete with the data-plane cores.
 
 pub mod access;
+mod config_view;
 mod endpoints;
 pub mod flow;
 pub mod leases;

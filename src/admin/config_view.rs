@@ -1,0 +1,84 @@
+//! `GET /admin/config`: the configuration the server is running, as JSON. Secrets are never
+//! shown: the admin token is only said to be set, and each provider key appears as the first
+//! 12 hex digits of its SHA-256 (enough to tell that a key changed, nothing to use).
+
+use crate::config::Config;
+use crate::state::core::Shared;
+use serde_json::{Value, json};
+
+/// The running configuration.
+pub fn config(shared: &Shared) -> (u16, Value) {
+    let c = &shared.config;
+    (
+        200,
+        json!({
+            // Live reload is not built yet: the running config is the one read at start.
+            "generation": 1,
+            "server": server(c),
+            "limits": {
+                "max_head_bytes": c.limits.max_head_bytes,
+                "max_headers": c.limits.max_headers,
+                "max_body_bytes": c.limits.max_body_bytes,
+                "header_read_timeout_ms": c.limits.header_read_timeout_ms,
+                "body_read_timeout_ms": c.limits.body_read_timeout_ms,
+                "keepalive_idle_ms": c.limits.keepalive_idle_ms,
+                "max_requests_per_connection": c.limits.max_requests_per_connection,
+                "client_send_timeout_ms": c.limits.client_send_timeout_ms,
+            },
+            "upstream": {
+                "connect_timeout_ms": c.upstream.connect_timeout_ms,
+                "first_byte_timeout_ms": c.upstream.first_byte_timeout_ms,
+                "idle_read_timeout_ms": c.upstream.idle_read_timeout_ms,
+                "max_attempts": c.upstream.max_attempts,
+            },
+            "providers": c.providers.iter().map(provider).collect::<Vec<_>>(),
+            "routes": c.routes.iter().map(|r| json!({
+                "name": r.name,
+                "strategy": r.strategy.as_str(),
+                "deadline_ms": r.deadline_ms,
+                "targets": r.targets.iter().map(|t| json!({
+                    "provider": t.provider,
+                    "model": t.model,
+                    "connection": t.connection,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "clients": if c.clients.is_open() { "open (no client keys)" } else { "keys required" },
+        }),
+    )
+}
+
+fn server(c: &Config) -> Value {
+    let s = &c.server;
+    json!({
+        "listen": s.listen.to_string(),
+        "admin_listen": s.admin_listen.to_string(),
+        "workers": s.workers,
+        "driver": s.driver.as_str(),
+        "data_dir": s.data_dir,
+        "admin_token": if s.admin_token.is_some() { "set" } else { "not set" },
+        "max_connections": s.max_connections,
+        "shutdown_grace_ms": s.shutdown_grace.as_millis() as u64,
+        "drain_delay_ms": s.drain_delay.as_millis() as u64,
+        "access_log": s.access_log,
+        "pin_workers": s.pin_workers,
+    })
+}
+
+fn provider(p: &crate::config::Provider) -> Value {
+    let scheme = if p.endpoint.tls { "https" } else { "http" };
+    json!({
+        "id": p.id,
+        "dialect": p.dialect.as_str(),
+        "base_url": format!("{scheme}://{}:{}{}", p.endpoint.host, p.endpoint.port, p.endpoint.base_path),
+        "connections": p.connections.iter().map(|k| json!({
+            "id": k.id,
+            "key_sha256_prefix": &crate::secret::hex(&crate::secret::digest(k.secret.expose().as_bytes()))[..12],
+            "models": k.models,
+            "priority": k.priority,
+            "weight": k.weight,
+            "max_concurrent": k.flow.max_concurrent,
+            "min_time_ms": k.flow.min_time_ms,
+            "on_saturation": k.flow.on_saturation.as_str(),
+        })).collect::<Vec<_>>(),
+    })
+}
