@@ -350,8 +350,37 @@ fn flow_benches(c: &mut Criterion) {
     });
 }
 
+/// One access-log line, as each core writes it into its batch (every request pays this with
+/// the shipped `access_log = true`).
+fn log_benches(c: &mut Criterion) {
+    let mut r = ringside::audit::Record {
+        request_id: "rs-1234abcd-0-42".into(),
+        status: 200,
+        total_ms: 12,
+        bytes_in: 72,
+        bytes_out: 291,
+        ts_ms: 1_796_162_739_922,
+        ..Default::default()
+    };
+    r.attempts.push(ringside::audit::AttemptRecord {
+        provider: "sim",
+        connection: "a",
+        status: Some(200),
+        ..Default::default()
+    });
+    let mut out = Vec::with_capacity(1 << 16);
+    c.bench_function("access_log_line_one_attempt", |b| {
+        b.iter(|| {
+            out.clear();
+            black_box(&r).write_log_line(&mut out);
+            out.len()
+        })
+    });
+}
+
 criterion_group!(
     hot,
+    log_benches,
     http_benches,
     facts_benches,
     route_benches,
