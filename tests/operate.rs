@@ -147,6 +147,7 @@ fn drain_proxy(driver: &str, events: u32, server: &str) -> (ringside::simulate::
 
 both_drivers!(
     a_drain_is_seen_by_load_balancers_before_the_port_closes,
+    ctrl_c_skips_the_drain_delay,
     streams_still_running_when_the_grace_ends_are_counted_in_the_exit_status,
     sighup_never_ends_the_process,
     a_start_right_after_sigkill_always_works,
@@ -176,6 +177,16 @@ fn a_drain_is_seen_by_load_balancers_before_the_port_closes(driver: &str) {
     assert!(text.contains("data: [DONE]"), "{text}");
     let status = wait_exit(&mut proxy, Duration::from_secs(15));
     assert!(status.success(), "{status:?}");
+}
+
+fn ctrl_c_skips_the_drain_delay(driver: &str) {
+    let (_sim, mut proxy) = drain_proxy(driver, 2, "drain_delay_ms = 30000\n");
+    let t0 = Instant::now();
+    signal(&proxy, libc::SIGINT);
+    let status = wait_exit(&mut proxy, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+    // Far inside the 30 s delay a SIGTERM would have waited.
+    assert!(t0.elapsed() < Duration::from_secs(10));
 }
 
 fn streams_still_running_when_the_grace_ends_are_counted_in_the_exit_status(driver: &str) {

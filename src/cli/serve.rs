@@ -1,10 +1,11 @@
 //! `ringside serve`: start the server, then run its life from the main thread: signals, the
 //! drain, and the exit status.
 //!
-//! SIGTERM or SIGINT (or `POST /admin/drain`) drains: `/readyz` answers 503 at once while the
-//! data port keeps accepting for `drain_delay_ms` (load balancers see the instance leave), then
-//! the listeners close, idle keep-alive connections close at their next request boundary, and
-//! in-flight requests and streams get up to `shutdown_grace_ms`. What is still running then is
+//! SIGTERM (or `POST /admin/drain`) drains: `/readyz` answers 503 at once while the data port
+//! keeps accepting for `drain_delay_ms` (load balancers see the instance leave; SIGINT, Ctrl-C
+//! at a terminal, skips this delay), then the listeners close, idle keep-alive connections
+//! close at their next request boundary, and in-flight requests and streams get up to
+//! `shutdown_grace_ms`. What is still running then is
 //! cut: the process says how many and exits with status 3. A second SIGTERM or SIGINT ends the
 //! delay and the grace at once. SIGHUP checks the config file and reports; it never ends the
 //! process.
@@ -67,7 +68,8 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
     );
     crate::notify::notify(&format!("READY=1\nSTATUS=serving on {listen}"));
     let shared = server.shared.clone();
-    serve_until_drain(&shared, &signals, path);
+    let interactive = serve_until_drain(&shared, &signals, path);
+    let delay = if interactive { Duration::ZERO } else { delay };
     drain(&shared, &signals, delay, grace, path);
     server.shutdown();
     // A second signal during the grace ends it (the cores look at `hurry`).
@@ -100,14 +102,20 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
 }
 
 /// Serve until SIGTERM, SIGINT or `POST /admin/drain`; SIGHUP checks the config meanwhile.
-fn serve_until_drain(shared: &crate::state::core::Shared, signals: &Receiver<i32>, path: &str) {
+/// Returns whether it was SIGINT: Ctrl-C at a terminal, where no load balancer needs the
+/// drain delay (the grace still applies).
+fn serve_until_drain(
+    shared: &crate::state::core::Shared,
+    signals: &Receiver<i32>,
+    path: &str,
+) -> bool {
     loop {
         match signals.recv_timeout(Duration::from_millis(50)) {
             Ok(SIGHUP) => reload_check(path),
-            Ok(_) => return,
-            Err(RecvTimeoutError::Timeout) if shared.lifecycle.drain_requested() => return,
+            Ok(s) => return s == SIGINT,
+            Err(RecvTimeoutError::Timeout) if shared.lifecycle.drain_requested() => return false,
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Disconnected) => return false,
         }
     }
 }
