@@ -16,18 +16,9 @@ EVENTS=${EVENTS:-20}
 BASE=${BASE_PORT:-19100}
 SIM=$BASE; RS=$((BASE+1)); RSADMIN=$((BASE+2)); NGX=$((BASE+3))
 
-need() { command -v "$1" >/dev/null 2>&1 || NEED="$NEED $2"; }
-NEED=""; need wrk wrk; need nginx nginx-light; need python3 python3
-if [ -n "$NEED" ]; then
-  (apt-get install -y -q $NEED || (apt-get update -q && apt-get install -y -q $NEED)) >/dev/null
-fi
-cargo build --release -q --features load-tool
-BIN=target/release/ringside
-LOAD=target/release/ringside-load
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
+. benches/lib.sh
+install_missing wrk wrk nginx nginx-light python3 python3
+build_and_prepare
 
 $BIN simulate --listen 127.0.0.1:$SIM --events $EVENTS >/dev/null 2>&1 &
 SIM_PID=$!; PIDS+=($SIM_PID)
@@ -44,14 +35,7 @@ pin_workers = $RS_PIN
 access_log = false
 [upstream]
 pool_max_idle_per_upstream = 256
-[[providers]]
-id = "sim"
-dialect = "openai"
-base_url = "http://127.0.0.1:$SIM/v1"
-  [[providers.connections]]
-  id = "bench"
-  key_env = "BENCH_KEY"
-  models = ["bench-model"]
+$(bench_provider $SIM)
 TOML
 BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >/dev/null 2>&1 &
 RS_PID=$!; PIDS+=($RS_PID)
@@ -110,21 +94,12 @@ python3 benches/agent_body.py "$WORK/agent.json"
 AGENT_BYTES=$(wc -c < "$WORK/agent.json")
 printf 'wrk.method="POST"\nlocal f=io.open("%s")\nwrk.body=f:read("*a")\nf:close()\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$WORK/agent.json" > "$WORK/agent.lua"
 
-# A process and its children (nginx's workers when it runs more than one).
-tree() { echo "$1"; pgrep -P "$1" || true; }
-cpu_ticks() {
-  [ -n "$1" ] || { echo 0; return; }
-  local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
-}
 # The kernel's share of the same (system time only).
 sys_ticks() {
   [ -n "$1" ] || { echo 0; return; }
   local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $15}' /proc/"$p"/stat))); done; echo $t
 }
-mem_mib() {  # field pid: summed over the tree
-  local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done
-  awk -v k=$k 'BEGIN{printf "%.1f", k/1024}'
-}
+mem_mib() { awk -v k="$(mem_kib "$1" "$2")" 'BEGIN{printf "%.1f", k/1024}'; }
 hz=$(getconf CLK_TCK)
 # The CPU of this shell's finished children (wrk, once it has been waited for).
 # ($$ is the main shell, whose children wrk's `timeout` is, even inside a $(...) subshell.)

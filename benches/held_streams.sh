@@ -15,18 +15,9 @@ INTERVAL=${INTERVAL:-100}
 BASE=${BASE_PORT:-19300}
 SIM=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2))
 
-need() { command -v "$1" >/dev/null 2>&1 || NEED="$NEED $2"; }
-NEED=""; need nginx nginx-light; need haproxy haproxy
-if [ -n "$NEED" ]; then
-  (apt-get install -y -q $NEED || (apt-get update -q && apt-get install -y -q $NEED)) >/dev/null
-fi
-cargo build --release -q --features load-tool
-BIN=target/release/ringside
-LOAD=target/release/ringside-load
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
+. benches/lib.sh
+install_missing nginx nginx-light haproxy haproxy
+build_and_prepare
 # Two descriptors per proxied stream, and the load tool holds C of its own.
 ulimit -n "$(ulimit -Hn)"
 
@@ -39,14 +30,7 @@ cat > "$WORK/ringside.toml" <<TOML
 listen = "127.0.0.1:$PROXY"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
-[[providers]]
-id = "sim"
-dialect = "openai"
-base_url = "http://127.0.0.1:$SIM/v1"
-  [[providers.connections]]
-  id = "bench"
-  key_env = "BENCH_KEY"
-  models = ["bench-model"]
+$(bench_provider $SIM)
 ${RS_EXTRA:-}
 TOML
 cat > "$WORK/nginx.conf" <<NGX
@@ -89,13 +73,6 @@ backend b
 HAP
 
 # A process and its children (nginx's workers).
-tree() { echo "$1"; pgrep -P "$1" || true; }
-cpu_ticks() {
-  local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
-}
-mem_kib() {  # field pid: summed over the tree
-  local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done; echo $k
-}
 hz=$(getconf CLK_TCK)
 wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 

@@ -7,11 +7,8 @@
 # Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need() { command -v "$1" >/dev/null 2>&1 || NEED="$NEED $2"; }
-NEED=""; need valgrind valgrind; need wrk wrk; need callgrind_control valgrind
-if [ -n "$NEED" ]; then
-  (apt-get install -y -q $NEED || (apt-get update -q && apt-get install -y -q $NEED)) >/dev/null
-fi
+. benches/lib.sh
+install_missing valgrind valgrind wrk wrk callgrind_control valgrind
 cargo build --release -q
 BIN=target/release/ringside
 BASE=${BASE_PORT:-19150}
@@ -31,14 +28,7 @@ workers = 1
 pin_workers = false
 driver = "uring"
 access_log = false
-[[providers]]
-id = "sim"
-dialect = "openai"
-base_url = "http://127.0.0.1:$SIM/v1"
-  [[providers.connections]]
-  id = "bench"
-  key_env = "BENCH_KEY"
-  models = ["bench-model"]
+$(bench_provider $SIM)
 TOML
 for kind in json sse; do
   stream=$([ $kind = sse ] && echo '"stream":true,' || true)

@@ -1,0 +1,47 @@
+# Shared by the load scripts (sourced, not run): packages, the build, a work dir cleaned up on
+# exit, the bench provider's config, and reading a process tree's CPU and memory from /proc.
+
+# install_missing CMD PACKAGE [CMD PACKAGE ...]: the Debian packages whose command is missing.
+install_missing() {
+  local need=""
+  while [ $# -ge 2 ]; do command -v "$1" >/dev/null 2>&1 || need="$need $2"; shift 2; done
+  if [ -n "$need" ]; then
+    (apt-get install -y -q $need || (apt-get update -q && apt-get install -y -q $need)) >/dev/null
+  fi
+}
+
+# The release build with the load tool; BIN, LOAD; WORK (removed on exit) and PIDS (killed).
+build_and_prepare() {
+  cargo build --release -q --features load-tool
+  BIN=target/release/ringside
+  LOAD=target/release/ringside-load
+  WORK=$(mktemp -d)
+  PIDS=()
+  trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+}
+
+# bench_provider SIM_PORT: the one provider every bench config uses (key from BENCH_KEY).
+bench_provider() {
+  cat <<TOML
+[[providers]]
+id = "sim"
+dialect = "openai"
+base_url = "http://127.0.0.1:$1/v1"
+  [[providers.connections]]
+  id = "bench"
+  key_env = "BENCH_KEY"
+  models = ["bench-model"]
+TOML
+}
+
+# A process and its children (nginx's workers when it runs more than one).
+tree() { echo "$1"; pgrep -P "$1" || true; }
+# User + system clock ticks of a process tree (0 for no pid).
+cpu_ticks() {
+  [ -n "$1" ] || { echo 0; return; }
+  local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
+}
+# mem_kib FIELD PID: a /proc/PID/status field (VmRSS, VmHWM) in KiB, summed over the tree.
+mem_kib() {
+  local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done; echo $k
+}
