@@ -134,13 +134,6 @@ impl Record {
         }
     }
 
-    /// The access-log line as a string (tests, tools).
-    pub fn log_line(&self) -> String {
-        let mut out = Vec::new();
-        self.write_log_line(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    }
-
     /// `x-ringside-attempts`: the count, then one `provider/connection status reason decision`
     /// per attempt (`;`-separated, ASCII, at most ~900 bytes).
     pub fn attempts_header(&self, current: Option<(&str, u16)>) -> String {

@@ -2,26 +2,12 @@
 //! address and token come from the same config file the server runs with.
 
 use crate::config::{load_file, real_env};
-use clap::Args;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-#[derive(Args)]
-pub(super) struct AdminArgs {
-    /// The running server's config file (for its admin address and token).
-    #[arg(
-        long,
-        short = 'c',
-        env = "RINGSIDE_CONFIG",
-        default_value = "./ringside.toml",
-        value_name = "FILE"
-    )]
-    config: String,
-}
-
 /// `POST /admin/drain`.
-pub(super) fn drain(a: &AdminArgs) -> Result<(), String> {
-    let (status, body) = call(&a.config, "POST", "/admin/drain")?;
+pub(super) fn drain(config: &str) -> Result<(), String> {
+    let (status, body) = call(config, "POST", "/admin/drain")?;
     if status == 202 {
         println!("draining: {}", body.trim());
         Ok(())

@@ -42,9 +42,14 @@ enum Command {
     #[command(
         after_help = "Environment: RINGSIDE_ADMIN_TOKEN holds the admin token when the server has one.\n\nExample:\n  ringside drain --config /etc/ringside/ringside.toml"
     )]
-    Drain(admin_call::AdminArgs),
+    Drain(ConfigArg),
 }
 
+/// The config file when neither `--config` nor `RINGSIDE_CONFIG` names one.
+const DEFAULT_CONFIG: &str = "./ringside.toml";
+
+/// The config file: the server's own, or for `drain`, the running server's (its admin address
+/// and token).
 #[derive(Args)]
 struct ConfigArg {
     /// The config file.
@@ -52,7 +57,7 @@ struct ConfigArg {
         long,
         short = 'c',
         env = "RINGSIDE_CONFIG",
-        default_value = "./ringside.toml",
+        default_value = DEFAULT_CONFIG,
         value_name = "FILE"
     )]
     config: String,
@@ -78,7 +83,7 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let command = cli.command.unwrap_or_else(|| {
         Command::Serve(ConfigArg {
-            config: std::env::var("RINGSIDE_CONFIG").unwrap_or_else(|_| "./ringside.toml".into()),
+            config: std::env::var("RINGSIDE_CONFIG").unwrap_or_else(|_| DEFAULT_CONFIG.into()),
         })
     });
     let result = match command {
@@ -86,7 +91,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Command::Check(a) => check::run(&a.config).map(Exit::from),
         Command::Demo => crate::demo::run().map(Exit::from),
         Command::Simulate(a) => simulate::run(a).map(Exit::from),
-        Command::Drain(a) => admin_call::drain(&a).map(Exit::from),
+        Command::Drain(a) => admin_call::drain(&a.config).map(Exit::from),
     };
     match result {
         Ok(code) => code.into(),

@@ -101,16 +101,20 @@ fn base_urls() {
     assert!(resolve::parse_base_url("http://x:99999").is_err());
 }
 
-#[test]
-fn env_overrides_win() {
-    let env2 = |n: &str| {
+/// The test environment with `RINGSIDE_WORKERS` set to `workers`.
+fn with_workers(workers: &'static str) -> impl Fn(&str) -> Option<String> {
+    move |n: &str| {
         if n == "RINGSIDE_WORKERS" {
-            Some("3".into())
+            Some(workers.into())
         } else {
             env(n)
         }
-    };
-    let c = load_str(GOOD, "t.toml", &env2).unwrap();
+    }
+}
+
+#[test]
+fn env_overrides_win() {
+    let c = load_str(GOOD, "t.toml", &with_workers("3")).unwrap();
     assert_eq!(c.server.workers, 3);
 }
 
@@ -237,14 +241,7 @@ base_url = "https://admin:hunter2secret@relay.example/v1"
 
 #[test]
 fn a_bad_environment_override_is_a_problem_named_after_its_variable() {
-    let env2 = |n: &str| {
-        if n == "RINGSIDE_WORKERS" {
-            Some("abc".into())
-        } else {
-            env(n)
-        }
-    };
-    let Err(problems) = load_str(GOOD, "t.toml", &env2) else {
+    let Err(problems) = load_str(GOOD, "t.toml", &with_workers("abc")) else {
         panic!("a bad RINGSIDE_WORKERS was accepted");
     };
     assert!(

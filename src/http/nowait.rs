@@ -86,30 +86,25 @@ mod tests {
         let mut buf = BytesMut::with_capacity(64);
         assert_eq!(recv(server.as_raw_fd(), &mut buf).expect("recv"), None);
         client.write_all(b"data: {}\n\n").expect("write");
-        let mut got = None;
-        for _ in 0..1000 {
-            got = recv(server.as_raw_fd(), &mut buf).expect("recv");
-            if got.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert_eq!(got, Some(10));
+        assert_eq!(recv_soon(&server, &mut buf), Some(10));
         assert_eq!(&buf[..], b"data: {}\n\n");
         assert_eq!(send(server.as_raw_fd(), b"ok").expect("send"), 2);
         let mut ok = [0u8; 2];
         std::io::Read::read_exact(&mut client, &mut ok).expect("read");
         assert_eq!(&ok, b"ok");
         drop(client);
-        let mut eof = None;
+        assert_eq!(recv_soon(&server, &mut buf), Some(0));
+    }
+
+    /// `recv` until loopback has delivered something (bounded: a second).
+    fn recv_soon(server: &std::net::TcpStream, buf: &mut BytesMut) -> Option<usize> {
         for _ in 0..1000 {
-            eof = recv(server.as_raw_fd(), &mut buf).expect("recv");
-            if eof.is_some() {
-                break;
+            if let Some(n) = recv(server.as_raw_fd(), buf).expect("recv") {
+                return Some(n);
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert_eq!(eof, Some(0));
+        None
     }
 
     #[test]

@@ -47,6 +47,14 @@ fn main() {
     }
 }
 
+/// The keep-alive JSON POST both modes send.
+fn post_request(addr: &str, path: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 /// Requests at a fixed rate over keep-alive connections (one thread each).
 fn fixed_rate(a: &[String]) {
     if a.len() < 6 {
@@ -57,10 +65,7 @@ fn fixed_rate(a: &[String]) {
     let rate: f64 = a[3].parse().unwrap_or(1000.0);
     let secs: f64 = a[4].parse().unwrap_or(10.0);
     let conns: usize = a[5].parse().unwrap_or(16);
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = post_request(&addr, &path, &body);
     let start = Instant::now() + Duration::from_millis(100);
     let per_conn = rate / conns as f64;
     let handles: Vec<_> = (0..conns)

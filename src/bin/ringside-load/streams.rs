@@ -99,18 +99,18 @@ pub fn run(a: &[String]) {
     let (addr, path, body) = (a[0].clone(), a[1].clone(), a[2].clone());
     let conc: usize = a[3].parse().unwrap_or(100);
     let secs: f64 = a[4].parse().unwrap_or(10.0);
-    let req = Rc::new(
-        format!(
-            "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .into_bytes(),
-    );
-    let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new()
+    let req = Rc::new(super::post_request(&addr, &path, &body).into_bytes());
+    let built = monoio::RuntimeBuilder::<monoio::FusionDriver>::new()
         .enable_timer()
         .with_entries(4096)
-        .build()
-        .expect("runtime");
+        .build();
+    let mut rt = match built {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ringside-load: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
     let tally = Rc::new(RefCell::new(Tally::default()));
     let started = Instant::now();
     rt.block_on(async {
