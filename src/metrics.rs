@@ -75,6 +75,14 @@ impl CoreMetrics {
         }
     }
 
+    /// A slot given to a new connection by a reload starts its counters at zero.
+    pub fn reset_connection(&self, connection: usize) {
+        let n = AttemptOutcome::ALL.len();
+        for c in self.attempts.iter().skip(connection * n).take(n) {
+            c.store(0, Relaxed);
+        }
+    }
+
     pub fn attempt(&self, connection: usize, outcome: AttemptOutcome) {
         if connection < self.connections
             && let Some(c) = self
@@ -104,6 +112,9 @@ fn requests(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>], route_label
     out.push_str("# HELP ringside_requests_total Client requests by route and final status.\n");
     out.push_str("# TYPE ringside_requests_total counter\n");
     for (ri, route) in route_labels.iter().enumerate() {
+        if route.is_empty() {
+            continue; // no route of the running config has this index
+        }
         for si in 0..=STATUSES.len() {
             let n: u64 = cores
                 .iter()
@@ -135,6 +146,9 @@ fn attempts(
     );
     out.push_str("# TYPE ringside_upstream_attempts_total counter\n");
     for (ci, (provider, conn)) in conn_labels.iter().enumerate() {
+        if provider.is_empty() {
+            continue; // a slot the running config has no connection in
+        }
         for (oi, outcome) in AttemptOutcome::ALL.iter().map(|o| o.as_str()).enumerate() {
             let n: u64 = cores
                 .iter()

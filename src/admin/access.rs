@@ -104,7 +104,7 @@ pub fn is_read(method: &str) -> bool {
 
 /// Decide whether a request may reach its endpoint.
 pub fn check(shared: &Shared, head: &Head, caller: Caller, body_len: usize) -> Result<(), Refusal> {
-    let server = &shared.config.server;
+    let server = &shared.current().config.server;
     let hosts = head
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case("host"))

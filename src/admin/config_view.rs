@@ -8,12 +8,14 @@ use serde_json::{Value, json};
 
 /// The running configuration.
 pub fn config(shared: &Shared) -> (u16, Value) {
-    let c = &shared.config;
+    let generation = shared.current();
+    let c = &generation.config;
     (
         200,
         json!({
-            // Live reload is not built yet: the running config is the one read at start.
-            "generation": 1,
+            // Each applied reload makes the next generation; the last reload says how it went.
+            "generation": generation.number,
+            "last_reload": shared.reloads.last(),
             "server": server(c),
             "limits": {
                 "max_head_bytes": c.limits.max_head_bytes,

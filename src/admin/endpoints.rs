@@ -36,6 +36,10 @@ pub(super) async fn answer(
     if let Some(found) = leases::handle(shared, head.method(), head.path()).await {
         return as_json(found);
     }
+    if (head.method(), head.path()) == ("POST", "/admin/reload") {
+        let shared = admin.borrow().shared.clone();
+        return as_json(reload(shared).await);
+    }
     let draining = shared.shutdown.load(Ordering::Relaxed) || shared.lifecycle.is_draining();
     match (head.method(), head.path()) {
         ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
@@ -48,7 +52,7 @@ pub(super) async fn answer(
         ("GET", "/admin/pins") => as_json(pins(shared)),
         ("GET", "/admin/clients") => as_json((
             200,
-            crate::clients::managed::list(shared.store, &shared.config.clients),
+            crate::clients::managed::list(shared.store, &shared.current().config.clients),
         )),
         ("POST", "/admin/clients") => as_json(create_client(shared, body)),
         ("DELETE", p) if p.starts_with("/admin/clients/") => {
@@ -70,8 +74,8 @@ pub(super) async fn answer(
             as_json((
                 202,
                 json!({"draining": true,
-                       "drain_delay_ms": shared.config.server.drain_delay.as_millis() as u64,
-                       "shutdown_grace_ms": shared.config.server.shutdown_grace.as_millis() as u64}),
+                       "drain_delay_ms": shared.current().config.server.drain_delay.as_millis() as u64,
+                       "shutdown_grace_ms": shared.current().config.server.shutdown_grace.as_millis() as u64}),
             ))
         }
         ("PATCH", "/admin/settings") => as_json(flow::patch_settings(shared, body)),
@@ -89,8 +93,13 @@ pub(super) async fn answer(
 /// The Prometheus exposition: the cores' counters, the admin thread's view of the
 /// resilience state, flow control, and the admin port's own counters.
 fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
-    let mut text =
-        crate::metrics::render(&shared.metrics, &shared.route_labels, &shared.conn_labels);
+    let generation = shared.current();
+    let mut text = crate::metrics::render(
+        &shared.metrics,
+        &generation.route_labels,
+        &generation.conn_labels,
+    );
+    reload_metrics(&mut text, shared, generation.number);
     text.push_str(&admin.borrow_mut().metrics());
     text.push_str(&flow::metrics(shared));
     text.push_str(&format!(
@@ -100,7 +109,7 @@ fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
     text.push_str(&format!(
         "# HELP ringside_connections_refused_total Client connections closed at accept: server.max_connections or max_unauthenticated_per_address reached.\n# TYPE ringside_connections_refused_total counter\nringside_connections_refused_total {}\n# HELP ringside_client_connections_limit server.max_connections.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {}\n",
         crate::state::conn_caps::REFUSED.load(Ordering::Relaxed),
-        shared.config.server.max_connections
+        shared.current().config.server.max_connections
     ));
     text
 }
@@ -130,8 +139,9 @@ fn pins(shared: &Shared) -> (u16, Value) {
 
 /// `POST /admin/clients`: mint a managed client key (shown once).
 fn create_client(shared: &Shared, body: &[u8]) -> (u16, Value) {
-    let clients = &shared.config.clients;
-    match crate::clients::managed::create(shared.store, clients, body, &shared.conn_labels) {
+    let generation = shared.current();
+    let clients = &generation.config.clients;
+    match crate::clients::managed::create(shared.store, clients, body, &generation.conn_labels) {
         Ok(v) => {
             shared.managed_keys.store(true, Ordering::Relaxed);
             (201, v)
@@ -161,4 +171,45 @@ fn revoke_client(shared: &Shared, id: &str) -> (u16, Value) {
     let any = crate::clients::managed::any(shared.store);
     shared.managed_keys.store(any, Ordering::Relaxed);
     (200, json!({"revoked": id}))
+}
+
+/// The applied generation and how reloads went.
+fn reload_metrics(out: &mut String, shared: &Shared, generation: u64) {
+    use std::fmt::Write;
+    let r = &shared.reloads;
+    let _ = write!(
+        out,
+        "# HELP ringside_config_generation The configuration generation serving new requests (1 at start, +1 per applied reload).\n# TYPE ringside_config_generation gauge\nringside_config_generation {generation}\n\
+         # HELP ringside_config_reloads_total Reloads by result (rejected: the file had problems, nothing changed).\n# TYPE ringside_config_reloads_total counter\n\
+         ringside_config_reloads_total{{result=\"applied\"}} {}\nringside_config_reloads_total{{result=\"rejected\"}} {}\n",
+        r.applied.load(Ordering::Relaxed),
+        r.rejected.load(Ordering::Relaxed),
+    );
+}
+
+/// `POST /admin/reload`: the reload runs on a thread of its own (it waits for every core to
+/// install the new generation) while this port keeps answering. 200 with what changed, or 422
+/// with every problem; the running config is unchanged then.
+async fn reload(shared: std::sync::Arc<Shared>) -> (u16, Value) {
+    let (tx, rx) = futures_channel::oneshot::channel();
+    let started = std::thread::Builder::new()
+        .name("ringside-reload".into())
+        .spawn(move || {
+            let out = crate::state::reload::reload(&shared, crate::state::reload::Cause::Admin);
+            crate::state::reload::log_outcome(&out);
+            let _ = tx.send(out);
+        });
+    if let Err(e) = started {
+        return (500, json!({"error": {"message": format!("cannot start the reload: {e}"), "type": "server_error", "code": "reload_failed"}}));
+    }
+    match rx.await {
+        Ok(out) => {
+            let status = match out.status {
+                crate::state::reload::Status::Applied => 200,
+                crate::state::reload::Status::Rejected => 422,
+            };
+            (status, json!(out))
+        }
+        Err(_) => (500, json!({"error": {"message": "the reload stopped without an outcome", "type": "server_error", "code": "reload_failed"}})),
+    }
 }

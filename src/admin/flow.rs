@@ -17,10 +17,12 @@ fn effective(shared: &Shared, conn: usize) -> Value {
 
 /// `GET /admin/queues`: per connection, what runs, what waits, how it went.
 pub fn queues(shared: &Shared) -> (u16, Value) {
-    let list: Vec<Value> = shared
+    let generation = shared.current();
+    let list: Vec<Value> = generation
         .conn_labels
         .iter()
         .enumerate()
+        .filter(|(_, (p, _))| !p.is_empty())
         .map(|(i, (p, c))| {
             let g = &shared.flow.gates[i];
             let st = &g.stats;
@@ -32,7 +34,7 @@ pub fn queues(shared: &Shared) -> (u16, Value) {
                 "max_concurrent": g.max_concurrent.load(Relaxed),
                 "spacing_ms": g.spacing_ms(),
                 "learned_spacing_ms": g.learned_spacing_ms.load(Relaxed),
-                "on_saturation": shared.flow.conns[i].on_saturation,
+                "on_saturation": shared.flow.conns[i].on_saturation(),
                 "started": st.started.load(Relaxed),
                 "waited": st.waited.load(Relaxed),
                 "wait_ms_total": st.wait_ms_total.load(Relaxed),
@@ -52,7 +54,8 @@ pub fn queues(shared: &Shared) -> (u16, Value) {
 
 /// The accounts with gates of their own: what runs across their keys, and their limits.
 fn accounts(shared: &Shared) -> Vec<Value> {
-    shared
+    let generation = shared.current();
+    generation
         .config
         .accounts
         .iter()
@@ -64,7 +67,7 @@ fn accounts(shared: &Shared) -> Vec<Value> {
                 .accounts
                 .members(i)
                 .iter()
-                .filter_map(|&c| shared.conn_names.get(c).map(|n| n.2))
+                .filter_map(|&c| generation.conn_names.get(c).map(|n| n.2))
                 .collect();
             Some(json!({
                 "account": a.id,
@@ -136,11 +139,16 @@ pub fn patch_settings(shared: &Shared, body: &[u8]) -> (u16, Value) {
 pub fn metrics(shared: &Shared) -> String {
     let mut out = String::new();
     out.push_str("# HELP ringside_queue_running Requests holding a slot, per connection.\n# TYPE ringside_queue_running gauge\n");
+    let generation = shared.current();
+    // The slots this generation has a connection in.
+    let live: Vec<usize> = (0..generation.conn_labels.len())
+        .filter(|&i| !generation.conn_labels[i].0.is_empty())
+        .collect();
     let label = |i: usize| {
-        let (p, c) = &shared.conn_labels[i];
+        let (p, c) = &generation.conn_labels[i];
         format!("provider=\"{p}\",connection=\"{c}\"")
     };
-    for i in 0..shared.flow.gates.len() {
+    for &i in &live {
         let _ = writeln!(
             out,
             "ringside_queue_running{{{}}} {}",
@@ -149,7 +157,7 @@ pub fn metrics(shared: &Shared) -> String {
         );
     }
     out.push_str("# HELP ringside_queue_waiting Requests waiting for a slot, per connection.\n# TYPE ringside_queue_waiting gauge\n");
-    for i in 0..shared.flow.gates.len() {
+    for &i in &live {
         let _ = writeln!(
             out,
             "ringside_queue_waiting{{{}}} {}",
@@ -158,7 +166,7 @@ pub fn metrics(shared: &Shared) -> String {
         );
     }
     out.push_str("# HELP ringside_queue_rejections_total Requests refused by flow control, by reason.\n# TYPE ringside_queue_rejections_total counter\n");
-    for i in 0..shared.flow.gates.len() {
+    for &i in &live {
         let st = &shared.flow.gates[i].stats;
         for (reason, n) in [
             ("queue_full", &st.rejected_full),
@@ -176,7 +184,7 @@ pub fn metrics(shared: &Shared) -> String {
         }
     }
     out.push_str("# HELP ringside_queue_wait_ms Time queued before a slot, per connection.\n# TYPE ringside_queue_wait_ms histogram\n");
-    for i in 0..shared.flow.gates.len() {
+    for &i in &live {
         let st = &shared.flow.gates[i].stats;
         let mut cum = 0;
         for (b, le) in crate::flow::gate::WAIT_BUCKETS_MS.iter().enumerate() {
@@ -207,7 +215,9 @@ pub fn metrics(shared: &Shared) -> String {
 
 /// Gauges per limited account: what runs across its keys, and its cap.
 fn account_metrics(shared: &Shared, out: &mut String) {
-    let limited: Vec<(usize, &str)> = (shared.config.accounts.iter().enumerate())
+    let generation = shared.current();
+    let accounts = &generation.config.accounts;
+    let limited: Vec<(usize, &str)> = (accounts.iter().enumerate())
         .filter(|(i, _)| shared.flow.accounts.gate(*i).is_some())
         .map(|(i, a)| (i, a.id.as_str()))
         .collect();
@@ -229,7 +239,7 @@ fn account_metrics(shared: &Shared, out: &mut String) {
             out,
             "ringside_account_max_concurrent{{account=\"{}\"}} {}",
             crate::metrics::escape(id),
-            shared.config.accounts[i].max_concurrent
+            accounts[i].max_concurrent
         );
     }
 }

@@ -27,7 +27,7 @@ pub fn start(
     shared: Arc<Shared>,
     inbox: crossbeam_channel::Receiver<crate::resilience::Event>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
-    let addr = shared.config.server.admin_listen;
+    let addr = shared.current().config.server.admin_listen;
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let h = std::thread::Builder::new()
         .name("ringside-admin".into())
@@ -102,17 +102,18 @@ fn identify(shared: &Shared, head: &crate::http::Head) -> access::Caller {
     let Some(key) = crate::clients::presented(head).filter(|k| !k.is_empty()) else {
         return access::Caller::Anonymous;
     };
-    if let Some(token) = &shared.config.server.admin_token
+    let generation = shared.current();
+    if let Some(token) = &generation.config.server.admin_token
         && access::token_matches(key, token.expose().as_bytes())
     {
         return access::Caller::Admin;
     }
     let any_managed = shared.managed_keys.load(Ordering::Relaxed);
     let managed = |d: &[u8; 32]| {
-        crate::clients::managed::lookup(shared.store, d, &shared.conn_labels)
+        crate::clients::managed::lookup(shared.store, d, &generation.conn_labels)
             .filter(|_| any_managed)
     };
-    match shared.config.clients.check(Some(key), true, managed) {
+    match generation.config.clients.check(Some(key), true, managed) {
         crate::clients::Auth::Known(c) if c.has(crate::clients::Scope::Admin) => {
             access::Caller::Admin
         }
@@ -183,7 +184,7 @@ async fn decision_query(
         limit + 1
     };
     let rx = admin.borrow().query_decisions(id.as_deref(), ask);
-    let cores = shared.config.server.workers.max(1);
+    let cores = shared.current().config.server.workers.max(1);
     let mut all = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_millis(500);
     let mut answered = 0;

@@ -7,6 +7,7 @@ use crate::resilience::bus::drain;
 use crate::resilience::cooldown::Terminal;
 use crate::resilience::{Event, Tables};
 use crate::state::core::Shared;
+use crate::state::generation::Gen;
 use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use std::sync::atomic::Ordering;
 
 pub struct AdminState {
     pub shared: Arc<Shared>,
+    /// The generation this replica's tables are sized for (caught up in `sync`).
+    generation: Arc<Gen>,
     tables: Tables,
     inbox: Receiver<Event>,
     /// This replica's bus member id.
@@ -38,13 +41,15 @@ fn query<'a>(q: Option<&'a str>, key: &str) -> Option<&'a str> {
 
 impl AdminState {
     pub fn new(shared: Arc<Shared>, inbox: Receiver<Event>) -> Self {
-        let cfg = &shared.config;
-        let mut tables = Tables::new(cfg.providers.len(), cfg.connection_count());
-        for (i, st) in shared.stored_terminals() {
+        let generation = shared.current();
+        let cfg = &generation.config;
+        let mut tables = Tables::new(cfg.provider_slot_count(), cfg.slot_count());
+        for (i, st) in shared.stored_terminals(&generation) {
             tables.conns[i] = st;
         }
         AdminState {
             tables,
+            generation,
             me: shared.bus.members() - 1,
             shared,
             inbox,
@@ -53,7 +58,15 @@ impl AdminState {
 
     /// Catch up with the cores (called on every admin request and on the admin tick).
     pub fn sync(&mut self) {
-        let s = &self.shared.config.resilience;
+        if self.shared.newest.load(Ordering::Acquire) != self.generation.number {
+            let g = self.shared.current();
+            let c = &g.config;
+            let (slots, providers) = (c.slot_count(), c.provider_slot_count());
+            self.tables
+                .fit(providers, slots, &g.fresh_providers, &g.fresh_conns);
+            self.generation = g;
+        }
+        let s = &self.generation.config.resilience;
         let t = &mut self.tables;
         drain(&self.inbox, |ev| t.apply(ev, s));
     }
@@ -75,19 +88,17 @@ impl AdminState {
     }
 
     fn conn_index(&self, provider: &str, conn: &str) -> Option<usize> {
-        self.shared
-            .conn_labels
-            .iter()
-            .position(|(p, c)| p == provider && c == conn)
+        self.generation.conn_by_label(&format!("{provider}/{conn}"))
     }
 
     fn connections(&self) -> Answer {
         let now = crate::clock::now_ms();
         let list: Vec<Value> = self
-            .shared
+            .generation
             .conn_labels
             .iter()
             .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
             .map(|(i, (p, c))| {
                 let st = &self.tables.conns[i];
                 let state = match st.terminal {
@@ -122,7 +133,9 @@ impl AdminState {
         };
         let state = self.tables.conns[i].reset();
         // The reset is durable: the terminal state is gone from the store too.
-        self.shared.store.delete(self.shared.terminal_key(i));
+        self.shared
+            .store
+            .delete(Shared::terminal_key(&self.generation, i));
         self.shared
             .bus
             .broadcast(self.me, &Event::Conn { conn: i, state });
@@ -148,7 +161,7 @@ impl AdminState {
             .active(now)
             .map(|l| {
                 let (p, c) = self
-                    .shared
+                    .generation
                     .conn_labels
                     .get(l.conn)
                     .cloned()
@@ -184,14 +197,14 @@ impl AdminState {
 
     fn breakers(&mut self) -> Answer {
         let now = crate::clock::now_ms();
-        let s = &self.shared.config.resilience;
+        let s = &self.generation.config.resilience;
         let list: Vec<Value> = self
-            .shared
+            .generation
             .config
             .providers
             .iter()
-            .enumerate()
-            .map(|(i, p)| {
+            .map(|p| {
+                let i = p.slot;
                 let pol = &s.providers[i];
                 let b = &mut self.tables.breakers[i];
                 b.refresh(now, &pol.breaker);
@@ -209,11 +222,12 @@ impl AdminState {
 
     fn reset_breaker(&mut self, provider: &str) -> Answer {
         let Some(i) = self
-            .shared
+            .generation
             .config
             .providers
             .iter()
-            .position(|p| p.id == provider)
+            .find(|p| p.id == provider)
+            .map(|p| p.slot)
         else {
             return not_found("such provider");
         };
@@ -230,10 +244,14 @@ impl AdminState {
         use std::fmt::Write;
         self.sync();
         let now = crate::clock::now_ms();
-        let s = &self.shared.config.resilience;
+        let generation = self.generation.clone();
+        let s = &generation.config.resilience;
         let mut out = String::new();
         out.push_str("# HELP ringside_connection_state Connection state (1 for the current one).\n# TYPE ringside_connection_state gauge\n");
-        for (i, (p, c)) in self.shared.conn_labels.iter().enumerate() {
+        for (i, (p, c)) in generation.conn_labels.iter().enumerate() {
+            if p.is_empty() {
+                continue;
+            }
             let st = &self.tables.conns[i];
             let state = match st.terminal {
                 Some(Terminal::Banned) => "banned",
@@ -248,7 +266,8 @@ impl AdminState {
             );
         }
         out.push_str("# HELP ringside_breaker_state Provider breaker: 0 closed, 1 degraded, 2 open, 3 half-open.\n# TYPE ringside_breaker_state gauge\n");
-        for (i, p) in self.shared.config.providers.iter().enumerate() {
+        for p in &generation.config.providers {
+            let i = p.slot;
             let b = &mut self.tables.breakers[i];
             b.refresh(now, &s.providers[i].breaker);
             let v = match b.state {

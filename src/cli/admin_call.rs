@@ -1,4 +1,5 @@
-//! Subcommands that ask a running server through its admin port: `ringside drain`. The admin
+//! Subcommands that ask a running server through its admin port: `ringside drain` and
+//! `ringside reload`. The admin
 //! address and token come from the same config file the server runs with.
 
 use crate::config::{load_file, real_env};
@@ -19,6 +20,25 @@ pub(super) fn drain(config: &str) -> Result<(), String> {
     }
 }
 
+/// `POST /admin/reload`: print the outcome; problems make it fail.
+pub(super) fn reload(config: &str) -> Result<(), String> {
+    let (status, body) = call(config, "POST", "/admin/reload")?;
+    match status {
+        200 => {
+            println!("{}", body.trim());
+            Ok(())
+        }
+        422 => Err(format!(
+            "the reload was rejected; the running config is unchanged:\n{}",
+            body.trim()
+        )),
+        _ => Err(format!(
+            "the server refused the reload ({status}): {}",
+            body.trim()
+        )),
+    }
+}
+
 /// One admin request on a fresh connection: (status, body).
 fn call(config: &str, method: &str, path: &str) -> Result<(u16, String), String> {
     let cfg = load_file(config, &real_env).map_err(|ps| {
@@ -29,7 +49,8 @@ fn call(config: &str, method: &str, path: &str) -> Result<(u16, String), String>
     if addr.ip().is_unspecified() {
         addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
-    let timeout = Duration::from_secs(5);
+    // A reload waits for every core to install the new config (a few ticks).
+    let timeout = Duration::from_secs(15);
     let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
         .map_err(|e| format!("admin port {addr} does not answer: {e}"))?;
     let _ = s.set_read_timeout(Some(timeout));

@@ -1,4 +1,4 @@
-//! The command line (clap): `serve`, `check`, `demo`, `simulate`, `drain`. Misuse (an unknown
+//! The command line (clap): `serve`, `check`, `demo`, `simulate`, `drain`, `reload`. Misuse (an unknown
 //! flag or subcommand) is refused with exit 2 and nothing started; `ringside` alone serves.
 
 mod admin_call;
@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the proxy (the default when no subcommand is given).
-    #[command(after_help = format!("{CONFIG_HELP}\n\nSignals: SIGTERM or SIGINT drain and stop (a second one stops at once);\nSIGHUP checks the config file and reports, never stops.\n\nExamples:\n  ringside serve --config /etc/ringside/ringside.toml\n  RINGSIDE_CONFIG=./ringside.toml ringside"))]
+    #[command(after_help = format!("{CONFIG_HELP}\n\nSignals: SIGTERM or SIGINT drain and stop (a second one stops at once);\nSIGHUP reloads the config file (an invalid one changes nothing), never stops.\n\nExamples:\n  ringside serve --config /etc/ringside/ringside.toml\n  RINGSIDE_CONFIG=./ringside.toml ringside"))]
     Serve(ConfigArg),
     /// Validate a config and print what the server would run with, or every problem in it.
     #[command(after_help = format!("{CONFIG_HELP}\n\nExit status: 0 when the config is valid, 1 when it is not.\n\nExample:\n  ringside check --config ringside.toml"))]
@@ -43,6 +43,11 @@ enum Command {
         after_help = "Environment: RINGSIDE_ADMIN_TOKEN holds the admin token when the server has one.\n\nExample:\n  ringside drain --config /etc/ringside/ringside.toml"
     )]
     Drain(ConfigArg),
+    /// Ask a running server to reload its config file (as SIGHUP does) and print what changed.
+    #[command(
+        after_help = "Requests in flight finish on the config they started with; cooldowns, breakers, queues and leases stay with every connection whose provider, id and key are unchanged. An invalid file changes nothing: its problems are printed and the exit status is 1.\n\nEnvironment: RINGSIDE_ADMIN_TOKEN holds the admin token when the server has one.\n\nExample:\n  ringside reload --config /etc/ringside/ringside.toml"
+    )]
+    Reload(ConfigArg),
 }
 
 /// The config file when neither `--config` nor `RINGSIDE_CONFIG` names one.
@@ -92,6 +97,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Command::Demo => crate::demo::run().map(Exit::from),
         Command::Simulate(a) => simulate::run(a).map(Exit::from),
         Command::Drain(a) => admin_call::drain(&a.config).map(Exit::from),
+        Command::Reload(a) => admin_call::reload(&a.config).map(Exit::from),
     };
     match result {
         Ok(code) => code.into(),

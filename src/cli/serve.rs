@@ -7,8 +7,8 @@
 //! close at their next request boundary, and in-flight requests and streams get up to
 //! `shutdown_grace_ms`. What is still running then is
 //! cut: the process says how many and exits with status 3. A second SIGTERM or SIGINT ends the
-//! delay and the grace at once. SIGHUP checks the config file and reports; it never ends the
-//! process.
+//! delay and the grace at once. SIGHUP reloads the config file (`state::reload`); it never
+//! ends the process.
 
 use super::Exit;
 use crate::config::{load_file, real_env};
@@ -68,7 +68,8 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
     );
     crate::notify::notify(&format!("READY=1\nSTATUS=serving on {listen}"));
     let shared = server.shared.clone();
-    let interactive = serve_until_drain(&shared, &signals, path);
+    shared.reloads.set_path(path);
+    let interactive = serve_until_drain(&shared, &signals);
     let delay = if interactive { Duration::ZERO } else { delay };
     drain(&shared, &signals, delay, grace, path);
     server.shutdown();
@@ -101,17 +102,13 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
     Ok(Exit::Ok)
 }
 
-/// Serve until SIGTERM, SIGINT or `POST /admin/drain`; SIGHUP checks the config meanwhile.
+/// Serve until SIGTERM, SIGINT or `POST /admin/drain`; SIGHUP reloads the config meanwhile.
 /// Returns whether it was SIGINT: Ctrl-C at a terminal, where no load balancer needs the
 /// drain delay (the grace still applies).
-fn serve_until_drain(
-    shared: &crate::state::core::Shared,
-    signals: &Receiver<i32>,
-    path: &str,
-) -> bool {
+fn serve_until_drain(shared: &crate::state::core::Shared, signals: &Receiver<i32>) -> bool {
     loop {
         match signals.recv_timeout(Duration::from_millis(50)) {
-            Ok(SIGHUP) => reload_check(path),
+            Ok(SIGHUP) => reload(shared),
             Ok(s) => return s == SIGINT,
             Err(RecvTimeoutError::Timeout) if shared.lifecycle.drain_requested() => return false,
             Err(RecvTimeoutError::Timeout) => {}
@@ -161,7 +158,7 @@ fn wait_or_signal(
             return false;
         }
         match signals.recv_timeout((until - now).min(Duration::from_millis(50))) {
-            Ok(SIGHUP) if !path.is_empty() => reload_check(path),
+            Ok(SIGHUP) if !path.is_empty() => check_only(path),
             Ok(SIGHUP) => {}
             Ok(_) => return true,
             Err(RecvTimeoutError::Timeout) => {}
@@ -189,24 +186,20 @@ fn signals() -> Result<Receiver<i32>, String> {
     Ok(rx)
 }
 
-/// SIGHUP: read and check the config file and say what was found. Applying a changed config
-/// to a live server is not built yet: the running config stays as it is until a restart.
-fn reload_check(path: &str) {
-    match load_file(path, &real_env) {
-        Ok(_) => crate::log::event(
-            "warn",
-            "SIGHUP: the config file is valid; changes take effect at the next restart (live reload is not built yet)",
-            serde_json::json!({"config": path}),
-        ),
-        Err(problems) => {
-            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            crate::log::event(
-                "error",
-                "SIGHUP: the config file has problems; the running config is unchanged",
-                serde_json::json!({"config": path, "problems": list}),
-            );
-        }
-    }
+/// SIGHUP: reload the config file (`state::reload`), on this thread: the signals wait
+/// meanwhile, and a reload takes at most a few core ticks.
+fn reload(shared: &crate::state::core::Shared) {
+    let out = crate::state::reload::reload(shared, crate::state::reload::Cause::Signal);
+    crate::state::reload::log_outcome(&out);
+}
+
+/// SIGHUP while draining: nothing new will be served, so nothing is applied.
+fn check_only(path: &str) {
+    crate::log::event(
+        "warn",
+        "SIGHUP while draining: the config is not reloaded",
+        serde_json::json!({"config": path}),
+    );
 }
 
 /// What the operator should know about the admin port's access at start.

@@ -3,6 +3,8 @@
 
 mod parse;
 mod problems;
+mod renumber;
+pub use renumber::NO_SLOT;
 mod resilience;
 mod resolve;
 pub mod schema;
@@ -138,6 +140,9 @@ pub struct Provider {
     pub connections: Vec<Connection>,
     pub region: Option<String>,
     pub tags: Vec<String>,
+    /// The provider's place in the per-provider state (breakers, probes): fixed for the life of
+    /// the process, so that a reload keeps it (`renumber`).
+    pub slot: usize,
     /// Credential and billing headers of clients this provider may receive (lower case).
     pub forward_headers: Vec<String>,
 }
@@ -183,7 +188,8 @@ pub struct Config {
     pub upstream: schema::UpstreamSection,
     pub providers: Vec<Provider>,
     pub routes: Vec<RouteSpec>,
-    /// (provider index, index within the provider) by flat connection index.
+    /// (provider index, index within the provider) by connection slot; `NO_SLOT` where a slot
+    /// holds no connection of this config (removed by a reload).
     pub locator: Vec<(usize, usize)>,
     /// Resolved resilience settings (profiles, rules, budgets).
     pub resilience: crate::resilience::Settings,
@@ -208,6 +214,15 @@ impl Config {
     pub fn connection_count(&self) -> usize {
         self.providers.iter().map(|p| p.connections.len()).sum()
     }
+    /// How many connection slots the flat indices span (at least `connection_count`; more
+    /// after a reload removed connections).
+    pub fn slot_count(&self) -> usize {
+        self.locator.len()
+    }
+    /// How many provider slots the provider indices span.
+    pub fn provider_slot_count(&self) -> usize {
+        self.resilience.providers.len()
+    }
     /// (provider, connection) for a flat connection index.
     pub fn connection(&self, index: usize) -> Option<(&Provider, &Connection)> {
         let &(pi, ci) = self.locator.get(index)?;
@@ -222,9 +237,9 @@ impl Config {
             .unwrap_or_default()
     }
 
-    /// The provider index of a flat connection index.
+    /// The provider slot of a flat connection index.
     pub fn provider_of(&self, index: usize) -> Option<usize> {
-        self.locator.get(index).map(|l| l.0)
+        self.connection(index).map(|(p, _)| p.slot)
     }
 }
 

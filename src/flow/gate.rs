@@ -111,6 +111,13 @@ impl Gate {
         g
     }
 
+    /// A new reservoir size and refresh period (a reload changed them): full again.
+    pub fn reset_reservoir(&self, amount: i64, refresh_ms: u64) {
+        self.reservoir_amount.store(amount, Relaxed);
+        self.reservoir_refresh_ms.store(refresh_ms, Relaxed);
+        self.reservoir.store(amount, Relaxed);
+    }
+
     pub fn running(&self) -> u32 {
         self.running.load(Acquire)
     }

@@ -6,6 +6,7 @@
 
 pub mod account;
 pub mod gate;
+pub mod live;
 pub mod queue;
 pub mod settings;
 pub mod tenant;
@@ -74,8 +75,9 @@ pub struct ConnFlow {
 /// Shared by every core: the gates, the budgets, the doorbells.
 #[derive(Debug)]
 pub struct FlowShared {
+    /// By connection slot, for every slot the process may hand out (`state::slots`).
     pub gates: Vec<Gate>,
-    pub conns: Vec<ConnFlow>,
+    pub conns: Vec<live::LiveConnFlow>,
     pub budgets: Budgets,
     pub tenants: tenant::Tenants,
     pub accounts: account::Accounts,
@@ -96,18 +98,8 @@ impl FlowShared {
     ) -> Self {
         FlowShared {
             tenants: tenant::Tenants::new(limits),
-            gates: conns
-                .iter()
-                .map(|c| {
-                    Gate::new(
-                        c.max_concurrent,
-                        c.min_time_ms,
-                        c.reservoir,
-                        c.reservoir_refresh_ms,
-                    )
-                })
-                .collect(),
-            conns,
+            gates: conns.iter().map(gate_for).collect(),
+            conns: conns.iter().map(live::LiveConnFlow::new).collect(),
             budgets,
             doorbells,
             accounts: account::Accounts::default(),
@@ -116,14 +108,14 @@ impl FlowShared {
 
     /// The accounts with limits of their own, and their gates.
     pub fn with_accounts(mut self, limits: &[account::AccountLimits]) -> Self {
-        let of: Vec<Option<usize>> = self.conns.iter().map(|c| c.account).collect();
+        let of: Vec<Option<usize>> = self.conns.iter().map(|c| c.account()).collect();
         self.accounts = account::Accounts::new(limits, &of);
         self
     }
 
     /// Start on the key's gate and its account's (both or neither).
     pub fn try_start(&self, conn: usize, now: u64) -> Result<(), gate::Blocked> {
-        let account = self.conns.get(conn).and_then(|c| c.account);
+        let account = self.conns.get(conn).and_then(|c| c.account());
         self.accounts.try_start(&self.gates[conn], account, now)
     }
 
@@ -133,18 +125,38 @@ impl FlowShared {
             && self
                 .conns
                 .get(conn)
-                .and_then(|c| c.account)
+                .and_then(|c| c.account())
                 .and_then(|a| self.accounts.gate(a))
                 .is_none_or(Gate::unlimited)
     }
 
     pub fn effective(&self, conn: usize, k: Knob) -> Value {
-        let own = self.conns.get(conn).and_then(|c| match k {
-            Knob::MaxWaitMs => c.max_wait_ms,
-            Knob::ExecutionMaxWaitMs => c.execution_max_wait_ms,
-            Knob::MaxQueueDepth => c.max_queue_depth,
-        });
+        let own = self.conns.get(conn).and_then(|c| c.own(k));
         self.budgets.effective(k, own)
+    }
+
+    /// A reload's settings for the connection in slot `conn`: the knobs always; the gate's
+    /// limits only where the config changed them from `was` (a limit an operator set through
+    /// the admin API stays until the config says otherwise). A fresh slot (`was` = None)
+    /// starts with a clean gate.
+    pub fn apply(&self, conn: usize, now: &ConnFlow, was: Option<&ConnFlow>) {
+        let (Some(live), Some(gate)) = (self.conns.get(conn), self.gates.get(conn)) else {
+            return;
+        };
+        live.set(now);
+        let changed = |f: fn(&ConnFlow) -> u64| was.is_none_or(|w| f(w) != f(now));
+        if changed(|c| u64::from(c.max_concurrent)) {
+            gate.max_concurrent.store(now.max_concurrent, Relaxed);
+        }
+        if changed(|c| c.min_time_ms) {
+            gate.min_time_ms.store(now.min_time_ms, Relaxed);
+        }
+        if changed(|c| c.reservoir as u64) || changed(|c| c.reservoir_refresh_ms) {
+            gate.reset_reservoir(now.reservoir, now.reservoir_refresh_ms);
+        }
+        if was.is_none() {
+            gate.learned_spacing_ms.store(0, Relaxed);
+        }
     }
 
     /// Wake every core holding tickets for `conn`.
@@ -165,6 +177,16 @@ impl FlowShared {
     }
 }
 
+/// A connection's gate as the config sets it up.
+fn gate_for(c: &ConnFlow) -> Gate {
+    Gate::new(
+        c.max_concurrent,
+        c.min_time_ms,
+        c.reservoir,
+        c.reservoir_refresh_ms,
+    )
+}
+
 /// A held slot. Dropping it frees the slot and wakes waiters on every core; it is dropped
 /// only after the request's upstream connection has been closed or pooled.
 #[derive(Debug)]
@@ -182,7 +204,7 @@ impl Drop for Permit {
         }
         let flow = self.flow;
         flow.gates[self.conn].release();
-        let account = flow.conns.get(self.conn).and_then(|c| c.account);
+        let account = flow.conns.get(self.conn).and_then(|c| c.account());
         match account.and_then(|a| flow.accounts.gate(a).map(|g| (a, g))) {
             Some((a, g)) => {
                 g.release();
@@ -256,6 +278,14 @@ impl FlowCore {
             id,
             queues: RefCell::new((0..connections).map(|_| LocalQueue::default()).collect()),
             notify: LocalNotify::default(),
+        }
+    }
+
+    /// Room for `connections` slots after a reload (waiters already queued stay).
+    pub fn fit(&self, connections: usize) {
+        let mut q = self.queues.borrow_mut();
+        if q.len() < connections {
+            q.resize_with(connections, LocalQueue::default);
         }
     }
 
@@ -338,7 +368,7 @@ where
             counted: true,
         });
     }
-    match flow.conns[ask.conn].on_saturation {
+    match flow.conns[ask.conn].on_saturation() {
         Saturation::Queue => {}
         Saturation::Reject => {
             gate.stats.rejected_saturated.fetch_add(1, Relaxed);

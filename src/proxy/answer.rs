@@ -57,7 +57,7 @@ pub fn redact_secret(text: &[u8], secret: &[u8]) -> Bytes {
 
 fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
     // An unknown connection has an empty secret: nothing is replaced.
-    redact_secret(text, ctx.core.config().secret_of(conn))
+    redact_secret(text, ctx.config().secret_of(conn))
 }
 
 fn secs(ms: u64) -> u64 {
@@ -80,7 +80,7 @@ async fn pass_through(
     let attempts = ctx.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
     let r = Relay {
-        secret: ctx.core.config().secret_of(last.conn),
+        secret: ctx.config().secret_of(last.conn),
         dialect: ctx.dialect,
         request_id: &ctx.request_id,
         route: &route,
@@ -89,7 +89,7 @@ async fn pass_through(
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
         idle_timeout: Duration::from_secs(1),
-        send_timeout: Duration::from_millis(ctx.core.config().limits.client_send_timeout_ms),
+        send_timeout: Duration::from_millis(ctx.config().limits.client_send_timeout_ms),
         hard_deadline: None,
         stream: Default::default(),
         client_fd: Some(ctx.client_fd),
@@ -327,7 +327,7 @@ fn refused_error(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
             "every connection is at its concurrency limit",
         ),
     };
-    let pct = ctx.core.config().resilience.jitter_pct;
+    let pct = ctx.config().resilience.jitter_pct;
     let ms =
         crate::resilience::jitter::spread(1_000, pct, crate::clock::now_ms() ^ ctx.core.id as u64);
     e.retry_after(1)

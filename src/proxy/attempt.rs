@@ -41,7 +41,7 @@ pub(super) async fn attempt(
     budget: &Budget,
 ) -> AttemptEnd {
     let core = ctx.core;
-    let cfg = core.config();
+    let cfg = ctx.config();
     let Some((provider, conn)) = cfg.connection(cand.connection) else {
         return failed(
             classify::transport(false),
@@ -276,7 +276,7 @@ fn judge_hold(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, held: Read<Hold>) -> Op
         Read::Ok(Hold::Stalled) => {
             // Nothing useful in time: retried elsewhere; says nothing certain about the key
             // (a slow-thinking model), so nothing is cooled.
-            let ms = ctx.core.config().stream.readiness_timeout_ms;
+            let ms = ctx.config().stream.readiness_timeout_ms;
             Some(failed(
                 classify::transport(true),
                 AttemptOutcome::StreamReadinessTimeout,
@@ -330,7 +330,7 @@ fn error_answer(
         body: &body,
         request: &ctx.body,
     };
-    let s = &core.config().resilience;
+    let s = &ctx.config().resilience;
     let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
     if complete && head.keep_alive && !core.drain.is_draining() {
         let _ = up.buf.split();

@@ -6,21 +6,27 @@ use crate::clients::{Auth, Scope};
 use crate::dialect::{ApiError, Endpoint};
 use crate::http::Head;
 use crate::state::core::Core;
+use crate::state::generation::Gen;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// The key check for `head`, and the refusal it earns on `endpoint`, if any. Open when no key
 /// is configured or managed.
-pub(super) fn identify(core: &Core, head: &Head, endpoint: Endpoint) -> (Auth, Option<ApiError>) {
+pub(super) fn identify(
+    core: &Core,
+    generation: &Gen,
+    head: &Head,
+    endpoint: Endpoint,
+) -> (Auth, Option<ApiError>) {
     let shared = &*core.shared;
     let any_managed = shared.managed_keys.load(Relaxed);
     let managed = |d: &[u8; 32]| {
         if any_managed {
-            crate::clients::managed::lookup(shared.store, d, &shared.conn_labels)
+            crate::clients::managed::lookup(shared.store, d, &generation.conn_labels)
         } else {
             None
         }
     };
-    let auth = shared
+    let auth = generation
         .config
         .clients
         .check(crate::clients::presented(head), any_managed, managed);

@@ -35,7 +35,7 @@ pub(super) async fn drain_small_body(
     match ctx.head.framing {
         Framing::Empty => true,
         Framing::Length(n) if n <= DRAIN_REFUSED_MAX && !ctx.head.expects_continue() => {
-            let timeout = Duration::from_millis(ctx.core.config().limits.body_read_timeout_ms);
+            let timeout = Duration::from_millis(ctx.config().limits.body_read_timeout_ms);
             read_body(rd, buf, ctx.head.framing, n as usize, timeout)
                 .await
                 .is_ok()
@@ -50,7 +50,7 @@ pub(super) async fn read_client_body(
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
 ) -> Result<Bytes, ApiError> {
-    let limits = &ctx.core.config().limits;
+    let limits = &ctx.config().limits;
     // `100 Continue` is HTTP/1.1 (an HTTP/1.0 client cannot read an interim answer).
     if ctx.head.framing != crate::http::Framing::Empty
         && ctx.head.version_minor >= 1

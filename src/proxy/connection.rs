@@ -47,7 +47,22 @@ async fn serve(
     peer: std::net::IpAddr,
 ) {
     let shared = &*core.shared;
-    let keyed = !shared.config.clients.is_open() || shared.managed_keys.load(Relaxed);
+    // Read in a block of its own: the generation is not kept in this task's state.
+    let (keyed, head_limits, idle, head_timeout, max_requests) = {
+        let g = core.generation();
+        let keyed = !g.config.clients.is_open() || shared.managed_keys.load(Relaxed);
+        let limits = &g.config.limits;
+        (
+            keyed,
+            crate::http::HeadLimits {
+                max_head_bytes: limits.max_head_bytes,
+                max_headers: limits.max_headers,
+            },
+            Duration::from_millis(limits.keepalive_idle_ms),
+            Duration::from_millis(limits.header_read_timeout_ms),
+            limits.max_requests_per_connection,
+        )
+    };
     // Over the caps the connection is closed at once: nothing is read or kept for it.
     let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
         return;
@@ -58,13 +73,6 @@ async fn serve(
     // No buffer until the first bytes arrive (`next_bytes`): a burst of new connections, or
     // ones that connect and wait, pin none.
     let mut buf = BytesMut::new();
-    let limits = &core.config().limits;
-    let head_limits = crate::http::HeadLimits {
-        max_head_bytes: limits.max_head_bytes,
-        max_headers: limits.max_headers,
-    };
-    let idle = Duration::from_millis(limits.keepalive_idle_ms);
-    let head_timeout = Duration::from_millis(limits.header_read_timeout_ms);
     let mut served: u64 = 0;
     loop {
         if core.drain.is_draining() && buf.is_empty() {
@@ -88,7 +96,7 @@ async fn serve(
             }
         };
         served += 1;
-        let max = limits.max_requests_per_connection;
+        let max = max_requests;
         let last = max > 0 && served >= max;
         let conn = super::exchange::Conn {
             ticket: &ticket,
@@ -122,7 +130,7 @@ async fn answer_bad_head(core: &Core, e: &ReadError, wr: &mut TcpOwnedWriteHalf)
     let id = core.next_request_id();
     let err = ApiError::new(status, code, msg).should_retry(false);
     let _ = respond_error(wr, Dialect::OpenAi, &err, &id, false).await;
-    core.metrics.request(core.shared.routes.other_index, status);
+    core.metrics.request(core.generation().routes.other_index, status);
     core.metrics.finalized.fetch_add(1, Relaxed);
 }
 

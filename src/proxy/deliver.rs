@@ -71,8 +71,8 @@ pub(super) async fn commit(
     let Upstream { up, head, .. } = ready;
     let head = &*head;
     let core = ctx.core;
-    let cfg = core.config();
-    let Some(&names) = core.shared.conn_names.get(cand.connection) else {
+    let cfg = ctx.config();
+    let Some(&names) = ctx.generation.conn_names.get(cand.connection) else {
         let failed = Failed::new(
             classify::transport(false),
             AttemptOutcome::ProtocolError,
@@ -165,7 +165,7 @@ fn judge_delivery(
     let Some(text) = &res.upstream_error else {
         return (Delivered::Clean, None);
     };
-    let Some((provider, conn)) = ctx.core.config().connection(cand.connection) else {
+    let Some((provider, conn)) = ctx.config().connection(cand.connection) else {
         return (Delivered::Unjudged, None);
     };
     let b = judge::in_band(ctx, provider, conn, head, text);

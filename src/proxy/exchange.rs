@@ -6,6 +6,7 @@ use crate::audit::{AttemptOutcome, Record};
 use crate::dialect::{Dialect, Endpoint};
 use crate::http::Head;
 use crate::state::core::Core;
+use crate::state::generation::CoreGen;
 use crate::upstream::UpConn;
 use bytes::Bytes;
 use std::time::Instant;
@@ -43,6 +44,9 @@ pub(crate) enum Delivered {
 
 pub(crate) struct Ctx<'a> {
     pub core: &'a Core,
+    /// The configuration generation this request started on: it keeps it to its end, whatever
+    /// a reload does meanwhile (`state::reload`).
+    pub generation: &'a CoreGen,
     pub head: &'a Head,
     pub endpoint: Endpoint,
     pub dialect: Dialect,
@@ -74,7 +78,12 @@ pub(crate) struct Ctx<'a> {
     pub reveal: bool,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// The request's configuration (its generation's).
+    pub fn config(&self) -> &'a crate::config::Config {
+        &self.generation.config
+    }
+
     /// `x-ringside-attempts` as this client may see it: the whole trail, or only the count.
     pub fn attempts_header(&self, current: Option<(&str, u16)>) -> String {
         if self.reveal {

@@ -37,7 +37,7 @@ pub(super) async fn intake<'c>(
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
 ) -> Intake<'c> {
-    let other = ctx.core.shared.routes.other_index;
+    let other = ctx.generation.routes.other_index;
     let auth = match on_the_head(ctx, endpoint) {
         OnTheHead::Go(auth) => auth,
         // (The rare paths get their own future: the common one does not carry it.)
@@ -130,7 +130,7 @@ fn on_the_head(ctx: &Ctx<'_>, endpoint: Endpoint) -> OnTheHead {
     if let Some(err) = super::caller::cross_origin_form(ctx.head) {
         return OnTheHead::Answer(HeadAnswer::Refused(err));
     }
-    match super::caller::identify(ctx.core, ctx.head, endpoint) {
+    match super::caller::identify(ctx.core, ctx.generation, ctx.head, endpoint) {
         (auth, None) => OnTheHead::Go(auth),
         (auth, Some(err)) => OnTheHead::Answer(HeadAnswer::Unauthenticated(auth, err)),
     }
@@ -145,7 +145,7 @@ async fn answer_on_the_head<'c>(
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
 ) -> Intake<'c> {
-    let other = ctx.core.shared.routes.other_index;
+    let other = ctx.generation.routes.other_index;
     match refused {
         HeadAnswer::Preflight => {
             let ok = drain_body(ctx, rd, wr, buf).await;
@@ -223,20 +223,20 @@ fn check_request(ctx: &mut Ctx<'_>, endpoint: Endpoint, body: Bytes) -> Result<S
 /// metrics go to.
 fn route_for<'c>(ctx: &mut Ctx<'c>, model: &str) -> Result<Cow<'c, Entry>, (ApiError, usize)> {
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
-    let core = ctx.core;
-    let shared = &*core.shared;
-    let Some(entry) = shared.routes.lookup(&shared.config, model) else {
+    let generation: &'c crate::state::generation::CoreGen = ctx.generation;
+    let routes = &generation.routes;
+    let Some(entry) = routes.lookup(&generation.config, model) else {
         let err = ApiError::new(
             404,
             "model_not_found",
             format!("no route or model named `{model}`"),
         )
         .should_retry(false);
-        return Err((err, shared.routes.other_index));
+        return Err((err, routes.other_index));
     };
     ctx.record.route = Some(entry.name.clone());
-    if !shared.routes.serves(&entry, ctx.dialect) {
-        let why = if shared.routes.other_dialect_only(&entry, ctx.dialect) {
+    if !routes.serves(&entry, ctx.dialect) {
+        let why = if routes.other_dialect_only(&entry, ctx.dialect) {
             format!(
                 "`{model}` is served only by providers of another dialect than {}",
                 ctx.dialect.as_str()

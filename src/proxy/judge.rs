@@ -333,7 +333,7 @@ pub(super) fn in_band(
         body: text.as_bytes(),
         request: &ctx.body,
     };
-    let s = &ctx.core.config().resilience;
+    let s = &ctx.config().resilience;
     let (verdict, restated) = judge(s, &x, crate::clock::unix_ms());
     InBand {
         verdict,

@@ -10,7 +10,7 @@ use monoio::net::tcp::TcpOwnedWriteHalf;
 
 /// `GET /v1/models`: every name a client may put in `model`.
 pub(super) async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
-    let routes = &ctx.core.shared.routes;
+    let routes = &ctx.generation.routes;
     let list = routes.model_list();
     let anthropic = ctx.head.get("anthropic-version").is_some();
     if let Some(id) = crate::dialect::model_in_path(ctx.head.path()) {

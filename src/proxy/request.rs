@@ -28,11 +28,12 @@ pub async fn handle(
     conn: Conn<'_>,
 ) -> bool {
     let started = crate::clock::instant();
-    let in_flight = Some(InFlightGauge::enter(&core.metrics.in_flight));
     let endpoint = Endpoint::from_path(head.path());
     let request_id = client_request_id(head).unwrap_or_else(|| core.next_request_id());
+    let generation = core.generation();
     let mut ctx = Ctx {
         core,
+        generation: &generation,
         head,
         endpoint: endpoint.unwrap_or(Endpoint::Models),
         dialect: dialect_for_path(head.path()),
@@ -52,10 +53,12 @@ pub async fn handle(
         reveal: true,
     };
     // The guard borrows the context (704 bytes: moving it into the guard would copy it).
+    // The in-flight gauge counts the request from here to its finalisation (no await between
+    // the request's start and here).
+    core.metrics.in_flight.fetch_add(1, Relaxed);
     let mut req = Finalize {
         ctx: &mut ctx,
-        route: core.shared.routes.other_index,
-        in_flight,
+        route: generation.routes.other_index,
     };
     let ctx = &mut *req.ctx;
     let (keep, route_index) = match endpoint {
@@ -67,7 +70,7 @@ pub async fn handle(
                 format!("no endpoint {} {}", head.method(), head.path()),
             );
             let keep = finish_error(ctx, wr, &err, body_ok).await;
-            (keep, core.shared.routes.other_index)
+            (keep, generation.routes.other_index)
         }
         Some(ep) => 'admitted: {
             // Taken apart in a statement of its own, so that the intake's answer is not kept in
@@ -117,7 +120,6 @@ struct Finalize<'a, 'c> {
     ctx: &'a mut Ctx<'c>,
     /// The route the request's metrics go to.
     route: usize,
-    in_flight: Option<InFlightGauge<'c>>,
 }
 
 impl Drop for Finalize<'_, '_> {
@@ -127,7 +129,7 @@ impl Drop for Finalize<'_, '_> {
         ctx.record.total_ms = crate::clock::since(ctx.started).as_millis() as u64;
         core.metrics.request(self.route, ctx.record.status);
         core.metrics.attempts_made(ctx.record.attempts.len());
-        drop(self.in_flight.take());
+        core.metrics.in_flight.fetch_sub(1, Relaxed);
         ctx.record.ts_ms = crate::clock::unix_ms();
         if let Some(log) = &core.shared.log {
             let record = &ctx.record;
@@ -144,19 +146,3 @@ impl Drop for Finalize<'_, '_> {
     }
 }
 
-/// The in-flight gauge's share of one request: given back when the request is finalized (or
-/// dropped before its context was made; see `contain`).
-struct InFlightGauge<'a>(&'a std::sync::atomic::AtomicI64);
-
-impl<'a> InFlightGauge<'a> {
-    fn enter(gauge: &'a std::sync::atomic::AtomicI64) -> Self {
-        gauge.fetch_add(1, Relaxed);
-        InFlightGauge(gauge)
-    }
-}
-
-impl Drop for InFlightGauge<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-}

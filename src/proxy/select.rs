@@ -32,15 +32,16 @@ pub(super) fn select(
     excluded: &mut Vec<(Candidate, Exclusion)>,
 ) -> Option<(Candidate, Admit)> {
     let core = ctx.core;
-    let s = &core.shared.config.resilience;
+    let s = &ctx.config().resilience;
 
     // Filter first, then let the strategy choose among the usable candidates.
     let shared = &core.shared;
     let loads = core.loads.borrow();
     let load = |c: usize| loads.load(c, &shared.in_flight, t);
     let mut tables = core.tables.borrow_mut();
-    let mut selector = core.selector.borrow_mut();
-    let ordered = shared
+    let mut selector = ctx.generation.selector.borrow_mut();
+    let ordered = ctx
+        .generation
         .routes
         .candidates_where(entry, ctx.dialect, &mut selector, &load, |c| {
             let why = if seen.tried.contains(&c) {
@@ -98,7 +99,7 @@ pub(super) fn select(
 /// Where an attempt on `c` would go: its provider, connection, model and the tenant.
 pub(super) fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
     Site {
-        provider: ctx.core.config().provider_of(c.connection).unwrap_or(0),
+        provider: ctx.config().provider_of(c.connection).unwrap_or(0),
         conn: c.connection,
         model: &entry.targets[c.target].model,
         tenant: ctx.tenant,

@@ -209,6 +209,16 @@ impl Lockouts {
         self.count -= before - list.len();
     }
 
+    /// Room for `connections` slots; the `fresh` ones start without locks.
+    pub fn fit(&mut self, connections: usize, fresh: &[usize]) {
+        if self.by_conn.len() < connections {
+            self.by_conn.resize(connections, Vec::new());
+        }
+        for &i in fresh {
+            self.clear(i, None);
+        }
+    }
+
     /// Operator re-enable: drop matching locks (`model` None: all of the connection's).
     pub fn clear(&mut self, conn: usize, model: Option<&str>) -> usize {
         let Some(list) = self.by_conn.get_mut(conn) else {

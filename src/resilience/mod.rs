@@ -115,6 +115,31 @@ impl Tables {
         }
     }
 
+    /// Room for `providers` and `connections` slots after a reload; the `fresh` slots (new
+    /// identities, or slots given out again) start clean. Everything else keeps its state.
+    pub fn fit(
+        &mut self,
+        providers: usize,
+        connections: usize,
+        fresh_providers: &[usize],
+        fresh_conns: &[usize],
+    ) {
+        fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize, fresh: &[usize]) {
+            if v.len() < n {
+                v.resize(n, T::default());
+            }
+            for &i in fresh {
+                if let Some(x) = v.get_mut(i) {
+                    *x = T::default();
+                }
+            }
+        }
+        grow(&mut self.conns, connections, fresh_conns);
+        grow(&mut self.breakers, providers, fresh_providers);
+        grow(&mut self.gates, providers, fresh_providers);
+        self.lockouts.fit(connections, fresh_conns);
+    }
+
     /// Merge an event from any core (including this one's own, already applied ones: harmless
     /// for snapshots, so only other cores' events are passed here).
     pub fn apply(&mut self, ev: &Event, s: &Settings) {

@@ -49,6 +49,20 @@ impl LoadTable {
         }
     }
 
+    /// Room for `connections` slots; the `fresh` ones start with no memory.
+    pub fn fit(&mut self, connections: usize, fresh: &[usize]) {
+        if self.latency.len() < connections {
+            self.latency.resize(connections, 0);
+            self.quota.resize(connections, Quota::default());
+        }
+        for &i in fresh {
+            if let (Some(l), Some(q)) = (self.latency.get_mut(i), self.quota.get_mut(i)) {
+                *l = 0;
+                *q = Quota::default();
+            }
+        }
+    }
+
     /// Exponential moving average (1/4 weight to the new sample).
     pub fn observe_latency(&mut self, conn: usize, ms: u64) {
         if let Some(l) = self.latency.get_mut(conn) {

@@ -18,7 +18,7 @@ use strategy::{Scratch, SelectorState, Strategy};
 pub use crate::names::Name;
 
 fn keep(s: String) -> Name {
-    Cow::Borrowed(Box::leak(s.into_boxed_str()))
+    Cow::Borrowed(crate::names::intern(&s))
 }
 
 /// One upstream model at one provider, with the connections that may serve it.
@@ -216,6 +216,29 @@ impl RouteTable {
         let mut v: Vec<String> = self.entries.iter().map(|e| e.name.to_string()).collect();
         v.push("other".into());
         v
+    }
+
+    /// Give every entry the metric index its name has for the life of the process (a reload
+    /// keeps a route's series), and `other` to names resolved on the fly. Returns the labels
+    /// by index, `""` where no entry of this table has the index.
+    pub fn reindex(
+        &mut self,
+        mut index: impl FnMut(&str) -> usize,
+        other: usize,
+        capacity: usize,
+    ) -> Vec<String> {
+        let mut labels = vec![String::new(); capacity.max(other + 1)];
+        for e in &mut self.entries {
+            e.index = index(&e.name);
+            if let Some(l) = labels.get_mut(e.index)
+                && e.index != other
+            {
+                *l = e.name.to_string();
+            }
+        }
+        self.other_index = other;
+        labels[other] = "other".into();
+        labels
     }
 
     /// Resolve what the client put in `model`.

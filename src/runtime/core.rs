@@ -2,8 +2,8 @@
 //! tick, doorbell and queue pump, the accept loop, and the drain at shutdown.
 
 use super::{Inbox, Ready};
-use crate::route::strategy::SelectorState;
 use crate::state::core::{Core, Shared};
+use crate::state::generation::{CoreGen, Gen};
 use crate::upstream::{Connector, dns::Resolver, pool::Pool};
 use monoio::net::{ListenerOpts, TcpListener};
 use std::cell::{Cell, RefCell};
@@ -29,7 +29,8 @@ pub(super) async fn run(
         .reuse_port(true)
         .reuse_addr(true)
         .backlog(4096);
-    let listen = shared.config.server.listen;
+    let generation = shared.current();
+    let listen = generation.config.server.listen;
     let listener = match TcpListener::bind_with_config(listen, &opts) {
         Ok(l) => l,
         Err(e) => {
@@ -45,10 +46,10 @@ pub(super) async fn run(
         resolver,
         dns: RefCell::default(),
         tls,
-        connect_timeout: Duration::from_millis(shared.config.upstream.connect_timeout_ms),
-        dns_ttl_ms: shared.config.upstream.dns_ttl_ms,
+        connect_timeout: Duration::from_millis(generation.config.upstream.connect_timeout_ms),
+        dns_ttl_ms: generation.config.upstream.dns_ttl_ms,
     };
-    let core = Rc::new(new_core(id, shared, metrics, connector, inbox));
+    let core = Rc::new(new_core(id, shared, generation, metrics, connector, inbox));
     let _ = ready.send(Ok(driver));
     monoio::spawn(tick(core.clone()));
     monoio::spawn(crate::flow::run_doorbell(bell, core.flow.clone()));
@@ -59,7 +60,7 @@ pub(super) async fn run(
         || false,
     ));
     accept_until_drained(&core, listener).await;
-    let cut_at = std::time::Instant::now() + core.shared.config.server.shutdown_grace;
+    let cut_at = std::time::Instant::now() + core.generation().config.server.shutdown_grace;
     // Streams still running at the grace's end end themselves then, with the dialect's error
     // event and their log line (`forward::stream`); a moment after, what is still open goes
     // with the runtime.
@@ -92,14 +93,15 @@ const CUT_SETTLES_IN: Duration = Duration::from_millis(500);
 fn new_core(
     id: usize,
     shared: Arc<Shared>,
+    generation: Arc<Gen>,
     metrics: Arc<crate::metrics::CoreMetrics>,
     connector: Connector,
     inbox: crossbeam_channel::Receiver<crate::resilience::Event>,
 ) -> Core {
-    let cfg = &shared.config;
-    let mut tables = crate::resilience::Tables::new(cfg.providers.len(), cfg.connection_count());
+    let cfg = &generation.config;
+    let mut tables = crate::resilience::Tables::new(cfg.provider_slot_count(), cfg.slot_count());
     // Terminal states outlive a restart (until an operator resets them).
-    for (i, st) in shared.stored_terminals() {
+    for (i, st) in shared.stored_terminals(&generation) {
         tables.conns[i] = st;
     }
     Core {
@@ -110,17 +112,14 @@ fn new_core(
             cfg.upstream.pool_max_idle_per_upstream,
             cfg.upstream.pool_idle_timeout_ms,
         )),
-        selector: RefCell::new(SelectorState::new(
-            shared.routes.slot_count(),
-            rand::random::<u64>() ^ id as u64,
-        )),
+        generation: RefCell::new(Rc::new(CoreGen::new(generation.clone(), id))),
         drain: Default::default(),
         open_conns: Cell::new(0),
         request_seq: Cell::new(0),
         tables: RefCell::new(tables),
         inbox,
-        loads: RefCell::new(crate::route::load::LoadTable::new(cfg.connection_count())),
-        flow: Rc::new(crate::flow::FlowCore::new(id, cfg.connection_count())),
+        loads: RefCell::new(crate::route::load::LoadTable::new(cfg.slot_count())),
+        flow: Rc::new(crate::flow::FlowCore::new(id, cfg.slot_count())),
         decisions: RefCell::new(crate::state::decisions::Decisions::per_core(
             cfg.resilience.decision_ring,
             cfg.resilience.decision_ring_plain,
@@ -163,12 +162,14 @@ async fn tick(core: Rc<Core>) {
             return;
         }
         n += 1;
+        core.install_newest();
         core.sync();
         core.flush_log();
         if n.is_multiple_of(20) {
             let now = crate::clock::now_ms();
             core.pool.borrow_mut().sweep(now);
-            let s = &core.shared.config.resilience;
+            let generation = core.generation();
+            let s = &generation.config.resilience;
             core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
             core.sweep_pins(crate::clock::unix_ms());
         }

@@ -145,11 +145,12 @@ fn worker(
     inbox: Inbox,
     ready: Ready,
 ) {
-    if shared.config.server.pin_workers {
-        pin(id, shared.config.server.workers);
+    let server = shared.current().config.server.clone();
+    if server.pin_workers {
+        pin(id, server.workers);
     }
     let entries = 1024;
-    let want_uring = match shared.config.server.driver {
+    let want_uring = match server.driver {
         DriverChoice::Uring => true,
         DriverChoice::Epoll => false,
         DriverChoice::Auto => monoio::utils::detect_uring(),
@@ -177,7 +178,7 @@ fn worker(
                 ));
                 return;
             }
-            Err(e) if shared.config.server.driver == DriverChoice::Uring => {
+            Err(e) if server.driver == DriverChoice::Uring => {
                 let _ = ready.send(Err(format!(
                     "io_uring is unavailable ({e}); use driver = \"auto\" or \"epoll\""
                 )));

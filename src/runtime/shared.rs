@@ -1,15 +1,17 @@
-//! The state the cores share, built once at start: routes, labels, metrics, the store, the
-//! event bus, flow control (with its per-core doorbells) and the lease view.
+//! The state the cores share, built once at start: the first generation (config, routes,
+//! labels), the slots, metrics, the store, the event bus, flow control (with its per-core
+//! doorbells) and the lease view. Per-slot arrays have room for every slot a reload may add.
 
 use super::Inbox;
 use crate::config::Config;
 use crate::log::LogSink;
 use crate::metrics::CoreMetrics;
-use crate::route::RouteTable;
 use crate::state::core::Shared;
+use crate::state::generation::Gen;
+use crate::state::slots::Slots;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 type AdminInbox = crossbeam_channel::Receiver<crate::resilience::Event>;
 
@@ -19,12 +21,7 @@ pub(super) fn build(
     access_log: Option<LogSink>,
     workers: usize,
 ) -> Result<(Arc<Shared>, Vec<Inbox>, AdminInbox), String> {
-    let routes = RouteTable::build(&config);
-    let route_labels = routes.labels();
-    let conn_labels = conn_labels(&config);
-    let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
-        .map(|_| Arc::new(CoreMetrics::new(route_labels.len(), conn_labels.len())))
-        .collect();
+    let mut slots = Slots::new(&config);
     let store = crate::store::open(
         &config.server.data_dir,
         config.store_map_size,
@@ -33,54 +30,40 @@ pub(super) fn build(
     let (bus, mut inboxes) = crate::resilience::bus::bus(workers + 1);
     let admin_inbox = inboxes.pop().ok_or("event bus without members")?;
     let (bell_writers, bell_readers) = doorbells(workers)?;
-    let flow = flow_shared(&config, store, bell_writers);
-    // Leases that outlived a restart keep their connections off-limits from the first request.
-    let leases: &'static crate::store::leases::LeaseView =
-        Box::leak(Box::new(crate::store::leases::LeaseView::new(&conn_labels)));
-    store.attach_view(leases);
-    let providers = config.providers.len();
-    let connections = config.connection_count();
+    let flow = flow_shared(&config, store, bell_writers, slots.conn_capacity);
     let max_connections = config.server.max_connections;
     let max_unauthenticated = config.server.max_unauthenticated_per_address;
+    let generation = Gen::build(1, config, &mut slots);
+    let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
+        .map(|_| Arc::new(CoreMetrics::new(slots.route_capacity, slots.conn_capacity)))
+        .collect();
+    // Leases that outlived a restart keep their connections off-limits from the first request.
+    let leases: &'static crate::store::leases::LeaseView = Box::leak(Box::new(
+        crate::store::leases::LeaseView::new(&generation.conn_labels, slots.conn_capacity),
+    ));
+    store.attach_view(leases);
     let shared = Arc::new(Shared {
-        config,
-        routes,
-        route_labels,
-        conn_names: conn_labels
-            .iter()
-            .map(|(p, c)| {
-                let keep = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-                (keep(p.clone()), keep(c.clone()), keep(format!("{p}/{c}")))
-            })
-            .collect(),
-        conn_labels,
+        newest: AtomicU64::new(generation.number),
+        installed: (0..workers).map(|_| AtomicU64::new(generation.number)).collect(),
+        current: std::sync::Mutex::new(Arc::new(generation)),
+        reloads: Default::default(),
         metrics,
         shutdown: Default::default(),
         lifecycle: Default::default(),
         log: access_log,
         id_prefix: rand::random(),
         bus,
-        probes: crate::resilience::Probes::new(providers),
-        in_flight: (0..connections).map(|_| Default::default()).collect(),
+        probes: crate::resilience::Probes::new(slots.provider_capacity),
+        in_flight: (0..slots.conn_capacity).map(|_| Default::default()).collect(),
         flow,
         store,
         leases,
         managed_keys: AtomicBool::new(crate::clients::managed::any(store)),
         conn_caps: crate::state::conn_caps::ConnCaps::new(max_connections, max_unauthenticated),
+        slots: std::sync::Mutex::new(slots),
     });
     let inboxes = inboxes.into_iter().zip(bell_readers).collect();
     Ok((shared, inboxes, admin_inbox))
-}
-
-/// (provider id, connection id) of every connection, by its index.
-fn conn_labels(config: &Config) -> Vec<(String, String)> {
-    let mut labels = vec![(String::new(), String::new()); config.connection_count()];
-    for p in &config.providers {
-        for c in &p.connections {
-            labels[c.index] = (p.id.clone(), c.id.clone());
-        }
-    }
-    labels
 }
 
 /// One doorbell per core: another core writes a byte to wake this core's queue pump.
@@ -105,12 +88,15 @@ fn flow_shared(
     config: &Config,
     store: &'static crate::store::Store,
     bell_writers: Vec<UnixStream>,
+    capacity: usize,
 ) -> &'static crate::flow::FlowShared {
-    let flow_conns: Vec<crate::flow::ConnFlow> = config
+    // Every slot the process may hand out has its gate from the start (a reload sets them).
+    let mut flow_conns: Vec<crate::flow::ConnFlow> = config
         .providers
         .iter()
         .flat_map(|p| p.connections.iter().map(|c| c.flow.clone()))
         .collect();
+    flow_conns.resize(capacity.max(flow_conns.len()), Default::default());
     let flow: &'static crate::flow::FlowShared = Box::leak(Box::new(
         crate::flow::FlowShared::with_tenants(
             flow_conns,

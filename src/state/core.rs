@@ -3,32 +3,34 @@
 
 use super::drain::Drain;
 use crate::audit::Record;
-use crate::config::Config;
 use crate::http::response::hex;
 use crate::log::LogSink;
 use crate::metrics::CoreMetrics;
 use crate::resilience::bus::{Bus, drain};
 use crate::resilience::classify::Verdict;
 use crate::resilience::{Event, Probes, Site, Tables};
-use crate::route::RouteTable;
 use crate::route::load::LoadTable;
-use crate::route::strategy::SelectorState;
 use crate::upstream::{Connector, pool::Pool};
 use crossbeam_channel::Receiver;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use super::generation::{CoreGen, Gen};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Read-only (or atomic) state shared by every core.
 pub struct Shared {
-    pub config: Config,
-    pub routes: RouteTable,
-    pub route_labels: Vec<String>,
-    /// (provider id, connection id) by flat connection index.
-    pub conn_labels: Vec<(String, String)>,
-    /// The same as names kept for the life of the process (decision records take them
-    /// without copying): provider, connection, `provider/connection`.
-    pub conn_names: Vec<(&'static str, &'static str, &'static str)>,
+    /// The applied configuration, for whoever is not a core (the admin port, the reload);
+    /// each core keeps its own copy of the `Arc` (`Core::generation`).
+    pub(crate) current: std::sync::Mutex<Arc<Gen>>,
+    /// The number of the newest generation (cores compare it on their tick).
+    pub newest: AtomicU64,
+    /// Per core: the generation it has installed (the reload waits for all of them).
+    pub installed: Vec<AtomicU64>,
+    /// Where each connection, provider and route keeps its state (`slots`).
+    pub slots: std::sync::Mutex<super::slots::Slots>,
+    /// Reloads: the config file, counts and the last outcome (`reload`).
+    pub reloads: super::reload::Reloads,
     pub metrics: Vec<Arc<CoreMetrics>>,
     pub shutdown: AtomicBool,
     /// Draining, hurrying, stopped, and how many connections the grace's end cut.
@@ -55,27 +57,53 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The generation serving new requests (not for the request path: a core has its own).
+    pub fn current(&self) -> Arc<Gen> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Make `generation` the current generation; the cores install it at their next tick.
+    pub fn publish(&self, generation: Arc<Gen>) {
+        let number = generation.number;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = generation;
+        self.newest.store(number, Ordering::Release);
+    }
+
     /// The store key of a connection's terminal state.
-    pub fn terminal_key(&self, conn: usize) -> String {
-        let (p, c) = self.conn_labels.get(conn).cloned().unwrap_or_default();
+    pub fn terminal_key(generation: &Gen, conn: usize) -> String {
+        let (p, c) = generation.conn_labels.get(conn).cloned().unwrap_or_default();
         format!("terminal/{p}/{c}")
     }
 
     /// Persist a connection state that turned terminal (kept until an operator reset).
-    pub fn persist_terminal(&self, conn: usize, state: &crate::resilience::cooldown::ConnState) {
+    pub fn persist_terminal(
+        &self,
+        generation: &Gen,
+        conn: usize,
+        state: &crate::resilience::cooldown::ConnState,
+    ) {
         if let Some(t) = state.terminal {
             self.store.put(
-                self.terminal_key(conn),
+                Self::terminal_key(generation, conn),
                 serde_json::json!({"terminal": t, "epoch": state.epoch}),
             );
         }
     }
 
-    /// Terminal states from the store, by flat connection index.
-    pub fn stored_terminals(&self) -> Vec<(usize, crate::resilience::cooldown::ConnState)> {
+    /// Terminal states from the store, by connection slot.
+    pub fn stored_terminals(
+        &self,
+        generation: &Gen,
+    ) -> Vec<(usize, crate::resilience::cooldown::ConnState)> {
         let mut out = Vec::new();
         for (k, v) in self.store.scan("terminal/") {
-            let Some(i) = (0..self.conn_labels.len()).find(|&i| self.terminal_key(i) == k) else {
+            let Some(i) = k
+                .strip_prefix("terminal/")
+                .and_then(|label| generation.conn_by_label(label))
+            else {
                 continue; // a connection no longer in the config
             };
             let Ok(t) = serde_json::from_value(v["terminal"].clone()) else {
@@ -100,7 +128,8 @@ pub struct Core {
     pub metrics: Arc<CoreMetrics>,
     pub connector: Connector,
     pub pool: RefCell<Pool>,
-    pub selector: RefCell<SelectorState>,
+    /// The generation this core serves new requests on, with its route selectors.
+    pub generation: RefCell<Rc<CoreGen>>,
     pub drain: Drain,
     /// Client connections open on this core.
     pub open_conns: Cell<usize>,
@@ -134,8 +163,39 @@ impl Core {
 }
 
 impl Core {
-    pub fn config(&self) -> &Config {
-        &self.shared.config
+    /// The generation new requests start on (a request keeps it to its end).
+    pub fn generation(&self) -> Rc<CoreGen> {
+        self.generation.borrow().clone()
+    }
+
+    /// Install the newest generation if this core does not serve it yet (on the tick, so
+    /// between requests): room for new slots, clean state in fresh ones, new selectors.
+    /// Requests in flight keep the generation they hold.
+    pub fn install_newest(&self) {
+        let newest = self.shared.newest.load(Ordering::Acquire);
+        if newest == self.generation.borrow().number {
+            return;
+        }
+        let generation = self.shared.current();
+        let cfg = &generation.config;
+        let (fresh, retired) = (&generation.fresh_conns, &generation.retired_conns);
+        self.tables.borrow_mut().fit(
+            cfg.provider_slot_count(),
+            cfg.slot_count(),
+            &generation.fresh_providers,
+            fresh,
+        );
+        self.loads.borrow_mut().fit(cfg.slot_count(), fresh);
+        self.flow.fit(cfg.slot_count());
+        // A pin to a connection this generation lacks could never be honoured.
+        self.pins
+            .borrow_mut()
+            .retain(|_, (c, _)| !retired.contains(c) && !fresh.contains(c));
+        let number = generation.number;
+        *self.generation.borrow_mut() = Rc::new(CoreGen::new(generation, self.id));
+        if let Some(a) = self.shared.installed.get(self.id) {
+            a.store(number, Ordering::Release);
+        }
     }
 
     /// Merge what other cores learned (before every routing decision and on the tick).
@@ -143,7 +203,8 @@ impl Core {
         if self.inbox.is_empty() {
             return;
         }
-        let s = &self.shared.config.resilience;
+        let generation = self.generation();
+        let s = &generation.config.resilience;
         let mut t = self.tables.borrow_mut();
         drain(&self.inbox, |ev| match ev {
             Event::DecisionQuery { id, limit, reply } => {
@@ -168,10 +229,7 @@ impl Core {
             return (until > now_unix).then_some((c, until));
         }
         let (label, until) = crate::store::pins::pinned(self.shared.store, key, now_unix)?;
-        Some((
-            crate::names::conn_by_label(&self.shared.conn_labels, &label)?,
-            until,
-        ))
+        Some((self.generation().conn_by_label(&label)?, until))
     }
 
     /// Pin a session to a connection on every core (and in the store), unless the pin is
@@ -196,7 +254,7 @@ impl Core {
             until,
         });
         let (p, c) = self
-            .shared
+            .generation()
             .conn_labels
             .get(conn)
             .cloned()
@@ -226,19 +284,21 @@ impl Core {
     }
 
     pub fn record_failure(&self, site: Site, v: &Verdict) {
-        let s = &self.shared.config.resilience;
+        let generation = self.generation();
+        let s = &generation.config.resilience;
         let now = crate::clock::now_ms();
         let mut t = self.tables.borrow_mut();
         t.on_failure(s, site, v, now, &mut |ev| {
             if let Event::Conn { conn, state } = &ev {
-                self.shared.persist_terminal(*conn, state);
+                self.shared.persist_terminal(&generation, *conn, state);
             }
             self.emit(ev)
         });
     }
 
     pub fn record_success(&self, site: Site) {
-        let s = &self.shared.config.resilience;
+        let generation = self.generation();
+        let s = &generation.config.resilience;
         let now = crate::clock::now_ms();
         let mut t = self.tables.borrow_mut();
         t.on_success(s, site, now, &mut |ev| self.emit(ev));

@@ -195,18 +195,32 @@ impl Book {
                 }
             }
             Op::RevokeClient { client, reason } => {
-                let owners: Vec<String> = self
-                    .by_owner
-                    .values()
-                    .filter(|l| l.client == client && l.live(now))
-                    .map(|l| l.owner.clone())
-                    .collect();
-                for o in &owners {
-                    changed.extend(self.end(o, State::Invalidated, &reason, now));
-                }
-                Outcome::Revoked(owners.len())
+                self.revoke_where(|l| l.client == client, &reason, now, changed)
+            }
+            Op::RevokeConnection { connection, reason } => {
+                self.revoke_where(|l| l.connection == connection, &reason, now, changed)
             }
         }
+    }
+
+    /// End every live lease that `which` picks, with `reason`.
+    fn revoke_where(
+        &mut self,
+        which: impl Fn(&Lease) -> bool,
+        reason: &str,
+        now: u64,
+        changed: &mut Vec<Lease>,
+    ) -> Outcome {
+        let owners: Vec<String> = self
+            .by_owner
+            .values()
+            .filter(|l| which(l) && l.live(now))
+            .map(|l| l.owner.clone())
+            .collect();
+        for o in &owners {
+            changed.extend(self.end(o, State::Invalidated, reason, now));
+        }
+        Outcome::Revoked(owners.len())
     }
 
     /// Acquire: the owner's live lease is reused (moved when its connection is no longer a

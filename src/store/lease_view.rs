@@ -2,13 +2,15 @@
 //! writer after each commit; read on the request path with one atomic load per candidate.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Per connection, until when (unix ms) another owner's lease holds it: what keeps other
 /// traffic off a leased connection. Written only by the store writer, after each commit.
 #[derive(Debug)]
 pub struct LeaseView {
-    labels: HashMap<String, usize>,
+    /// Connection slot by `provider/connection` (the writer's side; a reload renames).
+    labels: Mutex<HashMap<String, usize>>,
     until: Box<[AtomicU64]>,
     /// Connections with a non-zero entry (expired ones count until the writer clears them):
     /// zero lets requests skip the lease check and its clock read.
@@ -16,24 +18,52 @@ pub struct LeaseView {
 }
 
 impl LeaseView {
-    pub fn new(labels: &[(String, String)]) -> LeaseView {
-        LeaseView {
-            labels: labels
-                .iter()
-                .enumerate()
-                .map(|(i, (p, c))| (format!("{p}/{c}"), i))
+    /// `labels` by connection slot; room for `capacity` slots.
+    pub fn new(labels: &[(String, String)], capacity: usize) -> LeaseView {
+        let view = LeaseView {
+            labels: Mutex::default(),
+            until: (0..capacity.max(labels.len()))
+                .map(|_| AtomicU64::new(0))
                 .collect(),
-            until: (0..labels.len()).map(|_| AtomicU64::new(0)).collect(),
             held: AtomicU64::new(0),
+        };
+        view.rename(labels);
+        view
+    }
+
+    /// The connections by slot after a reload (`("", "")` where a slot holds none). A slot
+    /// whose connection went away is free here; its leases are ended by the reload.
+    pub fn rename(&self, labels: &[(String, String)]) {
+        let mut map = self.labels.lock().unwrap_or_else(|e| e.into_inner());
+        map.clear();
+        for (i, (p, c)) in labels.iter().enumerate() {
+            if !p.is_empty() {
+                map.insert(format!("{p}/{c}"), i);
+            }
+        }
+        for (i, (p, _)) in labels.iter().enumerate() {
+            if p.is_empty() {
+                self.clear(i);
+            }
         }
     }
 
-    pub fn index(&self, label: &str) -> Option<usize> {
-        self.labels.get(label).copied()
+    fn clear(&self, i: usize) {
+        if let Some(u) = self.until.get(i)
+            && u.swap(0, Relaxed) != 0
+        {
+            self.held.fetch_sub(1, Relaxed);
+        }
     }
 
     pub fn set(&self, label: &str, until: u64) {
-        if let Some(&i) = self.labels.get(label) {
+        let slot = self
+            .labels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(label)
+            .copied();
+        if let Some(i) = slot {
             let old = self.until[i].swap(until, Relaxed);
             match (old, until) {
                 (0, 1..) => {

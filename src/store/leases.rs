@@ -101,6 +101,9 @@ pub enum Op {
     Revoke { owner: String, reason: String },
     /// Every lease of a client key (the key was revoked).
     RevokeClient { client: String, reason: String },
+    /// Every lease on a connection (`provider/connection`): a reload removed it or changed
+    /// its key.
+    RevokeConnection { connection: String, reason: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -233,6 +233,23 @@ fn revocation_by_owner_and_by_client_key() {
 }
 
 #[test]
+fn a_connection_removed_by_a_reload_ends_its_lease_with_a_reason() {
+    let mut b = Book::default();
+    lease(b.apply(acquire("A", "k", &["p/a"]), 0).0);
+    lease(b.apply(acquire("B", "k", &["p/b"]), 0).0);
+    let removed = Op::RevokeConnection {
+        connection: "p/a".into(),
+        reason: "CONNECTION_REMOVED".into(),
+    };
+    let (out, changed) = b.apply(removed, 1);
+    assert_eq!(out, Outcome::Revoked(1));
+    assert_eq!(changed[0].end_reason.as_deref(), Some("CONNECTION_REMOVED"));
+    assert_eq!(b.until("p/a", 2), 0);
+    assert_eq!(fence(b.get("A"), 1, "k", 2), Fence::Required);
+    assert!(b.until("p/b", 2) > 0, "other connections keep their leases");
+}
+
+#[test]
 fn a_reloaded_book_keeps_owners_generations_and_holders() {
     let mut b = Book::default();
     lease(b.apply(acquire("A", "k", &["p/a"]), 0).0);
@@ -267,14 +284,35 @@ fn the_view_tracks_live_leases_by_connection_index() {
         ("p".to_string(), "a".to_string()),
         ("p".to_string(), "b".to_string()),
     ];
-    let v = LeaseView::new(&labels);
+    let v = LeaseView::new(&labels, 4);
     v.set("p/b", 500);
     v.set("q/zz", 900); // unknown connections are ignored
     assert_eq!(v.leased_until(1, 100), Some(500));
     assert_eq!(v.leased_until(1, 500), None);
     assert_eq!(v.leased_until(0, 100), None);
-    assert_eq!(v.index("p/a"), Some(0));
     assert!(!v.none());
     v.set("p/b", 0);
     assert!(v.none());
+}
+
+#[test]
+fn a_reload_renames_the_view_and_frees_removed_slots() {
+    let labels = vec![
+        ("p".to_string(), "a".to_string()),
+        ("p".to_string(), "b".to_string()),
+    ];
+    let v = LeaseView::new(&labels, 4);
+    v.set("p/b", 500);
+    // b removed, c added in slot 2.
+    v.rename(&[
+        ("p".to_string(), "a".to_string()),
+        (String::new(), String::new()),
+        ("p".to_string(), "c".to_string()),
+    ]);
+    assert_eq!(v.leased_until(1, 100), None, "the removed slot is free");
+    assert!(v.none());
+    v.set("p/b", 900);
+    assert_eq!(v.leased_until(1, 100), None, "the old name no longer counts");
+    v.set("p/c", 900);
+    assert_eq!(v.leased_until(2, 100), Some(900));
 }

@@ -50,6 +50,9 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     if !p.0.is_empty() {
         return Err(p.0);
     }
+    for (i, pr) in providers.iter_mut().enumerate() {
+        pr.slot = i;
+    }
     let locator = providers
         .iter()
         .enumerate()

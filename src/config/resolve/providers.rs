@@ -114,6 +114,7 @@ fn provider(
         connections,
         region: ps.region.clone(),
         tags: ps.tags.clone(),
+        slot: 0,
         forward_headers: ps
             .forward_headers
             .iter()

@@ -116,8 +116,7 @@ pub(super) async fn run(
 /// The request's budget: its attempts, and its deadline (the route's, or the client's own
 /// within the rules of `decide::deadline_ms`).
 fn budget_for(ctx: &mut Ctx<'_>, entry: &Entry) -> Budget {
-    let core = ctx.core;
-    let s = &core.shared.config.resilience;
+    let s = &ctx.config().resilience;
     let asked = ctx
         .head
         .get_str("x-ringside-deadline-ms")
@@ -131,7 +130,7 @@ fn budget_for(ctx: &mut Ctx<'_>, entry: &Entry) -> Budget {
         asked,
         may_extend,
     );
-    let mut max_attempts = core.config().upstream.max_attempts;
+    let mut max_attempts = ctx.config().upstream.max_attempts;
     // A client's own retry gets what is left of one budget, so that an SDK that retries
     // anyway (`x-should-retry: false` notwithstanding) cannot multiply upstream attempts.
     if let Some(n) = client_retry(ctx.head, &s.client_retry_header) {
@@ -161,7 +160,7 @@ struct Pin {
 impl Pin {
     fn find(ctx: &Ctx<'_>) -> Pin {
         let core = ctx.core;
-        let ttl = core.config().affinity_ttl_ms;
+        let ttl = ctx.config().affinity_ttl_ms;
         // A leased request is served only by its lease's connection: no soft pin.
         let key = (ttl > 0 && ctx.lease.is_none())
             .then(|| crate::store::pins::session_key(ctx.head))
@@ -334,7 +333,7 @@ impl Attempts<'_> {
             .flow
             .effective(cand.connection, Knob::ExecutionMaxWaitMs)
             .value
-            .max(core.config().upstream.first_byte_timeout_ms);
+            .max(ctx.config().upstream.first_byte_timeout_ms);
         ctx.exec_deadline = Some(t0 + Duration::from_millis(exec_ms));
         Some(Held {
             cand,

@@ -84,7 +84,7 @@ impl LoopState {
         // Try this candidate again only if the failure put it on a timer (then it is excluded
         // by that timer, and a short one may be waited out), or if only a stale pooled
         // connection failed (the key itself is not tried out).
-        let s = &core.shared.config.resilience;
+        let s = &ctx.config().resilience;
         if !f.stale_pooled
             && core
                 .tables
@@ -137,8 +137,7 @@ pub(super) async fn conclude(
 
 /// (provider, connection, `provider/connection`) of a connection, without copying.
 pub(super) fn names(ctx: &Ctx<'_>, conn: usize) -> (&'static str, &'static str, &'static str) {
-    ctx.core
-        .shared
+    ctx.generation
         .conn_names
         .get(conn)
         .copied()

@@ -161,7 +161,7 @@ fn read_ask<'h>(ctx: &mut Ctx<'h>, auth: Auth, body: &[u8]) -> Result<Ask<'h>, A
         ));
     }
     let ttl_ms = match &req["ttl_ms"] {
-        Value::Null => ctx.core.config().lease_ttl_ms,
+        Value::Null => ctx.config().lease_ttl_ms,
         v => match v.as_u64() {
             Some(t) => t.clamp(MIN_TTL_MS, MAX_TTL_MS),
             None => {
@@ -289,7 +289,7 @@ async fn acquire(
     let usable = usable_connections(ctx, client, model)?;
     let created = owner_header.is_none().then(super::new_owner);
     let owner = owner_header.or(created.as_deref()).unwrap_or_default();
-    let labels = &ctx.core.shared.conn_labels;
+    let labels = &ctx.generation.conn_labels;
     let candidates: Vec<String> = usable
         .iter()
         .filter_map(|&c| labels.get(c).map(|(p, n)| format!("{p}/{n}")))
@@ -311,7 +311,7 @@ async fn acquire(
             "this owner already holds a lease through another key",
         )),
         Outcome::Busy { retry_at } => Err(super::capacity(
-            super::retry_after_s(retry_at, now, ctx.core.config().resilience.jitter_pct),
+            super::retry_after_s(retry_at, now, ctx.config().resilience.jitter_pct),
             usable.len(),
         )),
         _ => Err(unavailable()),
@@ -326,12 +326,12 @@ fn usable_connections(
     model: Option<&str>,
 ) -> Result<Vec<usize>, ApiError> {
     let core = ctx.core;
-    let shared = &*core.shared;
+    let cfg = ctx.config();
     let allowed = client.allowed.clone().unwrap_or_default();
     let mut eligible: Vec<(usize, String)> = Vec::new();
     match model {
         Some(m) => {
-            let Some(entry) = shared.routes.lookup(&shared.config, m) else {
+            let Some(entry) = ctx.generation.routes.lookup(cfg, m) else {
                 return Err(lease_error(
                     400,
                     "LEASE_MODEL_INVALID",
@@ -356,14 +356,14 @@ fn usable_connections(
         ));
     }
     core.sync();
-    let s = &shared.config.resilience;
+    let s = &cfg.resilience;
     let t = crate::clock::now_ms();
     let mut tables = core.tables.borrow_mut();
     let mut usable = Vec::new();
     let mut earliest: Option<u64> = None;
     for (c, m) in &eligible {
         let site = Site {
-            provider: shared.config.provider_of(*c).unwrap_or(0),
+            provider: cfg.provider_of(*c).unwrap_or(0),
             conn: *c,
             model: m,
             tenant: 0,
@@ -389,6 +389,6 @@ fn usable_connections(
         }
         return Err(e);
     }
-    usable.sort_by_key(|&c| shared.in_flight[c].load(std::sync::atomic::Ordering::Relaxed));
+    usable.sort_by_key(|&c| core.shared.in_flight[c].load(std::sync::atomic::Ordering::Relaxed));
     Ok(usable)
 }

@@ -144,7 +144,7 @@ pub(crate) fn refence(ctx: &Ctx<'_>, b: &Binding) -> Result<usize, ApiError> {
         &b.client,
         crate::clock::unix_ms(),
     ) {
-        Fence::Valid(label) => shared.leases.index(&label).ok_or_else(|| {
+        Fence::Valid(label) => ctx.generation.conn_by_label(&label).ok_or_else(|| {
             lease_error(
                 409,
                 "LEASE_REQUIRED",
@@ -179,7 +179,7 @@ pub(crate) async fn transition(
     alternatives: &[usize],
     reason: &str,
 ) -> Outcome {
-    let labels = &ctx.core.shared.conn_labels;
+    let labels = &ctx.generation.conn_labels;
     let candidates = alternatives
         .iter()
         .filter_map(|&c| labels.get(c).map(|(p, n)| format!("{p}/{n}")))
@@ -299,7 +299,7 @@ pub(crate) async fn move_off(ctx: &mut Ctx<'_>, excluded: &[(Candidate, Exclusio
         Outcome::Transitioned(l) => {
             if let (Some(lb), Some(i)) = (
                 ctx.lease.as_mut(),
-                ctx.core.shared.leases.index(&l.connection),
+                ctx.generation.conn_by_label(&l.connection),
             ) {
                 lb.conn = i;
                 lb.moves += 1;
@@ -358,7 +358,7 @@ pub(crate) fn capacity_answer(
             retry_after_s(
                 Some(unix_now + earliest),
                 unix_now,
-                ctx.core.config().resilience.jitter_pct,
+                ctx.config().resilience.jitter_pct,
             ),
             conns.len(),
         )

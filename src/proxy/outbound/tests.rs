@@ -26,6 +26,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
         connections: vec![conn.clone()],
         region: None,
         tags: vec![],
+        slot: 0,
         forward_headers: vec![],
     };
     (p, conn)
