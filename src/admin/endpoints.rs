@@ -200,7 +200,10 @@ async fn reload(shared: std::sync::Arc<Shared>) -> (u16, Value) {
             let _ = tx.send(out);
         });
     if let Err(e) = started {
-        return (500, json!({"error": {"message": format!("cannot start the reload: {e}"), "type": "server_error", "code": "reload_failed"}}));
+        return (
+            500,
+            json!({"error": {"message": format!("cannot start the reload: {e}"), "type": "server_error", "code": "reload_failed"}}),
+        );
     }
     match rx.await {
         Ok(out) => {
@@ -210,6 +213,9 @@ async fn reload(shared: std::sync::Arc<Shared>) -> (u16, Value) {
             };
             (status, json!(out))
         }
-        Err(_) => (500, json!({"error": {"message": "the reload stopped without an outcome", "type": "server_error", "code": "reload_failed"}})),
+        Err(_) => (
+            500,
+            json!({"error": {"message": "the reload stopped without an outcome", "type": "server_error", "code": "reload_failed"}}),
+        ),
     }
 }

@@ -59,7 +59,7 @@ impl AdminState {
     /// Catch up with the cores (called on every admin request and on the admin tick).
     pub fn sync(&mut self) {
         if self.shared.newest.load(Ordering::Acquire) != self.generation.number {
-            let g = self.shared.current();
+            let g = self.shared.staged();
             let c = &g.config;
             let (slots, providers) = (c.slot_count(), c.provider_slot_count());
             self.tables

@@ -52,7 +52,10 @@ impl Config {
             s.provider_conns = conns;
         }
         let mut siblings = vec![Vec::new(); slot_count];
-        for (i, list) in std::mem::take(&mut s.account_siblings).into_iter().enumerate() {
+        for (i, list) in std::mem::take(&mut s.account_siblings)
+            .into_iter()
+            .enumerate()
+        {
             if let Some(to) = siblings.get_mut(map(i)) {
                 *to = list.into_iter().map(map).collect();
             }

@@ -1,8 +1,8 @@
 //! A connection's flow settings as the request path reads them: atomics, so that a reload can
 //! change them under requests in flight without a lock (`FlowShared::apply`).
 
-use super::{ConnFlow, Saturation};
 use super::settings::Knob;
+use super::{ConnFlow, Saturation};
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 const NONE: u64 = u64::MAX;

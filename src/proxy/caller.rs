@@ -26,10 +26,11 @@ pub(super) fn identify(
             None
         }
     };
-    let auth = generation
-        .config
-        .clients
-        .check(crate::clients::presented(head), any_managed, managed);
+    let auth =
+        generation
+            .config
+            .clients
+            .check(crate::clients::presented(head), any_managed, managed);
     let refusal = match &auth {
         Auth::Open => None,
         // The lease endpoints answer a missing scope in their own wire format.

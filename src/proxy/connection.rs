@@ -130,7 +130,8 @@ async fn answer_bad_head(core: &Core, e: &ReadError, wr: &mut TcpOwnedWriteHalf)
     let id = core.next_request_id();
     let err = ApiError::new(status, code, msg).should_retry(false);
     let _ = respond_error(wr, Dialect::OpenAi, &err, &id, false).await;
-    core.metrics.request(core.generation().routes.other_index, status);
+    core.metrics
+        .request(core.generation().routes.other_index, status);
     core.metrics.finalized.fetch_add(1, Relaxed);
 }
 

@@ -145,4 +145,3 @@ impl Drop for Finalize<'_, '_> {
         core.metrics.finalized.fetch_add(1, Relaxed);
     }
 }
-

@@ -40,44 +40,44 @@ pub(super) fn select(
     let load = |c: usize| loads.load(c, &shared.in_flight, t);
     let mut tables = core.tables.borrow_mut();
     let mut selector = ctx.generation.selector.borrow_mut();
-    let ordered = ctx
-        .generation
-        .routes
-        .candidates_where(entry, ctx.dialect, &mut selector, &load, |c| {
-            let why = if seen.tried.contains(&c) {
-                Some(Exclusion::Tried)
-            } else if seen.saturated.contains(&c) {
-                Some(Exclusion::Ineligible(Ineligible::Saturated))
-            } else if ctx
-                .client
-                .as_ref()
-                .is_some_and(|k| !k.may_use(c.connection))
-            {
-                Some(Exclusion::Ineligible(Ineligible::NotAllowedForKey))
-            } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
-                Some(Exclusion::Ineligible(why))
-            } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
-                Some(e)
-            } else if seen.bound == Some(c.connection) {
-                None
-            } else if let Some(until) = shared.leases.leased_until(c.connection, unix_now) {
-                Some(Exclusion::Leased {
-                    ms: until - unix_now,
-                })
-            } else if seen.bound.is_some() {
-                // Usable and free, but not this request's lease: a place to move to.
-                Some(Exclusion::Ineligible(Ineligible::NotThisLease))
-            } else {
-                None
-            };
-            match why {
-                Some(e) => {
-                    excluded.push((c, e));
-                    false
+    let ordered =
+        ctx.generation
+            .routes
+            .candidates_where(entry, ctx.dialect, &mut selector, &load, |c| {
+                let why = if seen.tried.contains(&c) {
+                    Some(Exclusion::Tried)
+                } else if seen.saturated.contains(&c) {
+                    Some(Exclusion::Ineligible(Ineligible::Saturated))
+                } else if ctx
+                    .client
+                    .as_ref()
+                    .is_some_and(|k| !k.may_use(c.connection))
+                {
+                    Some(Exclusion::Ineligible(Ineligible::NotAllowedForKey))
+                } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
+                    Some(Exclusion::Ineligible(why))
+                } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
+                    Some(e)
+                } else if seen.bound == Some(c.connection) {
+                    None
+                } else if let Some(until) = shared.leases.leased_until(c.connection, unix_now) {
+                    Some(Exclusion::Leased {
+                        ms: until - unix_now,
+                    })
+                } else if seen.bound.is_some() {
+                    // Usable and free, but not this request's lease: a place to move to.
+                    Some(Exclusion::Ineligible(Ineligible::NotThisLease))
+                } else {
+                    None
+                };
+                match why {
+                    Some(e) => {
+                        excluded.push((c, e));
+                        false
+                    }
+                    None => true,
                 }
-                None => true,
-            }
-        });
+            });
     let pinned_first = seen
         .pinned
         .and_then(|pc| ordered.iter().position(|c| c.connection == pc));

@@ -33,7 +33,7 @@ pub(super) fn build(
     let flow = flow_shared(&config, store, bell_writers, slots.conn_capacity);
     let max_connections = config.server.max_connections;
     let max_unauthenticated = config.server.max_unauthenticated_per_address;
-    let generation = Gen::build(1, config, &mut slots);
+    let generation = Arc::new(Gen::build(1, config, &mut slots));
     let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
         .map(|_| Arc::new(CoreMetrics::new(slots.route_capacity, slots.conn_capacity)))
         .collect();
@@ -44,8 +44,11 @@ pub(super) fn build(
     store.attach_view(leases);
     let shared = Arc::new(Shared {
         newest: AtomicU64::new(generation.number),
-        installed: (0..workers).map(|_| AtomicU64::new(generation.number)).collect(),
-        current: std::sync::Mutex::new(Arc::new(generation)),
+        installed: (0..workers)
+            .map(|_| AtomicU64::new(generation.number))
+            .collect(),
+        current: std::sync::Mutex::new(generation.clone()),
+        staged: std::sync::Mutex::new(generation),
         reloads: Default::default(),
         metrics,
         shutdown: Default::default(),
@@ -54,7 +57,9 @@ pub(super) fn build(
         id_prefix: rand::random(),
         bus,
         probes: crate::resilience::Probes::new(slots.provider_capacity),
-        in_flight: (0..slots.conn_capacity).map(|_| Default::default()).collect(),
+        in_flight: (0..slots.conn_capacity)
+            .map(|_| Default::default())
+            .collect(),
         flow,
         store,
         leases,

@@ -2,6 +2,7 @@
 //! `Rc`/`RefCell`, touched only by the core's own thread; cross-core state is in [`Shared`].
 
 use super::drain::Drain;
+use super::generation::{CoreGen, Gen};
 use crate::audit::Record;
 use crate::http::response::hex;
 use crate::log::LogSink;
@@ -13,9 +14,8 @@ use crate::route::load::LoadTable;
 use crate::upstream::{Connector, pool::Pool};
 use crossbeam_channel::Receiver;
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
-use super::generation::{CoreGen, Gen};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Read-only (or atomic) state shared by every core.
@@ -23,6 +23,8 @@ pub struct Shared {
     /// The applied configuration, for whoever is not a core (the admin port, the reload);
     /// each core keeps its own copy of the `Arc` (`Core::generation`).
     pub(crate) current: std::sync::Mutex<Arc<Gen>>,
+    /// The generation the cores are to install (ahead of `current` during a reload).
+    pub(crate) staged: std::sync::Mutex<Arc<Gen>>,
     /// The number of the newest generation (cores compare it on their tick).
     pub newest: AtomicU64,
     /// Per core: the generation it has installed (the reload waits for all of them).
@@ -65,16 +67,33 @@ impl Shared {
             .clone()
     }
 
-    /// Make `generation` the current generation; the cores install it at their next tick.
-    pub fn publish(&self, generation: Arc<Gen>) {
+    /// The newest generation, for the cores to install (and the admin replica to size for).
+    pub fn staged(&self) -> Arc<Gen> {
+        self.staged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Phase one of a reload: the cores install `generation` at their next tick.
+    pub fn stage(&self, generation: Arc<Gen>) {
         let number = generation.number;
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = generation;
+        *self.staged.lock().unwrap_or_else(|e| e.into_inner()) = generation;
         self.newest.store(number, Ordering::Release);
+    }
+
+    /// Once every core serves it: `generation` is the current one for everyone else.
+    pub fn commit(&self, generation: Arc<Gen>) {
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = generation;
     }
 
     /// The store key of a connection's terminal state.
     pub fn terminal_key(generation: &Gen, conn: usize) -> String {
-        let (p, c) = generation.conn_labels.get(conn).cloned().unwrap_or_default();
+        let (p, c) = generation
+            .conn_labels
+            .get(conn)
+            .cloned()
+            .unwrap_or_default();
         format!("terminal/{p}/{c}")
     }
 
@@ -176,7 +195,7 @@ impl Core {
         if newest == self.generation.borrow().number {
             return;
         }
-        let generation = self.shared.current();
+        let generation = self.shared.staged();
         let cfg = &generation.config;
         let (fresh, retired) = (&generation.fresh_conns, &generation.retired_conns);
         self.tables.borrow_mut().fit(

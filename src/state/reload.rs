@@ -135,7 +135,11 @@ pub fn log_outcome(out: &Outcome) {
     use crate::log::event;
     let cause = out.cause;
     for p in &out.problems {
-        event("error", "reload: problem", serde_json::json!({"problem": p, "cause": cause}));
+        event(
+            "error",
+            "reload: problem",
+            serde_json::json!({"problem": p, "cause": cause}),
+        );
     }
     match out.status {
         Status::Applied => event(
@@ -210,8 +214,9 @@ fn apply(shared: &Shared, old: Arc<Gen>, generation: Arc<Gen>) -> Result<(), Str
     shared.leases.rename(&generation.conn_labels);
     lock(&shared.reloads.alive).push(Arc::downgrade(&old));
     crate::notify::notify("RELOADING=1\nSTATUS=reloading the config");
-    shared.publish(generation.clone());
+    shared.stage(generation.clone());
     let installed = wait_installed(shared, generation.number);
+    shared.commit(generation.clone());
     crate::notify::notify(&format!(
         "READY=1\nSTATUS=serving generation {}",
         generation.number
@@ -286,13 +291,13 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
         "upstream.pool_max_idle_per_upstream",
         upstream.pool_max_idle_per_upstream
     );
-    keep!("upstream.pool_idle_timeout_ms", upstream.pool_idle_timeout_ms);
+    keep!(
+        "upstream.pool_idle_timeout_ms",
+        upstream.pool_idle_timeout_ms
+    );
     keep!("flow (tenant limits)", tenant_limits);
     keep!("RINGSIDE_RATE_LIMIT_*", flow_env);
-    keep!(
-        "resilience.decision_ring",
-        resilience.decision_ring
-    );
+    keep!("resilience.decision_ring", resilience.decision_ring);
     keep!(
         "resilience.decision_ring_plain",
         resilience.decision_ring_plain

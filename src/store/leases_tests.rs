@@ -312,7 +312,11 @@ fn a_reload_renames_the_view_and_frees_removed_slots() {
     assert_eq!(v.leased_until(1, 100), None, "the removed slot is free");
     assert!(v.none());
     v.set("p/b", 900);
-    assert_eq!(v.leased_until(1, 100), None, "the old name no longer counts");
+    assert_eq!(
+        v.leased_until(1, 100),
+        None,
+        "the old name no longer counts"
+    );
     v.set("p/c", 900);
     assert_eq!(v.leased_until(2, 100), Some(900));
 }

@@ -124,13 +124,21 @@ fn sections(out: &mut Changes, old: &Config, new: &Config) {
             out.sections_changed.push(name);
         }
     };
-    check("limits", format!("{:?}", old.limits), format!("{:?}", new.limits));
+    check(
+        "limits",
+        format!("{:?}", old.limits),
+        format!("{:?}", new.limits),
+    );
     check(
         "upstream",
         format!("{:?}", old.upstream),
         format!("{:?}", new.upstream),
     );
-    check("stream", format!("{:?}", old.stream), format!("{:?}", new.stream));
+    check(
+        "stream",
+        format!("{:?}", old.stream),
+        format!("{:?}", new.stream),
+    );
     check(
         "clients",
         format!("{:?}", old.clients.list),
@@ -141,7 +149,12 @@ fn sections(out: &mut Changes, old: &Config, new: &Config) {
         let r = &c.resilience;
         format!(
             "{:?}{:?}{:?}{:?}{}{}{}",
-            r.lockout, r.operator_rules, r.restate, r.gate_enabled, r.deadline_ms, r.max_wait_ms,
+            r.lockout,
+            r.operator_rules,
+            r.restate,
+            r.gate_enabled,
+            r.deadline_ms,
+            r.max_wait_ms,
             r.jitter_pct
         )
     };

@@ -55,13 +55,10 @@ fn generations(old: &str, new: &str) -> (Gen, Gen) {
 
 #[test]
 fn changes_name_what_was_added_removed_rekeyed_and_changed() {
-    let new = BASE
-        .replace("key_env = \"B\"", "key_env = \"B2\"")
-        .replace(
-            "models = [\"m1\"]\n[[providers.connections]]",
-            "models = [\"m1\", \"m2\"]\n[[providers.connections]]",
-        )
-        + r#"
+    let new = BASE.replace("key_env = \"B\"", "key_env = \"B2\"").replace(
+        "models = [\"m1\"]\n[[providers.connections]]",
+        "models = [\"m1\", \"m2\"]\n[[providers.connections]]",
+    ) + r#"
 [[providers.connections]]
 id = "k3"
 key_env = "C"

@@ -42,12 +42,19 @@ fn an_unchanged_identity_keeps_its_slot_when_others_come_and_go() {
     let plan = slots.assign(&mut next, 2, 1).expect("assigned");
     assert_eq!(slot_of(&next, "a", "k2"), 1);
     assert_eq!(slot_of(&next, "b", "k3"), 2);
-    assert_eq!(slot_of(&next, "a", "k4"), 3, "a new identity takes a new slot");
+    assert_eq!(
+        slot_of(&next, "a", "k4"),
+        3,
+        "a new identity takes a new slot"
+    );
     assert_eq!(plan.retired_conns, vec![0]);
     assert_eq!(plan.fresh_conns, vec![3]);
     assert_eq!(next.providers[0].slot, 1, "b keeps its provider slot");
     assert_eq!(next.provider_of(2), Some(1));
-    assert!(next.connection(0).is_none(), "the removed connection's slot is empty");
+    assert!(
+        next.connection(0).is_none(),
+        "the removed connection's slot is empty"
+    );
     assert_eq!(next.slot_count(), 4);
 }
 
@@ -102,7 +109,9 @@ fn running_out_of_slots_changes_nothing() {
     let err = slots.assign(&mut big, 2, 1).expect_err("no room");
     assert!(err.contains("restart"), "{err}");
     let mut fits = config(&[("a", "k1", "A"), ("a", "k2", "B")]);
-    let plan = slots.assign(&mut fits, 2, 1).expect("the failed try left no trace");
+    let plan = slots
+        .assign(&mut fits, 2, 1)
+        .expect("the failed try left no trace");
     assert_eq!(plan.fresh_conns, vec![1]);
 }
 

@@ -1,0 +1,244 @@
+//! Hot reload, from outside: a reload under load (64 clients busy, 20 streams open across it)
+//! drops nothing and cuts nothing; a connection's cooldown set before it is still there after
+//! it; new connections and routes serve at once; an invalid file leaves the running config
+//! serving and is reported; a removed connection goes; settings that need a restart are said;
+//! `ringside reload` and SIGHUP do what `POST /admin/reload` does.
+
+mod common;
+use common::*;
+use ringside::simulate::{SimOptions, parse_fault_arg};
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+both_drivers!(
+    a_reload_under_load_keeps_state_and_drops_nothing,
+    an_invalid_file_changes_nothing_and_a_removed_connection_goes,
+);
+
+fn sim(events: u32) -> ringside::simulate::Simulator {
+    let mut opts = SimOptions {
+        events,
+        interval_ms: 100,
+        ..Default::default()
+    };
+    // Key a always answers 429 with a minute's Retry-After: the cooldown to keep.
+    opts.faults
+        .push(parse_fault_arg("key:sk-sim-a=429;retry-after=60").expect("fault"));
+    start_sim(opts)
+}
+
+fn config_path(proxy: &Proxy) -> std::path::PathBuf {
+    proxy.dir.0.join("ringside.toml")
+}
+
+fn generation(proxy: &Proxy) -> u64 {
+    let (_, cfg) = proxy.admin("GET", "/admin/config");
+    cfg["generation"].as_u64().unwrap_or(0)
+}
+
+fn state_of(proxy: &Proxy, conn: &str) -> String {
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    c["connections"]
+        .as_array()
+        .and_then(|l| l.iter().find(|x| x["connection"] == conn))
+        .map(|x| x["state"].as_str().unwrap_or("").to_string())
+        .unwrap_or_else(|| "absent".into())
+}
+
+fn signal(proxy: &Proxy, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(proxy.child.id() as i32, sig);
+    }
+}
+
+/// Open a stream and read it to its end; true when it ended with `[DONE]`.
+fn whole_stream(addr: std::net::SocketAddr, started: &AtomicUsize) -> bool {
+    let mut s = raw_client(addr);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
+    if s.write_all(raw_chat("m", true).as_bytes()).is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let mut counted = false;
+    loop {
+        match s.read(&mut tmp) {
+            Ok(n) if n > 0 => got.extend_from_slice(&tmp[..n]),
+            _ => return false,
+        }
+        if !counted && find(&got, b"data: ").is_some() {
+            counted = true;
+            started.fetch_add(1, Ordering::SeqCst);
+        }
+        if find(&got, b"data: [DONE]").is_some() {
+            return find(&got, b"\"error\"").is_none();
+        }
+    }
+}
+
+fn a_reload_under_load_keeps_state_and_drops_nothing(driver: &str) {
+    // 20 events 100 ms apart: each stream runs about 2 s, across the reload.
+    let sim = sim(20);
+    let mut proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let first = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(first.status, 200);
+    assert_eq!(state_of(&proxy, "a"), "cooling");
+    assert_eq!(generation(&proxy), 1);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let started = Arc::new(AtomicUsize::new(0));
+    let streams: Vec<_> = (0..20)
+        .map(|_| {
+            let (addr, started) = (proxy.addr, started.clone());
+            std::thread::spawn(move || whole_stream(addr, &started))
+        })
+        .collect();
+    let busy: Vec<_> = (0..64)
+        .map(|_| {
+            let (addr, stop, ok, failed) = (proxy.addr, stop.clone(), ok.clone(), failed.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let body = chat("m", false);
+                    match ringside::demo::client::request(
+                        addr,
+                        "POST",
+                        "/v1/chat/completions",
+                        &[],
+                        body.as_bytes(),
+                        Duration::from_secs(20),
+                    ) {
+                        Ok(r) if r.status == 200 => ok.fetch_add(1, Ordering::SeqCst),
+                        _ => failed.fetch_add(1, Ordering::SeqCst),
+                    };
+                }
+            })
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(10);
+    while started.load(Ordering::SeqCst) < 20 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 20, "streams running");
+
+    // A new key, and a route that did not exist: appended under the provider, then a route.
+    let path = config_path(&proxy);
+    let text = std::fs::read_to_string(&path).expect("config");
+    let more = "  [[providers.connections]]\n  id = \"c\"\n  key_env = \"SIM_KEY_C\"\n  models = [\"m\"]\n  priority = 2\n[[routes]]\nname = \"alias\"\ntargets = [ { provider = \"sim\", model = \"m\" } ]\n";
+    std::fs::write(&path, format!("{text}{more}")).expect("write");
+    signal(&proxy, libc::SIGHUP);
+    let until = Instant::now() + Duration::from_secs(10);
+    while generation(&proxy) != 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(generation(&proxy), 2, "SIGHUP applied the file");
+    let r = proxy.post("/v1/chat/completions", &[], &chat("alias", false));
+    assert_eq!(r.status, 200, "the new route serves: {}", r.text());
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    for t in busy {
+        t.join().expect("client thread");
+    }
+    let done = streams
+        .into_iter()
+        .filter(|_| true)
+        .map(|t| t.join().expect("stream thread"))
+        .filter(|&whole| whole)
+        .count();
+    assert_eq!(
+        done, 20,
+        "every stream open across the reload finished whole"
+    );
+    assert_eq!(failed.load(Ordering::SeqCst), 0, "no request failed");
+    assert!(ok.load(Ordering::SeqCst) > 64, "the clients were busy");
+
+    // State stayed with the connection whose identity is unchanged.
+    assert_eq!(state_of(&proxy, "a"), "cooling", "the cooldown survived");
+    assert_eq!(state_of(&proxy, "c"), "active");
+    let (_, cfg) = proxy.admin("GET", "/admin/config");
+    let last = &cfg["last_reload"];
+    assert_eq!(last["status"], "applied", "{last}");
+    assert_eq!(last["cause"], "signal", "{last}");
+    assert_eq!(last["changes"]["connections_added"][0], "sim/c", "{last}");
+    assert_eq!(last["changes"]["routes_added"][0], "alias", "{last}");
+    assert!(!cfg.to_string().contains("sk-sim-"), "no secret shown");
+    let m = proxy.metrics();
+    assert!(m.contains("ringside_config_generation 2"), "{m}");
+    assert!(
+        m.contains("ringside_config_reloads_total{result=\"applied\"} 1"),
+        "{m}"
+    );
+    assert!(
+        proxy.child.try_wait().expect("wait").is_none(),
+        "the process is still serving"
+    );
+}
+
+fn an_invalid_file_changes_nothing_and_a_removed_connection_goes(driver: &str) {
+    let sim = sim(2);
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let path = config_path(&proxy);
+    let good = std::fs::read_to_string(&path).expect("config");
+
+    // An invalid file: refused with every problem, the old config keeps serving.
+    std::fs::write(&path, format!("{good}\n[server]\nworkers = \"many\"\n")).expect("write");
+    let r = proxy.admin_with("POST", "/admin/reload", "");
+    assert_eq!(r.status, 422, "{}", r.text());
+    let out = r.json();
+    assert_eq!(out["status"], "rejected");
+    assert!(
+        !out["problems"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .is_empty(),
+        "{out}"
+    );
+    assert_eq!(generation(&proxy), 1);
+    let served = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(served.status, 200);
+    assert!(
+        proxy
+            .metrics()
+            .contains("ringside_config_reloads_total{result=\"rejected\"} 1")
+    );
+
+    // `ringside reload`: b removed, d added, the listen address changed (needs a restart).
+    let a_port = proxy.addr.port();
+    let next = good
+        .replace(
+            "  [[providers.connections]]\n  id = \"b\"\n  key_env = \"SIM_KEY_B\"\n  models = [\"m\"]\n  priority = 1\n",
+            "  [[providers.connections]]\n  id = \"d\"\n  key_env = \"SIM_KEY_D\"\n  models = [\"m\"]\n  priority = 1\n",
+        )
+        .replace(&format!("127.0.0.1:{a_port}"), "127.0.0.1:1");
+    assert_ne!(next, good);
+    std::fs::write(&path, &next).expect("write");
+    let cli = std::process::Command::new(binary())
+        .args(["reload", "--config", path.to_str().unwrap_or_default()])
+        .envs(proxy_env())
+        .output()
+        .expect("ringside reload");
+    let said = String::from_utf8_lossy(&cli.stdout).to_string();
+    assert!(
+        cli.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    let out: serde_json::Value = serde_json::from_str(said.trim()).expect("json outcome");
+    assert_eq!(out["generation"], 2, "{out}");
+    assert_eq!(out["changes"]["connections_removed"][0], "sim/b", "{out}");
+    assert_eq!(out["changes"]["connections_added"][0], "sim/d", "{out}");
+    assert_eq!(out["needs_restart"][0], "server.listen", "{out}");
+    assert_eq!(state_of(&proxy, "b"), "absent");
+    assert_eq!(state_of(&proxy, "a"), "cooling", "the cooldown survived");
+    // Still listening where it started; d serves now that a cools and b is gone.
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/d"));
+    // Per-connection metrics no longer name b.
+    let m = proxy.metrics();
+    assert!(!m.contains("connection=\"b\""), "{m}");
+}
