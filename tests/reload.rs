@@ -79,6 +79,83 @@ fn whole_stream(addr: std::net::SocketAddr, started: &AtomicUsize) -> bool {
     }
 }
 
+/// 64 clients sending requests back to back, and 20 streams open (about 2 s each).
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+    busy: Vec<std::thread::JoinHandle<()>>,
+    streams: Vec<std::thread::JoinHandle<bool>>,
+}
+
+impl Load {
+    /// Start it, and return once every stream has its first event.
+    fn start(addr: std::net::SocketAddr) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let started = Arc::new(AtomicUsize::new(0));
+        let streams = (0..20)
+            .map(|_| {
+                let started = started.clone();
+                std::thread::spawn(move || whole_stream(addr, &started))
+            })
+            .collect();
+        let busy = (0..64)
+            .map(|_| {
+                let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let body = chat("m", false);
+                        match ringside::demo::client::request(
+                            addr,
+                            "POST",
+                            "/v1/chat/completions",
+                            &[],
+                            body.as_bytes(),
+                            Duration::from_secs(20),
+                        ) {
+                            Ok(r) if r.status == 200 => ok.fetch_add(1, Ordering::SeqCst),
+                            _ => failed.fetch_add(1, Ordering::SeqCst),
+                        };
+                    }
+                })
+            })
+            .collect();
+        let until = Instant::now() + Duration::from_secs(10);
+        while started.load(Ordering::SeqCst) < 20 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(started.load(Ordering::SeqCst), 20, "streams running");
+        Load {
+            stop,
+            ok,
+            failed,
+            busy,
+            streams,
+        }
+    }
+
+    /// Stop the clients, wait for the streams: nothing failed, every stream whole.
+    fn finish(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.busy {
+            t.join().expect("client thread");
+        }
+        let whole = self
+            .streams
+            .into_iter()
+            .map(|t| t.join().expect("stream thread"))
+            .filter(|&whole| whole)
+            .count();
+        assert_eq!(
+            whole, 20,
+            "every stream open across the reload finished whole"
+        );
+        assert_eq!(self.failed.load(Ordering::SeqCst), 0, "no request failed");
+        assert!(self.ok.load(Ordering::SeqCst) > 64, "the clients were busy");
+    }
+}
+
 fn a_reload_under_load_keeps_state_and_drops_nothing(driver: &str) {
     // 20 events 100 ms apart: each stream runs about 2 s, across the reload.
     let sim = sim(20);
@@ -88,42 +165,7 @@ fn a_reload_under_load_keeps_state_and_drops_nothing(driver: &str) {
     assert_eq!(state_of(&proxy, "a"), "cooling");
     assert_eq!(generation(&proxy), 1);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let started = Arc::new(AtomicUsize::new(0));
-    let streams: Vec<_> = (0..20)
-        .map(|_| {
-            let (addr, started) = (proxy.addr, started.clone());
-            std::thread::spawn(move || whole_stream(addr, &started))
-        })
-        .collect();
-    let busy: Vec<_> = (0..64)
-        .map(|_| {
-            let (addr, stop, ok, failed) = (proxy.addr, stop.clone(), ok.clone(), failed.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let body = chat("m", false);
-                    match ringside::demo::client::request(
-                        addr,
-                        "POST",
-                        "/v1/chat/completions",
-                        &[],
-                        body.as_bytes(),
-                        Duration::from_secs(20),
-                    ) {
-                        Ok(r) if r.status == 200 => ok.fetch_add(1, Ordering::SeqCst),
-                        _ => failed.fetch_add(1, Ordering::SeqCst),
-                    };
-                }
-            })
-        })
-        .collect();
-    let until = Instant::now() + Duration::from_secs(10);
-    while started.load(Ordering::SeqCst) < 20 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(started.load(Ordering::SeqCst), 20, "streams running");
-
+    let load = Load::start(proxy.addr);
     // A new key, and a route that did not exist: appended under the provider, then a route.
     let path = config_path(&proxy);
     let text = std::fs::read_to_string(&path).expect("config");
@@ -138,23 +180,7 @@ fn a_reload_under_load_keeps_state_and_drops_nothing(driver: &str) {
     let r = proxy.post("/v1/chat/completions", &[], &chat("alias", false));
     assert_eq!(r.status, 200, "the new route serves: {}", r.text());
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::SeqCst);
-    for t in busy {
-        t.join().expect("client thread");
-    }
-    let done = streams
-        .into_iter()
-        .filter(|_| true)
-        .map(|t| t.join().expect("stream thread"))
-        .filter(|&whole| whole)
-        .count();
-    assert_eq!(
-        done, 20,
-        "every stream open across the reload finished whole"
-    );
-    assert_eq!(failed.load(Ordering::SeqCst), 0, "no request failed");
-    assert!(ok.load(Ordering::SeqCst) > 64, "the clients were busy");
-
+    load.finish();
     // State stayed with the connection whose identity is unchanged.
     assert_eq!(state_of(&proxy, "a"), "cooling", "the cooldown survived");
     assert_eq!(state_of(&proxy, "c"), "active");
