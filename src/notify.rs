@@ -24,6 +24,21 @@ pub fn notify(state: &str) {
     };
 }
 
+/// `RELOADING=1` with the monotonic time systemd wants beside it (`Type=notify-reload`
+/// refuses a reload notification without it), and a status line.
+pub fn reloading(status: &str) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let usec = (ts.tv_sec as u64) * 1_000_000 + (ts.tv_nsec as u64) / 1_000;
+    notify(&format!(
+        "RELOADING=1\nMONOTONIC_USEC={usec}\nSTATUS={status}"
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,7 +1,8 @@
 //! Hot reload, from outside: a reload under load (64 clients busy, 20 streams open across it)
 //! drops nothing and cuts nothing; a connection's cooldown set before it is still there after
 //! it; new connections and routes serve at once; an invalid file leaves the running config
-//! serving and is reported; a removed connection goes; settings that need a restart are said;
+//! serving and is reported; a removed connection goes; a new key starts clean; settings that
+//! need a restart are said;
 //! `ringside reload` and SIGHUP do what `POST /admin/reload` does.
 
 mod common;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 both_drivers!(
     a_reload_under_load_keeps_state_and_drops_nothing,
     an_invalid_file_changes_nothing_and_a_removed_connection_goes,
+    a_removed_connection_s_lease_ends_with_a_reason,
 );
 
 fn sim(events: u32) -> ringside::simulate::Simulator {
@@ -267,4 +269,81 @@ fn an_invalid_file_changes_nothing_and_a_removed_connection_goes(driver: &str) {
     // Per-connection metrics no longer name b.
     let m = proxy.metrics();
     assert!(!m.contains("connection=\"b\""), "{m}");
+
+    // A new key behind a: a new credential, its state starts clean (and it serves again).
+    std::fs::write(&path, next.replace("SIM_KEY_A", "SIM_KEY_C")).expect("write");
+    let r = proxy.admin_with("POST", "/admin/reload", "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let out = r.json();
+    assert_eq!(out["changes"]["keys_changed"][0], "sim/a", "{out}");
+    assert_eq!(state_of(&proxy, "a"), "active");
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/a"));
+}
+
+const LEASE_KEY: &str = "sk-ringside-lease-a-0123456789";
+
+/// Keys `conns`, and a client key that may lease any of them.
+fn lease_config(sim: std::net::SocketAddr, conns: &[&str]) -> String {
+    let allowed: Vec<String> = conns.iter().map(|c| format!("\"sim/{c}\"")).collect();
+    priority_keys(sim, conns, "")
+        + &format!(
+            "[[clients]]\nid = \"lease-a\"\nkey_sha256 = \"{}\"\nscopes = [\"inference\", \"lease:exclusive\"]\nallowed_connections = [{}]\n",
+            key_sha256(LEASE_KEY),
+            allowed.join(", ")
+        )
+}
+
+fn a_removed_connection_s_lease_ends_with_a_reason(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 2, "", &lease_config(sim.addr, &["a", "b"]));
+    let owner = format!("vlo_{}", "A".repeat(43));
+    let r = proxy.post(
+        "/v1/session-leases",
+        &[
+            ("x-api-key", LEASE_KEY),
+            ("content-type", "application/json"),
+            ("x-ringside-lease-owner", &owner),
+        ],
+        r#"{"action":"acquire","model":"m"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (_, l) = proxy.admin("GET", "/admin/leases");
+    let held = l["leases"][0]["connection"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(held.starts_with("sim/"), "{l}");
+    // The leased connection goes; the other stays.
+    let (gone, stays) = if held == "sim/a" {
+        ("a", "b")
+    } else {
+        ("b", "a")
+    };
+    let path = config_path(&proxy);
+    let text = std::fs::read_to_string(&path).expect("config");
+    let body_at = text.find("[[providers]]").unwrap_or(0);
+    let head = &text[..body_at];
+    std::fs::write(&path, format!("{head}{}", lease_config(sim.addr, &[stays]))).expect("write");
+    let r = proxy.admin_with("POST", "/admin/reload", "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["changes"]["connections_removed"][0],
+        format!("sim/{gone}")
+    );
+    // Phase two ends the lease through the store writer: a moment later it shows.
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, l) = proxy.admin("GET", "/admin/leases");
+        let row = l["leases"]
+            .as_array()
+            .and_then(|v| v.first().cloned())
+            .unwrap_or_default();
+        if row["end_reason"] == "CONNECTION_REMOVED" {
+            assert_ne!(row["state"], "ACTIVE", "{row}");
+            break;
+        }
+        assert!(Instant::now() < until, "the lease did not end: {l}");
+        std::thread::sleep(Duration::from_millis(30));
+    }
 }

@@ -213,7 +213,7 @@ fn apply(shared: &Shared, old: Arc<Gen>, generation: Arc<Gen>) -> Result<(), Str
     }
     shared.leases.rename(&generation.conn_labels);
     lock(&shared.reloads.alive).push(Arc::downgrade(&old));
-    crate::notify::notify("RELOADING=1\nSTATUS=reloading the config");
+    crate::notify::reloading("reloading the config");
     shared.stage(generation.clone());
     let installed = wait_installed(shared, generation.number);
     shared.commit(generation.clone());
@@ -302,7 +302,9 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
         "resilience.decision_ring_plain",
         resilience.decision_ring_plain
     );
-    if format!("{:?}", old.accounts) != format!("{:?}", new.accounts) {
+    if format!("{:?}", old.accounts) != format!("{:?}", new.accounts)
+        || memberships(old) != memberships(new)
+    {
         needs.push("providers.accounts");
     }
     // Account limits and memberships stay as started: keys name the running accounts.
@@ -319,6 +321,27 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
     }
     new.accounts = old.accounts.clone();
     needs
+}
+
+/// Which account each key belongs to, by `provider/connection`.
+fn memberships(c: &Config) -> Vec<(String, Option<String>)> {
+    let mut out: Vec<(String, Option<String>)> = c
+        .providers
+        .iter()
+        .flat_map(|p| {
+            p.connections.iter().map(move |k| {
+                let account = k
+                    .flow
+                    .account
+                    .and_then(|a| c.accounts.get(a))
+                    .map(|a| a.id.clone());
+                (format!("{}/{}", p.id, k.id), account)
+            })
+        })
+        .filter(|(_, a)| a.is_some())
+        .collect();
+    out.sort();
+    out
 }
 
 #[cfg(test)]
