@@ -1,7 +1,8 @@
 //! Operating Ringside as a proxy: the command line refuses misuse and says its version; SIGTERM
 //! drains in the order load balancers need (`/readyz` 503 while the port still accepts, then
 //! refused connections, in-flight streams finishing within the grace, a cut counted in the
-//! exit status, each cut stream ending with its error event); SIGHUP never ends the process;
+//! exit status, each cut stream ending with its error event, a request still waiting for its
+//! upstream answered); SIGHUP never ends the process;
 //! a start right after SIGKILL always works.
 
 mod common;
@@ -149,6 +150,7 @@ both_drivers!(
     a_drain_is_seen_by_load_balancers_before_the_port_closes,
     ctrl_c_skips_the_drain_delay,
     streams_still_running_when_the_grace_ends_are_counted_in_the_exit_status,
+    a_request_still_waiting_for_its_upstream_at_the_grace_s_end_is_answered,
     sighup_never_ends_the_process,
     a_start_right_after_sigkill_always_works,
 );
@@ -204,6 +206,37 @@ fn streams_still_running_when_the_grace_ends_are_counted_in_the_exit_status(driv
     // It ended with the dialect's error event saying why, as a whole chunked message.
     assert!(text.contains("\"code\":\"shutdown\""), "{text}");
     assert!(text.ends_with("0\r\n\r\n"), "{text}");
+}
+
+fn a_request_still_waiting_for_its_upstream_at_the_grace_s_end_is_answered(driver: &str) {
+    // The upstream takes 30 s to its head (a long non-streaming completion); the grace is 700 ms.
+    let sim = start_sim(SimOptions {
+        latency_ms: 30_000,
+        ..Default::default()
+    });
+    let body = openai_provider("sim", sim.addr, &[("a", "SIM_KEY_A")], "\"m\"");
+    let mut proxy = Proxy::start(driver, 1, "shutdown_grace_ms = 700\n", &body);
+    let mut s = raw_client(proxy.addr);
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(raw_chat("m", false).as_bytes()).expect("send");
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    signal(&proxy, libc::SIGTERM);
+    let text = String::from_utf8_lossy(&read_all(s)).to_string();
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "answered at the grace's end, not at the upstream's: {:?}",
+        t0.elapsed()
+    );
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(text.contains("\"code\":\"shutdown\""), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("x-should-retry: true"),
+        "{text}"
+    );
+    let status = wait_exit(&mut proxy, Duration::from_secs(15));
+    assert_eq!(status.code(), Some(3), "counted as cut: {status:?}");
 }
 
 fn sighup_never_ends_the_process(driver: &str) {

@@ -336,6 +336,22 @@ fn refused_error(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
 }
 
 /// The execution budget ran out before the answer began: the upstream was closed first.
+/// The code of the answer a request waiting for its upstream gets when the drain's grace ends.
+pub(crate) const SHUTDOWN: &str = "shutdown";
+
+/// The drain's grace ended before the upstream answered: another instance can serve the
+/// retry (the same code a cut stream's error event carries).
+pub(crate) fn shutdown(ctx: &Ctx<'_>) -> ApiError {
+    ApiError::new(
+        503,
+        SHUTDOWN,
+        "Ringside is shutting down and the upstream had not answered when its grace ended",
+    )
+    .retry_after(1)
+    .should_retry(true)
+    .header("x-ringside-attempts", ctx.attempts_header(None))
+}
+
 pub(crate) fn execution_timeout(ctx: &Ctx<'_>) -> ApiError {
     ApiError::new(
         504,

@@ -130,6 +130,17 @@ impl Aim<'_> {
     fn send_failed(&self, up: &UpConn, fail: HeadFail) -> AttemptEnd {
         match fail {
             HeadFail::ClientGone => AttemptEnd::ClientGone,
+            // Cut by the drain: nothing learned about the upstream.
+            HeadFail::Failed {
+                kind: AttemptOutcome::Shutdown,
+                detail,
+                ..
+            } => failed(
+                classify::transport(false),
+                AttemptOutcome::Shutdown,
+                detail,
+                true,
+            ),
             HeadFail::Failed {
                 timeout,
                 kind,

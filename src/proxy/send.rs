@@ -81,22 +81,38 @@ pub(super) async fn send_and_await_head(
                 read_more(&mut up.stream, &mut up.buf).await
             }
         });
+        // A drain's grace may end first: the request is then answered (`shutdown`), not lost.
+        let read = async {
+            let cut = crate::state::drain::until_cut();
+            monoio::select! {
+                r = read => Some(r),
+                _ = cut => None,
+            }
+        };
         match watch.race(std::pin::pin!(read)).await {
             Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done(Err(_)) => {
+            Raced::Done(None) => {
+                return Err(HeadFail::Failed {
+                    timeout: false,
+                    kind: AttemptOutcome::Shutdown,
+                    detail: "the drain's grace ended before the response head".into(),
+                    nothing_received: !received,
+                });
+            }
+            Raced::Done(Some(Err(_))) => {
                 return Err(fail(true, "no response head in time".into(), !received));
             }
-            Raced::Done(Ok(Err(e))) => {
+            Raced::Done(Some(Ok(Err(e)))) => {
                 return Err(fail(false, format!("connection failed: {e}"), !received));
             }
-            Raced::Done(Ok(Ok(0))) => {
+            Raced::Done(Some(Ok(Ok(0)))) => {
                 return Err(fail(
                     false,
                     "connection closed before the response head".into(),
                     !received,
                 ));
             }
-            Raced::Done(Ok(Ok(_))) => {}
+            Raced::Done(Some(Ok(Ok(_)))) => {}
         }
     }
 }

@@ -67,7 +67,7 @@ pub(super) async fn run(
     crate::state::drain::cut_streams_at(cut_at);
     let mut deadline = cut_at + CUT_SETTLES_IN;
     let life = &core.shared.lifecycle;
-    let mut hurried = false;
+    let (mut hurried, mut cut) = (false, false);
     while core.open_conns.get() > 0 && std::time::Instant::now() < deadline {
         if life.in_a_hurry() && !hurried {
             // A second signal: the grace ends now (streams see it when they next read).
@@ -75,6 +75,11 @@ pub(super) async fn run(
             let now = std::time::Instant::now();
             crate::state::drain::cut_streams_at(now);
             deadline = deadline.min(now + CUT_SETTLES_IN);
+        }
+        if !cut && std::time::Instant::now() + CUT_SETTLES_IN >= deadline {
+            // The grace's end: requests still waiting for a response head are answered.
+            cut = true;
+            crate::state::drain::cut_now();
         }
         // The tick has stopped: the log lines of requests that finish meanwhile go out here.
         core.flush_log();

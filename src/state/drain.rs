@@ -70,6 +70,23 @@ pub fn cut_at() -> Option<std::time::Instant> {
     CUT_AT.with(std::cell::Cell::get)
 }
 
+thread_local! {
+    /// This core's cut, as a signal: requests still waiting for an upstream's response head
+    /// wait on it too (a non-streaming completion can wait minutes for its head), so that the
+    /// grace's end answers them instead of dropping them. One per core thread, for its life.
+    static CUT: &'static Drain = Box::leak(Box::default());
+}
+
+/// Resolves when this core's grace ends (`cut_now`).
+pub fn until_cut() -> DrainWait<'static> {
+    CUT.with(|c| c.wait())
+}
+
+/// The grace has ended on this core: every `until_cut` resolves.
+pub fn cut_now() {
+    CUT.with(|c| c.trigger());
+}
+
 impl Future for DrainWait<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {

@@ -48,6 +48,20 @@ impl LoopState {
     ) -> bool {
         let core = ctx.core;
         let cand = at.cand;
+        if f.kind == AttemptOutcome::Shutdown {
+            // The drain's grace ended: no other attempt, the client hears why.
+            push(
+                ctx,
+                at,
+                f.kind,
+                None,
+                Decision::Fail,
+                budget,
+                Some(f.detail),
+            );
+            self.refusal = Some(Box::new(answer::shutdown(ctx)));
+            return true;
+        }
         if f.kind == AttemptOutcome::ExecutionTimeout {
             core.shared.flow.gates[cand.connection]
                 .stats
@@ -115,7 +129,13 @@ pub(super) async fn conclude(
     st: LoopState,
 ) -> bool {
     if let Some(err) = st.refusal.or(st.lease_capacity) {
-        return finish_error(ctx, wr, &err, true).await;
+        let keep = finish_error(ctx, wr, &err, true).await;
+        if err.code == answer::SHUTDOWN {
+            // Cut by the grace's end like a stream: counted in the exit status.
+            ctx.record.outcome = crate::audit::Outcome::Shutdown;
+            ctx.core.shared.lifecycle.count_cut(1);
+        }
+        return keep;
     }
     let excl: Vec<Excluded> = st
         .excluded
