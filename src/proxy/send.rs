@@ -74,45 +74,77 @@ pub(super) async fn send_and_await_head(
             }
         }
         let received = !up.buf.is_empty();
-        let read = timer::timeout_at(deadline, async {
-            if stream {
-                up.stream.read_when_ready(&mut up.buf).await
-            } else {
-                read_more(&mut up.stream, &mut up.buf).await
-            }
-        });
-        // A drain's grace may end first: the request is then answered (`shutdown`), not lost.
-        let read = async {
-            let cut = crate::state::drain::until_cut();
-            monoio::select! {
-                r = read => Some(r),
-                _ = cut => None,
-            }
-        };
-        match watch.race(std::pin::pin!(read)).await {
-            Raced::ClientGone => return Err(HeadFail::ClientGone),
-            Raced::Done(None) => {
-                return Err(HeadFail::Failed {
-                    timeout: false,
-                    kind: AttemptOutcome::Shutdown,
-                    detail: "the drain's grace ended before the response head".into(),
+        if let Err(f) = read_head_bytes(up, stream, deadline, watch).await {
+            return Err(match f {
+                HeadFail::Failed {
+                    timeout,
+                    kind,
+                    detail,
+                    ..
+                } => HeadFail::Failed {
+                    timeout,
+                    kind,
+                    detail,
                     nothing_received: !received,
-                });
-            }
-            Raced::Done(Some(Err(_))) => {
-                return Err(fail(true, "no response head in time".into(), !received));
-            }
-            Raced::Done(Some(Ok(Err(e)))) => {
-                return Err(fail(false, format!("connection failed: {e}"), !received));
-            }
-            Raced::Done(Some(Ok(Ok(0)))) => {
-                return Err(fail(
-                    false,
-                    "connection closed before the response head".into(),
-                    !received,
-                ));
-            }
-            Raced::Done(Some(Ok(Ok(_)))) => {}
+                },
+                gone => gone,
+            });
         }
+    }
+}
+
+/// Read more of the head, until `deadline`, racing the client and the drain's grace (its end
+/// answers the request, `shutdown`, instead of losing it). `nothing_received` is for the
+/// caller to set.
+async fn read_head_bytes(
+    up: &mut UpConn,
+    stream: bool,
+    deadline: std::time::Instant,
+    watch: &mut ClientWatch<'_>,
+) -> Result<(), HeadFail> {
+    let fail = |timeout: bool, kind, detail: &str| {
+        Err(HeadFail::Failed {
+            timeout,
+            kind,
+            detail: detail.to_string(),
+            nothing_received: false,
+        })
+    };
+    let read = timer::timeout_at(deadline, async {
+        if stream {
+            up.stream.read_when_ready(&mut up.buf).await
+        } else {
+            read_more(&mut up.stream, &mut up.buf).await
+        }
+    });
+    let read = async {
+        let cut = crate::state::drain::until_cut();
+        monoio::select! {
+            r = read => Some(r),
+            _ = cut => None,
+        }
+    };
+    match watch.race(std::pin::pin!(read)).await {
+        Raced::ClientGone => Err(HeadFail::ClientGone),
+        Raced::Done(None) => fail(
+            false,
+            AttemptOutcome::Shutdown,
+            "the drain's grace ended before the response head",
+        ),
+        Raced::Done(Some(Err(_))) => {
+            fail(true, AttemptOutcome::Timeout, "no response head in time")
+        }
+        Raced::Done(Some(Ok(Err(e)))) => Err(HeadFail::Failed {
+            timeout: false,
+            kind: AttemptOutcome::Reset,
+            detail: format!("connection failed: {e}"),
+            nothing_received: false,
+        }),
+        Raced::Done(Some(Ok(Ok(0)))) => fail(
+            false,
+            AttemptOutcome::Reset,
+            "connection closed before the response head",
+        ),
+        Raced::Done(Some(Ok(Ok(_)))) => Ok(()),
     }
 }
