@@ -27,6 +27,23 @@ fn counters(n: usize) -> Vec<AtomicU64> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }
 
+/// Fleet mode's link to Redis (all zero when fleet mode is off).
+#[derive(Debug, Default)]
+pub struct FleetCounters {
+    pub enabled: std::sync::atomic::AtomicBool,
+    /// Both the publishing and the subscribing connection are up.
+    pub connected: std::sync::atomic::AtomicBool,
+    /// Facts this instance sent, and facts from others applied here.
+    pub published: AtomicU64,
+    pub received: AtomicU64,
+    /// Facts from others naming a connection or provider this instance does not have.
+    pub unknown: AtomicU64,
+    /// Times a connection to Redis was lost or could not be made.
+    pub disconnects: AtomicU64,
+    /// Facts learned while Redis was away, sent when it came back.
+    pub republished: AtomicU64,
+}
+
 pub struct CoreMetrics {
     routes: usize,
     connections: usize,

@@ -68,6 +68,7 @@ pub(super) async fn answer(
         )),
         ("GET", "/admin/settings") => as_json(flow::settings(shared)),
         ("GET", "/admin/config") => as_json(super::config_view::config(shared)),
+        ("GET", "/admin/fleet") => as_json(fleet_view(shared)),
         ("POST", "/admin/drain") => {
             // The main thread runs the drain, as for SIGTERM (`cli::serve`).
             shared.lifecycle.request_drain();
@@ -100,6 +101,7 @@ fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
         &generation.conn_labels,
     );
     reload_metrics(&mut text, shared, generation.number);
+    fleet_metrics(&mut text, shared);
     text.push_str(&admin.borrow_mut().metrics());
     text.push_str(&flow::metrics(shared));
     text.push_str(&format!(
@@ -185,6 +187,54 @@ fn reload_metrics(out: &mut String, shared: &Shared, generation: u64) {
         r.applied.load(Ordering::Relaxed),
         r.rejected.load(Ordering::Relaxed),
     );
+}
+
+/// Fleet mode's link: up or not, and what crossed it.
+fn fleet_metrics(out: &mut String, shared: &Shared) {
+    use std::fmt::Write;
+    let f = &shared.fleet;
+    let _ = write!(
+        out,
+        "# HELP ringside_fleet_enabled Fleet mode is configured ([fleet] redis_url).\n# TYPE ringside_fleet_enabled gauge\nringside_fleet_enabled {}\n\
+         # HELP ringside_fleet_connected Connected to the fleet's Redis (0 while it is away: health is local).\n# TYPE ringside_fleet_connected gauge\nringside_fleet_connected {}\n\
+         # HELP ringside_fleet_facts_total Health facts sent to the fleet, applied from it, naming nothing here, and sent again after Redis was away.\n# TYPE ringside_fleet_facts_total counter\n\
+         ringside_fleet_facts_total{{direction=\"published\"}} {}\nringside_fleet_facts_total{{direction=\"received\"}} {}\nringside_fleet_facts_total{{direction=\"unknown\"}} {}\nringside_fleet_facts_total{{direction=\"republished\"}} {}\n\
+         # HELP ringside_fleet_disconnects_total Times the link to Redis was lost or could not be made.\n# TYPE ringside_fleet_disconnects_total counter\nringside_fleet_disconnects_total {}\n",
+        u8::from(f.enabled.load(Ordering::Relaxed)),
+        u8::from(f.connected.load(Ordering::Relaxed)),
+        f.published.load(Ordering::Relaxed),
+        f.received.load(Ordering::Relaxed),
+        f.unknown.load(Ordering::Relaxed),
+        f.republished.load(Ordering::Relaxed),
+        f.disconnects.load(Ordering::Relaxed),
+    );
+}
+
+/// `GET /admin/fleet`: fleet mode's settings (no password) and its link.
+fn fleet_view(shared: &Shared) -> (u16, Value) {
+    let generation = shared.current();
+    let f = &shared.fleet;
+    let settings = generation.config.fleet.as_ref().map(|s| {
+        json!({"redis_url": s.redis_url, "instance_id": s.instance_id, "key_prefix": s.key_prefix,
+               "timeout_ms": s.timeout_ms, "password": if s.password.is_some() { "set" } else { "not set" }})
+    });
+    (
+        200,
+        json!({
+            "enabled": f.enabled.load(Ordering::Relaxed),
+            "connected": f.connected.load(Ordering::Relaxed),
+            "settings": settings,
+            "shared": ["connection health (cooldowns, terminal states, operator resets)", "model lockouts", "breaker and window-gate failures"],
+            "per_instance": ["concurrency caps and reservoirs", "tenant quotas", "exclusive leases", "session pins", "managed client keys"],
+            "facts": {
+                "published": f.published.load(Ordering::Relaxed),
+                "received": f.received.load(Ordering::Relaxed),
+                "unknown": f.unknown.load(Ordering::Relaxed),
+                "republished": f.republished.load(Ordering::Relaxed),
+            },
+            "disconnects": f.disconnects.load(Ordering::Relaxed),
+        }),
+    )
 }
 
 /// `POST /admin/reload`: the reload runs on a thread of its own (it waits for every core to

@@ -50,7 +50,7 @@ impl AdminState {
         AdminState {
             tables,
             generation,
-            me: shared.bus.members() - 1,
+            me: shared.bus.admin(),
             shared,
             inbox,
         }

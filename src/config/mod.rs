@@ -1,9 +1,11 @@
 //! Configuration: the TOML schema, environment overrides, validation with a location for every
 //! problem, and the resolved, immutable [`Config`] the cores share.
 
+mod fleet;
 mod parse;
 mod problems;
 mod renumber;
+pub use fleet::FleetSettings;
 pub use renumber::NO_SLOT;
 mod resilience;
 mod resolve;
@@ -208,6 +210,8 @@ pub struct Config {
     pub affinity_ttl_ms: u64,
     /// Default exclusive-lease TTL.
     pub lease_ttl_ms: u64,
+    /// Fleet mode (`[fleet]`), when `redis_url` is set.
+    pub fleet: Option<FleetSettings>,
 }
 
 impl Config {

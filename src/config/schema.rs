@@ -30,6 +30,39 @@ pub struct FileConfig {
     pub store: StoreSection,
     #[serde(default)]
     pub session: SessionSection,
+    #[serde(default)]
+    pub fleet: FleetSection,
+}
+
+/// Fleet mode: several instances share what they learn through Redis (or Valkey).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetSection {
+    /// `redis://host:port[/db]`, or `rediss://` for TLS; empty: fleet mode off. Never a
+    /// password in it: `password_env` names the variable that holds it.
+    pub redis_url: String,
+    pub password_env: Option<String>,
+    /// An ACL user name, if Redis has users.
+    pub username: Option<String>,
+    /// How this instance is named to the others (default: host name and listen port).
+    pub instance_id: Option<String>,
+    /// Prefix of every key and channel (several fleets can share one Redis).
+    pub key_prefix: String,
+    /// Each Redis call's limit.
+    pub timeout_ms: u64,
+}
+
+impl Default for FleetSection {
+    fn default() -> Self {
+        FleetSection {
+            redis_url: String::new(),
+            password_env: None,
+            username: None,
+            instance_id: None,
+            key_prefix: "ringside".into(),
+            timeout_ms: 500,
+        }
+    }
 }
 
 /// Session affinity (soft pins).

@@ -1,4 +1,5 @@
-//! The cross-core event bus: one inbox per core (and one for the admin replica). A core that
+//! The cross-core event bus: one inbox per core, then one for the admin replica and one for
+//! fleet mode's publisher. A core that
 //! learns a fact applies it and sends the same event to every other inbox; receivers drain
 //! their inbox before each routing decision and on the core tick. No locks, no waiting.
 
@@ -30,6 +31,17 @@ impl Bus {
 
     pub fn members(&self) -> usize {
         self.senders.len()
+    }
+
+    /// The admin port's replica: the member after the cores.
+    pub fn admin(&self) -> usize {
+        self.senders.len().saturating_sub(2)
+    }
+
+    /// Fleet mode's publisher (the last member; its inbox is dropped when fleet mode is off,
+    /// and sending to it then costs a failed send).
+    pub fn fleet(&self) -> usize {
+        self.senders.len().saturating_sub(1)
     }
 }
 

@@ -7,7 +7,7 @@ pub use super::rules::builtin_rules;
 use serde::Serialize;
 
 /// Why an attempt failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     RateLimited,

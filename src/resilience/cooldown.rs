@@ -35,7 +35,7 @@ pub struct CooldownProfile {
 }
 
 /// The most recent failure of a connection.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Failure {
     pub at: u64,
     pub level: u8,
@@ -46,7 +46,7 @@ pub struct Failure {
 }
 
 /// One connection's resilience state; also the replication event (a full snapshot).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ConnState {
     pub epoch: u32,
     /// Not usable before this (monotonic ms).

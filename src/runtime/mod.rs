@@ -21,6 +21,8 @@ pub struct Running {
     admin: Option<JoinHandle<()>>,
     /// The admin replica's place on the event bus, until the admin port takes it.
     admin_inbox: Option<crossbeam_channel::Receiver<crate::resilience::Event>>,
+    /// Fleet mode's threads, stopped after the cores.
+    fleet: Option<crate::fleet::Fleet>,
     /// This instance's hold on its data dir (`instance`), for the life of the process.
     _lock: instance::InstanceLock,
 }
@@ -49,6 +51,10 @@ impl Running {
         for w in self.workers {
             let _ = w.join();
         }
+        // What the cores learned last reaches the fleet before the process goes.
+        if let Some(f) = self.fleet {
+            f.stop();
+        }
         // Everything the cores queued for the store is on disk before we exit.
         self.shared.store.flush();
         self.shared.lifecycle.mark_stopped();
@@ -70,7 +76,13 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         config.upstream.ca_file.as_deref(),
     )?;
     let workers = config.server.workers.max(1);
-    let (shared, inboxes, admin_inbox) = shared::build(config, access_log, workers)?;
+    let fleet_settings = config.fleet.clone();
+    let (shared, (inboxes, admin_inbox, fleet_inbox)) = shared::build(config, access_log, workers)?;
+    // Before the cores serve: what the other instances know is on their inboxes.
+    let fleet = match &fleet_settings {
+        Some(s) => Some(crate::fleet::start(shared.clone(), fleet_inbox, s)?),
+        None => None, // its inbox is dropped: sends to it fail at once
+    };
     let resolver = Resolver::start(2);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<&'static str, String>>();
     let mut handles = Vec::new();
@@ -88,14 +100,19 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
     drop(ready_tx);
     let mut drivers = Vec::new();
     for _ in 0..workers {
-        match ready_rx.recv() {
-            Ok(Ok(d)) => drivers.push(d),
-            Ok(Err(e)) => {
-                shared.shutdown.store(true, Ordering::SeqCst);
-                return Err(e);
+        let failed = match ready_rx.recv() {
+            Ok(Ok(d)) => {
+                drivers.push(d);
+                continue;
             }
-            Err(_) => return Err("a worker died during start".into()),
+            Ok(Err(e)) => e,
+            Err(_) => "a worker died during start".into(),
+        };
+        shared.shutdown.store(true, Ordering::SeqCst);
+        if let Some(f) = fleet {
+            f.stop();
         }
+        return Err(failed);
     }
     Ok(Running {
         shared,
@@ -103,6 +120,7 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
         workers: handles,
         admin: None,
         admin_inbox: Some(admin_inbox),
+        fleet,
         _lock: lock,
     })
 }

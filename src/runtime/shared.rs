@@ -14,20 +14,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 type AdminInbox = crossbeam_channel::Receiver<crate::resilience::Event>;
+/// The inboxes beyond the cores': the admin replica's and fleet mode's.
+pub(super) type Inboxes = (Vec<Inbox>, AdminInbox, AdminInbox);
 
 /// The shared state, each core's inbox, and the admin replica's inbox.
 pub(super) fn build(
     config: Config,
     access_log: Option<LogSink>,
     workers: usize,
-) -> Result<(Arc<Shared>, Vec<Inbox>, AdminInbox), String> {
+) -> Result<(Arc<Shared>, Inboxes), String> {
     let mut slots = Slots::new(&config);
     let store = crate::store::open(
         &config.server.data_dir,
         config.store_map_size,
         config.store_fast,
     )?;
-    let (bus, mut inboxes) = crate::resilience::bus::bus(workers + 1);
+    let (bus, mut inboxes) = crate::resilience::bus::bus(workers + 2);
+    let fleet_inbox = inboxes.pop().ok_or("event bus without members")?;
     let admin_inbox = inboxes.pop().ok_or("event bus without members")?;
     let (bell_writers, bell_readers) = doorbells(workers)?;
     let flow = flow_shared(&config, store, bell_writers, slots.conn_capacity);
@@ -66,9 +69,10 @@ pub(super) fn build(
         managed_keys: AtomicBool::new(crate::clients::managed::any(store)),
         conn_caps: crate::state::conn_caps::ConnCaps::new(max_connections, max_unauthenticated),
         slots: std::sync::Mutex::new(slots),
+        fleet: Default::default(),
     });
     let inboxes = inboxes.into_iter().zip(bell_readers).collect();
-    Ok((shared, inboxes, admin_inbox))
+    Ok((shared, (inboxes, admin_inbox, fleet_inbox)))
 }
 
 /// One doorbell per core: another core writes a byte to wake this core's queue pump.

@@ -56,6 +56,8 @@ pub struct Shared {
     pub managed_keys: AtomicBool,
     /// Client connections held, in total and keyless per address.
     pub conn_caps: super::conn_caps::ConnCaps,
+    /// Fleet mode's link to the other instances.
+    pub fleet: crate::metrics::FleetCounters,
 }
 
 impl Shared {

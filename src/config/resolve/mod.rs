@@ -24,6 +24,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let resilience = super::resilience::resolve(&mut p, &file, &providers, env);
     let stream = sections::stream(&mut p, &file.stream, env);
     let clients = sections::clients(&mut p, &file, &providers, env);
+    let fleet = super::fleet::resolve(&mut p, &file.fleet, &server, env);
     // With client keys (several tenants) a breaker opens only on failures of at least two of
     // them, unless the operator says otherwise; an open (single-tenant) instance keeps one.
     let min_tenants = file
@@ -85,5 +86,6 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
                 crate::store::leases::MAX_TTL_MS,
             ),
         },
+        fleet,
     })
 }

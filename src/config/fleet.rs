@@ -1,0 +1,144 @@
+//! `[fleet]`: where the fleet's Redis is and how this instance is named in it.
+
+use super::problems::Problems;
+use super::schema::FleetSection;
+use super::{EnvLookup, Secret, ServerSettings};
+
+/// Fleet mode, resolved.
+#[derive(Clone, Debug)]
+pub struct FleetSettings {
+    /// The Redis address, as written (it holds no password).
+    pub redis_url: String,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    pub instance_id: String,
+    pub key_prefix: String,
+    pub timeout_ms: u64,
+}
+
+impl FleetSettings {
+    /// The name of a key or channel of this fleet. The prefix is a hash tag, so that every
+    /// key one script touches lands on one Redis Cluster slot.
+    pub fn key(&self, name: &str) -> String {
+        format!("{{{}}}:{name}", self.key_prefix)
+    }
+}
+
+pub(super) fn resolve(
+    p: &mut Problems,
+    f: &FleetSection,
+    server: &ServerSettings,
+    env: EnvLookup,
+) -> Option<FleetSettings> {
+    if f.redis_url.is_empty() {
+        return None;
+    }
+    let url = &f.redis_url;
+    let Some((scheme, rest)) = url.split_once("://") else {
+        p.add(
+            "fleet.redis_url",
+            format!("`{url}` is not a redis:// or rediss:// URL"),
+        );
+        return None;
+    };
+    if !matches!(scheme, "redis" | "rediss") {
+        p.add(
+            "fleet.redis_url",
+            format!("`{scheme}://` is not redis:// or rediss:// (TLS)"),
+        );
+    }
+    if rest.split('/').next().unwrap_or("").contains('@') {
+        // Never echo it: it may hold the password.
+        p.add(
+            "fleet.redis_url",
+            "the URL holds credentials: put the password in the variable `password_env` names",
+        );
+    }
+    let password = f.password_env.as_ref().and_then(|var| match env(var) {
+        Some(v) if !v.is_empty() => Some(Secret::new(v)),
+        _ => {
+            p.add(
+                "fleet.password_env",
+                format!("the variable `{var}` is not set"),
+            );
+            None
+        }
+    });
+    let instance_id = f
+        .instance_id
+        .clone()
+        .unwrap_or_else(|| format!("{}:{}", host_name(), server.listen.port()));
+    if !crate::names::valid_id(&instance_id.replace(':', "_")) {
+        p.add(
+            "fleet.instance_id",
+            format!("`{instance_id}` is not 1-64 letters, digits, `_`, `-`, `.` or `:`"),
+        );
+    }
+    if !crate::names::valid_id(&f.key_prefix) {
+        p.add("fleet.key_prefix", "1-64 letters, digits, `_`, `-` or `.`");
+    }
+    let timeout_ms = p.clamped("fleet.timeout_ms", f.timeout_ms, 10, 60_000);
+    Some(FleetSettings {
+        redis_url: url.clone(),
+        username: f.username.clone(),
+        password,
+        instance_id,
+        key_prefix: f.key_prefix.clone(),
+        timeout_ms,
+    })
+}
+
+/// This machine's host name (`localhost` if it has none that is usable).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer we own.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    let name = String::from_utf8_lossy(&buf[..end]).to_string();
+    if ok && crate::names::valid_id(&name) {
+        name
+    } else {
+        "localhost".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::load_str;
+
+    fn load(fleet: &str) -> Result<crate::config::Config, Vec<crate::config::Problem>> {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:7100\"\n[fleet]\n{fleet}\n[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[[providers.connections]]\nid = \"a\"\nkey_env = \"K\"\n"
+        );
+        let env = |n: &str| match n {
+            "K" => Some("sk-x".to_string()),
+            "REDIS_PW" => Some("hunter2".to_string()),
+            _ => None,
+        };
+        load_str(&text, "t", &env)
+    }
+
+    #[test]
+    fn fleet_mode_is_off_without_a_url_and_named_by_host_and_port_with_one() {
+        assert!(load("").expect("valid").fleet.is_none());
+        let f = load("redis_url = \"redis://127.0.0.1:6379\"\npassword_env = \"REDIS_PW\"")
+            .expect("valid")
+            .fleet
+            .expect("on");
+        assert!(f.instance_id.ends_with(":7100"), "{}", f.instance_id);
+        assert_eq!(f.password.as_ref().map(|s| s.expose()), Some("hunter2"));
+        assert_eq!(f.key("health"), "{ringside}:health");
+    }
+
+    #[test]
+    fn a_password_in_the_url_or_a_missing_variable_is_a_problem_that_shows_no_secret() {
+        let ps = load("redis_url = \"redis://:hunter2@127.0.0.1:6379\"").expect_err("refused");
+        let text = format!("{ps:?}");
+        assert!(text.contains("password_env"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+        let ps = load("redis_url = \"redis://h:1\"\npassword_env = \"NOPE\"").expect_err("refused");
+        assert!(format!("{ps:?}").contains("NOPE"));
+        let ps = load("redis_url = \"http://h:1\"").expect_err("refused");
+        assert!(format!("{ps:?}").contains("rediss://"));
+    }
+}

@@ -1,0 +1,134 @@
+//! The listening half: what the other instances learn reaches this one's cores as ordinary
+//! bus events, merged by the same rules as the cores' own (idempotent, order-independent; an
+//! operator reset wins over older failures). After every (re)connection the states the
+//! instances keep in Redis are read again, since the channel does not replay what was missed.
+
+use super::link::{Backoff, Link, describe};
+use super::wire::{Clocks, Message, Names, incoming};
+use crate::log::event;
+use crate::state::core::Shared;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::time::Duration;
+
+pub(super) struct Subscriber {
+    pub link: Link,
+    pub shared: Arc<Shared>,
+    pub stop: Arc<AtomicBool>,
+    pub instance: String,
+    pub channel: String,
+    /// `SCAN` pattern of every instance's state hashes.
+    pub pattern: String,
+}
+
+/// How often a quiet subscription looks whether the instance is stopping.
+const POLL: Duration = Duration::from_millis(250);
+
+pub(super) fn run(s: Subscriber) {
+    let mut backoff = Backoff::default();
+    let mut names = Names::default();
+    while !s.stop.load(Acquire) {
+        let err = match session(&s, &mut names, &mut backoff) {
+            Ok(()) => return,
+            Err(e) => e,
+        };
+        if s.shared.fleet.connected.swap(false, AcqRel) || backoff.is_fresh() {
+            event(
+                "warn",
+                "fleet: lost Redis; health is local until it is back",
+                serde_json::json!({"error": describe(&err)}),
+            );
+        }
+        s.shared.fleet.disconnects.fetch_add(1, Relaxed);
+        let until = std::time::Instant::now() + backoff.next();
+        while std::time::Instant::now() < until && !s.stop.load(Acquire) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Subscribe, read the kept states, then apply what comes until the link breaks or the
+/// instance stops.
+fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::RedisResult<()> {
+    let mut con = s.link.connect()?;
+    let mut sub = con.as_pubsub();
+    sub.subscribe(&s.channel)?;
+    sub.set_read_timeout(Some(POLL))?;
+    // Subscribed first: what is published while the states are read is not missed (a fact
+    // seen twice merges to the same state).
+    let n = load(s, names)?;
+    s.shared.fleet.connected.store(true, Release);
+    backoff.reset();
+    event(
+        "info",
+        "fleet: connected to Redis",
+        serde_json::json!({"instance": s.instance, "states_loaded": n}),
+    );
+    while !s.stop.load(Acquire) {
+        match sub.get_message() {
+            Ok(msg) => {
+                if let Ok(text) = msg.get_payload::<String>() {
+                    apply(s, names, &text, Clocks::now());
+                }
+            }
+            Err(e) if e.is_timeout() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Read every instance's kept states and apply them; how many applied.
+pub(super) fn load(s: &Subscriber, names: &mut Names) -> redis::RedisResult<usize> {
+    let mut con = s.link.connect()?;
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&s.pattern)
+            .arg("COUNT")
+            .arg(200)
+            .query(&mut con)?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    let clocks = Clocks::now();
+    let mut applied = 0;
+    for key in keys {
+        let entries: Vec<(String, String)> = redis::cmd("HGETALL").arg(&key).query(&mut con)?;
+        for (_, text) in entries {
+            applied += usize::from(apply(s, names, &text, clocks));
+        }
+    }
+    Ok(applied)
+}
+
+/// One fact from another instance onto this instance's bus; whether it applied.
+fn apply(s: &Subscriber, names: &mut Names, text: &str, clocks: Clocks) -> bool {
+    let Ok(msg) = serde_json::from_str::<Message>(text) else {
+        return false; // not ours (another version, another program): ignored
+    };
+    if msg.from == s.instance {
+        return false;
+    }
+    if s.shared.newest.load(Acquire) != names.generation {
+        *names = Names::of(&s.shared.staged());
+    }
+    let fleet = &s.shared.fleet;
+    match incoming(msg.fact, names, clocks) {
+        Some(ev) => {
+            s.shared.bus.broadcast(s.shared.bus.fleet(), &ev);
+            fleet.received.fetch_add(1, Relaxed);
+            true
+        }
+        None => {
+            fleet.unknown.fetch_add(1, Relaxed);
+            false
+        }
+    }
+}

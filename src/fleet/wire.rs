@@ -1,0 +1,326 @@
+//! What one instance tells the others: resilience events by name and wall-clock time. Slots
+//! and the monotonic clock are each process's own, so a connection travels as its
+//! `provider/connection` label and its key's fingerprint (the first 12 hex digits of the key's
+//! SHA-256, as `GET /admin/config` shows it: enough to tell two keys apart, nothing to use),
+//! a provider as its id, and every time as Unix milliseconds.
+
+use crate::resilience::Event;
+use crate::resilience::classify::Reason;
+use crate::resilience::cooldown::ConnState;
+use crate::resilience::lockout::{Lock, LockScope};
+use crate::state::generation::Gen;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One message on the fleet's channel (and, for states, in its hashes).
+#[derive(Debug, Deserialize, Serialize, PartialEq)]
+pub struct Message {
+    /// The instance that learned it (its own messages come back to it and are skipped).
+    pub from: String,
+    #[serde(flatten)]
+    pub fact: Fact,
+}
+
+/// A resilience event by name.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Fact {
+    Conn {
+        conn: String,
+        key: String,
+        state: ConnState,
+    },
+    Lock {
+        conn: String,
+        key: String,
+        model: String,
+        scope: LockScope,
+        reason: Reason,
+        until: u64,
+        failures: u32,
+        last_failure: u64,
+        last_cooldown: u64,
+    },
+    LockDecay {
+        conn: String,
+        key: String,
+        model: String,
+    },
+    LockClear {
+        conn: String,
+        key: String,
+        model: Option<String>,
+    },
+    BreakerFailure {
+        provider: String,
+        at: u64,
+        tenant: u64,
+    },
+    BreakerSuccess {
+        provider: String,
+        at: u64,
+    },
+    BreakerReset {
+        provider: String,
+    },
+    GateFailure {
+        provider: String,
+        at: u64,
+    },
+    GateSuccess {
+        provider: String,
+    },
+}
+
+impl Fact {
+    /// Where a state is kept in the fleet's hashes (facts that are not states are only sent).
+    pub fn field(&self) -> Option<(&'static str, String)> {
+        match self {
+            Fact::Conn { conn, key, .. } => Some(("conn", format!("{conn}#{key}"))),
+            Fact::Lock {
+                conn,
+                key,
+                model,
+                scope,
+                ..
+            } => Some(("lock", format!("{conn}#{key}#{scope:?}#{model}"))),
+            _ => None,
+        }
+    }
+}
+
+/// The names of one generation's slots, both ways.
+#[derive(Default)]
+pub struct Names {
+    pub generation: u64,
+    conns: Vec<Option<(String, String)>>,
+    by_conn: HashMap<(String, String), usize>,
+    providers: HashMap<usize, String>,
+    by_provider: HashMap<String, usize>,
+}
+
+/// A key's fingerprint as the fleet names it.
+pub fn fingerprint(secret: &str) -> String {
+    crate::secret::hex(&crate::secret::digest(secret.as_bytes())[..6])
+}
+
+impl Names {
+    pub fn of(g: &Gen) -> Names {
+        let mut n = Names {
+            generation: g.number,
+            conns: vec![None; g.config.slot_count()],
+            ..Default::default()
+        };
+        for p in &g.config.providers {
+            n.providers.insert(p.slot, p.id.clone());
+            n.by_provider.insert(p.id.clone(), p.slot);
+            for c in &p.connections {
+                let label = format!("{}/{}", p.id, c.id);
+                let key = fingerprint(c.secret.expose());
+                n.by_conn.insert((label.clone(), key.clone()), c.index);
+                n.conns[c.index] = Some((label, key));
+            }
+        }
+        n
+    }
+
+    fn conn(&self, slot: usize) -> Option<(String, String)> {
+        self.conns.get(slot).cloned().flatten()
+    }
+
+    fn slot(&self, conn: &str, key: &str) -> Option<usize> {
+        self.by_conn
+            .get(&(conn.to_string(), key.to_string()))
+            .copied()
+    }
+
+    fn provider(&self, slot: usize) -> Option<String> {
+        self.providers.get(&slot).cloned()
+    }
+
+    fn provider_slot(&self, id: &str) -> Option<usize> {
+        self.by_provider.get(id).copied()
+    }
+}
+
+/// This process's monotonic milliseconds against the wall clock, read once per batch.
+#[derive(Clone, Copy, Debug)]
+pub struct Clocks {
+    /// Unix ms minus monotonic ms.
+    offset: i128,
+}
+
+impl Clocks {
+    pub fn now() -> Clocks {
+        Clocks::at(crate::clock::now_ms(), crate::clock::unix_ms())
+    }
+
+    pub fn at(mono_ms: u64, unix_ms: u64) -> Clocks {
+        Clocks {
+            offset: i128::from(unix_ms) - i128::from(mono_ms),
+        }
+    }
+
+    /// 0 stays 0 (never).
+    pub fn to_unix(self, t: u64) -> u64 {
+        if t == 0 {
+            0
+        } else {
+            (i128::from(t) + self.offset).max(1) as u64
+        }
+    }
+
+    /// 0 stays 0; a time before this process began is its first millisecond.
+    pub fn to_mono(self, t: u64) -> u64 {
+        if t == 0 {
+            0
+        } else {
+            (i128::from(t) - self.offset).clamp(1, i128::from(u64::MAX)) as u64
+        }
+    }
+}
+
+fn state_times(s: &ConnState, f: impl Fn(u64) -> u64) -> ConnState {
+    let mut s = *s;
+    s.until = f(s.until);
+    s.ok_at = f(s.ok_at);
+    s.last.at = f(s.last.at);
+    s
+}
+
+/// An event of this instance, by name; `None` for what the fleet does not share (decision
+/// queries, session pins) or a slot this generation does not name.
+pub fn outgoing(ev: &Event, names: &Names, clocks: Clocks) -> Option<Fact> {
+    let conn = |slot: usize| names.conn(slot);
+    Some(match ev {
+        Event::Conn { conn: c, state } => {
+            let (conn, key) = conn(*c)?;
+            Fact::Conn {
+                conn,
+                key,
+                state: state_times(state, |t| clocks.to_unix(t)),
+            }
+        }
+        Event::Lock(l) => {
+            let (conn, key) = conn(l.conn)?;
+            Fact::Lock {
+                conn,
+                key,
+                model: l.key.to_string(),
+                scope: l.scope,
+                reason: l.reason,
+                until: clocks.to_unix(l.until),
+                failures: l.failures,
+                last_failure: clocks.to_unix(l.last_failure),
+                last_cooldown: l.last_cooldown,
+            }
+        }
+        Event::LockDecay { conn: c, model } => {
+            let (conn, key) = conn(*c)?;
+            Fact::LockDecay {
+                conn,
+                key,
+                model: model.to_string(),
+            }
+        }
+        Event::LockClear { conn: c, model } => {
+            let (conn, key) = conn(*c)?;
+            Fact::LockClear {
+                conn,
+                key,
+                model: model.as_ref().map(|m| m.to_string()),
+            }
+        }
+        Event::BreakerFailure {
+            provider,
+            at,
+            tenant,
+        } => Fact::BreakerFailure {
+            provider: names.provider(*provider)?,
+            at: clocks.to_unix(*at),
+            tenant: *tenant,
+        },
+        Event::BreakerSuccess { provider, at } => Fact::BreakerSuccess {
+            provider: names.provider(*provider)?,
+            at: clocks.to_unix(*at),
+        },
+        Event::BreakerReset { provider } => Fact::BreakerReset {
+            provider: names.provider(*provider)?,
+        },
+        Event::GateFailure { provider, at } => Fact::GateFailure {
+            provider: names.provider(*provider)?,
+            at: clocks.to_unix(*at),
+        },
+        Event::GateSuccess { provider } => Fact::GateSuccess {
+            provider: names.provider(*provider)?,
+        },
+        Event::Pin { .. } | Event::DecisionQuery { .. } => return None,
+    })
+}
+
+/// Another instance's fact as this instance's event; `None` for a connection or provider this
+/// instance does not have (or has with another key).
+pub fn incoming(f: Fact, names: &Names, clocks: Clocks) -> Option<Event> {
+    let provider = |id: &str| names.provider_slot(id);
+    Some(match f {
+        Fact::Conn { conn, key, state } => Event::Conn {
+            conn: names.slot(&conn, &key)?,
+            state: state_times(&state, |t| clocks.to_mono(t)),
+        },
+        Fact::Lock {
+            conn,
+            key,
+            model,
+            scope,
+            reason,
+            until,
+            failures,
+            last_failure,
+            last_cooldown,
+        } => Event::Lock(Lock {
+            conn: names.slot(&conn, &key)?,
+            key: Arc::from(model),
+            scope,
+            reason,
+            until: clocks.to_mono(until),
+            failures,
+            last_failure: clocks.to_mono(last_failure),
+            last_cooldown,
+        }),
+        Fact::LockDecay { conn, key, model } => Event::LockDecay {
+            conn: names.slot(&conn, &key)?,
+            model: Arc::from(model),
+        },
+        Fact::LockClear { conn, key, model } => Event::LockClear {
+            conn: names.slot(&conn, &key)?,
+            model: model.map(Arc::from),
+        },
+        Fact::BreakerFailure {
+            provider: p,
+            at,
+            tenant,
+        } => Event::BreakerFailure {
+            provider: provider(&p)?,
+            at: clocks.to_mono(at),
+            tenant,
+        },
+        Fact::BreakerSuccess { provider: p, at } => Event::BreakerSuccess {
+            provider: provider(&p)?,
+            at: clocks.to_mono(at),
+        },
+        Fact::BreakerReset { provider: p } => Event::BreakerReset {
+            provider: provider(&p)?,
+        },
+        Fact::GateFailure { provider: p, at } => Event::GateFailure {
+            provider: provider(&p)?,
+            at: clocks.to_mono(at),
+        },
+        Fact::GateSuccess { provider: p } => Event::GateSuccess {
+            provider: provider(&p)?,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests;

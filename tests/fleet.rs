@@ -1,0 +1,225 @@
+//! Fleet mode against a real `redis-server` (installed from the Debian packages if missing, on a
+//! loopback port): three instances, both drivers among them, in front of one simulator. A 429
+//! seen by one instance keeps the others off that key (counted at the simulator); an instance
+//! that starts later loads what the fleet knows before it serves; Redis stopped and started
+//! again under load fails no request, and health flows again once it is back.
+
+mod common;
+use common::*;
+use ringside::simulate::{SimOptions, parse_fault_arg};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` of the test's own, without persistence (health needs none).
+struct Redis {
+    child: Child,
+    port: u16,
+    _dir: tempdir::Dir,
+}
+
+fn install_redis() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_ok()
+        {
+            return;
+        }
+        let apt = |args: &[&str]| {
+            Command::new("apt-get")
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !apt(&["install", "-y", "-qq", "redis-server"]) {
+            assert!(apt(&["update", "-qq"]), "apt-get update failed");
+            assert!(
+                apt(&["install", "-y", "-qq", "redis-server"]),
+                "redis-server could not be installed"
+            );
+        }
+    });
+}
+
+impl Redis {
+    fn start() -> Redis {
+        Self::start_on(port())
+    }
+
+    // The child is killed and waited for in Drop.
+    #[allow(clippy::zombie_processes)]
+    fn start_on(port: u16) -> Redis {
+        install_redis();
+        let dir = tempdir::new();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                dir.0.to_str().unwrap_or("/tmp"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let r = Redis {
+            child,
+            port,
+            _dir: dir,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while !r.ping() {
+            assert!(Instant::now() < until, "redis-server did not answer");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        r
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(addr(self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 16];
+        s.write_all(b"PING\r\n").is_ok()
+            && s.read(&mut buf).is_ok_and(|n| &buf[..n] == b"+PONG\r\n")
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sim() -> ringside::simulate::Simulator {
+    let mut opts = SimOptions::default();
+    opts.faults
+        .push(parse_fault_arg("key:sk-sim-a=429;retry-after=30").expect("fault"));
+    start_sim(opts)
+}
+
+fn instance(driver: &str, name: &str, redis: &str, sim: &ringside::simulate::Simulator) -> Proxy {
+    let fleet = format!("[fleet]\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n");
+    Proxy::start(
+        driver,
+        1,
+        "",
+        &(priority_keys(sim.addr, &["a", "b"], "") + &fleet),
+    )
+}
+
+fn state_of(proxy: &Proxy, conn: &str) -> String {
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    c["connections"]
+        .as_array()
+        .and_then(|l| l.iter().find(|x| x["connection"] == conn))
+        .map(|x| x["state"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// Wait until `conn` cools on `proxy`; how long it took.
+fn until_cooling(proxy: &Proxy, conn: &str, within: Duration) -> Duration {
+    let t0 = Instant::now();
+    while state_of(proxy, conn) != "cooling" {
+        assert!(
+            t0.elapsed() < within,
+            "{conn} did not cool within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    t0.elapsed()
+}
+
+fn served_by(proxy: &Proxy) -> String {
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.header("x-ringside-connection").unwrap_or("").to_string()
+}
+
+#[test]
+fn a_429_on_one_instance_keeps_the_others_off_the_key() {
+    let redis = Redis::start();
+    let sim = sim();
+    let a = instance("uring", "a", &redis.url(), &sim);
+    let b = instance("epoll", "b", &redis.url(), &sim);
+    assert_eq!(served_by(&a), "sim/b", "a's key answered 429; b served");
+    let took = until_cooling(&b, "a", Duration::from_secs(5));
+    eprintln!("the cooldown reached the other instance in {took:?}");
+    for _ in 0..10 {
+        assert_eq!(served_by(&b), "sim/b");
+    }
+    // An instance that joins later knows it before it serves.
+    let c = instance("uring", "c", &redis.url(), &sim);
+    assert_eq!(state_of(&c, "a"), "cooling");
+    for _ in 0..10 {
+        assert_eq!(served_by(&c), "sim/b");
+    }
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a"),
+        1,
+        "only the first instance's first try reached the cooling key"
+    );
+    let m = b.metrics();
+    assert!(m.contains("ringside_fleet_connected 1"), "{m}");
+    // An operator reset on one instance reaches the others.
+    let r = c.admin_with("POST", "/admin/connections/sim/a/reset", "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let t0 = Instant::now();
+    while state_of(&a, "a") == "cooling" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the reset did not reach a"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn redis_away_fails_no_request_and_health_flows_again_when_it_is_back() {
+    let redis_port = port();
+    let redis = Redis::start_on(redis_port);
+    let sim = sim();
+    let a = instance("epoll", "a", &redis.url(), &sim);
+    let b = instance("uring", "b", &redis.url(), &sim);
+    drop(redis);
+    // Redis gone: both serve on local health; a learns its own 429.
+    assert_eq!(served_by(&a), "sim/b");
+    assert_eq!(served_by(&b), "sim/b", "b tried a once itself");
+    for _ in 0..10 {
+        assert_eq!(served_by(&a), "sim/b");
+        assert_eq!(served_by(&b), "sim/b");
+    }
+    let m = a.metrics();
+    assert!(m.contains("ringside_fleet_connected 0"), "{m}");
+    // Back on the same port: both reconnect; a third instance then learns what a and b learned
+    // while Redis was away (sent again on reconnection).
+    let _redis = Redis::start_on(redis_port);
+    let t0 = Instant::now();
+    while !a.metrics().contains("ringside_fleet_connected 1")
+        || !b.metrics().contains("ringside_fleet_connected 1")
+    {
+        assert!(t0.elapsed() < Duration::from_secs(15), "no reconnection");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let c = instance("epoll", "c", &_redis.url(), &sim);
+    // The publishers retry on their own backoff (at most 5 s apart).
+    until_cooling(&c, "a", Duration::from_secs(15));
+    assert_eq!(served_by(&c), "sim/b");
+}
