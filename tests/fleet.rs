@@ -223,3 +223,59 @@ fn redis_away_fails_no_request_and_health_flows_again_when_it_is_back() {
     until_cooling(&c, "a", Duration::from_secs(15));
     assert_eq!(served_by(&c), "sim/b");
 }
+
+#[test]
+fn a_concurrency_cap_holds_across_the_fleet() {
+    let redis = Redis::start();
+    // Each answer takes 100 ms: 300 requests against a cap of 8 keep every instance waiting.
+    let sim = start_sim(SimOptions {
+        latency_ms: 100,
+        ..Default::default()
+    });
+    let fleet = |name: &str| {
+        format!(
+            "[fleet]\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
+            redis.url()
+        )
+    };
+    let body = priority_keys(sim.addr, &["a"], "")
+        .replace("  priority = 0\n", "  priority = 0\n  max_concurrent = 8\n");
+    let instances: Vec<Proxy> = [("uring", "a"), ("epoll", "b"), ("uring", "c")]
+        .iter()
+        .map(|(driver, name)| Proxy::start(driver, 2, "", &(body.clone() + &fleet(name))))
+        .collect();
+    let addrs: Vec<std::net::SocketAddr> = instances.iter().map(|p| p.addr).collect();
+    let clients: Vec<_> = (0..300)
+        .map(|i| {
+            let addr = addrs[i % addrs.len()];
+            std::thread::spawn(move || {
+                let body = chat("m", false);
+                ringside::demo::client::request(
+                    addr,
+                    "POST",
+                    "/v1/chat/completions",
+                    &[],
+                    body.as_bytes(),
+                    Duration::from_secs(60),
+                )
+                .map(|r| r.status)
+                .unwrap_or(0)
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = clients
+        .into_iter()
+        .map(|t| t.join().expect("client"))
+        .collect();
+    let ok = statuses.iter().filter(|&&s| s == 200).count();
+    assert_eq!(ok, 300, "every request was served in turn: {statuses:?}");
+    let peak = sim_stats(&sim)["keys"]["sk-sim-a"]["peak_concurrency"]
+        .as_u64()
+        .unwrap_or(0);
+    eprintln!("peak concurrency at the upstream: {peak} (cap 8, three instances)");
+    assert!(peak <= 8, "the cap held across the fleet: peak {peak}");
+    assert!(
+        peak >= 4,
+        "the instances shared the cap rather than one slot each: {peak}"
+    );
+}

@@ -4,6 +4,25 @@ use super::problems::Problems;
 use super::schema::FleetSection;
 use super::{EnvLookup, Secret, ServerSettings};
 
+/// What a capped connection admits while Redis is away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FleetUnavailable {
+    /// The cap divided by the instances last seen (at least 1).
+    LocalShare,
+    /// Nothing: requests queue, then fail as the connection's saturation policy says.
+    Reject,
+}
+
+impl FleetUnavailable {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FleetUnavailable::LocalShare => "local_share",
+            FleetUnavailable::Reject => "reject",
+        }
+    }
+}
+
 /// Fleet mode, resolved.
 #[derive(Clone, Debug)]
 pub struct FleetSettings {
@@ -14,6 +33,7 @@ pub struct FleetSettings {
     pub instance_id: String,
     pub key_prefix: String,
     pub timeout_ms: u64,
+    pub when_unavailable: FleetUnavailable,
 }
 
 impl FleetSettings {
@@ -78,6 +98,17 @@ pub(super) fn resolve(
         p.add("fleet.key_prefix", "1-64 letters, digits, `_`, `-` or `.`");
     }
     let timeout_ms = p.clamped("fleet.timeout_ms", f.timeout_ms, 10, 60_000);
+    let when_unavailable = match f.when_unavailable.as_str() {
+        "local_share" => FleetUnavailable::LocalShare,
+        "reject" => FleetUnavailable::Reject,
+        other => {
+            p.add(
+                "fleet.when_unavailable",
+                format!("`{other}` is not one of local_share, reject"),
+            );
+            FleetUnavailable::LocalShare
+        }
+    };
     Some(FleetSettings {
         redis_url: url.clone(),
         username: f.username.clone(),
@@ -85,6 +116,7 @@ pub(super) fn resolve(
         instance_id,
         key_prefix: f.key_prefix.clone(),
         timeout_ms,
+        when_unavailable,
     })
 }
 

@@ -5,7 +5,7 @@ mod fleet;
 mod parse;
 mod problems;
 mod renumber;
-pub use fleet::FleetSettings;
+pub use fleet::{FleetSettings, FleetUnavailable};
 pub use renumber::NO_SLOT;
 mod resilience;
 mod resolve;

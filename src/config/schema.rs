@@ -50,6 +50,9 @@ pub struct FleetSection {
     pub key_prefix: String,
     /// Each Redis call's limit.
     pub timeout_ms: u64,
+    /// What a capped connection admits while Redis is away: "local_share" (its cap divided by
+    /// the instances last seen, at least 1) or "reject" (nothing).
+    pub when_unavailable: String,
 }
 
 impl Default for FleetSection {
@@ -61,6 +64,7 @@ impl Default for FleetSection {
             instance_id: None,
             key_prefix: "ringside".into(),
             timeout_ms: 500,
+            when_unavailable: "local_share".into(),
         }
     }
 }

@@ -4,11 +4,13 @@
 //!
 //! Shared today: connection health (cooldowns, terminal states, operator resets), model
 //! lockouts, and breaker and window-gate failures, as the same events the cores replicate to
-//! each other (`wire`). Two threads per instance own the Redis connections (`publish`,
-//! `subscribe`); the request path never waits on Redis: it reads its core's tables as in a
-//! single instance. Redis away: health stays local, and what was learned meanwhile is sent
-//! when it is back.
+//! each other (`wire`); and every connection's concurrency cap, held across the fleet
+//! (`caps`). Three threads per instance own the Redis connections (`publish`, `subscribe`,
+//! `caps`); the request path never waits on Redis: it reads its core's tables and gates as in
+//! a single instance. Redis away: health stays local, and what was learned meanwhile is sent
+//! when it is back; caps fall back to a share of their own.
 
+mod caps;
 mod link;
 mod publish;
 mod subscribe;
@@ -72,6 +74,13 @@ pub fn start(
             ("lock", s.key(&format!("health:lock:{}", s.instance_id))),
         ],
     };
+    let caps = caps::Caps {
+        link: publisher.link.clone(),
+        shared: publisher.shared.clone(),
+        stop: stop.clone(),
+        settings: s.clone(),
+    };
+    caps::prime(&caps);
     let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
         std::thread::Builder::new()
             .name(name.into())
@@ -84,6 +93,7 @@ pub fn start(
             Box::new(move || publish::run(publisher)),
         )?,
         spawn("ringside-fleet-sub", Box::new(move || subscribe::run(sub)))?,
+        spawn("ringside-fleet-caps", Box::new(move || caps::run(caps)))?,
     ];
     Ok(Fleet { stop, threads })
 }

@@ -98,6 +98,8 @@ pub struct Names {
     by_conn: HashMap<(String, String), usize>,
     providers: HashMap<usize, String>,
     by_provider: HashMap<String, usize>,
+    /// Connections with a concurrency cap: slot, `label#key`, cap.
+    capped: Vec<(usize, String, u32)>,
 }
 
 /// A key's fingerprint as the fleet names it.
@@ -119,10 +121,19 @@ impl Names {
                 let label = format!("{}/{}", p.id, c.id);
                 let key = fingerprint(c.secret.expose());
                 n.by_conn.insert((label.clone(), key.clone()), c.index);
+                if c.flow.max_concurrent > 0 {
+                    let name = format!("{label}#{key}");
+                    n.capped.push((c.index, name, c.flow.max_concurrent));
+                }
                 n.conns[c.index] = Some((label, key));
             }
         }
         n
+    }
+
+    /// The capped connections: slot, `label#key` (the fleet's name for its slots), cap.
+    pub fn capped(&self) -> impl Iterator<Item = (usize, &str, u32)> {
+        self.capped.iter().map(|(s, n, c)| (*s, n.as_str(), *c))
     }
 
     fn conn(&self, slot: usize) -> Option<(String, String)> {

@@ -51,8 +51,14 @@ pub struct Gate {
     core_prio: [AtomicU8; MAX_CORES],
     /// The core that took the last slot from the queue (ties rotate after it).
     last_core: AtomicU32,
+    /// In fleet mode, how many of the cap's slots this instance holds (`fleet::caps`);
+    /// `NO_SHARE` outside fleet mode or for an uncapped connection.
+    fleet_share: AtomicU32,
     pub stats: GateStats,
 }
+
+/// [`Gate::fleet_share`] when no fleet limits the gate.
+pub const NO_SHARE: u32 = u32::MAX;
 
 #[derive(Debug, Default, Serialize)]
 pub struct GateStats {
@@ -95,6 +101,7 @@ impl Default for Gate {
             waiting_cores: AtomicU64::new(0),
             core_prio: std::array::from_fn(|_| AtomicU8::new(NO_WAITERS)),
             last_core: AtomicU32::new(0),
+            fleet_share: AtomicU32::new(NO_SHARE),
             stats: GateStats::default(),
         }
     }
@@ -197,18 +204,25 @@ impl Gate {
     pub fn take(&self, now: u64) -> Result<Taken, Blocked> {
         let mut taken = Taken::default();
         let max = self.max_concurrent.load(Relaxed);
+        let share = self.fleet_share.load(SeqCst);
         let mut r = self.running.load(Acquire);
         loop {
-            if max > 0 && r >= max {
+            if (max > 0 && r >= max) || r >= share {
                 return Err(Blocked::Full);
             }
             match self
                 .running
-                .compare_exchange_weak(r, r + 1, AcqRel, Acquire)
+                .compare_exchange_weak(r, r + 1, SeqCst, Acquire)
             {
                 Ok(_) => break,
                 Err(v) => r = v,
             }
+        }
+        // The fleet may have lowered the share meanwhile (`set_fleet_share`): either it saw
+        // this start or this start sees its new share and backs out.
+        if share != NO_SHARE && r >= self.fleet_share.load(SeqCst) {
+            self.release();
+            return Err(Blocked::Full);
         }
         let spacing = self.spacing_ms();
         if spacing > 0 {
@@ -289,6 +303,18 @@ impl Gate {
             self.reservoir
                 .store(self.reservoir_amount.load(Relaxed), Release);
         }
+    }
+
+    /// This instance's share of the cap, set by the fleet (`NO_SHARE`: none applies).
+    pub fn fleet_share(&self) -> u32 {
+        self.fleet_share.load(SeqCst)
+    }
+
+    /// Set this instance's share of the cap; returns what runs now. Lowering it never takes
+    /// a running slot away: the fleet asks Redis to keep at least what runs.
+    pub fn set_fleet_share(&self, share: u32) -> u32 {
+        self.fleet_share.store(share, SeqCst);
+        self.running.load(SeqCst)
     }
 
     /// Free a slot (the request has ended and its upstream connection is closed or pooled).

@@ -1,0 +1,251 @@
+//! Concurrency caps across the fleet. A connection's `max_concurrent` holds for the fleet as
+//! a whole: each instance holds a share of the cap's slots in Redis (a sorted set of holders
+//! scored by expiry, so a crashed instance's slots come back when they expire) and its flow
+//! gate admits up to that share (`Gate::fleet_share`). The share follows demand from this
+//! thread, never from a request: the request path reads one more atomic for a capped
+//! connection, and an uncapped one touches nothing. Redis away: each instance falls back to
+//! the cap divided by the instances last seen (at least 1), or to none (`when_unavailable`).
+
+use super::link::{Backoff, Link, describe};
+use super::wire::Names;
+use crate::config::{FleetSettings, FleetUnavailable};
+use crate::flow::gate::{Gate, NO_SHARE};
+use crate::state::core::Shared;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::time::{Duration, Instant};
+
+/// Take the holder entries of this instance to `want` (at most what the cap leaves the other
+/// instances' live entries), on the server's clock; returns the share granted and how many
+/// instances hold slots.
+const SHARE: &str = r#"
+local key, me = KEYS[1], ARGV[1]
+local want, cap, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+local prefix = me .. '#'
+local mine, others, seen = {}, 0, {}
+for _, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+  if string.sub(m, 1, #prefix) == prefix then
+    table.insert(mine, m)
+  else
+    others = others + 1
+    local inst = string.match(m, '^(.*)#%d+$')
+    if inst then seen[inst] = true end
+  end
+end
+local grant = math.max(0, math.min(want, cap - others))
+for _, m in ipairs(mine) do redis.call('ZREM', key, m) end
+for i = 1, grant do redis.call('ZADD', key, now + ttl, prefix .. i) end
+seen[me] = true
+local n = 0
+for _ in pairs(seen) do n = n + 1 end
+redis.call('PEXPIRE', key, ttl * 10)
+return {grant, n}
+"#;
+
+/// A holder entry lives this long unless refreshed (a crashed instance's slots come back then).
+const TTL_MS: u64 = 3_000;
+/// Entries are refreshed this often.
+const REFRESH: Duration = Duration::from_secs(1);
+/// A share above demand is kept this long before it is given back (no thrash on bursts).
+const LINGER: Duration = Duration::from_millis(200);
+
+pub(super) struct Caps {
+    pub link: Link,
+    pub shared: Arc<Shared>,
+    pub stop: Arc<AtomicBool>,
+    pub settings: FleetSettings,
+}
+
+/// What this instance holds for one capped connection.
+#[derive(Default)]
+struct Held {
+    share: u32,
+    synced: Option<Instant>,
+    surplus_since: Option<Instant>,
+    /// Instances holding slots when last seen (for the fallback share).
+    instances: u32,
+}
+
+/// The shares before the instance serves: from Redis, or the fallback when it is away.
+pub(super) fn prime(c: &Caps) {
+    let names = Names::of(&c.shared.staged());
+    let mut held = HashMap::new();
+    let result = c
+        .link
+        .connect()
+        .and_then(|mut k| round(c, &mut k, &names, &mut held));
+    if let Err(e) = result {
+        unavailable(c, &names, &mut held, &e, true);
+    }
+}
+
+pub(super) fn run(c: Caps) {
+    let mut con: Option<redis::Connection> = None;
+    let mut backoff = Backoff::default();
+    let mut retry_at = Instant::now();
+    let mut held: HashMap<String, Held> = HashMap::new();
+    let mut names = Names::default();
+    while !c.stop.load(Acquire) {
+        let generation = c.shared.staged();
+        if generation.number != names.generation {
+            names = Names::of(&generation);
+            let capped: Vec<usize> = names.capped().map(|(slot, _, _)| slot).collect();
+            release_uncapped(&c.shared.flow.gates, &capped);
+        }
+        if con.is_none() && Instant::now() >= retry_at {
+            match c.link.connect() {
+                Ok(k) => {
+                    con = Some(k);
+                    backoff.reset();
+                }
+                Err(e) => {
+                    unavailable(&c, &names, &mut held, &e, backoff.is_fresh());
+                    retry_at = Instant::now() + backoff.next();
+                }
+            }
+        }
+        let busy = match con.as_mut() {
+            Some(k) => match round(&c, k, &names, &mut held) {
+                Ok(busy) => busy,
+                Err(e) => {
+                    con = None;
+                    unavailable(&c, &names, &mut held, &e, true);
+                    retry_at = Instant::now() + backoff.next();
+                    false
+                }
+            },
+            None => false,
+        };
+        // Waiting requests: look again soon; otherwise a relaxed pace.
+        std::thread::sleep(Duration::from_millis(if busy { 2 } else { 20 }));
+    }
+    // Leaving: give the slots back so the others need not wait for their expiry.
+    if let Some(k) = con.as_mut() {
+        for (key, h) in &held {
+            if h.share > 0 {
+                let _ = share(k, key, &c.settings.instance_id, 0, 0);
+            }
+        }
+    }
+}
+
+/// One pass over the capped connections; whether any has requests waiting.
+fn round(
+    c: &Caps,
+    con: &mut redis::Connection,
+    names: &Names,
+    held: &mut HashMap<String, Held>,
+) -> redis::RedisResult<bool> {
+    let mut busy = false;
+    let now = Instant::now();
+    for (slot, label, cap) in names.capped() {
+        let Some(gate) = c.shared.flow.gates.get(slot) else {
+            continue;
+        };
+        let key = c.settings.key(&format!("slots:{label}"));
+        let h = held.entry(key.clone()).or_default();
+        let demand = gate.running() + gate.queued();
+        busy |= gate.queued() > 0;
+        let Some(want) = wanted(h, demand, cap, now) else {
+            continue;
+        };
+        // Lowered here first, so that no start takes a slot about to be given back.
+        let want = if want < h.share {
+            want.max(gate.set_fleet_share(want))
+        } else {
+            want
+        };
+        let (granted, instances) = share(con, &key, &c.settings.instance_id, want, cap)?;
+        h.share = granted;
+        h.instances = instances.max(1);
+        h.synced = Some(now);
+        let before = gate.fleet_share();
+        gate.set_fleet_share(granted);
+        // More room: the cores with requests waiting for it take them.
+        if (before == NO_SHARE || granted > before) && gate.waiting_cores.load(Acquire) != 0 {
+            c.shared.flow.ring(slot);
+        }
+    }
+    Ok(busy)
+}
+
+/// The share to ask Redis for now, if anything is to change (or to be refreshed).
+fn wanted(h: &mut Held, demand: u32, cap: u32, now: Instant) -> Option<u32> {
+    // Always one slot at hand, so that a first request does not wait for a round trip.
+    let need = demand.max(1).min(cap);
+    let refresh = h.synced.is_none_or(|t| now.duration_since(t) >= REFRESH);
+    if need > h.share {
+        h.surplus_since = None;
+        return Some(need);
+    }
+    if need < h.share {
+        let since = *h.surplus_since.get_or_insert(now);
+        if now.duration_since(since) >= LINGER {
+            h.surplus_since = None;
+            return Some(need);
+        }
+    } else {
+        h.surplus_since = None;
+    }
+    refresh.then_some(h.share)
+}
+
+fn share(
+    con: &mut redis::Connection,
+    key: &str,
+    me: &str,
+    want: u32,
+    cap: u32,
+) -> redis::RedisResult<(u32, u32)> {
+    redis::cmd("EVAL")
+        .arg(SHARE)
+        .arg(1)
+        .arg(key)
+        .arg(me)
+        .arg(want)
+        .arg(cap)
+        .arg(TTL_MS)
+        .query(con)
+}
+
+/// Redis is away: each capped gate falls back to its local share (or to none).
+fn unavailable(
+    c: &Caps,
+    names: &Names,
+    held: &mut HashMap<String, Held>,
+    e: &redis::RedisError,
+    say: bool,
+) {
+    if say {
+        crate::log::event(
+            "warn",
+            "fleet: Redis away; concurrency caps fall back to this instance's share",
+            serde_json::json!({"error": describe(e), "when_unavailable": c.settings.when_unavailable.as_str()}),
+        );
+    }
+    for (slot, label, cap) in names.capped() {
+        let key = c.settings.key(&format!("slots:{label}"));
+        let h = held.entry(key).or_default();
+        h.share = match c.settings.when_unavailable {
+            FleetUnavailable::LocalShare => (cap / h.instances.max(1)).max(1),
+            FleetUnavailable::Reject => 0,
+        };
+        h.synced = None;
+        if let Some(g) = c.shared.flow.gates.get(slot) {
+            g.set_fleet_share(h.share);
+        }
+    }
+}
+
+/// A connection no longer capped (a reload) is the instance's own again.
+fn release_uncapped(gates: &[Gate], capped: &[usize]) {
+    for (i, g) in gates.iter().enumerate() {
+        if !capped.contains(&i) && g.fleet_share() != NO_SHARE {
+            g.set_fleet_share(NO_SHARE);
+        }
+    }
+}
