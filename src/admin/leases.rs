@@ -3,13 +3,13 @@
 //! once and the owner's next request is refused before dispatch).
 
 use crate::state::core::Shared;
-use crate::store::leases::{Lease, Op, Outcome, State};
+use crate::store::leases::{Op, Outcome, State};
 use serde_json::{Value, json};
 
 pub async fn handle(shared: &Shared, method: &str, path: &str) -> Option<(u16, Value)> {
     let rest = path.strip_prefix("/admin/leases")?;
     match (method, rest) {
-        ("GET", "" | "/") => Some((200, list(shared))),
+        ("GET", "" | "/") => Some(list(shared)),
         ("DELETE", r) if r.len() > 1 => {
             let owner = r.strip_prefix('/').unwrap_or(r);
             if owner.len() != 64 || !owner.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -40,14 +40,14 @@ pub async fn handle(shared: &Shared, method: &str, path: &str) -> Option<(u16, V
     }
 }
 
-fn list(shared: &Shared) -> Value {
+fn list(shared: &Shared) -> (u16, Value) {
     let now = crate::clock::unix_ms();
-    let mut rows: Vec<Lease> = shared
-        .store
-        .scan("lease/")
-        .into_iter()
-        .filter_map(|(_, v)| serde_json::from_value(v).ok())
-        .collect();
+    let Ok(mut rows) = shared.store.lease_rows() else {
+        return (
+            503,
+            json!({"error": {"message": "the lease store did not answer; try again", "type": "server_error", "code": "LEASE_SERVICE_UNAVAILABLE"}}),
+        );
+    };
     rows.sort_by_key(|l| {
         (
             l.state_at(now) != State::Active,
@@ -73,5 +73,5 @@ fn list(shared: &Shared) -> Value {
         })
         .collect();
     let active = rows.iter().filter(|l| l.live(now)).count();
-    json!({"active": active, "leases": leases})
+    (200, json!({"active": active, "leases": leases}))
 }

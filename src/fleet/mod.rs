@@ -11,6 +11,7 @@
 //! when it is back; caps fall back to a share of their own.
 
 mod caps;
+mod leases;
 mod link;
 mod publish;
 mod subscribe;
@@ -48,7 +49,9 @@ pub fn start(
         stop: stop.clone(),
         instance: s.instance_id.clone(),
         channel: channel.clone(),
+        lease_channel: leases::Leases::channel(s),
         pattern: s.key("health:*"),
+        settings: s.clone(),
     };
     match subscribe::load(&sub, &mut wire::Names::default()) {
         Ok(n) => crate::log::event(
@@ -81,6 +84,16 @@ pub fn start(
         settings: s.clone(),
     };
     caps::prime(&caps);
+    // The lease book is the fleet's from now on, before the instance serves.
+    let (to_leases, lease_rx) = crossbeam_channel::unbounded();
+    caps.shared.store.lease_elsewhere(to_leases);
+    let lease_book = leases::Leases {
+        link: caps.link.clone(),
+        shared: caps.shared.clone(),
+        stop: stop.clone(),
+        settings: s.clone(),
+        rx: lease_rx,
+    };
     let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
         std::thread::Builder::new()
             .name(name.into())
@@ -94,6 +107,10 @@ pub fn start(
         )?,
         spawn("ringside-fleet-sub", Box::new(move || subscribe::run(sub)))?,
         spawn("ringside-fleet-caps", Box::new(move || caps::run(caps)))?,
+        spawn(
+            "ringside-fleet-leases",
+            Box::new(move || leases::run(lease_book)),
+        )?,
     ];
     Ok(Fleet { stop, threads })
 }

@@ -17,8 +17,11 @@ pub(super) struct Subscriber {
     pub stop: Arc<AtomicBool>,
     pub instance: String,
     pub channel: String,
+    /// Where lease changes are told (`leases`).
+    pub lease_channel: String,
     /// `SCAN` pattern of every instance's state hashes.
     pub pattern: String,
+    pub settings: crate::config::FleetSettings,
 }
 
 /// How often a quiet subscription looks whether the instance is stopping.
@@ -53,6 +56,7 @@ fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::R
     let mut con = s.link.connect()?;
     let mut sub = con.as_pubsub();
     sub.subscribe(&s.channel)?;
+    sub.subscribe(&s.lease_channel)?;
     sub.set_read_timeout(Some(POLL))?;
     // Subscribed first: what is published while the states are read is not missed (a fact
     // seen twice merges to the same state).
@@ -67,7 +71,12 @@ fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::R
     while !s.stop.load(Acquire) {
         match sub.get_message() {
             Ok(msg) => {
-                if let Ok(text) = msg.get_payload::<String>() {
+                let Ok(text) = msg.get_payload::<String>() else {
+                    continue;
+                };
+                if msg.get_channel_name() == s.lease_channel {
+                    lease_news(s, &text);
+                } else {
                     apply(s, names, &text, Clocks::now());
                 }
             }
@@ -97,6 +106,7 @@ pub(super) fn load(s: &Subscriber, names: &mut Names) -> redis::RedisResult<usiz
             break;
         }
     }
+    super::leases::load_view(&s.shared, &s.settings, &mut con)?;
     let clocks = Clocks::now();
     let mut applied = 0;
     for key in keys {
@@ -106,6 +116,16 @@ pub(super) fn load(s: &Subscriber, names: &mut Names) -> redis::RedisResult<usiz
         }
     }
     Ok(applied)
+}
+
+/// A connection taken or freed by a lease on any instance: this instance's view follows.
+fn lease_news(s: &Subscriber, text: &str) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    if let (Some(conn), Some(until)) = (v["conn"].as_str(), v["until"].as_u64()) {
+        s.shared.leases.set(conn, until);
+    }
 }
 
 /// One fact from another instance onto this instance's bus; whether it applied.

@@ -55,7 +55,7 @@ pub(super) async fn admit(
         Err(Some(r)) => return Admission::Refused(answer::refused(r, ctx)),
     };
     if let Some(b) = ctx.lease.clone() {
-        match super::lease::refence(ctx, &b) {
+        match super::lease::refence(ctx, &b).await {
             Ok(c) if c == cand.connection => {}
             Ok(c) => {
                 if let Some(lb) = ctx.lease.as_mut() {

@@ -63,7 +63,7 @@ pub(super) async fn intake<'c>(
             route: other,
         };
     }
-    let model = match check_request(ctx, endpoint, body) {
+    let model = match check_request(ctx, endpoint, body).await {
         Ok(model) => model,
         Err(e) => return refuse(ctx, wr, &e, true, other).await,
     };
@@ -189,8 +189,15 @@ fn take_client(ctx: &mut Ctx<'_>, c: crate::clients::Client) {
 /// The lease fence, then the body's facts: the model the request names. Lease headers go
 /// first: a request that may not run on its lease hears why, whatever else is wrong with it,
 /// and nothing is sent upstream.
-fn check_request(ctx: &mut Ctx<'_>, endpoint: Endpoint, body: Bytes) -> Result<String, ApiError> {
-    let bound = super::lease::bind(ctx, endpoint)?;
+async fn check_request(
+    ctx: &mut Ctx<'_>,
+    endpoint: Endpoint,
+    body: Bytes,
+) -> Result<String, ApiError> {
+    let mut bound = super::lease::bind(ctx, endpoint)?;
+    if let Some(b) = bound.as_mut() {
+        b.conn = super::lease::refence(ctx, b).await?;
+    }
     ctx.record.lease_generation = bound.as_ref().map(|b| b.generation);
     ctx.lease = bound;
     let facts = scan(&body).map_err(|e| match e {

@@ -35,6 +35,7 @@ pub(super) fn build(
     let (bell_writers, bell_readers) = doorbells(workers)?;
     let flow = flow_shared(&config, store, bell_writers, slots.conn_capacity);
     let max_connections = config.server.max_connections;
+    let config_fleet_off = config.fleet.is_none();
     let max_unauthenticated = config.server.max_unauthenticated_per_address;
     let generation = Arc::new(Gen::build(1, config, &mut slots));
     let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
@@ -44,7 +45,10 @@ pub(super) fn build(
     let leases: &'static crate::store::leases::LeaseView = Box::leak(Box::new(
         crate::store::leases::LeaseView::new(&generation.conn_labels, slots.conn_capacity),
     ));
-    store.attach_view(leases);
+    // In fleet mode the view follows the fleet's book instead (`fleet::leases`).
+    if config_fleet_off {
+        store.attach_view(leases);
+    }
     let shared = Arc::new(Shared {
         newest: AtomicU64::new(generation.number),
         installed: (0..workers)

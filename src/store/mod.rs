@@ -8,6 +8,7 @@ pub mod lease_book;
 pub mod lease_view;
 pub mod leases;
 pub mod pins;
+pub mod remote;
 
 use heed::types::{SerdeJson, Str};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
@@ -28,6 +29,8 @@ pub struct Store {
     env: &'static Env<WithoutTls>,
     db: Database<'static, Str, SerdeJson<Value>>,
     tx: crossbeam_channel::Sender<Op>,
+    /// In fleet mode, where the lease book is (`remote`).
+    remote: std::sync::OnceLock<crossbeam_channel::Sender<remote::Remote>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -37,7 +40,7 @@ impl std::fmt::Debug for Store {
 }
 
 /// Where a lease answer goes: a core's task (woken across threads), a plain thread, nowhere.
-enum Reply {
+pub enum Reply {
     Task(futures_channel::oneshot::Sender<leases::Outcome>),
     Thread(crossbeam_channel::Sender<leases::Outcome>),
     None,
@@ -74,7 +77,12 @@ pub fn open(dir: &str, map_size: usize, fast: bool) -> Result<&'static Store, St
         .name("ringside-store".into())
         .spawn(move || writer(env, db, rx))
         .map_err(|e| format!("cannot start the store writer: {e}"))?;
-    Ok(Box::leak(Box::new(Store { env, db, tx })))
+    Ok(Box::leak(Box::new(Store {
+        env,
+        db,
+        tx,
+        remote: Default::default(),
+    })))
 }
 
 /// Every entry under `prefix` in the store under `dir`, read without writing anything: for
@@ -222,15 +230,7 @@ fn writer(
         // acknowledged acquire already sees the connection taken.
         w.refresh_view(touched, now);
         for (reply, outcome) in replies {
-            match reply {
-                Reply::Task(r) => {
-                    let _ = r.send(outcome);
-                }
-                Reply::Thread(r) => {
-                    let _ = r.send(outcome);
-                }
-                Reply::None => {}
-            }
+            reply.send(outcome);
         }
         for s in flushes {
             let _ = s.send(());
@@ -251,21 +251,29 @@ impl Store {
     /// Send a lease operation to the writer; the answer comes after its commit.
     pub fn lease(&self, op: leases::Op) -> futures_channel::oneshot::Receiver<leases::Outcome> {
         let (tx, rx) = futures_channel::oneshot::channel();
-        let _ = self.tx.send(Op::Lease(op, Reply::Task(tx)));
+        self.send_lease(op, Reply::Task(tx));
         rx
     }
 
     /// A lease operation whose answer nobody waits for (revocations).
     pub fn lease_nowait(&self, op: leases::Op) {
-        let _ = self.tx.send(Op::Lease(op, Reply::None));
+        self.send_lease(op, Reply::None);
+    }
+
+    /// To the fleet's lease thread in fleet mode, else to the writer; a dropped reply reads as
+    /// unavailable to whoever waits for it.
+    fn send_lease(&self, op: leases::Op, reply: Reply) {
+        if let Err((op, reply)) = self.route(op, reply)
+            && !self.leases_elsewhere()
+        {
+            let _ = self.tx.send(Op::Lease(op, reply));
+        }
     }
 
     /// Blocking form for plain threads, never a core (admin, benchmarks, tests).
     pub fn lease_blocking(&self, op: leases::Op) -> leases::Outcome {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        if self.tx.send(Op::Lease(op, Reply::Thread(tx))).is_err() {
-            return leases::Outcome::Unavailable;
-        }
+        self.send_lease(op, Reply::Thread(tx));
         rx.recv_timeout(std::time::Duration::from_secs(10))
             .unwrap_or(leases::Outcome::Unavailable)
     }

@@ -229,7 +229,7 @@ async fn renew_or_release(ctx: &mut Ctx<'_>, ask: &Ask<'_>, renew: bool) -> Acqu
     }
 }
 
-fn unavailable() -> ApiError {
+pub(super) fn unavailable() -> ApiError {
     ApiError::new(
         503,
         "LEASE_SERVICE_UNAVAILABLE",

@@ -123,21 +123,23 @@ pub(crate) fn bind(ctx: &Ctx<'_>, endpoint: Endpoint) -> Result<Option<Binding>,
             format!("{GENERATION_HEADER} must be a positive integer"),
         ));
     };
-    let mut b = Binding {
+    // Its connection is found by the fence (`refence`), before anything is sent upstream.
+    Ok(Some(Binding {
         owner: owner_hash(owner.trim()),
         generation,
         client: client.id.clone(),
         conn: usize::MAX,
         moves: 0,
-    };
-    b.conn = refence(ctx, &b)?;
-    Ok(Some(b))
+    }))
 }
 
-/// Check the binding against the store now: the connection the lease holds, or why not.
-pub(crate) fn refence(ctx: &Ctx<'_>, b: &Binding) -> Result<usize, ApiError> {
+/// Check the binding against the lease book now (in fleet mode a round trip to Redis): the
+/// connection the lease holds, or why not. A book that cannot be read refuses (fail closed).
+pub(crate) async fn refence(ctx: &Ctx<'_>, b: &Binding) -> Result<usize, ApiError> {
     let shared = &ctx.core.shared;
-    let row = shared.store.lease_row(&b.owner);
+    let Ok(row) = shared.store.fence_row(&b.owner).await else {
+        return Err(lifecycle::unavailable());
+    };
     match crate::store::leases::fence(
         row.as_ref(),
         b.generation,
@@ -312,7 +314,7 @@ pub(crate) async fn move_off(ctx: &mut Ctx<'_>, excluded: &[(Candidate, Exclusio
             "LEASE_SERVICE_UNAVAILABLE",
             "the lease store did not answer; try again",
         )),
-        _ => match refence(ctx, &b) {
+        _ => match refence(ctx, &b).await {
             Err(e) => LeaseMove::Refused(e),
             Ok(_) => LeaseMove::Stayed,
         },
