@@ -4,11 +4,12 @@
 //!
 //! Shared today: connection health (cooldowns, terminal states, operator resets), model
 //! lockouts, and breaker and window-gate failures, as the same events the cores replicate to
-//! each other (`wire`); and every connection's concurrency cap, held across the fleet
-//! (`caps`). Three threads per instance own the Redis connections (`publish`, `subscribe`,
-//! `caps`); the request path never waits on Redis: it reads its core's tables and gates as in
-//! a single instance. Redis away: health stays local, and what was learned meanwhile is sent
-//! when it is back; caps fall back to a share of their own.
+//! each other (`wire`); every connection's concurrency cap, held across the fleet (`caps`);
+//! and the exclusive lease book (`leases`). Four threads per instance own the Redis
+//! connections (`publish`, `subscribe`, `caps`, `leases`); the request path never waits on
+//! Redis except to fence a leased request: it reads its core's tables and gates as in a
+//! single instance. Redis away: health stays local, and what was learned meanwhile is sent
+//! when it is back; caps fall back to a share of their own; leases fail closed.
 
 mod caps;
 mod leases;
