@@ -443,3 +443,109 @@ fn a_lease_is_exclusive_across_the_fleet_and_outlives_its_instance() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+fn with_fleet(redis: &Redis, name: &str) -> String {
+    format!(
+        "[session]\naffinity_ttl_ms = 60000\n[fleet]\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
+        redis.url()
+    )
+}
+
+#[test]
+fn a_session_pinned_on_one_instance_stays_on_its_connection_on_the_others() {
+    let redis = Redis::start();
+    let sim = start_sim(SimOptions::default());
+    // The instances prefer different keys: only a shared pin keeps a session on one.
+    let ab = priority_keys(sim.addr, &["a", "b"], "");
+    let ba = priority_keys(sim.addr, &["b", "a"], "");
+    let a = Proxy::start("uring", 1, "", &(ab + &with_fleet(&redis, "a")));
+    let b = Proxy::start("epoll", 1, "", &(ba.clone() + &with_fleet(&redis, "b")));
+    let session = [("x-session-id", "conversation-42")];
+    let r = a.post("/v1/chat/completions", &session, &chat("m", false));
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/a"));
+    let t0 = Instant::now();
+    while b.admin("GET", "/admin/pins").1["total"] != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the pin did not reach b"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = b.post("/v1/chat/completions", &session, &chat("m", false));
+    assert_eq!(
+        r.header("x-ringside-connection"),
+        Some("sim/a"),
+        "b kept a's pin"
+    );
+    let other = b.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(
+        other.header("x-ringside-connection"),
+        Some("sim/b"),
+        "b's own order otherwise"
+    );
+    // An instance that joins afterwards has the pin before it serves.
+    let c = Proxy::start("uring", 1, "", &(ba + &with_fleet(&redis, "c")));
+    let r = c.post("/v1/chat/completions", &session, &chat("m", false));
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/a"));
+}
+
+#[test]
+fn a_client_key_created_on_one_instance_works_on_the_others() {
+    let redis = Redis::start();
+    let sim = start_sim(SimOptions::default());
+    let body = priority_keys(sim.addr, &["a"], "");
+    let a = Proxy::start("epoll", 1, "", &(body.clone() + &with_fleet(&redis, "a")));
+    let b = Proxy::start("uring", 1, "", &(body.clone() + &with_fleet(&redis, "b")));
+    let made = a.admin_with(
+        "POST",
+        "/admin/clients",
+        r#"{"id":"team-1","scopes":["inference"]}"#,
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    let key = made.json()["key"].as_str().unwrap_or_default().to_string();
+    let auth = [("authorization", format!("Bearer {key}"))];
+    let auth: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let t0 = Instant::now();
+    loop {
+        let r = b.post("/v1/chat/completions", &auth, &chat("m", false));
+        if r.status == 200 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the key did not reach b: {}",
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let anonymous = b.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(
+        anonymous.status,
+        401,
+        "b is no longer open: {}",
+        anonymous.text()
+    );
+    let c = Proxy::start("epoll", 1, "", &(body + &with_fleet(&redis, "c")));
+    let r = c.post("/v1/chat/completions", &auth, &chat("m", false));
+    assert_eq!(
+        r.status,
+        200,
+        "a later instance knows the key: {}",
+        r.text()
+    );
+    // Revoked on b: refused on a.
+    let r = b.admin_with("DELETE", "/admin/clients/team-1", "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let t0 = Instant::now();
+    while a
+        .post("/v1/chat/completions", &auth, &chat("m", false))
+        .status
+        == 200
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the revocation did not reach a"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

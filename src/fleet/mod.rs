@@ -5,13 +5,15 @@
 //! Shared today: connection health (cooldowns, terminal states, operator resets), model
 //! lockouts, and breaker and window-gate failures, as the same events the cores replicate to
 //! each other (`wire`); every connection's concurrency cap, held across the fleet (`caps`);
-//! and the exclusive lease book (`leases`). Four threads per instance own the Redis
-//! connections (`publish`, `subscribe`, `caps`, `leases`); the request path never waits on
+//! the exclusive lease book (`leases`); session pins and managed client keys (`kv`). Five
+//! threads per instance own the Redis connections (`publish`, `subscribe`, `caps`, `leases`,
+//! `kv`); the request path never waits on
 //! Redis except to fence a leased request: it reads its core's tables and gates as in a
 //! single instance. Redis away: health stays local, and what was learned meanwhile is sent
 //! when it is back; caps fall back to a share of their own; leases fail closed.
 
 mod caps;
+mod kv;
 mod leases;
 mod link;
 mod publish;
@@ -25,6 +27,13 @@ use crossbeam_channel::Receiver;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::thread::JoinHandle;
+
+fn spawn(name: &str, f: Box<dyn FnOnce() + Send>) -> Result<JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| format!("cannot start the fleet's threads: {e}"))
+}
 
 /// The running fleet link of this instance.
 pub struct Fleet {
@@ -88,6 +97,15 @@ pub fn start(
     // The lease book is the fleet's from now on, before the instance serves.
     let (to_leases, lease_rx) = crossbeam_channel::unbounded();
     caps.shared.store.lease_elsewhere(to_leases);
+    // Pins and managed client keys written here reach the fleet too.
+    let (to_kv, kv_rx) = crossbeam_channel::unbounded();
+    caps.shared.store.replicate_to(to_kv);
+    let kv = kv::Kv {
+        link: caps.link.clone(),
+        stop: stop.clone(),
+        settings: s.clone(),
+        rx: kv_rx,
+    };
     let lease_book = leases::Leases {
         link: caps.link.clone(),
         shared: caps.shared.clone(),
@@ -95,12 +113,7 @@ pub fn start(
         settings: s.clone(),
         rx: lease_rx,
     };
-    let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(f)
-            .map_err(|e| format!("cannot start the fleet's threads: {e}"))
-    };
+
     let threads = vec![
         spawn(
             "ringside-fleet-pub",
@@ -108,6 +121,7 @@ pub fn start(
         )?,
         spawn("ringside-fleet-sub", Box::new(move || subscribe::run(sub)))?,
         spawn("ringside-fleet-caps", Box::new(move || caps::run(caps)))?,
+        spawn("ringside-fleet-kv", Box::new(move || kv::run(kv)))?,
         spawn(
             "ringside-fleet-leases",
             Box::new(move || leases::run(lease_book)),

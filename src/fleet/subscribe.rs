@@ -57,6 +57,8 @@ fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::R
     let mut sub = con.as_pubsub();
     sub.subscribe(&s.channel)?;
     sub.subscribe(&s.lease_channel)?;
+    let kv_channel = super::kv::channel(&s.settings);
+    sub.subscribe(&kv_channel)?;
     sub.set_read_timeout(Some(POLL))?;
     // Subscribed first: what is published while the states are read is not missed (a fact
     // seen twice merges to the same state).
@@ -74,8 +76,12 @@ fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::R
                 let Ok(text) = msg.get_payload::<String>() else {
                     continue;
                 };
-                if msg.get_channel_name() == s.lease_channel {
+                let on = msg.get_channel_name();
+                if on == s.lease_channel {
                     lease_news(s, &text);
+                } else if on == kv_channel {
+                    refresh(s, names);
+                    super::kv::news(&s.shared, &s.settings, names, &text);
                 } else {
                     apply(s, names, &text, Clocks::now());
                 }
@@ -107,6 +113,9 @@ pub(super) fn load(s: &Subscriber, names: &mut Names) -> redis::RedisResult<usiz
         }
     }
     super::leases::load_view(&s.shared, &s.settings, &mut con)?;
+    if super::kv::load(&s.shared, &s.settings, &mut con)? > 0 {
+        s.shared.store.flush(); // in the store before the instance serves from it
+    }
     let clocks = Clocks::now();
     let mut applied = 0;
     for key in keys {
@@ -116,6 +125,13 @@ pub(super) fn load(s: &Subscriber, names: &mut Names) -> redis::RedisResult<usiz
         }
     }
     Ok(applied)
+}
+
+/// The names of the newest generation.
+fn refresh(s: &Subscriber, names: &mut Names) {
+    if s.shared.newest.load(Acquire) != names.generation {
+        *names = Names::of(&s.shared.staged());
+    }
 }
 
 /// A connection taken or freed by a lease on any instance: this instance's view follows.
@@ -136,9 +152,7 @@ fn apply(s: &Subscriber, names: &mut Names, text: &str, clocks: Clocks) -> bool 
     if msg.from == s.instance {
         return false;
     }
-    if s.shared.newest.load(Acquire) != names.generation {
-        *names = Names::of(&s.shared.staged());
-    }
+    refresh(s, names);
     let fleet = &s.shared.fleet;
     match incoming(msg.fact, names, clocks) {
         Some(ev) => {

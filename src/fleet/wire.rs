@@ -136,6 +136,13 @@ impl Names {
         self.capped.iter().map(|(s, n, c)| (*s, n.as_str(), *c))
     }
 
+    /// The slot of `provider/connection`, whatever its key (session pins name no key).
+    pub fn slot_of_label(&self, label: &str) -> Option<usize> {
+        self.conns
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|(l, _)| l == label))
+    }
+
     fn conn(&self, slot: usize) -> Option<(String, String)> {
         self.conns.get(slot).cloned().flatten()
     }

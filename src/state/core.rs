@@ -237,7 +237,11 @@ impl Core {
                 let _ = reply.send(found);
             }
             Event::Pin { key, conn, until } => {
-                self.pins.borrow_mut().insert(key.clone(), (*conn, *until));
+                // The newest pin wins, whatever order pins arrive in (other cores, the fleet).
+                let mut pins = self.pins.borrow_mut();
+                if pins.get(key).is_none_or(|&(_, u)| u <= *until) {
+                    pins.insert(key.clone(), (*conn, *until));
+                }
             }
             ev => t.apply(ev, s),
         });

@@ -31,6 +31,8 @@ pub struct Store {
     tx: crossbeam_channel::Sender<Op>,
     /// In fleet mode, where the lease book is (`remote`).
     remote: std::sync::OnceLock<crossbeam_channel::Sender<remote::Remote>>,
+    /// In fleet mode, where writes of shared entries go too (`remote::SHARED`).
+    replica: std::sync::OnceLock<crossbeam_channel::Sender<remote::Replicated>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -82,6 +84,7 @@ pub fn open(dir: &str, map_size: usize, fast: bool) -> Result<&'static Store, St
         db,
         tx,
         remote: Default::default(),
+        replica: Default::default(),
     })))
 }
 
@@ -241,11 +244,21 @@ fn writer(
 impl Store {
     /// Queue a write (never blocks the caller).
     pub fn put(&self, key: String, value: Value) {
+        self.replicate(&key, Some(&value));
         let _ = self.tx.send(Op::Put(key, value));
     }
 
     pub fn delete(&self, key: String) {
+        self.replicate(&key, None);
         let _ = self.tx.send(Op::Delete(key));
+    }
+
+    /// Another instance's write of a shared entry (`remote::SHARED`): kept here, not sent on.
+    pub fn apply_replicated(&self, key: String, value: Option<Value>) {
+        let _ = self.tx.send(match value {
+            Some(v) => Op::Put(key, v),
+            None => Op::Delete(key),
+        });
     }
 
     /// Send a lease operation to the writer; the answer comes after its commit.

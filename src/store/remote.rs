@@ -1,7 +1,9 @@
 //! Leases kept elsewhere: in fleet mode the lease book lives in Redis, shared by every
 //! instance, and the fleet's lease thread answers what the store writer answers alone
 //! otherwise. The store routes lease operations, fence reads and listings there once the
-//! fleet has said where (`Store::lease_elsewhere`); nothing else of the store moves.
+//! fleet has said where (`Store::lease_elsewhere`). Session pins and managed client keys stay
+//! in each instance's store, and every write of them is also handed to the fleet, which
+//! replays it on the other instances (`Store::replicate_to`).
 
 use super::leases::{Lease, Op, Outcome};
 use super::{Reply, Store};
@@ -22,6 +24,16 @@ pub enum Remote {
     ),
     /// Every row (the admin's listing).
     Rows(crossbeam_channel::Sender<Result<Vec<Lease>, BookUnavailable>>),
+}
+
+/// The store entries every instance of a fleet shares: session pins and managed client keys.
+pub const SHARED: [&str; 3] = ["pin/", "clientkey/", "client/"];
+
+/// A write of a shared entry (`None`: deleted).
+#[derive(Debug)]
+pub struct Replicated {
+    pub key: String,
+    pub value: Option<serde_json::Value>,
 }
 
 /// How long a fence read may take before the request is refused (fail closed).
@@ -46,6 +58,25 @@ impl Store {
     /// From now on, lease operations, fence reads and listings go to `to` (fleet mode).
     pub fn lease_elsewhere(&self, to: crossbeam_channel::Sender<Remote>) {
         let _ = self.remote.set(to);
+    }
+
+    /// From now on, writes of shared entries are also handed to `to` (fleet mode).
+    pub fn replicate_to(&self, to: crossbeam_channel::Sender<Replicated>) {
+        let _ = self.replica.set(to);
+    }
+
+    /// Hand a write of a shared entry to the fleet (nothing outside fleet mode).
+    pub(super) fn replicate(&self, key: &str, value: Option<&serde_json::Value>) {
+        // An expired pin is purged by every instance itself (and expires in Redis).
+        if let Some(to) = self.replica.get()
+            && SHARED.iter().any(|p| key.starts_with(p))
+            && (value.is_some() || !key.starts_with("pin/"))
+        {
+            let _ = to.send(Replicated {
+                key: key.to_string(),
+                value: value.cloned(),
+            });
+        }
     }
 
     /// Whether the lease book is elsewhere (fleet mode).
