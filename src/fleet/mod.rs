@@ -17,6 +17,7 @@ mod kv;
 mod leases;
 mod link;
 mod publish;
+mod quotas;
 mod subscribe;
 pub mod wire;
 
@@ -41,9 +42,13 @@ pub struct Fleet {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// One worker thread of the fleet, ready to start.
+type Worker = (&'static str, Box<dyn FnOnce() + Send>);
+
 /// Join the fleet: read what the others know (before this instance serves, within the Redis
-/// timeout), then publish and listen on threads of their own. A Redis that cannot be reached
-/// is said and retried; it does not stop the instance.
+/// timeout), take over what the fleet keeps (leases, shared entries, quotas), then publish and
+/// listen on threads of their own. A Redis that cannot be reached is said and retried; it does
+/// not stop the instance.
 pub fn start(
     shared: Arc<Shared>,
     inbox: Receiver<Event>,
@@ -52,6 +57,31 @@ pub fn start(
     let link = link::Link::new(s)?;
     shared.fleet.enabled.store(true, Release);
     let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = vec![health(&link, &shared, inbox, s, &stop)];
+    let caps = caps::Caps {
+        link: link.clone(),
+        shared: shared.clone(),
+        stop: stop.clone(),
+        settings: s.clone(),
+    };
+    caps::prime(&caps);
+    workers.push(("ringside-fleet-caps", Box::new(move || caps::run(caps))));
+    workers.extend(keepers(&link, &shared, s, &stop));
+    let mut threads = Vec::new();
+    for (name, work) in workers {
+        threads.push(spawn(name, work)?);
+    }
+    Ok(Fleet { stop, threads })
+}
+
+/// Health: what the others know is loaded now; then a publisher and a listener.
+fn health(
+    link: &link::Link,
+    shared: &Arc<Shared>,
+    inbox: Receiver<Event>,
+    s: &FleetSettings,
+    stop: &Arc<AtomicBool>,
+) -> Worker {
     let channel = s.key("health");
     let sub = subscribe::Subscriber {
         link: link.clone(),
@@ -76,8 +106,8 @@ pub fn start(
         ),
     }
     let publisher = publish::Publisher {
-        link,
-        shared,
+        link: link.clone(),
+        shared: shared.clone(),
         inbox,
         stop: stop.clone(),
         instance: s.instance_id.clone(),
@@ -87,47 +117,66 @@ pub fn start(
             ("lock", s.key(&format!("health:lock:{}", s.instance_id))),
         ],
     };
-    let caps = caps::Caps {
-        link: publisher.link.clone(),
-        shared: publisher.shared.clone(),
-        stop: stop.clone(),
-        settings: s.clone(),
-    };
-    caps::prime(&caps);
-    // The lease book is the fleet's from now on, before the instance serves.
+    (
+        "ringside-fleet-health",
+        Box::new(move || {
+            let listener = std::thread::Builder::new()
+                .name("ringside-fleet-sub".into())
+                .spawn(move || subscribe::run(sub));
+            publish::run(publisher);
+            if let Ok(l) = listener {
+                let _ = l.join();
+            }
+        }),
+    )
+}
+
+/// What the fleet keeps from now on, before the instance serves: the lease book, the shared
+/// store entries (pins, client keys) and the tenant quotas' counts.
+fn keepers(
+    link: &link::Link,
+    shared: &Arc<Shared>,
+    s: &FleetSettings,
+    stop: &Arc<AtomicBool>,
+) -> Vec<Worker> {
     let (to_leases, lease_rx) = crossbeam_channel::unbounded();
-    caps.shared.store.lease_elsewhere(to_leases);
-    // Pins and managed client keys written here reach the fleet too.
-    let (to_kv, kv_rx) = crossbeam_channel::unbounded();
-    caps.shared.store.replicate_to(to_kv);
-    let kv = kv::Kv {
-        link: caps.link.clone(),
-        stop: stop.clone(),
-        settings: s.clone(),
-        rx: kv_rx,
-    };
+    shared.store.lease_elsewhere(to_leases);
     let lease_book = leases::Leases {
-        link: caps.link.clone(),
-        shared: caps.shared.clone(),
+        link: link.clone(),
+        shared: shared.clone(),
         stop: stop.clone(),
         settings: s.clone(),
         rx: lease_rx,
     };
-
-    let threads = vec![
-        spawn(
-            "ringside-fleet-pub",
-            Box::new(move || publish::run(publisher)),
-        )?,
-        spawn("ringside-fleet-sub", Box::new(move || subscribe::run(sub)))?,
-        spawn("ringside-fleet-caps", Box::new(move || caps::run(caps)))?,
-        spawn("ringside-fleet-kv", Box::new(move || kv::run(kv)))?,
-        spawn(
+    let (to_kv, kv_rx) = crossbeam_channel::unbounded();
+    shared.store.replicate_to(to_kv);
+    let kv = kv::Kv {
+        link: link.clone(),
+        stop: stop.clone(),
+        settings: s.clone(),
+        rx: kv_rx,
+    };
+    let (to_quotas, quota_rx) = crossbeam_channel::unbounded();
+    let tenants = &shared.flow.tenants;
+    tenants.count_elsewhere(to_quotas);
+    let quota_keeper = quotas::Quotas {
+        link: link.clone(),
+        stop: stop.clone(),
+        settings: s.clone(),
+        limits: tenants.limits,
+        rx: quota_rx,
+    };
+    vec![
+        (
             "ringside-fleet-leases",
             Box::new(move || leases::run(lease_book)),
-        )?,
-    ];
-    Ok(Fleet { stop, threads })
+        ),
+        ("ringside-fleet-kv", Box::new(move || kv::run(kv))),
+        (
+            "ringside-fleet-quota",
+            Box::new(move || quotas::run(quota_keeper)),
+        ),
+    ]
 }
 
 impl Fleet {

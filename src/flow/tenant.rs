@@ -45,7 +45,27 @@ pub enum OverQuota {
 pub struct Tenants {
     slots: Box<[Slot]>,
     pub limits: TenantLimits,
+    /// In fleet mode, where the fleet-wide count is kept (`admit_fleet`).
+    remote: std::sync::OnceLock<crossbeam_channel::Sender<TenantAsk>>,
 }
+
+/// What the fleet's quota keeper is asked: count a request for a tenant across the fleet (its
+/// `holder` id counts it as running until released), or release it.
+#[derive(Debug)]
+pub enum TenantAsk {
+    Admit {
+        tenant: u64,
+        tokens: u64,
+        holder: u64,
+        /// `None`: counted; `Some`: refused; dropped unanswered: the fleet could not be asked.
+        reply: futures_channel::oneshot::Sender<Option<OverQuota>>,
+    },
+    /// The request counted under `holder` ended (the keeper knows its tenant).
+    Release { holder: u64 },
+}
+
+/// How long admission waits for the fleet's count before deciding on this instance's alone.
+const FLEET_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 const SLOTS: usize = 4096;
 const PROBE: usize = 32;
@@ -54,14 +74,35 @@ const PROBE: usize = 32;
 #[derive(Debug)]
 pub struct TenantPermit {
     tenants: &'static Tenants,
-    slot: usize,
+    /// The tenant's slot (low 16 bits) and, in fleet mode, the id it is counted as running
+    /// under across the fleet (the rest; 0: not counted there). One word: every request's task
+    /// holds a permit for its whole life.
+    packed: u64,
+}
+
+const SLOT_BITS: u32 = 16;
+
+impl TenantPermit {
+    fn slot(&self) -> usize {
+        (self.packed & ((1 << SLOT_BITS) - 1)) as usize
+    }
+
+    fn fleet_holder(&self) -> u64 {
+        self.packed >> SLOT_BITS
+    }
 }
 
 impl Drop for TenantPermit {
     fn drop(&mut self) {
-        let _ = self.tenants.slots[self.slot]
+        let _ = self.tenants.slots[self.slot()]
             .running
             .fetch_update(AcqRel, Acquire, |r| r.checked_sub(1));
+        let holder = self.fleet_holder();
+        if holder != 0
+            && let Some(to) = self.tenants.remote.get()
+        {
+            let _ = to.send(TenantAsk::Release { holder });
+        }
     }
 }
 
@@ -70,6 +111,50 @@ impl Tenants {
         Tenants {
             slots: (0..SLOTS).map(|_| Slot::default()).collect(),
             limits,
+            remote: Default::default(),
+        }
+    }
+
+    /// From now on quotas hold across the fleet: admission asks `to` too (fleet mode).
+    pub fn count_elsewhere(&self, to: crossbeam_channel::Sender<TenantAsk>) {
+        let _ = self.remote.set(to);
+    }
+
+    /// Whether quotas are counted across a fleet (`admit_fleet`).
+    pub fn counted_elsewhere(&self) -> bool {
+        self.remote.get().is_some()
+    }
+
+    /// [`Tenants::admit`], and in fleet mode the fleet-wide count as well (one round trip to
+    /// Redis; a fleet that does not answer leaves the decision to this instance's count).
+    pub async fn admit_fleet(
+        &'static self,
+        id: u64,
+        tokens: u64,
+        now: u64,
+    ) -> Result<TenantPermit, OverQuota> {
+        let mut permit = self.admit(id, tokens, now)?;
+        let Some(to) = self.remote.get() else {
+            return Ok(permit);
+        };
+        let holder: u64 = (rand::random::<u64>() >> SLOT_BITS) | 1;
+        let (reply, answer) = futures_channel::oneshot::channel();
+        let asked = to.send(TenantAsk::Admit {
+            tenant: id,
+            tokens,
+            holder,
+            reply,
+        });
+        if asked.is_err() {
+            return Ok(permit);
+        }
+        match crate::timer::timeout(FLEET_WAIT, answer).await {
+            Ok(Ok(None)) => {
+                permit.packed |= holder << SLOT_BITS;
+                Ok(permit)
+            }
+            Ok(Ok(Some(over))) => Err(over),
+            _ => Ok(permit),
         }
     }
 
@@ -112,7 +197,7 @@ impl Tenants {
         }
         let permit = TenantPermit {
             tenants: self,
-            slot: i,
+            packed: i as u64,
         };
         let minute = now / 60_000;
         let seen = s.minute.load(Acquire);

@@ -71,7 +71,7 @@ pub(super) async fn intake<'c>(
         Ok(entry) => entry,
         Err((e, route)) => return refuse(ctx, wr, &e, true, route).await,
     };
-    match tenant_quota(ctx, &entry) {
+    match tenant_quota(ctx, &entry).await {
         Ok((needs, tenant_permit)) => Intake::Admitted {
             entry,
             needs,
@@ -259,7 +259,10 @@ fn route_for<'c>(ctx: &mut Ctx<'c>, model: &str) -> Result<Cow<'c, Entry>, (ApiE
 
 /// What the request needs of a connection, and its tenant's quota share: tenant quotas hold
 /// across every connection and core, for the whole request.
-fn tenant_quota(ctx: &Ctx<'_>, entry: &Entry) -> Result<(Needs, Option<TenantPermit>), ApiError> {
+async fn tenant_quota(
+    ctx: &Ctx<'_>,
+    entry: &Entry,
+) -> Result<(Needs, Option<TenantPermit>), ApiError> {
     let tenants = &ctx.core.shared.flow.tenants;
     let counts_tokens = tenants.limits.tokens_per_minute > 0;
     let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
@@ -267,7 +270,15 @@ fn tenant_quota(ctx: &Ctx<'_>, entry: &Entry) -> Result<(Needs, Option<TenantPer
     if !tenants.limits.any() {
         return Ok((needs, None));
     }
-    let over = match tenants.admit(ctx.tenant, needs.context_tokens, crate::clock::now_ms()) {
+    let now = crate::clock::now_ms();
+    // Fleet mode asks Redis too: boxed, so that every request's task does not carry room for
+    // the wait (`proxy::connection`'s size bound).
+    let admitted = if tenants.counted_elsewhere() {
+        Box::pin(tenants.admit_fleet(ctx.tenant, needs.context_tokens, now)).await
+    } else {
+        tenants.admit(ctx.tenant, needs.context_tokens, now)
+    };
+    let over = match admitted {
         Ok(p) => return Ok((needs, Some(p))),
         Err(over) => over,
     };

@@ -1,0 +1,145 @@
+//! Tenant quotas across the fleet: requests per minute, tokens per minute and requests at once
+//! of a client key hold for the fleet as a whole. Each admission of a tenant with limits is one
+//! script call in Redis (counted and checked at once, so the fleet never admits past a quota);
+//! a request at once is a holder entry that expires if its instance dies. Redis away or slow:
+//! the instance decides on its own count (each instance then holds the full quota).
+
+use super::link::{Backoff, Link};
+use crate::config::FleetSettings;
+use crate::flow::tenant::{OverQuota, TenantAsk, TenantLimits};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::time::{Duration, Instant};
+
+/// Check every limit, then count: {0} admitted, {1} at once, {2} per minute, {3} tokens.
+const ADMIT: &str = r#"
+local req, tok, run = KEYS[1], KEYS[2], KEYS[3]
+local rpm, tpm, maxc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tokens, holder, hold, window = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if maxc > 0 then
+  redis.call('ZREMRANGEBYSCORE', run, '-inf', now)
+  if redis.call('ZCARD', run) >= maxc then return 1 end
+end
+if rpm > 0 and tonumber(redis.call('GET', req) or '0') >= rpm then return 2 end
+if tpm > 0 then
+  local used = tonumber(redis.call('GET', tok) or '0')
+  if used > 0 and used + tokens > tpm then return 3 end
+end
+redis.call('INCR', req)
+redis.call('PEXPIRE', req, window)
+redis.call('INCRBY', tok, tokens)
+redis.call('PEXPIRE', tok, window)
+if maxc > 0 then
+  redis.call('ZADD', run, now + hold, holder)
+  redis.call('PEXPIRE', run, hold)
+end
+return 0
+"#;
+
+/// A request at once counts for at most this long if its instance dies before it ends.
+const HOLD_MS: u64 = 600_000;
+
+pub(super) struct Quotas {
+    pub link: Link,
+    pub stop: Arc<AtomicBool>,
+    pub settings: FleetSettings,
+    pub limits: TenantLimits,
+    pub rx: Receiver<TenantAsk>,
+}
+
+pub(super) fn run(q: Quotas) {
+    // The tenant of each request counted as running, until it ends.
+    let mut running: std::collections::HashMap<u64, u64> = Default::default();
+    let mut con: Option<redis::Connection> = None;
+    let mut backoff = Backoff::default();
+    let mut retry_at = Instant::now();
+    loop {
+        let ask = match q.rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(a) => a,
+            Err(RecvTimeoutError::Timeout) if q.stop.load(Acquire) => return,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        if con.is_none() && Instant::now() >= retry_at {
+            match q.link.connect() {
+                Ok(c) => {
+                    con = Some(c);
+                    backoff.reset();
+                }
+                Err(_) => retry_at = Instant::now() + backoff.next(),
+            }
+        }
+        // Redis away: the asker's wait ends unanswered and its own count decides.
+        let Some(c) = con.as_mut() else {
+            continue;
+        };
+        if answer(&q, c, ask, &mut running).is_err() {
+            con = None;
+            retry_at = Instant::now() + backoff.next();
+        }
+    }
+}
+
+fn keys(q: &Quotas, tenant: u64) -> [String; 3] {
+    let minute = crate::clock::unix_ms() / 60_000;
+    let t = format!("{tenant:016x}");
+    [
+        q.settings.key(&format!("tenant:{t}:req:{minute}")),
+        q.settings.key(&format!("tenant:{t}:tok:{minute}")),
+        q.settings.key(&format!("tenant:{t}:run")),
+    ]
+}
+
+fn answer(
+    q: &Quotas,
+    con: &mut redis::Connection,
+    ask: TenantAsk,
+    running: &mut std::collections::HashMap<u64, u64>,
+) -> redis::RedisResult<()> {
+    match ask {
+        TenantAsk::Admit {
+            tenant,
+            tokens,
+            holder,
+            reply,
+        } => {
+            let [req, tok, run] = keys(q, tenant);
+            let l = q.limits;
+            let code: u8 = redis::cmd("EVAL")
+                .arg(ADMIT)
+                .arg(3)
+                .arg(&req)
+                .arg(&tok)
+                .arg(&run)
+                .arg(l.requests_per_minute)
+                .arg(l.tokens_per_minute)
+                .arg(l.max_concurrent)
+                .arg(tokens)
+                .arg(holder)
+                .arg(HOLD_MS)
+                .arg(120_000)
+                .query(con)?;
+            if code == 0 && l.max_concurrent > 0 {
+                running.insert(holder, tenant);
+            }
+            let now = crate::clock::unix_ms();
+            let retry_ms = (now / 60_000 + 1) * 60_000 - now;
+            let _ = reply.send(match code {
+                0 => None,
+                1 => Some(OverQuota::Concurrent),
+                2 => Some(OverQuota::RequestsPerMinute { retry_ms }),
+                _ => Some(OverQuota::TokensPerMinute { retry_ms }),
+            });
+        }
+        TenantAsk::Release { holder } => {
+            if let Some(tenant) = running.remove(&holder) {
+                let [_, _, run] = keys(q, tenant);
+                redis::cmd("ZREM").arg(run).arg(holder).query::<()>(con)?;
+            }
+        }
+    }
+    Ok(())
+}
