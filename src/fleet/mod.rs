@@ -5,12 +5,12 @@
 //! Shared today: connection health (cooldowns, terminal states, operator resets), model
 //! lockouts, and breaker and window-gate failures, as the same events the cores replicate to
 //! each other (`wire`); every connection's concurrency cap, held across the fleet (`caps`);
-//! the exclusive lease book (`leases`); session pins and managed client keys (`kv`). Five
-//! threads per instance own the Redis connections (`publish`, `subscribe`, `caps`, `leases`,
-//! `kv`); the request path never waits on
-//! Redis except to fence a leased request: it reads its core's tables and gates as in a
-//! single instance. Redis away: health stays local, and what was learned meanwhile is sent
-//! when it is back; caps fall back to a share of their own; leases fail closed.
+//! the exclusive lease book (`leases`); session pins and managed client keys (`kv`); tenant
+//! quotas (`quotas`). Threads of the fleet own the Redis connections; the request path waits
+//! on Redis only to fence a leased request and to count a tenant that has quotas (one round
+//! trip each): otherwise it reads its core's tables and gates as in a single instance. Redis
+//! away: health stays local, and what was learned meanwhile is sent when it is back; caps fall
+//! back to a share of their own; quotas to the instance's own count; leases fail closed.
 
 mod caps;
 mod kv;
