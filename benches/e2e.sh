@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end load comparison on loopback: direct to the simulator, through nginx, through
 # Ringside (lean: no access log, unpinned) and Ringside with its shipped defaults, in one run,
-# the targets taking turns round after round. Prints one markdown table.
+# the targets taking turns round after round; then the stream guard on against off, and fleet
+# mode (Redis on loopback) against the lean instance. Prints one markdown table and the ratios.
 # Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 2 x DUR x GUARD_ROUNDS for
 # the guard on/off rounds). Usage: benches/e2e.sh
 #   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false)
@@ -17,7 +18,7 @@ BASE=${BASE_PORT:-19100}
 SIM=$BASE; RS=$((BASE+1)); RSADMIN=$((BASE+2)); NGX=$((BASE+3))
 
 . benches/lib.sh
-install_missing wrk wrk nginx nginx-light python3 python3
+install_missing wrk wrk nginx nginx-light python3 python3 redis-server redis-server
 build_and_prepare
 
 $BIN simulate --listen 127.0.0.1:$SIM --events $EVENTS >/dev/null 2>&1 &
@@ -55,6 +56,18 @@ sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSDEF\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.
   "$WORK/ringside.toml" > "$WORK/ringside-defaults.toml"
 BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-defaults.toml" >"$WORK/access.log" 2>&1 &
 RSDEF_PID=$!; PIDS+=($RSDEF_PID)
+
+# The lean instance again in fleet mode (Redis on loopback, no persistence), to price fleet
+# mode on uncapped keys: its requests should never touch Redis.
+REDIS=$((BASE+14)); RSFLEET=$((BASE+15))
+redis-server --port $REDIS --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" >/dev/null 2>&1 &
+PIDS+=($!)
+sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSFLEET\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.0.1:$((BASE+16))\"/" \
+  -e "s|data-lean|data-fleet|" "$WORK/ringside.toml" > "$WORK/ringside-fleet.toml"
+printf '[fleet]\nredis_url = "redis://127.0.0.1:%s"\ninstance_id = "bench"\n' "$REDIS" >> "$WORK/ringside-fleet.toml"
+sleep 0.5
+BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-fleet.toml" >/dev/null 2>&1 &
+PIDS+=($!)
 
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes $NGINX_WORKERS;
@@ -191,6 +204,14 @@ for r in $(seq "$GROUNDS"); do
   off_total=$((off_total + $(reqs "$WORK/off.sse.txt"))); on_total=$((on_total + $(reqs "$WORK/on.sse.txt")))
 done
 
+# Fleet mode vs the same lean instance, JSON only, alternating rounds compared by totals.
+lean_total=0; fleet_total=0
+for r in $(seq "$GROUNDS"); do
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/json.lua" "http://127.0.0.1:$RSFLEET/v1/chat/completions" > "$WORK/fleet.json.txt"
+  timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/json.lua" "http://127.0.0.1:$RS/v1/chat/completions" > "$WORK/lean.json.txt"
+  fleet_total=$((fleet_total + $(reqs "$WORK/fleet.json.txt"))); lean_total=$((lean_total + $(reqs "$WORK/lean.json.txt")))
+done
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0>0) printf "%.2f", a/b; else print "-" }'; }
 echo
 echo "| target | JSON req/s (64 conns) | SSE streams/s ($EVENTS events) | p50 ms @1000 rps | p99 ms @1000 rps | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE | peak RSS MiB | RSS MiB, 1000 idle clients |"
@@ -216,4 +237,5 @@ agent() {  # name: "req/s (proxy CPU µs per request)"
 }
 echo "agent-sized bodies ($AGENT_BYTES bytes, 64 conns): direct $(agent direct 0), nginx $(agent nginx 1), ringside $(agent ringside 1); ringside / nginx $(ratio "${R[ringside.na]}" "${R[nginx.na]}")x"
 echo "stream guard on / off (SSE streams, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
+echo "fleet mode / lean (JSON, uncapped keys, Redis on loopback, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$fleet_total" "$lean_total")x ($fleet_total vs $lean_total requests)"
 echo "(workers: ringside $RS_WORKERS (pinned: $RS_PIN), nginx $NGINX_WORKERS, simulator 1; $ROUNDS rounds of ${DUR}s per measure, targets taking turns; p50/p99: median over rounds; $(nproc) cores)"
