@@ -658,3 +658,31 @@ fn a_cooldown_reaches_the_other_instances_in_milliseconds() {
     // The target is 50 ms at p99 on a quiet loopback; a loaded 2-core test machine gets slack.
     assert!(p99 < Duration::from_millis(500), "p99 {p99:?}");
 }
+
+#[test]
+fn an_account_cap_holds_across_the_fleet() {
+    let redis = Redis::start();
+    let sim = start_sim(SimOptions {
+        latency_ms: 100,
+        ..Default::default()
+    });
+    // The key has no cap of its own: only its account's 3 at once limits it.
+    let body = priority_keys(sim.addr, &["a"], "").replace(
+        "  priority = 0\n",
+        "  priority = 0\n  account = \"org-1\"\n",
+    ) + "  [[providers.accounts]]\n  id = \"org-1\"\n  max_concurrent = 3\n";
+    let instances: Vec<Proxy> = [("uring", "a"), ("epoll", "b"), ("uring", "c")]
+        .iter()
+        .map(|(d, n)| Proxy::start(d, 1, "", &(body.clone() + &with_fleet(&redis, n))))
+        .collect();
+    let addrs: Vec<std::net::SocketAddr> = instances.iter().map(|p| p.addr).collect();
+    let statuses = burst(&addrs, 60, "someone");
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    let peak = sim_stats(&sim)["keys"]["sk-sim-a"]["peak_concurrency"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        peak <= 3,
+        "the account's cap held across the fleet: peak {peak}"
+    );
+}

@@ -1,5 +1,5 @@
-//! Concurrency caps across the fleet. A connection's `max_concurrent` holds for the fleet as
-//! a whole: each instance holds a share of the cap's slots in Redis (a sorted set of holders
+//! Concurrency caps across the fleet. A connection's or an account's `max_concurrent` holds
+//! for the fleet as a whole (an account by its id): each instance holds a share of the cap's slots in Redis (a sorted set of holders
 //! scored by expiry, so a crashed instance's slots come back when they expire) and its flow
 //! gate admits up to that share (`Gate::fleet_share`). The share follows demand from this
 //! thread, never from a request: the request path reads one more atomic for a capped
@@ -133,7 +133,52 @@ pub(super) fn run(c: Caps) {
     }
 }
 
-/// One pass over the capped connections; whether any has requests waiting.
+/// A gate with a cap the fleet shares: a connection's, or an account's.
+struct Capped<'a> {
+    key: String,
+    gate: &'a Gate,
+    cap: u32,
+    /// Requests waiting for this gate (an account's wait on its keys' gates).
+    queued: u32,
+    /// The connections whose waiters more room may let start.
+    wake: Vec<usize>,
+}
+
+/// Every gate of this generation whose cap the fleet shares.
+fn capped<'a>(c: &'a Caps, names: &Names) -> Vec<Capped<'a>> {
+    let flow = c.shared.flow;
+    let mut out = Vec::new();
+    for (slot, label, cap) in names.capped() {
+        if let Some(gate) = flow.gates.get(slot) {
+            out.push(Capped {
+                key: c.settings.key(&format!("slots:{label}")),
+                gate,
+                cap,
+                queued: gate.queued(),
+                wake: vec![slot],
+            });
+        }
+    }
+    for (i, id, cap) in names.capped_accounts() {
+        if let Some(gate) = flow.accounts.gate(i) {
+            let members = flow.accounts.members(i).to_vec();
+            out.push(Capped {
+                key: c.settings.key(&format!("slots:account:{id}")),
+                gate,
+                cap,
+                queued: members
+                    .iter()
+                    .filter_map(|&m| flow.gates.get(m))
+                    .map(Gate::queued)
+                    .sum(),
+                wake: members,
+            });
+        }
+    }
+    out
+}
+
+/// One pass over the capped gates; whether any has requests waiting.
 fn round(
     c: &Caps,
     con: &mut redis::Connection,
@@ -142,32 +187,31 @@ fn round(
 ) -> redis::RedisResult<bool> {
     let mut busy = false;
     let now = Instant::now();
-    for (slot, label, cap) in names.capped() {
-        let Some(gate) = c.shared.flow.gates.get(slot) else {
-            continue;
-        };
-        let key = c.settings.key(&format!("slots:{label}"));
-        let h = held.entry(key.clone()).or_default();
-        let demand = gate.running() + gate.queued();
-        busy |= gate.queued() > 0;
-        let Some(want) = wanted(h, demand, cap, now) else {
+    for g in capped(c, names) {
+        let h = held.entry(g.key.clone()).or_default();
+        busy |= g.queued > 0;
+        let Some(want) = wanted(h, g.gate.running() + g.queued, g.cap, now) else {
             continue;
         };
         // Lowered here first, so that no start takes a slot about to be given back.
         let want = if want < h.share {
-            want.max(gate.set_fleet_share(want))
+            want.max(g.gate.set_fleet_share(want))
         } else {
             want
         };
-        let (granted, instances) = share(con, &key, &c.settings.instance_id, want, cap)?;
+        let (granted, instances) = share(con, &g.key, &c.settings.instance_id, want, g.cap)?;
         h.share = granted;
         h.instances = instances.max(1);
         h.synced = Some(now);
-        let before = gate.fleet_share();
-        gate.set_fleet_share(granted);
+        let before = g.gate.fleet_share();
+        g.gate.set_fleet_share(granted);
         // More room: the cores with requests waiting for it take them.
-        if (before == NO_SHARE || granted > before) && gate.waiting_cores.load(Acquire) != 0 {
-            c.shared.flow.ring(slot);
+        if before == NO_SHARE || granted > before {
+            for &conn in &g.wake {
+                if c.shared.flow.gates[conn].waiting_cores.load(Acquire) != 0 {
+                    c.shared.flow.ring(conn);
+                }
+            }
         }
     }
     Ok(busy)
@@ -227,17 +271,14 @@ fn unavailable(
             serde_json::json!({"error": describe(e), "when_unavailable": c.settings.when_unavailable.as_str()}),
         );
     }
-    for (slot, label, cap) in names.capped() {
-        let key = c.settings.key(&format!("slots:{label}"));
-        let h = held.entry(key).or_default();
+    for g in capped(c, names) {
+        let h = held.entry(g.key).or_default();
         h.share = match c.settings.when_unavailable {
-            FleetUnavailable::LocalShare => (cap / h.instances.max(1)).max(1),
+            FleetUnavailable::LocalShare => (g.cap / h.instances.max(1)).max(1),
             FleetUnavailable::Reject => 0,
         };
         h.synced = None;
-        if let Some(g) = c.shared.flow.gates.get(slot) {
-            g.set_fleet_share(h.share);
-        }
+        g.gate.set_fleet_share(h.share);
     }
 }
 

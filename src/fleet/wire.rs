@@ -100,6 +100,8 @@ pub struct Names {
     by_provider: HashMap<String, usize>,
     /// Connections with a concurrency cap: slot, `label#key`, cap.
     capped: Vec<(usize, String, u32)>,
+    /// Accounts with a concurrency cap: index, id, cap.
+    capped_accounts: Vec<(usize, String, u32)>,
 }
 
 /// A key's fingerprint as the fleet names it.
@@ -114,6 +116,11 @@ impl Names {
             conns: vec![None; g.config.slot_count()],
             ..Default::default()
         };
+        for (i, a) in g.config.accounts.iter().enumerate() {
+            if a.max_concurrent > 0 {
+                n.capped_accounts.push((i, a.id.clone(), a.max_concurrent));
+            }
+        }
         for p in &g.config.providers {
             n.providers.insert(p.slot, p.id.clone());
             n.by_provider.insert(p.id.clone(), p.slot);
@@ -134,6 +141,13 @@ impl Names {
     /// The capped connections: slot, `label#key` (the fleet's name for its slots), cap.
     pub fn capped(&self) -> impl Iterator<Item = (usize, &str, u32)> {
         self.capped.iter().map(|(s, n, c)| (*s, n.as_str(), *c))
+    }
+
+    /// The accounts with a cap of their own: index, id, cap.
+    pub fn capped_accounts(&self) -> impl Iterator<Item = (usize, &str, u32)> {
+        self.capped_accounts
+            .iter()
+            .map(|(i, n, c)| (*i, n.as_str(), *c))
     }
 
     /// The slot of `provider/connection`, whatever its key (session pins name no key).
