@@ -686,3 +686,37 @@ fn an_account_cap_holds_across_the_fleet() {
         "the account's cap held across the fleet: peak {peak}"
     );
 }
+
+#[test]
+fn spacing_and_a_reservoir_hold_across_the_fleet() {
+    let redis = Redis::start();
+    let sim = start_sim(SimOptions::default());
+    let start = |extra: &str, name: &str| {
+        let body = priority_keys(sim.addr, &["a"], "")
+            .replace("  priority = 0\n", &format!("  priority = 0\n{extra}"));
+        Proxy::start("uring", 1, "", &(body + &with_fleet(&redis, name)))
+    };
+    // 100 ms between starts, fleet-wide: 30 requests over three instances take about 3 s (one
+    // instance alone would start its 10 in 1 s).
+    let spaced: Vec<Proxy> = ["a", "b", "c"]
+        .iter()
+        .map(|n| start("  min_time_ms = 100\n", n))
+        .collect();
+    let addrs: Vec<std::net::SocketAddr> = spaced.iter().map(|p| p.addr).collect();
+    let t0 = Instant::now();
+    let statuses = burst(&addrs, 30, "someone");
+    let took = t0.elapsed();
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    assert!(
+        took >= Duration::from_millis(2_500),
+        "the spacing held fleet-wide: {took:?}"
+    );
+    drop(spaced);
+    // A reservoir of 10 a minute, fleet-wide: of 30 requests 10 pass, the rest time out waiting.
+    let extra = "  reservoir = 10\n  reservoir_refresh_ms = 60000\n  max_wait_ms = 1000\n";
+    let limited: Vec<Proxy> = ["d", "e", "f"].iter().map(|n| start(extra, n)).collect();
+    let addrs: Vec<std::net::SocketAddr> = limited.iter().map(|p| p.addr).collect();
+    let statuses = burst(&addrs, 30, "someone-else");
+    let ok = statuses.iter().filter(|&&s| s == 200).count();
+    assert_eq!(ok, 10, "the reservoir held fleet-wide: {statuses:?}");
+}

@@ -224,8 +224,8 @@ fn fleet_view(shared: &Shared) -> (u16, Value) {
             "enabled": f.enabled.load(Ordering::Relaxed),
             "connected": f.connected.load(Ordering::Relaxed),
             "settings": settings,
-            "shared": ["connection health (cooldowns, terminal states, operator resets)", "model lockouts", "breaker and window-gate failures", "concurrency caps", "exclusive session leases", "session pins", "managed client keys", "tenant quotas", "account caps"],
-            "per_instance": ["spacing, reservoirs and learned pacing"],
+            "shared": ["connection health (cooldowns, terminal states, operator resets)", "model lockouts", "breaker and window-gate failures", "concurrency caps", "exclusive session leases", "session pins", "managed client keys", "tenant quotas", "account caps", "spacing and reservoirs"],
+            "per_instance": ["spacing learned from upstream rate-limit headers"],
             "facts": {
                 "published": f.published.load(Ordering::Relaxed),
                 "received": f.received.load(Ordering::Relaxed),

@@ -16,6 +16,7 @@ mod caps;
 mod kv;
 mod leases;
 mod link;
+mod pace;
 mod publish;
 mod quotas;
 mod subscribe;
@@ -166,7 +167,17 @@ fn keepers(
         limits: tenants.limits,
         rx: quota_rx,
     };
+    let (to_pace, pace_rx) = crossbeam_channel::unbounded();
+    shared.flow.pace_elsewhere(to_pace);
+    let pacer = pace::Pace {
+        link: link.clone(),
+        shared: shared.clone(),
+        stop: stop.clone(),
+        settings: s.clone(),
+        rx: pace_rx,
+    };
     vec![
+        ("ringside-fleet-pace", Box::new(move || pace::run(pacer))),
         (
             "ringside-fleet-leases",
             Box::new(move || leases::run(lease_book)),

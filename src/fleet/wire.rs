@@ -150,6 +150,11 @@ impl Names {
             .map(|(i, n, c)| (*i, n.as_str(), *c))
     }
 
+    /// `provider/connection#key` of a slot (the fleet's name for a connection's pace).
+    pub fn label_with_key(&self, slot: usize) -> Option<String> {
+        self.conn(slot).map(|(l, k)| format!("{l}#{k}"))
+    }
+
     /// The slot of `provider/connection`, whatever its key (session pins name no key).
     pub fn slot_of_label(&self, label: &str) -> Option<usize> {
         self.conns

@@ -83,6 +83,17 @@ pub struct FlowShared {
     pub accounts: account::Accounts,
     /// Write ends; one byte wakes that core's queue pump.
     doorbells: Vec<UnixStream>,
+    /// In fleet mode, where spacing and reservoirs are reserved fleet-wide (`fleet_pace`).
+    pace: std::sync::OnceLock<crossbeam_channel::Sender<PaceAsk>>,
+}
+
+/// A start on a paced connection (spacing or a reservoir), reserved across the fleet: the
+/// answer is how long to wait before starting, or, with the reservoir empty fleet-wide, when
+/// it refills (`Err`). Dropped unanswered: the fleet could not be asked.
+#[derive(Debug)]
+pub struct PaceAsk {
+    pub conn: usize,
+    pub reply: futures_channel::oneshot::Sender<Result<u64, u64>>,
 }
 
 impl FlowShared {
@@ -103,6 +114,7 @@ impl FlowShared {
             budgets,
             doorbells,
             accounts: account::Accounts::default(),
+            pace: Default::default(),
         }
     }
 
@@ -133,6 +145,36 @@ impl FlowShared {
     pub fn effective(&self, conn: usize, k: Knob) -> Value {
         let own = self.conns.get(conn).and_then(|c| c.own(k));
         self.budgets.effective(k, own)
+    }
+
+    /// From now on, paced connections reserve their starts across the fleet too.
+    pub fn pace_elsewhere(&self, to: crossbeam_channel::Sender<PaceAsk>) {
+        let _ = self.pace.set(to);
+    }
+
+    /// Whether a start on `conn` must be reserved across the fleet (`fleet_pace`).
+    pub fn paced_elsewhere(&self, conn: usize) -> bool {
+        self.pace.get().is_some()
+            && self.gates.get(conn).is_some_and(|g| {
+                g.min_time_ms.load(Relaxed) > 0 || g.reservoir_amount.load(Relaxed) > 0
+            })
+    }
+
+    /// Reserve a start on `conn` across the fleet: how long to wait first (`Ok`), or how long
+    /// until the fleet's reservoir refills (`Err`). A fleet that does not answer within a
+    /// second leaves the pace to this instance's own gate.
+    pub async fn fleet_pace(&self, conn: usize) -> Result<u64, u64> {
+        let Some(to) = self.pace.get() else {
+            return Ok(0);
+        };
+        let (reply, answer) = futures_channel::oneshot::channel();
+        if to.send(PaceAsk { conn, reply }).is_err() {
+            return Ok(0);
+        }
+        match crate::timer::timeout(std::time::Duration::from_secs(1), answer).await {
+            Ok(Ok(r)) => r,
+            _ => Ok(0),
+        }
     }
 
     /// A reload's settings for the connection in slot `conn`: the knobs always; the gate's

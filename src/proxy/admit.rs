@@ -25,6 +25,35 @@ pub(super) enum Admission {
     Refused(ApiError),
 }
 
+/// Wait for this start's turn across the fleet (its spacing, its reservoir), within `left` ms.
+async fn fleet_pace(
+    flow: &'static flow::FlowShared,
+    conn: usize,
+    left: u64,
+    watch: &mut ClientWatch<'_>,
+) -> Result<(), Option<Refused>> {
+    let started = crate::clock::instant();
+    loop {
+        let waited = crate::clock::since(started).as_millis() as u64;
+        // Ok: a start reserved `ms` from now; Err: the fleet's reservoir refills in `ms`.
+        let (ms, reserved) = match flow.fleet_pace(conn).await {
+            Ok(0) => return Ok(()),
+            Ok(ms) => (ms, true),
+            Err(ms) => (ms.max(1), false),
+        };
+        if waited + ms > left {
+            return Err(Some(Refused::QueueTimeout { waited_ms: waited }));
+        }
+        let until = crate::clock::instant() + Duration::from_millis(ms);
+        if let Raced::ClientGone = watch.race(timer::sleep_until(until)).await {
+            return Err(None);
+        }
+        if reserved {
+            return Ok(());
+        }
+    }
+}
+
 pub(super) async fn admit(
     ctx: &mut Ctx<'_>,
     cand: Candidate,
@@ -39,9 +68,10 @@ pub(super) async fn admit(
         priority: ctx.priority,
         time_left_ms: budget.time_left(t),
     };
+    let queue_watch = &mut *watch;
     let admitted = flow::acquire(core.shared.flow, &core.flow, ask, t, |rx, ms| async move {
         let wait = timer::timeout(Duration::from_millis(ms), rx);
-        match watch.race(wait).await {
+        match queue_watch.race(wait).await {
             Raced::ClientGone => None,
             Raced::Done(Ok(Ok(permit))) => Some(Some(permit)),
             Raced::Done(_) => Some(None),
@@ -54,6 +84,22 @@ pub(super) async fn admit(
         Err(Some(Refused::Saturated)) => return Admission::Saturated,
         Err(Some(r)) => return Admission::Refused(answer::refused(r, ctx)),
     };
+    // Fleet mode: spacing and reservoirs hold across the fleet (boxed: only paced
+    // connections of a fleet pay for the wait in their task).
+    if core.shared.flow.paced_elsewhere(cand.connection) {
+        // As long as a queue wait may last: the request's time, and the connection's max wait.
+        let max_wait = core
+            .shared
+            .flow
+            .effective(cand.connection, crate::flow::settings::Knob::MaxWaitMs)
+            .value;
+        let left = budget.time_left(crate::clock::now_ms()).min(max_wait);
+        match Box::pin(fleet_pace(core.shared.flow, cand.connection, left, watch)).await {
+            Ok(()) => {}
+            Err(None) => return Admission::ClientGone,
+            Err(Some(r)) => return Admission::Refused(answer::refused(r, ctx)),
+        }
+    }
     if let Some(b) = ctx.lease.clone() {
         match super::lease::refence(ctx, &b).await {
             Ok(c) if c == cand.connection => {}
