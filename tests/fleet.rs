@@ -218,6 +218,14 @@ fn redis_away_fails_no_request_and_health_flows_again_when_it_is_back() {
     }
     let m = a.metrics();
     assert!(m.contains("ringside_fleet_connected 0"), "{m}");
+    let ready =
+        ringside::demo::client::request(a.admin, "GET", "/readyz", &[], b"", T).expect("readyz");
+    assert_eq!(ready.status, 200, "still ready: it serves on local health");
+    assert!(
+        ready.text().contains("fleet: Redis away"),
+        "{}",
+        ready.text()
+    );
     // Back on the same port: both reconnect; a third instance then learns what a and b learned
     // while Redis was away (sent again on reconnection).
     let _redis = Redis::start_on(redis_port);

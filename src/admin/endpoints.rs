@@ -44,7 +44,7 @@ pub(super) async fn answer(
     match (head.method(), head.path()) {
         ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
         ("GET", "/readyz") if draining => (503, "text/plain", b"draining\n".to_vec()),
-        ("GET", "/readyz") => (200, "text/plain", b"ready\n".to_vec()),
+        ("GET", "/readyz") => (200, "text/plain", readiness(shared).into_bytes()),
         ("GET", "/metrics") => {
             let text = metrics_text(shared, admin);
             (200, "text/plain; version=0.0.4", text.into_bytes())
@@ -187,6 +187,21 @@ fn reload_metrics(out: &mut String, shared: &Shared, generation: u64) {
         r.applied.load(Ordering::Relaxed),
         r.rejected.load(Ordering::Relaxed),
     );
+}
+
+/// `/readyz` while serving: ready, and in fleet mode whether Redis is there (an instance
+/// serves on local health while it is not, so it stays ready).
+fn readiness(shared: &Shared) -> String {
+    let f = &shared.fleet;
+    if !f.enabled.load(Ordering::Relaxed) {
+        return "ready\n".into();
+    }
+    if f.connected.load(Ordering::Relaxed) {
+        "ready\nfleet: connected\n".into()
+    } else {
+        "ready\nfleet: Redis away (local health, caps on this instance's share, leases refused)\n"
+            .into()
+    }
 }
 
 /// Fleet mode's link: up or not, and what crossed it.
