@@ -728,3 +728,45 @@ fn spacing_and_a_reservoir_hold_across_the_fleet() {
     let ok = statuses.iter().filter(|&&s| s == 200).count();
     assert_eq!(ok, 10, "the reservoir held fleet-wide: {statuses:?}");
 }
+
+fn fleet_share(proxy: &Proxy) -> Option<u64> {
+    proxy.admin("GET", "/admin/queues").1["queues"][0]["fleet_share"].as_u64()
+}
+
+fn until_share(proxy: &Proxy, want: u64) {
+    let t0 = Instant::now();
+    while fleet_share(proxy) != Some(want) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "share {:?}, not {want}",
+            fleet_share(proxy)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn caps_fall_back_to_a_local_share_while_redis_is_away_and_come_back() {
+    let redis_port = port();
+    let redis = Redis::start_on(redis_port);
+    let sim = start_sim(SimOptions::default());
+    let body = priority_keys(sim.addr, &["a"], "")
+        .replace("  priority = 0\n", "  priority = 0\n  max_concurrent = 6\n");
+    let a = Proxy::start("uring", 1, "", &(body.clone() + &with_fleet(&redis, "a")));
+    let b = Proxy::start("epoll", 1, "", &(body + &with_fleet(&redis, "b")));
+    // Idle: one slot at hand each.
+    until_share(&a, 1);
+    until_share(&b, 1);
+    // One refresh (each second) after both hold slots, so each has seen the other.
+    std::thread::sleep(Duration::from_millis(2_500));
+    // Redis away: the cap divided by the two instances last seen.
+    drop(redis);
+    until_share(&a, 3);
+    until_share(&b, 3);
+    assert_eq!(served_by(&a), "sim/a", "still serving");
+    // Back: shares follow demand again.
+    let _redis = Redis::start_on(redis_port);
+    until_share(&a, 1);
+    until_share(&b, 1);
+    assert_eq!(served_by(&b), "sim/a");
+}

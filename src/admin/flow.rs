@@ -32,6 +32,9 @@ pub fn queues(shared: &Shared) -> (u16, Value) {
                 "running": g.running(),
                 "queued": g.queued(),
                 "max_concurrent": g.max_concurrent.load(Relaxed),
+                // In fleet mode, this instance's share of the cap (absent: its own gate).
+                "fleet_share": (g.fleet_share() != crate::flow::gate::NO_SHARE)
+                    .then(|| g.fleet_share()),
                 "spacing_ms": g.spacing_ms(),
                 "learned_spacing_ms": g.learned_spacing_ms.load(Relaxed),
                 "on_saturation": shared.flow.conns[i].on_saturation(),
