@@ -149,7 +149,8 @@ pub fn metrics(shared: &Shared) -> String {
         .collect();
     let label = |i: usize| {
         let (p, c) = &generation.conn_labels[i];
-        format!("provider=\"{p}\",connection=\"{c}\"")
+        let e = crate::metrics::escape;
+        format!("provider=\"{}\",connection=\"{}\"", e(p), e(c))
     };
     for &i in &live {
         let _ = writeln!(
@@ -186,7 +187,12 @@ pub fn metrics(shared: &Shared) -> String {
             );
         }
     }
-    out.push_str("# HELP ringside_queue_wait_ms Time queued before a slot, per connection.\n# TYPE ringside_queue_wait_ms histogram\n");
+    out.push_str("# HELP ringside_queue_wait_seconds Time queued before a slot, per connection.\n# TYPE ringside_queue_wait_seconds histogram\n");
+    for &i in &live {
+        let m = crate::histogram::Merged::of([&shared.flow.gates[i].stats.wait]);
+        m.write(&mut out, "ringside_queue_wait_seconds", &label(i));
+    }
+    out.push_str("# HELP ringside_queue_wait_ms Deprecated (use ringside_queue_wait_seconds; removed in the next release): time queued before a slot, per connection, in milliseconds.\n# TYPE ringside_queue_wait_ms histogram\n");
     for &i in &live {
         let st = &shared.flow.gates[i].stats;
         let mut cum = 0;

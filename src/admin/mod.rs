@@ -8,6 +8,7 @@ mod endpoints;
 pub mod flow;
 pub mod leases;
 pub mod state;
+mod transitions;
 
 use crate::http::HeadLimits;
 use crate::http::io::{ReadError, read_body, read_request_head};

@@ -21,6 +21,7 @@ pub struct AdminState {
     inbox: Receiver<Event>,
     /// This replica's bus member id.
     me: usize,
+    transitions: super::transitions::Transitions,
 }
 
 type Answer = (u16, Value);
@@ -47,8 +48,11 @@ impl AdminState {
         for (i, st) in shared.stored_terminals(&generation) {
             tables.conns[i] = st;
         }
+        let mut transitions = super::transitions::Transitions::default();
+        transitions.fit(&generation);
         AdminState {
             tables,
+            transitions,
             generation,
             me: shared.bus.admin(),
             shared,
@@ -64,11 +68,18 @@ impl AdminState {
             let (slots, providers) = (c.slot_count(), c.provider_slot_count());
             self.tables
                 .fit(providers, slots, &g.fresh_providers, &g.fresh_conns);
+            self.transitions.fit(&g);
             self.generation = g;
         }
-        let s = &self.generation.config.resilience;
-        let t = &mut self.tables;
-        drain(&self.inbox, |ev| t.apply(ev, s));
+        let g = &self.generation;
+        let s = &g.config.resilience;
+        let (t, seen) = (&mut self.tables, &mut self.transitions);
+        let now = crate::clock::now_ms();
+        drain(&self.inbox, |ev| {
+            let before = super::transitions::before(t, ev);
+            t.apply(ev, s);
+            seen.after(before, t, ev, g, now);
+        });
     }
 
     /// Ask every core for decision records (they answer on their next tick) and merge.
@@ -131,14 +142,17 @@ impl AdminState {
         let Some(i) = self.conn_index(provider, conn) else {
             return not_found("such connection");
         };
+        let was = self.tables.conns[i];
         let state = self.tables.conns[i].reset();
+        let ev = Event::Conn { conn: i, state };
+        let before = super::transitions::Before::Conn(i, was);
+        let now = crate::clock::now_ms();
+        (self.transitions).after(before, &self.tables, &ev, &self.generation, now);
         // The reset is durable: the terminal state is gone from the store too.
         self.shared
             .store
             .delete(Shared::terminal_key(&self.generation, i));
-        self.shared
-            .bus
-            .broadcast(self.me, &Event::Conn { conn: i, state });
+        self.shared.bus.broadcast(self.me, &ev);
         let cleared = self.tables.lockouts.clear(i, None);
         self.shared.bus.broadcast(
             self.me,
@@ -231,10 +245,12 @@ impl AdminState {
         else {
             return not_found("such provider");
         };
+        let ev = Event::BreakerReset { provider: i };
+        let before = super::transitions::before(&self.tables, &ev);
         self.tables.breakers[i].reset();
-        self.shared
-            .bus
-            .broadcast(self.me, &Event::BreakerReset { provider: i });
+        let now = crate::clock::now_ms();
+        (self.transitions).after(before, &self.tables, &ev, &self.generation, now);
+        self.shared.bus.broadcast(self.me, &ev);
         crate::resilience::breaker::release_probe(&self.shared.probes.0[i]);
         (200, json!({"reset": provider}))
     }
@@ -283,6 +299,7 @@ impl AdminState {
             "# HELP ringside_model_lockouts Active model lockouts.\n# TYPE ringside_model_lockouts gauge\nringside_model_lockouts {}",
             self.tables.lockouts.active(now).count()
         );
+        self.transitions.render(&generation, &mut out);
         out
     }
 

@@ -87,6 +87,37 @@ pub struct Record {
     /// What the SSE scanner saw in a streamed answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_stats: Option<StreamStats>,
+    /// What the answer's `usage` said (JSON answers and streams).
+    #[serde(skip_serializing_if = "Tokens::is_empty")]
+    pub tokens: Tokens,
+    /// The request from its head to its end, in microseconds.
+    pub total_us: u64,
+    /// Time spent in upstream attempts, in microseconds (u32 like the three below: 71
+    /// minutes at most, a longer one is kept at the most; the record lives as long as its
+    /// request, so it is kept small).
+    pub upstream_us: u32,
+    /// Deliberate waits (queue, fleet pacing, waiting out a short cooldown), in microseconds.
+    #[serde(skip_serializing_if = "is_zero32")]
+    pub waits_us: u32,
+    /// The delivered attempt: from sending it to the upstream's response head.
+    #[serde(skip_serializing_if = "is_zero32")]
+    pub head_us: u32,
+    /// A stream: from the request's head to the first event with text, a tool call or
+    /// reasoning sent to the client.
+    #[serde(skip_serializing_if = "is_zero32")]
+    pub ttft_us: u32,
+}
+
+/// Token counts an upstream reported (any may be missing).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion: Option<u32>,
+    /// Prompt tokens served from the provider's cache (also counted in `prompt`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -94,14 +125,25 @@ pub struct StreamStats {
     pub events: u64,
     pub text_bytes: u64,
     pub terminal: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_tokens: Option<u64>,
 }
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+fn is_zero32(v: &u32) -> bool {
+    *v == 0
+}
+
+/// Microseconds of a duration, as a record keeps them (at most 71 minutes).
+pub fn micros32(d: std::time::Duration) -> u32 {
+    d.as_micros().min(u128::from(u32::MAX)) as u32
+}
+
+impl Tokens {
+    pub fn is_empty(&self) -> bool {
+        *self == Tokens::default()
+    }
 }
 
 impl Record {

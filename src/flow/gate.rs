@@ -70,8 +70,12 @@ pub struct GateStats {
     pub queue_timeouts: AtomicU64,
     pub execution_timeouts: AtomicU64,
     pub cancelled: AtomicU64,
-    /// Wait-time histogram: <=10 ms, <=100 ms, <=1 s, <=10 s, more.
+    /// Wait-time histogram: <=10 ms, <=100 ms, <=1 s, <=10 s, more (the deprecated
+    /// `ringside_queue_wait_ms`).
     pub wait_buckets: [AtomicU64; 5],
+    /// Wait times for `ringside_queue_wait_seconds`.
+    #[serde(skip)]
+    pub wait: crate::histogram::Histogram,
 }
 
 pub const WAIT_BUCKETS_MS: [u64; 4] = [10, 100, 1_000, 10_000];
@@ -82,6 +86,7 @@ impl GateStats {
         self.wait_ms_total.fetch_add(ms, Relaxed);
         let i = WAIT_BUCKETS_MS.iter().position(|&b| ms <= b).unwrap_or(4);
         self.wait_buckets[i].fetch_add(1, Relaxed);
+        self.wait.observe_us(ms.saturating_mul(1_000));
     }
 }
 

@@ -82,7 +82,7 @@ async fn pass_through(
     let r = Relay {
         secret: ctx.config().secret_of(last.conn),
         dialect: ctx.dialect,
-        request_id: &ctx.request_id,
+        request_id: &ctx.record.request_id,
         route: &route,
         connection_label: ctx.reveal.then_some(last.label),
         attempts: &attempts,
@@ -246,7 +246,7 @@ fn error_for(
                 let shown = if ctx.reveal {
                     l.detail.clone()
                 } else {
-                    format!("see the decision record of request {}", ctx.request_id)
+                    format!("see the decision record of request {}", ctx.record.request_id)
                 };
                 let e = error_for_reason(&l.verdict, &shown).should_retry(false);
                 match earliest {

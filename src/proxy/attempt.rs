@@ -240,7 +240,7 @@ fn outbound_for(ctx: &Ctx<'_>, provider: &Provider, conn: &Connection, model: &s
         provider,
         conn,
         &body,
-        &ctx.request_id,
+        &ctx.record.request_id,
     )
 }
 

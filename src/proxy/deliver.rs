@@ -87,7 +87,7 @@ pub(super) async fn commit(
     let r = Relay {
         secret: cfg.secret_of(cand.connection),
         dialect: ctx.dialect,
-        request_id: &ctx.request_id,
+        request_id: &ctx.record.request_id,
         route: &entry.name,
         connection_label: ctx.reveal.then_some(label),
         attempts: &attempts,
@@ -193,9 +193,26 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
             events: t.events,
             text_bytes: t.text_bytes,
             terminal: t.terminal,
-            input_tokens: t.input_tokens,
-            output_tokens: t.output_tokens,
         });
+    }
+    let tokens = match (&res.sse, res.usage.as_deref().cloned().map(|mut u| u.finish())) {
+        (Some(t), _) => (t.input_tokens, t.output_tokens, t.cached_tokens),
+        (None, Some(u)) => (u.input_tokens, u.output_tokens, u.cached_tokens),
+        (None, None) => (None, None, None),
+    };
+    let tokens = crate::audit::Tokens {
+        prompt: tokens.0,
+        completion: tokens.1,
+        cached: tokens.2,
+    };
+    if !tokens.is_empty() {
+        core.metrics.tokens(cand.connection, &tokens);
+        ctx.record.tokens = tokens;
+    }
+    if res.first_useful_us > 0 {
+        // From the request's head: to the relay's start, then within the relay.
+        let to_relay = crate::audit::micros32(d.t0.saturating_duration_since(ctx.started));
+        ctx.record.ttft_us = to_relay.saturating_add(res.first_useful_us);
     }
     let outcome = match (res.client_gone, res.failure) {
         (true, _) => AttemptOutcome::ClientGone,

@@ -50,7 +50,6 @@ pub(crate) struct Ctx<'a> {
     pub head: &'a Head,
     pub endpoint: Endpoint,
     pub dialect: Dialect,
-    pub request_id: String,
     pub body: Bytes,
     /// Where the top-level `model` value is in `body` (found by the body check, so that
     /// rewriting it does not walk the body again).

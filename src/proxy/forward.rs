@@ -61,6 +61,11 @@ pub struct Relayed {
     /// The data of the upstream's own in-band error event, when one came after the commit (it
     /// reached the client as the upstream sent it; the engine judges it like an error answer).
     pub upstream_error: Option<String>,
+    /// When the first event with text, a tool call or reasoning went to the client (streams),
+    /// in microseconds from the relay's start (0: none yet).
+    pub first_useful_us: u32,
+    /// A JSON answer's skim for its `usage` (streams: in `sse`); boxed, as in the relay.
+    pub usage: Option<Box<crate::sse::json::JsonScan>>,
 }
 
 /// Send a response whose body was read whole while judging it (an upstream error passed

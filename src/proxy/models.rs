@@ -36,7 +36,7 @@ pub(super) async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> boo
         ctx.record.status = 200;
         ctx.record.outcome = crate::audit::Outcome::Ok;
         ctx.record.bytes_out = body.len() as u64;
-        return respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await;
+        return respond_json(wr, 200, body, &ctx.record.request_id, ctx.keep_alive).await;
     }
     let body = if anthropic {
         let data: Vec<_> = list
@@ -53,5 +53,5 @@ pub(super) async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> boo
     ctx.record.status = 200;
     ctx.record.outcome = crate::audit::Outcome::Ok;
     ctx.record.bytes_out = body.len() as u64;
-    respond_json(wr, 200, body, &ctx.request_id, ctx.keep_alive).await
+    respond_json(wr, 200, body, &ctx.record.request_id, ctx.keep_alive).await
 }

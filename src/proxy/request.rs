@@ -37,8 +37,7 @@ pub async fn handle(
         head,
         endpoint: endpoint.unwrap_or(Endpoint::Models),
         dialect: dialect_for_path(head.path()),
-        record: record_for(core, head, endpoint, request_id.clone()),
-        request_id,
+        record: record_for(core, head, endpoint, request_id),
         body: Bytes::new(),
         model_span: None,
         keep_alive: head.keep_alive && !conn.last_request,
@@ -126,7 +125,12 @@ impl Drop for Finalize<'_, '_> {
     fn drop(&mut self) {
         let ctx = &mut *self.ctx;
         let core = ctx.core;
-        ctx.record.total_ms = crate::clock::since(ctx.started).as_millis() as u64;
+        let total = crate::clock::since(ctx.started);
+        let r = &mut ctx.record;
+        (r.total_ms, r.total_us) = (total.as_millis() as u64, total.as_micros() as u64);
+        let own_us = (r.total_us).saturating_sub(u64::from(r.upstream_us) + u64::from(r.waits_us));
+        core.metrics
+            .request_times(self.route, r.total_us, own_us, u64::from(r.ttft_us));
         core.metrics.request(self.route, ctx.record.status);
         core.metrics.attempts_made(ctx.record.attempts.len());
         core.metrics.in_flight.fetch_sub(1, Relaxed);

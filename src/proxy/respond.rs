@@ -62,7 +62,7 @@ pub(crate) async fn finish_error(
         wr,
         ctx.dialect,
         err,
-        &ctx.request_id,
+        &ctx.record.request_id,
         ctx.keep_alive && body_ok,
         ctx.head.method() == "HEAD",
     )

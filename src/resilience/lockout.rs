@@ -161,6 +161,15 @@ impl Lockouts {
         Some(lock)
     }
 
+    /// When the entry `lock` would merge into ends now, if there is one.
+    pub fn until_of(&self, lock: &Lock) -> Option<u64> {
+        self.by_conn
+            .get(lock.conn)?
+            .iter()
+            .find(|l| l.scope == lock.scope && l.key == lock.key)
+            .map(|l| l.until)
+    }
+
     /// Merge a lock (from this core or another): the later end and the higher count win.
     pub fn merge(&mut self, lock: Lock) {
         let Some(list) = self.by_conn.get_mut(lock.conn) else {

@@ -39,13 +39,17 @@ pub struct Totals {
     pub heartbeats: u64,
     pub errors: u64,
     pub terminal: bool,
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
+    /// Usage figures (u32: no answer reports four billion tokens).
+    pub input_tokens: Option<u32>,
+    pub output_tokens: Option<u32>,
+    pub cached_tokens: Option<u32>,
     /// A tool call or reasoning is in progress (set by such an event, cleared by text).
     pub protected: bool,
     /// At least one event that is not lifecycle, heartbeat or usage (text, tool, reasoning,
     /// error or terminal) has been seen.
     pub decisive: bool,
+    /// At least one event with text, a tool call or reasoning (the time to first token).
+    pub useful: bool,
     pub first_error_seen: bool,
 }
 

@@ -18,6 +18,8 @@ pub enum ValueKind {
 pub enum UsageKey {
     Input,
     Output,
+    /// Prompt tokens served from the provider's cache.
+    Cached,
 }
 
 #[path = "json_blocks.rs"]
@@ -47,8 +49,11 @@ pub struct Counts {
     pub text: u32,
     pub tool: u32,
     pub reasoning: u32,
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
+    /// Usage figures (u32: no answer reports four billion tokens; larger ones are kept at
+    /// the most).
+    pub input_tokens: Option<u32>,
+    pub output_tokens: Option<u32>,
+    pub cached_tokens: Option<u32>,
     /// A top-level `"error"` key or `"type":"error"` was seen.
     pub error: bool,
     /// `"usage"` appeared.
@@ -141,8 +146,14 @@ impl JsonScan {
 
     fn end_number(&mut self) {
         match self.number_key.take() {
-            Some(UsageKey::Input) => self.counts.input_tokens = Some(self.number),
-            Some(UsageKey::Output) => self.counts.output_tokens = Some(self.number),
+            Some(key) => {
+                let n = Some(self.number.min(u64::from(u32::MAX)) as u32);
+                match key {
+                    UsageKey::Input => self.counts.input_tokens = n,
+                    UsageKey::Output => self.counts.output_tokens = n,
+                    UsageKey::Cached => self.counts.cached_tokens = n,
+                }
+            }
             None => {}
         }
         self.st = St::Outside;

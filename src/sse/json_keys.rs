@@ -60,7 +60,7 @@ const fn usage(u: UsageKey) -> KeyClass {
 }
 
 /// Every key that means something.
-const KEYS: [(&[u8], KeyClass); 18] = [
+const KEYS: [(&[u8], KeyClass); 20] = [
     (b"content", value(ValueKind::Text)),
     (b"text", value(ValueKind::Text)),
     (b"delta", value(ValueKind::Text)),
@@ -75,6 +75,9 @@ const KEYS: [(&[u8], KeyClass); 18] = [
     (b"input_tokens", usage(UsageKey::Input)),
     (b"completion_tokens", usage(UsageKey::Output)),
     (b"output_tokens", usage(UsageKey::Output)),
+    // OpenAI's `prompt_tokens_details` / `input_tokens_details`, Anthropic's `usage`.
+    (b"cached_tokens", usage(UsageKey::Cached)),
+    (b"cache_read_input_tokens", usage(UsageKey::Cached)),
     (
         b"type",
         KeyClass {
@@ -90,9 +93,9 @@ const KEYS: [(&[u8], KeyClass); 18] = [
 ];
 
 const MIN_LEN: usize = 4;
-const MAX_LEN: usize = 17;
+const MAX_LEN: usize = 23;
 const SLOTS: usize = 64;
-/// Chosen so that the 18 keys land in 18 different slots (the table build checks it).
+/// Chosen so that the 20 keys land in 20 different slots (the table build checks it).
 const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 
 #[derive(Clone, Copy)]

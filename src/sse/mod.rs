@@ -331,6 +331,7 @@ impl Scanner {
             Kind::Text => t.protected = false,
             _ => {}
         }
+        t.useful |= matches!(kind, Kind::Text | Kind::Protected);
         if matches!(
             kind,
             Kind::Text | Kind::Protected | Kind::Error | Kind::Terminal
@@ -342,6 +343,9 @@ impl Scanner {
         }
         if counts.output_tokens.is_some() {
             t.output_tokens = counts.output_tokens;
+        }
+        if counts.cached_tokens.is_some() {
+            t.cached_tokens = counts.cached_tokens;
         }
         on_event(ev);
         self.event_len = 0;

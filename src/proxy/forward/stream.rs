@@ -10,6 +10,7 @@ use crate::proxy::client_head::client_head;
 use crate::proxy::deadline::{Timer, set_timer};
 use crate::proxy::watch::Raced;
 use crate::sse::Scanner;
+use crate::sse::json::JsonScan;
 use crate::sse::watchdog::Watchdog;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::TcpOwnedWriteHalf;
@@ -47,6 +48,9 @@ pub(super) struct Stream {
     pending_head: Option<Vec<u8>>,
     pub(super) upstream_eof: bool,
     scanner: Option<Scanner>,
+    /// A JSON answer's skim for its `usage` (a body with a length: chunk frames would
+    /// interrupt the JSON).
+    usage: Option<Box<JsonScan>>,
     /// Whether the bytes sent so far end between chunks and events.
     edge: EventEdge,
     pub(super) clean_edge: bool,
@@ -90,6 +94,11 @@ impl Stream {
             head, r, rechunk, keep_alive, is_sse, first_body,
         ));
         let scanner = (is_sse && r.stream.guard).then(Scanner::default);
+        let json = head
+            .get("content-type")
+            .is_some_and(|v| v.starts_with(b"application/json"));
+        let usage = (json && matches!(framing, Framing::Length(_)))
+            .then(|| Box::new(JsonScan::default()));
         let watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
             .then(|| Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
         Stream {
@@ -103,6 +112,7 @@ impl Stream {
             pending_head,
             upstream_eof: false,
             scanner,
+            usage,
             edge: EventEdge::default(),
             clean_edge: true,
             message_whole: false,
@@ -137,6 +147,12 @@ impl Stream {
             self.upstream_eof = true;
         }
         out.body_bytes += data.len() as u64;
+        if let Some(u) = self.usage.as_mut() {
+            u.feed(&data);
+        }
+        if out.first_useful_us == 0 && self.scanner.as_ref().is_some_and(|sc| sc.totals.useful) {
+            out.first_useful_us = crate::audit::micros32(crate::clock::since(self.started)).max(1);
+        }
         if errors_before == 0 && out.upstream_error.is_none() {
             self.catch_upstream_error(&data, out);
         }
@@ -332,5 +348,6 @@ impl Stream {
         out.client_keep_alive =
             keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
         out.sse = self.scanner.take().map(|s| s.totals);
+        out.usage = self.usage.take();
     }
 }

@@ -25,7 +25,7 @@ pub(crate) async fn preflight(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> 
         ("access-control-allow-methods", "POST, OPTIONS"),
         ("access-control-allow-headers", allow.as_str()),
         ("access-control-max-age", "600"),
-        ("x-request-id", ctx.request_id.as_str()),
+        ("x-request-id", ctx.record.request_id.as_str()),
     ];
     let bytes = whole(204, "application/json", &headers, b"", ctx.keep_alive);
     let (res, _) = wr.write_all(bytes).await;
@@ -47,7 +47,7 @@ async fn answer(
     }
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let mut headers: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    headers.push(("x-request-id", ctx.request_id.as_str()));
+    headers.push(("x-request-id", ctx.record.request_id.as_str()));
     ctx.record.bytes_out = body.len() as u64;
     let bytes = whole(status, "application/json", &headers, &body, ctx.keep_alive);
     let (res, _) = wr.write_all(bytes).await;
@@ -57,7 +57,7 @@ async fn answer(
 async fn fail(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf, e: ApiError) -> bool {
     ctx.record.error_code = Some(e.code);
     let err = json!({"type": "lease_error", "code": e.code, "message": e.message});
-    let mut body = json!({"request_id": ctx.request_id});
+    let mut body = json!({"request_id": ctx.record.request_id});
     // Capacity answers carry their state at the top level too (reference wire format).
     if let Some(Value::Object(extra)) = e.extra.as_deref() {
         for (k, v) in extra {

@@ -1,6 +1,9 @@
 //! Per-core counters. Each core writes only its own block (relaxed atomics, no contention);
 //! the admin port sums the blocks when scraped.
 
+mod process;
+mod times;
+
 use crate::audit::AttemptOutcome;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -58,6 +61,10 @@ pub struct CoreMetrics {
     pub finalized: AtomicU64,
     /// Client requests by how many upstream attempts they made: 0, 1, 2, 3, 4 or more.
     pub attempts_per_request: [AtomicU64; 5],
+    /// Per route: how long requests took, Ringside's own share, time to first token.
+    route_times: Vec<times::RouteTimes>,
+    /// Per connection: time to the upstream's response head, attempt durations, tokens.
+    conn_times: Vec<times::ConnTimes>,
 }
 
 impl CoreMetrics {
@@ -74,6 +81,41 @@ impl CoreMetrics {
             log_lines_dropped: AtomicU64::new(0),
             finalized: AtomicU64::new(0),
             attempts_per_request: Default::default(),
+            route_times: (0..routes).map(|_| Default::default()).collect(),
+            conn_times: (0..connections).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// A request ended: its duration, Ringside's own part of it and, for a stream, the time to
+    /// its first useful event (microseconds; 0: none).
+    pub fn request_times(&self, route: usize, total_us: u64, own_us: u64, ttft_us: u64) {
+        if let Some(t) = self.route_times.get(route) {
+            t.duration.observe_us(total_us);
+            t.overhead.observe_us(own_us);
+            if ttft_us > 0 {
+                t.ttft.observe_us(ttft_us);
+            }
+        }
+    }
+
+    /// An upstream attempt's response head arrived after `us` microseconds.
+    pub fn upstream_head(&self, connection: usize, us: u64) {
+        if let Some(t) = self.conn_times.get(connection) {
+            t.head.observe_us(us);
+        }
+    }
+
+    /// An upstream attempt ended after `us` microseconds.
+    pub fn attempt_time(&self, connection: usize, us: u64) {
+        if let Some(t) = self.conn_times.get(connection) {
+            t.attempt.observe_us(us);
+        }
+    }
+
+    /// The tokens an answer reported in its `usage`.
+    pub fn tokens(&self, connection: usize, tokens: &crate::audit::Tokens) {
+        if let Some(t) = self.conn_times.get(connection) {
+            t.add_tokens(tokens);
         }
     }
 
@@ -98,6 +140,9 @@ impl CoreMetrics {
         for c in self.attempts.iter().skip(connection * n).take(n) {
             c.store(0, Relaxed);
         }
+        if let Some(t) = self.conn_times.get(connection) {
+            t.clear();
+        }
     }
 
     pub fn attempt(&self, connection: usize, outcome: AttemptOutcome) {
@@ -121,6 +166,8 @@ pub fn render(
     requests(&mut out, cores, route_labels);
     attempts(&mut out, cores, conn_labels);
     gauges(&mut out, cores);
+    times::render(&mut out, cores, route_labels, conn_labels);
+    process::render(&mut out, cores);
     out
 }
 
@@ -215,7 +262,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         .iter()
         .map(|c| c.log_lines_dropped.load(Relaxed))
         .sum();
-    out.push_str("# TYPE ringside_access_log_dropped_total counter\n");
+    out.push_str("# HELP ringside_access_log_dropped_total Access-log lines dropped because the writer fell behind.\n# TYPE ringside_access_log_dropped_total counter\n");
     let _ = writeln!(out, "ringside_access_log_dropped_total {n}");
     out.push_str("# HELP ringside_task_panics_total Connection tasks ended by a panic (a bug: each closed its connection only).\n# TYPE ringside_task_panics_total counter\n");
     let _ = writeln!(

@@ -1,0 +1,127 @@
+//! The duration histograms (seconds) and token counters: per route and per connection, each
+//! core writing its own, summed on a scrape.
+
+use super::{CoreMetrics, escape};
+use crate::audit::Tokens;
+use crate::histogram::{Histogram, Merged};
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Debug, Default)]
+pub(super) struct RouteTimes {
+    pub duration: Histogram,
+    pub overhead: Histogram,
+    pub ttft: Histogram,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct ConnTimes {
+    pub head: Histogram,
+    pub attempt: Histogram,
+    /// Prompt, completion and cached prompt tokens.
+    tokens: [AtomicU64; 3],
+}
+
+const TOKEN_KINDS: [&str; 3] = ["prompt", "completion", "cached"];
+
+impl ConnTimes {
+    pub fn add_tokens(&self, t: &Tokens) {
+        for (i, n) in [t.prompt, t.completion, t.cached].into_iter().enumerate() {
+            if let Some(n) = n.filter(|&n| n > 0) {
+                self.tokens[i].fetch_add(u64::from(n), Relaxed);
+            }
+        }
+    }
+
+    pub fn clear(&self) {
+        self.head.clear();
+        self.attempt.clear();
+        for t in &self.tokens {
+            t.store(0, Relaxed);
+        }
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+pub(super) fn render(
+    out: &mut String,
+    cores: &[Arc<CoreMetrics>],
+    route_labels: &[String],
+    conn_labels: &[(String, String)],
+) {
+    let routes: Vec<(usize, String)> = (route_labels.iter().enumerate())
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(i, r)| (i, format!("route=\"{}\"", escape(r))))
+        .collect();
+    let route_families: [(&str, &str, fn(&RouteTimes) -> &Histogram); 3] = [
+        (
+            "ringside_request_duration_seconds",
+            "Client requests from head to last byte (streams: to their end), by route.",
+            |t| &t.duration,
+        ),
+        (
+            "ringside_overhead_seconds",
+            "Ringside's own time per request: its duration minus the time upstream attempts took and deliberate waits (queue, retry backoff), by route.",
+            |t| &t.overhead,
+        ),
+        (
+            "ringside_time_to_first_token_seconds",
+            "Streams: from the request's head to the first useful event (text, tool call or reasoning), by route.",
+            |t| &t.ttft,
+        ),
+    ];
+    for (name, help, pick) in route_families {
+        header(out, name, "histogram", help);
+        for (i, labels) in &routes {
+            let m = Merged::of(cores.iter().filter_map(|c| c.route_times.get(*i)).map(pick));
+            m.write(out, name, labels);
+        }
+    }
+    let conns: Vec<(usize, String)> = (conn_labels.iter().enumerate())
+        .filter(|(_, (p, _))| !p.is_empty())
+        .map(|(i, (p, c))| {
+            (
+                i,
+                format!("provider=\"{}\",connection=\"{}\"", escape(p), escape(c)),
+            )
+        })
+        .collect();
+    let conn_families: [(&str, &str, fn(&ConnTimes) -> &Histogram); 2] = [
+        (
+            "ringside_upstream_head_seconds",
+            "From sending an upstream attempt to its response head, for answers delivered to the client, by connection.",
+            |t| &t.head,
+        ),
+        (
+            "ringside_upstream_attempt_duration_seconds",
+            "Upstream attempts from send to end (failed ones included), by connection.",
+            |t| &t.attempt,
+        ),
+    ];
+    for (name, help, pick) in conn_families {
+        header(out, name, "histogram", help);
+        for (i, labels) in &conns {
+            let m = Merged::of(cores.iter().filter_map(|c| c.conn_times.get(*i)).map(pick));
+            m.write(out, name, labels);
+        }
+    }
+    header(
+        out,
+        "ringside_tokens_total",
+        "counter",
+        "Tokens the upstream reported in usage (JSON answers and streams), by connection and kind (cached: prompt tokens served from the provider's cache, also counted in prompt).",
+    );
+    for (i, labels) in &conns {
+        for (k, kind) in TOKEN_KINDS.iter().enumerate() {
+            let n: u64 = (cores.iter())
+                .filter_map(|c| c.conn_times.get(*i))
+                .map(|t| t.tokens[k].load(Relaxed))
+                .sum();
+            let _ = writeln!(out, "ringside_tokens_total{{{labels},kind=\"{kind}\"}} {n}");
+        }
+    }
+}
