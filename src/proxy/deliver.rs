@@ -212,7 +212,7 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
     if res.first_useful_us > 0 {
         // From the request's head: to the relay's start, then within the relay.
         let to_relay = crate::audit::micros32(d.t0.saturating_duration_since(ctx.started));
-        ctx.record.ttft_us = to_relay.saturating_add(res.first_useful_us);
+        ctx.record.ttft_us = to_relay.saturating_add(res.first_useful_us - 1).max(1);
     }
     let outcome = match (res.client_gone, res.failure) {
         (true, _) => AttemptOutcome::ClientGone,

@@ -62,7 +62,7 @@ pub struct Relayed {
     /// reached the client as the upstream sent it; the engine judges it like an error answer).
     pub upstream_error: Option<String>,
     /// When the first event with text, a tool call or reasoning went to the client (streams),
-    /// in microseconds from the relay's start (0: none yet).
+    /// in microseconds from the relay's start plus one (0: none yet).
     pub first_useful_us: u32,
     /// A JSON answer's skim for its `usage` (streams: in `sse`); boxed, as in the relay.
     pub usage: Option<Box<crate::sse::json::JsonScan>>,

@@ -151,7 +151,9 @@ impl Stream {
             u.feed(&data);
         }
         if out.first_useful_us == 0 && self.scanner.as_ref().is_some_and(|sc| sc.totals.useful) {
-            out.first_useful_us = crate::audit::micros32(crate::clock::since(self.started)).max(1);
+            // (Kept plus one, so that a first event at the relay's start is not "none".)
+            let us = crate::audit::micros32(crate::clock::since(self.started));
+            out.first_useful_us = us.saturating_add(1);
         }
         if errors_before == 0 && out.upstream_error.is_none() {
             self.catch_upstream_error(&data, out);
