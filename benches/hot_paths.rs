@@ -369,10 +369,15 @@ fn log_benches(c: &mut Criterion) {
         ..Default::default()
     });
     let mut out = Vec::with_capacity(1 << 16);
+    let client = ringside::audit::LogClient {
+        peer: Some(std::net::Ipv4Addr::LOCALHOST.into()),
+        forwarded_for: None,
+        user_agent: Some("OpenAI/Python 1.99.0"),
+    };
     c.bench_function("access_log_line_one_attempt", |b| {
         b.iter(|| {
             out.clear();
-            black_box(&r).write_log_line(&mut out);
+            black_box(&r).write_log_line(&mut out, &client);
             out.len()
         })
     });

@@ -120,10 +120,16 @@ impl Merged {
         let mut cumulative = 0;
         for (i, le) in LE.iter().enumerate() {
             cumulative += self.counts[i];
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+            );
         }
         cumulative += self.counts[BOUNDS_US.len()];
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {cumulative}"
+        );
         let braces = |s: &str| {
             if s.is_empty() {
                 String::new()
@@ -155,12 +161,18 @@ mod tests {
         assert_eq!(m.count(), 5);
         let mut out = String::new();
         m.write(&mut out, "x_seconds", "route=\"a\"");
-        assert!(out.contains("x_seconds_bucket{route=\"a\",le=\"0.0001\"} 2\n"), "{out}");
+        assert!(
+            out.contains("x_seconds_bucket{route=\"a\",le=\"0.0001\"} 2\n"),
+            "{out}"
+        );
         assert!(out.contains("x_seconds_bucket{route=\"a\",le=\"0.00025\"} 3\n"));
         assert!(out.contains("x_seconds_bucket{route=\"a\",le=\"600\"} 4\n"));
         assert!(out.contains("x_seconds_bucket{route=\"a\",le=\"+Inf\"} 5\n"));
         assert!(out.contains("x_seconds_count{route=\"a\"} 5\n"));
-        assert!(out.contains("x_seconds_sum{route=\"a\"} 702.000251\n"), "{out}");
+        assert!(
+            out.contains("x_seconds_sum{route=\"a\"} 702.000251\n"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -175,6 +187,9 @@ mod tests {
         assert_eq!(Merged::default().quantile(0.5), None);
         let mut out = String::new();
         Merged::default().write(&mut out, "y", "");
-        assert!(out.contains("y_bucket{le=\"+Inf\"} 0\ny_sum 0\ny_count 0\n"), "{out}");
+        assert!(
+            out.contains("y_bucket{le=\"+Inf\"} 0\ny_sum 0\ny_count 0\n"),
+            "{out}"
+        );
     }
 }

@@ -31,9 +31,9 @@ pub mod cpu; // layer 0
 pub mod demo; // layer 9
 pub mod dialect; // layer 1
 pub mod fd_limit; // layer 0
-pub mod histogram; // layer 0
 pub mod fleet; // layer 7
 pub mod flow; // layer 2
+pub mod histogram; // layer 0
 pub mod http; // layer 1
 pub mod log; // layer 0
 pub mod memory; // layer 0

@@ -107,11 +107,99 @@ impl LogSink {
     }
 }
 
-/// Operational messages (start, driver, warnings) as JSON lines on stderr.
+/// How much an operational message matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error = 1,
+    Warn = 2,
+    Info = 3,
+    Debug = 4,
+}
+
+impl Level {
+    fn parse(s: &str) -> Option<Level> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "error" => Some(Level::Error),
+            "warn" | "warning" => Some(Level::Warn),
+            "info" => Some(Level::Info),
+            "debug" | "trace" => Some(Level::Debug),
+            _ => None,
+        }
+    }
+}
+
+/// The most detailed level written: `RINGSIDE_LOG` (or `RUST_LOG`) as `error`, `warn`, `info`
+/// (the default), `debug` or `off`; a `target=level` list is read for its `ringside` entry or
+/// its bare level.
+fn max_level() -> Option<Level> {
+    static MAX: std::sync::OnceLock<Option<Level>> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        let spec = std::env::var("RINGSIDE_LOG")
+            .or_else(|_| std::env::var("RUST_LOG"))
+            .unwrap_or_default();
+        level_of_spec(&spec)
+    })
+}
+
+fn level_of_spec(spec: &str) -> Option<Level> {
+    if spec.trim().is_empty() {
+        return Some(Level::Info);
+    }
+    let mut bare = None;
+    for part in spec.split(',') {
+        match part.split_once('=') {
+            Some((target, level)) if target.trim() == "ringside" => {
+                return if level.trim().eq_ignore_ascii_case("off") {
+                    None
+                } else {
+                    Level::parse(level).or(Some(Level::Info))
+                };
+            }
+            Some(_) => {}
+            None if part.trim().eq_ignore_ascii_case("off") => bare = Some(None),
+            None => bare = Some(Level::parse(part).or(Some(Level::Info))),
+        }
+    }
+    bare.unwrap_or(Some(Level::Info))
+}
+
+/// Operational messages (start, reload, drain, breaker and connection transitions, store
+/// problems, driver fallback) as JSON lines on stderr: `time` (RFC 3339, UTC), `level`, `msg`,
+/// then the fields. `ts_ms` stays for readers of the earlier format.
 pub fn event(level: &str, msg: &str, fields: serde_json::Value) {
-    let mut v = serde_json::json!({"ts_ms": crate::clock::unix_ms(), "level": level, "msg": msg});
+    let lvl = Level::parse(level).unwrap_or(Level::Info);
+    if max_level().is_none_or(|max| lvl > max) {
+        return;
+    }
+    let ts_ms = crate::clock::unix_ms();
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ts_ms);
+    let mut v = serde_json::json!({
+        "time": humantime::format_rfc3339_millis(at).to_string(),
+        "level": level,
+        "msg": msg,
+        "ts_ms": ts_ms,
+    });
     if let (Some(o), serde_json::Value::Object(f)) = (v.as_object_mut(), fields) {
         o.extend(f);
     }
     eprintln!("{v}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_level_comes_from_a_bare_level_or_the_ringside_target() {
+        assert_eq!(level_of_spec(""), Some(Level::Info));
+        assert_eq!(level_of_spec("warn"), Some(Level::Warn));
+        assert_eq!(
+            level_of_spec("hyper=debug,ringside=error"),
+            Some(Level::Error)
+        );
+        assert_eq!(level_of_spec("debug,hyper=off"), Some(Level::Debug));
+        assert_eq!(level_of_spec("off"), None);
+        // A level it cannot read leaves the default rather than silence.
+        assert_eq!(level_of_spec("nonsense"), Some(Level::Info));
+    }
 }

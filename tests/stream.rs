@@ -219,7 +219,10 @@ fn stream_figures_reach_the_decision_record(driver: &str) {
     assert!(d["tokens"]["prompt"].as_u64().is_some(), "{d}");
     // The first useful event came after the head, within the whole request.
     let ttft = d["ttft_us"].as_u64().unwrap_or(0);
-    assert!(ttft > 0 && ttft <= d["total_us"].as_u64().unwrap_or(0), "{d}");
+    assert!(
+        ttft > 0 && ttft <= d["total_us"].as_u64().unwrap_or(0),
+        "{d}"
+    );
     assert_eq!(d["outcome"], "ok");
 }
 

@@ -65,12 +65,11 @@ pub(super) fn before(t: &Tables, ev: &Event) -> Before {
             .map_or(Before::Nothing, |s| Before::Conn(*conn, *s)),
         Event::BreakerFailure { provider, .. }
         | Event::BreakerSuccess { provider, .. }
-        | Event::BreakerReset { provider } => t
-            .breakers
-            .get(*provider)
-            .map_or(Before::Nothing, |b| {
+        | Event::BreakerReset { provider } => {
+            t.breakers.get(*provider).map_or(Before::Nothing, |b| {
                 Before::Breaker(*provider, b.state, b.opened_at)
-            }),
+            })
+        }
         Event::Lock(l) => Before::Lock(l.conn, t.lockouts.until_of(l)),
         _ => Before::Nothing,
     }
@@ -80,9 +79,11 @@ impl Transitions {
     /// A slot handed to a new connection or provider by a reload starts from zero.
     pub(super) fn fit(&mut self, g: &Gen) {
         let (conns, providers) = (g.config.slot_count(), g.config.provider_slot_count());
-        self.conns.resize(conns.max(self.conns.len()), [0; CONN_TO.len()]);
+        self.conns
+            .resize(conns.max(self.conns.len()), [0; CONN_TO.len()]);
         self.lockouts.resize(conns.max(self.lockouts.len()), 0);
-        self.breakers.resize(providers.max(self.breakers.len()), [0; 2]);
+        self.breakers
+            .resize(providers.max(self.breakers.len()), [0; 2]);
         for &i in &g.fresh_conns {
             if let (Some(c), Some(l)) = (self.conns.get_mut(i), self.lockouts.get_mut(i)) {
                 (*c, *l) = ([0; CONN_TO.len()], 0);

@@ -4,6 +4,7 @@
 //! ring of recent decisions.
 
 mod outcome;
+pub mod trace;
 
 pub use outcome::{AttemptOutcome, Decision, Outcome};
 use serde::Serialize;
@@ -65,14 +66,15 @@ pub struct Record {
     pub attempts: Vec<AttemptRecord>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub excluded: Vec<Excluded>,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub waited_ms: u64,
+    #[serde(skip_serializing_if = "is_zero32")]
+    pub waited_ms: u32,
     pub outcome: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ttfb_ms: Option<u64>,
-    pub total_ms: u64,
+    pub ttfb_ms: Option<u32>,
+    /// (u32 like the other millisecond figures: 49 days.)
+    pub total_ms: u32,
     pub bytes_in: u64,
     pub bytes_out: u64,
     /// When the request ended (Unix ms).
@@ -106,6 +108,40 @@ pub struct Record {
     /// reasoning sent to the client.
     #[serde(skip_serializing_if = "is_zero32")]
     pub ttft_us: u32,
+    /// The W3C trace this request belongs to (`trace_id`; each attempt's span id derives from
+    /// it).
+    #[serde(rename = "trace_id")]
+    pub trace: trace::Trace,
+}
+
+/// What the access log says about the client, besides the record.
+#[derive(Default)]
+pub struct LogClient<'a> {
+    /// The connection's peer address.
+    pub peer: Option<std::net::IpAddr>,
+    /// The first `X-Forwarded-For` hop, when the peer is a trusted proxy.
+    pub forwarded_for: Option<std::net::IpAddr>,
+    /// The `User-Agent` header (escaped as JSON; never reaches a response).
+    pub user_agent: Option<&'a str>,
+}
+
+impl LogClient<'_> {
+    fn write(&self, r: &Record, out: &mut Vec<u8>) {
+        use std::io::Write;
+        if let Some(ip) = self.peer {
+            let _ = write!(out, r#","client":"{ip}""#);
+        }
+        if let Some(ip) = self.forwarded_for {
+            let _ = write!(out, r#","forwarded_for":"{ip}""#);
+        }
+        if let Some(ua) = self.user_agent {
+            out.extend_from_slice(br#","user_agent":"#);
+            let _ = serde_json::to_writer(&mut *out, ua);
+        }
+        if let Some(last) = r.attempts.len().checked_sub(1) {
+            let _ = write!(out, r#","span_id":"{}""#, trace::span_hex(&r.trace, last));
+        }
+    }
 }
 
 /// Token counts an upstream reported (any may be missing).
@@ -125,10 +161,6 @@ pub struct StreamStats {
     pub events: u64,
     pub text_bytes: u64,
     pub terminal: bool,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 fn is_zero32(v: &u32) -> bool {
@@ -162,10 +194,18 @@ impl Record {
             && self.error_code.is_none()
     }
 
-    pub fn write_log_line(&self, out: &mut Vec<u8>) {
-        // Serialized in place, `kind` first: no intermediate value tree (that cost a few µs
-        // per request: an allocation per field).
-        out.extend_from_slice(br#"{"kind":"access","#);
+    /// The access-log line: `kind` and `time` (RFC 3339, milliseconds, UTC) first, the
+    /// record, then what the connection and the head say about the client.
+    pub fn write_log_line(&self, out: &mut Vec<u8>, client: &LogClient<'_>) {
+        // Serialized in place: no intermediate value tree (that cost a few µs per request: an
+        // allocation per field).
+        use std::io::Write;
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.ts_ms);
+        let _ = write!(
+            out,
+            r#"{{"kind":"access","time":"{}","#,
+            humantime::format_rfc3339_millis(at)
+        );
         let start = out.len();
         if serde_json::to_writer(&mut *out, self).is_ok() && out.get(start) == Some(&b'{') {
             out.remove(start);
@@ -173,6 +213,12 @@ impl Record {
             // Cannot happen (every field serializes); keep the line whole JSON anyway.
             out.truncate(start);
             out.extend_from_slice(br#""error":"unserializable"}"#);
+        }
+        // Reopen the object for the client's fields.
+        if out.last() == Some(&b'}') {
+            out.pop();
+            client.write(self, out);
+            out.push(b'}');
         }
     }
 

@@ -170,6 +170,8 @@ pub struct ServerSettings {
     pub drain_delay: Duration,
     pub access_log: bool,
     pub pin_workers: bool,
+    /// Peers whose `X-Forwarded-For` names the client (the access log's `forwarded_for`).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// A route as the config declares it, its strategy parsed.

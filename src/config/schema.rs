@@ -209,6 +209,9 @@ pub struct ServerSection {
     pub access_log: bool,
     /// Pin each worker to a CPU.
     pub pin_workers: bool,
+    /// Peers (addresses or CIDR ranges) whose `X-Forwarded-For` is believed: the access log
+    /// records the first hop they name as the client.
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -229,6 +232,7 @@ impl Default for ServerSection {
             drain_delay_ms: 5_000,
             access_log: true,
             pin_workers: true,
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -55,7 +55,10 @@ pub(super) fn render(out: &mut String, cores: &[Arc<CoreMetrics>]) {
         ),
     ];
     for (name, kind, help, v) in families {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
     }
 }
 

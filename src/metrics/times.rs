@@ -43,6 +43,9 @@ impl ConnTimes {
     }
 }
 
+/// A histogram family: its name, its help, and where each part keeps it.
+type Family<T> = (&'static str, &'static str, fn(&T) -> &Histogram);
+
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
@@ -57,7 +60,7 @@ pub(super) fn render(
         .filter(|(_, r)| !r.is_empty())
         .map(|(i, r)| (i, format!("route=\"{}\"", escape(r))))
         .collect();
-    let route_families: [(&str, &str, fn(&RouteTimes) -> &Histogram); 3] = [
+    let route_families: [Family<RouteTimes>; 3] = [
         (
             "ringside_request_duration_seconds",
             "Client requests from head to last byte (streams: to their end), by route.",
@@ -90,7 +93,7 @@ pub(super) fn render(
             )
         })
         .collect();
-    let conn_families: [(&str, &str, fn(&ConnTimes) -> &Histogram); 2] = [
+    let conn_families: [Family<ConnTimes>; 2] = [
         (
             "ringside_upstream_head_seconds",
             "From sending an upstream attempt to its response head, for answers delivered to the client, by connection.",

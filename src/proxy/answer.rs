@@ -246,7 +246,10 @@ fn error_for(
                 let shown = if ctx.reveal {
                     l.detail.clone()
                 } else {
-                    format!("see the decision record of request {}", ctx.record.request_id)
+                    format!(
+                        "see the decision record of request {}",
+                        ctx.record.request_id
+                    )
                 };
                 let e = error_for_reason(&l.verdict, &shown).should_retry(false);
                 match earliest {

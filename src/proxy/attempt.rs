@@ -241,6 +241,7 @@ fn outbound_for(ctx: &Ctx<'_>, provider: &Provider, conn: &Connection, model: &s
         conn,
         &body,
         &ctx.record.request_id,
+        (&ctx.record.trace, ctx.record.attempts.len()),
     )
 }
 

@@ -83,7 +83,7 @@ pub(super) async fn commit(
     };
     let label = names.2;
     let attempts = ctx.attempts_header(Some((label, head.status)));
-    ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
+    ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
     let r = Relay {
         secret: cfg.secret_of(cand.connection),
         dialect: ctx.dialect,
@@ -195,25 +195,7 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
             terminal: t.terminal,
         });
     }
-    let tokens = match (&res.sse, res.usage.as_deref().cloned().map(|mut u| u.finish())) {
-        (Some(t), _) => (t.input_tokens, t.output_tokens, t.cached_tokens),
-        (None, Some(u)) => (u.input_tokens, u.output_tokens, u.cached_tokens),
-        (None, None) => (None, None, None),
-    };
-    let tokens = crate::audit::Tokens {
-        prompt: tokens.0,
-        completion: tokens.1,
-        cached: tokens.2,
-    };
-    if !tokens.is_empty() {
-        core.metrics.tokens(cand.connection, &tokens);
-        ctx.record.tokens = tokens;
-    }
-    if res.first_useful_us > 0 {
-        // From the request's head: to the relay's start, then within the relay.
-        let to_relay = crate::audit::micros32(d.t0.saturating_duration_since(ctx.started));
-        ctx.record.ttft_us = to_relay.saturating_add(res.first_useful_us - 1).max(1);
-    }
+    usage_and_first_token(ctx, d, res);
     let outcome = match (res.client_gone, res.failure) {
         (true, _) => AttemptOutcome::ClientGone,
         (false, Some(f)) => f.outcome(),
@@ -269,4 +251,32 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
     ctx.record.bytes_out = res.body_bytes;
     ctx.record.target = Some(entry.targets[cand.target].label.clone());
     ctx.record.connection = Some(label);
+}
+
+/// What the answer's usage said (metrics and record), and when its first token went out.
+fn usage_and_first_token(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed) {
+    let core = ctx.core;
+    let cand = d.cand;
+    let tokens = match (
+        &res.sse,
+        res.usage.as_deref().cloned().map(|mut u| u.finish()),
+    ) {
+        (Some(t), _) => (t.input_tokens, t.output_tokens, t.cached_tokens),
+        (None, Some(u)) => (u.input_tokens, u.output_tokens, u.cached_tokens),
+        (None, None) => (None, None, None),
+    };
+    let tokens = crate::audit::Tokens {
+        prompt: tokens.0,
+        completion: tokens.1,
+        cached: tokens.2,
+    };
+    if !tokens.is_empty() {
+        core.metrics.tokens(cand.connection, &tokens);
+        ctx.record.tokens = tokens;
+    }
+    if res.first_useful_us > 0 {
+        // From the request's head: to the relay's start, then within the relay.
+        let to_relay = crate::audit::micros32(d.t0.saturating_duration_since(ctx.started));
+        ctx.record.ttft_us = to_relay.saturating_add(res.first_useful_us - 1).max(1);
+    }
 }

@@ -22,6 +22,8 @@ fn is_dropped(name: &str) -> bool {
         6 => &["cookie", "expect"],
         7 => &["api-key"],
         9 => &["x-api-key"],
+        // Replaced by Ringside's own hop (`audit::trace`).
+        11 => &["traceparent"],
         12 => &["x-request-id", "x-session-id"],
         13 => &["authorization"],
         14 => &["content-length"],
@@ -162,6 +164,7 @@ pub fn build(
     conn: &Connection,
     body: &Bytes,
     request_id: &str,
+    trace: (&crate::audit::trace::Trace, usize),
 ) -> Outbound {
     let mut h = Vec::with_capacity(client.raw().len() + 256 + body.len().min(COALESCE_BODY));
     let method = if endpoint == Endpoint::Models {
@@ -201,26 +204,11 @@ pub fn build(
         h.extend_from_slice(value);
         h.extend_from_slice(b"\r\n");
     }
-    match (provider.dialect, provider.auth) {
-        (Dialect::Anthropic, AuthKind::ApiKey) => {
-            h.extend_from_slice(b"x-api-key: ");
-            h.extend_from_slice(conn.secret.expose().as_bytes());
-            h.extend_from_slice(b"\r\n");
-        }
-        _ => {
-            h.extend_from_slice(b"authorization: Bearer ");
-            h.extend_from_slice(conn.secret.expose().as_bytes());
-            h.extend_from_slice(b"\r\n");
-        }
-    }
-    if provider.dialect == Dialect::Anthropic && !has_version {
-        h.extend_from_slice(b"anthropic-version: ");
-        h.extend_from_slice(provider.anthropic_version.as_bytes());
-        h.extend_from_slice(b"\r\n");
-    }
+    push_credential(&mut h, provider, conn, has_version);
     h.extend_from_slice(b"accept-encoding: identity\r\nx-request-id: ");
     h.extend_from_slice(request_id.as_bytes());
     h.extend_from_slice(b"\r\n");
+    trace.0.write_header(trace.1, &mut h);
     if method == "POST" {
         h.extend_from_slice(b"content-length: ");
         push_u64(&mut h, body.len() as u64);
@@ -242,6 +230,28 @@ pub fn build(
     Outbound {
         head: Bytes::from(h),
         body,
+    }
+}
+
+/// The connection's credential as its provider takes it, and Anthropic's version header when
+/// the client sent none.
+fn push_credential(h: &mut Vec<u8>, provider: &Provider, conn: &Connection, has_version: bool) {
+    match (provider.dialect, provider.auth) {
+        (Dialect::Anthropic, AuthKind::ApiKey) => {
+            h.extend_from_slice(b"x-api-key: ");
+            h.extend_from_slice(conn.secret.expose().as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+        _ => {
+            h.extend_from_slice(b"authorization: Bearer ");
+            h.extend_from_slice(conn.secret.expose().as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+    }
+    if provider.dialect == Dialect::Anthropic && !has_version {
+        h.extend_from_slice(b"anthropic-version: ");
+        h.extend_from_slice(provider.anthropic_version.as_bytes());
+        h.extend_from_slice(b"\r\n");
     }
 }
 

@@ -108,6 +108,7 @@ fn record_for(core: &Core, head: &Head, endpoint: Option<Endpoint>, request_id: 
             Some(e) if e.path() == head.path() => Cow::Borrowed(e.path()),
             _ => Cow::Owned(head.path().to_string()),
         },
+        trace: crate::audit::trace::Trace::from_header(head.get("traceparent")),
         ..Default::default()
     }
 }
@@ -127,7 +128,7 @@ impl Drop for Finalize<'_, '_> {
         let core = ctx.core;
         let total = crate::clock::since(ctx.started);
         let r = &mut ctx.record;
-        (r.total_ms, r.total_us) = (total.as_millis() as u64, total.as_micros() as u64);
+        (r.total_ms, r.total_us) = (total.as_millis() as u32, total.as_micros() as u64);
         let own_us = (r.total_us).saturating_sub(u64::from(r.upstream_us) + u64::from(r.waits_us));
         core.metrics
             .request_times(self.route, r.total_us, own_us, u64::from(r.ttft_us));
@@ -137,15 +138,33 @@ impl Drop for Finalize<'_, '_> {
         ctx.record.ts_ms = crate::clock::unix_ms();
         if let Some(log) = &core.shared.log {
             let record = &ctx.record;
+            let client = log_client(ctx);
             let dropped = core
                 .log_batch
                 .borrow_mut()
-                .push(log, |out| record.write_log_line(out));
+                .push(log, |out| record.write_log_line(out, &client));
             if dropped > 0 {
                 core.metrics.log_lines_dropped.fetch_add(dropped, Relaxed);
             }
         }
         core.remember(std::mem::take(&mut ctx.record));
         core.metrics.finalized.fetch_add(1, Relaxed);
+    }
+}
+
+/// What the access log says about the client: its address, the address a trusted proxy in
+/// front of Ringside forwarded for (`server.trusted_proxies`), and its user agent.
+fn log_client<'h>(ctx: &Ctx<'h>) -> crate::audit::LogClient<'h> {
+    let peer = ctx.ticket.peer;
+    let trusted = &ctx.config().server.trusted_proxies;
+    let forwarded_for = peer
+        .filter(|ip| trusted.iter().any(|net| net.contains(ip)))
+        .and_then(|_| ctx.head.get_str("x-forwarded-for"))
+        .and_then(|v| v.split(',').next())
+        .and_then(|hop| hop.trim().parse().ok());
+    crate::audit::LogClient {
+        peer,
+        forwarded_for,
+        user_agent: ctx.head.get_str("user-agent"),
     }
 }

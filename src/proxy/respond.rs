@@ -56,7 +56,7 @@ pub(crate) async fn finish_error(
     ctx.record.error_code = Some(err.code);
     ctx.record.outcome = crate::audit::Outcome::Rejected;
     if ctx.record.ttfb_ms.is_none() {
-        ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u64);
+        ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
     }
     respond_error_to(
         wr,

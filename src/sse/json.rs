@@ -145,16 +145,13 @@ impl JsonScan {
     }
 
     fn end_number(&mut self) {
-        match self.number_key.take() {
-            Some(key) => {
-                let n = Some(self.number.min(u64::from(u32::MAX)) as u32);
-                match key {
-                    UsageKey::Input => self.counts.input_tokens = n,
-                    UsageKey::Output => self.counts.output_tokens = n,
-                    UsageKey::Cached => self.counts.cached_tokens = n,
-                }
+        if let Some(key) = self.number_key.take() {
+            let n = Some(self.number.min(u64::from(u32::MAX)) as u32);
+            match key {
+                UsageKey::Input => self.counts.input_tokens = n,
+                UsageKey::Output => self.counts.output_tokens = n,
+                UsageKey::Cached => self.counts.cached_tokens = n,
             }
-            None => {}
         }
         self.st = St::Outside;
     }

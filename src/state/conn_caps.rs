@@ -66,6 +66,7 @@ impl ConnCaps {
         Ok(Ticket {
             caps: self,
             slot: Cell::new(slot),
+            peer,
         })
     }
 
@@ -86,6 +87,8 @@ pub struct Ticket<'a> {
     caps: &'a ConnCaps,
     /// The per-address slot it holds while unauthenticated.
     slot: Cell<Option<usize>>,
+    /// The client's address (for the access log), when the socket gave one.
+    pub peer: Option<IpAddr>,
 }
 
 impl Ticket<'_> {

@@ -75,6 +75,8 @@ pub struct Proxy {
     pub dir: tempdir::Dir,
 }
 
+pub mod venv;
+
 pub mod tempdir {
     pub struct Dir(pub std::path::PathBuf);
     impl Drop for Dir {
@@ -140,10 +142,16 @@ impl Proxy {
             );
             let path = dir.0.join("ringside.toml");
             std::fs::write(&path, cfg).expect("write config");
+            // `# access log to file`: stdout (the access log) goes to `access.log` in the dir.
+            let stdout = if extra_server.contains("# access log to file") {
+                Stdio::from(std::fs::File::create(dir.0.join("access.log")).expect("log file"))
+            } else {
+                Stdio::null()
+            };
             let mut child = Command::new(binary())
                 .args(["serve", "--config", path.to_str().unwrap_or_default()])
                 .envs(proxy_env())
-                .stdout(Stdio::null())
+                .stdout(stdout)
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("spawn ringside");
@@ -255,6 +263,8 @@ pub struct RawUpstream {
     pub connections: Arc<AtomicUsize>,
     /// Every request body it read, in order.
     pub bodies: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    /// Every request head it read (lowercased), in order.
+    pub heads: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// `close_after`: close the socket after each answer (without saying so in the head).
@@ -273,6 +283,8 @@ pub fn scripted_upstream(
     let c2 = connections.clone();
     let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
     let b2 = bodies.clone();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let h2 = heads.clone();
     let answer = Arc::new(answer);
     std::thread::spawn(move || {
         for s in l.incoming() {
@@ -280,6 +292,7 @@ pub fn scripted_upstream(
             c2.fetch_add(1, Ordering::SeqCst);
             let answer = answer.clone();
             let bodies = b2.clone();
+            let heads = h2.clone();
             std::thread::spawn(move || {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
                 let mut buf = Vec::new();
@@ -309,6 +322,7 @@ pub fn scripted_upstream(
                     }
                     let body = buf[end + 4..end + 4 + len].to_vec();
                     bodies.lock().unwrap_or_else(|e| e.into_inner()).push(body);
+                    heads.lock().unwrap_or_else(|e| e.into_inner()).push(head);
                     buf.drain(..end + 4 + len);
                     if !answer(&mut s) {
                         return;
@@ -321,6 +335,7 @@ pub fn scripted_upstream(
         addr,
         connections,
         bodies,
+        heads,
     }
 }
 

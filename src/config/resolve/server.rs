@@ -75,7 +75,26 @@ pub(in crate::config) fn server(
         drain_delay: Duration::from_millis(s.drain_delay_ms),
         access_log: s.access_log,
         pin_workers: s.pin_workers,
+        trusted_proxies: trusted_proxies(p, &s.trusted_proxies),
     }
+}
+
+/// `server.trusted_proxies`: addresses (a single host) or CIDR ranges.
+fn trusted_proxies(p: &mut Problems, list: &[String]) -> Vec<ipnet::IpNet> {
+    let mut out = Vec::new();
+    for (i, s) in list.iter().enumerate() {
+        let parsed = s
+            .parse::<ipnet::IpNet>()
+            .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+        match parsed {
+            Ok(net) => out.push(net),
+            Err(_) => p.add(
+                format!("server.trusted_proxies[{i}]"),
+                format!("`{s}` is neither an IP address nor a CIDR range (10.0.0.0/8)"),
+            ),
+        }
+    }
+    out
 }
 
 /// The admin port's token, and its exposure: a port other hosts can reach needs a token, or

@@ -77,7 +77,9 @@ pub(super) async fn run(
         let admission = admit::admit(ctx, cand, &run.budget, t, &mut watch).await;
         // (In milliseconds from the pick: an instant kept across the wait would widen every
         // connection's task.)
-        let waited = crate::clock::now_ms().saturating_sub(t).min(u64::from(u32::MAX) / 1_000);
+        let waited = crate::clock::now_ms()
+            .saturating_sub(t)
+            .min(u64::from(u32::MAX) / 1_000);
         ctx.record.waits_us = ctx.record.waits_us.saturating_add(waited as u32 * 1_000);
         let permit = match run.admitted(ctx, cand, admission) {
             Ok(permit) => permit,
@@ -103,7 +105,9 @@ pub(super) async fn run(
         commit_probe(ctx, &mut held);
         let head_us = crate::audit::micros32(crate::clock::since(held.t0));
         ctx.record.head_us = head_us;
-        ctx.core.metrics.upstream_head(cand.connection, u64::from(head_us));
+        ctx.core
+            .metrics
+            .upstream_head(cand.connection, u64::from(head_us));
         let (end, reusable) = deliver::commit(ctx, entry, &mut ready, wr, &mut watch).await;
         if reusable {
             ready.pool(ctx.core);
@@ -281,7 +285,10 @@ impl Attempts<'_> {
         let excluded = self.st.excluded.iter().map(|(_, e)| e);
         match decide::when_nothing_usable(excluded, &self.budget, t) {
             Idle::Wait(ms) => {
-                ctx.record.waited_ms += ms;
+                ctx.record.waited_ms = ctx
+                    .record
+                    .waited_ms
+                    .saturating_add(ms.min(u64::from(u32::MAX)) as u32);
                 let us = ms.saturating_mul(1_000).min(u64::from(u32::MAX)) as u32;
                 ctx.record.waits_us = ctx.record.waits_us.saturating_add(us);
                 self.budget.waited(ms);
@@ -372,7 +379,9 @@ impl Attempts<'_> {
         ctx.exec_deadline = None;
         let took = crate::audit::micros32(crate::clock::since(t0));
         ctx.record.upstream_us = ctx.record.upstream_us.saturating_add(took);
-        ctx.core.metrics.attempt_time(cand.connection, u64::from(took));
+        ctx.core
+            .metrics
+            .attempt_time(cand.connection, u64::from(took));
         let at = Tried {
             entry: self.entry,
             cand,

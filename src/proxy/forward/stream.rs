@@ -97,8 +97,8 @@ impl Stream {
         let json = head
             .get("content-type")
             .is_some_and(|v| v.starts_with(b"application/json"));
-        let usage = (json && matches!(framing, Framing::Length(_)))
-            .then(|| Box::new(JsonScan::default()));
+        let usage =
+            (json && matches!(framing, Framing::Length(_))).then(|| Box::new(JsonScan::default()));
         let watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
             .then(|| Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
         Stream {

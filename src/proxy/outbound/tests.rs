@@ -57,7 +57,7 @@ fn dropped_names_in_any_case() {
         "content-type",
         "accept",
         "anthropic-version",
-        "traceparent",
+        "tracestate",
         "x-ringside",
         "hosts",
         "openai-organization",
@@ -66,6 +66,11 @@ fn dropped_names_in_any_case() {
         assert!(!is_dropped(n), "{n}");
     }
 }
+
+const TRACE: crate::audit::trace::Trace = crate::audit::trace::Trace {
+    id: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42],
+    flags: 1,
+};
 
 #[test]
 fn strips_client_secrets_and_internal_headers() {
@@ -81,6 +86,7 @@ fn strips_client_secrets_and_internal_headers() {
         &c,
         &Bytes::from_static(b"{}"),
         "rid",
+        (&TRACE, 0),
     );
     let s = String::from_utf8(out.head.to_vec()).unwrap();
     assert!(
@@ -92,7 +98,12 @@ fn strips_client_secrets_and_internal_headers() {
     assert!(!s.contains("x-session-id"));
     assert!(s.contains("x-api-key: sk-up\r\n"));
     assert!(s.contains("anthropic-version: 2023-06-01\r\n"));
-    assert!(s.contains("Traceparent: 00-abc-def-01\r\n"));
+    // The client's traceparent (malformed here) gave way to Ringside's hop.
+    assert!(!s.contains("Traceparent: 00-abc-def-01\r\n"));
+    assert!(
+        s.contains("traceparent: 00-0000000000000000000000000000002a-"),
+        "{s}"
+    );
     assert!(s.contains("accept-encoding: identity\r\n") && !s.contains("gzip"));
     assert!(s.ends_with("content-length: 2\r\n\r\n{}"));
 }
@@ -111,6 +122,7 @@ fn openai_gets_bearer() {
         &c,
         &Bytes::from_static(b"{}"),
         "rid",
+        (&TRACE, 0),
     );
     let s = String::from_utf8(out.head.to_vec()).unwrap();
     assert!(s.contains("authorization: Bearer sk-up\r\n"));
@@ -128,6 +140,7 @@ fn built(raw: &str, p: &Provider, c: &Connection) -> String {
         c,
         &Bytes::from_static(b"{}"),
         "rid",
+        (&TRACE, 0),
     );
     String::from_utf8(out.head.to_vec()).unwrap()
 }
