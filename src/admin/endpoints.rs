@@ -47,7 +47,7 @@ pub(super) async fn answer(
         ("GET", "/readyz") => (200, "text/plain", readiness(shared).into_bytes()),
         ("GET", "/metrics") => {
             let text = metrics_text(shared, admin);
-            (200, "text/plain; version=0.0.4", text.into_bytes())
+            (200, "text/plain; version=0.0.4; charset=utf-8", text.into_bytes())
         }
         ("GET", "/admin/pins") => as_json(pins(shared)),
         ("GET", "/admin/clients") => as_json((

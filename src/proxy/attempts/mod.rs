@@ -339,8 +339,10 @@ impl Attempts<'_> {
         probe: ProbeGuard<'h>,
     ) -> Option<Held<'h>> {
         let core: &'c crate::state::core::Core = ctx.core;
-        // One clock read for the budget, the execution deadline and the attempt's timing.
-        let t0 = crate::clock::instant();
+        // One clock read for the budget, the execution deadline and the attempt's timing:
+        // fresh, not the poll's kept reading, so that the time from the request's head to
+        // here (Ringside's own work, `ringside_overhead_seconds`) is seen.
+        let t0 = std::time::Instant::now();
         if !self.budget.try_attempt(crate::clock::ms_at(t0)) {
             return None;
         }
