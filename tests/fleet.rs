@@ -21,29 +21,7 @@ struct Redis {
 
 fn install_redis() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_ok()
-        {
-            return;
-        }
-        let apt = |args: &[&str]| {
-            Command::new("apt-get")
-                .args(args)
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !apt(&["install", "-y", "-qq", "redis-server"]) {
-            assert!(apt(&["update", "-qq"]), "apt-get update failed");
-            assert!(
-                apt(&["install", "-y", "-qq", "redis-server"]),
-                "redis-server could not be installed"
-            );
-        }
-    });
+    ONCE.call_once(|| common::apt::ensure("redis-server", "redis-server"));
 }
 
 impl Redis {

@@ -92,9 +92,10 @@ pub enum Caller {
     Failed,
 }
 
-/// Paths anyone may read, token or not (load balancers and orchestrators probe them).
+/// Paths anyone may read, token or not: load balancers and orchestrators probe the first two;
+/// `/` is the status page, which holds no data (it asks for the token and reads the API).
 pub fn is_probe(method: &str, path: &str) -> bool {
-    method == "GET" && matches!(path, "/healthz" | "/readyz")
+    method == "GET" && matches!(path, "/healthz" | "/readyz" | "/")
 }
 
 /// Methods that only read.

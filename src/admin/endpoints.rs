@@ -42,6 +42,9 @@ pub(super) async fn answer(
     }
     let draining = shared.shutdown.load(Ordering::Relaxed) || shared.lifecycle.is_draining();
     match (head.method(), head.path()) {
+        ("GET", "/") => (200, "text/html; charset=utf-8", super::page::HTML.to_vec()),
+        ("GET", "/admin" | "/admin/") => as_json((200, super::page::index())),
+        ("GET", "/admin/stats") => as_json((200, admin.borrow().history.view())),
         ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
         ("GET", "/readyz") if draining => (503, "text/plain", b"draining\n".to_vec()),
         ("GET", "/readyz") => (200, "text/plain", readiness(shared).into_bytes()),

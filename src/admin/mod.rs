@@ -6,7 +6,9 @@ pub mod access;
 mod config_view;
 mod endpoints;
 pub mod flow;
+mod history;
 pub mod leases;
+mod page;
 pub mod state;
 mod transitions;
 
@@ -59,6 +61,7 @@ pub fn start(
                 // io_uring can lose a connection the kernel already accepted.
                 let mut accept = Box::pin(listener.accept());
                 let mut ticks = 0u64;
+                admin.borrow_mut().history.sample(&shared);
                 loop {
                     monoio::select! {
                         a = &mut accept => {
@@ -75,6 +78,9 @@ pub fn start(
                         _ = monoio::time::sleep(Duration::from_millis(100)) => {
                             admin.borrow_mut().sync();
                             ticks += 1;
+                            if ticks.is_multiple_of(history::EVERY_MS / 100) {
+                                admin.borrow_mut().history.sample(&shared);
+                            }
                             // Once a minute: expired session pins leave the store.
                             if ticks.is_multiple_of(600) {
                                 crate::store::pins::purge_expired(shared.store, crate::clock::unix_ms());
@@ -295,8 +301,14 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             peer.succeeded();
         }
         let (status, ctype, body) = endpoints::answer(&shared, &admin, &head, &body).await;
+        // The status page says what it may load and where it may be framed.
+        let extra = if ctype.starts_with("text/html") {
+            page::HEADERS
+        } else {
+            &[]
+        };
         let (res, _) = stream
-            .write_all(answer_for(&head, whole(status, ctype, &[], &body, keep)))
+            .write_all(answer_for(&head, whole(status, ctype, extra, &body, keep)))
             .await;
         if res.is_err() || !keep {
             return;

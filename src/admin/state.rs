@@ -22,6 +22,8 @@ pub struct AdminState {
     /// This replica's bus member id.
     me: usize,
     transitions: super::transitions::Transitions,
+    /// The last quarter hour of traffic (`GET /admin/stats`).
+    pub history: super::history::History,
 }
 
 type Answer = (u16, Value);
@@ -53,6 +55,7 @@ impl AdminState {
         AdminState {
             tables,
             transitions,
+            history: Default::default(),
             generation,
             me: shared.bus.admin(),
             shared,

@@ -98,6 +98,27 @@ impl CoreMetrics {
         }
     }
 
+    /// Requests ended so far, and those that failed (5xx or 429), all routes together.
+    pub fn totals(&self) -> (u64, u64) {
+        let per_route = STATUSES.len() + 1;
+        let mut all = 0;
+        let mut failed = 0;
+        for (i, c) in self.requests.iter().enumerate() {
+            let n = c.load(Relaxed);
+            all += n;
+            let status = STATUSES.get(i % per_route).copied().unwrap_or(500);
+            if status >= 500 || status == 429 {
+                failed += n;
+            }
+        }
+        (all, failed)
+    }
+
+    /// Request durations, all routes together.
+    pub fn durations(&self) -> impl Iterator<Item = &crate::histogram::Histogram> {
+        self.route_times.iter().map(|t| &t.duration)
+    }
+
     /// An upstream attempt's response head arrived after `us` microseconds.
     pub fn upstream_head(&self, connection: usize, us: u64) {
         if let Some(t) = self.conn_times.get(connection) {

@@ -75,6 +75,7 @@ pub struct Proxy {
     pub dir: tempdir::Dir,
 }
 
+pub mod apt;
 pub mod venv;
 
 pub mod tempdir {
