@@ -123,6 +123,31 @@ fn metrics_parse_and_count_the_mix(driver: &str) {
     assert!(fams.contains_key("ringside_queue_wait_seconds"));
     // Counters are counters to the parser (it strips `_total` from the family name).
     assert_eq!(fams["ringside_requests"]["type"], "counter");
+    dashboard_names_exist(&text);
+}
+
+/// Every metric the Grafana dashboard (tuning/grafana-dashboard.json) queries is exported.
+fn dashboard_names_exist(text: &str) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tuning/grafana-dashboard.json");
+    let dash = std::fs::read_to_string(path).expect("dashboard");
+    let mut names = std::collections::BTreeSet::new();
+    for start in ["ringside_", "process_"] {
+        for (i, _) in dash.match_indices(start) {
+            let name: String = dash[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            names.insert(name);
+        }
+    }
+    assert!(names.len() > 10, "{names:?}");
+    for name in names {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} "))),
+            "the dashboard queries {name}, which /metrics does not export"
+        );
+    }
 }
 
 /// Run the mix, scrape, check the exposition's form; the text and the parsed families.
