@@ -5,7 +5,8 @@
 # mode (Redis on loopback) against the lean instance. Prints one markdown table and the ratios.
 # Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 2 x DUR x GUARD_ROUNDS for
 # the guard on/off rounds). Usage: benches/e2e.sh
-#   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false)
+#   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false;
+#    BASELINE_BIN=path/to/an/older/ringside adds "this build / baseline" on JSON, lean configs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-5}
@@ -68,6 +69,15 @@ printf '[fleet]\nredis_url = "redis://127.0.0.1:%s"\ninstance_id = "bench"\n' "$
 sleep 0.5
 BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-fleet.toml" >/dev/null 2>&1 &
 PIDS+=($!)
+
+# Optionally an older build with the same lean config, to price a change in one run.
+if [ -n "${BASELINE_BIN:-}" ]; then
+  RSBASE=$((BASE+17))
+  sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSBASE\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.0.1:$((BASE+18))\"/" \
+    -e "s|data-lean|data-baseline|" "$WORK/ringside.toml" > "$WORK/ringside-baseline.toml"
+  BENCH_KEY=sk-bench "$BASELINE_BIN" serve --config "$WORK/ringside-baseline.toml" >/dev/null 2>&1 &
+  PIDS+=($!)
+fi
 
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes $NGINX_WORKERS;
@@ -212,6 +222,16 @@ for r in $(seq "$GROUNDS"); do
   fleet_total=$((fleet_total + $(reqs "$WORK/fleet.json.txt"))); lean_total=$((lean_total + $(reqs "$WORK/lean.json.txt")))
 done
 
+# This build vs the baseline build, JSON only, alternating rounds compared by totals.
+base_total=0; this_total=0
+if [ -n "${BASELINE_BIN:-}" ]; then
+  for r in $(seq "$GROUNDS"); do
+    timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/json.lua" "http://127.0.0.1:$RSBASE/v1/chat/completions" > "$WORK/base.json.txt"
+    timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/json.lua" "http://127.0.0.1:$RS/v1/chat/completions" > "$WORK/this.json.txt"
+    base_total=$((base_total + $(reqs "$WORK/base.json.txt"))); this_total=$((this_total + $(reqs "$WORK/this.json.txt")))
+  done
+fi
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0>0) printf "%.2f", a/b; else print "-" }'; }
 echo
 echo "| target | JSON req/s (64 conns) | SSE streams/s ($EVENTS events) | p50 ms @1000 rps | p99 ms @1000 rps | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE | peak RSS MiB | RSS MiB, 1000 idle clients |"
@@ -238,4 +258,5 @@ agent() {  # name: "req/s (proxy CPU µs per request)"
 echo "agent-sized bodies ($AGENT_BYTES bytes, 64 conns): direct $(agent direct 0), nginx $(agent nginx 1), ringside $(agent ringside 1); ringside / nginx $(ratio "${R[ringside.na]}" "${R[nginx.na]}")x"
 echo "stream guard on / off (SSE streams, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
 echo "fleet mode / lean (JSON, uncapped keys, Redis on loopback, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$fleet_total" "$lean_total")x ($fleet_total vs $lean_total requests)"
+[ -n "${BASELINE_BIN:-}" ] && echo "this build / baseline $BASELINE_BIN (JSON, lean, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$this_total" "$base_total")x ($this_total vs $base_total requests)"
 echo "(workers: ringside $RS_WORKERS (pinned: $RS_PIN), nginx $NGINX_WORKERS, simulator 1; $ROUNDS rounds of ${DUR}s per measure, targets taking turns; p50/p99: median over rounds; $(nproc) cores)"

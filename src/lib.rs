@@ -30,6 +30,7 @@ pub mod contain; // layer 0
 pub mod cpu; // layer 0
 pub mod demo; // layer 9
 pub mod dialect; // layer 1
+pub mod drill; // layer 9
 pub mod fd_limit; // layer 0
 pub mod fleet; // layer 7
 pub mod flow; // layer 2

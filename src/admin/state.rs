@@ -146,6 +146,10 @@ impl AdminState {
             return not_found("such connection");
         };
         let was = self.tables.conns[i];
+        // What the rate-limit headers taught goes too: the operator says the key is fine.
+        if let Some(g) = self.shared.flow.gates.get(i) {
+            g.forget_learned();
+        }
         let state = self.tables.conns[i].reset();
         let ev = Event::Conn { conn: i, state };
         let before = super::transitions::Before::Conn(i, was);

@@ -3,6 +3,7 @@
 
 mod admin_call;
 mod check;
+mod drill;
 mod serve;
 mod simulate;
 mod version;
@@ -48,6 +49,10 @@ enum Command {
         after_help = "Requests in flight finish on the config they started with; cooldowns, breakers, queues and leases stay with every connection whose provider, id and key are unchanged. An invalid file changes nothing: its problems are printed and the exit status is 1.\n\nEnvironment: RINGSIDE_ADMIN_TOKEN holds the admin token when the server has one.\n\nExample:\n  ringside reload --config /etc/ringside/ringside.toml"
     )]
     Reload(ConfigArg),
+    /// Rehearse failover: run your config against the simulator through the 429 runbook's
+    /// scenarios and hold each against its budget (exit 1 when one fails).
+    #[command(after_help = drill::AFTER_HELP)]
+    Drill(drill::DrillArgs),
 }
 
 /// The config file when neither `--config` nor `RINGSIDE_CONFIG` names one.
@@ -98,6 +103,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Command::Simulate(a) => simulate::run(a).map(Exit::from),
         Command::Drain(a) => admin_call::drain(&a.config).map(Exit::from),
         Command::Reload(a) => admin_call::reload(&a.config).map(Exit::from),
+        Command::Drill(a) => drill::run(a),
     };
     match result {
         Ok(code) => code.into(),
@@ -113,6 +119,8 @@ pub(crate) enum Exit {
     Ok,
     /// The drain cut streams that were still running when the grace ended.
     CutStreams,
+    /// A drill's budget failed.
+    BudgetFailed,
 }
 
 impl From<()> for Exit {
@@ -126,6 +134,7 @@ impl From<Exit> for i32 {
         match e {
             Exit::Ok => 0,
             Exit::CutStreams => 3,
+            Exit::BudgetFailed => 1,
         }
     }
 }

@@ -34,8 +34,11 @@ pub struct Gate {
     /// 0 = unlimited.
     pub max_concurrent: AtomicU32,
     pub min_time_ms: AtomicU64,
-    /// Extra spacing learned from rate-limit headers (0 = none).
+    /// Extra spacing learned from rate-limit headers (0 = none), until the window it was
+    /// learned in resets (monotonic ms): an upstream that stops sending the headers must not
+    /// leave its last, tightest spacing in force for good.
     pub learned_spacing_ms: AtomicU64,
+    pub learned_until_ms: AtomicU64,
     /// Reservoir size on refresh; 0 = no reservoir.
     pub reservoir_amount: AtomicI64,
     pub reservoir_refresh_ms: AtomicU64,
@@ -96,6 +99,7 @@ impl Default for Gate {
             max_concurrent: AtomicU32::new(0),
             min_time_ms: AtomicU64::new(0),
             learned_spacing_ms: AtomicU64::new(0),
+            learned_until_ms: AtomicU64::new(0),
             reservoir_amount: AtomicI64::new(0),
             reservoir_refresh_ms: AtomicU64::new(0),
             running: AtomicU32::new(0),
@@ -194,9 +198,26 @@ impl Gate {
     }
 
     pub fn spacing_ms(&self) -> u64 {
-        self.min_time_ms
-            .load(Relaxed)
-            .max(self.learned_spacing_ms.load(Relaxed))
+        let learned = self.learned_spacing_ms.load(Relaxed);
+        if learned == 0 {
+            return self.min_time_ms.load(Relaxed);
+        }
+        self.spacing_at(crate::clock::now_ms())
+    }
+
+    /// The spacing in force at `now` (monotonic ms).
+    pub fn spacing_at(&self, now: u64) -> u64 {
+        let learned = if now < self.learned_until_ms.load(Relaxed) {
+            self.learned_spacing_ms.load(Relaxed)
+        } else {
+            0
+        };
+        self.min_time_ms.load(Relaxed).max(learned)
+    }
+
+    /// Forget what the headers taught (an operator's reset of the connection).
+    pub fn forget_learned(&self) {
+        self.learned_spacing_ms.store(0, Relaxed);
     }
 
     /// Take a slot if concurrency, spacing and reservoir all allow it right now.
@@ -355,6 +376,11 @@ impl Gate {
             }
             _ => return,
         };
+        if spacing > 0 {
+            let reset = reset_ms.unwrap_or(0);
+            let until = crate::clock::now_ms().saturating_add(reset);
+            self.learned_until_ms.store(until, Relaxed);
+        }
         self.learned_spacing_ms.store(spacing, Relaxed);
     }
 }
@@ -443,6 +469,13 @@ mod tests {
             "plenty left: back to the configured spacing"
         );
         g.learn(None, None, None);
+        assert_eq!(g.spacing_ms(), 100);
+        // Learned in a window that then resets: gone once it has, headers or not.
+        g.learn(Some(0.0), Some(60.0), Some(20_000));
+        let now = crate::clock::now_ms();
+        assert_eq!(g.spacing_at(now), 20_000);
+        assert_eq!(g.spacing_at(now + 20_001), 100, "the window reset");
+        g.forget_learned();
         assert_eq!(g.spacing_ms(), 100);
     }
 

@@ -1,0 +1,83 @@
+//! `ringside drill`: the arguments, then `crate::drill`.
+
+use super::Exit;
+use clap::Args;
+
+pub(super) const AFTER_HELP: &str =
+    "Scenarios (each: steady traffic, the fault, recovery): key-429-retry-after, key-429-no-hint,
+key-429-reset-headers, model-429, provider-outage, provider-resets, quota-wall-403,
+stream-fails-after-first-byte; a drill file adds your own and changes budgets:
+
+  [budgets]
+  max_amplification = 1.5      # upstream attempts per client request
+  min_success = 0.95
+  max_after_deadline = 0
+  max_recovery_s = 5
+  [[scenarios]]
+  name = \"slow-key\"
+  fault = \"slow-drip\"          # any simulator fault (docs/simulator.md)
+  scope = \"key\"                # key | provider | model
+  fault_s = 10
+
+Real keys are never read: every key_env becomes a made-up key for the simulator.
+Exit status: 0 when every budget held, 1 otherwise.
+
+Example:
+  ringside drill --config ringside.toml --report drill.html --json drill.json";
+
+#[derive(Args)]
+pub(super) struct DrillArgs {
+    /// The config to rehearse.
+    #[arg(long, short = 'c', env = "RINGSIDE_CONFIG", default_value = super::DEFAULT_CONFIG, value_name = "FILE")]
+    config: String,
+    /// A drill file: budgets and scenarios of your own.
+    #[arg(long = "drill", value_name = "FILE")]
+    drill_file: Option<String>,
+    /// Only these scenarios (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    scenarios: Vec<String>,
+    /// Each phase's length (steady, fault, recovery).
+    #[arg(long, default_value_t = 4.0, value_name = "SECONDS")]
+    phase: f64,
+    /// Clients sending at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// How often a client retries a failed request, as the SDKs do (their default: 2).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    client_retries: u32,
+    /// Every n-th request is streamed (0: none).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    stream_every: usize,
+    /// The clients' deadline per request, retries included.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    deadline_ms: u64,
+    /// Write the HTML report here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<String>,
+    /// Write the JSON document here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+}
+
+pub(super) fn run(a: DrillArgs) -> Result<Exit, String> {
+    if !(a.phase > 0.0 && a.phase <= 3600.0) {
+        return Err("--phase: between 0 and 3600 seconds".into());
+    }
+    let o = crate::drill::Options {
+        config: a.config,
+        drill_file: a.drill_file,
+        scenarios: a.scenarios,
+        phase_s: a.phase,
+        concurrency: a.concurrency.clamp(1, 1024),
+        client_retries: a.client_retries,
+        stream_every: a.stream_every,
+        deadline_ms: a.deadline_ms.max(1),
+        report: a.report,
+        json: a.json,
+    };
+    Ok(if crate::drill::run(&o)? {
+        Exit::Ok
+    } else {
+        Exit::BudgetFailed
+    })
+}

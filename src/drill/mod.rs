@@ -1,0 +1,239 @@
+//! `ringside drill`: rehearse the 429 runbook against the operator's own config. The built-in
+//! simulator stands in for every provider (same ids, dialects, connections and models; made-up
+//! keys), Ringside runs the operator's config pointed at it, and clients that retry like the
+//! SDKs send steady traffic through each scenario's three phases: steady, the fault, recovery.
+//! Every figure is measured (at the clients and at the simulator) and held against a budget;
+//! the result is a table, a JSON document and an HTML report, and the exit status says whether
+//! every budget held.
+
+pub mod plan;
+mod report;
+mod stage;
+mod traffic;
+mod verdict;
+
+use crate::demo::client;
+use plan::{Scenario, Scope};
+use stage::Stage;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use verdict::Verdict;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub config: String,
+    pub drill_file: Option<String>,
+    /// Only these scenarios (all when empty).
+    pub scenarios: Vec<String>,
+    /// Each phase's length, in seconds.
+    pub phase_s: f64,
+    pub concurrency: usize,
+    pub client_retries: u32,
+    /// Every n-th request streamed (0: none).
+    pub stream_every: usize,
+    pub deadline_ms: u64,
+    pub report: Option<String>,
+    pub json: Option<String>,
+}
+
+/// The admin token the drill's Ringside is given (a variable name the stage makes a value for).
+const ADMIN_ENV: &str = "DRILL_ADMIN_TOKEN";
+
+/// Run the drill; `Ok(true)` when every budget held.
+pub fn run(o: &Options) -> Result<bool, String> {
+    let text = std::fs::read_to_string(&o.config).map_err(|e| format!("{}: {e}", o.config))?;
+    let file = match &o.drill_file {
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"))?),
+        None => None,
+    };
+    let scenarios = plan::scenarios(file.as_deref(), &o.scenarios, o.phase_s)?;
+    let port = || crate::demo::free_port().map_err(|e| format!("no free port: {e}"));
+    let sim_addr = SocketAddr::from(([127, 0, 0, 1], port()?));
+    let sim = crate::simulate::start(crate::simulate::SimOptions {
+        listen: sim_addr,
+        events: 8,
+        interval_ms: 20,
+        ..Default::default()
+    })?;
+    let (proxy_port, admin_port) = (port()?, port()?);
+    let data_dir = std::env::temp_dir().join(format!("ringside-drill-{}", std::process::id()));
+    let mut stage = stage::prepare(
+        &text,
+        sim_addr,
+        (proxy_port, admin_port),
+        &data_dir.to_string_lossy(),
+    )?;
+    stage.text = stage.text.replacen(
+        "[server]",
+        &format!("[server]\nadmin_token_env = \"{ADMIN_ENV}\""),
+        1,
+    );
+    let cfg = crate::config::load_str(&stage.text, &o.config, &stage::env).map_err(|p| {
+        let all: Vec<String> = p.iter().map(|x| x.to_string()).collect();
+        format!("the config cannot run: {}", all.join("; "))
+    })?;
+    let server = crate::server::start(cfg, None)?;
+    let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+    let proxy = SocketAddr::from(([127, 0, 0, 1], proxy_port));
+    let result = drive(o, &stage, &scenarios, proxy, admin, sim_addr);
+    server.shutdown();
+    server.join();
+    sim.stop();
+    let _ = std::fs::remove_dir_all(&data_dir);
+    let verdicts = result?;
+    println!("{}", report::table(&verdicts));
+    if let Some(p) = &o.json {
+        let text = serde_json::to_string_pretty(&report::json(&verdicts)).unwrap_or_default();
+        std::fs::write(p, text).map_err(|e| format!("{p}: {e}"))?;
+    }
+    if let Some(p) = &o.report {
+        std::fs::write(p, report::html(&verdicts, &o.config)).map_err(|e| format!("{p}: {e}"))?;
+    }
+    Ok(verdicts.iter().all(|v| v.held))
+}
+
+/// Run every scenario in turn, each from a clean state.
+fn drive(
+    o: &Options,
+    stage: &Stage,
+    scenarios: &[Scenario],
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    sim: SocketAddr,
+) -> Result<Vec<Verdict>, String> {
+    let shape = traffic::Shape {
+        concurrency: o.concurrency.max(1),
+        stream_every: o.stream_every,
+        client_retries: o.client_retries,
+        deadline: Duration::from_millis(o.deadline_ms),
+    };
+    let token = stage::fake_key(ADMIN_ENV);
+    let mut verdicts = Vec::new();
+    for s in scenarios {
+        clean_slate(stage, admin, &token);
+        call(sim, "POST", "/_sim/reset", "", None)?;
+        let faults = fault_bodies(stage, s);
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let t0 = Instant::now();
+        let [steady, fault, recovery] = s.phases_s.map(Duration::from_secs_f64);
+        let until = t0 + steady + fault + recovery;
+        std::thread::scope(|scope| -> Result<(), String> {
+            scope.spawn(|| traffic::run(proxy, &stage.routes, &shape, t0, until, &done));
+            std::thread::sleep(steady);
+            for b in &faults {
+                call(sim, "POST", "/_sim/faults", b, None)?;
+            }
+            std::thread::sleep(fault);
+            for b in &faults {
+                let mut v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("spec");
+                }
+                call(sim, "POST", "/_sim/faults", &v.to_string(), None)?;
+            }
+            Ok(())
+        })?;
+        let stats = call(sim, "GET", "/_sim/stats", "", None)?;
+        let done = done.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let figures = verdict::figures(
+            &done,
+            (Duration::ZERO, until - t0),
+            steady + fault,
+            shape.deadline,
+            upstream(stage, &stats),
+        );
+        verdicts.push(verdict::judge(s.clone(), figures));
+    }
+    Ok(verdicts)
+}
+
+/// Every connection reset and every breaker closed, so that scenarios do not inherit.
+fn clean_slate(stage: &Stage, admin: SocketAddr, token: &str) {
+    for k in &stage.keys {
+        let path = format!("/admin/connections/{}/{}/reset", k.provider, k.connection);
+        let _ = call(admin, "POST", &path, "", Some(token));
+    }
+    let mut providers: Vec<&str> = stage.keys.iter().map(|k| k.provider.as_str()).collect();
+    providers.dedup();
+    for p in providers {
+        let _ = call(
+            admin,
+            "POST",
+            &format!("/admin/breakers/{p}/reset"),
+            "",
+            Some(token),
+        );
+    }
+}
+
+/// The simulator fault bodies a scenario sets (and later clears).
+fn fault_bodies(stage: &Stage, s: &Scenario) -> Vec<String> {
+    let (provider, model, connection) = &stage.routes[0].primary;
+    let serving = |k: &&stage::Key| {
+        &k.provider == provider && (k.models.is_empty() || k.models.contains(model))
+    };
+    let body = |sel: &str, v: &str| serde_json::json!({ sel: v, "spec": s.fault }).to_string();
+    match s.scope {
+        Scope::Key => {
+            let first = stage
+                .keys
+                .iter()
+                .filter(serving)
+                .find(|k| connection.as_ref().is_none_or(|c| &k.connection == c));
+            first.map(|k| body("key", &k.key)).into_iter().collect()
+        }
+        Scope::Provider => stage
+            .keys
+            .iter()
+            .filter(|k| &k.provider == provider)
+            .map(|k| body("key", &k.key))
+            .collect(),
+        Scope::Model => vec![body("model", model)],
+    }
+}
+
+/// What the simulator counted: attempts, and keys over their cap.
+fn upstream(stage: &Stage, stats: &serde_json::Value) -> verdict::Upstream {
+    let over_cap = stage
+        .keys
+        .iter()
+        .filter_map(|k| {
+            let cap = k.max_concurrent?;
+            let peak = stats["keys"][&k.key]["peak_concurrency"].as_u64()?;
+            (peak > cap).then(|| (format!("{}/{}", k.provider, k.connection), peak, cap))
+        })
+        .collect();
+    verdict::Upstream {
+        attempts: stats["total"].as_u64().unwrap_or(0),
+        over_cap,
+    }
+}
+
+fn call(
+    to: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(a) = &auth {
+        headers.push(("authorization", a.as_str()));
+    }
+    let r = client::request(
+        to,
+        method,
+        path,
+        &headers,
+        body.as_bytes(),
+        Duration::from_secs(10),
+    )
+    .map_err(|e| format!("{method} {path}: {e}"))?;
+    if r.status >= 300 {
+        return Err(format!("{method} {path}: {} {}", r.status, r.text()));
+    }
+    Ok(r.json())
+}

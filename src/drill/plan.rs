@@ -1,0 +1,277 @@
+//! What a drill runs: scenarios (a fault, where it hits, how long each phase lasts) and the
+//! budgets each verdict is held against. The built-in scenarios follow the 429 runbook; a drill
+//! file (`--drill FILE`) may add scenarios and change budgets.
+
+use serde::{Deserialize, Serialize};
+
+/// Where a fault hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The key (connection) the first route tries first.
+    Key,
+    /// Every key of the first route's provider.
+    Provider,
+    /// The first route's upstream model, on every key.
+    Model,
+}
+
+/// The limits a scenario's figures are held to.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budgets {
+    /// Upstream attempts per client request (client retries included), at most.
+    pub max_amplification: f64,
+    /// Client requests that end in a 2xx, at least (0: no floor).
+    pub min_success: f64,
+    /// Answers later than the client's deadline (plus 250 ms), at most.
+    pub max_after_deadline: u64,
+    /// Seconds after the fault ends until requests succeed again, at most.
+    pub max_recovery_s: f64,
+    /// A key above its `max_concurrent` at the simulator, at most this many times over (0).
+    pub max_cap_overshoot: u64,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            max_amplification: 1.5,
+            min_success: 0.95,
+            max_after_deadline: 0,
+            max_recovery_s: 5.0,
+            max_cap_overshoot: 0,
+        }
+    }
+}
+
+/// Budget changes a drill file makes (each one optional).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetChanges {
+    pub max_amplification: Option<f64>,
+    pub min_success: Option<f64>,
+    pub max_after_deadline: Option<u64>,
+    pub max_recovery_s: Option<f64>,
+    pub max_cap_overshoot: Option<u64>,
+}
+
+impl BudgetChanges {
+    fn apply(&self, b: &mut Budgets) {
+        if let Some(v) = self.max_amplification {
+            b.max_amplification = v;
+        }
+        if let Some(v) = self.min_success {
+            b.min_success = v;
+        }
+        if let Some(v) = self.max_after_deadline {
+            b.max_after_deadline = v;
+        }
+        if let Some(v) = self.max_recovery_s {
+            b.max_recovery_s = v;
+        }
+        if let Some(v) = self.max_cap_overshoot {
+            b.max_cap_overshoot = v;
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub what: String,
+    /// A simulator fault spec (`docs/simulator.md`).
+    pub fault: String,
+    pub scope: Scope,
+    /// Steady traffic, the fault, recovery (the fault is gone, traffic goes on), in seconds.
+    pub phases_s: [f64; 3],
+    pub budgets: Budgets,
+}
+
+/// The built-in scenarios, each phase `phase_s` long.
+pub fn builtin(phase_s: f64) -> Vec<Scenario> {
+    let s = |name: &str, what: &str, fault: &str, scope: Scope, budgets: Budgets| Scenario {
+        name: name.into(),
+        what: what.into(),
+        fault: fault.into(),
+        scope,
+        phases_s: [phase_s; 3],
+        budgets,
+    };
+    let outage = Budgets {
+        // A full outage: nothing can succeed; what matters is that nobody hammers it, and that
+        // traffic comes back once the breaker has let a probe through (its open time: 15–60 s
+        // by profile; the recovery phase must be longer to see it).
+        max_amplification: 1.2,
+        min_success: 0.0,
+        max_recovery_s: 75.0,
+        ..Budgets::default()
+    };
+    vec![
+        s(
+            "key-429-retry-after",
+            "the first key answers 429 with Retry-After: 2",
+            "429;retry-after=2",
+            Scope::Key,
+            Budgets::default(),
+        ),
+        s(
+            "key-429-no-hint",
+            "the first key answers 429 without any hint",
+            "429",
+            Scope::Key,
+            Budgets::default(),
+        ),
+        s(
+            "key-429-reset-headers",
+            "the first key answers 429 with only x-ratelimit-reset-* headers",
+            "429;ratelimit-headers",
+            Scope::Key,
+            Budgets::default(),
+        ),
+        s(
+            "model-429",
+            "the first route's model answers 429 on every key",
+            "429;retry-after=2",
+            Scope::Model,
+            Budgets::default(),
+        ),
+        s(
+            "provider-outage",
+            "every key of the first route's provider answers 500",
+            "500",
+            Scope::Provider,
+            outage.clone(),
+        ),
+        s(
+            "provider-resets",
+            "every key of the first route's provider resets connections",
+            "reset-before-headers",
+            Scope::Provider,
+            outage,
+        ),
+        s(
+            "quota-wall-403",
+            "the first key is a relay answering quota exhaustion as 403 额度不足",
+            "403-quota",
+            Scope::Key,
+            Budgets::default(),
+        ),
+        s(
+            "stream-fails-after-first-byte",
+            "the first key's streams reset after 3 events",
+            "reset-mid-stream;after=3",
+            Scope::Key,
+            Budgets {
+                min_success: 0.8,
+                ..Budgets::default()
+            },
+        ),
+    ]
+}
+
+/// A drill file: budget changes for every scenario, and scenarios of the operator's own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrillFile {
+    #[serde(default)]
+    pub budgets: BudgetChanges,
+    #[serde(default)]
+    pub scenarios: Vec<FileScenario>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileScenario {
+    pub name: String,
+    pub fault: String,
+    #[serde(default = "key_scope")]
+    pub scope: Scope,
+    pub steady_s: Option<f64>,
+    pub fault_s: Option<f64>,
+    pub recovery_s: Option<f64>,
+    #[serde(default)]
+    pub budgets: BudgetChanges,
+}
+
+fn key_scope() -> Scope {
+    Scope::Key
+}
+
+/// The scenarios to run: built-in and the file's, the file's budget changes applied, only the
+/// ones named in `only` when it names any.
+pub fn scenarios(
+    file: Option<&str>,
+    only: &[String],
+    phase_s: f64,
+) -> Result<Vec<Scenario>, String> {
+    let file: DrillFile = match file {
+        Some(text) => toml::from_str(text).map_err(|e| format!("drill file: {e}"))?,
+        None => DrillFile::default(),
+    };
+    let mut all = builtin(phase_s);
+    for f in &file.scenarios {
+        crate::simulate::fault::Fault::parse(&f.fault)
+            .map_err(|e| format!("drill file: scenario {}: fault: {e}", f.name))?;
+        let mut budgets = Budgets::default();
+        f.budgets.apply(&mut budgets);
+        all.push(Scenario {
+            name: f.name.clone(),
+            what: format!("{} on the {:?} scope (drill file)", f.fault, f.scope).to_lowercase(),
+            fault: f.fault.clone(),
+            scope: f.scope,
+            phases_s: [
+                f.steady_s.unwrap_or(phase_s),
+                f.fault_s.unwrap_or(phase_s),
+                f.recovery_s.unwrap_or(phase_s),
+            ],
+            budgets,
+        });
+    }
+    for s in &mut all {
+        file.budgets.apply(&mut s.budgets);
+    }
+    if !only.is_empty() {
+        if let Some(unknown) = only.iter().find(|n| !all.iter().any(|s| &s.name == *n)) {
+            let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!(
+                "no scenario {unknown}; there are: {}",
+                names.join(", ")
+            ));
+        }
+        all.retain(|s| only.contains(&s.name));
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drill_file_adds_scenarios_and_changes_budgets() {
+        let file = r#"
+[budgets]
+max_amplification = 2.0
+[[scenarios]]
+name = "slow"
+fault = "slow-drip"
+scope = "model"
+fault_s = 1
+[scenarios.budgets]
+min_success = 0.5
+"#;
+        let all = scenarios(Some(file), &[], 2.0).unwrap_or_default();
+        let slow = all
+            .iter()
+            .find(|s| s.name == "slow")
+            .expect("the file's scenario");
+        assert_eq!(slow.phases_s, [2.0, 1.0, 2.0]);
+        assert_eq!(slow.scope, Scope::Model);
+        assert_eq!(slow.budgets.min_success, 0.5);
+        assert!(all.iter().all(|s| s.budgets.max_amplification == 2.0));
+        let only = scenarios(None, &["model-429".into()], 1.0).unwrap_or_default();
+        assert_eq!(only.len(), 1);
+        assert!(scenarios(None, &["nope".into()], 1.0).is_err());
+        assert!(scenarios(Some("[[scenarios]]\nname=\"x\"\nfault=\"bogus\""), &[], 1.0).is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! The drill's verdicts as a terminal table, a JSON document and a self-contained HTML report
+//! (a timeline of requests by outcome per scenario, the figures against their budgets).
+
+use super::verdict::Verdict;
+use std::fmt::Write;
+
+/// The terminal table.
+pub fn table(verdicts: &[Verdict]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<30} {:>5} {:>8} {:>7} {:>9} {:>9} {:>6} {:>9}  verdict",
+        "scenario", "reqs", "success", "ampl.", "p50 ms", "p99 ms", "late", "recovery"
+    );
+    for v in verdicts {
+        let f = &v.figures;
+        let _ = writeln!(
+            out,
+            "{:<30} {:>5} {:>7.1}% {:>6.2}x {:>9.0} {:>9.0} {:>6} {:>9}  {}",
+            v.scenario.name,
+            f.requests,
+            f.success_ratio * 100.0,
+            f.amplification,
+            f.p50_ms,
+            f.p99_ms,
+            f.after_deadline,
+            f.recovery_s.map_or("never".into(), |s| format!("{s:.1}s")),
+            if v.held {
+                "held".to_string()
+            } else {
+                failed(v)
+            }
+        );
+    }
+    out
+}
+
+fn failed(v: &Verdict) -> String {
+    let broken: Vec<String> = v
+        .checks
+        .iter()
+        .filter(|c| !c.held)
+        .map(|c| format!("{} {} (budget {})", c.figure, c.value, c.budget))
+        .collect();
+    format!("FAILED: {}", broken.join("; "))
+}
+
+/// The JSON document.
+pub fn json(verdicts: &[Verdict]) -> serde_json::Value {
+    serde_json::json!({
+        "held": verdicts.iter().all(|v| v.held),
+        "scenarios": verdicts,
+    })
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// Requests per second by outcome as stacked bars (ok, 429, other failures).
+fn timeline_svg(v: &Verdict) -> String {
+    let t = &v.figures.timeline;
+    let secs = t.iter().map(|(s, _, _)| *s).max().map_or(1, |m| m + 1);
+    let mut per = vec![[0u32; 3]; secs as usize];
+    for &(s, status, n) in t {
+        let k = match status {
+            200..=299 => 0,
+            429 => 1,
+            _ => 2,
+        };
+        per[s as usize][k] += n;
+    }
+    let max = per
+        .iter()
+        .map(|p| p.iter().sum::<u32>())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let (w, h) = (600.0, 120.0);
+    let bw = w / f64::from(secs);
+    let mut svg = format!(r#"<svg viewBox="0 0 {w} {h}" width="600" height="120" role="img">"#);
+    let [a, b, c] = v.scenario.phases_s;
+    for (x, label) in [(a, "fault"), (a + b, "recovery")] {
+        let px = x / (a + b + c) * w;
+        let _ = write!(
+            svg,
+            r##"<line x1="{px:.1}" x2="{px:.1}" y1="0" y2="{h}" stroke="#888" stroke-dasharray="3"/><text x="{:.1}" y="10" font-size="10">{label}</text>"##,
+            px + 2.0
+        );
+    }
+    for (i, p) in per.iter().enumerate() {
+        let mut y = h;
+        for (k, color) in ["#12805c", "#b54708", "#b42318"].iter().enumerate() {
+            let bh = f64::from(p[k]) / f64::from(max) * (h - 14.0);
+            y -= bh;
+            let _ = write!(
+                svg,
+                r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{bh:.1}" fill="{color}"/>"#,
+                i as f64 * bw,
+                (bw - 1.0).max(1.0)
+            );
+        }
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The HTML report: one section per scenario.
+pub fn html(verdicts: &[Verdict], config: &str) -> String {
+    let held = verdicts.iter().all(|v| v.held);
+    let mut out = String::from(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Ringside drill</title><style>body{font:14px system-ui,sans-serif;margin:2rem;color:#1d2330}table{border-collapse:collapse}td,th{padding:.2rem .6rem;border-bottom:1px solid #e4e7ec;text-align:left}.held{color:#12805c}.failed{color:#b42318}section{margin:1.5rem 0}</style></head><body>",
+    );
+    let _ = write!(
+        out,
+        "<h1>Ringside drill: <span class=\"{}\">{}</span></h1><p>Config: <code>{}</code>. Bars: requests started per second, ok (green), 429 (amber), other failures (red).</p>",
+        if held { "held" } else { "failed" },
+        if held {
+            "every budget held"
+        } else {
+            "a budget failed"
+        },
+        esc(config)
+    );
+    for v in verdicts {
+        let f = &v.figures;
+        let _ = write!(
+            out,
+            "<section class=\"scenario\" data-name=\"{}\"><h2>{} <span class=\"{}\">{}</span></h2><p>{} (fault <code>{}</code>)</p>{}<table><tr><th>figure</th><th>value</th><th>budget</th><th></th></tr>",
+            esc(&v.scenario.name),
+            esc(&v.scenario.name),
+            if v.held { "held" } else { "failed" },
+            if v.held { "held" } else { "failed" },
+            esc(&v.scenario.what),
+            esc(&v.scenario.fault),
+            timeline_svg(v)
+        );
+        for c in &v.checks {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                esc(c.figure),
+                esc(&c.value),
+                esc(&c.budget),
+                if c.held { "held" } else { "failed" },
+                if c.held { "held" } else { "failed" }
+            );
+        }
+        let _ = write!(
+            out,
+            "</table><p>{} requests, {} sent by clients (retries included), {} upstream attempts; p50 {:.0} ms, p99 {:.0} ms.</p></section>",
+            f.requests, f.client_sends, f.upstream_attempts, f.p50_ms, f.p99_ms
+        );
+    }
+    out.push_str("</body></html>\n");
+    out
+}

@@ -1,0 +1,231 @@
+//! The operator's config made into the drill's: every provider's base URL points at the
+//! simulator, every key is a made-up one (`sk-drill-…`, from the variable's name: real keys are
+//! never read, never sent), the ports are free loopback ones, the data dir is a temporary one,
+//! and what would reach outside (fleet mode, the admin token) is left out. What the drill needs
+//! to know about the config (routes, their primary targets, connections and their caps) is kept
+//! beside it.
+
+use std::net::SocketAddr;
+use toml::{Table, Value};
+
+/// One connection as the drill sees it.
+#[derive(Clone, Debug)]
+pub struct Key {
+    pub provider: String,
+    pub connection: String,
+    /// The made-up key the simulator sees.
+    pub key: String,
+    pub models: Vec<String>,
+    pub max_concurrent: Option<u64>,
+}
+
+/// One route: the model clients ask for, the dialect they speak to it, its first target.
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub name: String,
+    pub anthropic: bool,
+    /// (provider, upstream model, connection if the target names one)
+    pub primary: (String, String, Option<String>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Stage {
+    pub text: String,
+    pub keys: Vec<Key>,
+    pub routes: Vec<Route>,
+}
+
+/// The made-up key for a `key_env` variable.
+pub fn fake_key(var: &str) -> String {
+    format!("sk-drill-{}", var.to_ascii_lowercase())
+}
+
+/// The drill's environment: every variable a config names is a made-up key; the `RINGSIDE_*`
+/// overrides are not read (the drill sets its own ports and data dir).
+pub fn env(var: &str) -> Option<String> {
+    (!var.starts_with("RINGSIDE_")).then(|| fake_key(var))
+}
+
+/// Rewrite `text` (the operator's config) for a drill against the simulator at `sim`.
+pub fn prepare(
+    text: &str,
+    sim: SocketAddr,
+    ports: (u16, u16),
+    data_dir: &str,
+) -> Result<Stage, String> {
+    let mut doc: Table = text
+        .parse()
+        .map_err(|e| format!("the config is not TOML: {e}"))?;
+    doc.remove("fleet");
+    doc.remove("clients");
+    let server = doc
+        .entry("server")
+        .or_insert_with(|| Value::Table(Table::new()));
+    let server = server.as_table_mut().ok_or("[server] is not a table")?;
+    for k in [
+        "admin_token_env",
+        "admin_unauthenticated_ok",
+        "admin_hosts",
+        "trusted_proxies",
+    ] {
+        server.remove(k);
+    }
+    let set = |t: &mut Table, k: &str, v: Value| {
+        t.insert(k.to_string(), v);
+    };
+    set(server, "listen", format!("127.0.0.1:{}", ports.0).into());
+    set(
+        server,
+        "admin_listen",
+        format!("127.0.0.1:{}", ports.1).into(),
+    );
+    set(server, "data_dir", data_dir.into());
+    set(server, "access_log", false.into());
+    set(server, "pin_workers", false.into());
+    set(server, "workers", 2.into());
+    set(server, "drain_delay_ms", 0.into());
+    let mut keys = Vec::new();
+    let mut anthropic_providers = Vec::new();
+    for p in tables_mut(&mut doc, "providers") {
+        let id = str_of(p, "id");
+        if str_of(p, "dialect") == "anthropic" {
+            anthropic_providers.push(id.clone());
+        }
+        let url = str_of(p, "base_url");
+        set(p, "base_url", point_at(&url, sim).into());
+        for c in tables_mut(p, "connections") {
+            let models = (c.get("models").and_then(Value::as_array))
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            keys.push(Key {
+                provider: id.clone(),
+                connection: str_of(c, "id"),
+                key: fake_key(&str_of(c, "key_env")),
+                models,
+                max_concurrent: c
+                    .get("max_concurrent")
+                    .and_then(Value::as_integer)
+                    .map(|n| n as u64),
+            });
+        }
+    }
+    let routes = routes_of(&mut doc, &keys, &anthropic_providers);
+    if routes.is_empty() {
+        return Err("the config has no route and no connection serving a model".into());
+    }
+    let text =
+        toml::to_string(&doc).map_err(|e| format!("cannot write the drill's config: {e}"))?;
+    Ok(Stage { text, keys, routes })
+}
+
+/// The routes clients can ask for: the declared ones, else one per model a connection serves.
+fn routes_of(doc: &mut Table, keys: &[Key], anthropic: &[String]) -> Vec<Route> {
+    let mut routes = Vec::new();
+    for r in tables_mut(doc, "routes") {
+        let targets = r
+            .get("targets")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let Some(first) = targets.first().and_then(Value::as_table) else {
+            continue;
+        };
+        let provider = str_of(first, "provider");
+        routes.push(Route {
+            name: str_of(r, "name"),
+            anthropic: anthropic.contains(&provider),
+            primary: (
+                provider,
+                str_of(first, "model"),
+                first
+                    .get("connection")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            ),
+        });
+    }
+    if routes.is_empty() {
+        for k in keys {
+            for m in &k.models {
+                if !routes.iter().any(|r: &Route| &r.name == m) {
+                    routes.push(Route {
+                        name: m.clone(),
+                        anthropic: anthropic.contains(&k.provider),
+                        primary: (k.provider.clone(), m.clone(), None),
+                    });
+                }
+            }
+        }
+    }
+    routes
+}
+
+/// `https://api.openai.com/v1` → `http://127.0.0.1:PORT/v1` (the path is kept).
+fn point_at(url: &str, sim: SocketAddr) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("", |i| &rest[i..]);
+    format!("http://{sim}{path}")
+}
+
+fn str_of(t: &Table, k: &str) -> String {
+    t.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn tables_mut<'a>(t: &'a mut Table, k: &str) -> impl Iterator<Item = &'a mut Table> {
+    t.get_mut(k)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flat_map(|a| a.iter_mut().filter_map(Value::as_table_mut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+[server]
+listen = "0.0.0.0:8080"
+admin_token_env = "TOKEN"
+[fleet]
+redis_url = "redis://prod:6379"
+[[providers]]
+id = "openai"
+dialect = "openai"
+base_url = "https://api.openai.com/v1"
+  [[providers.connections]]
+  id = "key-a"
+  key_env = "OPENAI_KEY_A"
+  models = ["gpt-4o"]
+  max_concurrent = 4
+[[routes]]
+name = "smart"
+targets = [{ provider = "openai", model = "gpt-4o" }]
+"#;
+
+    #[test]
+    fn real_keys_and_remote_addresses_are_left_out() {
+        let sim: SocketAddr = "127.0.0.1:9999"
+            .parse()
+            .unwrap_or(([127, 0, 0, 1], 9).into());
+        let s = prepare(CONFIG, sim, (1, 2), "/tmp/d").unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.text.contains("http://127.0.0.1:9999/v1"), "{}", s.text);
+        assert!(!s.text.contains("redis") && !s.text.contains("TOKEN"));
+        assert!(s.text.contains("127.0.0.1:1") && !s.text.contains("0.0.0.0"));
+        assert_eq!(s.keys[0].key, "sk-drill-openai_key_a");
+        assert_eq!(s.keys[0].max_concurrent, Some(4));
+        assert_eq!(s.routes[0].name, "smart");
+        assert_eq!(
+            env("OPENAI_KEY_A").as_deref(),
+            Some("sk-drill-openai_key_a")
+        );
+        assert_eq!(env("RINGSIDE_LISTEN"), None);
+    }
+}

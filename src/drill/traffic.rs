@@ -1,0 +1,170 @@
+//! The drill's clients: a fixed number of them, each sending one request after another to the
+//! routes in turn (a share of them streamed), and retrying as the OpenAI and Anthropic SDKs do
+//! by default: on 408, 409, 429, 5xx and broken connections, unless `x-should-retry: false`;
+//! `Retry-After` when it is at most 60 s, else 0.5 s doubling to 8 s with jitter; the retry
+//! number in `x-stainless-retry-count`.
+
+use super::stage::Route;
+use crate::demo::client;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub concurrency: usize,
+    /// Every n-th request is streamed (0: none).
+    pub stream_every: usize,
+    pub client_retries: u32,
+    /// The client's own deadline for a request, retries included (sent as
+    /// `x-ringside-deadline-ms`).
+    pub deadline: Duration,
+}
+
+/// One client request, retries included.
+#[derive(Clone, Debug)]
+pub struct Done {
+    /// From the drill's start.
+    pub started: Duration,
+    pub took: Duration,
+    /// The last answer's status (0: no answer at all).
+    pub status: u16,
+    /// HTTP requests the client sent for it (1 + its retries).
+    pub sends: u32,
+    /// Its first send was answered with a 2xx: Ringside served it without the client's help.
+    pub first_ok: bool,
+    pub stream: bool,
+}
+
+impl Done {
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// Send requests from `shape.concurrency` clients until `until`; every finished request is
+/// pushed to `out`.
+pub fn run(
+    proxy: SocketAddr,
+    routes: &[Route],
+    shape: &Shape,
+    t0: Instant,
+    until: Instant,
+    out: &Arc<Mutex<Vec<Done>>>,
+) {
+    std::thread::scope(|scope| {
+        for c in 0..shape.concurrency {
+            let out = out.clone();
+            scope.spawn(move || {
+                let mut n = c;
+                while Instant::now() < until {
+                    let route = &routes[n % routes.len()];
+                    let stream = shape.stream_every > 0 && n % shape.stream_every == 0;
+                    let done = one(proxy, route, stream, shape, t0);
+                    out.lock().unwrap_or_else(|e| e.into_inner()).push(done);
+                    n += 1;
+                }
+            });
+        }
+    });
+}
+
+fn body(route: &Route, stream: bool) -> (&'static str, String) {
+    let model = serde_json::to_string(&route.name).unwrap_or_default();
+    if route.anthropic {
+        (
+            "/v1/messages",
+            format!(
+                r#"{{"model":{model},"max_tokens":64,"stream":{stream},"messages":[{{"role":"user","content":"drill"}}]}}"#
+            ),
+        )
+    } else {
+        (
+            "/v1/chat/completions",
+            format!(
+                r#"{{"model":{model},"stream":{stream},"messages":[{{"role":"user","content":"drill"}}]}}"#
+            ),
+        )
+    }
+}
+
+/// One client request with the SDK-like retries.
+fn one(proxy: SocketAddr, route: &Route, stream: bool, shape: &Shape, t0: Instant) -> Done {
+    let (path, body) = body(route, stream);
+    let started = Instant::now();
+    let end = started + shape.deadline;
+    let mut sends = 0;
+    let mut status = 0;
+    let mut first_ok = false;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let retry = sends.to_string();
+        let deadline_ms = left.as_millis().max(1).to_string();
+        let headers = [
+            ("content-type", "application/json"),
+            ("anthropic-version", "2023-06-01"),
+            ("x-stainless-retry-count", retry.as_str()),
+            ("x-ringside-deadline-ms", deadline_ms.as_str()),
+        ];
+        sends += 1;
+        // The socket waits past the deadline, so that a late answer is seen (and counted).
+        let reply = client::request(
+            proxy,
+            "POST",
+            path,
+            &headers,
+            body.as_bytes(),
+            left + Duration::from_secs(5),
+        );
+        let wait = match &reply {
+            Ok(r) => {
+                status = r.status;
+                first_ok |= sends == 1 && (200..300).contains(&r.status);
+                retry_wait(r, sends)
+            }
+            Err(_) => Some(backoff(sends)),
+        };
+        let Some(wait) = wait.filter(|_| sends <= shape.client_retries) else {
+            break;
+        };
+        if Instant::now() + wait >= end {
+            break;
+        }
+        std::thread::sleep(wait);
+    }
+    Done {
+        started: started.duration_since(t0),
+        took: started.elapsed(),
+        status,
+        sends,
+        first_ok,
+        stream,
+    }
+}
+
+/// Whether (and after how long) an SDK would retry this answer.
+fn retry_wait(r: &client::Reply, sends: u32) -> Option<Duration> {
+    if r.header("x-should-retry") == Some("false") {
+        return None;
+    }
+    let retryable = matches!(r.status, 408 | 409 | 429) || r.status >= 500;
+    if r.header("x-should-retry") != Some("true") && !retryable {
+        return None;
+    }
+    let hinted = r
+        .header("retry-after")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| (0.0..=60.0).contains(s))
+        .map(Duration::from_secs_f64);
+    Some(hinted.unwrap_or_else(|| backoff(sends)))
+}
+
+/// 0.5 s doubling per retry, at most 8 s, less up to a quarter of jitter.
+fn backoff(sends: u32) -> Duration {
+    let base = (0.5 * 2f64.powi(sends.saturating_sub(1) as i32)).min(8.0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let jitter = 1.0 - 0.25 * f64::from(nanos % 1000) / 1000.0;
+    Duration::from_secs_f64(base * jitter)
+}

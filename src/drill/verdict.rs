@@ -1,0 +1,233 @@
+//! A scenario's figures, measured from what the clients saw and what the simulator counted, and
+//! each held against its budget.
+
+use super::plan::{Budgets, Scenario};
+use super::traffic::Done;
+use serde::Serialize;
+use std::time::Duration;
+
+/// An answer this much past the client's deadline counts as late.
+pub const LATE_TOLERANCE: Duration = Duration::from_millis(250);
+
+/// What the simulator counted during a scenario.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Upstream {
+    pub attempts: u64,
+    /// Keys whose peak concurrency went over their `max_concurrent`: (key label, peak, cap).
+    pub over_cap: Vec<(String, u64, u64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Figures {
+    pub requests: usize,
+    /// Of them, streamed.
+    pub streams: usize,
+    pub succeeded: usize,
+    pub success_ratio: f64,
+    /// HTTP requests the clients sent, retries included.
+    pub client_sends: u64,
+    pub upstream_attempts: u64,
+    /// Upstream attempts per client request.
+    pub amplification: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub after_deadline: u64,
+    /// Seconds from the fault's end until a whole second of requests succeeded (`None`: never).
+    pub recovery_s: Option<f64>,
+    pub over_cap: Vec<(String, u64, u64)>,
+    /// Requests by status over time: (second from the scenario's start, status, count).
+    pub timeline: Vec<(u32, u16, u32)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub figure: &'static str,
+    pub value: String,
+    pub budget: String,
+    pub held: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub scenario: Scenario,
+    pub figures: Figures,
+    pub checks: Vec<Check>,
+    pub held: bool,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// The figures of the requests that started in `[from, to)`; `fault_end` from the drill's start.
+pub fn figures(
+    done: &[Done],
+    window: (Duration, Duration),
+    fault_end: Duration,
+    deadline: Duration,
+    up: Upstream,
+) -> Figures {
+    let mine: Vec<&Done> = done
+        .iter()
+        .filter(|d| d.started >= window.0 && d.started < window.1)
+        .collect();
+    let requests = mine.len();
+    let succeeded = mine.iter().filter(|d| d.ok()).count();
+    let mut lat: Vec<f64> = mine.iter().map(|d| d.took.as_secs_f64() * 1e3).collect();
+    lat.sort_by(f64::total_cmp);
+    let mut timeline = std::collections::BTreeMap::new();
+    for d in &mine {
+        let sec = (d.started - window.0).as_secs() as u32;
+        *timeline.entry((sec, d.status)).or_insert(0u32) += 1;
+    }
+    Figures {
+        requests,
+        streams: mine.iter().filter(|d| d.stream).count(),
+        succeeded,
+        success_ratio: if requests == 0 {
+            0.0
+        } else {
+            succeeded as f64 / requests as f64
+        },
+        client_sends: mine.iter().map(|d| u64::from(d.sends)).sum(),
+        upstream_attempts: up.attempts,
+        amplification: if requests == 0 {
+            0.0
+        } else {
+            up.attempts as f64 / requests as f64
+        },
+        p50_ms: quantile(&lat, 0.5),
+        p99_ms: quantile(&lat, 0.99),
+        after_deadline: mine
+            .iter()
+            .filter(|d| d.took > deadline + LATE_TOLERANCE)
+            .count() as u64,
+        recovery_s: recovery(&mine, fault_end),
+        over_cap: up.over_cap,
+        timeline: timeline
+            .into_iter()
+            .map(|((s, st), n)| (s, st, n))
+            .collect(),
+    }
+}
+
+/// The first second after `fault_end` (on 100 ms steps) in which every request started was
+/// served on its first send (a client's retry does not count: it hides a Ringside still failing
+/// fast): how long recovery took.
+fn recovery(mine: &[&Done], fault_end: Duration) -> Option<f64> {
+    let last = mine.iter().map(|d| d.started).max()?;
+    let mut t = fault_end;
+    while t <= last {
+        let window: Vec<&&Done> = mine
+            .iter()
+            .filter(|d| d.started >= t && d.started < t + Duration::from_secs(1))
+            .collect();
+        // A whole second of requests, or at the end of the drill's traffic at least three.
+        let enough = t + Duration::from_secs(1) <= last || window.len() >= 3;
+        if enough && window.iter().all(|d| d.first_ok) {
+            return Some((t - fault_end).as_secs_f64());
+        }
+        t += Duration::from_millis(100);
+    }
+    None
+}
+
+/// Hold the figures against the budgets.
+pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
+    let b: &Budgets = &scenario.budgets;
+    let f = &figures;
+    let checks = vec![
+        Check {
+            figure: "amplification",
+            value: format!("{:.2}x", f.amplification),
+            budget: format!("<= {:.2}x", b.max_amplification),
+            held: f.amplification <= b.max_amplification,
+        },
+        Check {
+            figure: "success",
+            value: format!("{:.1}%", f.success_ratio * 100.0),
+            budget: format!(">= {:.1}%", b.min_success * 100.0),
+            held: f.success_ratio >= b.min_success,
+        },
+        Check {
+            figure: "after deadline",
+            value: f.after_deadline.to_string(),
+            budget: format!("<= {}", b.max_after_deadline),
+            held: f.after_deadline <= b.max_after_deadline,
+        },
+        Check {
+            figure: "recovery",
+            value: f.recovery_s.map_or("never".into(), |s| format!("{s:.1}s")),
+            budget: format!("<= {:.1}s", b.max_recovery_s),
+            held: f.recovery_s.is_some_and(|s| s <= b.max_recovery_s),
+        },
+        Check {
+            figure: "keys over their cap",
+            value: f.over_cap.len().to_string(),
+            budget: format!("<= {}", b.max_cap_overshoot),
+            held: f.over_cap.len() as u64 <= b.max_cap_overshoot,
+        },
+    ];
+    let held = checks.iter().all(|c| c.held);
+    Verdict {
+        scenario,
+        figures,
+        checks,
+        held,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(at_ms: u64, status: u16) -> Done {
+        Done {
+            started: Duration::from_millis(at_ms),
+            took: Duration::from_millis(10),
+            status,
+            sends: 1,
+            first_ok: (200..300).contains(&status),
+            stream: false,
+        }
+    }
+
+    #[test]
+    fn figures_and_checks_follow_the_requests() {
+        // 0–2 s fine, 2–4 s failing, fine again from 4.5 s.
+        let mut all = Vec::new();
+        for i in 0..60 {
+            let at = i * 100;
+            let ok = !(2_000..4_500).contains(&at);
+            all.push(done(at, if ok { 200 } else { 429 }));
+        }
+        let up = Upstream {
+            attempts: 90,
+            over_cap: vec![],
+        };
+        let f = figures(
+            &all,
+            (Duration::ZERO, Duration::from_secs(6)),
+            Duration::from_secs(4),
+            Duration::from_secs(30),
+            up,
+        );
+        assert_eq!(f.requests, 60);
+        assert_eq!(f.succeeded, 35);
+        assert!((f.amplification - 1.5).abs() < 1e-9);
+        assert_eq!(f.recovery_s.map(|s| (s * 10.0).round() / 10.0), Some(0.5));
+        let scenario = super::super::plan::builtin(1.0).remove(0);
+        let v = judge(scenario, f);
+        assert!(!v.held, "success 58% is under 95%");
+        assert!(v.checks.iter().any(|c| c.figure == "success" && !c.held));
+        assert!(
+            v.checks
+                .iter()
+                .any(|c| c.figure == "amplification" && c.held)
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! `ringside drill` end to end: the real binary rehearses small configs against its built-in
+//! simulator. A healthy config holds every budget (exit 0) and its JSON agrees with the
+//! simulator's counts; a config that multiplies attempts under an outage fails on amplification
+//! (exit 1, named); the HTML report opens in headless Chromium with every scenario.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+fn config(keys: usize, provider_extra: &str, extra: &str) -> String {
+    let mut s = String::from(
+        "[server]\nlisten = \"0.0.0.0:8080\"\n[[providers]]\nid = \"openai\"\ndialect = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n",
+    );
+    s.push_str(provider_extra);
+    for i in 0..keys {
+        s.push_str(&format!(
+            "  [[providers.connections]]\n  id = \"key-{i}\"\n  key_env = \"OPENAI_KEY_{i}\"\n  models = [\"gpt-4o\"]\n  max_concurrent = 8\n"
+        ));
+    }
+    s.push_str(
+        "[[routes]]\nname = \"smart\"\ntargets = [{ provider = \"openai\", model = \"gpt-4o\" }]\n",
+    );
+    s + extra
+}
+
+/// Run the drill; its exit code and its JSON document.
+fn drill(cfg: &str, scenarios: &str, extra: &[&str]) -> (Option<i32>, Value, tempdir::Dir) {
+    let dir = tempdir::new();
+    let path = dir.0.join("ringside.toml");
+    std::fs::write(&path, cfg).expect("write config");
+    let json = dir.0.join("drill.json");
+    let out = Command::new(binary())
+        .args(["drill", "--config"])
+        .arg(&path)
+        .args([
+            "--scenarios",
+            scenarios,
+            "--phase",
+            "1",
+            "--concurrency",
+            "4",
+            "--json",
+        ])
+        .arg(&json)
+        .args(extra)
+        .env_remove("RINGSIDE_CONFIG")
+        .output()
+        .expect("run the drill");
+    let doc = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    (out.status.code(), doc, dir)
+}
+
+#[test]
+fn a_healthy_config_holds_every_budget() {
+    let (code, doc, dir) = drill(
+        &config(2, "", ""),
+        "key-429-retry-after,quota-wall-403",
+        &["--report", "report.html"],
+    );
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_eq!(doc["held"], true);
+    let scenarios = doc["scenarios"].as_array().cloned().unwrap_or_default();
+    assert_eq!(scenarios.len(), 2);
+    for s in &scenarios {
+        let f = &s["figures"];
+        let (requests, upstream) = (
+            f["requests"].as_f64().unwrap_or(0.0),
+            f["upstream_attempts"].as_f64().unwrap_or(0.0),
+        );
+        assert!(requests > 10.0, "{f}");
+        // The simulator's own count is the numerator: never fewer attempts than requests
+        // served, and the ratio is what the document says.
+        assert!(upstream >= f["succeeded"].as_f64().unwrap_or(0.0), "{f}");
+        let amp = f["amplification"].as_f64().unwrap_or(0.0);
+        assert!((amp - upstream / requests).abs() < 1e-9, "{f}");
+        assert!(f["client_sends"].as_f64().unwrap_or(0.0) >= requests);
+        assert_eq!(f["after_deadline"], 0);
+        assert_eq!(s["held"], true, "{s}");
+    }
+    drop(dir);
+}
+
+#[test]
+fn attempts_multiplied_under_an_outage_fail_on_amplification() {
+    // Ten attempts a request, keys that never cool and a breaker that never opens: every
+    // request tries all five failing keys, and the clients retry on top.
+    let cfg = config(
+        5,
+        "  [providers.cooldown]\n  base_ms = 0\n  [providers.breaker]\n  open_at = 1000\n",
+        "[upstream]\nmax_attempts = 10\n",
+    );
+    let (code, doc, _dir) = drill(&cfg, "provider-outage", &[]);
+    assert_eq!(code, Some(1), "{doc:#}");
+    assert_eq!(doc["held"], false);
+    let s = &doc["scenarios"][0];
+    let amp = s["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["figure"] == "amplification"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(amp["held"], false, "{s:#}");
+    assert!(s["figures"]["amplification"].as_f64().unwrap_or(0.0) > 1.2);
+}
+
+#[test]
+fn the_report_opens_in_a_browser_with_every_scenario() {
+    common::apt::ensure("chromium", "chromium");
+    let python = common::venv::python("watch-venv", "tests/watch/requirements.txt")
+        .unwrap_or_else(|e| panic!("python environment: {e}"));
+    let dir = tempdir::new();
+    let path = dir.0.join("ringside.toml");
+    std::fs::write(&path, config(2, "", "")).expect("write config");
+    let report = dir.0.join("drill.html");
+    let status = Command::new(binary())
+        .args(["drill", "--config"])
+        .arg(&path)
+        .args([
+            "--scenarios",
+            "key-429-no-hint,model-429",
+            "--phase",
+            "1",
+            "--concurrency",
+            "2",
+            "--report",
+        ])
+        .arg(&report)
+        .status()
+        .expect("run the drill");
+    assert!(status.code().is_some());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/drill/check_report.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(&report)
+        .output()
+        .expect("browser");
+    let seen: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(
+        seen["names"],
+        serde_json::json!(["key-429-no-hint", "model-429"]),
+        "{seen}"
+    );
+    assert!(seen["bars"].as_u64().unwrap_or(0) > 0, "{seen}");
+    assert_eq!(seen["errors"], serde_json::json!([]));
+}
