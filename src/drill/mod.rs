@@ -136,6 +136,7 @@ fn drive(
             Ok(())
         })?;
         let stats = call(sim, "GET", "/_sim/stats", "", None)?;
+        let samples = samples(admin, &token);
         let done = done.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let figures = verdict::figures(
             &done,
@@ -144,9 +145,30 @@ fn drive(
             shape.deadline,
             upstream(stage, &stats),
         );
-        verdicts.push(verdict::judge(s.clone(), figures));
+        let mut v = verdict::judge(s.clone(), figures);
+        v.samples = samples;
+        verdicts.push(v);
     }
     Ok(verdicts)
+}
+
+/// A few decision records of requests that did not simply succeed (failures first).
+fn samples(admin: SocketAddr, token: &str) -> Vec<serde_json::Value> {
+    let Ok(d) = call(admin, "GET", "/admin/decisions?limit=1000", "", Some(token)) else {
+        return Vec::new();
+    };
+    let all = d["decisions"].as_array().cloned().unwrap_or_default();
+    let (mut failed, other): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|r| r["status"].as_u64().unwrap_or(0) >= 400 || r["outcome"] != "ok");
+    failed.truncate(3);
+    failed.extend(
+        other
+            .into_iter()
+            .filter(|r| r["attempts"].as_array().is_some_and(|a| a.len() > 1))
+            .take(2),
+    );
+    failed
 }
 
 /// Every connection reset and every breaker closed, so that scenarios do not inherit.

@@ -155,6 +155,14 @@ pub fn html(verdicts: &[Verdict], config: &str) -> String {
             "</table><p>{} requests, {} sent by clients (retries included), {} upstream attempts; p50 {:.0} ms, p99 {:.0} ms.</p></section>",
             f.requests, f.client_sends, f.upstream_attempts, f.p50_ms, f.p99_ms
         );
+        if !v.samples.is_empty() {
+            out.push_str("<details><summary>sample decision records</summary>");
+            for r in &v.samples {
+                let text = serde_json::to_string_pretty(r).unwrap_or_default();
+                let _ = write!(out, "<pre>{}</pre>", esc(&text));
+            }
+            out.push_str("</details>");
+        }
     }
     out.push_str("</body></html>\n");
     out

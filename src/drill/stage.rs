@@ -92,6 +92,14 @@ pub fn prepare(
             anthropic_providers.push(id.clone());
         }
         let url = str_of(p, "base_url");
+        // `profile = "auto"` picks the local profile for a loopback upstream: the simulator
+        // is one, the real provider is not. Keep the profile the real URL gets.
+        let profile = str_of(p, "profile");
+        if (profile.is_empty() || profile == "auto") && !is_loopback(&url) {
+            let auth = str_of(p, "auth");
+            let by_auth = if auth == "oauth" { "oauth" } else { "api_key" };
+            set(p, "profile", by_auth.into());
+        }
         set(p, "base_url", point_at(&url, sim).into());
         for c in tables_mut(p, "connections") {
             let models = (c.get("models").and_then(Value::as_array))
@@ -107,9 +115,11 @@ pub fn prepare(
                 connection: str_of(c, "id"),
                 key: fake_key(&str_of(c, "key_env")),
                 models,
+                // (0: no cap.)
                 max_concurrent: c
                     .get("max_concurrent")
                     .and_then(Value::as_integer)
+                    .filter(|&n| n > 0)
                     .map(|n| n as u64),
             });
         }
@@ -172,6 +182,12 @@ fn point_at(url: &str, sim: SocketAddr) -> String {
     format!("http://{sim}{path}")
 }
 
+fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    host == "localhost" || host.starts_with("127.") || rest.starts_with("[::1]")
+}
+
 fn str_of(t: &Table, k: &str) -> String {
     t.get(k)
         .and_then(Value::as_str)
@@ -217,6 +233,14 @@ targets = [{ provider = "openai", model = "gpt-4o" }]
             .unwrap_or(([127, 0, 0, 1], 9).into());
         let s = prepare(CONFIG, sim, (1, 2), "/tmp/d").unwrap_or_else(|e| panic!("{e}"));
         assert!(s.text.contains("http://127.0.0.1:9999/v1"), "{}", s.text);
+        assert!(
+            s.text.contains("profile = \"api_key\""),
+            "the real URL's profile: {}",
+            s.text
+        );
+        assert!(
+            is_loopback("http://127.0.0.1:8000/v1") && !is_loopback("https://api.openai.com/v1")
+        );
         assert!(!s.text.contains("redis") && !s.text.contains("TOKEN"));
         assert!(s.text.contains("127.0.0.1:1") && !s.text.contains("0.0.0.0"));
         assert_eq!(s.keys[0].key, "sk-drill-openai_key_a");

@@ -53,6 +53,8 @@ pub struct Verdict {
     pub figures: Figures,
     pub checks: Vec<Check>,
     pub held: bool,
+    /// Decision records of a few requests that failed or needed more than one attempt.
+    pub samples: Vec<serde_json::Value>,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -178,6 +180,7 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
         figures,
         checks,
         held,
+        samples: Vec::new(),
     }
 }
 
