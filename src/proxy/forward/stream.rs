@@ -48,8 +48,11 @@ pub(super) struct Stream {
     pending_head: Option<Vec<u8>>,
     pub(super) upstream_eof: bool,
     scanner: Option<Scanner>,
-    /// A JSON answer's skim for its `usage` (a body with a length: chunk frames would
-    /// interrupt the JSON).
+    /// A JSON answer with a length (chunk frames would interrupt the JSON): its `usage` is
+    /// looked for.
+    usage_wanted: bool,
+    /// The skim of a JSON answer's `usage`, from its key on: the rest of the body is only
+    /// searched for the key (SIMD), not skimmed (that was ~15% more instructions per request).
     usage: Option<Box<JsonScan>>,
     /// Whether the bytes sent so far end between chunks and events.
     edge: EventEdge,
@@ -97,8 +100,7 @@ impl Stream {
         let json = head
             .get("content-type")
             .is_some_and(|v| v.starts_with(b"application/json"));
-        let usage =
-            (json && matches!(framing, Framing::Length(_))).then(|| Box::new(JsonScan::default()));
+        let usage_wanted = json && matches!(framing, Framing::Length(_));
         let watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
             .then(|| Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
         Stream {
@@ -112,7 +114,8 @@ impl Stream {
             pending_head,
             upstream_eof: false,
             scanner,
-            usage,
+            usage_wanted,
+            usage: None,
             edge: EventEdge::default(),
             clean_edge: true,
             message_whole: false,
@@ -147,8 +150,8 @@ impl Stream {
             self.upstream_eof = true;
         }
         out.body_bytes += data.len() as u64;
-        if let Some(u) = self.usage.as_mut() {
-            u.feed(&data);
+        if self.usage_wanted {
+            self.skim_usage(&data);
         }
         if out.first_useful_us == 0 && self.scanner.as_ref().is_some_and(|sc| sc.totals.useful) {
             // (Kept plus one, so that a first event at the relay's start is not "none".)
@@ -190,6 +193,23 @@ impl Stream {
             done,
             edge_now,
             ends_message,
+        }
+    }
+
+    /// Find a JSON answer's `"usage"` key and skim from there. (A key split across two reads
+    /// is missed: answers are small and arrive whole.)
+    fn skim_usage(&mut self, data: &[u8]) {
+        static KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"usage\""));
+        match self.usage.as_mut() {
+            Some(u) => u.feed(data),
+            None => {
+                if let Some(at) = KEY.find(data) {
+                    let mut u = Box::new(JsonScan::default());
+                    u.feed(&data[at..]);
+                    self.usage = Some(u);
+                }
+            }
         }
     }
 
