@@ -43,13 +43,18 @@ impl Trace {
 
     /// `traceparent: 00-<trace>-<span of attempt n>-<flags>` for the upstream.
     pub fn write_header(&self, n: usize, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"traceparent: 00-");
-        hex(&self.id, out);
-        out.push(b'-');
-        hex(&self.span(n), out);
-        out.push(b'-');
-        hex(&[self.flags], out);
-        out.extend_from_slice(b"\r\n");
+        // Built on the stack and appended once (once per attempt, on the request path).
+        const PREFIX: &[u8] = b"traceparent: 00-";
+        let mut line = [0u8; PREFIX.len() + 32 + 1 + 16 + 1 + 2 + 2];
+        line[..PREFIX.len()].copy_from_slice(PREFIX);
+        let mut at = PREFIX.len();
+        at = hex_into(&self.id, &mut line, at);
+        line[at] = b'-';
+        at = hex_into(&self.span(n), &mut line, at + 1);
+        line[at] = b'-';
+        at = hex_into(&[self.flags], &mut line, at + 1);
+        line[at..].copy_from_slice(b"\r\n");
+        out.extend_from_slice(&line);
     }
 }
 
@@ -85,12 +90,15 @@ fn unhex(s: &[u8], out: &mut [u8]) -> Option<()> {
     Some(())
 }
 
-fn hex(bytes: &[u8], out: &mut Vec<u8>) {
+/// Lowercase hex of `bytes` into `out` from `at`; returns where it ended.
+fn hex_into(bytes: &[u8], out: &mut [u8], mut at: usize) -> usize {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)]);
-        out.push(DIGITS[usize::from(b & 15)]);
+        out[at] = DIGITS[usize::from(b >> 4)];
+        out[at + 1] = DIGITS[usize::from(b & 15)];
+        at += 2;
     }
+    at
 }
 
 /// splitmix64's finalizer.

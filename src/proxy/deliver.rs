@@ -257,13 +257,14 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
 fn usage_and_first_token(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed) {
     let core = ctx.core;
     let cand = d.cand;
-    let tokens = match (
-        &res.sse,
-        res.usage.as_deref().cloned().map(|mut u| u.finish()),
-    ) {
-        (Some(t), _) => (t.input_tokens, t.output_tokens, t.cached_tokens),
-        (None, Some(u)) => (u.input_tokens, u.output_tokens, u.cached_tokens),
-        (None, None) => (None, None, None),
+    let given = |v: u32| v.checked_sub(1);
+    let tokens = match &res.sse {
+        Some(t) => (t.input_tokens, t.output_tokens, t.cached_tokens),
+        None => (
+            given(res.usage[0]),
+            given(res.usage[1]),
+            given(res.usage[2]),
+        ),
     };
     let tokens = crate::audit::Tokens {
         prompt: tokens.0,

@@ -64,8 +64,9 @@ pub struct Relayed {
     /// When the first event with text, a tool call or reasoning went to the client (streams),
     /// in microseconds from the relay's start plus one (0: none yet).
     pub first_useful_us: u32,
-    /// A JSON answer's skim for its `usage` (streams: in `sse`); boxed, as in the relay.
-    pub usage: Option<Box<crate::sse::json::JsonScan>>,
+    /// A JSON answer's usage (streams: in `sse`): prompt, completion and cached prompt
+    /// tokens, each plus one, 0 where it said nothing (packed: this lives as long as the relay).
+    pub usage: [u32; 3],
 }
 
 /// Send a response whose body was read whole while judging it (an upstream error passed
