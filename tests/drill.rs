@@ -134,9 +134,9 @@ fn the_report_opens_in_a_browser_with_every_scenario() {
             "--report",
         ])
         .arg(&report)
-        .status()
+        .output()
         .expect("run the drill");
-    assert!(status.code().is_some());
+    assert!(status.status.code().is_some());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/drill/check_report.py");
     let out = Command::new(python)
         .arg(script)
