@@ -87,19 +87,32 @@ fn a_healthy_config_holds_every_budget() {
         assert_eq!(f["after_deadline"], 0);
         assert_eq!(s["held"], true, "{s}");
     }
+    // What an operator would have seen: the limited key started cooling.
+    let signals = scenarios[0]["signals"].to_string();
+    assert!(
+        signals.contains("key-0") && signals.contains("cooling"),
+        "{signals}"
+    );
     drop(dir);
 }
 
+/// A drill file's own scenario: the first key answers 500 (a key scope, so that the breaker's
+/// count stays far from opening within the short phase).
+const KEY_500: &str = "[[scenarios]]\nname = \"key-500\"\nfault = \"500\"\nscope = \"key\"\n[scenarios.budgets]\nmax_amplification = 1.2\n";
+
 #[test]
-fn attempts_multiplied_under_an_outage_fail_on_amplification() {
-    // Ten attempts a request, keys that never cool and a breaker that never opens: every
-    // request tries all five failing keys, and the clients retry on top.
+fn attempts_multiplied_by_a_failing_key_fail_on_amplification() {
+    // Keys that never cool: every request tries the failing first key again before the next.
     let cfg = config(
-        5,
+        3,
         "  [providers.cooldown]\n  base_ms = 0\n  [providers.breaker]\n  open_at = 1000\n",
         "[upstream]\nmax_attempts = 10\n",
     );
-    let (code, doc, _dir) = drill(&cfg, "provider-outage", &[]);
+    let dir = tempdir::new();
+    let file = dir.0.join("drill.toml");
+    std::fs::write(&file, KEY_500).expect("drill file");
+    let file = file.to_string_lossy().into_owned();
+    let (code, doc, _dir) = drill(&cfg, "key-500", &["--drill", &file]);
     assert_eq!(code, Some(1), "{doc:#}");
     assert_eq!(doc["held"], false);
     let s = &doc["scenarios"][0];
@@ -110,6 +123,9 @@ fn attempts_multiplied_under_an_outage_fail_on_amplification() {
         .unwrap_or_default();
     assert_eq!(amp["held"], false, "{s:#}");
     assert!(s["figures"]["amplification"].as_f64().unwrap_or(0.0) > 1.2);
+    // The same config with keys that cool holds: the failing key is left alone.
+    let (code, doc, _dir) = drill(&config(3, "", ""), "key-500", &["--drill", &file]);
+    assert_eq!(code, Some(0), "{doc:#}");
 }
 
 #[test]

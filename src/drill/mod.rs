@@ -8,6 +8,7 @@
 
 pub mod plan;
 mod report;
+mod signals;
 mod stage;
 mod traffic;
 mod verdict;
@@ -115,6 +116,7 @@ fn drive(
         clean_slate(stage, admin, &token);
         call(sim, "POST", "/_sim/reset", "", None)?;
         let faults = fault_bodies(stage, s);
+        let before = metrics(admin, &token);
         let done = Arc::new(Mutex::new(Vec::new()));
         let t0 = Instant::now();
         let [steady, fault, recovery] = s.phases_s.map(Duration::from_secs_f64);
@@ -137,6 +139,7 @@ fn drive(
         })?;
         let stats = call(sim, "GET", "/_sim/stats", "", None)?;
         let samples = samples(admin, &token);
+        let signals = signals::moved(&before, &metrics(admin, &token));
         let done = done.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let figures = verdict::figures(
             &done,
@@ -147,9 +150,25 @@ fn drive(
         );
         let mut v = verdict::judge(s.clone(), figures);
         v.samples = samples;
+        v.signals = signals;
         verdicts.push(v);
     }
     Ok(verdicts)
+}
+
+/// The watched counters now (empty when the scrape fails: no signal is then reported).
+fn metrics(admin: SocketAddr, token: &str) -> std::collections::BTreeMap<String, f64> {
+    let auth = format!("Bearer {token}");
+    client::request(
+        admin,
+        "GET",
+        "/metrics",
+        &[("authorization", &auth)],
+        b"",
+        Duration::from_secs(10),
+    )
+    .map(|r| signals::scrape(&r.text()))
+    .unwrap_or_default()
 }
 
 /// A few decision records of requests that did not simply succeed (failures first).

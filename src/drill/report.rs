@@ -32,6 +32,19 @@ pub fn table(verdicts: &[Verdict]) -> String {
             }
         );
     }
+    out.push_str("\nWhat the metrics showed (the counters that moved, a few per scenario):\n");
+    for v in verdicts {
+        let shown: Vec<String> = (v.signals.iter().take(4))
+            .map(|(series, d)| format!("{series} +{d}"))
+            .collect();
+        let more = v.signals.len().saturating_sub(shown.len());
+        let tail = if more > 0 {
+            format!(" (+{more} more)")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "  {}: {}{tail}", v.scenario.name, shown.join(", "));
+    }
     out
 }
 
@@ -155,6 +168,13 @@ pub fn html(verdicts: &[Verdict], config: &str) -> String {
             "</table><p>{} requests, {} sent by clients (retries included), {} upstream attempts; p50 {:.0} ms, p99 {:.0} ms.</p></section>",
             f.requests, f.client_sends, f.upstream_attempts, f.p50_ms, f.p99_ms
         );
+        if !v.signals.is_empty() {
+            out.push_str("<p>What the metrics showed:</p><ul>");
+            for (series, d) in &v.signals {
+                let _ = write!(out, "<li><code>{}</code> +{d}</li>", esc(series));
+            }
+            out.push_str("</ul>");
+        }
         if !v.samples.is_empty() {
             out.push_str("<details><summary>sample decision records</summary>");
             for r in &v.samples {

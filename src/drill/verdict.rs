@@ -55,6 +55,8 @@ pub struct Verdict {
     pub held: bool,
     /// Decision records of a few requests that failed or needed more than one attempt.
     pub samples: Vec<serde_json::Value>,
+    /// The metrics an operator would have seen move (series, increase).
+    pub signals: Vec<(String, f64)>,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -181,6 +183,7 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
         checks,
         held,
         samples: Vec::new(),
+        signals: Vec::new(),
     }
 }
 
