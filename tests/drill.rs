@@ -169,3 +169,42 @@ fn the_report_opens_in_a_browser_with_every_scenario() {
     assert!(seen["bars"].as_u64().unwrap_or(0) > 0, "{seen}");
     assert_eq!(seen["errors"], serde_json::json!([]));
 }
+
+/// `--against`: the client side only, against a Ringside already running on its own simulator
+/// (staging); the key-scope fault finds the key through its `key_env`.
+#[test]
+fn against_a_running_ringside_the_drill_drives_its_simulator() {
+    let sim = start_sim(ringside::simulate::SimOptions::default());
+    let proxy = Proxy::start("uring", 2, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let config = proxy.dir.0.join("ringside.toml");
+    let json = proxy.dir.0.join("drill.json");
+    let url = |a: std::net::SocketAddr| format!("http://{a}");
+    let out = Command::new(binary())
+        .args(["drill", "--config"])
+        .arg(&config)
+        .args(["--against", &url(proxy.addr), "--admin", &url(proxy.admin)])
+        .args([
+            "--simulator",
+            &url(sim.addr),
+            "--scenarios",
+            "key-429-retry-after",
+        ])
+        .args(["--phase", "1", "--concurrency", "2", "--json"])
+        .arg(&json)
+        .envs(proxy_env())
+        .env("RINGSIDE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .expect("run the drill");
+    let doc: Value = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{doc:#}");
+    // The fault reached the running Ringside's first key, which it then left alone.
+    let signals = doc["scenarios"][0]["signals"].to_string();
+    assert!(
+        signals.contains("connection=\\\"a\\\"") && signals.contains("cooling"),
+        "{signals}"
+    );
+    assert!(attempts_for(&sim, "sk-sim-a") >= 1);
+}

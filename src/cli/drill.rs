@@ -57,6 +57,29 @@ pub(super) struct DrillArgs {
     /// Write the JSON document here.
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
+    /// Drive an already running Ringside (in staging) instead of starting one; its providers
+    /// must point at a `ringside simulate`, named by --simulator, and --admin names its admin
+    /// port (token from RINGSIDE_ADMIN_TOKEN). --config is its config, keys from their key_env.
+    #[arg(long, value_name = "URL", requires_all = ["admin", "simulator"])]
+    against: Option<String>,
+    /// The running Ringside's admin port (with --against).
+    #[arg(long, value_name = "URL", requires = "against")]
+    admin: Option<String>,
+    /// The simulator the running Ringside's providers point at (with --against).
+    #[arg(long, value_name = "URL", requires = "against")]
+    simulator: Option<String>,
+}
+
+/// `http://host:port` (or `host:port`) as an address.
+fn address(url: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("{url}: not an address (http://host:port)"))
 }
 
 pub(super) fn run(a: DrillArgs) -> Result<Exit, String> {
@@ -74,6 +97,15 @@ pub(super) fn run(a: DrillArgs) -> Result<Exit, String> {
         deadline_ms: a.deadline_ms.max(1),
         report: a.report,
         json: a.json,
+        against: match (&a.against, &a.admin, &a.simulator) {
+            (Some(p), Some(ad), Some(sim)) => Some(crate::drill::Remote {
+                proxy: address(p)?,
+                admin: address(ad)?,
+                simulator: address(sim)?,
+                admin_token: std::env::var("RINGSIDE_ADMIN_TOKEN").ok(),
+            }),
+            _ => None,
+        },
     };
     Ok(if crate::drill::run(&o)? {
         Exit::Ok

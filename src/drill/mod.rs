@@ -37,10 +37,22 @@ pub struct Options {
     pub deadline_ms: u64,
     pub report: Option<String>,
     pub json: Option<String>,
+    /// Drive a running Ringside instead of starting one.
+    pub against: Option<Remote>,
 }
 
 /// The admin token the drill's Ringside is given (a variable name the stage makes a value for).
 const ADMIN_ENV: &str = "DRILL_ADMIN_TOKEN";
+
+/// A Ringside already running (in staging) whose providers point at a `ringside simulate`.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    pub proxy: SocketAddr,
+    pub admin: SocketAddr,
+    pub simulator: SocketAddr,
+    /// Its admin token, when it has one.
+    pub admin_token: Option<String>,
+}
 
 /// Run the drill; `Ok(true)` when every budget held.
 pub fn run(o: &Options) -> Result<bool, String> {
@@ -50,6 +62,23 @@ pub fn run(o: &Options) -> Result<bool, String> {
         None => None,
     };
     let scenarios = plan::scenarios(file.as_deref(), &o.scenarios, o.phase_s)?;
+    let verdicts = match &o.against {
+        Some(remote) => against(o, remote, &text, &scenarios)?,
+        None => local(o, &text, &scenarios)?,
+    };
+    println!("{}", report::table(&verdicts));
+    if let Some(p) = &o.json {
+        let text = serde_json::to_string_pretty(&report::json(&verdicts)).unwrap_or_default();
+        std::fs::write(p, text).map_err(|e| format!("{p}: {e}"))?;
+    }
+    if let Some(p) = &o.report {
+        std::fs::write(p, report::html(&verdicts, &o.config)).map_err(|e| format!("{p}: {e}"))?;
+    }
+    Ok(verdicts.iter().all(|v| v.held))
+}
+
+/// The simulator and Ringside in this process, on the operator's config made into the drill's.
+fn local(o: &Options, text: &str, scenarios: &[Scenario]) -> Result<Vec<Verdict>, String> {
     let port = || crate::demo::free_port().map_err(|e| format!("no free port: {e}"));
     let sim_addr = SocketAddr::from(([127, 0, 0, 1], port()?));
     let sim = crate::simulate::start(crate::simulate::SimOptions {
@@ -61,7 +90,7 @@ pub fn run(o: &Options) -> Result<bool, String> {
     let (proxy_port, admin_port) = (port()?, port()?);
     let data_dir = std::env::temp_dir().join(format!("ringside-drill-{}", std::process::id()));
     let mut stage = stage::prepare(
-        &text,
+        text,
         sim_addr,
         (proxy_port, admin_port),
         &data_dir.to_string_lossy(),
@@ -76,23 +105,43 @@ pub fn run(o: &Options) -> Result<bool, String> {
         format!("the config cannot run: {}", all.join("; "))
     })?;
     let server = crate::server::start(cfg, None)?;
-    let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
-    let proxy = SocketAddr::from(([127, 0, 0, 1], proxy_port));
-    let result = drive(o, &stage, &scenarios, proxy, admin, sim_addr);
+    let remote = Remote {
+        proxy: SocketAddr::from(([127, 0, 0, 1], proxy_port)),
+        admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
+        simulator: sim_addr,
+        admin_token: Some(stage::fake_key(ADMIN_ENV)),
+    };
+    let result = drive(o, &stage, scenarios, &remote);
     server.shutdown();
     server.join();
     sim.stop();
     let _ = std::fs::remove_dir_all(&data_dir);
-    let verdicts = result?;
-    println!("{}", report::table(&verdicts));
-    if let Some(p) = &o.json {
-        let text = serde_json::to_string_pretty(&report::json(&verdicts)).unwrap_or_default();
-        std::fs::write(p, text).map_err(|e| format!("{p}: {e}"))?;
+    result
+}
+
+/// The client side only, against a running Ringside and its simulator. The config says which
+/// routes and connections there are; each key is the value of its `key_env` here (the key that
+/// Ringside sends the simulator), so that key-scope faults find it.
+fn against(
+    o: &Options,
+    remote: &Remote,
+    text: &str,
+    scenarios: &[Scenario],
+) -> Result<Vec<Verdict>, String> {
+    let mut stage = stage::prepare(text, remote.simulator, (0, 0), "")?;
+    for k in &mut stage.keys {
+        match std::env::var(&k.var) {
+            Ok(v) if !v.is_empty() => k.key = v,
+            _ => crate::log::event(
+                "warn",
+                "drill: a key-scope fault cannot find this connection's key (its key_env is not set here)",
+                serde_json::json!({"provider": k.provider, "connection": k.connection, "key_env": k.var}),
+            ),
+        }
     }
-    if let Some(p) = &o.report {
-        std::fs::write(p, report::html(&verdicts, &o.config)).map_err(|e| format!("{p}: {e}"))?;
-    }
-    Ok(verdicts.iter().all(|v| v.held))
+    call(remote.simulator, "GET", "/_sim/stats", "", None)
+        .map_err(|e| format!("the simulator does not answer: {e}"))?;
+    drive(o, &stage, scenarios, remote)
 }
 
 /// Run every scenario in turn, each from a clean state.
@@ -100,17 +149,16 @@ fn drive(
     o: &Options,
     stage: &Stage,
     scenarios: &[Scenario],
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    sim: SocketAddr,
+    remote: &Remote,
 ) -> Result<Vec<Verdict>, String> {
+    let (proxy, admin, sim) = (remote.proxy, remote.admin, remote.simulator);
     let shape = traffic::Shape {
         concurrency: o.concurrency.max(1),
         stream_every: o.stream_every,
         client_retries: o.client_retries,
         deadline: Duration::from_millis(o.deadline_ms),
     };
-    let token = stage::fake_key(ADMIN_ENV);
+    let token = remote.admin_token.clone().unwrap_or_default();
     let mut verdicts = Vec::new();
     for s in scenarios {
         clean_slate(stage, admin, &token);
@@ -159,11 +207,16 @@ fn drive(
 /// The watched counters now (empty when the scrape fails: no signal is then reported).
 fn metrics(admin: SocketAddr, token: &str) -> std::collections::BTreeMap<String, f64> {
     let auth = format!("Bearer {token}");
+    let headers: &[(&str, &str)] = if token.is_empty() {
+        &[]
+    } else {
+        &[("authorization", &auth)]
+    };
     client::request(
         admin,
         "GET",
         "/metrics",
-        &[("authorization", &auth)],
+        headers,
         b"",
         Duration::from_secs(10),
     )
@@ -259,7 +312,9 @@ fn call(
     body: &str,
     token: Option<&str>,
 ) -> Result<serde_json::Value, String> {
-    let auth = token.map(|t| format!("Bearer {t}"));
+    let auth = token
+        .filter(|t| !t.is_empty())
+        .map(|t| format!("Bearer {t}"));
     let mut headers = vec![("content-type", "application/json")];
     if let Some(a) = &auth {
         headers.push(("authorization", a.as_str()));

@@ -15,6 +15,8 @@ pub struct Key {
     pub connection: String,
     /// The made-up key the simulator sees.
     pub key: String,
+    /// The variable its `key_env` names.
+    pub var: String,
     pub models: Vec<String>,
     pub max_concurrent: Option<u64>,
 }
@@ -114,6 +116,7 @@ pub fn prepare(
                 provider: id.clone(),
                 connection: str_of(c, "id"),
                 key: fake_key(&str_of(c, "key_env")),
+                var: str_of(c, "key_env"),
                 models,
                 // (0: no cap.)
                 max_concurrent: c
