@@ -44,6 +44,8 @@ fn drill(cfg: &str, scenarios: &str, extra: &[&str]) -> (Option<i32>, Value, tem
         ])
         .arg(&json)
         .args(extra)
+        // (Relative paths in `extra`, a report's, land in the test's own directory.)
+        .current_dir(&dir.0)
         .env_remove("RINGSIDE_CONFIG")
         .output()
         .expect("run the drill");
@@ -69,6 +71,8 @@ fn a_healthy_config_holds_every_budget() {
     );
     assert_eq!(code, Some(0), "{doc:#}");
     assert_eq!(doc["held"], true);
+    let report = std::fs::read_to_string(dir.0.join("report.html")).unwrap_or_default();
+    assert!(report.contains("every budget held"), "{report}");
     let scenarios = doc["scenarios"].as_array().cloned().unwrap_or_default();
     assert_eq!(scenarios.len(), 2);
     for s in &scenarios {
