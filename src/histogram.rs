@@ -90,6 +90,13 @@ impl Merged {
         self.counts.iter().sum()
     }
 
+    /// Observations of at most `bound_us` (a bucket bound: exact; between bounds, rounded
+    /// down to the bound below).
+    pub fn at_most(&self, bound_us: u64) -> u64 {
+        let buckets = BOUNDS_US.partition_point(|&b| b <= bound_us);
+        self.counts[..buckets].iter().sum()
+    }
+
     /// The quantile `q` (0..1) by linear interpolation inside its bucket (as Prometheus's
     /// `histogram_quantile` does), in seconds; `None` without observations.
     pub fn quantile(&self, q: f64) -> Option<f64> {
@@ -185,6 +192,8 @@ mod tests {
         let p50 = m.quantile(0.5).unwrap_or(0.0);
         assert!((0.0025..=0.005).contains(&p50), "{p50}");
         assert_eq!(Merged::default().quantile(0.5), None);
+        assert_eq!(m.at_most(2_500), 0);
+        assert_eq!(m.at_most(5_000), 100);
         let mut out = String::new();
         Merged::default().write(&mut out, "y", "");
         assert!(

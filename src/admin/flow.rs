@@ -39,8 +39,8 @@ pub fn queues(shared: &Shared) -> (u16, Value) {
                 "learned_spacing_ms": g.learned_spacing_ms.load(Relaxed),
                 "on_saturation": shared.flow.conns[i].on_saturation(),
                 "started": st.started.load(Relaxed),
-                "waited": st.waited.load(Relaxed),
-                "wait_ms_total": st.wait_ms_total.load(Relaxed),
+                "waited": st.wait.count(),
+                "wait_ms_total": crate::histogram::Merged::of([&st.wait]).sum_us / 1_000,
                 "rejected": {
                     "queue_full": st.rejected_full.load(Relaxed),
                     "saturated": st.rejected_saturated.load(Relaxed),
@@ -194,29 +194,24 @@ pub fn metrics(shared: &Shared) -> String {
     }
     out.push_str("# HELP ringside_queue_wait_ms Deprecated (use ringside_queue_wait_seconds; removed in the next release): time queued before a slot, per connection, in milliseconds.\n# TYPE ringside_queue_wait_ms histogram\n");
     for &i in &live {
-        let st = &shared.flow.gates[i].stats;
-        let mut cum = 0;
-        for (b, le) in crate::flow::gate::WAIT_BUCKETS_MS.iter().enumerate() {
-            cum += st.wait_buckets[b].load(Relaxed);
+        // The seconds histogram's bounds include these four, so this family is exact.
+        let m = crate::histogram::Merged::of([&shared.flow.gates[i].stats.wait]);
+        for le in [10, 100, 1_000, 10_000] {
+            let cum = m.at_most(le * 1_000);
             let _ = writeln!(
                 out,
                 "ringside_queue_wait_ms_bucket{{{},le=\"{le}\"}} {cum}",
                 label(i)
             );
         }
-        cum += st.wait_buckets[4].load(Relaxed);
+        let (n, sum_ms) = (m.count(), m.sum_us / 1_000);
         let _ = writeln!(
             out,
-            "ringside_queue_wait_ms_bucket{{{},le=\"+Inf\"}} {cum}",
+            "ringside_queue_wait_ms_bucket{{{},le=\"+Inf\"}} {n}",
             label(i)
         );
-        let _ = writeln!(
-            out,
-            "ringside_queue_wait_ms_sum{{{}}} {}",
-            label(i),
-            st.wait_ms_total.load(Relaxed)
-        );
-        let _ = writeln!(out, "ringside_queue_wait_ms_count{{{}}} {cum}", label(i));
+        let _ = writeln!(out, "ringside_queue_wait_ms_sum{{{}}} {sum_ms}", label(i));
+        let _ = writeln!(out, "ringside_queue_wait_ms_count{{{}}} {n}", label(i));
     }
     account_metrics(shared, &mut out);
     out

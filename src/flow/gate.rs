@@ -66,29 +66,19 @@ pub const NO_SHARE: u32 = u32::MAX;
 #[derive(Debug, Default, Serialize)]
 pub struct GateStats {
     pub started: AtomicU64,
-    pub waited: AtomicU64,
-    pub wait_ms_total: AtomicU64,
     pub rejected_full: AtomicU64,
     pub rejected_saturated: AtomicU64,
     pub queue_timeouts: AtomicU64,
     pub execution_timeouts: AtomicU64,
     pub cancelled: AtomicU64,
-    /// Wait-time histogram: <=10 ms, <=100 ms, <=1 s, <=10 s, more (the deprecated
-    /// `ringside_queue_wait_ms`).
-    pub wait_buckets: [AtomicU64; 5],
-    /// Wait times for `ringside_queue_wait_seconds`.
+    /// Wait times: how many waited, for how long in all, and the histograms
+    /// (`ringside_queue_wait_seconds`, and the deprecated milliseconds family) all read from it.
     #[serde(skip)]
     pub wait: crate::histogram::Histogram,
 }
 
-pub const WAIT_BUCKETS_MS: [u64; 4] = [10, 100, 1_000, 10_000];
-
 impl GateStats {
     pub fn observe_wait(&self, ms: u64) {
-        self.waited.fetch_add(1, Relaxed);
-        self.wait_ms_total.fetch_add(ms, Relaxed);
-        let i = WAIT_BUCKETS_MS.iter().position(|&b| ms <= b).unwrap_or(4);
-        self.wait_buckets[i].fetch_add(1, Relaxed);
         self.wait.observe_us(ms.saturating_mul(1_000));
     }
 }
