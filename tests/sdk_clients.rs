@@ -158,28 +158,7 @@ fn venv() -> Result<PathBuf, String> {
 }
 
 fn make_venv() -> Result<PathBuf, String> {
-    let reqs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/requirements.txt");
-    let wanted = std::fs::read_to_string(&reqs).map_err(|e| format!("{}: {e}", reqs.display()))?;
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-venv");
-    let python = dir.join("bin/python");
-    let stamp = dir.join("installed.txt");
-    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) && python.exists() {
-        return Ok(python);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
-    run(Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(&reqs))?;
-    std::fs::write(&stamp, wanted).map_err(|e| e.to_string())?;
-    Ok(python)
+    common::venv::python("sdk-venv", "tests/sdk/requirements.txt")
 }
 
 /// The pinned Node SDKs, installed once per test run (`npm ci` from the lock file) and reused
@@ -205,27 +184,15 @@ fn install_node_sdks() -> Result<PathBuf, String> {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         std::fs::write(dir.join("package.json"), &manifest).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
-        run(Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir))?;
+        common::venv::run(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir),
+        )?;
         std::fs::write(&stamp, &lock).map_err(|e| e.to_string())?;
     }
     let script = dir.join("check_clients.mjs");
     std::fs::copy(src.join("check_clients.mjs"), &script)
         .map_err(|e| format!("tests/sdk/check_clients.mjs: {e}"))?;
     Ok(script)
-}
-
-fn run(cmd: &mut Command) -> Result<(), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
 }

@@ -30,7 +30,8 @@ pub fn python(name: &str, requirements: &str) -> Result<PathBuf, String> {
     Ok(python)
 }
 
-fn run(cmd: &mut Command) -> Result<(), String> {
+/// Run a command; its stderr when it fails.
+pub fn run(cmd: &mut Command) -> Result<(), String> {
     let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
     if out.status.success() {
         Ok(())
