@@ -3,9 +3,15 @@
 # each restarted as soon as it ends, for DUR seconds, through direct, nginx, HAProxy and
 # Ringside (each with its shipped defaults; Ringside's access log on, workers as shipped).
 # Every proxy is started fresh for each size, so its peak RSS belongs to that run.
-# Prints one markdown table per size. Bounded: about (DUR + 8) s x 4 targets x sizes.
+# Prints one markdown table per size. Bounded: about (DUR + 8) s x 5 targets x sizes.
+# Event delay: how late each event reached the client against the upstream's schedule
+# (ringside-load streams, INTERVAL given). HAProxy's defaults send an unfinished body with
+# MSG_MORE, so the kernel holds a streamed event until the next ones join it (measured: three
+# events every ~300 ms at 100 ms spacing); `haproxy-nodelay` is HAProxy with
+# `option http-no-delay`, which sends each event when it comes, as nginx and Ringside do.
 # Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100
-#   TARGETS="direct nginx haproxy ringside", RS_EXTRA: TOML appended to Ringside's config)
+#   TARGETS="direct nginx haproxy haproxy-nodelay ringside", RS_EXTRA: TOML appended to
+#   Ringside's config)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
@@ -71,6 +77,7 @@ backend b
   http-reuse safe
   server sim 127.0.0.1:$SIM
 HAP
+sed 's/^  mode http$/  mode http\n  option http-no-delay/' "$WORK/haproxy.cfg" > "$WORK/haproxy-nodelay.cfg"
 
 # A process and its children (nginx's workers).
 hz=$(getconf CLK_TCK)
@@ -81,6 +88,7 @@ start() {  # target -> pid of the proxy (empty for direct)
     direct) echo "" ;;
     nginx) nginx -c "$WORK/nginx.conf" -p "$WORK" >/dev/null 2>&1 & echo $! ;;
     haproxy) haproxy -f "$WORK/haproxy.cfg" >/dev/null 2>&1 & echo $! ;;
+    haproxy-nodelay) haproxy -f "$WORK/haproxy-nodelay.cfg" >/dev/null 2>&1 & echo $! ;;
     ringside) rm -rf "$WORK/ringside-data"
       BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
   esac
@@ -92,9 +100,9 @@ for C in $SIZES; do
   echo
   echo "### C = $C streams, $EVENTS events $INTERVAL ms apart (ideal $IDEAL ms), ${DUR}s, $(nproc) cores"
   echo
-  echo "| target | streams completed | errors | events/s | CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-  for t in ${TARGETS:-direct nginx haproxy ringside}; do
+  echo "| target | streams completed | errors | events/s | CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms | event delay p50 / p99 ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for t in ${TARGETS:-direct nginx haproxy haproxy-nodelay ringside}; do
     pid=$(start $t)
     port=$PROXY; [ "$t" = direct ] && port=$SIM
     wait_port "$port" || { echo "| $t | did not start |"; continue; }
@@ -105,7 +113,7 @@ for C in $SIZES; do
     peak=$idle
     ( while sleep 1; do [ -n "$pid" ] && mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
     SAMPLER=$!
-    out=$(timeout $((DUR + 30)) $LOAD streams 127.0.0.1:$port /v1/chat/completions "$BODY" "$C" "$DUR" || echo '{}')
+    out=$(timeout $((DUR + 30)) $LOAD streams 127.0.0.1:$port /v1/chat/completions "$BODY" "$C" "$DUR" "$INTERVAL" || echo '{}')
     kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
     if [ -n "$pid" ]; then
       c1=$(cpu_ticks "$pid")
@@ -121,7 +129,7 @@ cpu = (int(c1) - int(c0)) / int(hz)
 per100k = f"{cpu / ev * 1e5:.2f}" if ev and t != "direct" else "-"
 rss = f"{int(peak) / 1024:.0f}" if t != "direct" else "-"
 per = f"{(int(peak) - int(idle)) / int(c):.1f}" if t != "direct" else "-"
-print(f"| {t} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} |")
+print(f"| {t} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} | {o.get('event_delay_p50_ms', '-')} / {o.get('event_delay_p99_ms', '-')} |")
 PY
     sleep 1
   done
