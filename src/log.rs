@@ -163,6 +163,29 @@ fn level_of_spec(spec: &str) -> Option<Level> {
     bare.unwrap_or(Some(Level::Info))
 }
 
+/// Whether operational messages are being kept for [`take_captured`] instead of written.
+static CAPTURING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static CAPTURED: std::sync::Mutex<Vec<serde_json::Value>> = std::sync::Mutex::new(Vec::new());
+
+/// Keep operational messages instead of writing them to stderr, until [`stop_capture`]: for
+/// `ringside drill`, which runs Ringside in its own process and reports which messages fired
+/// during each scenario (an operator's log alerts), rather than interleaving them with its
+/// table. Messages are rare (transitions, not requests), so a lock here costs nothing.
+pub fn start_capture() {
+    CAPTURING.store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// Write operational messages to stderr again; what was kept is dropped.
+pub fn stop_capture() {
+    CAPTURING.store(false, std::sync::atomic::Ordering::Release);
+    take_captured();
+}
+
+/// The messages kept since the last call (each the JSON object that would have been written).
+pub fn take_captured() -> Vec<serde_json::Value> {
+    std::mem::take(&mut *CAPTURED.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// Operational messages (start, reload, drain, breaker and connection transitions, store
 /// problems, driver fallback) as JSON lines on stderr: `time` (RFC 3339, UTC), `level`, `msg`,
 /// then the fields. `ts_ms` stays for readers of the earlier format.
@@ -181,6 +204,10 @@ pub fn event(level: &str, msg: &str, fields: serde_json::Value) {
     });
     if let (Some(o), serde_json::Value::Object(f)) = (v.as_object_mut(), fields) {
         o.extend(f);
+    }
+    if CAPTURING.load(std::sync::atomic::Ordering::Acquire) {
+        CAPTURED.lock().unwrap_or_else(|e| e.into_inner()).push(v);
+        return;
     }
     eprintln!("{v}");
 }

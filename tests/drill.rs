@@ -1,7 +1,7 @@
 //! `ringside drill` end to end: the real binary rehearses small configs against its built-in
 //! simulator. A healthy config holds every budget (exit 0) and its JSON agrees with the
 //! simulator's counts; a config that multiplies attempts under an outage fails on amplification
-//! (exit 1, named); the HTML report opens in headless Chromium with every scenario.
+//! (exit 1, named), and one whose fallback lacks tools fails on the contract too; the HTML report opens in headless Chromium with every scenario.
 
 mod common;
 use common::*;
@@ -97,6 +97,16 @@ fn a_healthy_config_holds_every_budget() {
         signals.contains("key-0") && signals.contains("cooling"),
         "{signals}"
     );
+    // And what the logs said: the operational message, naming the key and why.
+    let logged = scenarios[0]["logged"].to_string();
+    assert!(
+        logged.contains("connection cooling") && logged.contains("openai/key-0 (rate_limited)"),
+        "{logged}"
+    );
+    assert!(report.contains("What the logs said"), "{report}");
+    // Every fail-fast answer is held against the next success; none here (the other key
+    // absorbed the limit), and the check is reported.
+    assert_eq!(scenarios[0]["figures"]["retry_after"]["overstatement_p90_s"], 0.0);
     drop(dir);
 }
 
@@ -130,6 +140,66 @@ fn attempts_multiplied_by_a_failing_key_fail_on_amplification() {
     // The same config with keys that cool holds: the failing key is left alone.
     let (code, doc, _dir) = drill(&config(3, "", ""), "key-500", &["--drill", &file]);
     assert_eq!(code, Some(0), "{doc:#}");
+}
+
+/// Three keys that never cool and a breaker that never opens, then a fallback to another
+/// provider's small model, which the drill file says has no tools.
+fn with_fallback(fallback_caps: &str) -> String {
+    let cfg = config(
+        3,
+        "  [providers.cooldown]\n  base_ms = 0\n  [providers.breaker]\n  open_at = 1000\n",
+        "[upstream]\nmax_attempts = 10\n[[providers]]\nid = \"backup\"\ndialect = \"openai\"\nbase_url = \"https://backup.example/v1\"\n  [[providers.connections]]\n  id = \"b-0\"\n  key_env = \"BACKUP_KEY\"\n  models = [\"small\"]\n",
+    );
+    cfg.replace(
+        "targets = [{ provider = \"openai\", model = \"gpt-4o\" }]",
+        &format!(
+            "targets = [{{ provider = \"openai\", model = \"gpt-4o\" }}, {{ provider = \"backup\", model = \"small\"{fallback_caps} }}]"
+        ),
+    )
+}
+
+fn check<'a>(scenario: &'a Value, figure: &str) -> &'a Value {
+    scenario["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["figure"] == figure))
+        .unwrap_or_else(|| panic!("no {figure} check: {scenario:#}"))
+}
+
+#[test]
+fn retries_and_a_fallback_without_tools_fail_on_amplification_and_the_contract() {
+    let dir = tempdir::new();
+    let file = dir.0.join("drill.toml");
+    std::fs::write(
+        &file,
+        "[[models]]\nprovider = \"backup\"\nmodel = \"small\"\ntools = false\n",
+    )
+    .expect("drill file");
+    let file = file.to_string_lossy().into_owned();
+    let (code, doc, _d) = drill(&with_fallback(""), "provider-outage", &["--drill", &file]);
+    assert_eq!(code, Some(1), "{doc:#}");
+    let s = &doc["scenarios"][0];
+    assert_eq!(check(s, "amplification")["held"], false, "{s:#}");
+    let contract = check(s, "contract violations");
+    assert_eq!(contract["held"], false, "{s:#}");
+    assert!(
+        contract["value"]
+            .as_str()
+            .is_some_and(|v| v.contains("tools at backup/small")),
+        "{contract}"
+    );
+    let violations = s["figures"]["contract_violations"].to_string();
+    assert!(violations.contains("\"need\":\"tools\""), "{violations}");
+    // Said in the config, the fallback is kept from requests that need tools: the contract
+    // holds (the attempts are still multiplied).
+    let (code, doc, _d) = drill(
+        &with_fallback(", tools = false"),
+        "provider-outage",
+        &["--drill", &file],
+    );
+    assert_eq!(code, Some(1), "{doc:#}");
+    let s = &doc["scenarios"][0];
+    assert_eq!(check(s, "contract violations")["held"], true, "{s:#}");
+    assert_eq!(check(s, "amplification")["held"], false, "{s:#}");
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! the result is a table, a JSON document and an HTML report, and the exit status says whether
 //! every budget held.
 
+mod contract;
+mod honesty;
 pub mod plan;
 mod report;
 mod signals;
@@ -61,10 +63,11 @@ pub fn run(o: &Options) -> Result<bool, String> {
         Some(p) => Some(std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"))?),
         None => None,
     };
-    let scenarios = plan::scenarios(file.as_deref(), &o.scenarios, o.phase_s)?;
+    let file = plan::read(file.as_deref())?;
+    let scenarios = plan::scenarios(&file, &o.scenarios, o.phase_s)?;
     let verdicts = match &o.against {
-        Some(remote) => against(o, remote, &text, &scenarios)?,
-        None => local(o, &text, &scenarios)?,
+        Some(remote) => against(o, remote, &text, &scenarios, &file.models)?,
+        None => local(o, &text, &scenarios, &file.models)?,
     };
     println!("{}", report::table(&verdicts));
     if let Some(p) = &o.json {
@@ -78,7 +81,12 @@ pub fn run(o: &Options) -> Result<bool, String> {
 }
 
 /// The simulator and Ringside in this process, on the operator's config made into the drill's.
-fn local(o: &Options, text: &str, scenarios: &[Scenario]) -> Result<Vec<Verdict>, String> {
+fn local(
+    o: &Options,
+    text: &str,
+    scenarios: &[Scenario],
+    models: &[contract::Declared],
+) -> Result<Vec<Verdict>, String> {
     let port = || crate::demo::free_port().map_err(|e| format!("no free port: {e}"));
     let sim_addr = SocketAddr::from(([127, 0, 0, 1], port()?));
     let sim = crate::simulate::start(crate::simulate::SimOptions {
@@ -104,16 +112,25 @@ fn local(o: &Options, text: &str, scenarios: &[Scenario]) -> Result<Vec<Verdict>
         let all: Vec<String> = p.iter().map(|x| x.to_string()).collect();
         format!("the config cannot run: {}", all.join("; "))
     })?;
-    let server = crate::server::start(cfg, None)?;
+    // Ringside's operational messages are kept and reported per scenario rather than written.
+    crate::log::start_capture();
+    let server = match crate::server::start(cfg, None) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::log::stop_capture();
+            return Err(e);
+        }
+    };
     let remote = Remote {
         proxy: SocketAddr::from(([127, 0, 0, 1], proxy_port)),
         admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
         simulator: sim_addr,
         admin_token: Some(stage::fake_key(ADMIN_ENV)),
     };
-    let result = drive(o, &stage, scenarios, &remote);
+    let result = drive(o, &stage, scenarios, &remote, models);
     server.shutdown();
     server.join();
+    crate::log::stop_capture();
     sim.stop();
     let _ = std::fs::remove_dir_all(&data_dir);
     result
@@ -127,6 +144,7 @@ fn against(
     remote: &Remote,
     text: &str,
     scenarios: &[Scenario],
+    models: &[contract::Declared],
 ) -> Result<Vec<Verdict>, String> {
     let mut stage = stage::prepare(text, remote.simulator, (0, 0), "")?;
     for k in &mut stage.keys {
@@ -141,7 +159,7 @@ fn against(
     }
     call(remote.simulator, "GET", "/_sim/stats", "", None)
         .map_err(|e| format!("the simulator does not answer: {e}"))?;
-    drive(o, &stage, scenarios, remote)
+    drive(o, &stage, scenarios, remote, models)
 }
 
 /// Run every scenario in turn, each from a clean state.
@@ -150,8 +168,10 @@ fn drive(
     stage: &Stage,
     scenarios: &[Scenario],
     remote: &Remote,
+    models: &[contract::Declared],
 ) -> Result<Vec<Verdict>, String> {
     let (proxy, admin, sim) = (remote.proxy, remote.admin, remote.simulator);
+    let supports = contract::Supports::fold(&stage.declared, models);
     let shape = traffic::Shape {
         concurrency: o.concurrency.max(1),
         stream_every: o.stream_every,
@@ -165,6 +185,8 @@ fn drive(
         call(sim, "POST", "/_sim/reset", "", None)?;
         let faults = fault_bodies(stage, s);
         let before = metrics(admin, &token);
+        // (The clean slate's own messages are not the scenario's.)
+        crate::log::take_captured();
         let done = Arc::new(Mutex::new(Vec::new()));
         let t0 = Instant::now();
         let [steady, fault, recovery] = s.phases_s.map(Duration::from_secs_f64);
@@ -194,11 +216,12 @@ fn drive(
             (Duration::ZERO, until - t0),
             steady + fault,
             shape.deadline,
-            upstream(stage, &stats),
+            upstream(stage, &supports, &stats),
         );
         let mut v = verdict::judge(s.clone(), figures);
         v.samples = samples;
         v.signals = signals;
+        v.logged = signals::logged(&crate::log::take_captured());
         verdicts.push(v);
     }
     Ok(verdicts)
@@ -285,11 +308,22 @@ fn fault_bodies(stage: &Stage, s: &Scenario) -> Vec<String> {
             .map(|k| body("key", &k.key))
             .collect(),
         Scope::Model => vec![body("model", model)],
+        Scope::Primaries => {
+            let mut models: Vec<&String> = stage.routes.iter().map(|r| &r.primary.1).collect();
+            models.sort();
+            models.dedup();
+            models.into_iter().map(|m| body("model", m)).collect()
+        }
     }
 }
 
-/// What the simulator counted: attempts, and keys over their cap.
-fn upstream(stage: &Stage, stats: &serde_json::Value) -> verdict::Upstream {
+/// What the simulator counted: attempts, keys over their cap, requests that reached a model
+/// without what they needed.
+fn upstream(
+    stage: &Stage,
+    supports: &contract::Supports,
+    stats: &serde_json::Value,
+) -> verdict::Upstream {
     let over_cap = stage
         .keys
         .iter()
@@ -302,6 +336,7 @@ fn upstream(stage: &Stage, stats: &serde_json::Value) -> verdict::Upstream {
     verdict::Upstream {
         attempts: stats["total"].as_u64().unwrap_or(0),
         over_cap,
+        contract: contract::violations(&stage.keys, supports, stats),
     }
 }
 

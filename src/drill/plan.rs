@@ -14,6 +14,9 @@ pub enum Scope {
     Provider,
     /// The first route's upstream model, on every key.
     Model,
+    /// Every route's primary model at once, on every key: routes that share a fallback send it
+    /// all their traffic together.
+    Primaries,
 }
 
 /// The limits a scenario's figures are held to.
@@ -30,6 +33,12 @@ pub struct Budgets {
     pub max_recovery_s: f64,
     /// A key above its `max_concurrent` at the simulator, at most this many times over (0).
     pub max_cap_overshoot: u64,
+    /// Requests sent to a model that lacks what they need (tools, structured output, a
+    /// region, a policy tag), at most (0).
+    pub max_contract_violations: u64,
+    /// How long past the moment a retry would have succeeded a fail-fast answer's
+    /// `Retry-After` may tell clients to wait (90th percentile), in seconds.
+    pub max_retry_after_overstatement_s: f64,
 }
 
 impl Default for Budgets {
@@ -40,6 +49,8 @@ impl Default for Budgets {
             max_after_deadline: 0,
             max_recovery_s: 5.0,
             max_cap_overshoot: 0,
+            max_contract_violations: 0,
+            max_retry_after_overstatement_s: 5.0,
         }
     }
 }
@@ -53,6 +64,8 @@ pub struct BudgetChanges {
     pub max_after_deadline: Option<u64>,
     pub max_recovery_s: Option<f64>,
     pub max_cap_overshoot: Option<u64>,
+    pub max_contract_violations: Option<u64>,
+    pub max_retry_after_overstatement_s: Option<f64>,
 }
 
 impl BudgetChanges {
@@ -72,6 +85,12 @@ impl BudgetChanges {
         if let Some(v) = self.max_cap_overshoot {
             b.max_cap_overshoot = v;
         }
+        if let Some(v) = self.max_contract_violations {
+            b.max_contract_violations = v;
+        }
+        if let Some(v) = self.max_retry_after_overstatement_s {
+            b.max_retry_after_overstatement_s = v;
+        }
     }
 }
 
@@ -87,86 +106,124 @@ pub struct Scenario {
     pub budgets: Budgets,
 }
 
-/// The built-in scenarios, each phase `phase_s` long.
-pub fn builtin(phase_s: f64) -> Vec<Scenario> {
-    let s = |name: &str, what: &str, fault: &str, scope: Scope, budgets: Budgets| Scenario {
-        name: name.into(),
-        what: what.into(),
-        fault: fault.into(),
-        scope,
-        phases_s: [phase_s; 3],
-        budgets,
-    };
-    let outage = Budgets {
-        // A full outage: nothing can succeed; what matters is that nobody hammers it, and that
-        // traffic comes back once the breaker has let a probe through (its open time: 15–60 s
-        // by profile; the recovery phase must be longer to see it).
-        max_amplification: 1.2,
-        min_success: 0.0,
-        max_recovery_s: 75.0,
-        ..Budgets::default()
-    };
-    vec![
-        s(
-            "key-429-retry-after",
-            "the first key answers 429 with Retry-After: 2",
-            "429;retry-after=2",
-            Scope::Key,
-            Budgets::default(),
-        ),
-        s(
-            "key-429-no-hint",
-            "the first key answers 429 without any hint",
-            "429",
-            Scope::Key,
-            Budgets::default(),
-        ),
-        s(
-            "key-429-reset-headers",
-            "the first key answers 429 with only x-ratelimit-reset-* headers",
-            "429;ratelimit-headers",
-            Scope::Key,
-            Budgets::default(),
-        ),
-        s(
-            "model-429",
-            "the first route's model answers 429 on every key",
-            "429;retry-after=2",
-            Scope::Model,
-            Budgets::default(),
-        ),
-        s(
-            "provider-outage",
-            "every key of the first route's provider answers 500",
-            "500",
-            Scope::Provider,
-            outage.clone(),
-        ),
-        s(
-            "provider-resets",
-            "every key of the first route's provider resets connections",
-            "reset-before-headers",
-            Scope::Provider,
-            outage,
-        ),
-        s(
-            "quota-wall-403",
-            "the first key is a relay answering quota exhaustion as 403 额度不足",
-            "403-quota",
-            Scope::Key,
-            Budgets::default(),
-        ),
-        s(
-            "stream-fails-after-first-byte",
-            "the first key's streams reset after 3 events",
-            "reset-mid-stream;after=3",
-            Scope::Key,
-            Budgets {
+/// How a built-in scenario is judged.
+#[derive(Clone, Copy)]
+enum Judged {
+    /// Rate limits and failures that other keys or targets can absorb: the defaults.
+    Absorbed,
+    /// A full outage: nothing can succeed; what matters is that nobody hammers it, and that
+    /// traffic comes back once the breaker has let a probe through (its open time: 15–60 s by
+    /// profile; the recovery phase must be longer to see it).
+    Outage,
+    /// Streams cut after their first bytes: those cannot be replayed.
+    CutStreams,
+}
+
+impl Judged {
+    fn budgets(self) -> Budgets {
+        match self {
+            Judged::Absorbed => Budgets::default(),
+            Judged::Outage => Budgets {
+                max_amplification: 1.2,
+                min_success: 0.0,
+                max_recovery_s: 75.0,
+                ..Budgets::default()
+            },
+            Judged::CutStreams => Budgets {
                 min_success: 0.8,
                 ..Budgets::default()
             },
-        ),
-    ]
+        }
+    }
+}
+
+/// The built-in scenarios: name, what happens, the simulator fault, where, how judged.
+const BUILTIN: [(&str, &str, &str, Scope, Judged); 10] = [
+    (
+        "key-429-retry-after",
+        "the first key answers 429 with Retry-After: 2",
+        "429;retry-after=2",
+        Scope::Key,
+        Judged::Absorbed,
+    ),
+    (
+        "key-429-no-hint",
+        "the first key answers 429 without any hint",
+        "429",
+        Scope::Key,
+        Judged::Absorbed,
+    ),
+    (
+        "key-429-reset-headers",
+        "the first key answers 429 with only x-ratelimit-reset-* headers",
+        "429;ratelimit-headers",
+        Scope::Key,
+        Judged::Absorbed,
+    ),
+    (
+        "model-429",
+        "the first route's model answers 429 on every key",
+        "429;retry-after=2",
+        Scope::Model,
+        Judged::Absorbed,
+    ),
+    (
+        "primaries-fail-together",
+        "every route's primary model answers 429 at once (a shared fallback takes it all)",
+        "429;retry-after=2",
+        Scope::Primaries,
+        Judged::Absorbed,
+    ),
+    (
+        "provider-outage",
+        "every key of the first route's provider answers 500",
+        "500",
+        Scope::Provider,
+        Judged::Outage,
+    ),
+    (
+        "provider-resets",
+        "every key of the first route's provider resets connections",
+        "reset-before-headers",
+        Scope::Provider,
+        Judged::Outage,
+    ),
+    (
+        "quota-wall-403",
+        "the first key is a relay answering quota exhaustion as 403 额度不足",
+        "403-quota",
+        Scope::Key,
+        Judged::Absorbed,
+    ),
+    (
+        "stream-fails-after-first-byte",
+        "the first key's streams reset after 3 events",
+        "reset-mid-stream;after=3",
+        Scope::Key,
+        Judged::CutStreams,
+    ),
+    (
+        "slow-streams",
+        "the first key's streams trickle one event a second",
+        "slow-drip;interval=1000",
+        Scope::Key,
+        Judged::Absorbed,
+    ),
+];
+
+/// The built-in scenarios, each phase `phase_s` long.
+pub fn builtin(phase_s: f64) -> Vec<Scenario> {
+    BUILTIN
+        .iter()
+        .map(|&(name, what, fault, scope, judged)| Scenario {
+            name: name.into(),
+            what: what.into(),
+            fault: fault.into(),
+            scope,
+            phases_s: [phase_s; 3],
+            budgets: judged.budgets(),
+        })
+        .collect()
 }
 
 /// A drill file: budget changes for every scenario, and scenarios of the operator's own.
@@ -177,6 +234,10 @@ pub struct DrillFile {
     pub budgets: BudgetChanges,
     #[serde(default)]
     pub scenarios: Vec<FileScenario>,
+    /// What models really support, where the config does not say (or says it in one route
+    /// and not in another): the contract check holds what reached each model against this.
+    #[serde(default)]
+    pub models: Vec<super::contract::Declared>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -197,17 +258,17 @@ fn key_scope() -> Scope {
     Scope::Key
 }
 
+/// Read a drill file (none: the defaults).
+pub fn read(file: Option<&str>) -> Result<DrillFile, String> {
+    match file {
+        Some(text) => toml::from_str(text).map_err(|e| format!("drill file: {e}")),
+        None => Ok(DrillFile::default()),
+    }
+}
+
 /// The scenarios to run: built-in and the file's, the file's budget changes applied, only the
 /// ones named in `only` when it names any.
-pub fn scenarios(
-    file: Option<&str>,
-    only: &[String],
-    phase_s: f64,
-) -> Result<Vec<Scenario>, String> {
-    let file: DrillFile = match file {
-        Some(text) => toml::from_str(text).map_err(|e| format!("drill file: {e}"))?,
-        None => DrillFile::default(),
-    };
+pub fn scenarios(file: &DrillFile, only: &[String], phase_s: f64) -> Result<Vec<Scenario>, String> {
     let mut all = builtin(phase_s);
     for f in &file.scenarios {
         crate::simulate::fault::Fault::parse(&f.fault)
@@ -260,7 +321,7 @@ fault_s = 1
 [scenarios.budgets]
 min_success = 0.5
 "#;
-        let all = scenarios(Some(file), &[], 2.0).unwrap_or_default();
+        let all = scenarios(&read(Some(file)).unwrap_or_default(), &[], 2.0).unwrap_or_default();
         let slow = all
             .iter()
             .find(|s| s.name == "slow")
@@ -269,9 +330,11 @@ min_success = 0.5
         assert_eq!(slow.scope, Scope::Model);
         assert_eq!(slow.budgets.min_success, 0.5);
         assert!(all.iter().all(|s| s.budgets.max_amplification == 2.0));
-        let only = scenarios(None, &["model-429".into()], 1.0).unwrap_or_default();
+        let none = DrillFile::default();
+        let only = scenarios(&none, &["model-429".into()], 1.0).unwrap_or_default();
         assert_eq!(only.len(), 1);
-        assert!(scenarios(None, &["nope".into()], 1.0).is_err());
-        assert!(scenarios(Some("[[scenarios]]\nname=\"x\"\nfault=\"bogus\""), &[], 1.0).is_err());
+        assert!(scenarios(&none, &["nope".into()], 1.0).is_err());
+        let bogus = read(Some("[[scenarios]]\nname=\"x\"\nfault=\"bogus\"")).unwrap_or_default();
+        assert!(scenarios(&bogus, &[], 1.0).is_err());
     }
 }

@@ -45,7 +45,24 @@ pub fn table(verdicts: &[Verdict]) -> String {
         };
         let _ = writeln!(out, "  {}: {}{tail}", v.scenario.name, shown.join(", "));
     }
+    if verdicts.iter().any(|v| !v.logged.is_empty()) {
+        out.push_str("\nWhat the logs said (operational messages that fired):\n");
+        for v in verdicts.iter().filter(|v| !v.logged.is_empty()) {
+            let said: Vec<String> = v.logged.iter().map(logged_line).collect();
+            let _ = writeln!(out, "  {}: {}", v.scenario.name, said.join("; "));
+        }
+    }
     out
+}
+
+/// `warn breaker opened x1 (openai)`.
+fn logged_line(l: &super::signals::Logged) -> String {
+    let who = if l.subjects.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", l.subjects.join(", "))
+    };
+    format!("{} {} x{}{who}", l.level, l.msg, l.count)
 }
 
 fn failed(v: &Verdict) -> String {
@@ -172,6 +189,13 @@ pub fn html(verdicts: &[Verdict], config: &str) -> String {
             out.push_str("<p>What the metrics showed:</p><ul>");
             for (series, d) in &v.signals {
                 let _ = write!(out, "<li><code>{}</code> +{d}</li>", esc(series));
+            }
+            out.push_str("</ul>");
+        }
+        if !v.logged.is_empty() {
+            out.push_str("<p>What the logs said:</p><ul>");
+            for l in &v.logged {
+                let _ = write!(out, "<li>{}</li>", esc(&logged_line(l)));
             }
             out.push_str("</ul>");
         }

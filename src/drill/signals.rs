@@ -70,3 +70,74 @@ mod tests {
         );
     }
 }
+
+/// One operational message as it fired during a scenario: how often, and for whom.
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+pub struct Logged {
+    pub level: String,
+    pub msg: String,
+    pub count: u64,
+    /// The first few `provider/connection` (or `provider`) it named, with the reason if any.
+    pub subjects: Vec<String>,
+}
+
+/// The operational messages Ringside wrote (kept by `log::start_capture`), by level and
+/// message, warnings first.
+pub fn logged(events: &[serde_json::Value]) -> Vec<Logged> {
+    let mut by: BTreeMap<(u8, String, String), Logged> = BTreeMap::new();
+    for e in events {
+        let level = e["level"].as_str().unwrap_or("info").to_string();
+        let msg = e["msg"].as_str().unwrap_or_default().to_string();
+        let rank = match level.as_str() {
+            "error" => 0,
+            "warn" => 1,
+            _ => 2,
+        };
+        let entry = by
+            .entry((rank, msg.clone(), level.clone()))
+            .or_insert(Logged {
+                level,
+                msg,
+                count: 0,
+                subjects: Vec::new(),
+            });
+        entry.count += 1;
+        let mut who = match (e["provider"].as_str(), e["connection"].as_str()) {
+            (Some(p), Some(c)) => format!("{p}/{c}"),
+            (Some(p), None) => p.to_string(),
+            _ => continue,
+        };
+        if let Some(r) = e["reason"].as_str() {
+            who = format!("{who} ({r})");
+        }
+        if entry.subjects.len() < 4 && !entry.subjects.contains(&who) {
+            entry.subjects.push(who);
+        }
+    }
+    by.into_values().collect()
+}
+
+#[cfg(test)]
+mod logged_tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_counted_by_kind_warnings_first() {
+        let e = |level: &str, msg: &str, conn: &str| serde_json::json!({"level": level, "msg": msg, "provider": "p", "connection": conn, "reason": "rate_limited"});
+        let all = logged(&[
+            e("info", "connection cooling", "a"),
+            e("info", "connection cooling", "b"),
+            e("info", "connection cooling", "a"),
+            e("warn", "breaker opened", "a"),
+        ]);
+        assert_eq!(all[0].msg, "breaker opened");
+        assert_eq!(all[1].count, 3);
+        assert_eq!(
+            all[1].subjects,
+            vec![
+                "p/a (rate_limited)".to_string(),
+                "p/b (rate_limited)".to_string()
+            ]
+        );
+    }
+}

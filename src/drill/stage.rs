@@ -5,6 +5,7 @@
 //! to know about the config (routes, their primary targets, connections and their caps) is kept
 //! beside it.
 
+use super::contract::Declared;
 use std::net::SocketAddr;
 use toml::{Table, Value};
 
@@ -28,6 +29,8 @@ pub struct Route {
     pub anthropic: bool,
     /// (provider, upstream model, connection if the target names one)
     pub primary: (String, String, Option<String>),
+    /// What the config says the primary target supports.
+    pub declared: Declared,
 }
 
 #[derive(Clone, Debug)]
@@ -35,6 +38,8 @@ pub struct Stage {
     pub text: String,
     pub keys: Vec<Key>,
     pub routes: Vec<Route>,
+    /// What every target of every route declares it supports.
+    pub declared: Vec<Declared>,
 }
 
 /// The made-up key for a `key_env` variable.
@@ -58,6 +63,65 @@ pub fn prepare(
     let mut doc: Table = text
         .parse()
         .map_err(|e| format!("the config is not TOML: {e}"))?;
+    lean_server(&mut doc, ports, data_dir)?;
+    let mut keys = Vec::new();
+    let mut anthropic_providers = Vec::new();
+    let mut regions = Vec::new();
+    for p in tables_mut(&mut doc, "providers") {
+        let id = str_of(p, "id");
+        regions.push(Declared {
+            provider: id.clone(),
+            region: p.get("region").and_then(Value::as_str).map(str::to_string),
+            tags: Some(strings(p.get("tags"))),
+            ..Default::default()
+        });
+        if str_of(p, "dialect") == "anthropic" {
+            anthropic_providers.push(id.clone());
+        }
+        let url = str_of(p, "base_url");
+        // `profile = "auto"` picks the local profile for a loopback upstream: the simulator
+        // is one, the real provider is not. Keep the profile the real URL gets.
+        let profile = str_of(p, "profile");
+        if (profile.is_empty() || profile == "auto") && !is_loopback(&url) {
+            let auth = str_of(p, "auth");
+            let by_auth = if auth == "oauth" { "oauth" } else { "api_key" };
+            p.insert("profile".into(), by_auth.into());
+        }
+        p.insert("base_url".into(), point_at(&url, sim).into());
+        for c in tables_mut(p, "connections") {
+            let models = strings(c.get("models"));
+            keys.push(Key {
+                provider: id.clone(),
+                connection: str_of(c, "id"),
+                key: fake_key(&str_of(c, "key_env")),
+                var: str_of(c, "key_env"),
+                models,
+                // (0: no cap.)
+                max_concurrent: c
+                    .get("max_concurrent")
+                    .and_then(Value::as_integer)
+                    .filter(|&n| n > 0)
+                    .map(|n| n as u64),
+            });
+        }
+    }
+    let (routes, declared) = routes_of(&mut doc, &keys, &anthropic_providers, &regions);
+    if routes.is_empty() {
+        return Err("the config has no route and no connection serving a model".into());
+    }
+    let text =
+        toml::to_string(&doc).map_err(|e| format!("cannot write the drill's config: {e}"))?;
+    Ok(Stage {
+        text,
+        keys,
+        routes,
+        declared,
+    })
+}
+
+/// The server section for the drill: loopback ports, a temporary data dir, no log, no token,
+/// no fleet, no client keys (the drill runs open and alone).
+fn lean_server(doc: &mut Table, ports: (u16, u16), data_dir: &str) -> Result<(), String> {
     doc.remove("fleet");
     doc.remove("clients");
     let server = doc
@@ -86,65 +150,65 @@ pub fn prepare(
     set(server, "pin_workers", false.into());
     set(server, "workers", 2.into());
     set(server, "drain_delay_ms", 0.into());
-    let mut keys = Vec::new();
-    let mut anthropic_providers = Vec::new();
-    for p in tables_mut(&mut doc, "providers") {
-        let id = str_of(p, "id");
-        if str_of(p, "dialect") == "anthropic" {
-            anthropic_providers.push(id.clone());
-        }
-        let url = str_of(p, "base_url");
-        // `profile = "auto"` picks the local profile for a loopback upstream: the simulator
-        // is one, the real provider is not. Keep the profile the real URL gets.
-        let profile = str_of(p, "profile");
-        if (profile.is_empty() || profile == "auto") && !is_loopback(&url) {
-            let auth = str_of(p, "auth");
-            let by_auth = if auth == "oauth" { "oauth" } else { "api_key" };
-            set(p, "profile", by_auth.into());
-        }
-        set(p, "base_url", point_at(&url, sim).into());
-        for c in tables_mut(p, "connections") {
-            let models = (c.get("models").and_then(Value::as_array))
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            keys.push(Key {
-                provider: id.clone(),
-                connection: str_of(c, "id"),
-                key: fake_key(&str_of(c, "key_env")),
-                var: str_of(c, "key_env"),
-                models,
-                // (0: no cap.)
-                max_concurrent: c
-                    .get("max_concurrent")
-                    .and_then(Value::as_integer)
-                    .filter(|&n| n > 0)
-                    .map(|n| n as u64),
-            });
-        }
-    }
-    let routes = routes_of(&mut doc, &keys, &anthropic_providers);
-    if routes.is_empty() {
-        return Err("the config has no route and no connection serving a model".into());
-    }
-    let text =
-        toml::to_string(&doc).map_err(|e| format!("cannot write the drill's config: {e}"))?;
-    Ok(Stage { text, keys, routes })
+    Ok(())
 }
 
-/// The routes clients can ask for: the declared ones, else one per model a connection serves.
-fn routes_of(doc: &mut Table, keys: &[Key], anthropic: &[String]) -> Vec<Route> {
+/// An array of strings (absent or of other types: empty).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What a route's target declares it supports, the provider's region and tags where the
+/// target does not set its own.
+fn declared(target: &Table, providers: &[Declared]) -> Declared {
+    let provider = str_of(target, "provider");
+    let p = providers.iter().find(|p| p.provider == provider);
+    Declared {
+        model: str_of(target, "model"),
+        tools: target.get("tools").and_then(Value::as_bool),
+        structured_output: target.get("structured_output").and_then(Value::as_bool),
+        region: (target
+            .get("region")
+            .and_then(Value::as_str)
+            .map(str::to_string))
+        .or_else(|| p.and_then(|p| p.region.clone())),
+        tags: Some(match target.get("tags") {
+            Some(t) => strings(Some(t)),
+            None => p.and_then(|p| p.tags.clone()).unwrap_or_default(),
+        }),
+        provider,
+    }
+}
+
+/// The routes clients can ask for (the declared ones, else one per model a connection serves)
+/// and what each target declares.
+fn routes_of(
+    doc: &mut Table,
+    keys: &[Key],
+    anthropic: &[String],
+    providers: &[Declared],
+) -> (Vec<Route>, Vec<Declared>) {
     let mut routes = Vec::new();
+    let mut all = Vec::new();
     for r in tables_mut(doc, "routes") {
         let targets = r
             .get("targets")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        all.extend(
+            targets
+                .iter()
+                .filter_map(Value::as_table)
+                .map(|t| declared(t, providers)),
+        );
         let Some(first) = targets.first().and_then(Value::as_table) else {
             continue;
         };
@@ -160,22 +224,28 @@ fn routes_of(doc: &mut Table, keys: &[Key], anthropic: &[String]) -> Vec<Route> 
                     .and_then(Value::as_str)
                     .map(str::to_string),
             ),
+            declared: declared(first, providers),
         });
     }
     if routes.is_empty() {
         for k in keys {
             for m in &k.models {
                 if !routes.iter().any(|r: &Route| &r.name == m) {
+                    let mut target = Table::new();
+                    target.insert("provider".into(), k.provider.clone().into());
+                    target.insert("model".into(), m.clone().into());
                     routes.push(Route {
                         name: m.clone(),
                         anthropic: anthropic.contains(&k.provider),
                         primary: (k.provider.clone(), m.clone(), None),
+                        declared: declared(&target, providers),
                     });
+                    all.push(declared(&target, providers));
                 }
             }
         }
     }
-    routes
+    (routes, all)
 }
 
 /// `https://api.openai.com/v1` → `http://127.0.0.1:PORT/v1` (the path is kept).

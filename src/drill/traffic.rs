@@ -34,6 +34,11 @@ pub struct Done {
     /// Its first send was answered with a 2xx: Ringside served it without the client's help.
     pub first_ok: bool,
     pub stream: bool,
+    /// Which route (its index in the drill's list).
+    pub route: usize,
+    /// Fail-fast answers that said when to come back: (when, from the drill's start; the
+    /// `Retry-After` in seconds).
+    pub told_retry_after: Vec<(Duration, f64)>,
 }
 
 impl Done {
@@ -58,9 +63,12 @@ pub fn run(
             scope.spawn(move || {
                 let mut n = c;
                 while Instant::now() < until {
-                    let route = &routes[n % routes.len()];
+                    let index = n % routes.len();
+                    let route = &routes[index];
                     let stream = shape.stream_every > 0 && n % shape.stream_every == 0;
-                    let done = one(proxy, route, stream, shape, t0);
+                    let needs = super::contract::needs_of(route, n / routes.len());
+                    let mut done = one(proxy, route, stream, &needs, shape, t0);
+                    done.route = index;
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(done);
                     n += 1;
                 }
@@ -69,43 +77,99 @@ pub fn run(
     });
 }
 
-fn body(route: &Route, stream: bool) -> (&'static str, String) {
+/// The request's path and body: the route's model, streamed or not, with a tool or a JSON
+/// schema when it needs one.
+fn body(route: &Route, stream: bool, needs: &[String]) -> (&'static str, String) {
     let model = serde_json::to_string(&route.name).unwrap_or_default();
+    let need = |n: &str| needs.iter().any(|x| x == n);
+    let mut extra = String::new();
+    if need("tools") {
+        extra.push_str(if route.anthropic {
+            r#","tools":[{"name":"lookup","input_schema":{"type":"object"}}]"#
+        } else {
+            r#","tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}]"#
+        });
+    }
+    if need("structured_output") {
+        extra.push_str(if route.anthropic {
+            r#","output_format":{"type":"json_schema","schema":{"type":"object"}}"#
+        } else {
+            r#","response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object"}}}"#
+        });
+    }
     if route.anthropic {
         (
             "/v1/messages",
             format!(
-                r#"{{"model":{model},"max_tokens":64,"stream":{stream},"messages":[{{"role":"user","content":"drill"}}]}}"#
+                r#"{{"model":{model},"max_tokens":64,"stream":{stream}{extra},"messages":[{{"role":"user","content":"drill"}}]}}"#
             ),
         )
     } else {
         (
             "/v1/chat/completions",
             format!(
-                r#"{{"model":{model},"stream":{stream},"messages":[{{"role":"user","content":"drill"}}]}}"#
+                r#"{{"model":{model},"stream":{stream}{extra},"messages":[{{"role":"user","content":"drill"}}]}}"#
             ),
         )
     }
 }
 
+/// The headers that state a request's region and tags to Ringside (`x-ringside-*`, never
+/// forwarded) and its needs to the simulator (`x-drill-need`, forwarded like any other).
+fn need_headers(needs: &[String]) -> Vec<(&'static str, String)> {
+    let mut h = Vec::new();
+    if needs.is_empty() {
+        return h;
+    }
+    h.push(("x-drill-need", needs.join(",")));
+    let of = |kind: &str| -> Vec<&str> {
+        needs
+            .iter()
+            .filter_map(|n| {
+                n.split_once('=')
+                    .filter(|(k, _)| *k == kind)
+                    .map(|(_, v)| v)
+            })
+            .collect()
+    };
+    if let Some(r) = of("region").first() {
+        h.push(("x-ringside-region", (*r).to_string()));
+    }
+    let tags = of("tag");
+    if !tags.is_empty() {
+        h.push(("x-ringside-require-tags", tags.join(",")));
+    }
+    h
+}
+
 /// One client request with the SDK-like retries.
-fn one(proxy: SocketAddr, route: &Route, stream: bool, shape: &Shape, t0: Instant) -> Done {
-    let (path, body) = body(route, stream);
+fn one(
+    proxy: SocketAddr,
+    route: &Route,
+    stream: bool,
+    needs: &[String],
+    shape: &Shape,
+    t0: Instant,
+) -> Done {
+    let (path, body) = body(route, stream, needs);
+    let stated = need_headers(needs);
     let started = Instant::now();
     let end = started + shape.deadline;
     let mut sends = 0;
     let mut status = 0;
     let mut first_ok = false;
+    let mut told_retry_after = Vec::new();
     loop {
         let left = end.saturating_duration_since(Instant::now());
         let retry = sends.to_string();
         let deadline_ms = left.as_millis().max(1).to_string();
-        let headers = [
+        let mut headers = vec![
             ("content-type", "application/json"),
             ("anthropic-version", "2023-06-01"),
             ("x-stainless-retry-count", retry.as_str()),
             ("x-ringside-deadline-ms", deadline_ms.as_str()),
         ];
+        headers.extend(stated.iter().map(|(n, v)| (*n, v.as_str())));
         sends += 1;
         // The socket waits past the deadline, so that a late answer is seen (and counted).
         let reply = client::request(
@@ -119,6 +183,11 @@ fn one(proxy: SocketAddr, route: &Route, stream: bool, shape: &Shape, t0: Instan
         let wait = match &reply {
             Ok(r) => {
                 status = r.status;
+                if matches!(r.status, 429 | 503)
+                    && let Some(s) = r.header("retry-after").and_then(|v| v.trim().parse().ok())
+                {
+                    told_retry_after.push((t0.elapsed(), s));
+                }
                 first_ok |= sends == 1 && (200..300).contains(&r.status);
                 retry_wait(r, sends)
             }
@@ -139,6 +208,8 @@ fn one(proxy: SocketAddr, route: &Route, stream: bool, shape: &Shape, t0: Instan
         sends,
         first_ok,
         stream,
+        route: 0,
+        told_retry_after,
     }
 }
 

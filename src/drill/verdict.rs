@@ -1,6 +1,7 @@
 //! A scenario's figures, measured from what the clients saw and what the simulator counted, and
 //! each held against its budget.
 
+use super::contract::Violation;
 use super::plan::{Budgets, Scenario};
 use super::traffic::Done;
 use serde::Serialize;
@@ -15,6 +16,8 @@ pub struct Upstream {
     pub attempts: u64,
     /// Keys whose peak concurrency went over their `max_concurrent`: (key label, peak, cap).
     pub over_cap: Vec<(String, u64, u64)>,
+    /// Requests that reached a model without what they needed.
+    pub contract: Vec<Violation>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -35,6 +38,8 @@ pub struct Figures {
     /// Seconds from the fault's end until a whole second of requests succeeded (`None`: never).
     pub recovery_s: Option<f64>,
     pub over_cap: Vec<(String, u64, u64)>,
+    pub contract_violations: Vec<Violation>,
+    pub retry_after: super::honesty::Honesty,
     /// Requests by status over time: (second from the scenario's start, status, count).
     pub timeline: Vec<(u32, u16, u32)>,
 }
@@ -57,6 +62,8 @@ pub struct Verdict {
     pub samples: Vec<serde_json::Value>,
     /// The metrics an operator would have seen move (series, increase).
     pub signals: Vec<(String, f64)>,
+    /// The operational log messages that fired (only when the drill ran Ringside itself).
+    pub logged: Vec<super::signals::Logged>,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -112,6 +119,8 @@ pub fn figures(
             .count() as u64,
         recovery_s: recovery(&mine, fault_end),
         over_cap: up.over_cap,
+        contract_violations: up.contract,
+        retry_after: super::honesty::measure(&mine),
         timeline: timeline
             .into_iter()
             .map(|((s, st), n)| (s, st, n))
@@ -175,6 +184,16 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
             budget: format!("<= {}", b.max_cap_overshoot),
             held: f.over_cap.len() as u64 <= b.max_cap_overshoot,
         },
+        contract_check(&f.contract_violations, b.max_contract_violations),
+        Check {
+            figure: "retry-after overstatement (p90)",
+            value: format!(
+                "{:.1}s ({} answers, {} early)",
+                f.retry_after.overstatement_p90_s, f.retry_after.answers, f.retry_after.early
+            ),
+            budget: format!("<= {:.1}s", b.max_retry_after_overstatement_s),
+            held: f.retry_after.overstatement_p90_s <= b.max_retry_after_overstatement_s,
+        },
     ];
     let held = checks.iter().all(|c| c.held);
     Verdict {
@@ -184,6 +203,27 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
         held,
         samples: Vec::new(),
         signals: Vec::new(),
+        logged: Vec::new(),
+    }
+}
+
+/// Requests sent where their contract could not be kept, naming the first few (model, need).
+fn contract_check(v: &[Violation], budget: u64) -> Check {
+    let total: u64 = v.iter().map(|x| x.requests).sum();
+    let named: Vec<String> = v
+        .iter()
+        .take(3)
+        .map(|x| format!("{} at {}", x.need, x.target))
+        .collect();
+    Check {
+        figure: "contract violations",
+        value: if named.is_empty() {
+            total.to_string()
+        } else {
+            format!("{total} ({})", named.join(", "))
+        },
+        budget: format!("<= {budget}"),
+        held: total <= budget,
     }
 }
 
@@ -199,6 +239,8 @@ mod tests {
             sends: 1,
             first_ok: (200..300).contains(&status),
             stream: false,
+            route: 0,
+            told_retry_after: Vec::new(),
         }
     }
 
@@ -214,6 +256,11 @@ mod tests {
         let up = Upstream {
             attempts: 90,
             over_cap: vec![],
+            contract: vec![Violation {
+                target: "p/small".into(),
+                need: "tools".into(),
+                requests: 2,
+            }],
         };
         let f = figures(
             &all,
@@ -230,6 +277,9 @@ mod tests {
         let v = judge(scenario, f);
         assert!(!v.held, "success 58% is under 95%");
         assert!(v.checks.iter().any(|c| c.figure == "success" && !c.held));
+        assert!(v.checks.iter().any(|c| c.figure == "contract violations"
+            && !c.held
+            && c.value == "2 (tools at p/small)"));
         assert!(
             v.checks
                 .iter()

@@ -12,6 +12,11 @@ pub struct KeyStats {
     pub peak_concurrency: u64,
     /// By status code (a JSON object keyed by the code as a string).
     pub statuses: BTreeMap<u16, u64>,
+    /// What the requests said they needed (`x-drill-need`: `tools`, `region=eu`, …), counted
+    /// by the model they were sent for: what `ringside drill` holds against what each model
+    /// supports.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub needs: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// One request as the simulator saw it. The head is kept whole (it owns its bytes) and turned
@@ -67,6 +72,13 @@ impl Stats {
         k.attempts += 1;
         k.in_flight += 1;
         k.peak_concurrency = k.peak_concurrency.max(k.in_flight);
+        if let Some(needs) = seen.head.get_str("x-drill-need") {
+            let model = seen.model.clone().unwrap_or_default();
+            let by_model = k.needs.entry(model).or_default();
+            for need in needs.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                *by_model.entry(need.to_string()).or_default() += 1;
+            }
+        }
         if g.recent.len() >= RECENT {
             g.recent.pop_front();
         }
