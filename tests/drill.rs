@@ -106,7 +106,10 @@ fn a_healthy_config_holds_every_budget() {
     assert!(report.contains("What the logs said"), "{report}");
     // Every fail-fast answer is held against the next success; none here (the other key
     // absorbed the limit), and the check is reported.
-    assert_eq!(scenarios[0]["figures"]["retry_after"]["overstatement_p90_s"], 0.0);
+    assert_eq!(
+        scenarios[0]["figures"]["retry_after"]["overstatement_p90_s"],
+        0.0
+    );
     drop(dir);
 }
 
@@ -281,4 +284,37 @@ fn against_a_running_ringside_the_drill_drives_its_simulator() {
         "{signals}"
     );
     assert!(attempts_for(&sim, "sk-sim-a") >= 1);
+}
+
+#[test]
+fn an_account_wide_limit_hits_the_accounts_keys_and_the_other_account_serves() {
+    let mut cfg = String::from(
+        "[server]\nlisten = \"0.0.0.0:8080\"\n[[providers]]\nid = \"openai\"\ndialect = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n  [[providers.accounts]]\n  id = \"org-a\"\n  [[providers.accounts]]\n  id = \"org-b\"\n",
+    );
+    for (i, org) in ["org-a", "org-a", "org-b"].iter().enumerate() {
+        cfg.push_str(&format!(
+            "  [[providers.connections]]\n  id = \"key-{i}\"\n  key_env = \"K{i}\"\n  account = \"{org}\"\n  models = [\"gpt-4o\"]\n"
+        ));
+    }
+    cfg.push_str(
+        "[[routes]]\nname = \"smart\"\ntargets = [{ provider = \"openai\", model = \"gpt-4o\" }]\n",
+    );
+    let (code, doc, _d) = drill(&cfg, "account-429", &[]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let s = &doc["scenarios"][0];
+    let signals = s["signals"].to_string();
+    for hit in ["key-0", "key-1"] {
+        assert!(
+            signals.contains(&format!("connection=\\\"{hit}\\\",to=\\\"cooling\\\"")),
+            "{hit}: {signals}"
+        );
+    }
+    assert!(
+        !signals.contains("key-2"),
+        "the other account is untouched: {signals}"
+    );
+    assert!(
+        s["figures"]["success_ratio"].as_f64().unwrap_or(0.0) >= 0.95,
+        "{s:#}"
+    );
 }

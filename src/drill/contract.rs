@@ -202,6 +202,7 @@ mod tests {
             var: "V".into(),
             models: vec![],
             max_concurrent: None,
+            account: None,
         }];
         let s = Supports::fold(&[d("small", Some(false), None, &[])], &[]);
         let stats = serde_json::json!({"keys": {"sk-1": {"needs": {

@@ -307,6 +307,20 @@ fn fault_bodies(stage: &Stage, s: &Scenario) -> Vec<String> {
             .filter(|k| &k.provider == provider)
             .map(|k| body("key", &k.key))
             .collect(),
+        Scope::Account => {
+            let first = stage
+                .keys
+                .iter()
+                .filter(serving)
+                .find(|k| k.account.is_some());
+            let account = first.and_then(|k| k.account.as_ref());
+            stage
+                .keys
+                .iter()
+                .filter(|k| &k.provider == provider && k.account.as_ref() == account)
+                .map(|k| body("key", &k.key))
+                .collect()
+        }
         Scope::Model => vec![body("model", model)],
         Scope::Primaries => {
             let mut models: Vec<&String> = stage.routes.iter().map(|r| &r.primary.1).collect();

@@ -14,6 +14,9 @@ pub enum Scope {
     Provider,
     /// The first route's upstream model, on every key.
     Model,
+    /// Every key of one upstream account (`account =` on the connections; without accounts,
+    /// every key of the first route's provider, as if it were one organisation).
+    Account,
     /// Every route's primary model at once, on every key: routes that share a fallback send it
     /// all their traffic together.
     Primaries,
@@ -138,7 +141,7 @@ impl Judged {
 }
 
 /// The built-in scenarios: name, what happens, the simulator fault, where, how judged.
-const BUILTIN: [(&str, &str, &str, Scope, Judged); 10] = [
+const BUILTIN: [(&str, &str, &str, Scope, Judged); 12] = [
     (
         "key-429-retry-after",
         "the first key answers 429 with Retry-After: 2",
@@ -157,6 +160,20 @@ const BUILTIN: [(&str, &str, &str, Scope, Judged); 10] = [
         "key-429-reset-headers",
         "the first key answers 429 with only x-ratelimit-reset-* headers",
         "429;ratelimit-headers",
+        Scope::Key,
+        Judged::Absorbed,
+    ),
+    (
+        "account-429",
+        "every key of the first key's account answers 429 with Retry-After: 2",
+        "429;retry-after=2",
+        Scope::Account,
+        Judged::Absorbed,
+    ),
+    (
+        "token-budget-429",
+        "the first key's tokens per minute are spent (429, x-ratelimit-reset-tokens: 2s)",
+        "429;tokens-per-minute",
         Scope::Key,
         Judged::Absorbed,
     ),

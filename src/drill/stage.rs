@@ -20,6 +20,8 @@ pub struct Key {
     pub var: String,
     pub models: Vec<String>,
     pub max_concurrent: Option<u64>,
+    /// The upstream account it belongs to, if the config says.
+    pub account: Option<String>,
 }
 
 /// One route: the model clients ask for, the dialect they speak to it, its first target.
@@ -102,6 +104,7 @@ pub fn prepare(
                     .and_then(Value::as_integer)
                     .filter(|&n| n > 0)
                     .map(|n| n as u64),
+                account: c.get("account").and_then(Value::as_str).map(str::to_string),
             });
         }
     }

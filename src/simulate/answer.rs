@@ -207,10 +207,13 @@ async fn respond(
 /// A status error in the API's own shape, with the fault's `Retry-After` and rate-limit
 /// headers.
 fn status_answer(api: Api, code: u16, fault: &Fault, keep: bool) -> Vec<u8> {
-    let msg = fault
-        .message
-        .clone()
-        .unwrap_or_else(|| body::default_message(code).to_string());
+    let msg = fault.message.clone().unwrap_or_else(|| {
+        if fault.tokens_per_minute {
+            TPM_MESSAGE.to_string()
+        } else {
+            body::default_message(code).to_string()
+        }
+    });
     let b = body::error_body(api, code, &msg);
     let mut w = HeadWriter::new(code);
     w.header("content-type", "application/json")
@@ -231,8 +234,19 @@ fn status_answer(api: Api, code: u16, fault: &Fault, keep: bool) -> Vec<u8> {
             .header("anthropic-ratelimit-requests-remaining", "0")
             .header("x-sim-reset-date", reset);
     }
+    if fault.tokens_per_minute {
+        w.header("x-ratelimit-limit-tokens", "30000")
+            .header("x-ratelimit-remaining-tokens", "0")
+            .header("x-ratelimit-reset-tokens", "2s")
+            .header("x-ratelimit-limit-requests", "500")
+            .header("x-ratelimit-remaining-requests", "499")
+            .header("x-ratelimit-reset-requests", "120ms");
+    }
     if !keep {
         w.header("connection", "close");
     }
     w.finish(&b)
 }
+
+/// OpenAI's wording for a spent token budget.
+const TPM_MESSAGE: &str = "Rate limit reached on tokens per min (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in 2s. Visit https://platform.openai.com/account/rate-limits to learn more.";

@@ -46,6 +46,9 @@ pub struct Fault {
     pub retry_after_ms: Option<u64>,
     /// Add OpenAI/Anthropic rate-limit headers to the answer.
     pub ratelimit_headers: bool,
+    /// A token-budget 429 as OpenAI sends it: tokens per minute spent (requests left), reset
+    /// in 2 s, said in the headers and the message.
+    pub tokens_per_minute: bool,
     /// Events before a mid-stream reset.
     pub after: u32,
     pub latency_ms: u64,
@@ -88,6 +91,7 @@ impl Fault {
             retry_after: None,
             retry_after_ms: None,
             ratelimit_headers: false,
+            tokens_per_minute: false,
             after: 2,
             latency_ms: 0,
             interval_ms: None,
@@ -108,6 +112,7 @@ impl Fault {
                 "retry-after" | "retry_after" => f.retry_after = Some(v.to_string()),
                 "retry-after-ms" | "retry_after_ms" => f.retry_after_ms = Some(num()?),
                 "ratelimit-headers" | "ratelimit_headers" => f.ratelimit_headers = true,
+                "tokens-per-minute" | "tpm" => f.tokens_per_minute = true,
                 "after" => f.after = num()? as u32,
                 "latency" | "latency-ms" => f.latency_ms = num()?,
                 "interval" | "interval-ms" => f.interval_ms = Some(num()?),
