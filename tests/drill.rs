@@ -30,18 +30,18 @@ fn drill(cfg: &str, scenarios: &str, extra: &[&str]) -> (Option<i32>, Value, tem
     let path = dir.0.join("ringside.toml");
     std::fs::write(&path, cfg).expect("write config");
     let json = dir.0.join("drill.json");
+    // Four clients unless the test says how many.
+    let clients: &[&str] = if extra.contains(&"--concurrency") {
+        &[]
+    } else {
+        &["--concurrency", "4"]
+    };
     let out = Command::new(binary())
         .args(["drill", "--config"])
         .arg(&path)
-        .args([
-            "--scenarios",
-            scenarios,
-            "--phase",
-            "1",
-            "--concurrency",
-            "4",
-            "--json",
-        ])
+        .args(["--scenarios", scenarios, "--phase", "1"])
+        .args(clients)
+        .arg("--json")
         .arg(&json)
         .args(extra)
         // (Relative paths in `extra`, a report's, land in the test's own directory.)
@@ -104,6 +104,10 @@ fn a_healthy_config_holds_every_budget() {
         "{logged}"
     );
     assert!(report.contains("What the logs said"), "{report}");
+    assert!(report.contains("connections not active"), "{report}");
+    // The state timeline saw the key cooling during the fault.
+    let states = scenarios[0]["figures"]["states"].to_string();
+    assert!(states.contains("\"cooling\":1"), "{states}");
     // Every fail-fast answer is held against the next success; none here (the other key
     // absorbed the limit), and the check is reported.
     assert_eq!(
@@ -315,6 +319,32 @@ fn an_account_wide_limit_hits_the_accounts_keys_and_the_other_account_serves() {
     );
     assert!(
         s["figures"]["success_ratio"].as_f64().unwrap_or(0.0) >= 0.95,
+        "{s:#}"
+    );
+}
+
+#[test]
+fn queues_are_measured_against_their_depth_cap() {
+    // Two slots per key, eight clients: requests queue; key-0's queue may hold three.
+    let cfg = config(2, "", "").replace(
+        "  max_concurrent = 8\n",
+        "  max_concurrent = 2\n  max_queue_depth = 3\n",
+    );
+    let (_code, doc, _d) = drill(&cfg, "key-429-retry-after", &["--concurrency", "8"]);
+    let s = &doc["scenarios"][0];
+    let queues = s["figures"]["queues"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!queues.is_empty(), "nothing queued: {s:#}");
+    for q in &queues {
+        assert_eq!(q["depth_cap"], 3, "{q}");
+        assert!(q["peak_queued"].as_u64().unwrap_or(99) <= 3, "{q}");
+        assert!(q["waited"].as_u64().unwrap_or(0) > 0, "{q}");
+    }
+    assert_eq!(
+        check(s, "queues over their depth cap")["held"],
+        true,
         "{s:#}"
     );
 }

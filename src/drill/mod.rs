@@ -14,6 +14,7 @@ mod signals;
 mod stage;
 mod traffic;
 mod verdict;
+mod watch;
 
 use crate::demo::client;
 use plan::{Scenario, Scope};
@@ -191,8 +192,10 @@ fn drive(
         let t0 = Instant::now();
         let [steady, fault, recovery] = s.phases_s.map(Duration::from_secs_f64);
         let until = t0 + steady + fault + recovery;
+        let mut watched = Vec::new();
         std::thread::scope(|scope| -> Result<(), String> {
             scope.spawn(|| traffic::run(proxy, &stage.routes, &shape, t0, until, &done));
+            let sampler = scope.spawn(|| watch::sample(admin, &token, t0, until));
             std::thread::sleep(steady);
             for b in &faults {
                 call(sim, "POST", "/_sim/faults", b, None)?;
@@ -205,19 +208,22 @@ fn drive(
                 }
                 call(sim, "POST", "/_sim/faults", &v.to_string(), None)?;
             }
+            watched = sampler.join().unwrap_or_default();
             Ok(())
         })?;
         let stats = call(sim, "GET", "/_sim/stats", "", None)?;
         let samples = samples(admin, &token);
         let signals = signals::moved(&before, &metrics(admin, &token));
         let done = done.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let figures = verdict::figures(
+        let mut figures = verdict::figures(
             &done,
             (Duration::ZERO, until - t0),
             steady + fault,
             shape.deadline,
             upstream(stage, &supports, &stats),
         );
+        figures.queues = watch::queue_figures(&watched);
+        figures.states = watch::states(&watched);
         let mut v = verdict::judge(s.clone(), figures);
         v.samples = samples;
         v.signals = signals;

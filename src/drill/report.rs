@@ -139,11 +139,61 @@ fn timeline_svg(v: &Verdict) -> String {
     svg
 }
 
+/// Under the bars, per second: connections not active (cooling, banned, …; the states in the
+/// cell's title) and requests queued; then the queues that were used, against their caps.
+fn states_strip(v: &Verdict) -> String {
+    let s = &v.figures.states;
+    if s.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<table class=\"states\"><tr><th>second</th>");
+    for x in s {
+        let _ = write!(out, "<td>{}</td>", x.second);
+    }
+    out.push_str("</tr><tr><th>connections not active</th>");
+    for x in s {
+        let down: u32 = (x.states.iter())
+            .filter(|(k, _)| k.as_str() != "active")
+            .map(|(_, n)| n)
+            .sum();
+        let all: Vec<String> = x.states.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let _ = write!(
+            out,
+            "<td title=\"{}\" class=\"{}\">{down}</td>",
+            esc(&all.join(", ")),
+            if down > 0 { "failed" } else { "held" }
+        );
+    }
+    out.push_str("</tr><tr><th>requests queued</th>");
+    for x in s {
+        let _ = write!(out, "<td>{}</td>", x.queued);
+    }
+    out.push_str("</tr></table>");
+    for q in &v.figures.queues {
+        let _ = write!(
+            out,
+            "<p>Queue <code>{}</code>: deepest {} (cap {}), {} waited {} ms on average (cap {} ms), {} refused.</p>",
+            esc(&q.connection),
+            q.peak_queued,
+            if q.depth_cap == 0 {
+                "none".to_string()
+            } else {
+                q.depth_cap.to_string()
+            },
+            q.waited,
+            q.mean_wait_ms,
+            q.max_wait_ms,
+            q.refused
+        );
+    }
+    out
+}
+
 /// The HTML report: one section per scenario.
 pub fn html(verdicts: &[Verdict], config: &str) -> String {
     let held = verdicts.iter().all(|v| v.held);
     let mut out = String::from(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Ringside drill</title><style>body{font:14px system-ui,sans-serif;margin:2rem;color:#1d2330}table{border-collapse:collapse}td,th{padding:.2rem .6rem;border-bottom:1px solid #e4e7ec;text-align:left}.held{color:#12805c}.failed{color:#b42318}section{margin:1.5rem 0}</style></head><body>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Ringside drill</title><style>body{font:14px system-ui,sans-serif;margin:2rem;color:#1d2330}table{border-collapse:collapse}td,th{padding:.2rem .6rem;border-bottom:1px solid #e4e7ec;text-align:left}.held{color:#12805c}.failed{color:#b42318}section{margin:1.5rem 0}.states td,.states th{padding:0 .3rem;font-size:11px}</style></head><body>",
     );
     let _ = write!(
         out,
@@ -167,7 +217,7 @@ pub fn html(verdicts: &[Verdict], config: &str) -> String {
             if v.held { "held" } else { "failed" },
             esc(&v.scenario.what),
             esc(&v.scenario.fault),
-            timeline_svg(v)
+            format!("{}{}", timeline_svg(v), states_strip(v))
         );
         for c in &v.checks {
             let _ = write!(

@@ -40,6 +40,10 @@ pub struct Figures {
     pub over_cap: Vec<(String, u64, u64)>,
     pub contract_violations: Vec<Violation>,
     pub retry_after: super::honesty::Honesty,
+    /// Connections' queues that were used, against their caps (from the admin API).
+    pub queues: Vec<super::watch::QueueFigures>,
+    /// Connections by state and requests queued, per second.
+    pub states: Vec<super::watch::StateSecond>,
     /// Requests by status over time: (second from the scenario's start, status, count).
     pub timeline: Vec<(u32, u16, u32)>,
 }
@@ -121,6 +125,8 @@ pub fn figures(
         over_cap: up.over_cap,
         contract_violations: up.contract,
         retry_after: super::honesty::measure(&mine),
+        queues: Vec::new(),
+        states: Vec::new(),
         timeline: timeline
             .into_iter()
             .map(|((s, st), n)| (s, st, n))
@@ -185,6 +191,7 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
             held: f.over_cap.len() as u64 <= b.max_cap_overshoot,
         },
         contract_check(&f.contract_violations, b.max_contract_violations),
+        queue_check(&f.queues),
         Check {
             figure: "retry-after overstatement (p90)",
             value: format!(
@@ -204,6 +211,26 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
         samples: Vec::new(),
         signals: Vec::new(),
         logged: Vec::new(),
+    }
+}
+
+/// Queues deeper than their `max_queue_depth` (a cap Ringside must never exceed).
+fn queue_check(q: &[super::watch::QueueFigures]) -> Check {
+    let over: Vec<String> = q
+        .iter()
+        .filter(|x| x.depth_cap > 0 && x.peak_queued > x.depth_cap)
+        .map(|x| format!("{} {}/{}", x.connection, x.peak_queued, x.depth_cap))
+        .collect();
+    let deepest = q.iter().map(|x| x.peak_queued).max().unwrap_or(0);
+    Check {
+        figure: "queues over their depth cap",
+        value: if over.is_empty() {
+            format!("0 (deepest {deepest})")
+        } else {
+            format!("{} ({})", over.len(), over.join(", "))
+        },
+        budget: "<= 0".into(),
+        held: over.is_empty(),
     }
 }
 

@@ -425,7 +425,7 @@ where
         }
     }
     let depth = flow.effective(ask.conn, Knob::MaxQueueDepth).value;
-    if depth > 0 && u64::from(gate.queued()) >= depth {
+    if !gate.try_enqueue(depth) {
         gate.stats.rejected_full.fetch_add(1, Relaxed);
         return Err(Some(Refused::QueueFull));
     }
@@ -437,7 +437,6 @@ where
     {
         let mut queues = fc.queues.borrow_mut();
         let q = &mut queues[ask.conn];
-        gate.enqueue();
         q.push(Waiter {
             tenant: ask.tenant,
             priority: ask.priority,
