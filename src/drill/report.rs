@@ -210,14 +210,15 @@ pub fn html(verdicts: &[Verdict], config: &str) -> String {
         let f = &v.figures;
         let _ = write!(
             out,
-            "<section class=\"scenario\" data-name=\"{}\"><h2>{} <span class=\"{}\">{}</span></h2><p>{} (fault <code>{}</code>)</p>{}<table><tr><th>figure</th><th>value</th><th>budget</th><th></th></tr>",
+            "<section class=\"scenario\" data-name=\"{}\"><h2>{} <span class=\"{}\">{}</span></h2><p>{} (fault <code>{}</code>)</p>{}{}<table><tr><th>figure</th><th>value</th><th>budget</th><th></th></tr>",
             esc(&v.scenario.name),
             esc(&v.scenario.name),
             if v.held { "held" } else { "failed" },
             if v.held { "held" } else { "failed" },
             esc(&v.scenario.what),
             esc(&v.scenario.fault),
-            format!("{}{}", timeline_svg(v), states_strip(v))
+            timeline_svg(v),
+            states_strip(v)
         );
         for c in &v.checks {
             let _ = write!(
