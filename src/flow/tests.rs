@@ -258,3 +258,25 @@ fn queue_depth_and_timeout() {
         assert_eq!(gate.queued(), 0);
     });
 }
+
+#[test]
+fn the_depth_limit_is_taken_in_one_step_by_concurrent_cores() {
+    let g = std::sync::Arc::new(crate::flow::gate::Gate::new(1, 0, 0, 0));
+    let taken = std::sync::atomic::AtomicU32::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    if g.try_enqueue(3) {
+                        taken.fetch_add(1, Relaxed);
+                        assert!(g.queued() <= 3, "past the depth");
+                        g.dequeue();
+                    }
+                }
+            });
+        }
+    });
+    assert!(taken.load(Relaxed) > 0);
+    assert_eq!(g.queued(), 0);
+    assert!(g.try_enqueue(0) && g.try_enqueue(0), "0 is unbounded");
+}
