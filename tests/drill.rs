@@ -348,3 +348,19 @@ fn queues_are_measured_against_their_depth_cap() {
         "{s:#}"
     );
 }
+
+#[test]
+fn clients_that_hang_up_while_waiting_are_not_sent_upstream() {
+    // One key: while it cools, requests wait for it, and their clients hang up after 500 ms.
+    let (_code, doc, _d) = drill(&config(1, "", ""), "clients-cancel-mid-queue", &[]);
+    let s = &doc["scenarios"][0];
+    assert!(s["figures"]["cancelled"].as_u64().unwrap_or(0) > 0, "{s:#}");
+    let c = check(s, "sent upstream after the client hung up");
+    assert_eq!(c["held"], true, "{s:#}");
+    // Ringside saw them go: answered 499 in its own records.
+    assert!(
+        s["signals"].to_string().contains("status=\\\"499\\\""),
+        "{}",
+        s["signals"]
+    );
+}

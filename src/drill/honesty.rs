@@ -67,6 +67,7 @@ mod tests {
             first_ok,
             stream: false,
             route: 0,
+            cancelled: None,
             told_retry_after: told
                 .map(|(at, s)| vec![(Duration::from_millis(at), s)])
                 .unwrap_or_default(),

@@ -70,7 +70,12 @@ pub fn run(o: &Options) -> Result<bool, String> {
         Some(remote) => against(o, remote, &text, &scenarios, &file.models)?,
         None => local(o, &text, &scenarios, &file.models)?,
     };
-    println!("{}", report::table(&verdicts));
+    // (A closed pipe, `| head`, ends the table quietly: the JSON, the report and the exit
+    // status still follow. `println!` would panic on it.)
+    let _ = std::io::Write::write_all(
+        &mut std::io::stdout(),
+        format!("{}\n", report::table(&verdicts)).as_bytes(),
+    );
     if let Some(p) = &o.json {
         let text = serde_json::to_string_pretty(&report::json(&verdicts)).unwrap_or_default();
         std::fs::write(p, text).map_err(|e| format!("{p}: {e}"))?;
@@ -173,15 +178,20 @@ fn drive(
 ) -> Result<Vec<Verdict>, String> {
     let (proxy, admin, sim) = (remote.proxy, remote.admin, remote.simulator);
     let supports = contract::Supports::fold(&stage.declared, models);
-    let shape = traffic::Shape {
+    let clients = traffic::Shape {
         concurrency: o.concurrency.max(1),
         stream_every: o.stream_every,
         client_retries: o.client_retries,
         deadline: Duration::from_millis(o.deadline_ms),
+        cancel_after: None,
     };
     let token = remote.admin_token.clone().unwrap_or_default();
     let mut verdicts = Vec::new();
     for s in scenarios {
+        let shape = traffic::Shape {
+            cancel_after: s.cancel_after_ms.map(Duration::from_millis),
+            ..clients.clone()
+        };
         clean_slate(stage, admin, &token);
         call(sim, "POST", "/_sim/reset", "", None)?;
         let faults = fault_bodies(stage, s);
@@ -212,7 +222,15 @@ fn drive(
             Ok(())
         })?;
         let stats = call(sim, "GET", "/_sim/stats", "", None)?;
-        let samples = samples(admin, &token);
+        let decisions = call(
+            admin,
+            "GET",
+            "/admin/decisions?limit=1000",
+            "",
+            Some(&token),
+        )
+        .map(|d| d["decisions"].as_array().cloned().unwrap_or_default())
+        .unwrap_or_default();
         let signals = signals::moved(&before, &metrics(admin, &token));
         let done = done.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut figures = verdict::figures(
@@ -223,9 +241,11 @@ fn drive(
             upstream(stage, &supports, &stats),
         );
         figures.queues = watch::queue_figures(&watched);
+        figures.sent_after_cancel =
+            verdict::sent_after_cancel(&done, &decisions, s.cancel_after_ms);
         figures.states = watch::states(&watched);
         let mut v = verdict::judge(s.clone(), figures);
-        v.samples = samples;
+        v.samples = samples(decisions);
         v.signals = signals;
         v.logged = signals::logged(&crate::log::take_captured());
         verdicts.push(v);
@@ -253,15 +273,13 @@ fn metrics(admin: SocketAddr, token: &str) -> std::collections::BTreeMap<String,
     .unwrap_or_default()
 }
 
-/// A few decision records of requests that did not simply succeed (failures first).
-fn samples(admin: SocketAddr, token: &str) -> Vec<serde_json::Value> {
-    let Ok(d) = call(admin, "GET", "/admin/decisions?limit=1000", "", Some(token)) else {
-        return Vec::new();
-    };
-    let all = d["decisions"].as_array().cloned().unwrap_or_default();
+/// A few decision records of requests that did not simply succeed: first those whose client
+/// hung up, then other failures, then requests that needed more than one attempt.
+fn samples(all: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
     let (mut failed, other): (Vec<_>, Vec<_>) = all
         .into_iter()
         .partition(|r| r["status"].as_u64().unwrap_or(0) >= 400 || r["outcome"] != "ok");
+    failed.sort_by_key(|r| r["outcome"] != "client_gone");
     failed.truncate(3);
     failed.extend(
         other

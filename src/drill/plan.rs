@@ -42,6 +42,8 @@ pub struct Budgets {
     /// How long past the moment a retry would have succeeded a fail-fast answer's
     /// `Retry-After` may tell clients to wait (90th percentile), in seconds.
     pub max_retry_after_overstatement_s: f64,
+    /// Of the requests whose client hung up, the share Ringside still sent upstream.
+    pub max_sent_after_cancel: f64,
 }
 
 impl Default for Budgets {
@@ -54,6 +56,7 @@ impl Default for Budgets {
             max_cap_overshoot: 0,
             max_contract_violations: 0,
             max_retry_after_overstatement_s: 5.0,
+            max_sent_after_cancel: 0.05,
         }
     }
 }
@@ -69,6 +72,7 @@ pub struct BudgetChanges {
     pub max_cap_overshoot: Option<u64>,
     pub max_contract_violations: Option<u64>,
     pub max_retry_after_overstatement_s: Option<f64>,
+    pub max_sent_after_cancel: Option<f64>,
 }
 
 impl BudgetChanges {
@@ -94,6 +98,9 @@ impl BudgetChanges {
         if let Some(v) = self.max_retry_after_overstatement_s {
             b.max_retry_after_overstatement_s = v;
         }
+        if let Some(v) = self.max_sent_after_cancel {
+            b.max_sent_after_cancel = v;
+        }
     }
 }
 
@@ -107,6 +114,8 @@ pub struct Scenario {
     /// Steady traffic, the fault, recovery (the fault is gone, traffic goes on), in seconds.
     pub phases_s: [f64; 3],
     pub budgets: Budgets,
+    /// Clients hang up on a request not answered within this many ms (none: they wait).
+    pub cancel_after_ms: Option<u64>,
 }
 
 /// How a built-in scenario is judged.
@@ -120,6 +129,9 @@ enum Judged {
     Outage,
     /// Streams cut after their first bytes: those cannot be replayed.
     CutStreams,
+    /// Clients that hang up after half a second while their request waits for a key: what
+    /// matters is that a request whose client left is not sent upstream after all.
+    ClientsHangUp,
 }
 
 impl Judged {
@@ -136,12 +148,20 @@ impl Judged {
                 min_success: 0.8,
                 ..Budgets::default()
             },
+            Judged::ClientsHangUp => Budgets {
+                min_success: 0.0,
+                ..Budgets::default()
+            },
         }
+    }
+
+    fn cancel_after_ms(self) -> Option<u64> {
+        matches!(self, Judged::ClientsHangUp).then_some(500)
     }
 }
 
 /// The built-in scenarios: name, what happens, the simulator fault, where, how judged.
-const BUILTIN: [(&str, &str, &str, Scope, Judged); 12] = [
+const BUILTIN: [(&str, &str, &str, Scope, Judged); 13] = [
     (
         "key-429-retry-after",
         "the first key answers 429 with Retry-After: 2",
@@ -220,6 +240,13 @@ const BUILTIN: [(&str, &str, &str, Scope, Judged); 12] = [
         Judged::CutStreams,
     ),
     (
+        "clients-cancel-mid-queue",
+        "every key of the first route's model answers 429 with Retry-After: 3; clients hang up after 500 ms",
+        "429;retry-after=3",
+        Scope::Model,
+        Judged::ClientsHangUp,
+    ),
+    (
         "slow-streams",
         "the first key's streams trickle one event a second",
         "slow-drip;interval=1000",
@@ -239,6 +266,7 @@ pub fn builtin(phase_s: f64) -> Vec<Scenario> {
             scope,
             phases_s: [phase_s; 3],
             budgets: judged.budgets(),
+            cancel_after_ms: judged.cancel_after_ms(),
         })
         .collect()
 }
@@ -267,6 +295,8 @@ pub struct FileScenario {
     pub steady_s: Option<f64>,
     pub fault_s: Option<f64>,
     pub recovery_s: Option<f64>,
+    /// Clients hang up on a request not answered within this many ms.
+    pub cancel_after_ms: Option<u64>,
     #[serde(default)]
     pub budgets: BudgetChanges,
 }
@@ -303,6 +333,7 @@ pub fn scenarios(file: &DrillFile, only: &[String], phase_s: f64) -> Result<Vec<
                 f.recovery_s.unwrap_or(phase_s),
             ],
             budgets,
+            cancel_after_ms: f.cancel_after_ms,
         });
     }
     for s in &mut all {

@@ -19,6 +19,8 @@ pub struct Shape {
     /// The client's own deadline for a request, retries included (sent as
     /// `x-ringside-deadline-ms`).
     pub deadline: Duration,
+    /// Hang up on a request not answered within this (none: wait for the answer).
+    pub cancel_after: Option<Duration>,
 }
 
 /// One client request, retries included.
@@ -36,6 +38,9 @@ pub struct Done {
     pub stream: bool,
     /// Which route (its index in the drill's list).
     pub route: usize,
+    /// The client hung up before an answer came: the request id of the send it hung up on
+    /// (`x-request-id`, which Ringside keeps as its own), and the deadline that send gave.
+    pub cancelled: Option<(String, u64)>,
     /// Fail-fast answers that said when to come back: (when, from the drill's start; the
     /// `Retry-After` in seconds).
     pub told_retry_after: Vec<(Duration, f64)>,
@@ -67,7 +72,8 @@ pub fn run(
                     let route = &routes[index];
                     let stream = shape.stream_every > 0 && n % shape.stream_every == 0;
                     let needs = super::contract::needs_of(route, n / routes.len());
-                    let mut done = one(proxy, route, stream, &needs, shape, t0);
+                    let id = format!("drill-{c}-{n}");
+                    let mut done = one(proxy, route, stream, &needs, shape, (t0, &id));
                     done.route = index;
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(done);
                     n += 1;
@@ -149,7 +155,7 @@ fn one(
     stream: bool,
     needs: &[String],
     shape: &Shape,
-    t0: Instant,
+    (t0, id): (Instant, &str),
 ) -> Done {
     let (path, body) = body(route, stream, needs);
     let stated = need_headers(needs);
@@ -159,27 +165,31 @@ fn one(
     let mut status = 0;
     let mut first_ok = false;
     let mut told_retry_after = Vec::new();
+    let mut cancelled = None;
     loop {
         let left = end.saturating_duration_since(Instant::now());
         let retry = sends.to_string();
+        let request_id = format!("{id}-{sends}");
         let deadline_ms = left.as_millis().max(1).to_string();
         let mut headers = vec![
             ("content-type", "application/json"),
             ("anthropic-version", "2023-06-01"),
             ("x-stainless-retry-count", retry.as_str()),
             ("x-ringside-deadline-ms", deadline_ms.as_str()),
+            ("x-request-id", request_id.as_str()),
         ];
         headers.extend(stated.iter().map(|(n, v)| (*n, v.as_str())));
         sends += 1;
-        // The socket waits past the deadline, so that a late answer is seen (and counted).
-        let reply = client::request(
-            proxy,
-            "POST",
-            path,
-            &headers,
-            body.as_bytes(),
-            left + Duration::from_secs(5),
-        );
+        // The socket waits past the deadline, so that a late answer is seen (and counted),
+        // unless the client is one that hangs up sooner.
+        let wait = shape.cancel_after.unwrap_or(left + Duration::from_secs(5));
+        let sent_at = Instant::now();
+        let reply = client::request(proxy, "POST", path, &headers, body.as_bytes(), wait);
+        if reply.is_err() && shape.cancel_after.is_some_and(|c| sent_at.elapsed() >= c) {
+            // (The socket is closed as the request returns: the hang-up Ringside must see.)
+            cancelled = Some((request_id, left.as_millis().max(1) as u64));
+            break;
+        }
         let wait = match &reply {
             Ok(r) => {
                 status = r.status;
@@ -209,6 +219,7 @@ fn one(
         first_ok,
         stream,
         route: 0,
+        cancelled,
         told_retry_after,
     }
 }

@@ -42,6 +42,10 @@ pub struct Figures {
     pub retry_after: super::honesty::Honesty,
     /// Connections' queues that were used, against their caps (from the admin API).
     pub queues: Vec<super::watch::QueueFigures>,
+    /// Requests whose client hung up before the answer (`cancel_after_ms`), and of those, the
+    /// ones Ringside still sent upstream (decision records `client_gone` with attempts).
+    pub cancelled: usize,
+    pub sent_after_cancel: usize,
     /// Connections by state and requests queued, per second.
     pub states: Vec<super::watch::StateSecond>,
     /// Requests by status over time: (second from the scenario's start, status, count).
@@ -126,6 +130,8 @@ pub fn figures(
         contract_violations: up.contract,
         retry_after: super::honesty::measure(&mine),
         queues: Vec::new(),
+        cancelled: mine.iter().filter(|d| d.cancelled.is_some()).count(),
+        sent_after_cancel: 0,
         states: Vec::new(),
         timeline: timeline
             .into_iter()
@@ -192,6 +198,7 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
         },
         contract_check(&f.contract_violations, b.max_contract_violations),
         queue_check(&f.queues),
+        cancel_check(f.cancelled, f.sent_after_cancel, b.max_sent_after_cancel),
         Check {
             figure: "retry-after overstatement (p90)",
             value: format!(
@@ -211,6 +218,46 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
         samples: Vec::new(),
         signals: Vec::new(),
         logged: Vec::new(),
+    }
+}
+
+/// Requests whose client hung up that Ringside sent upstream after it had: an attempt that
+/// started (by its decision record: the deadline the send gave less the budget left at the
+/// attempt) at or after the moment the client hung up is a slot and a rate-limit token spent
+/// on nobody. An attempt already under way when the client left is not counted.
+pub fn sent_after_cancel(
+    done: &[Done],
+    decisions: &[serde_json::Value],
+    cancel_after_ms: Option<u64>,
+) -> usize {
+    let Some(cancel_at) = cancel_after_ms else {
+        return 0;
+    };
+    done.iter()
+        .filter_map(|d| d.cancelled.as_ref())
+        .filter(|(id, deadline_ms)| {
+            let record = decisions.iter().find(|r| r["request_id"] == id.as_str());
+            let attempts = record.and_then(|r| r["attempts"].as_array());
+            attempts.into_iter().flatten().any(|a| {
+                let left = a["ms_left"].as_u64().unwrap_or(u64::MAX);
+                deadline_ms.saturating_sub(left) >= cancel_at
+            })
+        })
+        .count()
+}
+
+/// Of the requests clients hung up on, the share Ringside still sent upstream.
+fn cancel_check(cancelled: usize, sent: usize, budget: f64) -> Check {
+    let share = if cancelled == 0 {
+        0.0
+    } else {
+        sent as f64 / cancelled as f64
+    };
+    Check {
+        figure: "sent upstream after the client hung up",
+        value: format!("{:.1}% ({sent} of {cancelled})", share * 100.0),
+        budget: format!("<= {:.1}%", budget * 100.0),
+        held: share <= budget,
     }
 }
 
@@ -267,6 +314,7 @@ mod tests {
             first_ok: (200..300).contains(&status),
             stream: false,
             route: 0,
+            cancelled: None,
             told_retry_after: Vec::new(),
         }
     }

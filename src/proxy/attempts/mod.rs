@@ -285,15 +285,16 @@ impl Attempts<'_> {
         let excluded = self.st.excluded.iter().map(|(_, e)| e);
         match decide::when_nothing_usable(excluded, &self.budget, t) {
             Idle::Wait(ms) => {
-                ctx.record.waited_ms = ctx
-                    .record
-                    .waited_ms
-                    .saturating_add(ms.min(u64::from(u32::MAX)) as u32);
-                let us = ms.saturating_mul(1_000).min(u64::from(u32::MAX)) as u32;
-                ctx.record.waits_us = ctx.record.waits_us.saturating_add(us);
                 self.budget.waited(ms);
-                let sleep = timer::sleep_until(crate::clock::instant() + Duration::from_millis(ms));
-                if let Raced::ClientGone = watch.race(sleep).await {
+                let started = crate::clock::instant();
+                let sleep = timer::sleep_until(started + Duration::from_millis(ms));
+                let gone = matches!(watch.race(sleep).await, Raced::ClientGone);
+                // What was waited, not what was planned: a client that hangs up ends it early.
+                let us = crate::clock::since(started).as_micros();
+                let us = us.min(u128::from(u32::MAX)) as u32;
+                ctx.record.waited_ms = ctx.record.waited_ms.saturating_add(us / 1_000);
+                ctx.record.waits_us = ctx.record.waits_us.saturating_add(us);
+                if gone {
                     return client_gone(ctx);
                 }
                 Step::Again
