@@ -39,6 +39,12 @@ pub(super) struct DrillArgs {
     /// Each phase's length (steady, fault, recovery).
     #[arg(long, default_value_t = 4.0, value_name = "SECONDS")]
     phase: f64,
+    /// Each scenario's whole length instead (its three phases a third each).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "phase")]
+    duration: Option<f64>,
+    /// The size of each request's prompt, like your traffic's (0: a one-word prompt).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    body_bytes: usize,
     /// Clients sending at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -83,14 +89,19 @@ fn address(url: &str) -> Result<std::net::SocketAddr, String> {
 }
 
 pub(super) fn run(a: DrillArgs) -> Result<Exit, String> {
-    if !(a.phase > 0.0 && a.phase <= 3600.0) {
-        return Err("--phase: between 0 and 3600 seconds".into());
+    let phase = a.duration.map_or(a.phase, |d| d / 3.0);
+    if !(phase > 0.0 && phase <= 3600.0) {
+        return Err("--phase: between 0 and 3600 seconds (--duration: three times that)".into());
+    }
+    if a.body_bytes > 1 << 20 {
+        return Err("--body-bytes: at most 1 MiB".into());
     }
     let o = crate::drill::Options {
         config: a.config,
         drill_file: a.drill_file,
         scenarios: a.scenarios,
-        phase_s: a.phase,
+        phase_s: phase,
+        body_bytes: a.body_bytes,
         concurrency: a.concurrency.clamp(1, 1024),
         client_retries: a.client_retries,
         stream_every: a.stream_every,

@@ -38,6 +38,8 @@ pub struct Options {
     /// Every n-th request streamed (0: none).
     pub stream_every: usize,
     pub deadline_ms: u64,
+    /// Each request's prompt size (0: one word).
+    pub body_bytes: usize,
     pub report: Option<String>,
     pub json: Option<String>,
     /// Drive a running Ringside instead of starting one.
@@ -184,6 +186,7 @@ fn drive(
         client_retries: o.client_retries,
         deadline: Duration::from_millis(o.deadline_ms),
         cancel_after: None,
+        body_bytes: o.body_bytes,
     };
     let token = remote.admin_token.clone().unwrap_or_default();
     let mut verdicts = Vec::new();

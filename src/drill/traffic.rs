@@ -21,6 +21,8 @@ pub struct Shape {
     pub deadline: Duration,
     /// Hang up on a request not answered within this (none: wait for the answer).
     pub cancel_after: Option<Duration>,
+    /// Each request's prompt size (0: one word).
+    pub body_bytes: usize,
 }
 
 /// One client request, retries included.
@@ -85,8 +87,13 @@ pub fn run(
 
 /// The request's path and body: the route's model, streamed or not, with a tool or a JSON
 /// schema when it needs one.
-fn body(route: &Route, stream: bool, needs: &[String]) -> (&'static str, String) {
+fn body(route: &Route, stream: bool, needs: &[String], bytes: usize) -> (&'static str, String) {
     let model = serde_json::to_string(&route.name).unwrap_or_default();
+    // The prompt, padded to the traffic's size with plain words (JSON-safe).
+    let mut prompt = String::from("drill");
+    while prompt.len() + 6 <= bytes {
+        prompt.push_str(" drill");
+    }
     let need = |n: &str| needs.iter().any(|x| x == n);
     let mut extra = String::new();
     if need("tools") {
@@ -107,14 +114,14 @@ fn body(route: &Route, stream: bool, needs: &[String]) -> (&'static str, String)
         (
             "/v1/messages",
             format!(
-                r#"{{"model":{model},"max_tokens":64,"stream":{stream}{extra},"messages":[{{"role":"user","content":"drill"}}]}}"#
+                r#"{{"model":{model},"max_tokens":64,"stream":{stream}{extra},"messages":[{{"role":"user","content":"{prompt}"}}]}}"#
             ),
         )
     } else {
         (
             "/v1/chat/completions",
             format!(
-                r#"{{"model":{model},"stream":{stream}{extra},"messages":[{{"role":"user","content":"drill"}}]}}"#
+                r#"{{"model":{model},"stream":{stream}{extra},"messages":[{{"role":"user","content":"{prompt}"}}]}}"#
             ),
         )
     }
@@ -157,7 +164,7 @@ fn one(
     shape: &Shape,
     (t0, id): (Instant, &str),
 ) -> Done {
-    let (path, body) = body(route, stream, needs);
+    let (path, body) = body(route, stream, needs, shape.body_bytes);
     let stated = need_headers(needs);
     let started = Instant::now();
     let end = started + shape.deadline;
