@@ -14,6 +14,7 @@ pub mod lockout;
 pub mod restate;
 mod rules;
 pub mod settings;
+pub mod usage_wall;
 
 use breaker::{Admit, Breaker, BreakerState, WindowGate};
 use classify::{Reason, Scope, Verdict};
