@@ -139,6 +139,9 @@ pub struct Provider {
     pub auth: AuthKind,
     pub endpoint: Endpoint,
     pub anthropic_version: String,
+    /// Anthropic with OAuth: sent in `anthropic-beta`, ahead of the client's own values
+    /// (empty for every other provider).
+    pub oauth_beta: String,
     pub connections: Vec<Connection>,
     pub region: Option<String>,
     pub tags: Vec<String>,

@@ -314,6 +314,10 @@ pub struct ProviderSection {
     /// Sent as `anthropic-version` when the client did not send one.
     #[serde(default)]
     pub anthropic_version: Option<String>,
+    /// For Anthropic with `auth = "oauth"`: the `anthropic-beta` value OAuth clients must send
+    /// (merged with the client's own).
+    #[serde(default)]
+    pub oauth_beta: Option<String>,
     #[serde(default)]
     pub connections: Vec<ConnectionSection>,
     /// Resilience profile: "auto" (local for loopback upstreams, else by auth), "oauth",

@@ -251,3 +251,43 @@ fn a_bad_environment_override_is_a_problem_named_after_its_variable() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn an_anthropic_oauth_provider_has_its_beta_and_no_other_may_set_one() {
+    let oauth = GOOD
+        .replace(
+            "dialect = \"openai\"",
+            "dialect = \"anthropic\"\nauth = \"oauth\"",
+        )
+        .replace("\"gpt-4o\"", "\"claude-sonnet-4\"");
+    let c = load_str(&oauth, "t.toml", &env).unwrap();
+    assert_eq!(c.providers[0].oauth_beta, "oauth-2025-04-20");
+    let own = oauth.replace(
+        "auth = \"oauth\"",
+        "auth = \"oauth\"\noauth_beta = \"oauth-2026-01-01\"",
+    );
+    let c = load_str(&own, "t.toml", &env).unwrap();
+    assert_eq!(c.providers[0].oauth_beta, "oauth-2026-01-01");
+    let bad = oauth.replace(
+        "auth = \"oauth\"",
+        "auth = \"oauth\"\noauth_beta = \"a\\r\\nx-evil: 1\"",
+    );
+    let e = load_str(&bad, "t.toml", &env).unwrap_err();
+    assert!(
+        e.iter().any(|p| p.to_string().contains("oauth_beta")),
+        "{e:?}"
+    );
+    let misplaced = GOOD.replace(
+        "dialect = \"openai\"",
+        "dialect = \"openai\"\noauth_beta = \"x\"",
+    );
+    let e = load_str(&misplaced, "t.toml", &env).unwrap_err();
+    assert!(
+        e.iter().any(|p| p.to_string().contains("only for dialect")),
+        "{e:?}"
+    );
+    assert_eq!(
+        load_str(GOOD, "t.toml", &env).unwrap().providers[0].oauth_beta,
+        ""
+    );
+}

@@ -184,8 +184,16 @@ pub fn build(
     h.extend_from_slice(b"\r\n");
     let mut has_version = false;
     let options = client.connection_options();
+    // An Anthropic OAuth provider's `anthropic-beta` is one header: its own value first, then
+    // the client's (`merge_beta`).
+    let merging = !provider.oauth_beta.is_empty();
+    let mut client_betas: Vec<&[u8]> = Vec::new();
     for (name, value) in client.iter() {
         if is_dropped(name) || listed_in(options, name) {
+            continue;
+        }
+        if merging && name.eq_ignore_ascii_case("anthropic-beta") {
+            client_betas.push(value);
             continue;
         }
         if is_billing_or_credential(name)
@@ -205,6 +213,9 @@ pub fn build(
         h.extend_from_slice(b"\r\n");
     }
     push_credential(&mut h, provider, conn, has_version);
+    if merging {
+        merge_beta(&mut h, &provider.oauth_beta, &client_betas);
+    }
     h.extend_from_slice(b"accept-encoding: identity\r\nx-request-id: ");
     h.extend_from_slice(request_id.as_bytes());
     h.extend_from_slice(b"\r\n");
@@ -231,6 +242,25 @@ pub fn build(
         head: Bytes::from(h),
         body,
     }
+}
+
+/// `anthropic-beta: <ours>, <the client's>`, each beta name once (the client's values were
+/// parsed as header values: they carry no line breaks).
+fn merge_beta(h: &mut Vec<u8>, ours: &str, client: &[&[u8]]) {
+    h.extend_from_slice(b"anthropic-beta: ");
+    h.extend_from_slice(ours.as_bytes());
+    let mut seen: Vec<&[u8]> = ours.split(',').map(|b| b.trim().as_bytes()).collect();
+    for value in client {
+        for name in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if name.is_empty() || seen.iter().any(|s| s.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            h.extend_from_slice(b",");
+            h.extend_from_slice(name);
+            seen.push(name);
+        }
+    }
+    h.extend_from_slice(b"\r\n");
 }
 
 /// The connection's credential as its provider takes it, and Anthropic's version header when

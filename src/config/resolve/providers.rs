@@ -111,6 +111,7 @@ fn provider(
             .anthropic_version
             .clone()
             .unwrap_or_else(|| "2023-06-01".into()),
+        oauth_beta: oauth_beta(p, at, ps, dialect, auth),
         connections,
         region: ps.region.clone(),
         tags: ps.tags.clone(),
@@ -124,6 +125,42 @@ fn provider(
 }
 
 /// One connection at `cat`: its credential from the environment, weight and flow.
+/// What Anthropic requires OAuth clients to send in `anthropic-beta`.
+pub const DEFAULT_OAUTH_BETA: &str = "oauth-2025-04-20";
+
+/// The `anthropic-beta` value an Anthropic OAuth provider sends: the config's, or Anthropic's
+/// OAuth one. It goes into a header: visible ASCII only. Empty for every other provider.
+fn oauth_beta(
+    p: &mut Problems,
+    at: &str,
+    ps: &ProviderSection,
+    dialect: Dialect,
+    auth: AuthKind,
+) -> String {
+    if dialect != Dialect::Anthropic || auth != AuthKind::OAuth {
+        if ps.oauth_beta.is_some() {
+            p.add(
+                format!("{at}.oauth_beta"),
+                "only for dialect = \"anthropic\" with auth = \"oauth\"".to_string(),
+            );
+        }
+        return String::new();
+    }
+    let v = ps
+        .oauth_beta
+        .as_deref()
+        .unwrap_or(DEFAULT_OAUTH_BETA)
+        .trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        p.add(
+            format!("{at}.oauth_beta"),
+            "a comma-separated list of beta names (visible ASCII)".to_string(),
+        );
+        return DEFAULT_OAUTH_BETA.into();
+    }
+    v.to_string()
+}
+
 fn connection(
     p: &mut Problems,
     cat: &str,

@@ -23,6 +23,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
             base_path: "/v1".into(),
         },
         anthropic_version: "2023-06-01".into(),
+        oauth_beta: String::new(),
         connections: vec![conn.clone()],
         region: None,
         tags: vec![],
@@ -184,4 +185,60 @@ fn credential_params_billing_headers_and_connection_options_stay_behind() {
         s.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
         "{s}"
     );
+}
+
+#[test]
+fn an_anthropic_oauth_provider_sends_its_beta_merged_with_the_clients() {
+    let (mut p, c) = provider(Dialect::Anthropic);
+    p.auth = AuthKind::OAuth;
+    p.oauth_beta = "oauth-2025-04-20".into();
+    let raw = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nAnthropic-Beta: prompt-caching-2024-07-31, OAUTH-2025-04-20\r\nanthropic-beta: tools-2024-04-04,prompt-caching-2024-07-31\r\ncontent-length: 2\r\n\r\n";
+    let limits = HeadLimits {
+        max_head_bytes: 8192,
+        max_headers: 64,
+    };
+    let head = crate::http::head::parse_request(raw.as_bytes(), limits)
+        .expect("parse")
+        .expect("complete")
+        .0;
+    let trace = crate::audit::trace::Trace::start();
+    let out = build(
+        &head,
+        Endpoint::Messages,
+        &p,
+        &c,
+        &Bytes::from_static(b"{}"),
+        "rid",
+        (&trace, 0),
+    );
+    let text = String::from_utf8_lossy(&out.head).to_string();
+    assert_eq!(
+        text.matches("anthropic-beta").count() + text.matches("Anthropic-Beta").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "anthropic-beta: oauth-2025-04-20,prompt-caching-2024-07-31,tools-2024-04-04\r\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("authorization: Bearer sk-up\r\n"), "{text}");
+    // An API-key provider forwards the client's header as it came.
+    let (p, c) = provider(Dialect::Anthropic);
+    let out = build(
+        &head,
+        Endpoint::Messages,
+        &p,
+        &c,
+        &Bytes::from_static(b"{}"),
+        "rid",
+        (&trace, 0),
+    );
+    let text = String::from_utf8_lossy(&out.head).to_string();
+    assert!(
+        text.contains("Anthropic-Beta: prompt-caching-2024-07-31, OAUTH-2025-04-20\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("x-api-key: sk-up"), "{text}");
 }
