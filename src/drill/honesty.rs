@@ -1,6 +1,7 @@
 //! `Retry-After` honesty of Ringside's fail-fast answers: each answer that told a client when
-//! to come back is held against when a retry would in fact have succeeded, the first request to
-//! the same route, started at or after the answer, that was served on its first send. Told to
+//! to come back is held against when a retry would in fact have succeeded: the first answer,
+//! after it, to a request of the same route that was served promptly on its first send (a
+//! request that waited inside Ringside for the route to come back only says when it did). Told to
 //! wait past that moment, a client sat idle while the route worked (an overstatement, the
 //! figure with a budget); told to come back more than a second before it, a client that obeyed
 //! was refused again (early: counted, but a fault that outlasts the upstream's own hint makes
@@ -33,8 +34,9 @@ pub fn measure(done: &[&Done]) -> Honesty {
             h.answers += 1;
             let back = done
                 .iter()
-                .filter(|e| e.route == d.route && e.first_ok && e.started >= told_at)
-                .map(|e| e.started)
+                .filter(|e| e.route == d.route && e.first_ok && e.took <= super::verdict::PROMPT)
+                .map(|e| e.started + e.took)
+                .filter(|&served| served >= told_at)
                 .min();
             let Some(back) = back else { continue };
             h.judged += 1;
@@ -90,7 +92,15 @@ mod tests {
         let refs: Vec<&Done> = all.iter().collect();
         let h = measure(&refs);
         assert_eq!((h.answers, h.judged, h.early), (3, 3, 1));
-        assert!((h.overstatement_max_s - 1.0).abs() < 1e-9, "{h:?}");
+        // (Served 5 ms after it started.)
+        assert!((h.overstatement_max_s - 0.995).abs() < 1e-9, "{h:?}");
+        // A request held inside Ringside until the route came back says when it did, not
+        // when it started.
+        let mut held = done(1_200, true, None);
+        held.took = Duration::from_secs(10);
+        let all = [done(1_000, false, Some((1_000, 2.0))), held];
+        let h = measure(&all.iter().collect::<Vec<_>>());
+        assert_eq!((h.answers, h.judged), (1, 0), "{h:?}");
         // Nothing after an answer to judge it by: counted, not judged.
         let late = [done(3_000, false, Some((3_000, 5.0)))];
         let h = measure(&late.iter().collect::<Vec<_>>());

@@ -10,6 +10,7 @@ mod contract;
 mod honesty;
 pub mod plan;
 mod report;
+mod scenario;
 mod signals;
 mod stage;
 mod traffic;
@@ -20,8 +21,7 @@ use crate::demo::client;
 use plan::{Scenario, Scope};
 use stage::Stage;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use verdict::Verdict;
 
@@ -178,82 +178,21 @@ fn drive(
     remote: &Remote,
     models: &[contract::Declared],
 ) -> Result<Vec<Verdict>, String> {
-    let (proxy, admin, sim) = (remote.proxy, remote.admin, remote.simulator);
-    let supports = contract::Supports::fold(&stage.declared, models);
-    let clients = traffic::Shape {
-        concurrency: o.concurrency.max(1),
-        stream_every: o.stream_every,
-        client_retries: o.client_retries,
-        deadline: Duration::from_millis(o.deadline_ms),
-        cancel_after: None,
-        body_bytes: o.body_bytes,
+    let d = scenario::Drive {
+        stage,
+        remote,
+        token: remote.admin_token.clone().unwrap_or_default(),
+        supports: contract::Supports::fold(&stage.declared, models),
+        clients: traffic::Shape {
+            concurrency: o.concurrency.max(1),
+            stream_every: o.stream_every,
+            client_retries: o.client_retries,
+            deadline: Duration::from_millis(o.deadline_ms),
+            cancel_after: None,
+            body_bytes: o.body_bytes,
+        },
     };
-    let token = remote.admin_token.clone().unwrap_or_default();
-    let mut verdicts = Vec::new();
-    for s in scenarios {
-        let shape = traffic::Shape {
-            cancel_after: s.cancel_after_ms.map(Duration::from_millis),
-            ..clients.clone()
-        };
-        clean_slate(stage, admin, &token);
-        call(sim, "POST", "/_sim/reset", "", None)?;
-        let faults = fault_bodies(stage, s);
-        let before = metrics(admin, &token);
-        // (The clean slate's own messages are not the scenario's.)
-        crate::log::take_captured();
-        let done = Arc::new(Mutex::new(Vec::new()));
-        let t0 = Instant::now();
-        let [steady, fault, recovery] = s.phases_s.map(Duration::from_secs_f64);
-        let until = t0 + steady + fault + recovery;
-        let mut watched = Vec::new();
-        std::thread::scope(|scope| -> Result<(), String> {
-            scope.spawn(|| traffic::run(proxy, &stage.routes, &shape, t0, until, &done));
-            let sampler = scope.spawn(|| watch::sample(admin, &token, t0, until));
-            std::thread::sleep(steady);
-            for b in &faults {
-                call(sim, "POST", "/_sim/faults", b, None)?;
-            }
-            std::thread::sleep(fault);
-            for b in &faults {
-                let mut v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("spec");
-                }
-                call(sim, "POST", "/_sim/faults", &v.to_string(), None)?;
-            }
-            watched = sampler.join().unwrap_or_default();
-            Ok(())
-        })?;
-        let stats = call(sim, "GET", "/_sim/stats", "", None)?;
-        let decisions = call(
-            admin,
-            "GET",
-            "/admin/decisions?limit=1000",
-            "",
-            Some(&token),
-        )
-        .map(|d| d["decisions"].as_array().cloned().unwrap_or_default())
-        .unwrap_or_default();
-        let signals = signals::moved(&before, &metrics(admin, &token));
-        let done = done.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut figures = verdict::figures(
-            &done,
-            (Duration::ZERO, until - t0),
-            steady + fault,
-            shape.deadline,
-            upstream(stage, &supports, &stats),
-        );
-        figures.queues = watch::queue_figures(&watched);
-        figures.sent_after_cancel =
-            verdict::sent_after_cancel(&done, &decisions, s.cancel_after_ms);
-        figures.states = watch::states(&watched);
-        let mut v = verdict::judge(s.clone(), figures);
-        v.samples = samples(decisions);
-        v.signals = signals;
-        v.logged = signals::logged(&crate::log::take_captured());
-        verdicts.push(v);
-    }
-    Ok(verdicts)
+    scenarios.iter().map(|s| d.scenario(s)).collect()
 }
 
 /// The watched counters now (empty when the scrape fails: no signal is then reported).

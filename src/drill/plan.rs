@@ -116,6 +116,11 @@ pub struct Scenario {
     pub budgets: Budgets,
     /// Clients hang up on a request not answered within this many ms (none: they wait).
     pub cancel_after_ms: Option<u64>,
+    /// The recovery phase lasts at least this long (seconds; 0: as given).
+    pub min_recovery_s: f64,
+    /// The recovery phase also outlasts the first route's breaker, if it is open when the
+    /// fault ends: an outage's recovery is only seen once the breaker lets a probe through.
+    pub waits_for_breaker: bool,
 }
 
 /// How a built-in scenario is judged.
@@ -129,6 +134,9 @@ enum Judged {
     Outage,
     /// Streams cut after their first bytes: those cannot be replayed.
     CutStreams,
+    /// Streams that trickle: those started during the fault run to their end in the
+    /// recovery phase (8 events a second apart), which must outlast them.
+    SlowStreams,
     /// Clients that hang up after half a second while their request waits for a key: what
     /// matters is that a request whose client left is not sent upstream after all.
     ClientsHangUp,
@@ -152,6 +160,18 @@ impl Judged {
                 min_success: 0.0,
                 ..Budgets::default()
             },
+            Judged::SlowStreams => Budgets {
+                max_recovery_s: 10.0,
+                ..Budgets::default()
+            },
+        }
+    }
+
+    fn min_recovery_s(self) -> f64 {
+        if matches!(self, Judged::SlowStreams) {
+            12.0
+        } else {
+            0.0
         }
     }
 
@@ -251,7 +271,7 @@ const BUILTIN: [(&str, &str, &str, Scope, Judged); 13] = [
         "the first key's streams trickle one event a second",
         "slow-drip;interval=1000",
         Scope::Key,
-        Judged::Absorbed,
+        Judged::SlowStreams,
     ),
 ];
 
@@ -267,6 +287,8 @@ pub fn builtin(phase_s: f64) -> Vec<Scenario> {
             phases_s: [phase_s; 3],
             budgets: judged.budgets(),
             cancel_after_ms: judged.cancel_after_ms(),
+            min_recovery_s: judged.min_recovery_s(),
+            waits_for_breaker: matches!(judged, Judged::Outage),
         })
         .collect()
 }
@@ -334,6 +356,8 @@ pub fn scenarios(file: &DrillFile, only: &[String], phase_s: f64) -> Result<Vec<
             ],
             budgets,
             cancel_after_ms: f.cancel_after_ms,
+            min_recovery_s: 0.0,
+            waits_for_breaker: false,
         });
     }
     for s in &mut all {

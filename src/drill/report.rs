@@ -20,7 +20,7 @@ pub fn table(verdicts: &[Verdict]) -> String {
             v.scenario.name,
             f.requests,
             f.success_ratio * 100.0,
-            f.amplification,
+            f.fault_amplification,
             f.p50_ms,
             f.p99_ms,
             f.after_deadline,

@@ -54,6 +54,15 @@ impl Done {
     }
 }
 
+/// When a scenario's traffic ends, in ms from its start: it can move later while the traffic
+/// runs (an outage's recovery waits for the breaker).
+pub type Until = std::sync::atomic::AtomicU64;
+
+/// Whether `until` (ms from `t0`) is still ahead.
+pub fn before(t0: Instant, until: &Until) -> bool {
+    (t0.elapsed().as_millis() as u64) < until.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// Send requests from `shape.concurrency` clients until `until`; every finished request is
 /// pushed to `out`.
 pub fn run(
@@ -61,7 +70,7 @@ pub fn run(
     routes: &[Route],
     shape: &Shape,
     t0: Instant,
-    until: Instant,
+    until: &Until,
     out: &Arc<Mutex<Vec<Done>>>,
 ) {
     std::thread::scope(|scope| {
@@ -69,7 +78,7 @@ pub fn run(
             let out = out.clone();
             scope.spawn(move || {
                 let mut n = c;
-                while Instant::now() < until {
+                while before(t0, until) {
                     let index = n % routes.len();
                     let route = &routes[index];
                     let stream = shape.stream_every > 0 && n % shape.stream_every == 0;

@@ -60,14 +60,19 @@ pub struct StateSecond {
 }
 
 /// Read the admin API every [`EVERY`] until `until`.
-pub fn sample(admin: SocketAddr, token: &str, t0: Instant, until: Instant) -> Vec<Sample> {
+pub fn sample(
+    admin: SocketAddr,
+    token: &str,
+    t0: Instant,
+    until: &super::traffic::Until,
+) -> Vec<Sample> {
     let mut out = Vec::new();
-    while Instant::now() < until {
+    while super::traffic::before(t0, until) {
         let at = t0.elapsed();
         if let Some(s) = read(admin, token, at) {
             out.push(s);
         }
-        std::thread::sleep(EVERY.min(until.saturating_duration_since(Instant::now())));
+        std::thread::sleep(EVERY);
     }
     out
 }
