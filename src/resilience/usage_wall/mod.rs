@@ -9,4 +9,6 @@ pub mod lane;
 pub mod reset;
 
 #[cfg(test)]
+mod reset_tests;
+#[cfg(test)]
 mod tests;
