@@ -84,16 +84,16 @@ impl Supports {
         let d = self
             .by_model
             .get(&(provider.to_string(), model.to_string()));
-        let d = d.cloned().unwrap_or_default();
+        // (A model nobody declares: not restricted, no region, no tags.)
+        let tools = d.and_then(|d| d.tools);
+        let structured = d.and_then(|d| d.structured_output);
+        let region = d.and_then(|d| d.region.as_deref());
+        let tags = d.and_then(|d| d.tags.as_deref()).unwrap_or_default();
         match need.split_once('=') {
-            None if need == "tools" => d.tools == Some(false),
-            None if need == "structured_output" => d.structured_output == Some(false),
-            Some(("region", r)) => d.region.is_none_or(|mine| !mine.eq_ignore_ascii_case(r)),
-            Some(("tag", t)) => !d
-                .tags
-                .unwrap_or_default()
-                .iter()
-                .any(|mine| mine.eq_ignore_ascii_case(t)),
+            None if need == "tools" => tools == Some(false),
+            None if need == "structured_output" => structured == Some(false),
+            Some(("region", r)) => region.is_none_or(|mine| !mine.eq_ignore_ascii_case(r)),
+            Some(("tag", t)) => !tags.iter().any(|mine| mine.eq_ignore_ascii_case(t)),
             _ => false,
         }
     }

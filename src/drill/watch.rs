@@ -4,7 +4,6 @@
 //! queue got against its `max_queue_depth`, and what waited, how long on average and how many
 //! were refused, against its `max_wait_ms`.
 
-use crate::demo::client;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -77,20 +76,9 @@ pub fn sample(
     out
 }
 
-fn get(admin: SocketAddr, token: &str, path: &str) -> Option<serde_json::Value> {
-    let auth = format!("Bearer {token}");
-    let headers: &[(&str, &str)] = if token.is_empty() {
-        &[]
-    } else {
-        &[("authorization", &auth)]
-    };
-    let r = client::request(admin, "GET", path, headers, b"", Duration::from_secs(5)).ok()?;
-    (r.status == 200).then(|| r.json())
-}
-
 fn read(admin: SocketAddr, token: &str, at: Duration) -> Option<Sample> {
-    let conns = get(admin, token, "/admin/connections")?;
-    let queues = get(admin, token, "/admin/queues")?;
+    let conns = super::call(admin, "GET", "/admin/connections", "", Some(token)).ok()?;
+    let queues = super::call(admin, "GET", "/admin/queues", "", Some(token)).ok()?;
     let mut s = Sample {
         at,
         ..Sample::default()

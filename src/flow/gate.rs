@@ -340,14 +340,9 @@ impl Gate {
             .fetch_update(AcqRel, Acquire, |r| r.checked_sub(1));
     }
 
-    /// One more live waiter (for the depth limit and visibility).
-    pub fn enqueue(&self) {
-        self.queued.fetch_add(1, AcqRel);
-    }
-
-    /// One more live waiter unless `depth` (0: unbounded) are already waiting. One atomic
-    /// step: a check and a separate add let two cores both take the last place (`ringside
-    /// drill` saw a queue of 4 behind a depth of 3).
+    /// One more live waiter (for the depth limit and visibility) unless `depth` (0: unbounded)
+    /// are already waiting. One atomic step: a check and a separate add let two cores both
+    /// take the last place (`ringside drill` saw a queue of 4 behind a depth of 3).
     pub fn try_enqueue(&self, depth: u64) -> bool {
         self.queued
             .fetch_update(AcqRel, Acquire, |q| {
@@ -451,7 +446,7 @@ mod tests {
         assert!(g.my_turn(0));
         g.publish(0, None);
         assert!(!g.has_queue());
-        g.enqueue();
+        g.try_enqueue(0);
         assert_eq!(g.queued(), 1);
         g.dequeue();
         g.dequeue();

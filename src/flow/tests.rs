@@ -30,7 +30,7 @@ fn enqueue(
     let gate = &flow.gates[0];
     let (tx, rx) = futures_channel::oneshot::channel();
     let mut queues = fc.queues.borrow_mut();
-    gate.enqueue();
+    gate.try_enqueue(0);
     queues[0].push(Waiter {
         tenant,
         priority,
@@ -223,7 +223,7 @@ fn queue_depth_and_timeout() {
             .unwrap();
         // One waiter fills the queue (depth 1); a second is refused at once.
         let gate = &flow.gates[0];
-        gate.enqueue();
+        gate.try_enqueue(0);
         gate.publish(1, Some(5));
         let ask = Ask {
             conn: 0,
