@@ -11,6 +11,7 @@ pub mod leases;
 mod page;
 pub mod state;
 mod transitions;
+mod usage_wall;
 
 use crate::http::HeadLimits;
 use crate::http::io::{ReadError, read_body, read_request_head};

@@ -135,6 +135,10 @@ impl AdminState {
                     })),
                     "in_flight": self.shared.in_flight[i].load(Ordering::Relaxed),
                     "epoch": st.epoch,
+                    "usage_wall": super::usage_wall::view(
+                        self.shared.usage_walls.get(i),
+                        self.generation.config.connection(i).map(|(_, c)| c),
+                    ),
                 })
             })
             .collect();
@@ -151,6 +155,10 @@ impl AdminState {
             g.forget_learned();
         }
         let state = self.tables.conns[i].reset();
+        // An operator's reset ends a usage wall's lane too.
+        if let Some(w) = self.shared.usage_walls.get(i) {
+            w.end(crate::clock::unix_ms());
+        }
         let ev = Event::Conn { conn: i, state };
         let before = super::transitions::Before::Conn(i, was);
         let now = crate::clock::now_ms();

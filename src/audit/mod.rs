@@ -26,6 +26,10 @@ pub struct AttemptRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
     pub decision: Decision,
+    /// Why a usage wall sent the request to the same account again (`SameAccount`):
+    /// `low-priority-accepted`, `slot-busy`, `capacity-busy` or `limit-reset`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<&'static str>,
     pub attempts_left: u32,
     pub ms_left: u64,
     #[serde(skip_serializing_if = "Option::is_none")]

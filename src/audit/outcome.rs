@@ -97,6 +97,9 @@ pub enum Decision {
     Fail,
     /// A non-retryable answer, passed through untouched.
     PassThrough,
+    /// Sent to the same account again at once or after a wait, on the word of its usage
+    /// wall (the record's `via` says why); no cooldown.
+    SameAccount,
 }
 
 impl Decision {
@@ -106,6 +109,7 @@ impl Decision {
             Decision::Next => "next",
             Decision::Fail => "fail",
             Decision::PassThrough => "pass_through",
+            Decision::SameAccount => "same_account",
         }
     }
 }
@@ -192,11 +196,15 @@ mod tests {
             Decision::Next,
             Decision::Fail,
             Decision::PassThrough,
+            Decision::SameAccount,
         ]
         .iter()
         .map(|d| d.as_str())
         .collect();
-        assert_eq!(d, ["deliver", "next", "fail", "pass_through"]);
+        assert_eq!(
+            d,
+            ["deliver", "next", "fail", "pass_through", "same_account"]
+        );
         let o: Vec<String> = [
             Outcome::Unset,
             Outcome::Ok,

@@ -130,6 +130,10 @@ pub struct Connection {
     /// Index in the flat list of all connections (metrics, state tables).
     pub index: usize,
     pub flow: crate::flow::ConnFlow,
+    /// Claude subscription accounts: the usage-wall lane and limit reset opt-ins (both off).
+    pub usage_wall: crate::resilience::usage_wall::lane::OptIn,
+    /// The organization id the limit reset is claimed for.
+    pub organization: Option<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -406,6 +406,17 @@ pub struct ConnectionSection {
     pub execution_max_wait_ms: Option<u64>,
     #[serde(default)]
     pub max_queue_depth: Option<u64>,
+    /// Claude subscription (Anthropic OAuth) only: at the five-hour usage wall, accept the
+    /// provider's offer to keep serving this account at lower priority (`usage_wall::lane`).
+    #[serde(default)]
+    pub low_priority_lane: bool,
+    /// Claude subscription only: at the five-hour wall, claim the once-a-week limit reset
+    /// (`usage_wall::reset`).
+    #[serde(default)]
+    pub auto_limit_reset: bool,
+    /// The account's organization id, for the limit reset's claim.
+    #[serde(default)]
+    pub organization_uuid: Option<String>,
 }
 
 fn default_saturation() -> String {

@@ -291,3 +291,48 @@ fn an_anthropic_oauth_provider_has_its_beta_and_no_other_may_set_one() {
         ""
     );
 }
+
+#[test]
+fn usage_wall_opt_ins_are_off_by_default_real_booleans_and_for_subscriptions_only() {
+    let oauth = GOOD
+        .replace(
+            "dialect = \"openai\"",
+            "dialect = \"anthropic\"\nauth = \"oauth\"",
+        )
+        .replace("\"gpt-4o\"", "\"claude-sonnet-4\"");
+    let c = load_str(&oauth, "t.toml", &env).unwrap();
+    assert!(!c.providers[0].connections[0].usage_wall.any());
+    let on = oauth.replace(
+        "key_env = \"KEY_A\"",
+        "key_env = \"KEY_A\"\n  low_priority_lane = true\n  auto_limit_reset = true\n  organization_uuid = \"0f3a-77\"",
+    );
+    let c = load_str(&on, "t.toml", &env).unwrap();
+    let conn = &c.providers[0].connections[0];
+    assert!(conn.usage_wall.low_priority_lane && conn.usage_wall.auto_limit_reset);
+    assert_eq!(conn.organization.as_deref(), Some("0f3a-77"));
+    // The string "true" is not a boolean.
+    let string = oauth.replace(
+        "key_env = \"KEY_A\"",
+        "key_env = \"KEY_A\"\n  low_priority_lane = \"true\"",
+    );
+    assert!(load_str(&string, "t.toml", &env).is_err());
+    // An API key has no usage wall.
+    let api_key = GOOD.replace(
+        "key_env = \"KEY_A\"",
+        "key_env = \"KEY_A\"\n  low_priority_lane = true",
+    );
+    let e = load_str(&api_key, "t.toml", &env).unwrap_err();
+    assert!(
+        e.iter()
+            .any(|p| p.to_string().contains("Claude subscription")),
+        "{e:?}"
+    );
+    // The organization goes into a URL path.
+    let org = on.replace("0f3a-77", "../x");
+    let e = load_str(&org, "t.toml", &env).unwrap_err();
+    assert!(
+        e.iter()
+            .any(|p| p.to_string().contains("organization_uuid")),
+        "{e:?}"
+    );
+}

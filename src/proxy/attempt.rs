@@ -51,7 +51,8 @@ pub(super) async fn attempt(
         );
     };
     let model = &entry.targets[cand.target].model;
-    let out = outbound_for(ctx, provider, conn, model);
+    let slow = super::usage_wall::slow(ctx, conn);
+    let out = outbound_for(ctx, provider, conn, model, slow);
     let aim = Aim {
         provider,
         conn,
@@ -82,6 +83,14 @@ pub(super) async fn attempt(
         .borrow_mut()
         .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
     learn_pacing(&core.shared.flow.gates[cand.connection], &head);
+    if conn.usage_wall.any() {
+        // A Claude subscription account's usage wall reads every answer's head: a success
+        // counts as served on the lane (or shows the window rolled over), a wall answer may
+        // send the request to the same account again (`attempts`).
+        let deadline = aim.time.deadline;
+        let lane = super::usage_wall::judge(ctx, (provider, conn), &head, budget, deadline);
+        Box::pin(lane).await;
+    }
     if !(200..300).contains(&head.status) {
         return match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
             Read::ClientGone => AttemptEnd::ClientGone,
@@ -225,7 +234,13 @@ impl Timing {
 
 /// The upstream request. The model is rewritten in place (its span found when the body was
 /// checked) only when the upstream's name differs.
-fn outbound_for(ctx: &Ctx<'_>, provider: &Provider, conn: &Connection, model: &str) -> Outbound {
+fn outbound_for(
+    ctx: &Ctx<'_>,
+    provider: &Provider,
+    conn: &Connection,
+    model: &str,
+    slow: bool,
+) -> Outbound {
     let span = match &ctx.record.model {
         Some(m) if *m != model => ctx.model_span.clone(),
         _ => None,
@@ -240,8 +255,12 @@ fn outbound_for(ctx: &Ctx<'_>, provider: &Provider, conn: &Connection, model: &s
         provider,
         conn,
         &body,
-        &ctx.record.request_id,
-        (&ctx.record.trace, ctx.record.attempts.len()),
+        super::outbound::Marks {
+            request_id: &ctx.record.request_id,
+            trace: &ctx.record.trace,
+            attempt: ctx.record.attempts.len(),
+            slow,
+        },
     )
 }
 

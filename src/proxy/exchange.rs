@@ -75,6 +75,9 @@ pub(crate) struct Ctx<'a> {
     /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
     /// request id instead; the decision record keeps everything.
     pub reveal: bool,
+    /// The request's dealings with a Claude subscription account's usage wall (only when an
+    /// opted-in account was tried).
+    pub lane: Option<Box<super::usage_wall::LaneRequest>>,
 }
 
 impl<'a> Ctx<'a> {

@@ -38,6 +38,7 @@ pub mod forward;
 mod intake;
 pub mod judge;
 pub mod lease;
+mod limit_reset;
 mod models;
 pub mod outbound;
 mod relay_failure;
@@ -45,6 +46,7 @@ pub mod request;
 mod respond;
 mod select;
 mod send;
+mod usage_wall;
 pub mod watch;
 
 pub use connection::serve_client;

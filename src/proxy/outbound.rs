@@ -6,6 +6,7 @@ use crate::dialect::{Dialect, Endpoint};
 use crate::http::Head;
 use crate::http::head::{is_hop_by_hop, is_ringside_header, listed_in};
 use crate::http::response::push_u64;
+use crate::resilience::usage_wall::headers::SLOW_HEADER;
 use bytes::Bytes;
 
 /// Bodies up to this size are copied behind the head and sent in one write; larger ones go in
@@ -157,14 +158,37 @@ pub async fn send(stream: &mut crate::upstream::UpStream, out: &Outbound) -> std
     Ok(())
 }
 
+/// What marks one attempt's request besides the client's own headers.
+pub struct Marks<'a> {
+    pub request_id: &'a str,
+    pub trace: &'a crate::audit::trace::Trace,
+    /// The attempt's number (the trace's span).
+    pub attempt: usize,
+    /// The account is on its usage wall's low-priority lane: `anthropic-usage-limit: slow`.
+    pub slow: bool,
+}
+
+impl Marks<'_> {
+    fn write(&self, h: &mut Vec<u8>) {
+        if self.slow {
+            for part in [SLOW_HEADER.0, ": ", SLOW_HEADER.1, "\r\n"] {
+                h.extend_from_slice(part.as_bytes());
+            }
+        }
+        h.extend_from_slice(b"accept-encoding: identity\r\nx-request-id: ");
+        h.extend_from_slice(self.request_id.as_bytes());
+        h.extend_from_slice(b"\r\n");
+        self.trace.write_header(self.attempt, h);
+    }
+}
+
 pub fn build(
     client: &Head,
     endpoint: Endpoint,
     provider: &Provider,
     conn: &Connection,
     body: &Bytes,
-    request_id: &str,
-    trace: (&crate::audit::trace::Trace, usize),
+    marks: Marks<'_>,
 ) -> Outbound {
     let mut h = Vec::with_capacity(client.raw().len() + 256 + body.len().min(COALESCE_BODY));
     let method = if endpoint == Endpoint::Models {
@@ -196,6 +220,10 @@ pub fn build(
             client_betas.push(value);
             continue;
         }
+        // The lane's header is Ringside's to send: the lane state follows what was sent.
+        if merging && name.eq_ignore_ascii_case(SLOW_HEADER.0) {
+            continue;
+        }
         if is_billing_or_credential(name)
             && !provider
                 .forward_headers
@@ -216,10 +244,7 @@ pub fn build(
     if merging {
         merge_beta(&mut h, &provider.oauth_beta, &client_betas);
     }
-    h.extend_from_slice(b"accept-encoding: identity\r\nx-request-id: ");
-    h.extend_from_slice(request_id.as_bytes());
-    h.extend_from_slice(b"\r\n");
-    trace.0.write_header(trace.1, &mut h);
+    marks.write(&mut h);
     if method == "POST" {
         h.extend_from_slice(b"content-length: ");
         push_u64(&mut h, body.len() as u64);

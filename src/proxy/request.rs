@@ -50,6 +50,7 @@ pub async fn handle(
         ticket: conn.ticket,
         client_fd: conn.fd,
         reveal: true,
+        lane: None,
     };
     // The guard borrows the context (704 bytes: moving it into the guard would copy it).
     // The in-flight gauge counts the request from here to its finalisation (no await between

@@ -60,6 +60,12 @@ impl Budget {
         true
     }
 
+    /// Give back the attempt just taken: the request goes to the same account again on the
+    /// word of its usage wall, which bounds those sends itself.
+    pub fn refund_attempt(&mut self) {
+        self.attempts = self.attempts.saturating_sub(1);
+    }
+
     /// Whether a wait of `ms` fits: an attempt must remain after it, the total wait stays
     /// within its cap (inclusive), and the deadline leaves room for the attempt itself.
     pub fn can_wait(&self, ms: u64, now: u64) -> bool {

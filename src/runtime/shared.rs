@@ -49,6 +49,7 @@ pub(super) fn build(
     if config_fleet_off {
         store.attach_view(leases);
     }
+    let usage_walls = crate::resilience::usage_wall::walls::Walls::new(slots.conn_capacity);
     let shared = Arc::new(Shared {
         newest: AtomicU64::new(generation.number),
         installed: (0..workers)
@@ -74,6 +75,7 @@ pub(super) fn build(
         conn_caps: crate::state::conn_caps::ConnCaps::new(max_connections, max_unauthenticated),
         slots: std::sync::Mutex::new(slots),
         fleet: Default::default(),
+        usage_walls,
     });
     let inboxes = inboxes.into_iter().zip(bell_readers).collect();
     Ok((shared, (inboxes, admin_inbox, fleet_inbox)))

@@ -6,6 +6,7 @@ use super::body::{self, Api};
 use super::control::pick_fault;
 use super::fault::{Fault, FaultKind};
 use super::stats::{InFlight, SeenRequest};
+use super::subscription::WallAnswer;
 use super::{SimState, key_of, stream};
 use crate::http::response::{HeadWriter, whole};
 use bytes::Bytes;
@@ -94,6 +95,20 @@ pub(super) async fn answer(
     if latency > 0 {
         monoio::time::sleep(Duration::from_millis(latency)).await;
     }
+    let mut extra = Vec::new();
+    if let Some(spec) = fault.wall.as_deref() {
+        let slow = head
+            .get_str("anthropic-usage-limit")
+            .is_some_and(|v| v.trim() == "slow");
+        match state.accounts.answer(&guard.key, spec, slow, keep) {
+            WallAnswer::Refused(status, bytes) => {
+                guard.status = status;
+                let _ = stream.write_all(bytes).await;
+                return Some(stream);
+            }
+            WallAnswer::Served(headers) => extra = headers,
+        }
+    }
     let reply = Reply {
         api,
         keep,
@@ -108,6 +123,7 @@ pub(super) async fn answer(
         wants_stream: ask.wants_stream,
         base64: ask.base64,
         include_usage: ask.include_usage,
+        extra,
     };
     respond(&reply, &fault, &body, &mut guard, stream).await
 }
@@ -124,6 +140,8 @@ struct Reply {
     wants_stream: bool,
     base64: bool,
     include_usage: bool,
+    /// Headers for a success (a usage wall's lane).
+    extra: Vec<(String, String)>,
 }
 
 /// Answer as the fault says: a status error, a reset, a hang, an event stream or a JSON body.
@@ -175,6 +193,7 @@ async fn respond(
                 include_usage: r.include_usage,
                 fault,
                 keep,
+                extra: &r.extra,
             };
             return stream::answer(plan, stream).await;
         }
@@ -195,7 +214,8 @@ async fn respond(
                 _ => "x-request-id",
             };
             let id = format!("req_sim{}", r.seq);
-            let extra = [(id_header, id.as_str())];
+            let mut extra = vec![(id_header, id.as_str())];
+            extra.extend(r.extra.iter().map(|(n, v)| (n.as_str(), v.as_str())));
             (200, whole(200, "application/json", &extra, &b, keep))
         }
     };

@@ -35,6 +35,8 @@ pub enum FaultKind {
     /// 400 that quotes the client's input back, as providers do for an invalid value: the
     /// first message's `role` in OpenAI's or Anthropic's wording.
     QuoteInput,
+    /// A Claude subscription account at its usage wall (`subscription.rs`).
+    UsageWall,
     /// Healthy: only the params (latency, events) apply.
     None,
 }
@@ -59,6 +61,8 @@ pub struct Fault {
     pub message: Option<String>,
     /// The in-band error's type (`sse-error-after`).
     pub error_type: Option<String>,
+    /// The scripted usage wall (`usage-wall`).
+    pub wall: Option<Box<super::subscription::WallSpec>>,
 }
 
 impl Fault {
@@ -81,13 +85,14 @@ impl Fault {
             "tool-drip" => FaultKind::ToolDrip,
             "heartbeats" => FaultKind::Heartbeats,
             "quote" | "quote-input" => FaultKind::QuoteInput,
+            "usage-wall" => FaultKind::UsageWall,
             s => match s.parse::<u16>() {
                 Ok(code) if (100..=599).contains(&code) => FaultKind::Status(code),
                 _ => return Err(format!("unknown fault `{s}`")),
             },
         };
         let mut f = Fault {
-            kind,
+            kind: kind.clone(),
             retry_after: None,
             retry_after_ms: None,
             ratelimit_headers: false,
@@ -98,6 +103,7 @@ impl Fault {
             times: 0,
             message: None,
             error_type: None,
+            wall: (kind == FaultKind::UsageWall).then(Default::default),
         };
         for p in parts {
             if p.is_empty() {
@@ -108,6 +114,11 @@ impl Fault {
                 v.parse::<u64>()
                     .map_err(|_| format!("`{k}` needs a number, got `{v}`"))
             };
+            if let Some(w) = f.wall.as_mut()
+                && w.param(k, v)?
+            {
+                continue;
+            }
             match k {
                 "retry-after" | "retry_after" => f.retry_after = Some(v.to_string()),
                 "retry-after-ms" | "retry_after_ms" => f.retry_after_ms = Some(num()?),
@@ -142,6 +153,11 @@ mod tests {
             (FaultKind::ResetMidStream, 3, 2)
         );
         assert!(Fault::parse("teapot").is_err());
+        let f = Fault::parse("usage-wall;slot-busy=2;offer=none;limit-reset=reset").unwrap();
+        let w = f.wall.expect("a wall");
+        assert_eq!((w.slot_busy, w.offer.as_str()), (2, ""));
+        assert_eq!(w.limit_reset.as_deref(), Some("reset"));
+        assert!(Fault::parse("429;slot-busy=2").is_err(), "not a wall's");
         assert!(Fault::parse("500;latency=x").is_err());
     }
 }

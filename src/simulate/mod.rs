@@ -9,6 +9,7 @@ mod control;
 pub mod fault;
 pub mod stats;
 mod stream;
+pub mod subscription;
 
 use crate::http::HeadLimits;
 use crate::http::io::{ReadError, read_body, read_request_head};
@@ -68,6 +69,8 @@ pub struct SimState {
     opts: SimOptions,
     faults: Mutex<Vec<Arc<FaultEntry>>>,
     pub stats: Stats,
+    /// Claude subscription mode: each key's usage wall.
+    accounts: subscription::Accounts,
     shutdown: AtomicBool,
 }
 
@@ -117,6 +120,7 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
         opts: opts.clone(),
         faults: Mutex::new(faults),
         stats: Stats::default(),
+        accounts: Default::default(),
         shutdown: AtomicBool::new(false),
     });
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -259,6 +263,18 @@ async fn serve(state: Arc<SimState>, mut stream: TcpStream) {
                 return;
             }
             continue;
+        }
+        if head.path().starts_with("/api/") {
+            let key = key_of(&head);
+            let (method, path) = (head.method(), head.path());
+            if let Some((status, v)) = state.accounts.endpoint(&state, method, path, &key) {
+                let out = serde_json::to_vec(&v).unwrap_or_default();
+                let bytes = whole(status, "application/json", &[], &out, keep);
+                if stream.write_all(bytes).await.0.is_err() || !keep {
+                    return;
+                }
+                continue;
+            }
         }
         match answer::answer(&state, &head, body, stream).await {
             Some(s) if keep => stream = s,

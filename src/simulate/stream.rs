@@ -24,6 +24,8 @@ pub struct StreamPlan<'a> {
     pub fault: &'a Fault,
     /// Whether the client may send another request on this connection.
     pub keep: bool,
+    /// More headers (a usage wall's lane).
+    pub extra: &'a [(String, String)],
 }
 
 /// Send the stream; returns the connection if it can serve another request.
@@ -33,6 +35,9 @@ pub async fn answer(plan: StreamPlan<'_>, mut stream: TcpStream) -> Option<TcpSt
     let mut w = HeadWriter::new(200);
     w.header("content-type", "text/event-stream")
         .header("cache-control", "no-cache");
+    for (n, v) in plan.extra {
+        w.header(n, v);
+    }
     if close_delimited {
         w.header("connection", "close");
     } else {

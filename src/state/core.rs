@@ -58,6 +58,8 @@ pub struct Shared {
     pub conn_caps: super::conn_caps::ConnCaps,
     /// Fleet mode's link to the other instances.
     pub fleet: crate::metrics::FleetCounters,
+    /// Claude subscription accounts' usage walls, per connection slot.
+    pub usage_walls: crate::resilience::usage_wall::walls::Walls,
 }
 
 impl Shared {

@@ -99,7 +99,7 @@ fn provider(
                 format!("duplicate connection id `{}` in provider", cs.id),
             );
         }
-        connections.push(connection(p, &cat, cs, env, *index));
+        connections.push(connection(p, &cat, cs, env, (*index, dialect, auth)));
         *index += 1;
     }
     Provider {
@@ -166,7 +166,7 @@ fn connection(
     cat: &str,
     cs: &ConnectionSection,
     env: EnvLookup,
-    index: usize,
+    (index, dialect, auth): (usize, Dialect, AuthKind),
 ) -> Connection {
     let secret = match env(&cs.key_env).filter(|v| !v.is_empty()) {
         // A control byte in a key would write lines of its own into the upstream head.
@@ -204,7 +204,43 @@ fn connection(
         priority: cs.priority,
         index,
         flow,
+        usage_wall: usage_wall(p, cat, cs, dialect, auth),
+        organization: cs.organization_uuid.clone(),
     }
+}
+
+/// The usage-wall opt-ins: only a Claude subscription account (Anthropic with OAuth) has a
+/// usage wall, and an organization id goes into a URL path (a UUID's characters only).
+fn usage_wall(
+    p: &mut Problems,
+    cat: &str,
+    cs: &ConnectionSection,
+    dialect: Dialect,
+    auth: AuthKind,
+) -> crate::resilience::usage_wall::lane::OptIn {
+    let opt = crate::resilience::usage_wall::lane::OptIn {
+        low_priority_lane: cs.low_priority_lane,
+        auto_limit_reset: cs.auto_limit_reset,
+    };
+    let subscription = dialect == Dialect::Anthropic && auth == AuthKind::OAuth;
+    if (opt.low_priority_lane || opt.auto_limit_reset) && !subscription {
+        p.add(
+            cat.to_string(),
+            "low_priority_lane and auto_limit_reset are for Claude subscription accounts only \
+             (dialect = \"anthropic\" with auth = \"oauth\")",
+        );
+    }
+    if let Some(org) = &cs.organization_uuid
+        && (org.is_empty()
+            || org.len() > 64
+            || !org.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    {
+        p.add(
+            format!("{cat}.organization_uuid"),
+            "an organization id: 1-64 of A-Z a-z 0-9 -",
+        );
+    }
+    opt
 }
 
 /// `url` with any `user:password@` in its authority replaced by `***@`.

@@ -58,6 +58,13 @@ pub(super) async fn run(
     let answered = loop {
         let (cand, admit, t) = match run.select(ctx, needs, pinned) {
             Pick::Candidate(cand, admit, t) => (cand, admit, t),
+            Pick::SameAccount(cand, delay_ms) => {
+                match run.wait_for_same(ctx, &mut watch, delay_ms).await {
+                    Ok(t) => (cand, crate::resilience::breaker::Admit::Yes, t),
+                    Err(Step::Again) => continue,
+                    Err(Step::Stop(answered)) => break answered,
+                }
+            }
             Pick::Stop => break None,
             Pick::NothingUsable(t, unix_now) => {
                 match run.nothing_usable(ctx, &mut watch, t, unix_now).await {
@@ -207,6 +214,8 @@ enum Pick {
     Candidate(Candidate, Admit, u64),
     /// Nothing usable at `t` (`unix_now`: the wall clock, when leases needed it).
     NothingUsable(u64, u64),
+    /// The candidate its usage wall sends the request to again, after this many ms.
+    SameAccount(Candidate, u64),
     /// The budget ran out.
     Stop,
 }
@@ -235,12 +244,15 @@ struct Attempts<'a> {
 impl Attempts<'_> {
     /// Select a candidate (dropping cooling, locked, breaker-open and ineligible ones, each
     /// with its reason in `st.excluded`).
-    fn select(&mut self, ctx: &Ctx<'_>, needs: &Needs, pinned: Option<usize>) -> Pick {
+    fn select(&mut self, ctx: &mut Ctx<'_>, needs: &Needs, pinned: Option<usize>) -> Pick {
         let core = ctx.core;
         core.sync();
         let t = now();
         if self.budget.expired(t) {
             return Pick::Stop;
+        }
+        if let Some((cand, delay_ms)) = crate::proxy::usage_wall::take_same(ctx) {
+            return Pick::SameAccount(cand, delay_ms);
         }
         let bound = ctx.lease.as_ref().map(|b| b.conn);
         // Without any lease anywhere, no connection is held (and no clock read is needed).
@@ -286,18 +298,7 @@ impl Attempts<'_> {
         match decide::when_nothing_usable(excluded, &self.budget, t) {
             Idle::Wait(ms) => {
                 self.budget.waited(ms);
-                let started = crate::clock::instant();
-                let sleep = timer::sleep_until(started + Duration::from_millis(ms));
-                let gone = matches!(watch.race(sleep).await, Raced::ClientGone);
-                // What was waited, not what was planned: a client that hangs up ends it early.
-                let us = crate::clock::since(started).as_micros();
-                let us = us.min(u128::from(u32::MAX)) as u32;
-                ctx.record.waited_ms = ctx.record.waited_ms.saturating_add(us / 1_000);
-                ctx.record.waits_us = ctx.record.waits_us.saturating_add(us);
-                if gone {
-                    return client_gone(ctx);
-                }
-                Step::Again
+                wait(ctx, watch, ms).await
             }
             Idle::GiveUp => {
                 self.st.lease_capacity =
@@ -305,6 +306,27 @@ impl Attempts<'_> {
                 Step::Stop(None)
             }
         }
+    }
+
+    /// Wait as the usage wall said before sending to the same account again (within the
+    /// deadline: the lane's waits stop short of it); the time to pick it at.
+    async fn wait_for_same(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        watch: &mut ClientWatch<'_>,
+        delay_ms: u64,
+    ) -> Result<u64, Step> {
+        let ms = delay_ms.min(self.budget.time_left(now()));
+        if ms > 0
+            && let Step::Stop(answered) = wait(ctx, watch, ms).await
+        {
+            return Err(Step::Stop(answered));
+        }
+        let t = now();
+        if self.budget.expired(t) {
+            return Err(Step::Stop(None));
+        }
+        Ok(t)
     }
 
     /// What admission said: a slot, or how the loop goes on.
@@ -411,7 +433,16 @@ impl Attempts<'_> {
                 client_gone(ctx)
             }
             AttemptEnd::Failed(f) => {
-                if self.st.on_failed(ctx, &at, site, &self.budget, f) {
+                let lane = crate::proxy::usage_wall::retry(ctx);
+                let ends_here = matches!(
+                    f.kind,
+                    AttemptOutcome::Shutdown | AttemptOutcome::ExecutionTimeout
+                );
+                if let (Some(retry), false) = (lane, ends_here) {
+                    self.st
+                        .on_same_account(ctx, &at, &mut self.budget, f, retry);
+                    Step::Again
+                } else if self.st.on_failed(ctx, &at, site, &self.budget, f) {
                     Step::Stop(None)
                 } else {
                     Step::Again
@@ -433,6 +464,22 @@ fn commit_probe(ctx: &Ctx<'_>, held: &mut Held<'_>) {
         held.probe.release();
         held.success_counted = true;
     }
+}
+
+/// Wait `ms`, racing the client: `Again` when waited out. The record keeps what was waited,
+/// not what was planned: a client that hangs up ends it early.
+async fn wait(ctx: &mut Ctx<'_>, watch: &mut ClientWatch<'_>, ms: u64) -> Step {
+    let started = crate::clock::instant();
+    let sleep = timer::sleep_until(started + Duration::from_millis(ms));
+    let gone = matches!(watch.race(sleep).await, Raced::ClientGone);
+    let us = crate::clock::since(started).as_micros();
+    let us = us.min(u128::from(u32::MAX)) as u32;
+    ctx.record.waited_ms = ctx.record.waited_ms.saturating_add(us / 1_000);
+    ctx.record.waits_us = ctx.record.waits_us.saturating_add(us);
+    if gone {
+        return client_gone(ctx);
+    }
+    Step::Again
 }
 
 /// The client went away: recorded as 499, and the connection is not kept.

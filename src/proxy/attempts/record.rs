@@ -36,6 +36,44 @@ pub(super) struct LoopState {
 }
 
 impl LoopState {
+    /// The account's usage wall sends the request to it again (`proxy::usage_wall`): the
+    /// attempt is recorded, and nothing is learned from it (no cooldown, no breaker failure).
+    /// It is not counted against the attempt budget: the lane's waits are bounded by the
+    /// request's deadline and their own cap, its other sends by `usage_wall::MAX_SENDS`.
+    pub(super) fn on_same_account(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        at: &Tried<'_>,
+        budget: &mut Budget,
+        f: Failed,
+        (delay_ms, via): (u64, crate::resilience::usage_wall::lane::Via),
+    ) {
+        budget.refund_attempt();
+        let decision = Decision::SameAccount;
+        push(
+            ctx,
+            at,
+            f.kind,
+            Some(&f.verdict),
+            decision,
+            budget,
+            Some(f.detail.clone()),
+        );
+        if let Some(a) = ctx.record.attempts.last_mut() {
+            a.via = Some(via.as_str());
+            a.retry_after_ms = Some(delay_ms);
+        }
+        crate::proxy::usage_wall::send_again(ctx, at.cand, delay_ms);
+        // Answered as it is should the deadline come during the wait.
+        self.last = Some(Box::new(LastFailure {
+            verdict: f.verdict,
+            detail: f.detail,
+            response: f.response,
+            label: label(ctx, at.cand),
+            conn: at.cand.connection,
+        }));
+    }
+
     /// Record a failed attempt and learn from it; true when the loop ends here (an execution
     /// timeout, or an answer to pass through).
     pub(super) fn on_failed(
@@ -198,6 +236,7 @@ pub(super) fn push(
         restated_from: None,
         retry_after_ms: v.and_then(|v| v.hint.map(|h| h.ms).or(v.cooldown_ms)),
         decision,
+        via: None,
         attempts_left: budget.attempts_left(),
         ms_left: budget.time_left(crate::clock::now_ms()),
         detail,

@@ -2,6 +2,15 @@ use super::*;
 use crate::config::{Endpoint as Ep, Secret};
 use crate::http::HeadLimits;
 
+fn marks() -> Marks<'static> {
+    Marks {
+        request_id: "rid",
+        trace: &TRACE,
+        attempt: 0,
+        slow: false,
+    }
+}
+
 fn provider(dialect: Dialect) -> (Provider, Connection) {
     let conn = Connection {
         id: "a".into(),
@@ -11,6 +20,8 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
         priority: 0,
         index: 0,
         flow: Default::default(),
+        usage_wall: Default::default(),
+        organization: None,
     };
     let p = Provider {
         id: "p".into(),
@@ -86,8 +97,7 @@ fn strips_client_secrets_and_internal_headers() {
         &p,
         &c,
         &Bytes::from_static(b"{}"),
-        "rid",
-        (&TRACE, 0),
+        marks(),
     );
     let s = String::from_utf8(out.head.to_vec()).unwrap();
     assert!(
@@ -122,8 +132,7 @@ fn openai_gets_bearer() {
         &p,
         &c,
         &Bytes::from_static(b"{}"),
-        "rid",
-        (&TRACE, 0),
+        marks(),
     );
     let s = String::from_utf8(out.head.to_vec()).unwrap();
     assert!(s.contains("authorization: Bearer sk-up\r\n"));
@@ -140,8 +149,7 @@ fn built(raw: &str, p: &Provider, c: &Connection) -> String {
         p,
         c,
         &Bytes::from_static(b"{}"),
-        "rid",
-        (&TRACE, 0),
+        marks(),
     );
     String::from_utf8(out.head.to_vec()).unwrap()
 }
@@ -201,15 +209,13 @@ fn an_anthropic_oauth_provider_sends_its_beta_merged_with_the_clients() {
         .expect("parse")
         .expect("complete")
         .0;
-    let trace = crate::audit::trace::Trace::start();
     let out = build(
         &head,
         Endpoint::Messages,
         &p,
         &c,
         &Bytes::from_static(b"{}"),
-        "rid",
-        (&trace, 0),
+        marks(),
     );
     let text = String::from_utf8_lossy(&out.head).to_string();
     assert_eq!(
@@ -232,8 +238,7 @@ fn an_anthropic_oauth_provider_sends_its_beta_merged_with_the_clients() {
         &p,
         &c,
         &Bytes::from_static(b"{}"),
-        "rid",
-        (&trace, 0),
+        marks(),
     );
     let text = String::from_utf8_lossy(&out.head).to_string();
     assert!(
@@ -241,4 +246,34 @@ fn an_anthropic_oauth_provider_sends_its_beta_merged_with_the_clients() {
         "{text}"
     );
     assert!(text.contains("x-api-key: sk-up"), "{text}");
+}
+
+#[test]
+fn the_lane_header_is_ringsides_own_on_an_oauth_provider() {
+    let (mut p, c) = provider(Dialect::Anthropic);
+    p.auth = AuthKind::OAuth;
+    p.oauth_beta = "oauth-2025-04-20".into();
+    let raw = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nAnthropic-Usage-Limit: slow\r\ncontent-length: 2\r\n\r\n";
+    let limits = HeadLimits {
+        max_head_bytes: 8192,
+        max_headers: 64,
+    };
+    let head = crate::http::head::parse_request(raw.as_bytes(), limits)
+        .expect("parse")
+        .expect("complete")
+        .0;
+    let body = Bytes::from_static(b"{}");
+    let text = |slow: bool| {
+        let m = Marks { slow, ..marks() };
+        let out = build(&head, Endpoint::Messages, &p, &c, &body, m);
+        String::from_utf8_lossy(&out.head).to_ascii_lowercase()
+    };
+    // The client's own header is dropped: the lane state follows what Ringside sent.
+    assert!(!text(false).contains("anthropic-usage-limit"));
+    assert_eq!(
+        text(true)
+            .matches("anthropic-usage-limit: slow\r\n")
+            .count(),
+        1
+    );
 }

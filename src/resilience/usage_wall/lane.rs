@@ -21,7 +21,7 @@ const MAX_WAIT_CLAMP_MS: (u64, u64) = (60_000, 6 * 3_600_000);
 /// Every wait is spread by this much either way.
 const JITTER: f64 = 0.3;
 /// The lane ends this long after the announced reset, if nothing ended it before.
-const RESET_GRACE_MS: u64 = 60_000;
+pub const RESET_GRACE_MS: u64 = 60_000;
 /// A success whose five-hour reset is this much past the lane's: the window rolled over.
 const ROLLOVER_TOLERANCE_S: u64 = 60;
 /// After giving up on the maximum wait, the lane is not accepted again for this long.
@@ -53,6 +53,39 @@ pub enum EndReason {
     Operator,
 }
 
+impl EndReason {
+    /// Every reason, in the order of their counters.
+    pub const ALL: [EndReason; 9] = [
+        EndReason::Reset,
+        EndReason::Weekly,
+        EndReason::Budget,
+        EndReason::Off,
+        EndReason::Ineligible,
+        EndReason::Wall,
+        EndReason::MaxWait,
+        EndReason::ExtraUsage,
+        EndReason::Operator,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Reset => "reset",
+            EndReason::Weekly => "weekly",
+            EndReason::Budget => "budget",
+            EndReason::Off => "off",
+            EndReason::Ineligible => "ineligible",
+            EndReason::Wall => "wall",
+            EndReason::MaxWait => "max_wait",
+            EndReason::ExtraUsage => "extra_usage",
+            EndReason::Operator => "operator",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        EndReason::ALL.iter().position(|&r| r == self).unwrap_or(0)
+    }
+}
+
 /// Why a request is sent to the same account again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -61,6 +94,17 @@ pub enum Via {
     LowPriorityAccepted,
     SlotBusy,
     CapacityBusy,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::LimitReset => "limit-reset",
+            Via::LowPriorityAccepted => "low-priority-accepted",
+            Via::SlotBusy => "slot-busy",
+            Via::CapacityBusy => "capacity-busy",
+        }
+    }
 }
 
 /// What to do with an answer.
@@ -82,6 +126,12 @@ pub enum Decision {
 pub struct OptIn {
     pub low_priority_lane: bool,
     pub auto_limit_reset: bool,
+}
+
+impl OptIn {
+    pub fn any(self) -> bool {
+        self.low_priority_lane || self.auto_limit_reset
+    }
 }
 
 /// One answer as the lane sees it.

@@ -7,6 +7,7 @@
 pub mod headers;
 pub mod lane;
 pub mod reset;
+pub mod walls;
 
 #[cfg(test)]
 mod reset_tests;

@@ -83,7 +83,7 @@ impl Offer {
         })
     }
 
-    fn offered(&self) -> bool {
+    pub fn offered(&self) -> bool {
         self.eligible && self.arm.as_deref() == Some("reset") && self.available
     }
 }

@@ -1,0 +1,61 @@
+//! A Claude subscription account's usage wall as the admin API shows it
+//! (`GET /admin/connections`, for connections that opted in): the lane, the last limit reset
+//! attempt, and the counts.
+
+use crate::config::Connection;
+use crate::resilience::usage_wall::lane::EndReason;
+use crate::resilience::usage_wall::walls::Wall;
+use serde_json::{Value, json};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The wall of `conn`, or `None` when it opted in to nothing.
+pub fn view(wall: Option<&Wall>, conn: Option<&Connection>) -> Option<Value> {
+    let (wall, conn) = (wall?, conn?);
+    if !conn.usage_wall.any() {
+        return None;
+    }
+    let now = crate::clock::unix_ms();
+    let (mut lane, memo) = wall.view(now);
+    let (claiming, _) = wall.last_claim();
+    let resets_at = lane.active_until(now);
+    let (cool_off, spent) = lane.refused_until();
+    let later = |t: u64| (t > now).then_some(t);
+    let c = &wall.counts;
+    let ends: serde_json::Map<String, Value> = EndReason::ALL
+        .iter()
+        .map(|r| {
+            (
+                r.as_str().to_string(),
+                json!(c.ends[r.index()].load(Relaxed)),
+            )
+        })
+        .collect();
+    Some(json!({
+        "low_priority_lane": conn.usage_wall.low_priority_lane,
+        "auto_limit_reset": conn.usage_wall.auto_limit_reset,
+        "lane": {
+            "state": if resets_at.is_some() { "active" } else { "idle" },
+            "resets_at": resets_at,
+            "accepted_at_ms": lane.accepted_at(),
+            "served": lane.served,
+            "served_standard": lane.served_standard,
+            "retry_after_ms": lane.retry_after_ms,
+            "max_wait_ms": lane.max_wait_ms,
+            "budget_utilization": lane.budget_utilization,
+            "cooling_off_until_ms": later(cool_off),
+            "budget_spent_until_ms": later(spent),
+            "last_end": lane.last_end.map(|(r, at)| json!({"reason": r.as_str(), "at_ms": at})),
+        },
+        "limit_reset": {
+            "in_flight": claiming,
+            "last": memo.last.map(|(o, at)| json!({"outcome": o, "at_ms": at})),
+        },
+        "counts": {
+            "activations": c.activations.load(Relaxed),
+            "waits": c.waits.load(Relaxed),
+            "ends": ends,
+            "claims": c.claims.load(Relaxed),
+            "claims_granted": c.claims_granted.load(Relaxed),
+        },
+    }))
+}

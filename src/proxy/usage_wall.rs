@@ -1,0 +1,119 @@
+//! The request path's side of a Claude subscription account's usage wall (opt-in per
+//! connection; state machines in `resilience::usage_wall`). Before a send: whether the request
+//! goes in the low-priority lane. After the answer's head: the lane's word on it (claiming the
+//! weekly limit reset first when the wall asks for it), kept for the attempt loop, which sends
+//! the request to the same account again when the lane says so, without a cooldown.
+
+use super::exchange::Ctx;
+use crate::config::{Connection, Provider};
+use crate::http::Head;
+use crate::resilience::budget::Budget;
+use crate::resilience::usage_wall::headers::Unified;
+use crate::resilience::usage_wall::lane::{Answer, Decision, Via, Waits, wait_ceiling};
+use crate::route::Candidate;
+use std::time::Instant;
+
+/// Sends to the same account on the lane's word, at most, in one request (the waits are
+/// bounded by time; this bounds the rest).
+const MAX_SENDS: u8 = 16;
+
+/// One request's dealings with a usage wall (boxed in `Ctx`: only opted-in accounts have one).
+#[derive(Default)]
+pub(crate) struct LaneRequest {
+    /// The request's waits on the lane, from its first (the lane's max-wait counts from it).
+    waits: Waits,
+    /// The last attempt was sent with the lane's header.
+    sent_slow: bool,
+    /// Sends on the lane's word so far.
+    sends: u8,
+    /// The limit reset was tried for this request (once per request).
+    reset_tried: bool,
+    /// The lane's word on the last answer, for the attempt loop.
+    decision: Option<Decision>,
+    /// The candidate to send to again, and after how many ms (the attempt loop's next pick).
+    same: Option<(Candidate, u64)>,
+}
+
+/// Whether this attempt goes in the lane (noted for its answer).
+pub(super) fn slow(ctx: &mut Ctx<'_>, conn: &Connection) -> bool {
+    if !conn.usage_wall.any() {
+        return false;
+    }
+    let walls = &ctx.core.shared.usage_walls;
+    let on = walls
+        .get(conn.index)
+        .is_some_and(|w| w.slow(crate::clock::unix_ms()));
+    let lane = ctx.lane.get_or_insert_with(Default::default);
+    lane.sent_slow = on;
+    lane.decision = None;
+    on
+}
+
+/// The lane's word on an answer of an opted-in account: at a five-hour wall with the reset
+/// opted in, the reset is claimed first (its calls made here, once per account at a time).
+pub(super) async fn judge(
+    ctx: &mut Ctx<'_>,
+    to: (&Provider, &Connection),
+    head: &Head,
+    budget: &Budget,
+    deadline: Instant,
+) {
+    let (provider, conn) = to;
+    let Some(wall) = ctx.core.shared.usage_walls.get(conn.index) else {
+        return;
+    };
+    let Some(lane) = ctx.lane.as_mut() else {
+        return;
+    };
+    let u = Unified::read(
+        head.iter()
+            .filter_map(|(n, v)| Some((n, std::str::from_utf8(v).ok()?))),
+    );
+    let a = Answer {
+        status: head.status,
+        unified: &u,
+        sent_slow: lane.sent_slow,
+    };
+    let ceiling = wait_ceiling(Some(budget.time_left(crate::clock::now_ms())));
+    let now = crate::clock::unix_ms();
+    let opt = conn.usage_wall;
+    let mut d = wall.answer(opt, a, now, &mut lane.waits, ceiling, rand::random());
+    if d == Decision::TryLimitReset {
+        // Once per request: a reset granted a moment ago answers siblings at once, and a
+        // request that meets the wall again after it must not go round.
+        let first = !std::mem::replace(&mut lane.reset_tried, true);
+        let granted = first && {
+            let call = super::limit_reset::attempt(ctx.core, provider, conn, wall, deadline);
+            Box::pin(call).await
+        };
+        d = wall.after_limit_reset(granted, opt, &u, crate::clock::unix_ms());
+    }
+    if let Some(lane) = ctx.lane.as_mut() {
+        lane.decision = Some(d);
+    }
+}
+
+/// The lane's word on the last failed answer, when it is to send the request to the same
+/// account again: after how long, and why.
+pub(super) fn retry(ctx: &mut Ctx<'_>) -> Option<(u64, Via)> {
+    let lane = ctx.lane.as_mut()?;
+    match lane.decision.take()? {
+        Decision::Retry { delay_ms, via } if lane.sends < MAX_SENDS => {
+            lane.sends += 1;
+            Some((delay_ms, via))
+        }
+        _ => None,
+    }
+}
+
+/// Pick `cand` next, after `delay_ms`.
+pub(super) fn send_again(ctx: &mut Ctx<'_>, cand: Candidate, delay_ms: u64) {
+    if let Some(lane) = ctx.lane.as_mut() {
+        lane.same = Some((cand, delay_ms));
+    }
+}
+
+/// The candidate the usage wall asked to send to again, if any (taken).
+pub(super) fn take_same(ctx: &mut Ctx<'_>) -> Option<(Candidate, u64)> {
+    ctx.lane.as_mut()?.same.take()
+}
