@@ -105,6 +105,14 @@ fn a_wall_is_served_on_the_lane(driver: &str) {
     assert_eq!(lane["served"], 7, "{a}");
     assert_eq!(a["usage_wall"]["counts"]["activations"], 1, "{a}");
     assert!(wall_of(&proxy, "b")["usage_wall"].is_null());
+    let m = proxy.metrics();
+    let labels = "provider=\"claude\",connection=\"a\"";
+    for line in [
+        format!("ringside_usage_wall_lane_active{{{labels}}} 1"),
+        format!("ringside_usage_wall_lane_activations_total{{{labels}}} 1"),
+    ] {
+        assert!(m.contains(&line), "{line} in\n{m}");
+    }
     // An operator's reset ends the lane: the next request meets the wall again.
     let (s, _) = proxy.admin("POST", "/admin/connections/claude/a/reset");
     assert_eq!(s, 200);

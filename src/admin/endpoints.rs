@@ -105,6 +105,7 @@ fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
     );
     reload_metrics(&mut text, shared, generation.number);
     fleet_metrics(&mut text, shared);
+    super::usage_wall::metrics(&mut text, shared, &generation.config);
     text.push_str(&admin.borrow_mut().metrics());
     text.push_str(&flow::metrics(shared));
     text.push_str(&format!(

@@ -59,3 +59,103 @@ pub fn view(wall: Option<&Wall>, conn: Option<&Connection>) -> Option<Value> {
         },
     }))
 }
+
+/// The usage walls' counters in the Prometheus text format (opted-in connections only; each
+/// family's samples together, as the format asks).
+pub fn metrics(
+    out: &mut String,
+    shared: &crate::state::core::Shared,
+    config: &crate::config::Config,
+) {
+    use std::fmt::Write;
+    let walls: Vec<(String, &Wall)> = config
+        .providers
+        .iter()
+        .flat_map(|p| p.connections.iter().map(move |c| (p, c)))
+        .filter(|(_, c)| c.usage_wall.any())
+        .filter_map(|(p, c)| {
+            let l = format!(
+                "provider=\"{}\",connection=\"{}\"",
+                crate::metrics::escape(&p.id),
+                crate::metrics::escape(&c.id)
+            );
+            Some((l, shared.usage_walls.get(c.index)?))
+        })
+        .collect();
+    if walls.is_empty() {
+        return;
+    }
+    let now = crate::clock::unix_ms();
+    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    family(
+        out,
+        "ringside_usage_wall_lane_active",
+        "gauge",
+        "Whether a Claude subscription account is on its usage wall's low-priority lane.",
+    );
+    for (l, w) in &walls {
+        let _ = writeln!(
+            out,
+            "ringside_usage_wall_lane_active{{{l}}} {}",
+            u8::from(w.slow(now))
+        );
+    }
+    family(
+        out,
+        "ringside_usage_wall_lane_activations_total",
+        "counter",
+        "Low-priority lanes accepted.",
+    );
+    for (l, w) in &walls {
+        let n = w.counts.activations.load(Relaxed);
+        let _ = writeln!(out, "ringside_usage_wall_lane_activations_total{{{l}}} {n}");
+    }
+    family(
+        out,
+        "ringside_usage_wall_lane_ends_total",
+        "counter",
+        "Low-priority lanes ended, by reason.",
+    );
+    for (l, w) in &walls {
+        for r in EndReason::ALL {
+            let n = w.counts.ends[r.index()].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "ringside_usage_wall_lane_ends_total{{{l},reason=\"{}\"}} {n}",
+                r.as_str()
+            );
+        }
+    }
+    family(
+        out,
+        "ringside_usage_wall_lane_waits_total",
+        "counter",
+        "Busy-slot and capacity waits on the lane.",
+    );
+    for (l, w) in &walls {
+        let n = w.counts.waits.load(Relaxed);
+        let _ = writeln!(out, "ringside_usage_wall_lane_waits_total{{{l}}} {n}");
+    }
+    family(
+        out,
+        "ringside_usage_wall_limit_reset_claims_total",
+        "counter",
+        "Weekly limit reset attempts that made the calls (called), and those granted.",
+    );
+    for (l, w) in &walls {
+        let (called, granted) = (
+            w.counts.claims.load(Relaxed),
+            w.counts.claims_granted.load(Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "ringside_usage_wall_limit_reset_claims_total{{{l},result=\"called\"}} {called}"
+        );
+        let _ = writeln!(
+            out,
+            "ringside_usage_wall_limit_reset_claims_total{{{l},result=\"granted\"}} {granted}"
+        );
+    }
+}
