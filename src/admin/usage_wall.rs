@@ -4,8 +4,9 @@
 
 use crate::config::Connection;
 use crate::resilience::usage_wall::lane::EndReason;
-use crate::resilience::usage_wall::walls::Wall;
+use crate::resilience::usage_wall::walls::{Counts, Wall};
 use serde_json::{Value, json};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// The wall of `conn`, or `None` when it opted in to nothing.
@@ -86,76 +87,72 @@ pub fn metrics(
         return;
     }
     let now = crate::clock::unix_ms();
-    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    family(
-        out,
-        "ringside_usage_wall_lane_active",
-        "gauge",
-        "Whether a Claude subscription account is on its usage wall's low-priority lane.",
-    );
-    for (l, w) in &walls {
+    let c = |w: &Wall, f: fn(&Counts) -> &AtomicU64| f(&w.counts).load(Relaxed);
+    let families: [Family; 5] = [
+        (
+            "lane_active",
+            "gauge",
+            "Whether a Claude subscription account is on its usage wall's low-priority lane.",
+            &|w| vec![(String::new(), u64::from(w.slow(now)))],
+        ),
+        (
+            "lane_activations_total",
+            "counter",
+            "Low-priority lanes accepted.",
+            &|w| vec![(String::new(), c(w, |n| &n.activations))],
+        ),
+        (
+            "lane_ends_total",
+            "counter",
+            "Low-priority lanes ended, by reason.",
+            &|w| {
+                EndReason::ALL
+                    .iter()
+                    .map(|r| {
+                        (
+                            format!(",reason=\"{}\"", r.as_str()),
+                            w.counts.ends[r.index()].load(Relaxed),
+                        )
+                    })
+                    .collect()
+            },
+        ),
+        (
+            "lane_waits_total",
+            "counter",
+            "Busy-slot and capacity waits on the lane.",
+            &|w| vec![(String::new(), c(w, |n| &n.waits))],
+        ),
+        (
+            "limit_reset_claims_total",
+            "counter",
+            "Weekly limit reset attempts that made the calls (called), and those granted.",
+            &|w| {
+                vec![
+                    (",result=\"called\"".into(), c(w, |n| &n.claims)),
+                    (",result=\"granted\"".into(), c(w, |n| &n.claims_granted)),
+                ]
+            },
+        ),
+    ];
+    for (name, kind, help, samples) in families {
         let _ = writeln!(
             out,
-            "ringside_usage_wall_lane_active{{{l}}} {}",
-            u8::from(w.slow(now))
+            "# HELP ringside_usage_wall_{name} {help}\n# TYPE ringside_usage_wall_{name} {kind}"
         );
-    }
-    family(
-        out,
-        "ringside_usage_wall_lane_activations_total",
-        "counter",
-        "Low-priority lanes accepted.",
-    );
-    for (l, w) in &walls {
-        let n = w.counts.activations.load(Relaxed);
-        let _ = writeln!(out, "ringside_usage_wall_lane_activations_total{{{l}}} {n}");
-    }
-    family(
-        out,
-        "ringside_usage_wall_lane_ends_total",
-        "counter",
-        "Low-priority lanes ended, by reason.",
-    );
-    for (l, w) in &walls {
-        for r in EndReason::ALL {
-            let n = w.counts.ends[r.index()].load(Relaxed);
-            let _ = writeln!(
-                out,
-                "ringside_usage_wall_lane_ends_total{{{l},reason=\"{}\"}} {n}",
-                r.as_str()
-            );
+        for (l, w) in &walls {
+            for (more, n) in samples(w) {
+                let _ = writeln!(out, "ringside_usage_wall_{name}{{{l}{more}}} {n}");
+            }
         }
     }
-    family(
-        out,
-        "ringside_usage_wall_lane_waits_total",
-        "counter",
-        "Busy-slot and capacity waits on the lane.",
-    );
-    for (l, w) in &walls {
-        let n = w.counts.waits.load(Relaxed);
-        let _ = writeln!(out, "ringside_usage_wall_lane_waits_total{{{l}}} {n}");
-    }
-    family(
-        out,
-        "ringside_usage_wall_limit_reset_claims_total",
-        "counter",
-        "Weekly limit reset attempts that made the calls (called), and those granted.",
-    );
-    for (l, w) in &walls {
-        let (called, granted) = (
-            w.counts.claims.load(Relaxed),
-            w.counts.claims_granted.load(Relaxed),
-        );
-        let _ = writeln!(
-            out,
-            "ringside_usage_wall_limit_reset_claims_total{{{l},result=\"called\"}} {called}"
-        );
-        let _ = writeln!(
-            out,
-            "ringside_usage_wall_limit_reset_claims_total{{{l},result=\"granted\"}} {granted}"
-        );
-    }
 }
+
+/// A metric family: its name after `ringside_usage_wall_`, type, help, and one wall's samples
+/// (extra labels, value).
+type Family<'a> = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'a dyn Fn(&Wall) -> Vec<(String, u64)>,
+);
