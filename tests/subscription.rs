@@ -179,7 +179,7 @@ fn the_limit_reset_is_claimed_once_for_concurrent_walls(driver: &str) {
         assert_eq!(r.header("x-ringside-connection"), Some("claude/a"));
     }
     let accounts = client_get(sim.addr, "/_sim/accounts");
-    assert_eq!(accounts["sk-sim-a"]["claims"], 1, "{accounts}");
+    assert_eq!(accounts["walls"]["sk-sim-a"]["claims"], 1, "{accounts}");
     assert_eq!(attempts_for(&sim, "sk-sim-b"), 0);
     let a = wall_of(&proxy, "a");
     assert_eq!(a["usage_wall"]["counts"]["claims"], 1, "{a}");

@@ -8,6 +8,7 @@ mod endpoints;
 pub mod flow;
 mod history;
 pub mod leases;
+mod oauth;
 mod page;
 pub mod state;
 mod transitions;

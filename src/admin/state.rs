@@ -139,6 +139,10 @@ impl AdminState {
                         self.shared.usage_walls.get(i),
                         self.generation.config.connection(i).map(|(_, c)| c),
                     ),
+                    "oauth": super::oauth::view(
+                        self.shared.tokens.get(i),
+                        self.generation.config.connection(i).map(|(_, c)| c),
+                    ),
                 })
             })
             .collect();

@@ -33,6 +33,9 @@ pub(super) struct SimArgs {
     /// Use epoll even where io_uring works.
     #[arg(long)]
     epoll: bool,
+    /// How long the OAuth access tokens it issues last (Claude subscription mode).
+    #[arg(long, default_value_t = 3_600, value_name = "SECONDS")]
+    token_lifetime_s: u64,
 }
 
 /// Run the simulator until SIGTERM or SIGINT.
@@ -45,6 +48,7 @@ pub(super) fn run(a: SimArgs) -> Result<(), String> {
         interval_ms: a.interval_ms,
         latency_ms: a.latency_ms,
         force_epoll: a.epoll,
+        token_lifetime_s: a.token_lifetime_s,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

@@ -134,6 +134,21 @@ pub struct Connection {
     pub usage_wall: crate::resilience::usage_wall::lane::OptIn,
     /// The organization id the limit reset is claimed for.
     pub organization: Option<String>,
+    /// OAuth with a refresh token: how the access token is renewed (boxed: most have none).
+    pub oauth: Option<Box<OAuthRefresh>>,
+}
+
+/// How an OAuth connection's access token is refreshed.
+#[derive(Clone, Debug)]
+pub struct OAuthRefresh {
+    /// The refresh token the environment gave (a refresh may rotate it: the live one is in
+    /// `upstream::tokens`).
+    pub refresh: Secret,
+    /// The token endpoint; its `base_path` is the path.
+    pub token_url: Endpoint,
+    pub client_id: String,
+    /// The access token's expiry (Unix ms), when the environment said.
+    pub expires_at_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -215,6 +230,8 @@ pub struct Config {
     /// The durable store: map size in bytes, and whether commits skip the sync.
     pub store_map_size: usize,
     pub store_fast: bool,
+    /// Seals refreshed OAuth tokens in the store (`[store] token_key_env`).
+    pub token_key: Option<Secret>,
     /// Session affinity TTL (0 = off).
     pub affinity_ttl_ms: u64,
     /// Default exclusive-lease TTL.

@@ -87,6 +87,9 @@ pub struct StoreSection {
     pub map_size_mb: u64,
     /// "durable" (sync every commit) or "fast" (no sync: the last writes may be lost on power loss).
     pub durability: String,
+    /// Environment variable with the key that seals refreshed OAuth tokens in the store; without
+    /// it they are kept in memory only (never in clear).
+    pub token_key_env: Option<String>,
 }
 
 impl Default for StoreSection {
@@ -94,6 +97,7 @@ impl Default for StoreSection {
         StoreSection {
             map_size_mb: 1024,
             durability: "durable".into(),
+            token_key_env: None,
         }
     }
 }
@@ -417,6 +421,18 @@ pub struct ConnectionSection {
     /// The account's organization id, for the limit reset's claim.
     #[serde(default)]
     pub organization_uuid: Option<String>,
+    /// OAuth only: environment variable with the refresh token (the access token is `key_env`).
+    #[serde(default)]
+    pub refresh_token_env: Option<String>,
+    /// OAuth only: environment variable with the access token's expiry (Unix ms or s), if known.
+    #[serde(default)]
+    pub expires_at_env: Option<String>,
+    /// OAuth only: the token endpoint (Anthropic's by default).
+    #[serde(default)]
+    pub token_url: Option<String>,
+    /// OAuth only: the client id the tokens were issued to (Claude Code's by default).
+    #[serde(default)]
+    pub client_id: Option<String>,
 }
 
 fn default_saturation() -> String {

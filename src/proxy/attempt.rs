@@ -51,8 +51,11 @@ pub(super) async fn attempt(
         );
     };
     let model = &entry.targets[cand.target].model;
-    let slow = super::usage_wall::slow(ctx, conn);
-    let out = outbound_for(ctx, provider, conn, model, slow);
+    let out = {
+        let credential = super::oauth::token(ctx, conn);
+        let slow = super::usage_wall::slow(ctx, conn);
+        outbound_for(ctx, provider, conn, model, slow, credential.as_deref())
+    };
     let aim = Aim {
         provider,
         conn,
@@ -83,13 +86,14 @@ pub(super) async fn attempt(
         .borrow_mut()
         .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
     learn_pacing(&core.shared.flow.gates[cand.connection], &head);
-    if conn.usage_wall.any() {
+    if conn.usage_wall.any() || conn.oauth.is_some() {
         // A Claude subscription account's usage wall reads every answer's head: a success
         // counts as served on the lane (or shows the window rolled over), a wall answer may
-        // send the request to the same account again (`attempts`).
+        // send the request to the same account again (`attempts`); so may a 401 once the
+        // OAuth token is refreshed.
         let deadline = aim.time.deadline;
-        let lane = super::usage_wall::judge(ctx, (provider, conn), &head, budget, deadline);
-        Box::pin(lane).await;
+        let learn = super::usage_wall::after_head(ctx, (provider, conn), &head, budget, deadline);
+        Box::pin(learn).await;
     }
     if !(200..300).contains(&head.status) {
         return match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
@@ -97,7 +101,10 @@ pub(super) async fn attempt(
             Read::Failed { detail, timeout } => {
                 aim.time.failed(timeout, AttemptOutcome::Reset, detail)
             }
-            Read::Ok(body) => error_answer(ctx, &aim, up, head, body),
+            Read::Ok(body) => {
+                let end = error_answer(ctx, &aim, up, head, body);
+                super::oauth::expire_if_refused(ctx, end)
+            }
         };
     }
     // An event stream is held until its first useful event (when the stream guard holds
@@ -240,6 +247,7 @@ fn outbound_for(
     conn: &Connection,
     model: &str,
     slow: bool,
+    credential: Option<&str>,
 ) -> Outbound {
     let span = match &ctx.record.model {
         Some(m) if *m != model => ctx.model_span.clone(),
@@ -260,6 +268,7 @@ fn outbound_for(
             trace: &ctx.record.trace,
             attempt: ctx.record.attempts.len(),
             slow,
+            credential,
         },
     )
 }

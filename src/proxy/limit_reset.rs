@@ -4,20 +4,16 @@
 //! its outcome. Each call has the spec's time limit and never outlasts the request's deadline.
 
 use crate::config::{Connection, Provider};
-use crate::http::head::parse_response;
-use crate::http::io::{read_body, read_more};
-use crate::http::{Head, HeadLimits};
 use crate::resilience::usage_wall::reset::{CLAIM_TIMEOUT_MS, Offer, STATUS_TIMEOUT_MS};
 use crate::resilience::usage_wall::walls::{Begin, Wall};
 use crate::state::core::Core;
 use crate::timer;
+use crate::upstream::call::{Call, call, end_within};
 use std::time::{Duration, Instant};
 
 const STATUS_PATH: &str = "/api/oauth/usage?at_wall=1&skip_spend=1";
 const BOOTSTRAP_PATH: &str = "/api/claude_cli/bootstrap";
 const CLAIM_BODY: &[u8] = br#"{"program":"juniper_tide"}"#;
-/// An answer larger than this is not one of these calls' answers.
-const MAX_ANSWER: usize = 256 * 1024;
 
 /// Whether the account may be retried at full speed now.
 pub(super) async fn attempt(
@@ -127,80 +123,27 @@ impl Calls<'_> {
         (offer, Some(org), reply)
     }
 
-    /// One call on a connection of its own (closed after it): its status and JSON body, or
-    /// `None` when it failed or ran out of time.
+    /// One call with the account's token and Anthropic's OAuth beta (no client byte).
     async fn call(&self, method: &str, path: &str, timeout_ms: u64) -> Option<Reply> {
-        let end = self
-            .deadline
-            .min(crate::clock::instant() + Duration::from_millis(timeout_ms));
-        let exchange = Box::pin(self.exchange(method, path));
-        timer::timeout_at(end, exchange).await.ok().flatten()
-    }
-
-    async fn exchange(&self, method: &str, path: &str) -> Option<Reply> {
-        let mut up = self
-            .core
-            .connector
-            .connect(&self.provider.endpoint)
-            .await
-            .ok()?;
-        let body: &[u8] = if method == "POST" { CLAIM_BODY } else { b"" };
-        let out = super::outbound::Outbound {
-            head: bytes::Bytes::from(self.head(method, path, body.len())),
-            body: bytes::Bytes::from_static(body),
+        // The account's live access token (refreshed at run time, or the environment's).
+        let cell = self.core.shared.tokens.get(self.conn.index);
+        let live = cell.and_then(|c| c.current().1);
+        let token = live.as_deref().unwrap_or(self.conn.secret.expose());
+        let mut headers = Vec::with_capacity(256);
+        headers.extend_from_slice(b"authorization: Bearer ");
+        headers.extend_from_slice(token.as_bytes());
+        headers.extend_from_slice(b"\r\nanthropic-beta: ");
+        headers.extend_from_slice(self.provider.oauth_beta.as_bytes());
+        headers.extend_from_slice(b"\r\n");
+        let c = Call {
+            endpoint: &self.provider.endpoint,
+            method,
+            path,
+            headers: &headers,
+            body: if method == "POST" { CLAIM_BODY } else { b"" },
         };
-        super::outbound::send(&mut up.stream, &out).await.ok()?;
-        let head = read_head(&mut up).await?;
-        let b = read_body(
-            &mut up.stream,
-            &mut up.buf,
-            head.framing,
-            MAX_ANSWER,
-            Duration::from_secs(CLAIM_TIMEOUT_MS / 1_000),
-        )
-        .await
-        .ok()?;
-        let json = serde_json::from_slice(&b).unwrap_or(serde_json::Value::Null);
-        Some((head.status, json))
-    }
-
-    /// The request head: the account's token, Anthropic's OAuth beta, no client byte.
-    fn head(&self, method: &str, path: &str, body_len: usize) -> Vec<u8> {
-        let mut h = Vec::with_capacity(512);
-        for part in [method, " ", path, " HTTP/1.1\r\nhost: "] {
-            h.extend_from_slice(part.as_bytes());
-        }
-        self.provider.endpoint.write_authority(&mut h);
-        h.extend_from_slice(b"\r\nauthorization: Bearer ");
-        h.extend_from_slice(self.conn.secret.expose().as_bytes());
-        h.extend_from_slice(b"\r\nanthropic-beta: ");
-        h.extend_from_slice(self.provider.oauth_beta.as_bytes());
-        h.extend_from_slice(b"\r\nuser-agent: ringside/");
-        h.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
-        h.extend_from_slice(b"\r\naccept: application/json\r\nconnection: close\r\n");
-        if method == "POST" {
-            h.extend_from_slice(b"content-type: application/json\r\ncontent-length: ");
-            crate::http::response::push_u64(&mut h, body_len as u64);
-            h.extend_from_slice(b"\r\n");
-        }
-        h.extend_from_slice(b"\r\n");
-        h
-    }
-}
-
-async fn read_head(up: &mut crate::upstream::UpConn) -> Option<Head> {
-    let limits = HeadLimits {
-        max_head_bytes: 64 * 1024,
-        max_headers: crate::http::head::MAX_HEADERS_HARD,
-    };
-    loop {
-        if let Some((head, used)) = parse_response(&up.buf, limits, false).ok()? {
-            let _ = up.buf.split_to(used);
-            return Some(head);
-        }
-        if read_more(&mut up.stream, &mut up.buf).await.ok()? == 0 {
-            return None;
-        }
+        let end = end_within(self.deadline, timeout_ms);
+        call(&self.core.connector, &c, end).await
     }
 }
 

@@ -40,6 +40,7 @@ pub mod judge;
 pub mod lease;
 mod limit_reset;
 mod models;
+pub mod oauth;
 pub mod outbound;
 mod relay_failure;
 pub mod request;

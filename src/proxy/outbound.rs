@@ -166,6 +166,8 @@ pub struct Marks<'a> {
     pub attempt: usize,
     /// The account is on its usage wall's low-priority lane: `anthropic-usage-limit: slow`.
     pub slow: bool,
+    /// An OAuth access token refreshed at run time, sent instead of the connection's own.
+    pub credential: Option<&'a str>,
 }
 
 impl Marks<'_> {
@@ -240,7 +242,8 @@ pub fn build(
         h.extend_from_slice(value);
         h.extend_from_slice(b"\r\n");
     }
-    push_credential(&mut h, provider, conn, has_version);
+    let credential = marks.credential.unwrap_or(conn.secret.expose());
+    push_credential(&mut h, provider, credential, has_version);
     if merging {
         merge_beta(&mut h, &provider.oauth_beta, &client_betas);
     }
@@ -290,16 +293,16 @@ fn merge_beta(h: &mut Vec<u8>, ours: &str, client: &[&[u8]]) {
 
 /// The connection's credential as its provider takes it, and Anthropic's version header when
 /// the client sent none.
-fn push_credential(h: &mut Vec<u8>, provider: &Provider, conn: &Connection, has_version: bool) {
+fn push_credential(h: &mut Vec<u8>, provider: &Provider, credential: &str, has_version: bool) {
     match (provider.dialect, provider.auth) {
         (Dialect::Anthropic, AuthKind::ApiKey) => {
             h.extend_from_slice(b"x-api-key: ");
-            h.extend_from_slice(conn.secret.expose().as_bytes());
+            h.extend_from_slice(credential.as_bytes());
             h.extend_from_slice(b"\r\n");
         }
         _ => {
             h.extend_from_slice(b"authorization: Bearer ");
-            h.extend_from_slice(conn.secret.expose().as_bytes());
+            h.extend_from_slice(credential.as_bytes());
             h.extend_from_slice(b"\r\n");
         }
     }

@@ -32,11 +32,20 @@ pub(crate) struct LaneRequest {
     decision: Option<Decision>,
     /// The candidate to send to again, and after how many ms (the attempt loop's next pick).
     same: Option<(Candidate, u64)>,
+    /// The OAuth access token's version the last attempt was sent with (`proxy::oauth`).
+    pub(super) token_version: u64,
+    /// The access token was refreshed for this request already (once per request).
+    pub(super) token_refreshed: bool,
+    /// The refresh token was refused for good: why (the answer expires the connection).
+    pub(super) token_dead: Option<String>,
 }
 
 /// Whether this attempt goes in the lane (noted for its answer).
 pub(super) fn slow(ctx: &mut Ctx<'_>, conn: &Connection) -> bool {
     if !conn.usage_wall.any() {
+        if let Some(lane) = ctx.lane.as_mut() {
+            lane.decision = None;
+        }
         return false;
     }
     let walls = &ctx.core.shared.usage_walls;
@@ -49,9 +58,26 @@ pub(super) fn slow(ctx: &mut Ctx<'_>, conn: &Connection) -> bool {
     on
 }
 
+/// What an answer's head tells about the account: the usage wall's word (opted-in accounts),
+/// and for a 401 on an OAuth connection, a refreshed token (`proxy::oauth`).
+pub(super) async fn after_head(
+    ctx: &mut Ctx<'_>,
+    to: (&Provider, &Connection),
+    head: &Head,
+    budget: &Budget,
+    deadline: Instant,
+) {
+    if to.1.usage_wall.any() {
+        judge(ctx, to, head, budget, deadline).await;
+    }
+    if head.status == 401 && to.1.oauth.is_some() {
+        super::oauth::after_refusal(ctx, to.1, deadline).await;
+    }
+}
+
 /// The lane's word on an answer of an opted-in account: at a five-hour wall with the reset
 /// opted in, the reset is claimed first (its calls made here, once per account at a time).
-pub(super) async fn judge(
+async fn judge(
     ctx: &mut Ctx<'_>,
     to: (&Provider, &Connection),
     head: &Head,
@@ -90,6 +116,16 @@ pub(super) async fn judge(
     }
     if let Some(lane) = ctx.lane.as_mut() {
         lane.decision = Some(d);
+    }
+}
+
+/// Send to the same account again at once: its access token was refreshed after a 401.
+pub(super) fn token_refreshed(ctx: &mut Ctx<'_>) {
+    if let Some(lane) = ctx.lane.as_mut() {
+        lane.decision = Some(Decision::Retry {
+            delay_ms: 0,
+            via: Via::TokenRefreshed,
+        });
     }
 }
 

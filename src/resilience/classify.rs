@@ -24,6 +24,8 @@ pub enum Reason {
     BadRequest,
     Timeout,
     Transport,
+    /// An OAuth connection's refresh token was refused for good: the connection is expired.
+    TokenRefreshFailed,
 }
 
 impl Reason {
@@ -42,11 +44,12 @@ impl Reason {
             Reason::BadRequest => "bad_request",
             Reason::Timeout => "timeout",
             Reason::Transport => "transport",
+            Reason::TokenRefreshFailed => "token_refresh_failed",
         }
     }
 
     pub fn parse(s: &str) -> Option<Reason> {
-        const ALL: [Reason; 13] = [
+        const ALL: [Reason; 14] = [
             Reason::RateLimited,
             Reason::QuotaExhausted,
             Reason::Overloaded,
@@ -60,6 +63,7 @@ impl Reason {
             Reason::BadRequest,
             Reason::Timeout,
             Reason::Transport,
+            Reason::TokenRefreshFailed,
         ];
         ALL.into_iter().find(|r| r.as_str() == s)
     }

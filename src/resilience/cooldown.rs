@@ -117,6 +117,7 @@ impl ConnState {
             Reason::Banned => Some(Terminal::Banned),
             Reason::CreditsExhausted => Some(Terminal::CreditsExhausted),
             Reason::AuthFailure if auth + 1 >= p.auth_retries => Some(Terminal::Expired),
+            Reason::TokenRefreshFailed => Some(Terminal::Expired),
             Reason::Rejected if rejections + 1 >= p.rejections_to_ban => Some(Terminal::Banned),
             _ => None,
         };

@@ -132,6 +132,7 @@ fn new_core(
         )),
         pins: RefCell::default(),
         log_batch: RefCell::default(),
+        tokens: RefCell::default(),
         shared,
     }
 }
@@ -177,6 +178,9 @@ async fn tick(core: Rc<Core>) {
             let s = &generation.config.resilience;
             core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
             core.sweep_pins(crate::clock::unix_ms());
+            if core.id == 0 {
+                crate::proxy::oauth::refresh_due(&core);
+            }
         }
     }
 }

@@ -50,6 +50,10 @@ pub(super) fn build(
         store.attach_view(leases);
     }
     let usage_walls = crate::resilience::usage_wall::walls::Walls::new(slots.conn_capacity);
+    let cfg = &generation.config;
+    let tokens = crate::upstream::tokens::Tokens::new(slots.conn_capacity, cfg.token_key.as_ref());
+    // Refreshed tokens kept sealed win over the environment's while it gives the same seed.
+    tokens.seed(cfg, store);
     let shared = Arc::new(Shared {
         newest: AtomicU64::new(generation.number),
         installed: (0..workers)
@@ -76,6 +80,7 @@ pub(super) fn build(
         slots: std::sync::Mutex::new(slots),
         fleet: Default::default(),
         usage_walls,
+        tokens,
     });
     let inboxes = inboxes.into_iter().zip(bell_readers).collect();
     Ok((shared, (inboxes, admin_inbox, fleet_inbox)))

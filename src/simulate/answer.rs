@@ -79,7 +79,12 @@ pub(super) async fn answer(
         key,
         status: 0,
     };
-    let fault = match pick_fault(state, head, &guard.key, ask.model.as_deref()) {
+    let picked = if state.accounts.expired(&guard.key) {
+        super::fault::Fault::parse("expired-token")
+    } else {
+        pick_fault(state, head, &guard.key, ask.model.as_deref())
+    };
+    let fault = match picked {
         Ok(f) => f,
         Err(e) => {
             guard.status = 400;
@@ -165,6 +170,10 @@ async fn respond(
     );
     let (status, bytes) = match fault.kind {
         FaultKind::Status(code) => (code, status_answer(api, code, fault, keep)),
+        FaultKind::ExpiredToken => {
+            let b = body::error_body(api, 401, super::subscription::EXPIRED_TOKEN);
+            (401, whole(401, "application/json", &[], &b, keep))
+        }
         FaultKind::QuotaMessage => {
             let b = body::error_body(api, 403, "额度不足，请充值后再试 (quota exhausted)");
             (403, whole(403, "application/json", &[], &b, keep))

@@ -37,6 +37,8 @@ pub enum FaultKind {
     QuoteInput,
     /// A Claude subscription account at its usage wall (`subscription.rs`).
     UsageWall,
+    /// Anthropic's 401 for an expired OAuth access token.
+    ExpiredToken,
     /// Healthy: only the params (latency, events) apply.
     None,
 }
@@ -86,6 +88,7 @@ impl Fault {
             "heartbeats" => FaultKind::Heartbeats,
             "quote" | "quote-input" => FaultKind::QuoteInput,
             "usage-wall" => FaultKind::UsageWall,
+            "expired-token" => FaultKind::ExpiredToken,
             s => match s.parse::<u16>() {
                 Ok(code) if (100..=599).contains(&code) => FaultKind::Status(code),
                 _ => return Err(format!("unknown fault `{s}`")),

@@ -43,6 +43,8 @@ pub struct SimOptions {
     /// Pause before the response head.
     pub latency_ms: u64,
     pub force_epoll: bool,
+    /// How long the OAuth access tokens the simulator issues last.
+    pub token_lifetime_s: u64,
 }
 
 impl Default for SimOptions {
@@ -55,6 +57,7 @@ impl Default for SimOptions {
             interval_ms: 0,
             latency_ms: 0,
             force_epoll: false,
+            token_lifetime_s: 3_600,
         }
     }
 }
@@ -264,10 +267,10 @@ async fn serve(state: Arc<SimState>, mut stream: TcpStream) {
             }
             continue;
         }
-        if head.path().starts_with("/api/") {
+        if head.path().starts_with("/api/") || head.path().ends_with("/oauth/token") {
             let key = key_of(&head);
-            let (method, path) = (head.method(), head.path());
-            if let Some((status, v)) = state.accounts.endpoint(&state, method, path, &key) {
+            let call = (head.method(), head.path(), key.as_str());
+            if let Some((status, v)) = state.accounts.endpoint(&state, call, &body) {
                 let out = serde_json::to_vec(&v).unwrap_or_default();
                 let bytes = whole(status, "application/json", &[], &out, keep);
                 if stream.write_all(bytes).await.0.is_err() || !keep {

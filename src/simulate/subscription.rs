@@ -6,6 +6,11 @@
 //! the key's wall. Parameters:
 //! `usage-wall;offer=treatment|control|none;slot-busy=N;capacity=N;slow-retry-after=S;reset-in=S;limit-reset=RESULT`
 //! (`limit-reset` absent: the reset is not offered).
+//!
+//! OAuth: fault `expired-token` answers a key with Anthropic's expired-token 401; the token
+//! endpoint (`POST …/oauth/token`) takes a refresh token the simulator issued, or one starting
+//! `sim-refresh` once, and issues a new access token (good for `SimOptions::token_lifetime_s`)
+//! and a new refresh token: the one presented is spent, as Anthropic rotates them.
 
 use super::body::{Api, error_body};
 use super::{FaultEntry, Selector, SimState};
@@ -60,9 +65,25 @@ impl WallSpec {
     }
 }
 
-/// What the simulator remembers of each key's wall.
+/// What the simulator remembers of each key's wall, and the OAuth tokens it issued.
 #[derive(Default)]
-pub struct Accounts(Mutex<HashMap<String, Account>>);
+pub struct Accounts(Mutex<HashMap<String, Account>>, Mutex<Issued>);
+
+/// OAuth tokens the simulator issued.
+#[derive(Default)]
+struct Issued {
+    /// Access token → its expiry (Unix s).
+    access: HashMap<String, u64>,
+    /// Refresh tokens not spent yet (issued), and those spent (any).
+    refresh: std::collections::HashSet<String>,
+    spent: std::collections::HashSet<String>,
+    calls: u64,
+    granted: u64,
+}
+
+/// Anthropic's words for an expired OAuth access token.
+pub const EXPIRED_TOKEN: &str =
+    "OAuth token has expired. Please obtain a new token or refresh your existing token.";
 
 #[derive(Default)]
 struct Account {
@@ -134,17 +155,20 @@ impl Accounts {
         })
     }
 
-    /// The weekly limit reset's endpoints: `None` when `path` is not one of them.
+    /// The OAuth token endpoint and the weekly limit reset's: `None` when `path` is not one of
+    /// them.
     pub(super) fn endpoint(
         &self,
         state: &SimState,
-        method: &str,
-        path: &str,
-        key: &str,
+        (method, path, key): (&str, &str, &str),
+        body: &[u8],
     ) -> Option<(u16, serde_json::Value)> {
         let spec = wall_of(state, key);
         let offered = spec.as_ref().and_then(|s| s.limit_reset.clone());
         match (method, path.split('?').next().unwrap_or(path)) {
+            ("POST", p) if p.ends_with("/oauth/token") => {
+                Some(self.token(body, state.opts.token_lifetime_s))
+            }
             ("GET", "/api/oauth/usage") => {
                 let spent = self.with(key, |a| a.claims > 0);
                 let available = offered.is_some() && !spent;
@@ -179,6 +203,41 @@ impl Accounts {
         }
     }
 
+    /// The token endpoint: a refresh grant for a refresh token this simulator issued, or one
+    /// starting `sim-refresh` never seen before.
+    pub(super) fn token(&self, body: &[u8], lifetime_s: u64) -> (u16, serde_json::Value) {
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        let presented = v["refresh_token"].as_str().unwrap_or("");
+        let mut t = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        t.calls += 1;
+        let known = t.refresh.remove(presented)
+            || (presented.starts_with("sim-refresh") && !t.spent.contains(presented));
+        if v["grant_type"] != "refresh_token" || !known {
+            let e = serde_json::json!({"error": "invalid_grant", "error_description": "Refresh token not found or invalid"});
+            return (400, e);
+        }
+        t.spent.insert(presented.to_string());
+        t.granted += 1;
+        let n = t.granted;
+        let access = format!("sk-ant-oat01-sim-{n}");
+        let refresh = format!("sim-refresh-issued-{n}");
+        t.access.insert(access.clone(), unix_s() + lifetime_s);
+        t.refresh.insert(refresh.clone());
+        (
+            200,
+            serde_json::json!({
+                "token_type": "Bearer", "access_token": access, "refresh_token": refresh,
+                "expires_in": lifetime_s,
+            }),
+        )
+    }
+
+    /// Whether `key` is an access token this simulator issued that has expired.
+    pub(super) fn expired(&self, key: &str) -> bool {
+        let t = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        t.access.get(key).is_some_and(|&at| unix_s() >= at)
+    }
+
     /// Reset claims made per key (for `/_sim/stats`).
     pub(super) fn claims(&self) -> serde_json::Value {
         let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -186,7 +245,8 @@ impl Accounts {
             .iter()
             .map(|(k, a)| (k.clone(), serde_json::json!({"claims": a.claims, "lane_sends": a.lane_sends, "lifted": a.lifted})))
             .collect();
-        serde_json::Value::Object(v)
+        let t = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        serde_json::json!({"walls": v, "token_endpoint": {"calls": t.calls, "granted": t.granted}})
     }
 }
 

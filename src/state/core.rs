@@ -60,6 +60,8 @@ pub struct Shared {
     pub fleet: crate::metrics::FleetCounters,
     /// Claude subscription accounts' usage walls, per connection slot.
     pub usage_walls: crate::resilience::usage_wall::walls::Walls,
+    /// OAuth access tokens refreshed at run time, per connection slot.
+    pub tokens: crate::upstream::tokens::Tokens,
 }
 
 impl Shared {
@@ -169,6 +171,9 @@ pub struct Core {
     pub pins: RefCell<std::collections::HashMap<std::sync::Arc<str>, (usize, u64)>>,
     /// This core's access-log lines not yet handed to the writer (`log::Batch`).
     pub log_batch: RefCell<crate::log::Batch>,
+    /// This core's copy of each refreshed OAuth access token, with the version it copied
+    /// (`upstream::tokens`): a send compares one atomic, and locks only after a refresh.
+    pub tokens: RefCell<Vec<(u64, Option<Arc<str>>)>>,
 }
 
 impl Core {

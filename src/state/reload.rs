@@ -212,6 +212,7 @@ fn apply(shared: &Shared, old: Arc<Gen>, generation: Arc<Gen>) -> Result<(), Str
         }
     }
     shared.leases.rename(&generation.conn_labels);
+    shared.tokens.seed(&generation.config, shared.store);
     lock(&shared.reloads.alive).push(Arc::downgrade(&old));
     crate::notify::reloading("reloading the config");
     shared.stage(generation.clone());

@@ -9,6 +9,7 @@ pub mod lease_view;
 pub mod leases;
 pub mod pins;
 pub mod remote;
+pub mod sealed;
 
 use heed::types::{SerdeJson, Str};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};

@@ -1,9 +1,11 @@
 //! Upstream connections: resolve, connect (TCP_NODELAY, timeout), TLS, pool.
 
+pub mod call;
 pub mod dns;
 pub mod pool;
 pub mod stream;
 pub mod tls;
+pub mod tokens;
 
 use crate::config::Endpoint;
 use crate::timer;

@@ -20,8 +20,15 @@ pub const ADMIN_AUTH: (&str, &str) = ("authorization", "Bearer test-admin-token"
 /// The proxy under test: this build's binary, or `RINGSIDE_BIN` (e.g. the profile-guided
 /// release build: `RINGSIDE_BIN=target/release/ringside cargo test --test dataplane`).
 /// The environment every test proxy runs with: the simulator's keys and the admin token.
-pub fn proxy_env() -> [(&'static str, &'static str); 6] {
+pub fn proxy_env() -> [(&'static str, &'static str); 10] {
     [
+        ("SIM_EXPIRES_PAST", "1000000000"),
+        ("SIM_REFRESH_A", "sim-refresh-a"),
+        ("SIM_REFRESH_B", "sim-refresh-b"),
+        (
+            "RINGSIDE_TEST_TOKEN_KEY",
+            "ringside-test-token-key-0123456789",
+        ),
         ("SIM_KEY_A", "sk-sim-a"),
         ("SIM_KEY_B", "sk-sim-b"),
         ("SIM_KEY_C", "sk-sim-c"),

@@ -2,6 +2,7 @@
 //! first): one resolver per section (`server`, `providers`, `routes`; `[resilience]`, `[stream]`
 //! and `[[clients]]` in `config::resilience`).
 
+mod oauth;
 mod providers;
 mod routes;
 mod sections;
@@ -48,6 +49,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         );
     }
     p.in_range("store.map_size_mb", file.store.map_size_mb, 1, 1 << 20);
+    let token_key = oauth::token_key(&mut p, file.store.token_key_env.as_deref(), env);
     if !p.0.is_empty() {
         return Err(p.0);
     }
@@ -78,6 +80,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         clients,
         store_map_size: (file.store.map_size_mb.clamp(1, 1 << 20) as usize) << 20,
         store_fast: file.store.durability == "fast",
+        token_key,
         affinity_ttl_ms: file.session.affinity_ttl_ms.min(30 * 86_400_000),
         lease_ttl_ms: match file.session.lease_ttl_ms {
             0 => crate::store::leases::DEFAULT_TTL_MS,

@@ -205,6 +205,7 @@ fn connection(
         index,
         flow,
         usage_wall: usage_wall(p, cat, cs, dialect, auth),
+        oauth: super::oauth::refresh(p, cat, cs, env, auth),
         organization: cs.organization_uuid.clone(),
     }
 }

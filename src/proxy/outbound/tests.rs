@@ -8,6 +8,7 @@ fn marks() -> Marks<'static> {
         trace: &TRACE,
         attempt: 0,
         slow: false,
+        credential: None,
     }
 }
 
@@ -22,6 +23,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
         flow: Default::default(),
         usage_wall: Default::default(),
         organization: None,
+        oauth: None,
     };
     let p = Provider {
         id: "p".into(),

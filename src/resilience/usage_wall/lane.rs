@@ -94,6 +94,8 @@ pub enum Via {
     LowPriorityAccepted,
     SlotBusy,
     CapacityBusy,
+    /// Not the lane's: an OAuth account's access token was refreshed after a 401.
+    TokenRefreshed,
 }
 
 impl Via {
@@ -103,6 +105,7 @@ impl Via {
             Via::LowPriorityAccepted => "low-priority-accepted",
             Via::SlotBusy => "slot-busy",
             Via::CapacityBusy => "capacity-busy",
+            Via::TokenRefreshed => "token-refreshed",
         }
     }
 }

@@ -1,0 +1,92 @@
+//! One small JSON call to a provider's side endpoints (the OAuth token refresh, the usage
+//! status and the limit reset claim), on a connection of its own that is closed after it: the
+//! request path's pooled connections carry only model traffic.
+
+use super::Connector;
+use crate::config::Endpoint;
+use crate::http::head::parse_response;
+use crate::http::io::{read_body, read_more};
+use crate::http::{Head, HeadLimits};
+use crate::timer;
+use std::time::{Duration, Instant};
+
+/// An answer larger than this is not one of these calls' answers.
+const MAX_ANSWER: usize = 256 * 1024;
+
+/// One call: where it goes, and what it sends besides the host.
+pub struct Call<'a> {
+    pub endpoint: &'a Endpoint,
+    pub method: &'a str,
+    /// The path and query.
+    pub path: &'a str,
+    /// Header lines, each ending in `\r\n` (credentials included: never logged).
+    pub headers: &'a [u8],
+    /// A JSON body (empty: none).
+    pub body: &'a [u8],
+}
+
+/// The call's status and JSON body (`Null` when the body is not JSON), or `None` when it
+/// failed or did not end by `end`.
+pub async fn call(
+    connector: &Connector,
+    c: &Call<'_>,
+    end: Instant,
+) -> Option<(u16, serde_json::Value)> {
+    let exchange = Box::pin(exchange(connector, c, end));
+    timer::timeout_at(end, exchange).await.ok().flatten()
+}
+
+async fn exchange(
+    connector: &Connector,
+    c: &Call<'_>,
+    end: Instant,
+) -> Option<(u16, serde_json::Value)> {
+    let mut up = connector.connect(c.endpoint).await.ok()?;
+    let mut h = Vec::with_capacity(512 + c.headers.len());
+    for part in [c.method, " ", c.path, " HTTP/1.1\r\nhost: "] {
+        h.extend_from_slice(part.as_bytes());
+    }
+    c.endpoint.write_authority(&mut h);
+    h.extend_from_slice(b"\r\n");
+    h.extend_from_slice(c.headers);
+    h.extend_from_slice(b"user-agent: ringside/");
+    h.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
+    h.extend_from_slice(b"\r\naccept: application/json\r\nconnection: close\r\n");
+    if !c.body.is_empty() {
+        h.extend_from_slice(b"content-type: application/json\r\ncontent-length: ");
+        crate::http::response::push_u64(&mut h, c.body.len() as u64);
+        h.extend_from_slice(b"\r\n");
+    }
+    h.extend_from_slice(b"\r\n");
+    h.extend_from_slice(c.body);
+    let (r, _) = monoio::io::AsyncWriteRentExt::write_all(&mut up.stream, h).await;
+    r.ok()?;
+    let head = read_head(&mut up).await?;
+    let left = end.saturating_duration_since(crate::clock::instant());
+    let body = read_body(&mut up.stream, &mut up.buf, head.framing, MAX_ANSWER, left)
+        .await
+        .ok()?;
+    let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    Some((head.status, json))
+}
+
+async fn read_head(up: &mut super::UpConn) -> Option<Head> {
+    let limits = HeadLimits {
+        max_head_bytes: 64 * 1024,
+        max_headers: crate::http::head::MAX_HEADERS_HARD,
+    };
+    loop {
+        if let Some((head, used)) = parse_response(&up.buf, limits, false).ok()? {
+            let _ = up.buf.split_to(used);
+            return Some(head);
+        }
+        if read_more(&mut up.stream, &mut up.buf).await.ok()? == 0 {
+            return None;
+        }
+    }
+}
+
+/// `Duration` from now to `ms` from now, as an instant no later than `deadline`.
+pub fn end_within(deadline: Instant, ms: u64) -> Instant {
+    deadline.min(crate::clock::instant() + Duration::from_millis(ms))
+}
