@@ -251,6 +251,10 @@ impl Record {
             push_clean(&mut out, a.reason.unwrap_or(a.outcome.as_str()));
             out.push(' ');
             out.push_str(a.decision.as_str());
+            if let Some(via) = a.via {
+                out.push_str(" via ");
+                out.push_str(via);
+            }
         }
         if let Some((label, status)) = current {
             out.push_str("; ");

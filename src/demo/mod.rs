@@ -62,6 +62,23 @@ base_url = "http://127.0.0.1:{SIM}/v1"
   key_env = "DEMO_KEY_C"
   models = ["claude-sonnet-4"]
 
+[[providers]]
+id = "claude-max"
+dialect = "anthropic"
+auth = "oauth"
+base_url = "http://127.0.0.1:{SIM}/v1"
+  [[providers.connections]]
+  id = "seat-at-wall"
+  key_env = "DEMO_OAUTH_WALL"
+  models = ["claude-opus-4"]
+  low_priority_lane = true
+  [[providers.connections]]
+  id = "seat-expired"
+  key_env = "DEMO_OAUTH_EXPIRED"
+  refresh_token_env = "DEMO_OAUTH_REFRESH"
+  token_url = "http://127.0.0.1:{SIM}/v1/oauth/token"
+  models = ["claude-haiku-4"]
+
 [[routes]]
 name = "demo-chat"
 strategy = "round_robin"
@@ -82,6 +99,9 @@ fn demo_env(name: &str) -> Option<String> {
             "DEMO_KEY_C" => "sk-ant-demo-c",
             "DEMO_KEY_LIMITED" => "sk-demo-limited",
             "DEMO_KEY_RELAY" => "sk-demo-relay",
+            "DEMO_OAUTH_WALL" => "sk-ant-oat01-demo-wall",
+            "DEMO_OAUTH_EXPIRED" => "sk-ant-oat01-demo-expired",
+            "DEMO_OAUTH_REFRESH" => "sim-refresh-demo",
             _ => return None,
         }
         .to_string(),
@@ -141,10 +161,21 @@ fn start_simulator(port: u16) -> Result<crate::simulate::Simulator, String> {
         .push(parse_fault_arg("key:sk-demo-limited=429;retry-after=30")?);
     opts.faults
         .push(parse_fault_arg("key:sk-demo-relay=403-quota")?);
+    opts.faults
+        .push(parse_fault_arg("key:sk-ant-oat01-demo-wall=usage-wall")?);
+    opts.faults.push(parse_fault_arg(
+        "key:sk-ant-oat01-demo-expired=expired-token",
+    )?);
     let sim = crate::simulate::start(opts)?;
     println!("upstream simulator on {sim_addr}:");
     println!("  key-flaky resets every connection, key-limited answers 429 (Retry-After: 30),");
-    println!("  relay-key is a relay answering quota exhaustion with 403 \"额度不足\"");
+    println!("  relay-key is a relay answering quota exhaustion with 403 \"额度不足\",");
+    println!(
+        "  seat-at-wall is a Claude subscription at its five-hour usage wall (slow lane offered),"
+    );
+    println!(
+        "  seat-expired is one whose OAuth access token has expired (its refresh token works)"
+    );
     Ok(sim)
 }
 
@@ -156,6 +187,11 @@ fn script() -> Vec<(&'static str, &'static str, String)> {
         )
     };
     let anthropic = r#"{"model":"claude-sonnet-4","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}"#;
+    let claude = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","max_tokens":64,"messages":[{{"role":"user","content":"hello"}}]}}"#
+        )
+    };
     let responses = r#"{"model":"gpt-4o-mini","stream":true,"input":"hello"}"#;
     vec![
         ("POST", "/v1/chat/completions", chat(false, "demo-chat")),
@@ -168,6 +204,9 @@ fn script() -> Vec<(&'static str, &'static str, String)> {
         ("POST", "/v1/chat/completions", chat(true, "relay-first")),
         ("POST", "/v1/responses", responses.to_string()),
         ("POST", "/v1/messages", anthropic.to_string()),
+        ("POST", "/v1/messages", claude("claude-opus-4")),
+        ("POST", "/v1/messages", claude("claude-opus-4")),
+        ("POST", "/v1/messages", claude("claude-haiku-4")),
         ("GET", "/v1/models", String::new()),
         ("POST", "/v1/chat/completions", chat(false, "no-such-model")),
         ("POST", "/v1/chat/completions", "{not json".to_string()),
@@ -240,6 +279,22 @@ fn report(admin: SocketAddr, sim: &crate::simulate::Simulator) {
                 c["cooling_ms"],
                 c["last_error"]["reason"].as_str().unwrap_or("-"),
             );
+            let lane = &c["usage_wall"]["lane"];
+            if !lane.is_null() {
+                println!(
+                    "  {:<27} usage-wall lane {}, {} served on it",
+                    "",
+                    lane["state"].as_str().unwrap_or("?"),
+                    lane["served"]
+                );
+            }
+            let oauth = &c["oauth"];
+            if !oauth.is_null() {
+                println!(
+                    "  {:<27} OAuth token refreshed {} time(s), expires in {} s",
+                    "", oauth["refreshes"], oauth["expires_in_s"]
+                );
+            }
         }
     }
     println!("\nwhat the upstream saw, per key:");

@@ -57,7 +57,13 @@ pub fn redact_secret(text: &[u8], secret: &[u8]) -> Bytes {
 
 fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
     // An unknown connection has an empty secret: nothing is replaced.
-    redact_secret(text, ctx.config().secret_of(conn))
+    let text = redact_secret(text, ctx.config().secret_of(conn));
+    // An OAuth connection's refreshed access token too (this core's copy).
+    let live = ctx.core.tokens.borrow().get(conn).and_then(|t| t.1.clone());
+    match live {
+        Some(token) => redact_secret(&text, token.as_bytes()),
+        None => text,
+    }
 }
 
 fn secs(ms: u64) -> u64 {
