@@ -86,7 +86,7 @@ pub(super) async fn attempt(
         .borrow_mut()
         .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
     learn_pacing(&core.shared.flow.gates[cand.connection], &head);
-    if conn.usage_wall.any() || conn.oauth.is_some() {
+    if conn.usage_wall.any() || (head.status == 401 && conn.oauth.is_some()) {
         // A Claude subscription account's usage wall reads every answer's head: a success
         // counts as served on the lane (or shows the window rolled over), a wall answer may
         // send the request to the same account again (`attempts`); so may a 401 once the
