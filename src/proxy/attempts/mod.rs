@@ -2,6 +2,8 @@
 //! ineligible ones, each with its reason) -> select -> connect -> send -> await head -> judge
 //! -> stream | retry the same target after a short cooldown | next target | wait | fail.
 
+mod budget;
+mod pin;
 mod record;
 
 use super::admit::{self, Admission};
@@ -16,11 +18,13 @@ use crate::audit::{AttemptOutcome, Decision};
 use crate::dialect::needs::Needs;
 use crate::flow::settings::Knob;
 use crate::resilience::breaker::{Admit, ProbeGuard};
-use crate::resilience::budget::{Budget, parse_deadline_header};
+use crate::resilience::budget::Budget;
 use crate::route::load::InFlight;
 use crate::route::{Candidate, Entry};
 use crate::timer;
+use budget::budget_for;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
+use pin::Pin;
 use record::{LoopState, Tried, conclude, push};
 use std::time::Duration;
 
@@ -128,74 +132,6 @@ pub(super) async fn run(
     match answered {
         Some(keep_alive) => keep_alive,
         None => conclude(ctx, wr, entry, &run.budget, run.st).await,
-    }
-}
-
-/// The request's budget: its attempts, and its deadline (the route's, or the client's own
-/// within the rules of `decide::deadline_ms`).
-fn budget_for(ctx: &mut Ctx<'_>, entry: &Entry) -> Budget {
-    let s = &ctx.config().resilience;
-    let asked = ctx
-        .head
-        .get_str("x-ringside-deadline-ms")
-        .and_then(|v| parse_deadline_header(v, crate::clock::unix_ms()));
-    let may_extend = ctx
-        .client
-        .as_ref()
-        .is_some_and(|c| c.has(crate::clients::Scope::Overrides));
-    let deadline_ms = decide::deadline_ms(
-        entry.deadline_ms.unwrap_or(s.deadline_ms),
-        asked,
-        may_extend,
-    );
-    let mut max_attempts = ctx.config().upstream.max_attempts;
-    // A client's own retry gets what is left of one budget, so that an SDK that retries
-    // anyway (`x-should-retry: false` notwithstanding) cannot multiply upstream attempts.
-    if let Some(n) = client_retry(ctx.head, &s.client_retry_header) {
-        ctx.record.client_retry = Some(n);
-        max_attempts = max_attempts.saturating_sub(n).max(1);
-    }
-    Budget::new(max_attempts, now(), deadline_ms, s.max_wait_ms)
-}
-
-/// The retry number a client's request says it is (0: a first try, not a retry).
-fn client_retry(head: &crate::http::Head, header: &str) -> Option<u32> {
-    if header.is_empty() {
-        return None;
-    }
-    let n: u32 = head.get_str(header)?.trim().parse().ok()?;
-    (n > 0).then_some(n.min(100))
-}
-
-/// Session affinity: the connection this session was pinned to goes first while usable, and
-/// a 2xx answer pins the session to the connection that served it.
-struct Pin {
-    key: Option<String>,
-    ttl: u64,
-    had: Option<(usize, u64)>,
-}
-
-impl Pin {
-    fn find(ctx: &Ctx<'_>) -> Pin {
-        let core = ctx.core;
-        let ttl = ctx.config().affinity_ttl_ms;
-        // A leased request is served only by its lease's connection: no soft pin.
-        let key = (ttl > 0 && ctx.lease.is_none())
-            .then(|| crate::store::pins::session_key(ctx.head))
-            .flatten();
-        let had = key
-            .as_deref()
-            .and_then(|k| core.pinned(k, crate::clock::unix_ms()));
-        Pin { key, ttl, had }
-    }
-
-    fn remember(&self, ctx: &Ctx<'_>, served: Option<usize>) {
-        if let (Some(key), Some(conn)) = (&self.key, served)
-            && (200..300).contains(&ctx.record.status)
-        {
-            let unix_now = crate::clock::unix_ms();
-            ctx.core.pin(key, conn, self.ttl, self.had, unix_now);
-        }
     }
 }
 

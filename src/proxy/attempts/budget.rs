@@ -1,0 +1,48 @@
+//! The request's one budget: its attempts and its deadline, as the route, the client's own
+//! headers and the client's retry count allow.
+
+use crate::proxy::decide;
+use crate::proxy::exchange::Ctx;
+use crate::resilience::budget::{Budget, parse_deadline_header};
+use crate::route::Entry;
+
+/// The request's budget: its attempts, and its deadline (the route's, or the client's own
+/// within the rules of `decide::deadline_ms`).
+pub(super) fn budget_for(ctx: &mut Ctx<'_>, entry: &Entry) -> Budget {
+    let s = &ctx.config().resilience;
+    let asked = ctx
+        .head
+        .get_str("x-ringside-deadline-ms")
+        .and_then(|v| parse_deadline_header(v, crate::clock::unix_ms()));
+    let may_extend = ctx
+        .client
+        .as_ref()
+        .is_some_and(|c| c.has(crate::clients::Scope::Overrides));
+    let deadline_ms = decide::deadline_ms(
+        entry.deadline_ms.unwrap_or(s.deadline_ms),
+        asked,
+        may_extend,
+    );
+    let mut max_attempts = ctx.config().upstream.max_attempts;
+    // A client's own retry gets what is left of one budget, so that an SDK that retries
+    // anyway (`x-should-retry: false` notwithstanding) cannot multiply upstream attempts.
+    if let Some(n) = client_retry(ctx.head, &s.client_retry_header) {
+        ctx.record.client_retry = Some(n);
+        max_attempts = max_attempts.saturating_sub(n).max(1);
+    }
+    Budget::new(
+        max_attempts,
+        crate::clock::now_ms(),
+        deadline_ms,
+        s.max_wait_ms,
+    )
+}
+
+/// The retry number a client's request says it is (0: a first try, not a retry).
+fn client_retry(head: &crate::http::Head, header: &str) -> Option<u32> {
+    if header.is_empty() {
+        return None;
+    }
+    let n: u32 = head.get_str(header)?.trim().parse().ok()?;
+    (n > 0).then_some(n.min(100))
+}

@@ -1,0 +1,36 @@
+//! Session affinity in the attempt loop: the connection a session was pinned to goes first while
+//! it is usable, and a 2xx answer pins the session to the connection that served it.
+
+use crate::proxy::exchange::Ctx;
+
+/// Session affinity: the connection this session was pinned to goes first while usable, and
+/// a 2xx answer pins the session to the connection that served it.
+pub(super) struct Pin {
+    key: Option<String>,
+    ttl: u64,
+    pub(super) had: Option<(usize, u64)>,
+}
+
+impl Pin {
+    pub(super) fn find(ctx: &Ctx<'_>) -> Pin {
+        let core = ctx.core;
+        let ttl = ctx.config().affinity_ttl_ms;
+        // A leased request is served only by its lease's connection: no soft pin.
+        let key = (ttl > 0 && ctx.lease.is_none())
+            .then(|| crate::store::pins::session_key(ctx.head))
+            .flatten();
+        let had = key
+            .as_deref()
+            .and_then(|k| core.pinned(k, crate::clock::unix_ms()));
+        Pin { key, ttl, had }
+    }
+
+    pub(super) fn remember(&self, ctx: &Ctx<'_>, served: Option<usize>) {
+        if let (Some(key), Some(conn)) = (&self.key, served)
+            && (200..300).contains(&ctx.record.status)
+        {
+            let unix_now = crate::clock::unix_ms();
+            ctx.core.pin(key, conn, self.ttl, self.had, unix_now);
+        }
+    }
+}
