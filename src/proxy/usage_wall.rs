@@ -1,8 +1,9 @@
 //! The request path's side of a Claude subscription account's usage wall (opt-in per
 //! connection; state machines in `resilience::usage_wall`). Before a send: whether the request
 //! goes in the low-priority lane. After the answer's head: the lane's word on it (claiming the
-//! weekly limit reset first when the wall asks for it), kept for the attempt loop, which sends
-//! the request to the same account again when the lane says so, without a cooldown.
+//! weekly limit reset first when the wall asks for it), or a refreshed OAuth token after a 401
+//! (`proxy::oauth`), kept for the attempt loop, which sends the request to the same account
+//! again when told so, without a cooldown. The per-request record of both is [`LaneRequest`].
 
 use super::exchange::Ctx;
 use crate::config::{Connection, Provider};
@@ -17,7 +18,8 @@ use std::time::Instant;
 /// bounded by time; this bounds the rest).
 const MAX_SENDS: u8 = 16;
 
-/// One request's dealings with a usage wall (boxed in `Ctx`: only opted-in accounts have one).
+/// One request's dealings with an account's side state: its usage wall and its OAuth token
+/// (boxed in `Ctx`: only opted-in or refreshable OAuth accounts make one).
 #[derive(Default)]
 pub(crate) struct LaneRequest {
     /// The request's waits on the lane, from its first (the lane's max-wait counts from it).
