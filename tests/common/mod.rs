@@ -122,7 +122,8 @@ impl Proxy {
     ) -> Proxy {
         // A port picked free a moment ago can be taken meanwhile (an ephemeral client port):
         // if the binary exits before it is ready, try again with new ports.
-        for _ in 0..3 {
+        let mut why = Vec::new();
+        for attempt in 0..3 {
             let (p, a) = (port(), port());
             // The admin API takes changes only with a token: tests use one unless they set
             // their own (or say `# no admin token` to test the port without one).
@@ -156,14 +157,18 @@ impl Proxy {
             } else {
                 Stdio::null()
             };
+            // Its operational messages go to a file, quoted if it never becomes ready.
+            let log = dir.0.join(format!("stderr.{attempt}.log"));
+            let stderr = std::fs::File::create(&log).map_or(Stdio::null(), Stdio::from);
             let mut child = Command::new(binary())
                 .args(["serve", "--config", path.to_str().unwrap_or_default()])
                 .envs(proxy_env())
                 .stdout(stdout)
-                .stderr(Stdio::null())
+                .stderr(stderr)
                 .spawn()
                 .expect("spawn ringside");
-            let deadline = Instant::now() + T;
+            // Generous: on a loaded 2-core machine a start has been seen to take over 10 s.
+            let deadline = Instant::now() + 3 * T;
             let mut exited = false;
             while Instant::now() < deadline {
                 if let Ok(r) =
@@ -184,13 +189,17 @@ impl Proxy {
                 }
                 std::thread::sleep(Duration::from_millis(30));
             }
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: String = said.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
             if !exited {
                 let _ = child.kill();
                 let _ = child.wait();
+                why.push(format!("no ready answer on port {a} in {:?} ({tail})", 3 * T));
                 break;
             }
+            why.push(format!("exited ({tail})"));
         }
-        panic!("ringside did not become ready");
+        panic!("ringside did not become ready: {}", why.join("; "));
     }
 
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
