@@ -215,7 +215,7 @@ fn label<'a>(ctx: &Ctx<'a>, conn: &Connection) -> &'a str {
 
 /// Refresh, ahead of their expiry, the access tokens this generation's OAuth connections
 /// hold (the first core's tick, once a second): requests never wait for it. A token that
-/// expires anyway is refreshed after its 401 ([`after_refusal`]).
+/// expires anyway is refreshed after its 401 (`after_refusal`).
 pub fn refresh_due(core: &std::rc::Rc<Core>) {
     let generation = core.generation();
     let now = crate::clock::unix_ms();

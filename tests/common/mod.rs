@@ -194,7 +194,10 @@ impl Proxy {
             if !exited {
                 let _ = child.kill();
                 let _ = child.wait();
-                why.push(format!("no ready answer on port {a} in {:?} ({tail})", 3 * T));
+                why.push(format!(
+                    "no ready answer on port {a} in {:?} ({tail})",
+                    3 * T
+                ));
                 break;
             }
             why.push(format!("exited ({tail})"));
