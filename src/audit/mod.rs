@@ -303,6 +303,21 @@ mod tests {
             r.attempts_header(Some(("p/b", 200))),
             "2; p/a 429 rate_limited next; p/b 200 ok deliver"
         );
+        // A send to the same account names why.
+        let mut lane = Record::default();
+        lane.attempts.push(AttemptRecord {
+            provider: "c",
+            connection: "seat",
+            status: Some(429),
+            reason: Some("rate_limited"),
+            decision: Decision::SameAccount,
+            via: Some("low-priority-accepted"),
+            ..Default::default()
+        });
+        assert_eq!(
+            lane.attempts_header(Some(("c/seat", 200))),
+            "2; c/seat 429 rate_limited same_account via low-priority-accepted; c/seat 200 ok deliver"
+        );
         // Control characters and non-ASCII never reach the header.
         assert_eq!(
             r.attempts_header(Some(("p/\u{e9}b\n", 503))),
