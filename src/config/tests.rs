@@ -327,6 +327,17 @@ fn usage_wall_opt_ins_are_off_by_default_real_booleans_and_for_subscriptions_onl
             .any(|p| p.to_string().contains("Claude subscription")),
         "{e:?}"
     );
+    // Refresh settings without a refresh token would be ignored: refused instead.
+    let lone = oauth.replace(
+        "key_env = \"KEY_A\"",
+        "key_env = \"KEY_A\"\n  expires_at_env = \"KEY_A\"",
+    );
+    let e = load_str(&lone, "t.toml", &env).unwrap_err();
+    assert!(
+        e.iter()
+            .any(|p| p.to_string().contains("need refresh_token_env")),
+        "{e:?}"
+    );
     // The organization goes into a URL path.
     let org = on.replace("0f3a-77", "../x");
     let e = load_str(&org, "t.toml", &env).unwrap_err();

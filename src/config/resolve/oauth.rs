@@ -33,7 +33,15 @@ pub(super) fn refresh(
         }
         return None;
     }
-    let name = cs.refresh_token_env.as_deref()?;
+    let Some(name) = cs.refresh_token_env.as_deref() else {
+        if named {
+            p.add(
+                cat.to_string(),
+                "expires_at_env, token_url and client_id need refresh_token_env",
+            );
+        }
+        return None;
+    };
     let refresh = secret_env(p, &format!("{cat}.refresh_token_env"), name, env)?;
     let url = cs.token_url.as_deref().unwrap_or(ANTHROPIC_TOKEN_URL);
     let token_url = match parse_base_url(url) {
