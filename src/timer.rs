@@ -246,5 +246,24 @@ pub fn timeout<F: Future>(d: Duration, f: F) -> Timeout<F> {
     timeout_at(crate::clock::instant() + d, f)
 }
 
+/// Ask `ready` every `every` until it answers, or `None` once `end` would pass: waiting on
+/// something another task (or core) finishes, rarely enough that a poll costs nothing.
+pub async fn poll_until<T>(
+    end: Instant,
+    every: Duration,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    loop {
+        if let Some(v) = ready() {
+            return Some(v);
+        }
+        let next = crate::clock::instant() + every;
+        if next >= end {
+            return None;
+        }
+        sleep_until(next).await;
+    }
+}
+
 #[cfg(test)]
 mod tests;

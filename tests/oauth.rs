@@ -69,25 +69,8 @@ fn an_expired_token_is_refreshed_once_for_50_concurrent_requests(driver: &str) {
     let sim = sim_expired_a();
     let cfg = oauth(sim.addr, "refresh_token_env = \"SIM_REFRESH_A\"", false);
     let proxy = Proxy::start(driver, 2, "", &cfg);
-    let threads: Vec<_> = (0..50)
-        .map(|_| {
-            let addr = proxy.addr;
-            std::thread::spawn(move || {
-                ringside::demo::client::request(
-                    addr,
-                    "POST",
-                    "/v1/messages",
-                    &[],
-                    MESSAGE.as_bytes(),
-                    Duration::from_secs(30),
-                )
-                .expect("request")
-            })
-        })
-        .collect();
     let mut ids = Vec::new();
-    for t in threads {
-        let r = t.join().expect("thread");
+    for r in post_concurrently(proxy.addr, "/v1/messages", MESSAGE, 50) {
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.header("x-ringside-connection"), Some("claude/a"));
         ids.push(r.header("x-request-id").unwrap_or_default().to_string());

@@ -157,24 +157,7 @@ fn the_limit_reset_is_claimed_once_for_concurrent_walls(driver: &str) {
     let a = "auto_limit_reset = true\norganization_uuid = \"sim-org-0001\"";
     let cfg = subscription(sim.addr, a, "");
     let proxy = Proxy::start(driver, 2, "", &cfg);
-    let threads: Vec<_> = (0..20)
-        .map(|_| {
-            let addr = proxy.addr;
-            std::thread::spawn(move || {
-                ringside::demo::client::request(
-                    addr,
-                    "POST",
-                    "/v1/messages",
-                    &[],
-                    MESSAGE.as_bytes(),
-                    Duration::from_secs(30),
-                )
-                .expect("request")
-            })
-        })
-        .collect();
-    for t in threads {
-        let r = t.join().expect("thread");
+    for r in post_concurrently(proxy.addr, "/v1/messages", MESSAGE, 20) {
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.header("x-ringside-connection"), Some("claude/a"));
     }

@@ -73,18 +73,13 @@ impl Drop for Turn<'_> {
 async fn other_claim(wall: &Wall, began: u64, deadline: Instant) -> bool {
     let end = deadline
         .min(crate::clock::instant() + Duration::from_millis(STATUS_TIMEOUT_MS + CLAIM_TIMEOUT_MS));
-    loop {
-        if let (false, Some((o, at))) = wall.last_claim()
-            && at >= began
-        {
-            return o.granted();
-        }
-        let next = crate::clock::instant() + Duration::from_millis(50);
-        if next >= end {
-            return false;
-        }
-        timer::sleep_until(next).await;
-    }
+    let settled = || match wall.last_claim() {
+        (false, Some((o, at))) if at >= began => Some(o.granted()),
+        _ => None,
+    };
+    timer::poll_until(end, Duration::from_millis(50), settled)
+        .await
+        .unwrap_or(false)
 }
 
 /// The calls of one attempt.

@@ -113,25 +113,15 @@ impl Drop for Lead<'_> {
 /// Wait for another request's refresh (polled: once an hour per connection at most).
 async fn follow(cell: &TokenCell, used: Option<u64>, deadline: Instant) -> Refreshed {
     let end = end_within(deadline, REFRESH_TIMEOUT_MS + 1_000);
-    loop {
-        match cell.settled() {
-            (_, Some(why)) => return Refreshed::Dead(why),
-            (false, None) => {
-                let newer = used.is_none_or(|v| cell.version() != v);
-                return if newer {
-                    Refreshed::Fresh
-                } else {
-                    Refreshed::Failed
-                };
-            }
-            (true, None) => {}
-        }
-        let next = crate::clock::instant() + Duration::from_millis(20);
-        if next >= end {
-            return Refreshed::Failed;
-        }
-        timer::sleep_until(next).await;
-    }
+    let settled = || match cell.settled() {
+        (_, Some(why)) => Some(Refreshed::Dead(why)),
+        (false, None) if used.is_none_or(|v| cell.version() != v) => Some(Refreshed::Fresh),
+        (false, None) => Some(Refreshed::Failed),
+        (true, None) => None,
+    };
+    timer::poll_until(end, Duration::from_millis(20), settled)
+        .await
+        .unwrap_or(Refreshed::Failed)
 }
 
 /// The token endpoint's answer to a refresh.

@@ -44,19 +44,18 @@ pub(crate) struct LaneRequest {
 
 /// Whether this attempt goes in the lane (noted for its answer).
 pub(super) fn slow(ctx: &mut Ctx<'_>, conn: &Connection) -> bool {
+    // A new attempt: the last answer's word is spent.
+    if let Some(lane) = ctx.lane.as_mut() {
+        lane.decision = None;
+    }
     if !conn.usage_wall.any() {
-        if let Some(lane) = ctx.lane.as_mut() {
-            lane.decision = None;
-        }
         return false;
     }
     let walls = &ctx.core.shared.usage_walls;
     let on = walls
         .get(conn.index)
         .is_some_and(|w| w.slow(crate::clock::unix_ms()));
-    let lane = ctx.lane.get_or_insert_with(Default::default);
-    lane.sent_slow = on;
-    lane.decision = None;
+    ctx.lane.get_or_insert_with(Default::default).sent_slow = on;
     on
 }
 

@@ -454,3 +454,31 @@ pub fn priority_keys(sim: SocketAddr, keys: &[&str], provider_extra: &str) -> St
     }
     s
 }
+
+/// `n` copies of one POST sent at once, each on its own connection: the replies, in any order.
+pub fn post_concurrently(
+    to: SocketAddr,
+    path: &'static str,
+    body: &'static str,
+    n: usize,
+) -> Vec<Reply> {
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            std::thread::spawn(move || {
+                client::request(
+                    to,
+                    "POST",
+                    path,
+                    &[],
+                    body.as_bytes(),
+                    Duration::from_secs(30),
+                )
+                .expect("request")
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("thread"))
+        .collect()
+}

@@ -49,28 +49,22 @@ impl LoopState {
         (delay_ms, via): (u64, crate::resilience::usage_wall::lane::Via),
     ) {
         budget.refund_attempt();
-        let decision = Decision::SameAccount;
-        push(
-            ctx,
-            at,
-            f.kind,
-            Some(&f.verdict),
-            decision,
-            budget,
-            Some(f.detail.clone()),
-        );
-        if let Some(a) = ctx.record.attempts.last_mut() {
-            a.via = Some(via.as_str());
-            a.retry_after_ms = Some(delay_ms);
-        }
+        let a = push_failed(ctx, at, &f, Decision::SameAccount, budget);
+        a.via = Some(via.as_str());
+        a.retry_after_ms = Some(delay_ms);
         crate::proxy::usage_wall::send_again(ctx, at.cand, delay_ms);
         // Answered as it is should the deadline come during the wait.
+        self.keep_last(ctx, at.cand, f);
+    }
+
+    /// The failure the client is answered with if no later attempt serves.
+    fn keep_last(&mut self, ctx: &Ctx<'_>, cand: Candidate, f: Failed) {
         self.last = Some(Box::new(LastFailure {
             verdict: f.verdict,
             detail: f.detail,
             response: f.response,
-            label: label(ctx, at.cand),
-            conn: at.cand.connection,
+            label: label(ctx, cand),
+            conn: cand.connection,
         }));
     }
 
@@ -121,18 +115,7 @@ impl LoopState {
             core.record_failure(site, &f.verdict);
         }
         let decision = decide::after_failure(&f.verdict, budget, larger_context(at));
-        push(
-            ctx,
-            at,
-            f.kind,
-            Some(&f.verdict),
-            decision,
-            budget,
-            Some(f.detail.clone()),
-        );
-        if let Some(a) = ctx.record.attempts.last_mut() {
-            a.restated_from = f.restated_from;
-        }
+        push_failed(ctx, at, &f, decision, budget).restated_from = f.restated_from;
         // Try this candidate again only if the failure put it on a timer (then it is excluded
         // by that timer, and a short one may be waited out), or if only a stale pooled
         // connection failed (the key itself is not tried out).
@@ -146,13 +129,7 @@ impl LoopState {
         {
             self.tried.push(cand);
         }
-        self.last = Some(Box::new(LastFailure {
-            verdict: f.verdict,
-            detail: f.detail,
-            response: f.response,
-            label: label(ctx, cand),
-            conn: cand.connection,
-        }));
+        self.keep_last(ctx, cand, f);
         decision == Decision::PassThrough
     }
 }
@@ -242,6 +219,20 @@ pub(super) fn push(
         detail,
         ms: crate::clock::since(t0).as_millis() as u64,
     });
+}
+
+/// Record a failed attempt with its verdict and detail; its line of the record, to add to.
+fn push_failed<'r>(
+    ctx: &'r mut Ctx<'_>,
+    at: &Tried<'_>,
+    f: &Failed,
+    decision: Decision,
+    budget: &Budget,
+) -> &'r mut AttemptRecord {
+    let detail = Some(f.detail.clone());
+    push(ctx, at, f.kind, Some(&f.verdict), decision, budget, detail);
+    let last = ctx.record.attempts.len() - 1;
+    &mut ctx.record.attempts[last]
 }
 
 /// Whether another target of the route declares a larger context window than the one tried

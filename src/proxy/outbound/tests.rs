@@ -89,9 +89,7 @@ const TRACE: crate::audit::trace::Trace = crate::audit::trace::Trace {
 #[test]
 fn strips_client_secrets_and_internal_headers() {
     let raw = "POST /v1/messages?beta=true HTTP/1.1\r\nHost: me\r\nAuthorization: Bearer client-key\r\nX-Api-Key: client-key\r\nX-Ringside-Session: s1\r\nx-session-id: s2\r\nConnection: keep-alive\r\nTraceparent: 00-abc-def-01\r\nContent-Length: 2\r\nAccept-Encoding: gzip\r\n\r\n";
-    let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
-        .unwrap()
-        .unwrap();
+    let head = head_of(raw);
     let (p, c) = provider(Dialect::Anthropic);
     let out = build(
         &head,
@@ -124,9 +122,7 @@ fn strips_client_secrets_and_internal_headers() {
 #[test]
 fn openai_gets_bearer() {
     let raw = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n";
-    let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
-        .unwrap()
-        .unwrap();
+    let head = head_of(raw);
     let (p, c) = provider(Dialect::OpenAi);
     let out = build(
         &head,
@@ -141,10 +137,14 @@ fn openai_gets_bearer() {
     assert!(!s.contains("anthropic-version"));
 }
 
+/// A client's request head, parsed.
+fn head_of(raw: &str) -> crate::http::Head {
+    let parsed = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default());
+    parsed.expect("parse").expect("complete").0
+}
+
 fn built(raw: &str, p: &Provider, c: &Connection) -> String {
-    let (head, _) = crate::http::head::parse_request(raw.as_bytes(), HeadLimits::default())
-        .unwrap()
-        .unwrap();
+    let head = head_of(raw);
     let out = build(
         &head,
         Endpoint::ChatCompletions,
@@ -203,14 +203,7 @@ fn an_anthropic_oauth_provider_sends_its_beta_merged_with_the_clients() {
     p.auth = AuthKind::OAuth;
     p.oauth_beta = "oauth-2025-04-20".into();
     let raw = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nAnthropic-Beta: prompt-caching-2024-07-31, OAUTH-2025-04-20\r\nanthropic-beta: tools-2024-04-04,prompt-caching-2024-07-31\r\ncontent-length: 2\r\n\r\n";
-    let limits = HeadLimits {
-        max_head_bytes: 8192,
-        max_headers: 64,
-    };
-    let head = crate::http::head::parse_request(raw.as_bytes(), limits)
-        .expect("parse")
-        .expect("complete")
-        .0;
+    let head = head_of(raw);
     let out = build(
         &head,
         Endpoint::Messages,
@@ -256,14 +249,7 @@ fn the_lane_header_is_ringsides_own_on_an_oauth_provider() {
     p.auth = AuthKind::OAuth;
     p.oauth_beta = "oauth-2025-04-20".into();
     let raw = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nAnthropic-Usage-Limit: slow\r\ncontent-length: 2\r\n\r\n";
-    let limits = HeadLimits {
-        max_head_bytes: 8192,
-        max_headers: 64,
-    };
-    let head = crate::http::head::parse_request(raw.as_bytes(), limits)
-        .expect("parse")
-        .expect("complete")
-        .0;
+    let head = head_of(raw);
     let body = Bytes::from_static(b"{}");
     let text = |slow: bool| {
         let m = Marks { slow, ..marks() };
