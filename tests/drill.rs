@@ -323,6 +323,49 @@ fn an_account_wide_limit_hits_the_accounts_keys_and_the_other_account_serves() {
     );
 }
 
+/// The example config's shape: both keys serve two models, and the route falls back to the
+/// second model on key-1. A 429 for the first model on every key locks that model on each key
+/// (a plain 429 is one model's until a second model is limited too): the fallback on the same
+/// key keeps serving, no key cools, and attempts stay within budget.
+#[test]
+fn a_models_429_leaves_the_keys_other_model_serving() {
+    let mut cfg = String::from(
+        "[server]\nlisten = \"0.0.0.0:8080\"\n[[providers]]\nid = \"openai\"\ndialect = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n",
+    );
+    for i in 0..2 {
+        cfg.push_str(&format!(
+            "  [[providers.connections]]\n  id = \"key-{i}\"\n  key_env = \"K{i}\"\n  models = [\"gpt-4o\", \"gpt-4o-mini\"]\n"
+        ));
+    }
+    cfg.push_str(
+        "[[routes]]\nname = \"smart\"\ntargets = [{ provider = \"openai\", model = \"gpt-4o\" }, { provider = \"openai\", model = \"gpt-4o-mini\", connection = \"key-1\" }]\n",
+    );
+    let (code, doc, _d) = drill(&cfg, "model-429", &[]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let s = &doc["scenarios"][0];
+    let signals = s["signals"].to_string();
+    for key in ["key-0", "key-1"] {
+        assert!(
+            signals.contains(&format!(
+                "ringside_model_lockouts_total{{provider=\\\"openai\\\",connection=\\\"{key}\\\"}}"
+            )),
+            "{key}: {signals}"
+        );
+    }
+    assert!(!signals.contains("cooling"), "no key cooled: {signals}");
+    let logged = s["logged"].to_string();
+    assert!(
+        logged.contains("model locked out") && !logged.contains("connection cooling"),
+        "{logged}"
+    );
+    let states = s["figures"]["states"].to_string();
+    assert!(states.contains("\"model_locked\":2"), "{states}");
+    assert!(
+        s["figures"]["success_ratio"].as_f64().unwrap_or(0.0) >= 0.99,
+        "{s:#}"
+    );
+}
+
 #[test]
 fn queues_are_measured_against_their_depth_cap() {
     // Two slots per key, eight clients: requests queue; key-0's queue may hold three.

@@ -133,6 +133,10 @@ impl AdminState {
                         "status": st.last.status,
                         "ago_ms": now.saturating_sub(st.last.at),
                     })),
+                    // Models this key does not serve for now (it still serves the rest).
+                    "locked_models": self.tables.lockouts.active_on(i, now).map(|l| json!({
+                        "model": &*l.key, "reason": l.reason, "remaining_ms": l.until - now,
+                    })).collect::<Vec<_>>(),
                     "in_flight": self.shared.in_flight[i].load(Ordering::Relaxed),
                     "epoch": st.epoch,
                     "usage_wall": super::usage_wall::view(

@@ -144,8 +144,10 @@ impl Transitions {
                     *c += 1;
                 }
                 let (p, c) = g.conn_labels.get(i).cloned().unwrap_or_default();
+                // A rate limit's short lock is as routine as a connection's cooldown.
+                let level = if l.reason.waitable() { "info" } else { "warn" };
                 crate::log::event(
-                    "warn",
+                    level,
                     "model locked out",
                     json!({"provider": p, "connection": c, "model": &*l.key,
                         "reason": l.reason.as_str(), "for_ms": l.until - now}),

@@ -61,6 +61,13 @@ impl Config {
             }
         }
         s.account_siblings = siblings;
+        let mut one_model = vec![false; slot_count];
+        for (i, one) in std::mem::take(&mut s.one_model).into_iter().enumerate() {
+            if let Some(to) = one_model.get_mut(map(i)) {
+                *to = one;
+            }
+        }
+        s.one_model = one_model;
         for c in &mut self.clients.list {
             if let Some(allowed) = &mut c.allowed {
                 for a in allowed.iter_mut() {
@@ -86,6 +93,7 @@ key_env = "K"
 [[providers.connections]]
 id = "k2"
 key_env = "K"
+models = ["m"]
 [[providers]]
 id = "b"
 base_url = "http://127.0.0.1:2/v1"
@@ -112,5 +120,7 @@ key_env = "K"
         assert_eq!(c.resilience.provider_conns[0], vec![0, 4]);
         assert_eq!(c.resilience.provider_conns[3], vec![2]);
         assert_eq!(c.resilience.account_siblings.len(), 5);
+        // k2, the one-model key, at its slot.
+        assert_eq!(c.resilience.one_model, [false, false, false, false, true]);
     }
 }

@@ -8,6 +8,7 @@ use super::{AuthKind, EnvLookup, Provider};
 use crate::resilience::Settings;
 use crate::resilience::classify::{Reason, Rule, Scope};
 use crate::resilience::lockout::LockoutSettings;
+use crate::resilience::rate_limit_scope::RateLimitScope;
 use crate::resilience::restate::RestateRule;
 use crate::resilience::settings::{ProfileKind, ProviderPolicy, apply_gate_env, profile};
 
@@ -69,6 +70,16 @@ fn policy(
 }
 
 /// Resolve the resilience settings; problems are appended to `out`.
+fn rate_limit_scope(out: &mut Problems, value: &str) -> RateLimitScope {
+    RateLimitScope::parse(value).unwrap_or_else(|| {
+        out.add(
+            "resilience.rate_limit_scope",
+            "must be \"model\" or \"connection\"",
+        );
+        RateLimitScope::default()
+    })
+}
+
 pub(super) fn resolve(
     out: &mut Problems,
     file: &FileConfig,
@@ -104,6 +115,7 @@ pub(super) fn resolve(
         1_000_000,
     ) as usize;
     s.gate_enabled = r.provider_gate;
+    s.rate_limit_scope = rate_limit_scope(out, &r.rate_limit_scope);
     s.client_retry_header = client_retry_header(out, &r.client_retry_header);
     s.lockout = lockout(out, &r.lockout);
     let known = |p: &Option<String>| {
@@ -129,6 +141,7 @@ pub(super) fn resolve(
         restate.push(restatement(out, &at, rs));
     }
     s.account_siblings = account_siblings(file, providers);
+    s.one_model = one_model(providers);
     if r.builtin_restate {
         restate.push(crate::resilience::restate::builtin());
     }
@@ -260,6 +273,16 @@ fn client_retry_header(out: &mut Problems, name: &str) -> String {
 
 /// By flat connection index, the other keys of the same provider that name the same
 /// `account`: an account-wide limit (rate limit, quota wall, spent credits) cools them all.
+/// By flat connection index: whether the key serves exactly one model.
+fn one_model(providers: &[Provider]) -> Vec<bool> {
+    let conns = || providers.iter().flat_map(|p| &p.connections);
+    let mut one = vec![false; conns().map(|c| c.index + 1).max().unwrap_or(0)];
+    for c in conns() {
+        one[c.index] = c.models.len() == 1;
+    }
+    one
+}
+
 fn account_siblings(file: &FileConfig, providers: &[Provider]) -> Vec<Vec<usize>> {
     let count = providers.iter().map(|p| p.connections.len()).sum();
     let mut siblings = vec![Vec::new(); count];

@@ -18,6 +18,9 @@ pub struct ResilienceSection {
     pub provider_gate: bool,
     /// The built-in relay quota restatement (403/400 + 额度不足 -> 429).
     pub builtin_restate: bool,
+    /// What a plain 429 cools first: "model" (the model on the key; the key once a second
+    /// model is limited too) or "connection" (the key).
+    pub rate_limit_scope: String,
     /// Recent decision records kept for the admin API: those worth explaining (a retry, a
     /// wait, an error, a refusal) ...
     pub decision_ring: usize,
@@ -48,6 +51,7 @@ impl Default for ResilienceSection {
             max_wait_ms: 30_000,
             provider_gate: false,
             builtin_restate: true,
+            rate_limit_scope: "model".into(),
             decision_ring: 1024,
             decision_ring_plain: 64,
             breaker_min_tenants: None,

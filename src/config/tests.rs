@@ -174,6 +174,16 @@ fn resilience_section_resolves_with_locations_for_problems() {
     );
     let errs = load_str(&bad, "t.toml", &env).unwrap_err();
     assert_eq!(errs[0].at, "providers[0].profile");
+    // What a plain 429 cools: the model by default, the key on request, nothing else.
+    use crate::resilience::rate_limit_scope::RateLimitScope;
+    let c = load_str(GOOD, "t.toml", &env).unwrap();
+    assert_eq!(c.resilience.rate_limit_scope, RateLimitScope::Model);
+    let key_wide = format!("{GOOD}\n[resilience]\nrate_limit_scope = \"connection\"\n");
+    let c = load_str(&key_wide, "t.toml", &env).unwrap();
+    assert_eq!(c.resilience.rate_limit_scope, RateLimitScope::Connection);
+    let bad = format!("{GOOD}\n[resilience]\nrate_limit_scope = \"key\"\n");
+    let errs = load_str(&bad, "t.toml", &env).unwrap_err();
+    assert_eq!(errs[0].at, "resilience.rate_limit_scope");
 }
 
 #[test]

@@ -139,7 +139,7 @@ fn timeline_svg(v: &Verdict) -> String {
     svg
 }
 
-/// Under the bars, per second: connections not active (cooling, banned, …; the states in the
+/// Under the bars, per second: connections not active (a model locked, cooling, banned, …; the states in the
 /// cell's title) and requests queued; then the queues that were used, against their caps.
 fn states_strip(v: &Verdict) -> String {
     let s = &v.figures.states;

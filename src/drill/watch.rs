@@ -1,5 +1,5 @@
 //! What Ringside's admin API showed while a scenario ran, sampled four times a second:
-//! connection states (active, cooling, banned, …) and every connection's queue against its
+//! connection states (active, model_locked, cooling, banned, …) and every connection's queue against its
 //! caps. The samples make the report's state timeline and the queue figures: the deepest each
 //! queue got against its `max_queue_depth`, and what waited, how long on average and how many
 //! were refused, against its `max_wait_ms`.
@@ -84,7 +84,12 @@ fn read(admin: SocketAddr, token: &str, at: Duration) -> Option<Sample> {
         ..Sample::default()
     };
     for c in conns["connections"].as_array().into_iter().flatten() {
-        let state = c["state"].as_str().unwrap_or("unknown").to_string();
+        let locked = c["locked_models"].as_array().is_some_and(|l| !l.is_empty());
+        let state = match c["state"].as_str().unwrap_or("unknown") {
+            // Serving, but not every model: a rate limit locked one.
+            "active" if locked => "model_locked".to_string(),
+            s => s.to_string(),
+        };
         *s.states.entry(state).or_default() += 1;
     }
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);

@@ -6,9 +6,15 @@ use crate::audit::Decision;
 use crate::resilience::Exclusion;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{Reason, Verdict};
+use crate::resilience::jitter;
 
 /// A little past the earliest recovery, so that the retry finds the timer expired.
 const WAIT_SLACK_MS: u64 = 5;
+
+/// Waiters on one recovery wake spread over up to a quarter of their wait, at most this long:
+/// the first to go finds out whether the limit is over, and if it is not, its failure cools the
+/// candidate again before the rest wake (they wait again instead of all failing at once).
+const MAX_STAGGER_MS: u64 = 500;
 
 /// The request's deadline in ms from now: the operator's (the route's, else the default), which
 /// a client may shorten with `x-ringside-deadline-ms` (`asked`), and lengthen only with a key
@@ -31,20 +37,30 @@ pub enum Idle {
 }
 
 /// Wait for the earliest exclusion that may be waited out (a short cooldown, never quota, auth,
-/// not-found or a breaker), if the budget allows that wait plus an attempt after it.
+/// not-found or a breaker), if the budget allows that wait plus an attempt after it. `seed`
+/// (the request's own) spreads the wake-ups of requests waiting for the same recovery.
 pub fn when_nothing_usable<'a>(
     excluded: impl IntoIterator<Item = &'a Exclusion>,
     budget: &Budget,
     now: u64,
+    seed: u64,
 ) -> Idle {
     let earliest = excluded
         .into_iter()
         .filter(|e| e.waitable())
         .filter_map(Exclusion::remaining_ms)
         .min();
-    match earliest {
-        Some(ms) if budget.can_wait(ms + WAIT_SLACK_MS, now) => Idle::Wait(ms + WAIT_SLACK_MS),
-        _ => Idle::GiveUp,
+    let Some(ms) = earliest else {
+        return Idle::GiveUp;
+    };
+    let wait = ms + WAIT_SLACK_MS;
+    let staggered = wait + jitter::up_to((ms / 4).min(MAX_STAGGER_MS), seed);
+    if budget.can_wait(staggered, now) {
+        Idle::Wait(staggered)
+    } else if budget.can_wait(wait, now) {
+        Idle::Wait(wait)
+    } else {
+        Idle::GiveUp
     }
 }
 
@@ -91,7 +107,13 @@ mod tests {
             },
             Exclusion::Tried,
         ];
-        assert_eq!(when_nothing_usable(&excluded, &b, 0), Idle::Wait(405));
+        let Idle::Wait(ms) = when_nothing_usable(&excluded, &b, 0, 7) else {
+            panic!("waits");
+        };
+        assert!(
+            (405..=505).contains(&ms),
+            "{ms}: 400 + slack + a stagger of up to 100"
+        );
     }
 
     #[test]
@@ -105,7 +127,7 @@ mod tests {
             Exclusion::Terminal(Terminal::Banned),
             Exclusion::BreakerOpen { ms: 50 },
         ];
-        assert_eq!(when_nothing_usable(&excluded, &b, 0), Idle::GiveUp);
+        assert_eq!(when_nothing_usable(&excluded, &b, 0, 7), Idle::GiveUp);
     }
 
     #[test]
@@ -116,30 +138,56 @@ mod tests {
         }];
         // The wait cap: 1,005 ms does not fit in 1,000.
         assert_eq!(
-            when_nothing_usable(&short, &Budget::new(3, 0, 60_000, 1_000), 0),
+            when_nothing_usable(&short, &Budget::new(3, 0, 60_000, 1_000), 0, 7),
             Idle::GiveUp
         );
         assert_eq!(
-            when_nothing_usable(&short, &Budget::new(3, 0, 60_000, 1_005), 0),
+            when_nothing_usable(&short, &Budget::new(3, 0, 60_000, 1_005), 0, 7),
             Idle::Wait(1_005)
         );
         // The deadline: the retry must still start before it.
         assert_eq!(
-            when_nothing_usable(&short, &Budget::new(3, 0, 1_005, 60_000), 0),
+            when_nothing_usable(&short, &Budget::new(3, 0, 1_005, 60_000), 0, 7),
             Idle::GiveUp
         );
         assert_eq!(
-            when_nothing_usable(&short, &Budget::new(3, 0, 1_006, 60_000), 0),
+            when_nothing_usable(&short, &Budget::new(3, 0, 1_006, 60_000), 0, 7),
             Idle::Wait(1_005)
         );
         // No attempt left: nothing to wait for.
         let mut spent = Budget::new(1, 0, 60_000, 60_000);
         assert!(spent.try_attempt(0));
-        assert_eq!(when_nothing_usable(&short, &spent, 0), Idle::GiveUp);
+        assert_eq!(when_nothing_usable(&short, &spent, 0, 7), Idle::GiveUp);
         // Nothing excluded at all.
         assert_eq!(
-            when_nothing_usable(&[], &Budget::new(3, 0, 60_000, 60_000), 0),
+            when_nothing_usable(&[], &Budget::new(3, 0, 60_000, 60_000), 0, 7),
             Idle::GiveUp
+        );
+    }
+
+    #[test]
+    fn waiters_on_one_recovery_wake_spread_out() {
+        let b = Budget::new(3, 0, 600_000, 600_000);
+        let cooling = [Exclusion::Cooling {
+            reason: Some(Reason::RateLimited),
+            ms: 2_000,
+        }];
+        let wakes: std::collections::BTreeSet<u64> = (0..64)
+            .map(|seed| match when_nothing_usable(&cooling, &b, 0, seed) {
+                Idle::Wait(ms) => ms,
+                Idle::GiveUp => panic!("waits"),
+            })
+            .collect();
+        assert!(
+            wakes.iter().all(|ms| (2_005..=2_505).contains(ms)),
+            "{wakes:?}"
+        );
+        assert!(wakes.len() > 32, "spread, not one instant: {wakes:?}");
+        // A stagger never costs the wait itself: without room for it, the plain wait.
+        let tight = Budget::new(3, 0, 2_006, 600_000);
+        assert_eq!(
+            when_nothing_usable(&cooling, &tight, 0, 1),
+            Idle::Wait(2_005)
         );
     }
 

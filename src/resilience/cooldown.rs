@@ -125,29 +125,7 @@ impl ConnState {
             // Anti-thundering-herd: concurrent failures of a cooling connection do not stack.
             return None;
         }
-        let level = self.level();
-        let (cooldown, new_level) = match (v.cooldown_ms, v.hint, v.reason) {
-            (Some(ms), _, _) => (ms, 0),
-            // The upstream's own reset is honoured as given; an assumed daily reset is capped.
-            (None, Some(h), Reason::QuotaExhausted)
-                if v.lasting && h.source != super::hints::HintSource::DailyReset =>
-            {
-                (h.ms, 0)
-            }
-            (None, Some(h), _) => (h.ms.min(p.max_ms), 0),
-            (None, None, Reason::QuotaExhausted) if v.lasting => {
-                (super::jitter::spread(p.quota_ms, p.jitter_pct, now), 0)
-            }
-            (None, None, _) => {
-                let steps = u32::from(level.min(p.max_level));
-                let ms = p
-                    .base_ms
-                    .saturating_mul(1u64 << steps.min(40))
-                    .min(p.max_ms);
-                let ms = super::jitter::spread(ms, p.jitter_pct, now).min(p.max_ms);
-                (ms, level.saturating_add(1).min(p.max_level))
-            }
-        };
+        let (cooldown, new_level) = cooldown_for(v, self.level(), now, p);
         self.last = Failure {
             at: now.max(self.last.at + 1).max(self.ok_at + 1),
             level: new_level,
@@ -188,6 +166,34 @@ impl ConnState {
             ..Default::default()
         };
         *self
+    }
+}
+
+/// How long a failure judged by `v` cools what failed, and the backoff level after it: a rule's
+/// fixed cooldown, the upstream's hint, a quota wall's default, or `base · 2^level` (capped).
+/// Shared by a connection's cooldown and a rate-limited model's (`rate_limit_scope`).
+pub fn cooldown_for(v: &Verdict, level: u8, now: u64, p: &CooldownProfile) -> (u64, u8) {
+    match (v.cooldown_ms, v.hint, v.reason) {
+        (Some(ms), _, _) => (ms, 0),
+        // The upstream's own reset is honoured as given; an assumed daily reset is capped.
+        (None, Some(h), Reason::QuotaExhausted)
+            if v.lasting && h.source != super::hints::HintSource::DailyReset =>
+        {
+            (h.ms, 0)
+        }
+        (None, Some(h), _) => (h.ms.min(p.max_ms), 0),
+        (None, None, Reason::QuotaExhausted) if v.lasting => {
+            (super::jitter::spread(p.quota_ms, p.jitter_pct, now), 0)
+        }
+        (None, None, _) => {
+            let steps = u32::from(level.min(p.max_level));
+            let ms = p
+                .base_ms
+                .saturating_mul(1u64 << steps.min(40))
+                .min(p.max_ms);
+            let ms = super::jitter::spread(ms, p.jitter_pct, now).min(p.max_ms);
+            (ms, level.saturating_add(1).min(p.max_level))
+        }
     }
 }
 

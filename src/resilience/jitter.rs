@@ -14,6 +14,18 @@ pub fn spread(ms: u64, pct: u8, seed: u64) -> u64 {
     (u128::from(ms) * u128::from(100 - pct + r) / 100) as u64
 }
 
+/// A number in `0..=max`, the same for the same `seed` (spreads waiters over a window).
+pub fn up_to(max: u64, seed: u64) -> u64 {
+    if max == 0 { 0 } else { mix(seed) % (max + 1) }
+}
+
+/// A seed from bytes (FNV-1a): a request's id gives each request its own place in a window.
+pub fn seed_of(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// SplitMix64's finaliser: neighbouring seeds (milliseconds apart) land far apart.
 fn mix(seed: u64) -> u64 {
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);

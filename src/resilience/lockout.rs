@@ -161,6 +161,58 @@ impl Lockouts {
         Some(lock)
     }
 
+    /// Whether a rate limit holds a model other than `model` locked on `conn`: a second model
+    /// limited as well says the limit is the connection's, not one model's.
+    pub fn rate_limited_other(&self, conn: usize, model: &str, now: u64) -> bool {
+        self.by_conn.get(conn).is_some_and(|list| {
+            list.iter().any(|l| {
+                l.until > now
+                    && l.reason == Reason::RateLimited
+                    && !l.key.eq_ignore_ascii_case(model)
+            })
+        })
+    }
+
+    /// Lock `model` on `conn` after a rate limit. `cooldown(level)` gives the lock's length and
+    /// the level after it (the connection's own backoff formula); the level is remembered in
+    /// the entry's failure count (`level + 1`) for `memory_ms` past the lock. `None` while the
+    /// model is still locked: concurrent failures of a locked model do not stack.
+    pub fn on_rate_limit(
+        &mut self,
+        conn: usize,
+        model: &str,
+        now: u64,
+        memory_ms: u64,
+        cooldown: impl FnOnce(u8) -> (u64, u8),
+    ) -> Option<Lock> {
+        let list = self.by_conn.get(conn)?;
+        let prev = list
+            .iter()
+            .find(|l| l.scope == LockScope::Family && &*l.key == model);
+        if prev.is_some_and(|p| p.until > now) {
+            return None;
+        }
+        let level = match prev {
+            Some(p) if now <= p.last_failure + memory_ms + p.last_cooldown => {
+                u8::try_from(p.failures.saturating_sub(1)).unwrap_or(u8::MAX)
+            }
+            _ => 0,
+        };
+        let (ms, next) = cooldown(level);
+        let lock = Lock {
+            conn,
+            key: Arc::from(model),
+            scope: LockScope::Family,
+            reason: Reason::RateLimited,
+            until: now + ms,
+            failures: u32::from(next) + 1,
+            last_failure: now,
+            last_cooldown: ms,
+        };
+        self.merge(lock.clone());
+        Some(lock)
+    }
+
     /// When the entry `lock` would merge into ends now, if there is one.
     pub fn until_of(&self, lock: &Lock) -> Option<u64> {
         self.by_conn
@@ -254,6 +306,15 @@ impl Lockouts {
             });
             self.count -= before - list.len();
         }
+    }
+
+    /// The active locks of one connection.
+    pub fn active_on(&self, conn: usize, now: u64) -> impl Iterator<Item = &Lock> {
+        self.by_conn
+            .get(conn)
+            .into_iter()
+            .flatten()
+            .filter(move |l| l.until > now)
     }
 
     pub fn active(&self, now: u64) -> impl Iterator<Item = &Lock> {

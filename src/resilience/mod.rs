@@ -11,6 +11,7 @@ mod exclusion;
 pub mod hints;
 pub mod jitter;
 pub mod lockout;
+pub mod rate_limit_scope;
 pub mod restate;
 mod rules;
 pub mod settings;
@@ -308,6 +309,12 @@ impl Tables {
         match v.scope {
             Scope::Request => {}
             Scope::Model => self.lock(s, site, v, LockScope::for_status(v.status), now, emit),
+            Scope::Connection if self.limits_one_model(s, site, v, now) => {
+                self.cool_model(s, site, v, now, emit);
+                if lock_by_status {
+                    self.lock(s, site, v, LockScope::for_status(v.status), now, emit);
+                }
+            }
             Scope::Connection => {
                 cool(self, site.conn, emit);
                 // Account-wide limits hold for every key of the account.

@@ -121,6 +121,11 @@ pub struct Settings {
     /// Other keys of the same upstream account, by flat connection index.
     pub account_siblings: Vec<Vec<usize>>,
     pub gate_enabled: bool,
+    /// By flat connection index: keys that serve exactly one model (a plain 429 cools them:
+    /// there is no other model to keep serving).
+    pub one_model: Vec<bool>,
+    /// What a plain 429 cools first (`resilience.rate_limit_scope`).
+    pub rate_limit_scope: super::rate_limit_scope::RateLimitScope,
     pub lockout: LockoutSettings,
     pub operator_rules: Vec<Rule>,
     pub builtin_rules: Vec<Rule>,
@@ -144,6 +149,8 @@ impl Default for Settings {
             provider_conns: Vec::new(),
             account_siblings: Vec::new(),
             gate_enabled: false,
+            one_model: Vec::new(),
+            rate_limit_scope: Default::default(),
             lockout: LockoutSettings::default(),
             operator_rules: Vec::new(),
             builtin_rules: builtin_rules(),

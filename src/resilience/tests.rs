@@ -90,6 +90,8 @@ const B: Site = Site {
 #[test]
 fn a_cooldown_learned_on_one_core_is_honoured_on_the_other() {
     let mut c = Cores::new(1, 2);
+    // Key-wide 429s (a plain one locks only the model: `rate_limit_scope`).
+    c.s.rate_limit_scope = rate_limit_scope::RateLimitScope::Connection;
     let mut v = verdict(429, "slow down");
     v.hint = Some(hints::Hint {
         ms: 5_000,
@@ -238,6 +240,7 @@ fn window_gate_is_opt_in() {
     let mut c = Cores::new(1, 2);
     c.s.gate_enabled = true;
     c.s.providers[0].gate.threshold = 3;
+    c.s.rate_limit_scope = rate_limit_scope::RateLimitScope::Connection;
     for i in 0..3 {
         c.tables[0].conns = vec![Default::default(); 2];
         c.fail(0, A, &verdict(429, ""), i);

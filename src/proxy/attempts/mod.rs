@@ -231,7 +231,8 @@ impl Attempts<'_> {
             LeaseMove::Stayed => {}
         }
         let excluded = self.st.excluded.iter().map(|(_, e)| e);
-        match decide::when_nothing_usable(excluded, &self.budget, t) {
+        let seed = crate::resilience::jitter::seed_of(ctx.record.request_id.as_bytes());
+        match decide::when_nothing_usable(excluded, &self.budget, t, seed) {
             Idle::Wait(ms) => {
                 self.budget.waited(ms);
                 wait(ctx, watch, ms).await

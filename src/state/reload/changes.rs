@@ -148,8 +148,9 @@ fn sections(out: &mut Changes, old: &Config, new: &Config) {
     let rest = |c: &Config| {
         let r = &c.resilience;
         format!(
-            "{:?}{:?}{:?}{:?}{}{}{}",
+            "{:?}{:?}{:?}{:?}{:?}{}{}{}",
             r.lockout,
+            r.rate_limit_scope,
             r.operator_rules,
             r.restate,
             r.gate_enabled,
