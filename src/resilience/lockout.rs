@@ -81,6 +81,9 @@ pub struct LockAt<'a> {
 pub struct Lockouts {
     by_conn: Vec<Vec<Lock>>,
     count: usize,
+    /// The latest end of any lock merged in: nothing is locked from then on. Entries outlive
+    /// their locks (escalation memory), so the request path's quick test is this, not `count`.
+    latest_until: u64,
 }
 
 const MAX_ENTRIES: usize = 1000;
@@ -90,6 +93,7 @@ impl Lockouts {
         Lockouts {
             by_conn: vec![Vec::new(); connections],
             count: 0,
+            latest_until: 0,
         }
     }
 
@@ -227,6 +231,7 @@ impl Lockouts {
         let Some(list) = self.by_conn.get_mut(lock.conn) else {
             return;
         };
+        self.latest_until = self.latest_until.max(lock.until);
         match list
             .iter_mut()
             .find(|l| l.scope == lock.scope && l.key == lock.key)
@@ -319,6 +324,12 @@ impl Lockouts {
 
     pub fn active(&self, now: u64) -> impl Iterator<Item = &Lock> {
         self.by_conn.iter().flatten().filter(move |l| l.until > now)
+    }
+
+    /// Whether some lock may still be active at `now` (false: none is).
+    #[inline]
+    pub fn any_active(&self, now: u64) -> bool {
+        self.latest_until > now
     }
 
     pub fn len(&self) -> usize {

@@ -220,7 +220,7 @@ impl Tables {
         // Fast path, the common case: nothing on record anywhere.
         if c.until <= now
             && c.terminal.is_none()
-            && self.lockouts.is_empty()
+            && !self.lockouts.any_active(now)
             && !s.gate_enabled
             && self.breakers[site.provider].state != BreakerState::Open
         {

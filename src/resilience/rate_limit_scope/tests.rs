@@ -72,6 +72,9 @@ fn a_plain_429_locks_the_model_not_the_key() {
         None,
         "and lifts on time"
     );
+    // The entry stays as escalation memory, but the request path's quick test sees no lock.
+    assert_eq!(t.lockouts.len(), 1);
+    assert!(t.lockouts.any_active(3_999) && !t.lockouts.any_active(4_000));
 }
 
 #[test]
