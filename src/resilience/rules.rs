@@ -185,10 +185,27 @@ const BUILTIN: &[Row] = &[
     },
 ];
 
-/// Text rules every provider gets (behaviour-spec §4.2–§4.3), first match wins.
+/// Text rules every provider gets (behaviour-spec §4.2–§4.3), first match wins; then the
+/// usage wall's header rule.
 pub fn builtin_rules() -> Vec<Rule> {
-    BUILTIN
+    let mut rules: Vec<Rule> = BUILTIN
         .iter()
         .map(|r| rule(r.id, r.statuses, r.markers, r.reason, r.scope))
-        .collect()
+        .collect();
+    // A Claude subscription's five-hour usage wall says in its headers that the account, not
+    // one model, is out: the key cools (with its account's other keys), rather than the model
+    // alone as for a plain 429 (`rate_limit_scope`).
+    let mut wall = rule(
+        "usage_wall",
+        &[429],
+        &[],
+        Reason::RateLimited,
+        Scope::Connection,
+    );
+    wall.header_markers = vec![(
+        "anthropic-ratelimit-unified-status".into(),
+        "rejected".into(),
+    )];
+    rules.push(wall);
+    rules
 }

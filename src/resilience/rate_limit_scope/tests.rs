@@ -199,6 +199,27 @@ fn a_key_that_serves_one_model_cools_as_a_whole() {
 }
 
 #[test]
+fn a_usage_wall_is_the_accounts_and_cools_the_key() {
+    let s = settings();
+    let mut t = Tables::new(1, 3);
+    let wall =
+        |name: &str| (name == "anthropic-ratelimit-unified-status").then(|| "rejected".to_string());
+    let a = super::super::classify::Answer {
+        provider: "p",
+        status: 429,
+        lower: "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}",
+        get: &wall,
+        hint: None,
+        request: b"",
+    };
+    let v = classify(&[], &builtin_rules(), &a);
+    assert_eq!(v.rule.as_deref(), Some("usage_wall"));
+    fail(&mut t, &s, site(2, "claude-opus"), &v, 1_000);
+    assert!(t.conns[2].cooling(1_001));
+    assert!(t.lockouts.is_empty());
+}
+
+#[test]
 fn the_scope_setting_parses() {
     assert_eq!(RateLimitScope::parse("model"), Some(RateLimitScope::Model));
     assert_eq!(
