@@ -92,12 +92,19 @@ pub mod tempdir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+    /// A directory of its own: the pid and a per-process count. (A free port number, used here
+    /// before, can be handed to two parallel tests in turn, and then two Ringsides shared one
+    /// `data_dir`: the second refused to start, "another Ringside is running".)
     pub fn new() -> Dir {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         let p = std::env::temp_dir().join(format!(
             "ringside-test-{}-{}",
             std::process::id(),
-            super::port()
+            NEXT.fetch_add(1, Ordering::Relaxed)
         ));
+        // A leftover of an earlier process with the same pid is not this test's state.
+        let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).expect("temp dir");
         Dir(p)
     }
