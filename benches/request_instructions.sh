@@ -4,7 +4,8 @@
 # time on a shared machine is not. Counters are zeroed after a warm-up, then one wrk run of
 # JSON requests and one of 20-event SSE streams is divided by its request count. Kernel time is
 # not included (see benches/e2e.sh for that). Bounded: about a minute.
-# Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing)
+# Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing;
+#   ACCESS_LOG=true counts the access log too: its lines and its writer thread)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/lib.sh
@@ -27,7 +28,7 @@ admin_listen = "127.0.0.1:$ADMIN"
 workers = 1
 pin_workers = false
 driver = "uring"
-access_log = false
+access_log = ${ACCESS_LOG:-false}
 $(bench_provider $SIM)
 TOML
 for kind in json sse; do

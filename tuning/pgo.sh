@@ -36,7 +36,7 @@ listen = "127.0.0.1:$RS"
 admin_listen = "127.0.0.1:$ADMIN"
 workers = 1
 pin_workers = false
-access_log = false
+access_log = true                  # as shipped: the access log is on the request path (to serve.log)
 [[providers]]
 id = "sim"
 dialect = "openai"

@@ -3,6 +3,7 @@
 //! It becomes the access log line, the `x-ringside-attempts` header and an entry of the admin
 //! ring of recent decisions.
 
+mod log_line;
 mod outcome;
 pub mod trace;
 
@@ -129,25 +130,6 @@ pub struct LogClient<'a> {
     pub user_agent: Option<&'a str>,
 }
 
-impl LogClient<'_> {
-    fn write(&self, r: &Record, out: &mut Vec<u8>) {
-        use std::io::Write;
-        if let Some(ip) = self.peer {
-            let _ = write!(out, r#","client":"{ip}""#);
-        }
-        if let Some(ip) = self.forwarded_for {
-            let _ = write!(out, r#","forwarded_for":"{ip}""#);
-        }
-        if let Some(ua) = self.user_agent {
-            out.extend_from_slice(br#","user_agent":"#);
-            let _ = serde_json::to_writer(&mut *out, ua);
-        }
-        if let Some(last) = r.attempts.len().checked_sub(1) {
-            let _ = write!(out, r#","span_id":"{}""#, trace::span_hex(&r.trace, last));
-        }
-    }
-}
-
 /// Token counts an upstream reported (any may be missing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Tokens {
@@ -199,31 +181,10 @@ impl Record {
     }
 
     /// The access-log line: `kind` and `time` (RFC 3339, milliseconds, UTC) first, the
-    /// record, then what the connection and the head say about the client.
+    /// record (its client key's id as `client_key`), then what the connection and the head say
+    /// about the client (`log_line`: written by hand, about a tenth of what serde cost).
     pub fn write_log_line(&self, out: &mut Vec<u8>, client: &LogClient<'_>) {
-        // Serialized in place: no intermediate value tree (that cost a few µs per request: an
-        // allocation per field).
-        use std::io::Write;
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.ts_ms);
-        let _ = write!(
-            out,
-            r#"{{"kind":"access","time":"{}","#,
-            humantime::format_rfc3339_millis(at)
-        );
-        let start = out.len();
-        if serde_json::to_writer(&mut *out, self).is_ok() && out.get(start) == Some(&b'{') {
-            out.remove(start);
-        } else {
-            // Cannot happen (every field serializes); keep the line whole JSON anyway.
-            out.truncate(start);
-            out.extend_from_slice(br#""error":"unserializable"}"#);
-        }
-        // Reopen the object for the client's fields.
-        if out.last() == Some(&b'}') {
-            out.pop();
-            client.write(self, out);
-            out.push(b'}');
-        }
+        log_line::write(self, client, out);
     }
 
     /// `x-ringside-attempts`: the count, then one `provider/connection status reason decision`
