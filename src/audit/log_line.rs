@@ -7,61 +7,69 @@
 
 use super::{AttemptRecord, Excluded, LogClient, Record};
 
-/// One JSON object being written: `,` between fields.
+/// `,"name":` as one constant: a copy of known length, which the compiler inlines (a copy of
+/// a length it cannot see is a call to `memcpy`, and a line has some sixty fields).
+macro_rules! k {
+    ($name:literal) => {
+        concat!(",\"", $name, "\":")
+    };
+}
+
+/// One JSON object's fields after its first (the first is written with its `{`).
 struct Obj<'a> {
     out: &'a mut Vec<u8>,
-    first: bool,
 }
 
 impl<'a> Obj<'a> {
-    fn open(out: &'a mut Vec<u8>) -> Obj<'a> {
+    /// `{` and the first field's key (`"name":`, given whole).
+    #[inline(always)]
+    fn open(out: &'a mut Vec<u8>, first: &'static str) -> Obj<'a> {
         out.push(b'{');
-        Obj { out, first: true }
+        out.extend_from_slice(first.as_bytes());
+        Obj { out }
     }
 
-    /// `"key":` (keys are ours: plain ASCII, never escaped).
-    fn key(&mut self, key: &str) -> &mut Vec<u8> {
-        if !self.first {
-            self.out.push(b',');
-        }
-        self.first = false;
-        self.out.push(b'"');
+    #[inline(always)]
+    fn key(&mut self, key: &'static str) -> &mut Vec<u8> {
         self.out.extend_from_slice(key.as_bytes());
-        self.out.extend_from_slice(b"\":");
         self.out
     }
 
-    fn str(&mut self, key: &str, v: &str) {
-        let out = self.key(key);
-        string(out, v);
+    #[inline(always)]
+    fn str(&mut self, key: &'static str, v: &str) {
+        string(self.key(key), v);
     }
 
-    fn opt_str(&mut self, key: &str, v: Option<&str>) {
+    #[inline(always)]
+    fn opt_str(&mut self, key: &'static str, v: Option<&str>) {
         if let Some(v) = v {
             self.str(key, v);
         }
     }
 
-    fn num(&mut self, key: &str, v: u64) {
-        let out = self.key(key);
-        number(out, v);
+    #[inline(always)]
+    fn num(&mut self, key: &'static str, v: u64) {
+        number(self.key(key), v);
     }
 
-    fn opt_num(&mut self, key: &str, v: Option<u64>) {
+    #[inline(always)]
+    fn opt_num(&mut self, key: &'static str, v: Option<u64>) {
         if let Some(v) = v {
             self.num(key, v);
         }
     }
 
-    fn nonzero(&mut self, key: &str, v: u32) {
+    #[inline(always)]
+    fn nonzero(&mut self, key: &'static str, v: u32) {
         if v != 0 {
             self.num(key, u64::from(v));
         }
     }
 
-    fn bool(&mut self, key: &str, v: bool) {
-        let out = self.key(key);
-        out.extend_from_slice(if v { b"true" } else { b"false" });
+    #[inline(always)]
+    fn bool(&mut self, key: &'static str, v: bool) {
+        let v: &[u8] = if v { b"true" } else { b"false" };
+        self.key(key).extend_from_slice(v);
     }
 
     fn close(self) {
@@ -168,30 +176,35 @@ fn ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
 }
 
 fn attempt(out: &mut Vec<u8>, a: &AttemptRecord) {
-    let mut o = Obj::open(out);
-    o.str("provider", a.provider);
-    o.str("connection", a.connection);
-    o.str("model", &a.model);
-    o.str("outcome", a.outcome.as_str());
-    o.opt_num("status", a.status.map(u64::from));
-    o.opt_str("reason", a.reason);
-    o.opt_num("restated_from", a.restated_from.map(u64::from));
-    o.opt_num("retry_after_ms", a.retry_after_ms);
-    o.str("decision", a.decision.as_str());
-    o.opt_str("via", a.via);
-    o.num("attempts_left", u64::from(a.attempts_left));
-    o.num("ms_left", a.ms_left);
-    o.opt_str("detail", a.detail.as_deref());
-    o.num("ms", a.ms);
+    string(out_first(out, "\"provider\":"), a.provider);
+    let mut o = Obj { out };
+    o.str(k!("connection"), a.connection);
+    o.str(k!("model"), &a.model);
+    o.str(k!("outcome"), a.outcome.as_str());
+    o.opt_num(k!("status"), a.status.map(u64::from));
+    o.opt_str(k!("reason"), a.reason);
+    o.opt_num(k!("restated_from"), a.restated_from.map(u64::from));
+    o.opt_num(k!("retry_after_ms"), a.retry_after_ms);
+    o.str(k!("decision"), a.decision.as_str());
+    o.opt_str(k!("via"), a.via);
+    o.num(k!("attempts_left"), u64::from(a.attempts_left));
+    o.num(k!("ms_left"), a.ms_left);
+    o.opt_str(k!("detail"), a.detail.as_deref());
+    o.num(k!("ms"), a.ms);
     o.close();
 }
 
+/// `{"name":` for an object's first field.
+fn out_first<'o>(out: &'o mut Vec<u8>, first: &'static str) -> &'o mut Vec<u8> {
+    Obj::open(out, first).out
+}
+
 fn excluded(out: &mut Vec<u8>, e: &Excluded) {
-    let mut o = Obj::open(out);
-    o.str("target", &e.target);
-    o.str("connection", &e.connection);
-    o.str("reason", e.reason);
-    o.opt_num("remaining_s", e.remaining_s);
+    string(out_first(out, "\"target\":"), &e.target);
+    let mut o = Obj { out };
+    o.str(k!("connection"), &e.connection);
+    o.str(k!("reason"), e.reason);
+    o.opt_num(k!("remaining_s"), e.remaining_s);
     o.close();
 }
 
@@ -208,73 +221,89 @@ fn list<T>(out: &mut Vec<u8>, items: &[T], each: fn(&mut Vec<u8>, &T)) {
 
 /// The whole line (without its newline).
 pub(super) fn write(r: &Record, client: &LogClient<'_>, out: &mut Vec<u8>) {
-    let mut o = Obj::open(out);
-    o.str("kind", "access");
-    rfc3339_millis_field(&mut o, r.ts_ms);
-    o.str("request_id", &r.request_id);
-    o.num("core", r.core as u64);
-    o.str("method", &r.method);
-    o.str("path", &r.path);
+    // Room for the usual line at once: the pushes below then never grow the batch.
+    out.reserve(1024 + 256 * r.attempts.len());
+    out.extend_from_slice(br#"{"kind":"access","time":""#);
+    rfc3339_millis(out, r.ts_ms);
+    out.push(b'"');
+    let mut o = Obj { out };
+    o.str(k!("request_id"), &r.request_id);
+    o.num(k!("core"), r.core as u64);
+    o.str(k!("method"), &r.method);
+    o.str(k!("path"), &r.path);
     // The client key's id; `client` is the peer address, at the end.
-    o.opt_str("client_key", r.client.as_deref());
-    o.opt_str("route", r.route.as_deref());
-    o.opt_str("model", r.model.as_deref());
-    o.opt_str("target", r.target.as_deref());
-    o.opt_str("connection", r.connection);
-    o.num("status", u64::from(r.status));
-    o.bool("stream", r.stream);
-    list(o.key("attempts"), &r.attempts, attempt);
+    o.opt_str(k!("client_key"), r.client.as_deref());
+    o.opt_str(k!("route"), r.route.as_deref());
+    o.opt_str(k!("model"), r.model.as_deref());
+    o.opt_str(k!("target"), r.target.as_deref());
+    o.opt_str(k!("connection"), r.connection);
+    o.num(k!("status"), u64::from(r.status));
+    o.bool(k!("stream"), r.stream);
+    list(o.key(k!("attempts")), &r.attempts, attempt);
     if !r.excluded.is_empty() {
-        list(o.key("excluded"), &r.excluded, excluded);
+        list(o.key(k!("excluded")), &r.excluded, excluded);
     }
-    o.nonzero("waited_ms", r.waited_ms);
-    o.str("outcome", r.outcome.as_str());
-    o.opt_str("error_code", r.error_code);
-    o.opt_num("ttfb_ms", r.ttfb_ms.map(u64::from));
-    o.num("total_ms", u64::from(r.total_ms));
-    o.num("bytes_in", r.bytes_in);
-    o.num("bytes_out", r.bytes_out);
-    o.num("ts_ms", r.ts_ms);
-    o.opt_num("lease_generation", r.lease_generation);
-    o.opt_num("client_retry", r.client_retry.map(u64::from));
+    o.nonzero(k!("waited_ms"), r.waited_ms);
+    o.str(k!("outcome"), r.outcome.as_str());
+    o.opt_str(k!("error_code"), r.error_code);
+    o.opt_num(k!("ttfb_ms"), r.ttfb_ms.map(u64::from));
+    o.num(k!("total_ms"), u64::from(r.total_ms));
+    o.num(k!("bytes_in"), r.bytes_in);
+    o.num(k!("bytes_out"), r.bytes_out);
+    o.num(k!("ts_ms"), r.ts_ms);
+    o.opt_num(k!("lease_generation"), r.lease_generation);
+    o.opt_num(k!("client_retry"), r.client_retry.map(u64::from));
     if let Some(s) = &r.stream_stats {
-        let mut st = Obj::open(o.key("stream_stats"));
-        st.num("events", s.events);
-        st.num("text_bytes", s.text_bytes);
-        st.bool("terminal", s.terminal);
+        number(
+            out_first(o.key(k!("stream_stats")), "\"events\":"),
+            s.events,
+        );
+        let mut st = Obj { out: &mut *o.out };
+        st.num(k!("text_bytes"), s.text_bytes);
+        st.bool(k!("terminal"), s.terminal);
         st.close();
     }
     if !r.tokens.is_empty() {
-        let mut t = Obj::open(o.key("tokens"));
-        t.opt_num("prompt", r.tokens.prompt.map(u64::from));
-        t.opt_num("completion", r.tokens.completion.map(u64::from));
-        t.opt_num("cached", r.tokens.cached.map(u64::from));
-        t.close();
+        tokens(o.key(k!("tokens")), &r.tokens);
     }
-    o.num("total_us", r.total_us);
-    o.num("upstream_us", u64::from(r.upstream_us));
-    o.nonzero("waits_us", r.waits_us);
-    o.nonzero("head_us", r.head_us);
-    o.nonzero("ttft_us", r.ttft_us);
-    hex(o.key("trace_id"), &r.trace.id);
+    o.num(k!("total_us"), r.total_us);
+    o.num(k!("upstream_us"), u64::from(r.upstream_us));
+    o.nonzero(k!("waits_us"), r.waits_us);
+    o.nonzero(k!("head_us"), r.head_us);
+    o.nonzero(k!("ttft_us"), r.ttft_us);
+    hex(o.key(k!("trace_id")), &r.trace.id);
     if let Some(a) = client.peer {
-        ip(o.key("client"), a);
+        ip(o.key(k!("client")), a);
     }
     if let Some(a) = client.forwarded_for {
-        ip(o.key("forwarded_for"), a);
+        ip(o.key(k!("forwarded_for")), a);
     }
-    o.opt_str("user_agent", client.user_agent);
+    o.opt_str(k!("user_agent"), client.user_agent);
     if let Some(last) = r.attempts.len().checked_sub(1) {
-        hex(o.key("span_id"), &r.trace.span(last));
+        hex(o.key(k!("span_id")), &r.trace.span(last));
     }
     o.close();
 }
 
-fn rfc3339_millis_field(o: &mut Obj<'_>, unix_ms: u64) {
-    let out = o.key("time");
-    out.push(b'"');
-    rfc3339_millis(out, unix_ms);
-    out.push(b'"');
+/// `tokens`: every count is optional, so the first one written has no comma.
+fn tokens(out: &mut Vec<u8>, t: &super::Tokens) {
+    out.push(b'{');
+    let mut sep = "";
+    for (key, v) in [
+        ("prompt", t.prompt),
+        ("completion", t.completion),
+        ("cached", t.cached),
+    ] {
+        if let Some(v) = v {
+            out.extend_from_slice(sep.as_bytes());
+            out.push(b'"');
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(b"\":");
+            number(out, u64::from(v));
+            sep = ",";
+        }
+    }
+    out.push(b'}');
 }
 
 #[cfg(test)]
