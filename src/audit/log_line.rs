@@ -77,10 +77,36 @@ impl<'a> Obj<'a> {
     }
 }
 
+/// Whether any byte of `s` needs a JSON escape (a control byte, `"` or `\\`): eight bytes at
+/// a time (the classic "has a byte less than n" and "has a zero byte" word tricks).
+fn needs_escape(s: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    let mut words = s.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        let x = u64::from_le_bytes(b);
+        // A byte below 0x20 (never set for bytes >= 0x80: their high bit is masked out).
+        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS != 0;
+        if control
+            || zero_in(x ^ (ONES * u64::from(b'"')))
+            || zero_in(x ^ (ONES * u64::from(b'\\')))
+        {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
 /// A JSON string: copied whole when nothing in it needs escaping (the usual case).
 pub(super) fn string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if !needs_escape(s.as_bytes()) {
         out.extend_from_slice(s.as_bytes());
     } else {
         for &b in s.as_bytes() {
@@ -102,7 +128,11 @@ pub(super) fn string(out: &mut Vec<u8>, s: &str) {
 }
 
 pub(super) fn number(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(crate::http::response::decimal(v, &mut [0u8; 20]).as_bytes());
+    if v < 10 {
+        out.push(b'0' + v as u8);
+    } else {
+        out.extend_from_slice(crate::http::response::decimal(v, &mut [0u8; 20]).as_bytes());
+    }
 }
 
 fn hex_byte(b: u8) -> [u8; 2] {

@@ -225,6 +225,19 @@ fn any_string_is_written_as_valid_json() {
         let back: String = serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}: {s:?}"));
         assert_eq!(back, s);
     }
+    // The word-at-a-time check agrees with the byte-by-byte one at every place in a word.
+    for len in 0..24 {
+        for at in 0..len {
+            for bad in [
+                0u8, 0x1f, b'"', b'\\', 0x20, 0x7f, 0x80, 0xff, b'!', b'#', b'[', b']',
+            ] {
+                let mut v = vec![b'a'; len];
+                v[at] = bad;
+                let want = bad < 0x20 || bad == b'"' || bad == b'\\';
+                assert_eq!(super::needs_escape(&v), want, "{v:?}");
+            }
+        }
+    }
     let mut out = Vec::new();
     super::number(&mut out, u64::MAX);
     assert_eq!(out, u64::MAX.to_string().as_bytes());
