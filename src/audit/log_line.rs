@@ -1,11 +1,13 @@
 //! The access-log line, written by hand into the core's batch: the same fields, in the same
-//! order, as the record's `Serialize` (which the admin API uses), without `fmt` or serde.
+//! order, as the record's `Serialize` (which the admin API uses), without `fmt` (serde only
+//! escapes the rare value that needs it).
 //! Through serde_json a line cost about 20,000 instructions (callgrind, 2026-12-02): every key
 //! and value went through its byte-by-byte escaper, each trace-id byte through `{:02x}`, the
 //! time through `Display`. Here keys are written as they are (they are ours), a value is copied
-//! whole when it needs no escape, numbers and hex come from small tables.
+//! whole when it needs no escape, numbers and hex come from the writers the request path uses.
 
 use super::{AttemptRecord, Excluded, LogClient, Record};
+use crate::http::response::push_u64 as number;
 
 /// `,"name":` as one constant: a copy of known length, which the compiler inlines (a copy of
 /// a length it cannot see is a call to `memcpy`, and a line has some sixty fields).
@@ -21,14 +23,6 @@ struct Obj<'a> {
 }
 
 impl<'a> Obj<'a> {
-    /// `{` and the first field's key (`"name":`, given whole).
-    #[inline(always)]
-    fn open(out: &'a mut Vec<u8>, first: &'static str) -> Obj<'a> {
-        out.push(b'{');
-        out.extend_from_slice(first.as_bytes());
-        Obj { out }
-    }
-
     #[inline(always)]
     fn key(&mut self, key: &'static str) -> &mut Vec<u8> {
         self.out.extend_from_slice(key.as_bytes());
@@ -103,49 +97,24 @@ fn needs_escape(s: &[u8]) -> bool {
         .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
-/// A JSON string: copied whole when nothing in it needs escaping (the usual case).
+/// A JSON string: copied whole when nothing in it needs escaping (the usual case), else
+/// through serde_json's escaper.
 pub(super) fn string(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    if !needs_escape(s.as_bytes()) {
-        out.extend_from_slice(s.as_bytes());
-    } else {
-        for &b in s.as_bytes() {
-            match b {
-                b'"' => out.extend_from_slice(b"\\\""),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                b'\n' => out.extend_from_slice(b"\\n"),
-                b'\r' => out.extend_from_slice(b"\\r"),
-                b'\t' => out.extend_from_slice(b"\\t"),
-                0..0x20 => {
-                    out.extend_from_slice(b"\\u00");
-                    out.extend_from_slice(&hex_byte(b));
-                }
-                _ => out.push(b),
-            }
-        }
+    if needs_escape(s.as_bytes()) {
+        let _ = serde_json::to_writer(&mut *out, s);
+        return;
     }
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
     out.push(b'"');
 }
 
-pub(super) fn number(out: &mut Vec<u8>, v: u64) {
-    if v < 10 {
-        out.push(b'0' + v as u8);
-    } else {
-        out.extend_from_slice(crate::http::response::decimal(v, &mut [0u8; 20]).as_bytes());
-    }
-}
-
-fn hex_byte(b: u8) -> [u8; 2] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]
-}
-
-/// Lowercase hex in quotes, as `traceparent` writes ids.
+/// Lowercase hex in quotes, as `traceparent` writes ids (at most 16 bytes: a trace id).
 fn hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    let mut digits = [0u8; 32];
+    let end = super::trace::hex_into(bytes, &mut digits, 0);
     out.push(b'"');
-    for &b in bytes {
-        out.extend_from_slice(&hex_byte(b));
-    }
+    out.extend_from_slice(&digits[..end]);
     out.push(b'"');
 }
 
@@ -226,7 +195,9 @@ fn attempt(out: &mut Vec<u8>, a: &AttemptRecord) {
 
 /// `{"name":` for an object's first field.
 fn out_first<'o>(out: &'o mut Vec<u8>, first: &'static str) -> &'o mut Vec<u8> {
-    Obj::open(out, first).out
+    out.push(b'{');
+    out.extend_from_slice(first.as_bytes());
+    out
 }
 
 fn excluded(out: &mut Vec<u8>, e: &Excluded) {
