@@ -135,12 +135,7 @@ impl Lockouts {
         } else {
             model
         };
-        let list = self.by_conn.get_mut(conn)?;
-        let prev = list.iter().find(|l| l.scope == scope && &*l.key == key);
-        let failures = match prev {
-            Some(p) if now <= p.last_failure + s.reset_after_ms + p.last_cooldown => p.failures + 1,
-            _ => 1,
-        };
+        let failures = self.remembered(conn, scope, key, now, s.reset_after_ms)? + 1;
         let cooldown = match exact_ms {
             // An upstream header reset is authoritative; prose hints stay capped.
             Some((ms, true)) if ms > 0 => ms,
@@ -151,6 +146,43 @@ impl Lockouts {
             }
             _ => s.base_ms.min(s.max_ms),
         };
+        Some(self.put(conn, key, scope, reason, now, failures, cooldown))
+    }
+
+    /// The failures the entry `(scope, key)` of `conn` still remembers at `now` (its lock plus
+    /// `memory_ms`); 0 without one. `None`: no such connection.
+    fn remembered(
+        &self,
+        conn: usize,
+        scope: LockScope,
+        key: &str,
+        now: u64,
+        memory_ms: u64,
+    ) -> Option<u32> {
+        let prev = self
+            .by_conn
+            .get(conn)?
+            .iter()
+            .find(|l| l.scope == scope && &*l.key == key);
+        Some(match prev {
+            Some(p) if now <= p.last_failure + memory_ms + p.last_cooldown => p.failures,
+            _ => 0,
+        })
+    }
+
+    /// Lock `(conn, scope, key)` for `cooldown` from `now` (merged like any replica's lock);
+    /// the lock to replicate.
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &mut self,
+        conn: usize,
+        key: &str,
+        scope: LockScope,
+        reason: Reason,
+        now: u64,
+        failures: u32,
+        cooldown: u64,
+    ) -> Lock {
         let lock = Lock {
             conn,
             key: Arc::from(key),
@@ -162,7 +194,7 @@ impl Lockouts {
             last_cooldown: cooldown,
         };
         self.merge(lock.clone());
-        Some(lock)
+        lock
     }
 
     /// Whether a rate limit holds a model other than `model` locked on `conn`: a second model
@@ -189,32 +221,21 @@ impl Lockouts {
         memory_ms: u64,
         cooldown: impl FnOnce(u8) -> (u64, u8),
     ) -> Option<Lock> {
+        let scope = LockScope::Family;
+        // Concurrent failures of a locked model do not stack (a 404's or a 5xx's lock of the
+        // model is another entry and does not count).
         let list = self.by_conn.get(conn)?;
-        let prev = list
+        if list
             .iter()
-            .find(|l| l.scope == LockScope::Family && &*l.key == model);
-        if prev.is_some_and(|p| p.until > now) {
+            .any(|l| l.scope == scope && &*l.key == model && l.until > now)
+        {
             return None;
         }
-        let level = match prev {
-            Some(p) if now <= p.last_failure + memory_ms + p.last_cooldown => {
-                u8::try_from(p.failures.saturating_sub(1)).unwrap_or(u8::MAX)
-            }
-            _ => 0,
-        };
+        let failures = self.remembered(conn, scope, model, now, memory_ms)?;
+        let level = u8::try_from(failures.saturating_sub(1)).unwrap_or(u8::MAX);
         let (ms, next) = cooldown(level);
-        let lock = Lock {
-            conn,
-            key: Arc::from(model),
-            scope: LockScope::Family,
-            reason: Reason::RateLimited,
-            until: now + ms,
-            failures: u32::from(next) + 1,
-            last_failure: now,
-            last_cooldown: ms,
-        };
-        self.merge(lock.clone());
-        Some(lock)
+        let failures = u32::from(next) + 1;
+        Some(self.put(conn, model, scope, Reason::RateLimited, now, failures, ms))
     }
 
     /// When the entry `lock` would merge into ends now, if there is one.
