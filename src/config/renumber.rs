@@ -51,23 +51,11 @@ impl Config {
             s.providers = by_slot;
             s.provider_conns = conns;
         }
-        let mut siblings = vec![Vec::new(); slot_count];
-        for (i, list) in std::mem::take(&mut s.account_siblings)
+        let siblings = std::mem::take(&mut s.account_siblings)
             .into_iter()
-            .enumerate()
-        {
-            if let Some(to) = siblings.get_mut(map(i)) {
-                *to = list.into_iter().map(map).collect();
-            }
-        }
-        s.account_siblings = siblings;
-        let mut one_model = vec![false; slot_count];
-        for (i, one) in std::mem::take(&mut s.one_model).into_iter().enumerate() {
-            if let Some(to) = one_model.get_mut(map(i)) {
-                *to = one;
-            }
-        }
-        s.one_model = one_model;
+            .map(|list| list.into_iter().map(map).collect());
+        s.account_siblings = onto_slots(siblings, map, slot_count);
+        s.one_model = onto_slots(std::mem::take(&mut s.one_model), map, slot_count);
         for c in &mut self.clients.list {
             if let Some(allowed) = &mut c.allowed {
                 for a in allowed.iter_mut() {
@@ -76,6 +64,22 @@ impl Config {
             }
         }
     }
+}
+
+/// Per-connection values by flat index, moved onto their slots (a slot no connection holds
+/// gets the default).
+fn onto_slots<T: Clone + Default>(
+    by_index: impl IntoIterator<Item = T>,
+    map: impl Fn(usize) -> usize,
+    slot_count: usize,
+) -> Vec<T> {
+    let mut by_slot = vec![T::default(); slot_count];
+    for (i, v) in by_index.into_iter().enumerate() {
+        if let Some(to) = by_slot.get_mut(map(i)) {
+            *to = v;
+        }
+    }
+    by_slot
 }
 
 #[cfg(test)]
