@@ -5,7 +5,7 @@ use super::classify::{Reason, Scope, Verdict, builtin_rules, classify};
 use super::settings::{ProfileKind, profile};
 use super::*;
 
-fn settings(providers: usize, conns_each: usize) -> Settings {
+pub(super) fn settings(providers: usize, conns_each: usize) -> Settings {
     let mut s = Settings::default();
     for p in 0..providers {
         // Without jitter: these tests step the clock to exact cooldown and open-time edges.
@@ -19,7 +19,7 @@ fn settings(providers: usize, conns_each: usize) -> Settings {
     s
 }
 
-fn verdict(status: u16, body: &str) -> Verdict {
+pub(super) fn verdict(status: u16, body: &str) -> Verdict {
     let none = |_: &str| None;
     let lower = body.to_lowercase();
     let a = super::classify::Answer {

@@ -2,33 +2,16 @@
 //! clock, one core.
 
 use super::super::classify::{Reason, Verdict, builtin_rules, classify};
-use super::super::settings::{ProfileKind, profile};
+use super::super::tests::verdict;
 use super::super::{Exclusion, Settings, Site, Tables};
 use super::RateLimitScope;
 use crate::resilience::hints::{Hint, HintSource};
 
+/// One provider's three keys without jitter; keys 0 and 1 share an account.
 fn settings() -> Settings {
-    let mut s = Settings::default();
-    let mut policy = profile(ProfileKind::ApiKey, 1_800_000, 3_600_000);
-    policy.cooldown.jitter_pct = 0;
-    s.providers.push(policy);
-    s.provider_conns.push(vec![0, 1, 2]);
+    let mut s = super::super::tests::settings(1, 3);
     s.account_siblings = vec![vec![1], vec![0], vec![]];
     s
-}
-
-fn verdict(status: u16, body: &str) -> Verdict {
-    let none = |_: &str| None;
-    let lower = body.to_lowercase();
-    let a = super::super::classify::Answer {
-        provider: "p",
-        status,
-        lower: &lower,
-        get: &none,
-        hint: None,
-        request: b"",
-    };
-    classify(&[], &builtin_rules(), &a)
 }
 
 fn site(conn: usize, model: &str) -> Site<'_> {
