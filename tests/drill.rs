@@ -8,10 +8,11 @@ use common::*;
 use serde_json::Value;
 use std::process::Command;
 
+/// The start of every config here: a server and the `openai` provider, its keys to follow.
+const OPENAI: &str = "[server]\nlisten = \"0.0.0.0:8080\"\n[[providers]]\nid = \"openai\"\ndialect = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n";
+
 fn config(keys: usize, provider_extra: &str, extra: &str) -> String {
-    let mut s = String::from(
-        "[server]\nlisten = \"0.0.0.0:8080\"\n[[providers]]\nid = \"openai\"\ndialect = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n",
-    );
+    let mut s = String::from(OPENAI);
     s.push_str(provider_extra);
     for i in 0..keys {
         s.push_str(&format!(
@@ -292,8 +293,9 @@ fn against_a_running_ringside_the_drill_drives_its_simulator() {
 
 #[test]
 fn an_account_wide_limit_hits_the_accounts_keys_and_the_other_account_serves() {
-    let mut cfg = String::from(
-        "[server]\nlisten = \"0.0.0.0:8080\"\n[[providers]]\nid = \"openai\"\ndialect = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n  [[providers.accounts]]\n  id = \"org-a\"\n  [[providers.accounts]]\n  id = \"org-b\"\n",
+    let mut cfg = String::from(OPENAI);
+    cfg.push_str(
+        "  [[providers.accounts]]\n  id = \"org-a\"\n  [[providers.accounts]]\n  id = \"org-b\"\n",
     );
     for (i, org) in ["org-a", "org-a", "org-b"].iter().enumerate() {
         cfg.push_str(&format!(
@@ -329,9 +331,7 @@ fn an_account_wide_limit_hits_the_accounts_keys_and_the_other_account_serves() {
 /// key keeps serving, no key cools, and attempts stay within budget.
 #[test]
 fn a_models_429_leaves_the_keys_other_model_serving() {
-    let mut cfg = String::from(
-        "[server]\nlisten = \"0.0.0.0:8080\"\n[[providers]]\nid = \"openai\"\ndialect = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n",
-    );
+    let mut cfg = String::from(OPENAI);
     for i in 0..2 {
         cfg.push_str(&format!(
             "  [[providers.connections]]\n  id = \"key-{i}\"\n  key_env = \"K{i}\"\n  models = [\"gpt-4o\", \"gpt-4o-mini\"]\n"
