@@ -47,14 +47,28 @@ const PARK_UP_TO: usize = 1024;
 /// event a stream guard holds back, half an event) move into an allocation of their own, so
 /// that the wait pins no 16 KiB buffer. The next read moves them back into a pooled one
 /// (`io::make_room`).
+///
+/// Which buffer is pooled is told by its allocation, not its room: bytes left after a head or
+/// an event was split off sit part-way into a pooled buffer, whose capacity then counts only
+/// from them to its end (measured: with a `capacity() >= READ_CHUNK` test, a stream whose
+/// response head came with half an event held its 16 KiB through the wait, and thousands of
+/// streams starting together held thousands of buffers at once). A parked copy is exactly as
+/// long as its bytes.
 pub fn park(buf: &mut BytesMut) {
     if buf.is_empty() {
         give_back(std::mem::take(buf));
-    } else if buf.len() <= PARK_UP_TO && buf.capacity() >= READ_CHUNK {
+    } else if buf.len() <= PARK_UP_TO && !is_parked(buf) {
         let mut pooled = std::mem::replace(buf, BytesMut::from(&buf[..]));
         pooled.clear();
         give_back(pooled);
     }
+}
+
+/// Whether `buf` is a parked copy (its capacity its length, at most [`PARK_UP_TO`]). A pooled
+/// buffer whose bytes end exactly at its end reads the same; it is then kept through the wait,
+/// as before.
+fn is_parked(buf: &BytesMut) -> bool {
+    buf.capacity() == buf.len() && buf.len() <= PARK_UP_TO
 }
 
 /// How many buffers this core's pool holds (tests).
@@ -65,6 +79,56 @@ pub fn pooled() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_bytes_part_way_into_a_pooled_buffer_are_parked_and_the_buffer_pooled() {
+        // A response head split off the front leaves half an event behind it: the buffer's
+        // room now counts from those bytes, below READ_CHUNK, but it is still a pooled one.
+        let mut buf = take();
+        buf.extend_from_slice(b"HTTP/1.1 200 OK\r\n\r\ndata: {\"half");
+        let _ = buf.split_to(19);
+        assert!(buf.capacity() < READ_CHUNK);
+        let before = pooled();
+        park(&mut buf);
+        assert_eq!(&buf[..], b"data: {\"half");
+        assert_eq!(
+            buf.capacity(),
+            buf.len(),
+            "the bytes moved into their own allocation"
+        );
+        assert_eq!(
+            pooled(),
+            before + 1,
+            "the pooled buffer went back to the pool"
+        );
+        // Parked again (a spurious wake): nothing moves.
+        park(&mut buf);
+        assert_eq!(&buf[..], b"data: {\"half");
+        assert_eq!(pooled(), before + 1);
+        // The next read takes a pooled buffer and gives the parked copy up.
+        crate::http::io::make_room(&mut buf);
+        assert!(buf.capacity() >= READ_CHUNK / 4);
+        assert_eq!(&buf[..], b"data: {\"half");
+        assert_eq!(pooled(), before);
+    }
+
+    #[test]
+    fn a_pooled_buffer_too_full_to_read_into_goes_back_when_replaced() {
+        // Bytes near the end of a pooled buffer leave little room: the next read moves them
+        // into another pooled buffer, and this one returns to the pool instead of being freed.
+        let mut buf = take();
+        buf.resize(READ_CHUNK - 100, b'x');
+        let _ = buf.split_to(READ_CHUNK - 1_200);
+        assert!(buf.capacity() < READ_CHUNK / 4);
+        // (A buffer in the pool for the read to take.)
+        give_back(BytesMut::with_capacity(READ_CHUNK));
+        let before = pooled();
+        crate::http::io::make_room(&mut buf);
+        assert_eq!(buf.len(), 1_100);
+        assert!(buf.capacity() >= READ_CHUNK / 4);
+        // One taken for the read, the replaced one given back.
+        assert_eq!(pooled(), before);
+    }
 
     #[test]
     fn a_buffer_comes_back_only_when_its_pieces_are_gone() {

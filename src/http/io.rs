@@ -35,7 +35,11 @@ pub fn make_room(buf: &mut BytesMut) {
     if buf.capacity() < READ_CHUNK / 4 {
         let mut pooled = super::buffers::take();
         pooled.extend_from_slice(buf);
-        *buf = pooled;
+        // The one replaced may itself be a pooled buffer with its bytes near its end: it goes
+        // back rather than being freed (a parked copy or an empty one is simply dropped).
+        let mut old = std::mem::replace(buf, pooled);
+        old.clear();
+        super::buffers::give_back(old);
     } else if buf.capacity() - buf.len() < READ_CHUNK / 4 {
         buf.reserve(READ_CHUNK);
     }
