@@ -238,7 +238,7 @@ fn push_clean(out: &mut String, s: &str) {
 }
 
 fn push_num(out: &mut String, v: u64) {
-    out.push_str(crate::http::response::decimal(v, &mut itoa::Buffer::new()));
+    out.push_str(itoa::Buffer::new().format(v));
 }
 
 #[cfg(test)]
