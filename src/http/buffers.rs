@@ -64,11 +64,10 @@ pub fn park(buf: &mut BytesMut) {
     }
 }
 
-/// Whether `buf` is a parked copy (its capacity its length, at most [`PARK_UP_TO`]). A pooled
-/// buffer whose bytes end exactly at its end reads the same; it is then kept through the wait,
-/// as before.
+/// Whether `buf` is a parked copy: its capacity is its length. A pooled buffer whose bytes end
+/// exactly at its end reads the same; it is then kept through the wait, as before.
 fn is_parked(buf: &BytesMut) -> bool {
-    buf.capacity() == buf.len() && buf.len() <= PARK_UP_TO
+    buf.capacity() == buf.len()
 }
 
 /// How many buffers this core's pool holds (tests).
