@@ -41,17 +41,11 @@ BENCH_KEY=sk-bench $BIN serve --config "$WORK/lean.toml" >/dev/null 2>&1 &
 LEAN_PID=$!; PIDS+=($LEAN_PID)
 BENCH_KEY=sk-bench $BIN serve --config "$WORK/defaults.toml" >"$WORK/access.log" 2>&1 &
 DEF_PID=$!; PIDS+=($DEF_PID)
-for port in $LEAN $DEF; do
-  for _ in $(seq 60); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.25; done
-done
-for kind in json sse; do
-  stream=$([ $kind = sse ] && echo '"stream":true,' || true)
-  printf 'wrk.method="POST"\nwrk.body=[[{"model":"bench-model",%s"messages":[{"role":"user","content":"hello"}]}]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$stream" > "$WORK/$kind.lua"
-done
+wait_for_port $LEAN; wait_for_port $DEF
+chat_scripts "$WORK"
 
-# user_ticks PID / sys_ticks PID: one process's user and kernel clock ticks.
+# user_ticks PID: one process's user clock ticks (its kernel ticks: cpu_ticks less these).
 user_ticks() { awk '{print $14}' /proc/"$1"/stat; }
-sys_ticks() { awk '{print $15}' /proc/"$1"/stat; }
 # run KIND PORT PID: "requests cpu_ticks user_ticks" of one wrk run against one instance.
 run() {
   local t0 t1 u0 u1 n

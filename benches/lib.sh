@@ -34,6 +34,24 @@ base_url = "http://127.0.0.1:$1/v1"
 TOML
 }
 
+# chat_scripts DIR: DIR/json.lua and DIR/sse.lua, wrk scripts posting the bench model's chat
+# request with the bench key, as a plain answer and as a stream.
+chat_scripts() {
+  local kind stream
+  for kind in json sse; do
+    stream=$([ $kind = sse ] && echo '"stream":true,' || true)
+    printf 'wrk.method="POST"\nwrk.body=[[{"model":"bench-model",%s"messages":[{"role":"user","content":"hello"}]}]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$stream" > "$1/$kind.lua"
+  done
+}
+
+# wait_for_port PORT: until something accepts on 127.0.0.1:PORT (at most about 30 s).
+wait_for_port() {
+  for _ in $(seq 60); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.5
+  done
+}
+
 # A process and its children (nginx's workers when it runs more than one).
 tree() { echo "$1"; pgrep -P "$1" || true; }
 # User + system clock ticks of a process tree (0 for no pid).

@@ -31,18 +31,12 @@ driver = "uring"
 access_log = ${ACCESS_LOG:-false}
 $(bench_provider $SIM)
 TOML
-for kind in json sse; do
-  stream=$([ $kind = sse ] && echo '"stream":true,' || true)
-  printf 'wrk.method="POST"\nwrk.body=[[{"model":"bench-model",%s"messages":[{"role":"user","content":"hello"}]}]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$stream" > "$WORK/$kind.lua"
-done
+chat_scripts "$WORK"
 
 BENCH_KEY=${BENCH_KEY:-sk-bench} valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
   $BIN serve --config "$WORK/ringside.toml" >"$WORK/vg.log" 2>&1 &
 VG=$!; PIDS+=($VG); disown
-for _ in $(seq 60); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$RS") 2>/dev/null && break
-  sleep 0.5
-done
+wait_for_port $RS
 URL="http://127.0.0.1:$RS/v1/chat/completions"
 for kind in json sse; do
   timeout 30 wrk -t1 -c8 -d2s -s "$WORK/$kind.lua" "$URL" >/dev/null
