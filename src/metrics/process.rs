@@ -62,6 +62,18 @@ pub(super) fn render(out: &mut String, cores: &[Arc<CoreMetrics>]) {
     }
 }
 
+/// User and system CPU time of the whole process (every thread), to the microsecond.
+fn cpu_seconds() -> Option<f64> {
+    // SAFETY: `rusage` is plain integers, for which all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return None;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(secs(usage.ru_utime) + secs(usage.ru_stime))
+}
+
 struct Process {
     cpu_s: f64,
     rss_bytes: f64,
@@ -84,7 +96,9 @@ impl Process {
         let rest = stat.rsplit_once(')')?.1;
         let f: Vec<&str> = rest.split_whitespace().collect();
         let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
-        let cpu_s = (num(11)? + num(12)?) / tick; // utime, stime (fields 14, 15)
+        // (Not utime and stime from this file: they count in 10 ms ticks, and a process that
+        // has served a few requests can read 0.)
+        let cpu_s = cpu_seconds()?;
         let rss_bytes = num(21)? * page; // rss (field 24)
         let started_ticks = num(19)?; // starttime (field 22), since boot
         let boot_s = std::fs::read_to_string("/proc/stat")
