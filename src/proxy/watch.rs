@@ -1,29 +1,28 @@
-//! Watching the client while the upstream works: one read stays pending on the client socket
-//! so that a disconnect aborts the upstream at once, instead of at the next write.
-//! A pipelined request that arrives meanwhile is kept, not lost.
+//! Watching the client while the upstream works: a readiness wait stays armed on the client
+//! socket so that a disconnect aborts the upstream at once, instead of at the next write.
+//! A pipelined request that arrives meanwhile stays in the socket for the next head read.
 //!
 //! The watch is armed only once a request has run for [`ARM_AFTER`]: most JSON requests finish
-//! sooner, and for them a pending read plus its cancellation would be two extra I/O operations.
+//! sooner, and for them an armed wait plus its cancellation would be two extra I/O operations.
+//! It holds no buffer: a held stream's watch is one small readiness operation (a pending read
+//! with its buffer was ~675 bytes per stream), and what woke it is told apart with a one-byte
+//! `MSG_PEEK` that leaves the bytes where they are.
 
 use bytes::BytesMut;
-use monoio::BufResult;
-use monoio::buf::{IoBufMut, SliceMut};
-use monoio::io::{CancelableAsyncReadRent, Canceller};
+use monoio::net::TcpStream;
 use monoio::net::tcp::TcpOwnedReadHalf;
 use std::future::Future;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::timer;
 
-/// What the watch reads into: enough to tell a disconnect from a pipelined request.
-const WATCH_BYTES: usize = 64;
-
 /// How long a request runs before its client is watched.
 pub const ARM_AFTER: Duration = Duration::from_millis(20);
 
-type ReadFut<'a> = Pin<Box<dyn Future<Output = BufResult<usize, SliceMut<BytesMut>>> + 'a>>;
+type Readiness<'a> = Pin<Box<dyn Future<Output = std::io::Result<()>> + 'a>>;
 
 /// The result of racing an upstream step against the client going away.
 pub enum Raced<T> {
@@ -31,16 +30,60 @@ pub enum Raced<T> {
     ClientGone,
 }
 
+/// What woke the watch, seen without taking it off the socket.
+#[derive(Debug, PartialEq, Eq)]
+enum Woke {
+    /// The client sent bytes (a pipelined request): it is still there.
+    Data,
+    /// The client closed or reset its side.
+    Gone,
+    /// Nothing after all (a stale readiness): wait again.
+    Nothing,
+}
+
+/// Peek at one byte of what the client sent, without waiting or consuming it.
+fn peek(fd: RawFd) -> Woke {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: `fd` is the client socket, open for the life of the watch; the kernel writes
+        // at most one byte into `byte`.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            return Woke::Data;
+        }
+        if n == 0 {
+            return Woke::Gone;
+        }
+        match std::io::Error::last_os_error().kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock => return Woke::Nothing,
+            _ => return Woke::Gone,
+        }
+    }
+}
+
 pub struct ClientWatch<'a> {
-    /// The read half and buffer, until the watch is armed.
-    idle: Option<(&'a mut TcpOwnedReadHalf, BytesMut)>,
+    /// The client's read half: borrowed for the watch's life, so nothing else reads it.
+    rd: &'a TcpOwnedReadHalf,
+    /// The connection's read buffer. Kept as it is while the watch is unarmed, or when it
+    /// already held bytes of a pipelined request at the start (nothing to watch for then);
+    /// given back to the core when the watch arms.
+    buf: BytesMut,
+    /// Waiting for [`ARM_AFTER`] to pass.
+    unarmed: bool,
     arm_at: Instant,
     /// Fires at `arm_at`; one per watch, made at the first race that could need it (a timer
     /// per race would be registered and cancelled for every upstream read of a stream).
     arm_timer: Option<timer::Sleep>,
-    fut: Option<ReadFut<'a>>,
-    canceller: Option<Canceller>,
-    saved: Option<BytesMut>,
+    /// The armed readiness wait on the client socket.
+    wait: Option<Readiness<'a>>,
     gone: bool,
 }
 
@@ -48,41 +91,69 @@ impl<'a> ClientWatch<'a> {
     /// Start watching. `buf` is the connection's read buffer; if it already holds bytes of a
     /// pipelined request there is nothing to watch for and the buffer is kept as is.
     pub fn start(rd: &'a mut TcpOwnedReadHalf, buf: BytesMut) -> Self {
-        let arm_at = crate::clock::instant() + ARM_AFTER;
-        let (idle, saved) = if buf.is_empty() {
-            (Some((rd, buf)), None)
-        } else {
-            (None, Some(buf))
-        };
         ClientWatch {
-            idle,
-            arm_at,
+            rd,
+            unarmed: buf.is_empty(),
+            buf,
+            arm_at: crate::clock::instant() + ARM_AFTER,
             arm_timer: None,
-            fut: None,
-            canceller: None,
-            saved,
+            wait: None,
             gone: false,
         }
     }
 
-    /// Put a read on the client socket.
+    fn fd(&self) -> RawFd {
+        // SAFETY: a read of the descriptor only; see `readiness`.
+        unsafe { (*self.rd.0.get()).as_raw_fd() }
+    }
+
+    /// A readiness wait on the client socket, registered when first polled.
+    fn readiness(&self) -> Readiness<'a> {
+        // SAFETY: `readable` takes `&self` and only reads the descriptor, when first polled:
+        // `race` polls it at once, inside the same poll as this call, so no write on the
+        // connection's write half (which makes a `&mut` to the stream only for the span of
+        // submitting a write, never across an await) runs in between. The read half itself is
+        // borrowed by this watch for its whole life.
+        let stream: &'a TcpStream = unsafe { &*self.rd.0.get() };
+        Box::pin(stream.readable(false))
+    }
+
+    /// Arm the watch: the connection's buffer goes back to the core while a long request (a
+    /// held stream) runs, and a readiness wait goes on the client socket.
     fn arm(&mut self) {
-        let Some((rd, buf)) = self.idle.take() else {
-            return;
-        };
-        // A request still running is a long one (a held stream): its connection's read buffer
-        // goes back to the core while it runs, and the watch reads into a few bytes (a
-        // disconnect reads none; a pipelined request's first bytes are kept, the rest read
-        // later as usual).
-        crate::http::buffers::give_back(buf);
-        let buf = BytesMut::with_capacity(WATCH_BYTES);
-        let cap = buf.capacity();
-        let canceller = Canceller::new();
-        let handle = canceller.handle();
-        self.fut = Some(Box::pin(async move {
-            rd.cancelable_read(buf.slice_mut(0..cap), handle).await
-        }));
-        self.canceller = Some(canceller);
+        self.unarmed = false;
+        crate::http::buffers::give_back(std::mem::take(&mut self.buf));
+        self.wait = Some(self.readiness());
+    }
+
+    /// Poll the armed wait; true when the client is gone. A pipelined request's bytes end the
+    /// watch (they stay in the socket for the next head read); a stale readiness arms again.
+    fn client_gone(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        // A stale readiness is rare: a few in a row and the wait stays registered as it is.
+        for _ in 0..4 {
+            let Some(w) = self.wait.as_mut() else {
+                return false;
+            };
+            match w.as_mut().poll(cx) {
+                Poll::Pending => return false,
+                Poll::Ready(Err(_)) => {}
+                Poll::Ready(Ok(())) => match peek(self.fd()) {
+                    Woke::Nothing => {
+                        self.wait = Some(self.readiness());
+                        continue;
+                    }
+                    Woke::Data => {
+                        self.wait = None;
+                        return false;
+                    }
+                    Woke::Gone => {}
+                },
+            }
+            self.wait = None;
+            self.gone = true;
+            return true;
+        }
+        false
     }
 
     /// Await `f`, unless the client disconnects first (then `f` is dropped: an abort path).
@@ -93,7 +164,7 @@ impl<'a> ClientWatch<'a> {
             return Raced::ClientGone;
         }
         let mut f = std::pin::pin!(f);
-        if self.idle.is_some() && self.arm_timer.is_none() {
+        if self.unarmed && self.arm_timer.is_none() {
             self.arm_timer = Some(timer::sleep_until(self.arm_at));
         }
         std::future::poll_fn(|cx| {
@@ -101,52 +172,88 @@ impl<'a> ClientWatch<'a> {
                 return Poll::Ready(Raced::Done(v));
             }
             // The timer is polled only while unarmed, so it is never polled after completing.
-            if self.idle.is_some()
+            if self.unarmed
                 && let Some(t) = self.arm_timer.as_mut()
                 && Pin::new(t).poll(cx).is_ready()
             {
                 self.arm_timer = None;
                 self.arm();
             }
-            if let Some(w) = self.fut.as_mut()
-                && let Poll::Ready((res, slice)) = w.as_mut().poll(cx)
-            {
-                self.fut = None;
-                self.saved = Some(slice.into_inner());
-                match res {
-                    // The client sent more bytes (a pipelined request): keep them, stop watching.
-                    Ok(n) if n > 0 => {}
-                    _ => {
-                        self.gone = true;
-                        return Poll::Ready(Raced::ClientGone);
-                    }
-                }
+            if self.client_gone(cx) {
+                return Poll::Ready(Raced::ClientGone);
             }
             Poll::Pending
         })
         .await
     }
 
-    /// Stop watching and hand back the read buffer (with any bytes the client sent meanwhile).
-    pub async fn finish(mut self) -> BytesMut {
-        if let Some(fut) = self.fut.take() {
-            if let Some(c) = self.canceller.take() {
-                let _ = c.cancel();
+    /// Stop watching and hand back the read buffer: as it was if the watch never armed, empty
+    /// if it did (the connection then waits for its next request holding none).
+    pub fn finish(self) -> BytesMut {
+        // Dropping an armed wait cancels it; it consumed nothing from the socket.
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        (client, server)
+    }
+
+    /// `peek` until loopback has delivered what the client did (bounded: a second).
+    fn peek_soon(server: &std::net::TcpStream) -> Woke {
+        for _ in 0..1000 {
+            let woke = peek(server.as_raw_fd());
+            if woke != Woke::Nothing {
+                return woke;
             }
-            let (res, slice) = fut.await;
-            let buf = slice.into_inner();
-            if matches!(res, Ok(0)) {
-                self.gone = true;
-            }
-            // Nothing read: the connection waits for its next request with no buffer.
-            return if buf.is_empty() { BytesMut::new() } else { buf };
+            std::thread::sleep(Duration::from_millis(1));
         }
-        if let Some((_, buf)) = self.idle.take() {
-            return buf;
-        }
-        match self.saved.take() {
-            Some(buf) if !buf.is_empty() || buf.capacity() > WATCH_BYTES => buf,
-            _ => BytesMut::new(),
-        }
+        Woke::Nothing
+    }
+
+    #[test]
+    fn peek_tells_a_pipelined_request_from_a_disconnect_and_takes_nothing() {
+        let (mut client, server) = pair();
+        assert_eq!(peek(server.as_raw_fd()), Woke::Nothing);
+        client.write_all(b"GET / HTTP/1.1\r\n").expect("write");
+        assert_eq!(peek_soon(&server), Woke::Data);
+        // The bytes are still there for the next head read.
+        let mut got = [0u8; 16];
+        std::io::Read::read_exact(&mut &server, &mut got).expect("read");
+        assert_eq!(&got, b"GET / HTTP/1.1\r\n");
+        drop(client);
+        assert_eq!(peek_soon(&server), Woke::Gone);
+    }
+
+    #[test]
+    fn a_reset_is_a_disconnect() {
+        let (client, server) = pair();
+        // SO_LINGER 0: closing sends a reset instead of a FIN.
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket and a correctly sized option value.
+        let rc = unsafe {
+            libc::setsockopt(
+                client.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&raw const linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        drop(client);
+        assert_eq!(peek_soon(&server), Woke::Gone);
     }
 }

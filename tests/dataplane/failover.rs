@@ -12,6 +12,8 @@ both_drivers!(
     reset_before_headers_fails_over,
     tls_failure_fails_over,
     client_disconnect_aborts_upstream,
+    a_client_leaving_before_the_answer_aborts_the_upstream,
+    a_request_pipelined_during_a_long_one_is_answered_after_it,
 );
 
 fn reset_before_headers_fails_over(driver: &str) {
@@ -97,4 +99,110 @@ fn client_disconnect_aborts_upstream(driver: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+fn in_flight(sim: &ringside::simulate::Simulator) -> u64 {
+    let st = sim_stats(sim);
+    st["keys"].as_object().map_or(0, |keys| {
+        keys.values()
+            .map(|k| k["in_flight"].as_u64().unwrap_or(0))
+            .sum()
+    })
+}
+
+/// The client watch, not a failed write: nothing is written to the client while the upstream
+/// has not answered, so only the watch can see the client go.
+fn a_client_leaving_before_the_answer_aborts_the_upstream(driver: &str) {
+    let (sim, proxy) = sim_proxy(
+        driver,
+        SimOptions {
+            latency_ms: 20_000,
+            ..Default::default()
+        },
+    );
+    let mut s = raw_client(proxy.addr);
+    let req = raw_chat("smart", true).replacen(
+        "host: x\r\n",
+        "host: x\r\nx-request-id: leaves-early\r\n",
+        1,
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while in_flight(&sim) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the request never reached the upstream"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Past the watch's arming delay.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(s);
+    let left = Instant::now();
+    // The upstream answers only after 20 s: a record before that is the watch's abort.
+    let d = proxy.decision_within("leaves-early", Duration::from_secs(10));
+    assert!(left.elapsed() < Duration::from_secs(10));
+    assert_eq!(d["outcome"], "client_gone", "{d}");
+}
+
+/// A request sent while the previous one is still waiting on the upstream wakes the watch: it
+/// is left in the socket (not read, not lost) and answered after the first, in order.
+fn a_request_pipelined_during_a_long_one_is_answered_after_it(driver: &str) {
+    let (_sim, proxy) = sim_proxy(
+        driver,
+        SimOptions {
+            latency_ms: 500,
+            ..Default::default()
+        },
+    );
+    let mut s = raw_client(proxy.addr);
+    let first =
+        raw_chat("smart", false).replacen("host: x\r\n", "host: x\r\nx-request-id: first\r\n", 1);
+    let second =
+        raw_chat("smart", false).replacen("host: x\r\n", "host: x\r\nx-request-id: second\r\n", 1);
+    s.write_all(first.as_bytes()).unwrap();
+    // The watch arms 20 ms into the first request; the second comes while it is armed.
+    std::thread::sleep(Duration::from_millis(150));
+    s.write_all(second.as_bytes()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let heads = loop {
+        if let Some(heads) = whole_responses(&got, 2) {
+            break heads;
+        }
+        let n = s.read(&mut tmp).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&tmp[..n]);
+    };
+    for (head, id) in heads.iter().zip(["first", "second"]) {
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(
+            head.contains(&format!("x-request-id: {id}\r\n")),
+            "in order: {head}"
+        );
+    }
+}
+
+/// The heads of the first `n` responses in `got` once all `n` are whole (content-length
+/// framed), lower-cased; None while one is still incomplete.
+fn whole_responses(got: &[u8], n: usize) -> Option<Vec<String>> {
+    let mut heads = Vec::new();
+    let mut at = 0;
+    while heads.len() < n {
+        let rest = &got[at..];
+        let end = rest.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let head = String::from_utf8_lossy(&rest[..end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("a content-length framed answer");
+        if rest.len() < end + len {
+            return None;
+        }
+        at += end + len;
+        heads.push(head);
+    }
+    Some(heads)
 }

@@ -127,7 +127,7 @@ pub(super) async fn run(
             break answered;
         }
     };
-    *buf = watch.finish().await;
+    *buf = watch.finish();
     pin.remember(ctx, run.st.served);
     match answered {
         Some(keep_alive) => keep_alive,
