@@ -101,10 +101,30 @@ pub(super) async fn commit(
     };
     let t0 = crate::clock::instant();
     let res = match &mut up.stream {
-        UpStream::Plain(s) => relay(wr, watch, &mut PlainBody(s), &mut up.buf, head, &r).await,
+        UpStream::Plain(s) => {
+            relay(
+                wr,
+                watch,
+                &mut PlainBody(s),
+                &mut up.buf,
+                head,
+                &r,
+                &mut ctx.body,
+            )
+            .await
+        }
         // Boxed: a TLS relay's future is larger (see `BodyRead`), once per response.
         UpStream::Tls(s) => {
-            Box::pin(relay(wr, watch, &mut TlsBody(s), &mut up.buf, head, &r)).await
+            Box::pin(relay(
+                wr,
+                watch,
+                &mut TlsBody(s),
+                &mut up.buf,
+                head,
+                &r,
+                &mut ctx.body,
+            ))
+            .await
         }
     };
     if !res.committed {
@@ -168,6 +188,10 @@ fn judge_delivery(
     let Some((provider, conn)) = ctx.config().connection(cand.connection) else {
         return (Delivered::Unjudged, None);
     };
+    // The relay let the client's body go at the commit (`relay`'s `prompt`), so words of the
+    // event are not checked against it: an error in the middle of a stream is the provider's
+    // own (an answer that quotes the request, a validation error, comes before any byte), and
+    // words alone earn a short cooldown at most.
     let b = judge::in_band(ctx, provider, conn, head, text);
     (Delivered::Failed(b.verdict.clone()), Some(b))
 }

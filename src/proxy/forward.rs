@@ -231,7 +231,9 @@ async fn write(wr: &mut TcpOwnedWriteHalf, data: Bytes) -> bool {
 }
 
 /// Relay the response whose head was just read from `body`. `buf` holds the bytes after the
-/// head.
+/// head. `prompt` is the client's request body: kept while the answer may still go
+/// elsewhere, let go once a byte of it reaches the client (a held stream would otherwise keep
+/// its prompt, often tens of kilobytes, for as long as it runs).
 pub(crate) async fn relay<B: BodyRead>(
     wr: &mut TcpOwnedWriteHalf,
     watch: &mut ClientWatch<'_>,
@@ -239,6 +241,7 @@ pub(crate) async fn relay<B: BodyRead>(
     buf: &mut BytesMut,
     head: &Head,
     r: &Relay<'_>,
+    prompt: &mut Bytes,
 ) -> Relayed {
     let mut out = Relayed {
         status: head.status,
@@ -260,6 +263,10 @@ pub(crate) async fn relay<B: BodyRead>(
             Next::Unsent => return out,
             Next::Stop => break,
         };
+        if !prompt.is_empty() {
+            // Committed: nothing is retried after this.
+            *prompt = Bytes::new();
+        }
         match send(wr, r.client_fd, data, &mut send_timer, r.send_timeout).await {
             Sent::Done => {
                 s.clean_edge = edge_now;
