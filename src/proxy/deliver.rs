@@ -100,31 +100,13 @@ pub(super) async fn commit(
         client_fd: Some(ctx.client_fd),
     };
     let t0 = crate::clock::instant();
+    // The client's body goes with the answer's first byte (`relay`'s `prompt`).
+    let (buf, prompt) = (&mut up.buf, &mut ctx.body);
     let res = match &mut up.stream {
-        UpStream::Plain(s) => {
-            relay(
-                wr,
-                watch,
-                &mut PlainBody(s),
-                &mut up.buf,
-                head,
-                &r,
-                &mut ctx.body,
-            )
-            .await
-        }
+        UpStream::Plain(s) => relay(wr, watch, &mut PlainBody(s), buf, head, &r, prompt).await,
         // Boxed: a TLS relay's future is larger (see `BodyRead`), once per response.
         UpStream::Tls(s) => {
-            Box::pin(relay(
-                wr,
-                watch,
-                &mut TlsBody(s),
-                &mut up.buf,
-                head,
-                &r,
-                &mut ctx.body,
-            ))
-            .await
+            Box::pin(relay(wr, watch, &mut TlsBody(s), buf, head, &r, prompt)).await
         }
     };
     if !res.committed {
