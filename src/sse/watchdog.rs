@@ -27,13 +27,17 @@ impl Default for WatchdogSettings {
 
 const BUCKETS: usize = 32;
 
+/// Every held stream carries one, so its buckets are 32-bit (half the memory): a bucket's
+/// count saturates at 4 GiB, and its number counts from the stream's first bucket, which
+/// lasts 4 billion buckets (over four months at the narrowest, 1 ms).
 #[derive(Clone, Debug)]
 pub struct Watchdog {
     s: WatchdogSettings,
     started: u64,
     /// Useful bytes per bucket of `window_ms / BUCKETS`, indexed by bucket number modulo.
-    buckets: [u64; BUCKETS],
-    stamps: [u64; BUCKETS],
+    buckets: [u32; BUCKETS],
+    /// Which bucket each slot holds: its number from the stream's first, plus one (0: none).
+    stamps: [u32; BUCKETS],
 }
 
 impl Watchdog {
@@ -42,12 +46,24 @@ impl Watchdog {
             s,
             started: now,
             buckets: [0; BUCKETS],
-            stamps: [u64::MAX; BUCKETS],
+            stamps: [0; BUCKETS],
         }
     }
 
     fn width(&self) -> u64 {
         (self.s.window_ms / BUCKETS as u64).max(1)
+    }
+
+    /// The stamp of bucket number `n`.
+    fn stamp_of(&self, n: u64) -> u32 {
+        let from_start = n.saturating_sub(self.started / self.width());
+        from_start.saturating_add(1).min(u64::from(u32::MAX)) as u32
+    }
+
+    /// The bucket number slot `i` holds, if any.
+    fn number_at(&self, i: usize) -> Option<u64> {
+        let stamp = self.stamps[i];
+        (stamp != 0).then(|| self.started / self.width() + u64::from(stamp) - 1)
     }
 
     /// Record useful output that arrived at `now`.
@@ -57,11 +73,13 @@ impl Watchdog {
         }
         let n = now / self.width();
         let i = (n % BUCKETS as u64) as usize;
-        if self.stamps[i] != n {
-            self.stamps[i] = n;
+        let stamp = self.stamp_of(n);
+        if self.stamps[i] != stamp {
+            self.stamps[i] = stamp;
             self.buckets[i] = 0;
         }
-        self.buckets[i] += useful_bytes;
+        let add = useful_bytes.min(u64::from(u32::MAX)) as u32;
+        self.buckets[i] = self.buckets[i].saturating_add(add);
     }
 
     /// Useful bytes within the rolling window ending at `now`.
@@ -71,9 +89,10 @@ impl Watchdog {
         let oldest = newest.saturating_sub(BUCKETS as u64 - 1);
         (0..BUCKETS)
             .filter(|&i| {
-                self.stamps[i] != u64::MAX && self.stamps[i] >= oldest && self.stamps[i] <= newest
+                self.number_at(i)
+                    .is_some_and(|n| n >= oldest && n <= newest)
             })
-            .map(|i| self.buckets[i])
+            .map(|i| u64::from(self.buckets[i]))
             .sum()
     }
 
@@ -112,9 +131,11 @@ impl Watchdog {
         let mut live = [(0u64, 0u64); BUCKETS];
         let mut n = 0;
         for i in 0..BUCKETS {
-            let stamp = self.stamps[i];
-            if stamp != u64::MAX && stamp >= oldest && stamp <= newest {
-                live[n] = (stamp, self.buckets[i]);
+            if let Some(stamp) = self.number_at(i)
+                && stamp >= oldest
+                && stamp <= newest
+            {
+                live[n] = (stamp, u64::from(self.buckets[i]));
                 n += 1;
             }
         }
@@ -211,5 +232,29 @@ mod tests {
         assert_eq!(w.silent_deadline(2_000, true), None);
         let off = Watchdog::new(WatchdogSettings::default(), 0);
         assert_eq!(off.silent_deadline(2_000, false), None);
+    }
+
+    #[test]
+    fn the_same_judgement_far_from_the_clocks_zero_and_past_32_bit_counts() {
+        // A stream that starts at a large clock reading behaves as one that starts at zero.
+        let t0 = 1_796_083_200_000;
+        let mut far = Watchdog::new(on(), t0);
+        let mut near = Watchdog::new(on(), 0);
+        for t in (0..200_000).step_by(1_000) {
+            let bytes = if t < 90_000 { 5 } else { 1 };
+            far.observe(t0 + t, bytes);
+            near.observe(t, bytes);
+            assert_eq!(
+                far.too_slow(t0 + t, false),
+                near.too_slow(t, false),
+                "at {t}"
+            );
+            assert_eq!(far.window_bytes(t0 + t), near.window_bytes(t));
+        }
+        // A bucket's count saturates rather than wrapping to a small number.
+        let mut w = Watchdog::new(on(), 0);
+        w.observe(1_000, u64::from(u32::MAX));
+        w.observe(1_000, 10);
+        assert_eq!(w.window_bytes(1_000), u64::from(u32::MAX));
     }
 }
