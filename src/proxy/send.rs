@@ -110,13 +110,15 @@ async fn read_head_bytes(
             nothing_received: false,
         })
     };
-    let read = timer::timeout_at(deadline, async {
+    // Pinned here and borrowed by the race below: moved into it, the read would be stored
+    // twice in this future (and so in every connection's task).
+    let read = std::pin::pin!(timer::timeout_at(deadline, async {
         if stream {
             up.stream.read_when_ready(&mut up.buf).await
         } else {
             read_more(&mut up.stream, &mut up.buf).await
         }
-    });
+    }));
     let read = async {
         let cut = crate::state::drain::until_cut();
         monoio::select! {

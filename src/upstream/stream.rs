@@ -14,10 +14,14 @@ pub enum UpStream {
 }
 
 impl AsyncReadRent for UpStream {
+    /// A TLS read is boxed: its future (~750 bytes) would otherwise size every read of an
+    /// `UpStream`, plain ones included, and with them every connection's task (a held plain
+    /// stream paid for it while it waited for its first event). Only the reads before the
+    /// commit go through here, a few per request; a TLS relay reads its stream directly.
     async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
         match self {
             UpStream::Plain(s) => s.read(buf).await,
-            UpStream::Tls(s) => s.read(buf).await,
+            UpStream::Tls(s) => Box::pin(s.read(buf)).await,
         }
     }
 
