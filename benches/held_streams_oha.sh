@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Held streams measured as a new user would: `oha` holding C concurrent streaming chat
+# completions through HAProxy and Ringside (each with its shipped defaults) to an upstream that
+# is not Ringside's simulator (benches/mock/sse_mock.js, Node's http), 50 events 100 ms apart.
+# oha counts only streams that ended within DUR, so CPU per 100k events counts the CPU of the
+# streams cut at the end too (both proxies alike); benches/held_streams.sh counts every event.
+# Installs haproxy and nodejs (Debian) and oha (cargo install, about 13 minutes once) if missing.
+# Usage: benches/held_streams_oha.sh   (env: SIZES="1000 5000" DUR=16 TARGETS="haproxy ringside")
+# Bounded: about (DUR + 3) s per target and size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES=${SIZES:-1000 5000}
+DUR=${DUR:-16}
+BASE=${BASE_PORT:-19600}
+MOCK=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2))
+
+. benches/lib.sh
+install_missing haproxy haproxy node nodejs
+command -v oha >/dev/null 2>&1 || cargo install oha --locked -q
+build_and_prepare
+ulimit -n "$(ulimit -Hn)"
+
+node benches/mock/sse_mock.js $MOCK &
+PIDS+=($!)
+wait_for_port $MOCK
+
+cat > "$WORK/ringside.toml" <<TOML
+[server]
+listen = "127.0.0.1:$PROXY"
+admin_listen = "127.0.0.1:$ADMIN"
+data_dir = "$WORK/ringside-data"
+$(bench_provider $MOCK)
+TOML
+cat > "$WORK/haproxy.cfg" <<HAP
+global
+  maxconn 9900
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend f
+  bind 127.0.0.1:$PROXY
+  default_backend b
+backend b
+  http-reuse safe
+  server mock 127.0.0.1:$MOCK
+HAP
+
+BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+for C in $SIZES; do
+  echo
+  echo "### C = $C streams through oha, ${DUR}s, $(nproc) cores"
+  echo
+  echo "| target | streams completed | other answers | CPU s per 100k events | peak RSS MiB | p50 / p99 stream s |"
+  echo "|---|---:|---|---:|---:|---|"
+  for t in ${TARGETS:-haproxy ringside}; do
+    case $t in
+      haproxy) haproxy -f "$WORK/haproxy.cfg" >/dev/null 2>&1 & pid=$! ;;
+      ringside) rm -rf "$WORK/ringside-data"
+        BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & pid=$! ;;
+    esac
+    PIDS+=("$pid")
+    wait_for_port $PROXY
+    sleep 0.5
+    c0=$(cpu_ticks "$pid")
+    ( while sleep 0.5; do mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
+    SAMPLER=$!
+    timeout $((DUR + 60)) oha -c "$C" -z "${DUR}s" --no-tui --output-format json -m POST \
+      -H 'content-type: application/json' -H 'authorization: Bearer sk-bench' -d "$BODY" \
+      "http://127.0.0.1:$PROXY/v1/chat/completions" > "$WORK/oha.json" 2>/dev/null || true
+    c1=$(cpu_ticks "$pid")
+    kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
+    peak=$(sort -n "$WORK/rss.txt" | tail -1)
+    kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    python3 - "$t" "$WORK/oha.json" "$c0" "$c1" "$(getconf CLK_TCK)" "${peak:-0}" <<'PY'
+import json, sys
+t, path, c0, c1, hz, peak = sys.argv[1:]
+try:
+    o = json.load(open(path))
+except ValueError:
+    o = {}
+codes = o.get("statusCodeDistribution", {})
+ok = int(codes.get("200", 0))
+other = {k: v for k, v in codes.items() if k != "200"} or "-"
+events = ok * 51  # 50 chunks and [DONE]
+cpu = (int(c1) - int(c0)) / int(hz)
+per = f"{cpu / events * 1e5:.2f}" if events else "-"
+lp = o.get("latencyPercentiles", {})
+print(f"| {t} | {ok} | {other} | {per} | {int(peak) / 1024:.0f} | {lp.get('p50', 0):.2f} / {lp.get('p99', 0):.2f} |")
+PY
+    sleep 1
+  done
+done

@@ -1,0 +1,25 @@
+// An SSE upstream independent of Ringside's simulator (benches/held_streams_oha.sh): each request
+// is answered with EVENTS OpenAI-style chunks INTERVAL ms apart, then [DONE], by Node's own http.
+const http = require('http');
+const EVENTS = +(process.env.EVENTS || 50), INTERVAL = +(process.env.INTERVAL || 100);
+const port = +(process.argv[2] || 19600);
+const srv = http.createServer((req, res) => {
+  req.on('data', () => {});
+  req.on('end', () => {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    let i = 0;
+    const t = setInterval(() => {
+      if (i < EVENTS) {
+        res.write(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok${i} "},"finish_reason":null}]}\n\n`);
+        i++;
+      } else {
+        clearInterval(t);
+        res.end('data: [DONE]\n\n');
+      }
+    }, INTERVAL);
+    res.on('close', () => clearInterval(t));
+  });
+});
+srv.keepAliveTimeout = 60000;
+srv.maxConnections = 30000;
+srv.listen(port, '127.0.0.1');
