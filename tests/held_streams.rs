@@ -17,9 +17,10 @@ both_drivers!(
 );
 
 const STREAMS: usize = 2000;
-/// Per held stream, in the proxy's resident memory. Debug builds measure 9–11 KiB, release
-/// builds about 9 (the 5 KiB task and its small state; see docs/design/performance.md). One
-/// read buffer held per stream would add 16 KiB, and so would one held across a burst of events.
+/// Per held stream, in the proxy's resident memory. Debug builds measure 7–8 KiB (9–11 before
+/// the client watch became a readiness wait), release builds about 8 (the 5 KiB task and its
+/// small state; see docs/design/performance.md). One read buffer held per stream would add
+/// 16 KiB, and so would one held across a burst of events.
 const KIB_PER_STREAM: u64 = if cfg!(debug_assertions) { 18 } else { 15 };
 
 fn rss_kib(pid: u32) -> u64 {
