@@ -129,7 +129,9 @@ impl<'a> ClientWatch<'a> {
     /// Poll the armed wait; true when the client is gone. A pipelined request's bytes end the
     /// watch (they stay in the socket for the next head read); a stale readiness arms again.
     fn client_gone(&mut self, cx: &mut std::task::Context<'_>) -> bool {
-        // A stale readiness is rare: a few in a row and the wait stays registered as it is.
+        // A stale readiness is rare: after a few in a row the watch ends (as for a pipelined
+        // request), rather than leave a wait that was made but never polled, so never
+        // registered.
         for _ in 0..4 {
             let Some(w) = self.wait.as_mut() else {
                 return false;
@@ -153,6 +155,7 @@ impl<'a> ClientWatch<'a> {
             self.gone = true;
             return true;
         }
+        self.wait = None;
         false
     }
 
