@@ -3,11 +3,40 @@
 //! one poll of its task, so the buffer is back in the pool before the task sleeps again; an
 //! io_uring read or write would hold it across a trip through the ring, and a burst of events
 //! on thousands of streams would hold thousands of buffers at once (HAProxy's model: a buffer
-//! only while data is in flight). Only a write the client's socket cannot take whole waits.
+//! only while data is in flight). Only a write the client's socket cannot take whole waits,
+//! and the readiness wait before a receive ([`readable`]) holds no buffer.
 
 use bytes::BytesMut;
 use std::io;
 use std::os::fd::RawFd;
+
+/// Wait until `s` is readable: the wait before every [`recv`]. On epoll, monoio keeps a
+/// socket's last readiness until one of its own operations finds the socket empty, and our
+/// receives are not its operations: an exact wait (`relaxed = false`) checks with `poll(2)` when it starts, which finds the stale
+/// readiness and clears it, and again when epoll wakes it. The second check only repeats what
+/// epoll has just said, so the wait polls the exact one once (the check and the clearing)
+/// and then waits relaxed: one `poll(2)` per event instead of two. A readiness that is stale
+/// all the same (rare) makes the caller's receive find nothing, and its next wait checks
+/// again. io_uring's readiness is exact either way.
+pub async fn readable(s: &monoio::net::TcpStream) -> std::io::Result<()> {
+    if !monoio::utils::is_legacy() {
+        return s.readable(false).await;
+    }
+    {
+        let mut exact = std::pin::pin!(s.readable(false));
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match exact.as_mut().poll(cx) {
+                std::task::Poll::Ready(r) => Some(r),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await;
+        if let Some(r) = first {
+            return r;
+        }
+    }
+    s.readable(true).await
+}
 
 /// Receive what the socket holds into `buf`'s spare capacity, without waiting.
 /// `Ok(Some(0))` is the peer's EOF; `Ok(None)`: nothing there after all (a stale readiness).

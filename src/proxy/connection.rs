@@ -172,11 +172,11 @@ async fn next_bytes(
 ) -> bool {
     let deadline = crate::clock::instant() + idle;
     // SAFETY: between requests nothing else uses the connection's stream: the write half's
-    // last write has completed and the read half is borrowed here. `readable` only reads the
+    // last write has completed and the read half is borrowed here. The wait only reads the
     // socket's descriptor.
     let stream: &TcpStream = unsafe { &*rd.0.get() };
     loop {
-        match crate::timer::timeout_at(deadline, stream.readable(false)).await {
+        match crate::timer::timeout_at(deadline, crate::http::nowait::readable(stream)).await {
             Ok(Ok(())) => {}
             _ => return false,
         }

@@ -109,13 +109,13 @@ impl<'a> ClientWatch<'a> {
 
     /// A readiness wait on the client socket, registered when first polled.
     fn readiness(&self) -> Readiness<'a> {
-        // SAFETY: `readable` takes `&self` and only reads the descriptor, when first polled:
+        // SAFETY: the wait (`nowait::readable`) only reads the descriptor, in its first poll:
         // `race` polls it at once, inside the same poll as this call, so no write on the
         // connection's write half (which makes a `&mut` to the stream only for the span of
         // submitting a write, never across an await) runs in between. The read half itself is
         // borrowed by this watch for its whole life.
         let stream: &'a TcpStream = unsafe { &*self.rd.0.get() };
-        Box::pin(stream.readable(false))
+        Box::pin(crate::http::nowait::readable(stream))
     }
 
     /// Arm the watch: the connection's buffer goes back to the core while a long request (a

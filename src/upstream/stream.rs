@@ -88,40 +88,12 @@ impl UpStream {
 async fn read_when_ready(s: &mut TcpStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
     loop {
         crate::http::buffers::park(buf);
-        readable(s).await?;
+        crate::http::nowait::readable(s).await?;
         crate::http::io::make_room(buf);
         if let Some(n) = crate::http::nowait::recv(s.as_raw_fd(), buf)? {
             return Ok(n);
         }
     }
-}
-
-/// Wait until `s` is readable. On epoll, monoio keeps a socket's last readiness until one of
-/// its own operations finds the socket empty, and our receives are not its operations: an
-/// exact wait (`relaxed = false`) checks with `poll(2)` when it starts, which finds the stale
-/// readiness and clears it, and again when epoll wakes it. The second check only repeats what
-/// epoll has just said, so the wait polls the exact one once (the check and the clearing)
-/// and then waits relaxed: one `poll(2)` per event instead of two. A readiness that is stale
-/// all the same (rare) makes the caller's receive find nothing, and its next wait checks
-/// again. io_uring's readiness is exact either way.
-async fn readable(s: &TcpStream) -> std::io::Result<()> {
-    if !monoio::utils::is_legacy() {
-        return s.readable(false).await;
-    }
-    {
-        let mut exact = std::pin::pin!(s.readable(false));
-        let first = std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(match exact.as_mut().poll(cx) {
-                std::task::Poll::Ready(r) => Some(r),
-                std::task::Poll::Pending => None,
-            })
-        })
-        .await;
-        if let Some(r) = first {
-            return r;
-        }
-    }
-    s.readable(true).await
 }
 
 /// The relay's reads of a response body, by kind of stream. The relay is generic over this so
