@@ -59,10 +59,27 @@ fn request(prompt: usize) -> String {
         r#"{{"model":"m","stream":true,"messages":[{{"role":"user","content":"{}"}}]}}"#,
         "x".repeat(prompt)
     );
-    format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
+    raw_request(&body, None)
+}
+
+/// What `work` returns, and the proxy's peak resident memory (KiB) while it ran, sampled
+/// every 50 ms.
+fn peak_rss_during<T>(pid: u32, work: impl FnOnce() -> T) -> (T, u64) {
+    let peak = Arc::new(AtomicU64::new(rss_kib(pid)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                peak.fetch_max(rss_kib(pid), Relaxed);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let out = work();
+    stop.store(true, Relaxed);
+    let _ = sampler.join();
+    (out, peak.load(Relaxed))
 }
 
 /// One stream on its own connection: the de-chunked body, or why not.
@@ -168,20 +185,8 @@ fn two_thousand_held_streams_arrive_whole_in_little_memory(driver: &str) {
     }
     std::thread::sleep(Duration::from_millis(300));
     let base = rss_kib(pid);
-    let peak = Arc::new(AtomicU64::new(base));
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (peak, stop) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Relaxed) {
-                peak.fetch_max(rss_kib(pid), Relaxed);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })
-    };
-    let results = hold(proxy.addr, STREAMS, 2, STREAMS);
-    stop.store(true, Relaxed);
-    let _ = sampler.join();
+    let (results, peak) = peak_rss_during(pid, || hold(proxy.addr, STREAMS, 2, STREAMS));
+    let peak = peak.max(base);
     let mut whole = 0;
     for (i, r) in results.iter().enumerate() {
         let body = r.as_ref().unwrap_or_else(|e| panic!("stream {i}: {e}"));
@@ -191,11 +196,11 @@ fn two_thousand_held_streams_arrive_whole_in_little_memory(driver: &str) {
         whole += 1;
     }
     assert_eq!(whole, STREAMS);
-    let per_stream = peak.load(Relaxed).saturating_sub(base) / STREAMS as u64;
+    let per_stream = peak.saturating_sub(base) / STREAMS as u64;
     assert!(
         per_stream <= KIB_PER_STREAM,
         "{per_stream} KiB of resident memory per held stream (base {base} KiB, peak {} KiB)",
-        peak.load(Relaxed)
+        peak
     );
     eprintln!("{driver}: {per_stream} KiB per held stream (base {base} KiB)");
 }
@@ -224,25 +229,13 @@ fn held_streams_do_not_keep_their_prompts(driver: &str) {
     }
     std::thread::sleep(Duration::from_millis(300));
     let base = rss_kib(pid);
-    let peak = Arc::new(AtomicU64::new(base));
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (peak, stop) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Relaxed) {
-                peak.fetch_max(rss_kib(pid), Relaxed);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })
-    };
-    let results = hold(proxy.addr, HELD, PROMPT, 40);
-    stop.store(true, Relaxed);
-    let _ = sampler.join();
+    let (results, peak) = peak_rss_during(pid, || hold(proxy.addr, HELD, PROMPT, 40));
+    let peak = peak.max(base);
     for (i, r) in results.iter().enumerate() {
         let body = r.as_ref().unwrap_or_else(|e| panic!("stream {i}: {e}"));
         assert!(contents(body).1, "stream {i}: no terminal marker");
     }
-    let per_stream = peak.load(Relaxed).saturating_sub(base) / HELD as u64;
+    let per_stream = peak.saturating_sub(base) / HELD as u64;
     eprintln!("{driver}: {per_stream} KiB per held stream with a 60 KB prompt");
     // Kept, a prompt adds 59 KiB to each held stream; let go, what remains is the streams in
     // flight before their first event still holding theirs (the answer may yet be retried

@@ -279,11 +279,7 @@ fn a_client_that_stops_reading_is_cut_after_the_send_timeout(driver: &str) {
     let body = priority_keys(sim.addr, &["a"], "") + "[limits]\nclient_send_timeout_ms = 300\n";
     let proxy = Proxy::start(driver, 1, "", &body);
     let mut s = std::net::TcpStream::connect(proxy.addr).expect("connect");
-    let req = raw_chat("m", true).replacen(
-        "host: x\r\n",
-        "host: x\r\nx-request-id: stops-reading\r\n",
-        1,
-    );
+    let req = raw_chat_with_id("m", true, "stops-reading");
     s.write_all(req.as_bytes()).expect("send");
     let d = proxy.decision_within("stops-reading", std::time::Duration::from_secs(10));
     assert_eq!(d["outcome"], "client_gone", "{d}");

@@ -267,9 +267,21 @@ pub fn chat(model: &str, stream: bool) -> String {
 
 /// A keep-alive chat request as raw bytes, for tests that drive the socket by hand.
 pub fn raw_chat(model: &str, stream: bool) -> String {
-    let body = chat(model, stream);
+    raw_request(&chat(model, stream), None)
+}
+
+/// [`raw_chat`] with an `x-request-id`, to find its decision record afterwards.
+pub fn raw_chat_with_id(model: &str, stream: bool, id: &str) -> String {
+    raw_request(&chat(model, stream), Some(id))
+}
+
+/// A keep-alive chat completions request carrying `body`, as raw bytes.
+pub fn raw_request(body: &str, id: Option<&str>) -> String {
+    let id = id
+        .map(|id| format!("x-request-id: {id}\r\n"))
+        .unwrap_or_default();
     format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{id}content-length: {}\r\n\r\n{body}",
         body.len()
     )
 }

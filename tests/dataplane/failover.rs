@@ -121,11 +121,7 @@ fn a_client_leaving_before_the_answer_aborts_the_upstream(driver: &str) {
         },
     );
     let mut s = raw_client(proxy.addr);
-    let req = raw_chat("smart", true).replacen(
-        "host: x\r\n",
-        "host: x\r\nx-request-id: leaves-early\r\n",
-        1,
-    );
+    let req = raw_chat_with_id("smart", true, "leaves-early");
     s.write_all(req.as_bytes()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while in_flight(&sim) == 0 {
@@ -156,10 +152,8 @@ fn a_request_pipelined_during_a_long_one_is_answered_after_it(driver: &str) {
         },
     );
     let mut s = raw_client(proxy.addr);
-    let first =
-        raw_chat("smart", false).replacen("host: x\r\n", "host: x\r\nx-request-id: first\r\n", 1);
-    let second =
-        raw_chat("smart", false).replacen("host: x\r\n", "host: x\r\nx-request-id: second\r\n", 1);
+    let first = raw_chat_with_id("smart", false, "first");
+    let second = raw_chat_with_id("smart", false, "second");
     s.write_all(first.as_bytes()).unwrap();
     // The watch arms 20 ms into the first request; the second comes while it is armed.
     std::thread::sleep(Duration::from_millis(150));
