@@ -62,21 +62,7 @@ http {
   }
 }
 NGX
-cat > "$WORK/haproxy.cfg" <<HAP
-global
-  maxconn 9900
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-frontend f
-  bind 127.0.0.1:$PROXY
-  default_backend b
-backend b
-  http-reuse safe
-  server sim 127.0.0.1:$SIM
-HAP
+haproxy_cfg $PROXY $SIM > "$WORK/haproxy.cfg"
 sed 's/^  mode http$/  mode http\n  option http-no-delay/' "$WORK/haproxy.cfg" > "$WORK/haproxy-nodelay.cfg"
 
 # A process and its children (nginx's workers).

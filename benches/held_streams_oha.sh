@@ -31,21 +31,7 @@ admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
 $(bench_provider $MOCK)
 TOML
-cat > "$WORK/haproxy.cfg" <<HAP
-global
-  maxconn 9900
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-frontend f
-  bind 127.0.0.1:$PROXY
-  default_backend b
-backend b
-  http-reuse safe
-  server mock 127.0.0.1:$MOCK
-HAP
+haproxy_cfg $PROXY $MOCK > "$WORK/haproxy.cfg"
 
 BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 for C in $SIZES; do

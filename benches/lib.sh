@@ -63,3 +63,22 @@ cpu_ticks() {
 mem_kib() {
   local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done; echo $k
 }
+
+# haproxy_cfg LISTEN_PORT UPSTREAM_PORT: HAProxy with its defaults in HTTP mode, one server.
+haproxy_cfg() {
+  cat <<HAP
+global
+  maxconn 9900
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend f
+  bind 127.0.0.1:$1
+  default_backend b
+backend b
+  http-reuse safe
+  server up 127.0.0.1:$2
+HAP
+}
