@@ -1,9 +1,13 @@
 // An SSE upstream independent of Ringside's simulator (benches/held_streams_oha.sh): each request
-// is answered with EVENTS OpenAI-style chunks INTERVAL ms apart, then [DONE], by Node's own http.
-const http = require('http');
+// is answered with EVENTS OpenAI-style chunks INTERVAL ms apart, then [DONE], by Node's own http,
+// or over TLS by Node's https when TLS_CERT and TLS_KEY name PEM files.
+const fs = require('fs');
 const EVENTS = +(process.env.EVENTS || 50), INTERVAL = +(process.env.INTERVAL || 100);
 const port = +(process.argv[2] || 19600);
-const srv = http.createServer((req, res) => {
+const tls = process.env.TLS_CERT && process.env.TLS_KEY
+  ? { cert: fs.readFileSync(process.env.TLS_CERT), key: fs.readFileSync(process.env.TLS_KEY) }
+  : null;
+const handler = (req, res) => {
   req.on('data', () => {});
   req.on('end', () => {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
@@ -19,7 +23,8 @@ const srv = http.createServer((req, res) => {
     }, INTERVAL);
     res.on('close', () => clearInterval(t));
   });
-});
+};
+const srv = tls ? require('https').createServer(tls, handler) : require('http').createServer(handler);
 srv.keepAliveTimeout = 60000;
 srv.maxConnections = 30000;
 srv.listen(port, '127.0.0.1');

@@ -45,22 +45,26 @@ pub fn recv(fd: RawFd, buf: &mut BytesMut) -> io::Result<Option<usize>> {
     if spare.is_empty() {
         return Err(io::Error::other("recv into a full buffer"));
     }
+    // SAFETY: the memory is `buf`'s reserved spare capacity, `spare.len()` bytes long.
+    let n = unsafe { recv_raw(fd, spare.as_mut_ptr().cast(), spare.len()) }?;
+    if let Some(n) = n {
+        // SAFETY: the kernel initialised the first `n` bytes of the spare capacity.
+        unsafe { buf.set_len(buf.len() + n) };
+    }
+    Ok(n)
+}
+
+/// [`recv`] into `len` bytes at `ptr`.
+///
+/// # Safety
+/// `ptr` must be valid for writes of `len` bytes, and `fd` a socket the caller owns for the
+/// duration of the call.
+unsafe fn recv_raw(fd: RawFd, ptr: *mut libc::c_void, len: usize) -> io::Result<Option<usize>> {
     loop {
-        // SAFETY: `fd` is a socket the caller owns for the duration of the call, and the
-        // kernel writes at most `spare.len()` bytes into memory `buf` owns and has reserved.
-        let n = unsafe {
-            libc::recv(
-                fd,
-                spare.as_mut_ptr().cast(),
-                spare.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
+        // SAFETY: the caller's contract: the kernel writes at most `len` bytes at `ptr`.
+        let n = unsafe { libc::recv(fd, ptr, len, libc::MSG_DONTWAIT) };
         if n >= 0 {
-            let n = n as usize;
-            // SAFETY: the kernel initialised the first `n` bytes of the spare capacity.
-            unsafe { buf.set_len(buf.len() + n) };
-            return Ok(Some(n));
+            return Ok(Some(n as usize));
         }
         let e = io::Error::last_os_error();
         match e.kind() {
@@ -68,6 +72,34 @@ pub fn recv(fd: RawFd, buf: &mut BytesMut) -> io::Result<Option<usize>> {
             io::ErrorKind::Interrupted => continue,
             _ => return Err(e),
         }
+    }
+}
+
+/// A socket as `std::io::Read` and `Write` that never wait: "nothing now" is `WouldBlock`.
+/// What rustls reads records from and writes them to (`upstream::tls_stream`), so that its
+/// bytes go between the socket and its own buffers with no buffer of ours in between.
+pub struct Nonblocking(pub RawFd);
+
+impl io::Read for Nonblocking {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of its length; the fd is the caller's socket.
+        match unsafe { recv_raw(self.0, buf.as_mut_ptr().cast(), buf.len()) }? {
+            Some(n) => Ok(n),
+            None => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+impl io::Write for Nonblocking {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match send(self.0, buf)? {
+            0 if !buf.is_empty() => Err(io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -154,5 +186,45 @@ mod tests {
             assert!(total < 1 << 30, "the socket never filled");
         }
         assert!(total > 0);
+    }
+
+    #[test]
+    fn nonblocking_says_would_block_when_nothing_can_move() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        let mut io = Nonblocking(server.as_raw_fd());
+        let mut buf = [0u8; 16];
+        let e = io.read(&mut buf).expect_err("nothing to read");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        client.write_all(b"record").expect("write");
+        let mut got = 0;
+        for _ in 0..1000 {
+            match io.read(&mut buf) {
+                Ok(n) => {
+                    got = n;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(&buf[..got], b"record");
+        // The client never reads: writes fill the socket, then would block.
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut total = 0usize;
+        let e = loop {
+            match io.write(&chunk) {
+                Ok(n) => total += n,
+                Err(e) => break e,
+            }
+            assert!(total < 1 << 30, "the socket never filled");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(io.write(&[]).expect("an empty write"), 0);
     }
 }

@@ -5,6 +5,7 @@ pub mod dns;
 pub mod pool;
 pub mod stream;
 pub mod tls;
+pub mod tls_stream;
 pub mod tokens;
 
 use crate::config::Endpoint;
@@ -118,8 +119,8 @@ impl Connector {
             let stream = if ep.tls {
                 let name = rustls_pki_types::ServerName::try_from(ep.host.clone())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
-                let connector = monoio_rustls::TlsConnector::from(self.tls.clone());
-                match timer::timeout_at(deadline, connector.connect(name, tcp)).await {
+                let handshake = tls_stream::TlsStream::connect(tcp, self.tls.clone(), name);
+                match timer::timeout_at(deadline, handshake).await {
                     Ok(Ok(s)) => UpStream::Tls(Box::new(s)),
                     Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
                     Err(_) => return Err(ConnectError::Timeout),

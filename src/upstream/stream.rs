@@ -6,7 +6,7 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
 use std::os::fd::AsRawFd;
 
-pub type TlsStream = monoio_rustls::ClientTlsStream<TcpStream>;
+pub use super::tls_stream::TlsStream;
 
 pub enum UpStream {
     Plain(TcpStream),
@@ -14,7 +14,7 @@ pub enum UpStream {
 }
 
 impl AsyncReadRent for UpStream {
-    /// A TLS read is boxed: its future (~750 bytes) would otherwise size every read of an
+    /// A TLS read is boxed: its future would otherwise size every read of an
     /// `UpStream`, plain ones included, and with them every connection's task (a held plain
     /// stream paid for it while it waited for its first event). Only the reads before the
     /// commit go through here, a few per request; a TLS relay reads its stream directly.
@@ -74,12 +74,12 @@ impl UpStream {
     /// pooled buffer is taken, filled and handed on in one poll, so a burst of events on
     /// thousands of streams holds no buffer across a trip through the ring. Readiness is exact
     /// (`relaxed = false`): on epoll a stale "readable" is checked with one poll(2) rather
-    /// than trusted; a receive that finds nothing anyway waits again. TLS reads go straight
-    /// on: its layer may already hold decrypted bytes.
+    /// than trusted; a receive that finds nothing anyway waits again. TLS waits the same way
+    /// unless rustls already holds decrypted bytes (`TlsStream::read_when_ready`).
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
         match self {
             UpStream::Plain(s) => read_when_ready(s, buf).await,
-            UpStream::Tls(_) => crate::http::io::read_more(self, buf).await,
+            UpStream::Tls(s) => Box::pin(s.read_when_ready(buf)).await,
         }
     }
 }
@@ -98,8 +98,9 @@ async fn read_when_ready(s: &mut TcpStream, buf: &mut bytes::BytesMut) -> std::i
 
 /// The relay's reads of a response body, by kind of stream. The relay is generic over this so
 /// that a plain stream's task does not carry room for a TLS read: an `async` call's future is
-/// stored whole in its caller's, and monoio-rustls's read is 744 bytes against a few dozen for
-/// a readiness wait. TLS relays are boxed once per response instead (`deliver::commit`).
+/// stored whole in its caller's, and a TLS read (rustls's record handling around the wait) is
+/// larger than a plain readiness wait. TLS relays are boxed once per response instead
+/// (`deliver::commit`).
 pub(crate) trait BodyRead {
     /// The next bytes of the body into `buf`; `event_stream`: wait for readiness first and
     /// hold no pooled buffer across the wait (see [`UpStream::read_when_ready`]).
@@ -134,9 +135,12 @@ impl BodyRead for TlsBody<'_> {
     async fn read_body(
         &mut self,
         buf: &mut bytes::BytesMut,
-        _event_stream: bool,
+        event_stream: bool,
     ) -> std::io::Result<usize> {
-        // Its layer may already hold decrypted bytes: no readiness wait.
-        crate::http::io::read_more(self.0, buf).await
+        if event_stream {
+            self.0.read_when_ready(buf).await
+        } else {
+            crate::http::io::read_more(self.0, buf).await
+        }
     }
 }

@@ -83,6 +83,7 @@ pub struct Proxy {
 }
 
 pub mod apt;
+pub mod tls_upstream;
 pub mod venv;
 
 pub mod tempdir {

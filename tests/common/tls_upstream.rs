@@ -1,0 +1,201 @@
+//! A TLS upstream for tests: a blocking rustls server, a thread per connection, with a CA and
+//! a `localhost` certificate made fresh for each run (rcgen). It answers a chat request with
+//! a fixed JSON body, or with fixed events `interval` apart (each flushed as its own TLS
+//! record), and records what it saw of each request.
+
+use super::tempdir;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the upstream saw of one request.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub sni: Option<String>,
+    pub alpn: Option<Vec<u8>>,
+    pub authorization: Option<String>,
+    pub body_len: usize,
+}
+
+/// How the upstream answers.
+#[derive(Clone)]
+pub struct Answers {
+    pub json: String,
+    pub events: Vec<String>,
+    /// Between two events of a stream.
+    pub interval: Duration,
+}
+
+pub struct TlsUpstream {
+    pub addr: SocketAddr,
+    pub ca_file: std::path::PathBuf,
+    pub accepted: Arc<AtomicUsize>,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    _dir: tempdir::Dir,
+}
+
+impl TlsUpstream {
+    pub fn start(answers: Answers) -> TlsUpstream {
+        let (config, ca_pem) = server_config();
+        let dir = tempdir::new();
+        let ca_file = dir.0.join("ca.pem");
+        std::fs::write(&ca_file, ca_pem).expect("write CA file");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (acc, log) = (accepted.clone(), seen.clone());
+        let answers = Arc::new(answers);
+        std::thread::spawn(move || {
+            for tcp in listener.incoming().flatten() {
+                acc.fetch_add(1, Ordering::SeqCst);
+                let (config, log, answers) = (config.clone(), log.clone(), answers.clone());
+                std::thread::spawn(move || serve(config, tcp, &log, &answers));
+            }
+        });
+        TlsUpstream {
+            addr,
+            ca_file,
+            accepted,
+            seen,
+            _dir: dir,
+        }
+    }
+
+    /// A provider `tls` with connection `t` (key `SIM_KEY_A`) serving `model`, reached at
+    /// `https://localhost:PORT/v1`, with `upstream_section` as the `[upstream]` table.
+    pub fn provider(&self, upstream_section: &str, model: &str) -> String {
+        format!(
+            "[upstream]\n{upstream_section}\n\
+             [[providers]]\nid = \"tls\"\ndialect = \"openai\"\nbase_url = \"https://localhost:{}/v1\"\n  [[providers.connections]]\n  id = \"t\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"{model}\"]\n",
+            self.addr.port()
+        )
+    }
+
+    /// [`Self::provider`] trusting this upstream's CA.
+    pub fn trusted_provider(&self, model: &str) -> String {
+        self.provider(&format!("ca_file = \"{}\"", self.ca_file.display()), model)
+    }
+}
+
+/// A server config for `localhost` and the PEM of the CA that signed it.
+fn server_config() -> (Arc<rustls::ServerConfig>, String) {
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "ringside test CA");
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf_key = KeyPair::generate().expect("server key");
+    let leaf = CertificateParams::new(vec!["localhost".to_string()])
+        .expect("server params")
+        .signed_by(&leaf_key, &issuer)
+        .expect("server certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
+    let chain: Vec<CertificateDer<'static>> = vec![leaf.der().clone()];
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    (Arc::new(config), ca_cert.pem())
+}
+
+/// Answer requests on one TLS connection until the client closes it.
+fn serve(config: Arc<rustls::ServerConfig>, tcp: TcpStream, log: &Mutex<Vec<Seen>>, a: &Answers) {
+    let Ok(conn) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut buf = Vec::new();
+    loop {
+        let Some((head, body_len)) = read_request(&mut tls, &mut buf) else {
+            return;
+        };
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            })
+        };
+        let stream = String::from_utf8_lossy(&buf[..body_len]).contains("\"stream\":true");
+        buf.drain(..body_len);
+        log.lock().expect("log").push(Seen {
+            sni: tls.conn.server_name().map(str::to_string),
+            alpn: tls.conn.alpn_protocol().map(<[u8]>::to_vec),
+            authorization: header("authorization"),
+            body_len,
+        });
+        let sent = if stream {
+            send_events(&mut tls, a)
+        } else {
+            let out = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+                a.json.len(),
+                a.json
+            );
+            tls.write_all(out.as_bytes()).and_then(|()| tls.flush())
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
+/// The next request's head, leaving its Content-Length body at the front of `buf`.
+fn read_request(tls: &mut Tls, buf: &mut Vec<u8>) -> Option<(String, usize)> {
+    let mut chunk = [0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    buf.drain(..head_end);
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < length {
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some((head, length))
+}
+
+/// A chunked event stream: each event its own chunk and TLS record, `interval` apart.
+fn send_events(tls: &mut Tls, a: &Answers) -> std::io::Result<()> {
+    tls.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    )?;
+    tls.flush()?;
+    for (i, ev) in a.events.iter().enumerate() {
+        if i > 0 && !a.interval.is_zero() {
+            std::thread::sleep(a.interval);
+        }
+        tls.write_all(format!("{:x}\r\n{ev}\r\n", ev.len()).as_bytes())?;
+        tls.flush()?;
+    }
+    tls.write_all(b"0\r\n\r\n")?;
+    tls.flush()
+}
