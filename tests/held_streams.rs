@@ -271,6 +271,7 @@ fn held_tls_streams_arrive_whole_in_little_memory(driver: &str) {
         json: String::new(),
         events,
         interval: Duration::from_millis(100),
+        cut_after: None,
     });
     let proxy = Proxy::start(driver, 2, "", &up.trusted_provider("m"));
     let pid = proxy.child.id();

@@ -28,6 +28,9 @@ pub struct Answers {
     pub events: Vec<String>,
     /// Between two events of a stream.
     pub interval: Duration,
+    /// Close the TCP connection after this many events of a stream, with no TLS close_notify
+    /// and no end of the chunked body (a truncated stream).
+    pub cut_after: Option<usize>,
 }
 
 pub struct TlsUpstream {
@@ -190,6 +193,10 @@ fn send_events(tls: &mut Tls, a: &Answers) -> std::io::Result<()> {
     )?;
     tls.flush()?;
     for (i, ev) in a.events.iter().enumerate() {
+        if a.cut_after == Some(i) {
+            tls.sock.shutdown(std::net::Shutdown::Both)?;
+            return Err(std::io::ErrorKind::ConnectionAborted.into());
+        }
         if i > 0 && !a.interval.is_zero() {
             std::thread::sleep(a.interval);
         }

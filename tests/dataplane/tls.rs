@@ -14,6 +14,7 @@ use std::time::Duration;
 both_drivers!(
     tls_upstream_with_a_private_ca,
     a_large_prompt_goes_whole_over_tls,
+    a_tls_stream_cut_mid_way_ends_with_an_error_event,
     tls_upstream_with_an_untrusted_ca_is_refused,
 );
 
@@ -30,6 +31,7 @@ fn answers() -> Answers {
         json: JSON.to_string(),
         events: EVENTS.iter().map(|e| e.to_string()).collect(),
         interval: Duration::from_millis(20),
+        cut_after: None,
     }
 }
 
@@ -80,6 +82,32 @@ fn a_large_prompt_goes_whole_over_tls(driver: &str) {
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
     assert_eq!(r.text(), EVENTS.concat());
     assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+}
+
+fn a_tls_stream_cut_mid_way_ends_with_an_error_event(driver: &str) {
+    // The server closes TCP after the first event, with no close_notify: rustls's unexpected
+    // EOF is a failure after the commit, told to the client in its dialect and counted.
+    let up = TlsUpstream::start(Answers {
+        cut_after: Some(1),
+        ..answers()
+    });
+    let proxy = Proxy::start(driver, 1, "", &up.trusted_provider("m"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let t = r.text();
+    assert!(
+        t.starts_with(EVENTS[0]),
+        "the first event came through: {t}"
+    );
+    assert!(t.contains("\"error\""), "an error event: {t}");
+    assert!(!t.contains("[DONE]"), "{t}");
+    assert!(
+        proxy
+            .metrics()
+            .contains("ringside_streams_failed_after_commit_total 1"),
+        "{}",
+        proxy.metrics()
+    );
 }
 
 fn tls_upstream_with_an_untrusted_ca_is_refused(driver: &str) {
