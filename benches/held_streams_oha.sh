@@ -4,8 +4,15 @@
 # is not Ringside's simulator (benches/mock/sse_mock.js, Node's http), 50 events 100 ms apart.
 # oha counts only streams that ended within DUR, so CPU per 100k events counts the CPU of the
 # streams cut at the end too (both proxies alike); benches/held_streams.sh counts every event.
+# UPSTREAM_TLS=1: the mock answers over TLS (a CA and a localhost certificate made by openssl
+# for the run), and both proxies verify it, as they would a real provider. Node finishes 5,000
+# simultaneous handshakes in several seconds: past Ringside's connect timeout (5 s, handshake
+# included), so the connections that time out cool the key and trip the breaker, and the rest
+# of the run is answered 503; HAProxy bounds a handshake by `timeout server` (60 s). To compare
+# the streams themselves: RS_UPSTREAM='connect_timeout_ms = 60000'.
 # Installs haproxy and nodejs (Debian) and oha (cargo install, about 13 minutes once) if missing.
-# Usage: benches/held_streams_oha.sh   (env: SIZES="1000 5000" DUR=16 TARGETS="haproxy ringside")
+# Usage: benches/held_streams_oha.sh   (env: SIZES="1000 5000" DUR=16 TARGETS="haproxy ringside"
+#   UPSTREAM_TLS=1, RS_UPSTREAM: lines added to Ringside's [upstream] table)
 # Bounded: about (DUR + 3) s per target and size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +27,19 @@ command -v oha >/dev/null 2>&1 || cargo install oha --locked -q
 build_and_prepare
 ulimit -n "$(ulimit -Hn)"
 
+SCHEME=http
+if [ "${UPSTREAM_TLS:-0}" = 1 ]; then
+  SCHEME=https
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -keyout "$WORK/ca.key" -out "$WORK/ca.pem" -subj "/CN=bench CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$WORK/key.pem" -out "$WORK/leaf.csr" -subj "/CN=localhost" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > "$WORK/ext.cnf"
+  openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" \
+    -CAcreateserial -out "$WORK/cert.pem" -days 2 -extfile "$WORK/ext.cnf" 2>/dev/null
+  export TLS_CERT="$WORK/cert.pem" TLS_KEY="$WORK/key.pem"
+fi
 node benches/mock/sse_mock.js $MOCK &
 PIDS+=($!)
 wait_for_port $MOCK
@@ -29,14 +49,20 @@ cat > "$WORK/ringside.toml" <<TOML
 listen = "127.0.0.1:$PROXY"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
-$(bench_provider $MOCK)
+[upstream]
+$([ $SCHEME = https ] && printf 'ca_file = "%s"\n' "$WORK/ca.pem")
+${RS_UPSTREAM:-}
+$(bench_provider $MOCK | sed "s|http://127.0.0.1:$MOCK|$SCHEME://localhost:$MOCK|")
 TOML
 haproxy_cfg $PROXY $MOCK > "$WORK/haproxy.cfg"
+if [ $SCHEME = https ]; then
+  sed -i "s|^  server up 127.0.0.1:$MOCK\$|  server up 127.0.0.1:$MOCK ssl verify required ca-file $WORK/ca.pem sni str(localhost) verifyhost localhost|" "$WORK/haproxy.cfg"
+fi
 
 BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 for C in $SIZES; do
   echo
-  echo "### C = $C streams through oha, ${DUR}s, $(nproc) cores"
+  echo "### C = $C streams through oha, ${DUR}s, $(nproc) cores, upstream over $SCHEME"
   echo
   echo "| target | streams completed | other answers | CPU s per 100k events | peak RSS MiB | p50 / p99 stream s |"
   echo "|---|---:|---|---:|---:|---|"
