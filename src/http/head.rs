@@ -79,13 +79,29 @@ impl HeadError {
     }
 }
 
-/// A header as two ranges into the head's bytes: no per-header allocation.
+/// A header as two spans of the head's bytes: no per-header allocation. 32-bit offsets (a
+/// head is far below 4 GiB; the parsers look at no more than that): 20 bytes a header instead
+/// of 40, and a held stream keeps two heads for its whole life (an SDK's request carries a
+/// dozen headers or more).
 #[derive(Clone, Debug)]
-pub struct HeaderRef {
-    pub name: Range<usize>,
-    pub value: Range<usize>,
+struct HeaderRef {
+    name: Span,
+    value: Span,
     /// The name's slot in `Head::names`: a lookup compares names only where slots match.
     slot: u8,
+}
+
+/// `start..end` into a head's bytes.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
 }
 
 /// A parsed head (request or response) that owns its raw bytes.
@@ -147,7 +163,7 @@ impl Head {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.headers
             .iter()
-            .map(|h| (self.text(&h.name), &self.raw[h.value.clone()]))
+            .map(|h| (self.text(&h.name.range()), &self.raw[h.value.range()]))
     }
     /// First value of a header (case-insensitive name). A plain loop that compares lengths
     /// first: most lookups are for headers a request does not carry.
@@ -158,8 +174,8 @@ impl Head {
             return None;
         }
         for h in &self.headers {
-            if h.slot == slot && same_name(&self.raw[h.name.clone()], want) {
-                return Some(&self.raw[h.value.clone()]);
+            if h.slot == slot && same_name(&self.raw[h.name.range()], want) {
+                return Some(&self.raw[h.value.range()]);
             }
         }
         None
@@ -169,7 +185,7 @@ impl Head {
     pub(super) fn raw_iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.headers
             .iter()
-            .map(|h| (&self.raw[h.name.clone()], &self.raw[h.value.clone()]))
+            .map(|h| (&self.raw[h.name.range()], &self.raw[h.value.range()]))
     }
     pub fn get_str(&self, name: &str) -> Option<&str> {
         self.get(name)
@@ -225,8 +241,8 @@ fn header_refs(buf: &[u8], found: &[httparse::Header<'_>]) -> (Vec<HeaderRef>, u
             let slot = name_slot(h.name.as_bytes());
             names |= 1 << slot;
             HeaderRef {
-                name: offset(buf, h.name.as_bytes()),
-                value: offset(buf, h.value),
+                name: span(buf, h.name.as_bytes()),
+                value: span(buf, h.value),
                 slot,
             }
         })
@@ -237,6 +253,21 @@ fn header_refs(buf: &[u8], found: &[httparse::Header<'_>]) -> (Vec<HeaderRef>, u
 fn offset(base: &[u8], part: &[u8]) -> Range<usize> {
     let start = part.as_ptr() as usize - base.as_ptr() as usize;
     start..start + part.len()
+}
+
+/// [`offset`] as a [`Span`]: `base` is at most `u32::MAX` bytes long (`within_span`).
+fn span(base: &[u8], part: &[u8]) -> Span {
+    let r = offset(base, part);
+    Span {
+        start: r.start as u32,
+        end: r.end as u32,
+    }
+}
+
+/// The bytes a parser looks at: no more than a [`Span`] can address. A head that has not
+/// ended within them is "more bytes needed" until the head limit refuses it.
+fn within_span(buf: &[u8]) -> &[u8] {
+    &buf[..buf.len().min(u32::MAX as usize)]
 }
 
 /// Limits applied while parsing a head.
@@ -258,6 +289,7 @@ impl Default for HeadLimits {
 /// Parse a request head from the start of `buf`. `Ok(None)`: need more bytes.
 /// On success returns the head and how many bytes of `buf` it used.
 pub fn parse_request(buf: &[u8], limits: HeadLimits) -> Result<Option<(Head, usize)>, HeadError> {
+    let buf = within_span(buf);
     let n_slots = limits.max_headers.clamp(1, MAX_HEADERS_HARD);
     // Uninitialised slots: zeroing 256 headers per request showed up in profiles.
     let mut slots =
@@ -311,6 +343,7 @@ pub fn parse_response(
     limits: HeadLimits,
     request_was_head: bool,
 ) -> Result<Option<(Head, usize)>, HeadError> {
+    let buf = within_span(buf);
     if buf.is_empty() {
         return Ok(None);
     }

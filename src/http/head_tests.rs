@@ -205,3 +205,18 @@ fn name_folding_matches_std_on_every_byte_pair() {
     assert!(!same_name(b"x^y", b"x~y"));
     assert!(!same_name(b"ab", b"abc"));
 }
+
+#[test]
+fn a_header_costs_twenty_bytes_of_a_held_head() {
+    // A held stream keeps its request head and its response head for its whole life.
+    assert_eq!(std::mem::size_of::<HeaderRef>(), 20);
+    let raw = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Stainless-Lang: js\r\n\r\n";
+    let (h, _) = parse_request(raw, HeadLimits::default())
+        .expect("parses")
+        .expect("whole");
+    assert_eq!(h.get("x-stainless-lang"), Some(&b"js"[..]));
+    assert_eq!(
+        h.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        ["Host", "X-Stainless-Lang"]
+    );
+}
