@@ -293,7 +293,7 @@ fn held_tls_streams_arrive_whole_in_little_memory(driver: &str) {
     }
     let per_stream = peak.saturating_sub(base) / HELD as u64;
     eprintln!("{driver}: {per_stream} KiB per held TLS stream (base {base} KiB)");
-    // 15 KiB measured (debug build); with monoio-rustls's two 16 KiB buffers per connection
+    // 14 KiB measured (debug build); with monoio-rustls's two 16 KiB buffers per connection
     // it was 27-28.
     assert!(
         per_stream <= 21,

@@ -122,11 +122,13 @@ impl TlsStream {
         Ok(copied)
     }
 
-    /// The next decrypted bytes into `buf`, holding no pooled buffer while waiting for them
-    /// (a held event stream waits far longer than it reads): `buf` takes one only when
+    /// The next decrypted bytes into `buf`. `park`: hold no pooled buffer while waiting for
+    /// them (a held event stream waits far longer than it reads): `buf` takes one only when
     /// there is something to copy into it.
-    pub async fn read_when_ready(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        crate::http::buffers::park(buf);
+    pub async fn read_into(&mut self, buf: &mut BytesMut, park: bool) -> io::Result<usize> {
+        if park {
+            crate::http::buffers::park(buf);
+        }
         self.until_readable().await?;
         crate::http::io::make_room(buf);
         let spare = buf.spare_capacity_mut();
