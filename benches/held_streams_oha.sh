@@ -40,9 +40,6 @@ if [ "${UPSTREAM_TLS:-0}" = 1 ]; then
     -CAcreateserial -out "$WORK/cert.pem" -days 2 -extfile "$WORK/ext.cnf" 2>/dev/null
   export TLS_CERT="$WORK/cert.pem" TLS_KEY="$WORK/key.pem"
 fi
-node benches/mock/sse_mock.js $MOCK &
-PIDS+=($!)
-wait_for_port $MOCK
 
 cat > "$WORK/ringside.toml" <<TOML
 [server]
@@ -67,6 +64,11 @@ for C in $SIZES; do
   echo "| target | streams completed | other answers | CPU s per 100k events | peak RSS MiB | p50 / p99 stream s |"
   echo "|---|---:|---|---:|---:|---|"
   for t in ${TARGETS:-haproxy ringside}; do
+    # A fresh mock for each target: tearing down the last run's thousands of (TLS) connections
+    # keeps Node's one thread busy for seconds, which the next target would pay for.
+    node benches/mock/sse_mock.js $MOCK &
+    mock=$!; PIDS+=("$mock")
+    wait_for_port $MOCK
     case $t in
       haproxy) haproxy -f "$WORK/haproxy.cfg" >/dev/null 2>&1 & pid=$! ;;
       ringside) rm -rf "$WORK/ringside-data"
@@ -84,7 +86,7 @@ for C in $SIZES; do
     c1=$(cpu_ticks "$pid")
     kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
     peak=$(sort -n "$WORK/rss.txt" | tail -1)
-    kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    kill "$pid" "$mock" 2>/dev/null || true; wait "$pid" "$mock" 2>/dev/null || true
     python3 - "$t" "$WORK/oha.json" "$c0" "$c1" "$(getconf CLK_TCK)" "${peak:-0}" <<'PY'
 import json, sys
 t, path, c0, c1, hz, peak = sys.argv[1:]
