@@ -31,6 +31,8 @@ pub struct Answers {
     /// Close the TCP connection after this many events of a stream, with no TLS close_notify
     /// and no end of the chunked body (a truncated stream).
     pub cut_after: Option<usize>,
+    /// Speak TLS 1.2 only (the default: 1.3 and 1.2, 1.3 chosen).
+    pub tls12_only: bool,
 }
 
 pub struct TlsUpstream {
@@ -43,7 +45,7 @@ pub struct TlsUpstream {
 
 impl TlsUpstream {
     pub fn start(answers: Answers) -> TlsUpstream {
-        let (config, ca_pem) = server_config();
+        let (config, ca_pem) = server_config(answers.tls12_only);
         let dir = tempdir::new();
         let ca_file = dir.0.join("ca.pem");
         std::fs::write(&ca_file, ca_pem).expect("write CA file");
@@ -86,7 +88,7 @@ impl TlsUpstream {
 }
 
 /// A server config for `localhost` and the PEM of the CA that signed it.
-fn server_config() -> (Arc<rustls::ServerConfig>, String) {
+fn server_config(tls12_only: bool) -> (Arc<rustls::ServerConfig>, String) {
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -102,8 +104,13 @@ fn server_config() -> (Arc<rustls::ServerConfig>, String) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
     let chain: Vec<CertificateDer<'static>> = vec![leaf.der().clone()];
+    let versions: &[&rustls::SupportedProtocolVersion] = if tls12_only {
+        &[&rustls::version::TLS12]
+    } else {
+        rustls::DEFAULT_VERSIONS
+    };
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .expect("TLS versions")
         .with_no_client_auth()
         .with_single_cert(chain, key)

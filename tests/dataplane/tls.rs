@@ -15,6 +15,7 @@ both_drivers!(
     tls_upstream_with_a_private_ca,
     a_large_prompt_goes_whole_over_tls,
     a_tls_stream_cut_mid_way_ends_with_an_error_event,
+    a_tls12_upstream_and_a_large_answer,
     tls_upstream_with_an_untrusted_ca_is_refused,
 );
 
@@ -32,6 +33,7 @@ fn answers() -> Answers {
         events: EVENTS.iter().map(|e| e.to_string()).collect(),
         interval: Duration::from_millis(20),
         cut_after: None,
+        tls12_only: false,
     }
 }
 
@@ -107,6 +109,31 @@ fn a_tls_stream_cut_mid_way_ends_with_an_error_event(driver: &str) {
             .contains("ringside_streams_failed_after_commit_total 1"),
         "{}",
         proxy.metrics()
+    );
+}
+
+fn a_tls12_upstream_and_a_large_answer(driver: &str) {
+    // TLS 1.2's handshake runs the other way round at its end (the client's Finished first),
+    // and a 1 MB answer comes in full 16 KiB records, each read in parts.
+    let content = "y".repeat(1 << 20);
+    let json = JSON.replace("over tls", &content);
+    let up = TlsUpstream::start(Answers {
+        json: json.clone(),
+        tls12_only: true,
+        ..answers()
+    });
+    let proxy = Proxy::start(driver, 1, "", &up.trusted_provider("m"));
+    for _ in 0..2 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 200, "{}", &r.text()[..r.text().len().min(300)]);
+        assert!(r.text() == json, "the 1 MB answer byte for byte");
+    }
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.text(), EVENTS.concat());
+    assert_eq!(
+        up.accepted.load(Ordering::SeqCst),
+        1,
+        "one TLS 1.2 connection"
     );
 }
 
