@@ -14,14 +14,13 @@ pub enum UpStream {
 }
 
 impl AsyncReadRent for UpStream {
-    /// A TLS read is boxed: its future would otherwise size every read of an
-    /// `UpStream`, plain ones included, and with them every connection's task (a held plain
-    /// stream paid for it while it waited for its first event). Only the reads before the
-    /// commit go through here, a few per request; a TLS relay reads its stream directly.
+    /// Not boxed: a TLS read is a readiness wait and rustls's record handling, about the size
+    /// of a plain read, so it does not grow every connection's task (monoio-rustls's read,
+    /// 744 bytes, did, and was boxed).
     async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
         match self {
             UpStream::Plain(s) => s.read(buf).await,
-            UpStream::Tls(s) => Box::pin(s.read(buf)).await,
+            UpStream::Tls(s) => s.read(buf).await,
         }
     }
 
@@ -79,7 +78,7 @@ impl UpStream {
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
         match self {
             UpStream::Plain(s) => read_when_ready(s, buf).await,
-            UpStream::Tls(s) => Box::pin(s.read_into(buf, true)).await,
+            UpStream::Tls(s) => s.read_into(buf, true).await,
         }
     }
 }

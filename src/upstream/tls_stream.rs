@@ -178,23 +178,20 @@ impl AsyncWriteRent for TlsStream {
     async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
         // SAFETY: an `IoBuf` is valid for reads of `bytes_init()` bytes at `read_ptr()`.
         let data = unsafe { std::slice::from_raw_parts(buf.read_ptr(), buf.bytes_init()) };
-        let res = self.write_slices(&[data]).await;
+        let res = self.write_slices(std::iter::once(data)).await;
         (res, buf)
     }
 
     async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
-        let slices: Vec<&[u8]> = (0..buf.read_iovec_len())
-            .map(|i| {
-                // SAFETY: the buffer holds `read_iovec_len()` iovecs at `read_iovec_ptr()`,
-                // each valid for reads of its length while `buf` lives.
-                unsafe {
-                    let v = *buf.read_iovec_ptr().add(i);
-                    std::slice::from_raw_parts(v.iov_base.cast::<u8>().cast_const(), v.iov_len)
-                }
-            })
-            .collect();
-        let res = self.write_slices(&slices).await;
-        drop(slices);
+        let slices = (0..buf.read_iovec_len()).map(|i| {
+            // SAFETY: the buffer holds `read_iovec_len()` iovecs at `read_iovec_ptr()`, each
+            // valid for reads of its length while `buf` lives (this whole call).
+            unsafe {
+                let v = *buf.read_iovec_ptr().add(i);
+                std::slice::from_raw_parts(v.iov_base.cast::<u8>().cast_const(), v.iov_len)
+            }
+        });
+        let res = self.write_slices(slices).await;
         (res, buf)
     }
 
@@ -211,7 +208,10 @@ impl AsyncWriteRent for TlsStream {
 
 impl TlsStream {
     /// Encrypt as much of `slices` as rustls takes now (its outgoing limit) and send it.
-    async fn write_slices(&mut self, slices: &[&[u8]]) -> io::Result<usize> {
+    async fn write_slices<'b>(
+        &mut self,
+        slices: impl Iterator<Item = &'b [u8]>,
+    ) -> io::Result<usize> {
         // Records left from before (a key update's answer) go first, so rustls has room.
         self.send_pending().await?;
         let mut taken = 0;
