@@ -153,6 +153,16 @@ fn hold(
     })
 }
 
+/// Every stream ended well, with the text deltas `want` in order and the terminal marker.
+fn assert_all_whole(results: &[Result<Vec<u8>, String>], want: &[String]) {
+    for (i, r) in results.iter().enumerate() {
+        let body = r.as_ref().unwrap_or_else(|e| panic!("stream {i}: {e}"));
+        let (got, done) = contents(body);
+        assert_eq!(got, want, "stream {i}: events missing or out of order");
+        assert!(done, "stream {i}: no terminal marker");
+    }
+}
+
 fn two_thousand_held_streams_arrive_whole_in_little_memory(driver: &str) {
     // This process holds both ends' worth of descriptors (clients and the simulator).
     let limit = ringside::fd_limit::raise().unwrap_or(0);
@@ -188,15 +198,8 @@ fn two_thousand_held_streams_arrive_whole_in_little_memory(driver: &str) {
     let base = rss_kib(pid);
     let (results, peak) = peak_rss_during(pid, || hold(proxy.addr, STREAMS, 2, STREAMS));
     let peak = peak.max(base);
-    let mut whole = 0;
-    for (i, r) in results.iter().enumerate() {
-        let body = r.as_ref().unwrap_or_else(|e| panic!("stream {i}: {e}"));
-        let (got, done) = contents(body);
-        assert_eq!(got, want, "stream {i}: events missing or out of order");
-        assert!(done, "stream {i}: no terminal marker");
-        whole += 1;
-    }
-    assert_eq!(whole, STREAMS);
+    assert_all_whole(&results, &want);
+    assert_eq!(results.len(), STREAMS);
     let per_stream = peak.saturating_sub(base) / STREAMS as u64;
     assert!(
         per_stream <= KIB_PER_STREAM,
@@ -286,12 +289,7 @@ fn held_tls_streams_arrive_whole_in_little_memory(driver: &str) {
     let base = rss_kib(pid);
     let (results, peak) = peak_rss_during(pid, || hold(proxy.addr, HELD, 2, HELD));
     let peak = peak.max(base);
-    for (i, r) in results.iter().enumerate() {
-        let body = r.as_ref().unwrap_or_else(|e| panic!("stream {i}: {e}"));
-        let (got, done) = contents(body);
-        assert_eq!(got, want, "stream {i}: events missing or out of order");
-        assert!(done, "stream {i}: no terminal marker");
-    }
+    assert_all_whole(&results, &want);
     let per_stream = peak.saturating_sub(base) / HELD as u64;
     eprintln!("{driver}: {per_stream} KiB per held TLS stream (base {base} KiB)");
     // 14 KiB measured (debug build); with monoio-rustls's two 16 KiB buffers per connection

@@ -130,18 +130,12 @@ fn serve(config: Arc<rustls::ServerConfig>, tcp: TcpStream, log: &Mutex<Vec<Seen
         let Some((head, body_len)) = read_request(&mut tls, &mut buf) else {
             return;
         };
-        let header = |name: &str| {
-            head.lines().find_map(|l| {
-                let (n, v) = l.split_once(':')?;
-                n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-            })
-        };
         let stream = String::from_utf8_lossy(&buf[..body_len]).contains("\"stream\":true");
         buf.drain(..body_len);
         log.lock().expect("log").push(Seen {
             sni: tls.conn.server_name().map(str::to_string),
             alpn: tls.conn.alpn_protocol().map(<[u8]>::to_vec),
-            authorization: header("authorization"),
+            authorization: header(&head, "authorization"),
             body_len,
         });
         let sent = if stream {
@@ -160,6 +154,14 @@ fn serve(config: Arc<rustls::ServerConfig>, tcp: TcpStream, log: &Mutex<Vec<Seen
     }
 }
 
+/// A header's value in a request head (case-insensitive name).
+fn header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
+}
+
 type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
 
 /// The next request's head, leaving its Content-Length body at the front of `buf`.
@@ -176,13 +178,8 @@ fn read_request(tls: &mut Tls, buf: &mut Vec<u8>) -> Option<(String, usize)> {
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     buf.drain(..head_end);
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
+    let length: usize = header(&head, "content-length")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     while buf.len() < length {
         match tls.read(&mut chunk) {
