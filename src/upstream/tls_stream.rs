@@ -50,11 +50,6 @@ impl TlsStream {
         Ok(s)
     }
 
-    /// The protocol the server chose by ALPN.
-    pub fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.conn.alpn_protocol()
-    }
-
     /// Send the records rustls holds, waiting while the socket is full.
     async fn send_pending(&mut self) -> io::Result<()> {
         while self.conn.wants_write() {
