@@ -30,8 +30,12 @@ pub struct UpConn {
 impl UpConn {
     /// Whether the server closed this idle connection or sent something on it unasked (an
     /// idle-timeout `408`, a stray answer). Such bytes would be read as the next request's
-    /// answer, so the connection must not be used. One non-blocking peek, nothing consumed.
+    /// answer, so the connection must not be used. One non-blocking peek, nothing consumed
+    /// (and a look at what a TLS session took in).
     pub fn stirred(&self) -> bool {
+        if self.stream.holds_unread() {
+            return true;
+        }
         let mut byte = 0u8;
         // SAFETY: `fd` is the socket this connection owns (alive as long as `self`), and the
         // buffer is one byte of our own stack.

@@ -63,6 +63,15 @@ impl AsyncWriteRent for UpStream {
 }
 
 impl UpStream {
+    /// Bytes taken off the socket that no read asked for yet (TLS records a session took in,
+    /// its end); a plain stream leaves them all on the socket.
+    pub fn holds_unread(&self) -> bool {
+        match self {
+            UpStream::Plain(_) => false,
+            UpStream::Tls(s) => s.holds_unread(),
+        }
+    }
+
     /// Read a stream's next bytes only once the socket is readable, on plain TCP.
     ///
     /// An io_uring receive armed on an idle socket runs in the kernel the moment the first

@@ -1,0 +1,172 @@
+//! The TLS stream against a blocking rustls server on loopback, on both drivers: records cut
+//! at every size across receives, a reader with less room than a record, a key update in the
+//! middle, and the two ways a stream ends (close_notify, or the TCP connection cut).
+
+use super::*;
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+
+/// A server and a client config that trusts it: a self-signed `localhost` certificate.
+fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let der = rustls_pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], der.into())
+        .expect("server config");
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).expect("root");
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (Arc::new(server), Arc::new(client))
+}
+
+/// What the server sends after the request: 50 KB in records of every size, a key update
+/// part-way, then how it ends.
+fn answer() -> Vec<u8> {
+    (0..50_000u32).map(|i| (i % 251) as u8).collect()
+}
+
+/// Serve one connection: read the 5-byte request, send [`answer`] with a key update after the
+/// first 20,000 bytes, end with close_notify (`cut`: cut the TCP connection instead), and put
+/// it all on the wire in pieces of 1 to 3,000 bytes, so records arrive cut anywhere.
+fn serve_one(config: Arc<rustls::ServerConfig>, cut: bool) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let (mut tcp, _) = listener.accept().expect("accept");
+        tcp.set_nodelay(true).expect("nodelay");
+        let mut conn = rustls::ServerConnection::new(config).expect("server connection");
+        let mut request = Vec::new();
+        while request.len() < 5 {
+            conn.complete_io(&mut tcp).expect("handshake and request");
+            let mut chunk = [0u8; 64];
+            match conn.reader().read(&mut chunk) {
+                Ok(n) => request.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("server read: {e}"),
+            }
+        }
+        assert_eq!(&request, b"ping\n");
+        let body = answer();
+        conn.writer().write_all(&body[..20_000]).expect("write");
+        conn.refresh_traffic_keys().expect("key update");
+        conn.writer().write_all(&body[20_000..]).expect("write");
+        if !cut {
+            conn.send_close_notify();
+        }
+        let mut wire = Vec::new();
+        while conn.wants_write() {
+            conn.write_tls(&mut wire).expect("encode");
+        }
+        let sizes = [1, 2, 5, 3000, 7, 400, 1500, 13];
+        let (mut at, mut i) = (0, 0);
+        while at < wire.len() {
+            let n = sizes[i % sizes.len()].min(wire.len() - at);
+            tcp.write_all(&wire[at..at + n]).expect("send");
+            at += n;
+            i += 1;
+            if i % 4 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        if cut {
+            return; // dropped: the TCP connection ends with no close_notify
+        }
+        // Take the client's key update answer and close_notify, until it closes.
+        let mut sink = [0u8; 4096];
+        while matches!(tcp.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    addr
+}
+
+/// Connect, send the request, and read everything with a 7-byte buffer: the bytes, and how
+/// the stream ended.
+async fn fetch(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> (Vec<u8>, io::Result<()>, TlsStream) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = TlsStream::connect(tcp, config, name)
+        .await
+        .expect("handshake");
+    let (sent, _) = tls.write(b"ping\n".to_vec()).await;
+    assert_eq!(sent.expect("write"), 5);
+    let mut got = Vec::new();
+    let end = loop {
+        let (n, buf) = tls.read(Vec::with_capacity(7)).await;
+        match n {
+            Ok(0) => break Ok(()),
+            Ok(_) => got.extend_from_slice(&buf),
+            Err(e) => break Err(e),
+        }
+    };
+    (got, end, tls)
+}
+
+fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
+    if uring {
+        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .build()
+            .expect("io_uring runtime")
+            .block_on(f)
+    } else {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .build()
+            .expect("epoll runtime")
+            .block_on(f)
+    }
+}
+
+#[test]
+fn records_cut_anywhere_arrive_whole_through_a_small_reader() {
+    for uring in [false, true] {
+        let (server, client) = configs();
+        let addr = serve_one(server, false);
+        let (got, end, mut tls) = on_driver(uring, async move {
+            let (got, end, mut tls) = fetch(addr, client).await;
+            tls.shutdown().await.expect("close_notify");
+            (got, end, tls)
+        });
+        end.expect("ends with close_notify");
+        assert!(
+            got == answer(),
+            "uring {uring}: {} bytes, not the answer",
+            got.len()
+        );
+        // Nothing is held once the stream has been read.
+        assert_eq!(
+            tls.partial.capacity() + tls.plain.capacity() + tls.unsent.capacity(),
+            0
+        );
+        assert!(tls.read_now(&mut []).expect("after the end").is_some());
+    }
+}
+
+#[test]
+fn a_connection_cut_without_close_notify_is_an_error_after_the_data() {
+    for uring in [false, true] {
+        let (server, client) = configs();
+        let addr = serve_one(server, true);
+        let (got, end, _) = on_driver(uring, fetch(addr, client));
+        let e = end.expect_err("a cut stream is not a clean end");
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "uring {uring}");
+        assert!(
+            got == answer(),
+            "uring {uring}: {} bytes, not the answer",
+            got.len()
+        );
+    }
+}
