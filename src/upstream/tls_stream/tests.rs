@@ -1,34 +1,56 @@
 //! The TLS stream against a blocking rustls server on loopback, on both drivers: records cut
 //! at every size across receives, a reader with less room than a record, a key update in the
-//! middle, and the two ways a stream ends (close_notify, or the TCP connection cut).
+//! middle, the two ways a stream ends (close_notify, or the TCP connection cut), and the
+//! handshakes that take more than one flight (a hello retry, TLS 1.2).
 
 use super::*;
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 
+/// The server's TLS.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Server {
+    /// TLS 1.3 in one round trip.
+    Tls13,
+    /// TLS 1.3 that takes only P-384: the client's first key share (X25519) is refused and
+    /// it says hello again.
+    HelloRetry,
+    /// TLS 1.2 only.
+    Tls12,
+}
+
 /// A server and a client config that trusts it: a self-signed `localhost` certificate.
-fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+fn configs(kind: Server) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
     let key = rcgen::KeyPair::generate().expect("key");
     let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
         .expect("params")
         .self_signed(&key)
         .expect("certificate");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut server_provider = rustls::crypto::ring::default_provider();
+    if kind == Server::HelloRetry {
+        server_provider.kx_groups = vec![rustls::crypto::ring::kx_group::SECP384R1];
+    }
+    let versions: &[&rustls::SupportedProtocolVersion] = match kind {
+        Server::Tls12 => &[&rustls::version::TLS12],
+        _ => rustls::DEFAULT_VERSIONS,
+    };
     let der = rustls_pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(server_provider))
+        .with_protocol_versions(versions)
         .expect("versions")
         .with_no_client_auth()
         .with_single_cert(vec![cert.der().clone()], der.into())
         .expect("server config");
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.der().clone()).expect("root");
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     (Arc::new(server), Arc::new(client))
 }
 
@@ -61,7 +83,9 @@ fn serve_one(config: Arc<rustls::ServerConfig>, cut: bool) -> SocketAddr {
         assert_eq!(&request, b"ping\n");
         let body = answer();
         conn.writer().write_all(&body[..20_000]).expect("write");
-        conn.refresh_traffic_keys().expect("key update");
+        if conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
+            conn.refresh_traffic_keys().expect("key update");
+        }
         conn.writer().write_all(&body[20_000..]).expect("write");
         if !cut {
             conn.send_close_notify();
@@ -133,7 +157,7 @@ fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
 #[test]
 fn records_cut_anywhere_arrive_whole_through_a_small_reader() {
     for uring in [false, true] {
-        let (server, client) = configs();
+        let (server, client) = configs(Server::Tls13);
         let addr = serve_one(server, false);
         let (got, end, mut tls) = on_driver(uring, async move {
             let (got, end, mut tls) = fetch(addr, client).await;
@@ -158,7 +182,7 @@ fn records_cut_anywhere_arrive_whole_through_a_small_reader() {
 #[test]
 fn a_connection_cut_without_close_notify_is_an_error_after_the_data() {
     for uring in [false, true] {
-        let (server, client) = configs();
+        let (server, client) = configs(Server::Tls13);
         let addr = serve_one(server, true);
         let (got, end, _) = on_driver(uring, fetch(addr, client));
         let e = end.expect_err("a cut stream is not a clean end");
@@ -168,5 +192,35 @@ fn a_connection_cut_without_close_notify_is_an_error_after_the_data() {
             "uring {uring}: {} bytes, not the answer",
             got.len()
         );
+    }
+}
+
+#[test]
+fn a_hello_retry_and_a_tls12_server_complete_the_handshake() {
+    for kind in [Server::HelloRetry, Server::Tls12] {
+        for uring in [false, true] {
+            let (server, client) = configs(kind);
+            let addr = serve_one(server, false);
+            let (got, end, tls) = on_driver(uring, fetch(addr, client));
+            end.expect("ends with close_notify");
+            assert!(
+                got == answer(),
+                "{kind:?}, uring {uring}: {} bytes",
+                got.len()
+            );
+            let (version, handshake) = (tls.conn.protocol_version(), tls.conn.handshake_kind());
+            match kind {
+                Server::HelloRetry => assert_eq!(
+                    handshake,
+                    Some(rustls::HandshakeKind::FullWithHelloRetryRequest),
+                    "uring {uring}"
+                ),
+                _ => assert_eq!(
+                    version,
+                    Some(rustls::ProtocolVersion::TLSv1_2),
+                    "uring {uring}"
+                ),
+            }
+        }
     }
 }
