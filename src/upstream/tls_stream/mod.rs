@@ -46,6 +46,10 @@ pub struct TlsStream {
     peer_closed: bool,
     /// The TCP connection ended; without close_notify first, the data may be cut.
     tcp_closed: bool,
+    /// The last receive filled all the room it had: the socket likely holds more, so the
+    /// next read tries it before waiting for readiness (a large answer is read back to back,
+    /// as an epoll loop reads; a held stream's next event is waited for first).
+    more_waiting: bool,
 }
 
 impl TlsStream {
@@ -66,6 +70,7 @@ impl TlsStream {
             handshaking: true,
             peer_closed: false,
             tcp_closed: false,
+            more_waiting: false,
         };
         // The first flight (ClientHello) needs nothing from the server.
         with_scratch(|scratch| s.process_partial(scratch))?;
@@ -93,7 +98,7 @@ impl TlsStream {
             if park {
                 crate::http::buffers::park(buf);
             }
-            if !self.readable_now() {
+            if !self.readable_now() && !self.more_waiting {
                 nowait::readable(&self.tcp).await?;
             }
             crate::http::io::make_room(buf);
@@ -109,7 +114,7 @@ impl TlsStream {
     /// `UnexpectedEof` when the TCP connection closed without one.
     async fn read_plain(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         loop {
-            if !self.readable_now() {
+            if !self.readable_now() && !self.more_waiting {
                 nowait::readable(&self.tcp).await?;
             }
             if let Some(n) = self.read_now(dst)? {

@@ -50,7 +50,9 @@ impl TlsStream {
             // reader's room (but always room for a whole record) rarely leaves any over.
             let room = (scratch.incoming.len() - kept).min(dst.len().max(MAX_RECORD));
             let fd = self.tcp.as_raw_fd();
-            let received = match nowait::recv_slice(fd, &mut scratch.incoming[kept..kept + room])? {
+            let got = nowait::recv_slice(fd, &mut scratch.incoming[kept..kept + room])?;
+            self.more_waiting = got == Some(room);
+            let received = match got {
                 None => return Ok(0),
                 Some(0) => {
                     self.tcp_closed = true;
