@@ -30,14 +30,7 @@ ulimit -n "$(ulimit -Hn)"
 SCHEME=http
 if [ "${UPSTREAM_TLS:-0}" = 1 ]; then
   SCHEME=https
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-    -keyout "$WORK/ca.key" -out "$WORK/ca.pem" -subj "/CN=bench CA" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$WORK/key.pem" -out "$WORK/leaf.csr" -subj "/CN=localhost" 2>/dev/null
-  printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > "$WORK/ext.cnf"
-  openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" \
-    -CAcreateserial -out "$WORK/cert.pem" -days 2 -extfile "$WORK/ext.cnf" 2>/dev/null
+  test_certs "$WORK"
   export TLS_CERT="$WORK/cert.pem" TLS_KEY="$WORK/key.pem"
 fi
 

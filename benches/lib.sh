@@ -44,6 +44,44 @@ chat_scripts() {
   done
 }
 
+# test_certs DIR: a CA (DIR/ca.pem) and a localhost certificate it signed (DIR/cert.pem,
+# DIR/key.pem), made by openssl for a TLS upstream on loopback; good for two days.
+test_certs() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -keyout "$1/ca.key" -out "$1/ca.pem" -subj "/CN=bench CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$1/key.pem" -out "$1/leaf.csr" -subj "/CN=localhost" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > "$1/ext.cnf"
+  openssl x509 -req -in "$1/leaf.csr" -CA "$1/ca.pem" -CAkey "$1/ca.key" \
+    -CAcreateserial -out "$1/cert.pem" -days 2 -extfile "$1/ext.cnf" 2>/dev/null
+}
+
+# tls_mock DIR PORT: the independent SSE mock (benches/mock/sse_mock.js) over https with
+# DIR's certificate (test_certs), 20 events 1 ms apart per stream, in the background; its pid
+# in TLS_MOCK_PID. For a TLS upstream in the instruction counts and the PGO profile.
+tls_mock() {
+  test_certs "$1"
+  TLS_CERT="$1/cert.pem" TLS_KEY="$1/key.pem" EVENTS=20 INTERVAL=1 \
+    node benches/mock/sse_mock.js "$2" >/dev/null 2>&1 &
+  TLS_MOCK_PID=$!
+}
+
+# tls_provider PORT: a provider reaching the TLS mock (tls_mock) as localhost, model
+# "tls-model", key from BENCH_KEY.
+tls_provider() {
+  cat <<TOML
+[[providers]]
+id = "tls-mock"
+dialect = "openai"
+base_url = "https://localhost:$1/v1"
+  [[providers.connections]]
+  id = "tls"
+  key_env = "BENCH_KEY"
+  models = ["tls-model"]
+TOML
+}
+
 # wait_for_port PORT: until something accepts on 127.0.0.1:PORT (at most about 30 s).
 wait_for_port() {
   for _ in $(seq 60); do

@@ -2,7 +2,9 @@
 # Record the PGO profile that release builds use (tuning/pgo/ringside.profdata; see
 # tuning/pgo/rustc-wrapper.sh). Builds an instrumented ringside in target/pgo-gen, runs it on
 # loopback against the simulator -- OpenAI JSON and SSE, Anthropic JSON and SSE, a key that
-# answers 429 so fail-over runs too -- then `ringside demo`, and merges what it counted.
+# answers 429 so fail-over runs too; where node is installed, SSE from a TLS upstream (the
+# independent mock over https: every real provider is reached over TLS) -- then `ringside demo`,
+# and merges what it counted.
 # Rerun after changing the hot path: a function the profile no longer matches is taken as cold
 # (+19 % instructions per request measured with a stale profile, 2026-12-02).
 # Then `cargo clean -p ringside --release` (cargo does not track the profile as an input).
@@ -16,11 +18,21 @@ find_profdata() { find "$sysroot/lib/rustlib" -name llvm-profdata -type f 2>/dev
 PROFDATA=$(find_profdata)
 if [ -z "$PROFDATA" ]; then rustup component add llvm-tools >/dev/null; PROFDATA=$(find_profdata); fi
 BASE=${BASE_PORT:-19170}
-SIM=$BASE; RS=$((BASE+1)); ADMIN=$((BASE+2))
+SIM=$BASE; RS=$((BASE+1)); ADMIN=$((BASE+2)); TLS_PORT=$((BASE+3))
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
+. benches/lib.sh
+RUNS="json:6 sse:6 ajson:3 asse:3 agent:3"
+UPSTREAM=""
+if command -v node >/dev/null 2>&1; then
+  tls_mock "$WORK" $TLS_PORT; PIDS+=($TLS_MOCK_PID); disown
+  RUNS="$RUNS tls:4"
+  UPSTREAM=$(printf '[upstream]\nca_file = "%s"\n%s' "$WORK/ca.pem" "$(tls_provider $TLS_PORT | sed 's/BENCH_KEY/PGO_KEY/')")
+else
+  echo "pgo.sh: node is not installed: the profile leaves out a TLS upstream" >&2
+fi
 
 # Build scripts run instrumented too: their counts go to a directory that is thrown away.
 RUSTFLAGS="-Cprofile-generate=$WORK/build" cargo build --release -q --target-dir target/pgo-gen --bin ringside
@@ -37,6 +49,7 @@ admin_listen = "127.0.0.1:$ADMIN"
 workers = 1
 pin_workers = false
 access_log = true                  # as shipped: the access log is on the request path (to serve.log)
+$UPSTREAM
 [[providers]]
 id = "sim"
 dialect = "openai"
@@ -66,6 +79,7 @@ lua() { # name path body
 lua json /v1/chat/completions '{"model":"bench-model","messages":[{"role":"user","content":"hello"}]}'
 lua sse /v1/chat/completions '{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 lua ajson /v1/messages '{"model":"claude-bench","max_tokens":64,"messages":[{"role":"user","content":"hello"}]}'
+lua tls /v1/chat/completions '{"model":"tls-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 lua asse /v1/messages '{"model":"claude-bench","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
 # An agent's turn: a 32 KB conversation with code, escapes and non-ASCII (\u escapes too, as
 # Python's json writes them), so that the body check's long-string path is trained as well.
@@ -77,7 +91,7 @@ export LLVM_PROFILE_FILE="$WORK/raw/%p-%m.profraw"
 PGO_KEY=sk-pgo PGO_BAD_KEY=sk-pgo-bad $BIN serve --config "$WORK/ringside.toml" >"$WORK/serve.log" 2>&1 &
 SERVE=$!
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$RS) 2>/dev/null && break; sleep 0.1; done
-for run in json:6 sse:6 ajson:3 asse:3 agent:3; do
+for run in $RUNS; do
   IFS=: read -r name secs <<< "$run"
   printf '%-6s ' "$name"
   # A profile of error answers would steer the optimiser wrong: stop if 1% are not 2xx.
