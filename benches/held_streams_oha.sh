@@ -93,8 +93,10 @@ other = {k: v for k, v in codes.items() if k != "200"} or "-"
 events = ok * 51  # 50 chunks and [DONE]
 cpu = (int(c1) - int(c0)) / int(hz)
 per = f"{cpu / events * 1e5:.2f}" if events else "-"
-lp = o.get("latencyPercentiles", {})
-print(f"| {t} | {ok} | {other} | {per} | {int(peak) / 1024:.0f} | {lp.get('p50', 0):.2f} / {lp.get('p99', 0):.2f} |")
+lp = o.get("latencyPercentiles") or {}
+# No stream ended within the run (DUR shorter than a stream): oha gives no percentiles.
+pct = lambda k: f"{lp[k]:.2f}" if lp.get(k) is not None else "-"
+print(f"| {t} | {ok} | {other} | {per} | {int(peak) / 1024:.0f} | {pct('p50')} / {pct('p99')} |")
 PY
     sleep 1
   done
