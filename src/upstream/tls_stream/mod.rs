@@ -41,14 +41,11 @@ pub struct TlsStream {
     plain_at: usize,
     /// Records the socket did not take yet (it was full).
     unsent: Vec<u8>,
-    handshaking: bool,
     /// The server sent close_notify: the end of its data.
     peer_closed: bool,
     /// The TCP connection ended; without close_notify first, the data may be cut.
     tcp_closed: bool,
-    /// The last receive filled all the room it had: the socket likely holds more, so the
-    /// next read tries it before waiting for readiness (a large answer is read back to back,
-    /// as an epoll loop reads; a held stream's next event is waited for first).
+    /// The last receive filled all the room it had ([`TlsStream::until_worth_reading`]).
     more_waiting: bool,
 }
 
@@ -67,7 +64,6 @@ impl TlsStream {
             plain: Vec::new(),
             plain_at: 0,
             unsent: Vec::new(),
-            handshaking: true,
             peer_closed: false,
             tcp_closed: false,
             more_waiting: false,
@@ -76,7 +72,7 @@ impl TlsStream {
         with_scratch(|scratch| s.process_partial(scratch))?;
         loop {
             s.send_unsent().await?;
-            if !s.handshaking {
+            if !s.conn.is_handshaking() {
                 return Ok(s);
             }
             if s.peer_closed || s.tcp_closed {
@@ -98,9 +94,7 @@ impl TlsStream {
             if park {
                 crate::http::buffers::park(buf);
             }
-            if !self.readable_now() && !self.more_waiting {
-                nowait::readable(&self.tcp).await?;
-            }
+            self.until_worth_reading().await?;
             crate::http::io::make_room(buf);
             if let Some(n) = self.read_now(buf.spare_capacity_mut())? {
                 // SAFETY: `read_now` initialised the first `n` bytes of the spare capacity.
@@ -114,13 +108,21 @@ impl TlsStream {
     /// `UnexpectedEof` when the TCP connection closed without one.
     async fn read_plain(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         loop {
-            if !self.readable_now() && !self.more_waiting {
-                nowait::readable(&self.tcp).await?;
-            }
+            self.until_worth_reading().await?;
             if let Some(n) = self.read_now(dst)? {
                 return Ok(n);
             }
         }
+    }
+
+    /// Wait for readiness unless a read can answer without the socket, or the last receive
+    /// filled all its room (the socket likely holds more: a large answer is read back to
+    /// back, as an epoll loop reads; a held stream's next event is waited for first).
+    async fn until_worth_reading(&self) -> io::Result<()> {
+        if self.readable_now() || self.more_waiting {
+            return Ok(());
+        }
+        nowait::readable(&self.tcp).await
     }
 
     /// Whether a read can answer without the socket: decrypted bytes are waiting, or the

@@ -63,16 +63,11 @@ impl TlsStream {
             let filled = kept + received;
             let mut records = std::mem::take(&mut scratch.incoming);
             let result = self.process(&mut records[..filled], dst, &mut scratch.outgoing);
-            let (consumed, copied) = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    scratch.incoming = records;
-                    return Err(e);
-                }
-            };
-            self.keep(&records[consumed..filled]);
+            if let Ok((consumed, _)) = result {
+                self.keep(&records[consumed..filled]);
+            }
             scratch.incoming = records;
-            Ok(copied)
+            result.map(|(_, copied)| copied)
         })
     }
 
@@ -80,11 +75,7 @@ impl TlsStream {
     /// handshake; a check before a write that nothing is owed first).
     pub(super) fn process_partial(&mut self, scratch: &mut Scratch) -> io::Result<()> {
         let mut records = std::mem::take(&mut self.partial);
-        let result = self.process(&mut records, &mut [], &mut scratch.outgoing);
-        let consumed = match result {
-            Ok((consumed, _)) => consumed,
-            Err(e) => return Err(e),
-        };
+        let (consumed, _) = self.process(&mut records, &mut [], &mut scratch.outgoing)?;
         self.keep(&records[consumed..]);
         Ok(())
     }
@@ -145,10 +136,7 @@ impl TlsStream {
                     transmit.done();
                     false
                 }
-                ConnectionState::WriteTraffic(_) => {
-                    self.handshaking = false;
-                    true
-                }
+                ConnectionState::WriteTraffic(_) => true,
                 ConnectionState::PeerClosed | ConnectionState::Closed => {
                     self.peer_closed = true;
                     true
