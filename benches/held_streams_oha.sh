@@ -42,7 +42,7 @@ data_dir = "$WORK/ringside-data"
 [upstream]
 $([ $SCHEME = https ] && printf 'ca_file = "%s"\n' "$WORK/ca.pem")
 ${RS_UPSTREAM:-}
-$(bench_provider $MOCK | sed "s|http://127.0.0.1:$MOCK|$SCHEME://localhost:$MOCK|")
+$(bench_provider $MOCK sim bench-model "$SCHEME://localhost:$MOCK")
 TOML
 haproxy_cfg $PROXY $MOCK > "$WORK/haproxy.cfg"
 if [ $SCHEME = https ]; then

@@ -20,17 +20,18 @@ build_and_prepare() {
   trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 }
 
-# bench_provider SIM_PORT: the one provider every bench config uses (key from BENCH_KEY).
+# bench_provider PORT [ID MODEL URL]: the one provider every bench config uses (key from
+# BENCH_KEY): by default id "sim", model "bench-model", at http://127.0.0.1:PORT.
 bench_provider() {
   cat <<TOML
 [[providers]]
-id = "sim"
+id = "${2:-sim}"
 dialect = "openai"
-base_url = "http://127.0.0.1:$1/v1"
+base_url = "${4:-http://127.0.0.1:$1}/v1"
   [[providers.connections]]
   id = "bench"
   key_env = "BENCH_KEY"
-  models = ["bench-model"]
+  models = ["${3:-bench-model}"]
 TOML
 }
 
@@ -69,18 +70,7 @@ tls_mock() {
 
 # tls_provider PORT: a provider reaching the TLS mock (tls_mock) as localhost, model
 # "tls-model", key from BENCH_KEY.
-tls_provider() {
-  cat <<TOML
-[[providers]]
-id = "tls-mock"
-dialect = "openai"
-base_url = "https://localhost:$1/v1"
-  [[providers.connections]]
-  id = "tls"
-  key_env = "BENCH_KEY"
-  models = ["tls-model"]
-TOML
-}
+tls_provider() { bench_provider "$1" tls-mock tls-model "https://localhost:$1"; }
 
 # wait_for_port PORT: until something accepts on 127.0.0.1:PORT (at most about 30 s).
 wait_for_port() {
