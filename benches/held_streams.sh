@@ -9,6 +9,9 @@
 # MSG_MORE, so the kernel holds a streamed event until the next ones join it (measured: three
 # events every ~300 ms at 100 ms spacing); `haproxy-nodelay` is HAProxy with
 # `option http-no-delay`, which sends each event when it comes, as nginx and Ringside do.
+# Machine CPU: the whole machine's busy time per 100k events (load tool and upstream included,
+# and the kernel's network work that no process is charged for); against `direct` it shows what
+# a proxy costs the machine, not only its own process. Meaningless when the cores are saturated.
 # Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100
 #   TARGETS="direct nginx haproxy haproxy-nodelay ringside", RS_EXTRA: TOML appended to
 #   Ringside's config)
@@ -86,8 +89,8 @@ for C in $SIZES; do
   echo
   echo "### C = $C streams, $EVENTS events $INTERVAL ms apart (ideal $IDEAL ms), ${DUR}s, $(nproc) cores"
   echo
-  echo "| target | streams completed | errors | events/s | CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms | event delay p50 / p99 ms |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| target | streams completed | errors | events/s | CPU s per 100k events | machine CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms | event delay p50 / p99 ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for t in ${TARGETS:-direct nginx haproxy haproxy-nodelay ringside}; do
     pid=$(start $t)
     port=$PROXY; [ "$t" = direct ] && port=$SIM
@@ -99,23 +102,26 @@ for C in $SIZES; do
     peak=$idle
     ( while sleep 1; do [ -n "$pid" ] && mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
     SAMPLER=$!
+    m0=$(machine_ticks)
     out=$(timeout $((DUR + 30)) $LOAD streams 127.0.0.1:$port /v1/chat/completions "$BODY" "$C" "$DUR" "$INTERVAL" || echo '{}')
+    m1=$(machine_ticks)
     kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
     if [ -n "$pid" ]; then
       c1=$(cpu_ticks "$pid")
       peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
       kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
     else c1=0; fi
-    python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" <<'PY'
+    python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" <<'PY'
 import json, sys
-t, out, c0, c1, hz, idle, peak, c = sys.argv[1:]
+t, out, c0, c1, hz, idle, peak, c, m0, m1 = sys.argv[1:]
 o = json.loads(out) if out.strip().startswith("{") else {}
 ev = o.get("events", 0)
 cpu = (int(c1) - int(c0)) / int(hz)
 per100k = f"{cpu / ev * 1e5:.2f}" if ev and t != "direct" else "-"
+machine = f"{(int(m1) - int(m0)) / int(hz) / ev * 1e5:.2f}" if ev else "-"
 rss = f"{int(peak) / 1024:.0f}" if t != "direct" else "-"
 per = f"{(int(peak) - int(idle)) / int(c):.1f}" if t != "direct" else "-"
-print(f"| {t} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} | {o.get('event_delay_p50_ms', '-')} / {o.get('event_delay_p99_ms', '-')} |")
+print(f"| {t} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {machine} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} | {o.get('event_delay_p50_ms', '-')} / {o.get('event_delay_p99_ms', '-')} |")
 PY
     sleep 1
   done

@@ -87,6 +87,10 @@ cpu_ticks() {
   [ -n "$1" ] || { echo 0; return; }
   local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
 }
+# machine_ticks: busy clock ticks of the whole machine (user, nice, system, irq, softirq, steal
+# from /proc/stat): every process plus the kernel's network work done outside any of them, such
+# as a held segment sent later from a timer.
+machine_ticks() { awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 # mem_kib FIELD PID: a /proc/PID/status field (VmRSS, VmHWM) in KiB, summed over the tree.
 mem_kib() {
   local k=0 p; for p in $(tree "$2"); do k=$((k + $(awk -v f="$1:" '$1 == f {print $2}' /proc/"$p"/status))); done; echo $k
