@@ -99,6 +99,8 @@ struct Span {
 }
 
 impl Span {
+    const EMPTY: Span = Span { start: 0, end: 0 };
+
     fn range(self) -> Range<usize> {
         self.start as usize..self.end as usize
     }
@@ -119,9 +121,10 @@ pub struct Head {
     pub framing: Framing,
     /// Whether the peer asked to keep the connection (version default + Connection header).
     pub keep_alive: bool,
-    // Request line parts (empty for responses).
-    pub method: Range<usize>,
-    pub target: Range<usize>,
+    // Request line parts (empty for responses): private, as `raw` (see `text`), and 32-bit
+    // (a held stream keeps two heads).
+    method: Span,
+    target: Span,
     // Response status (0 for requests).
     pub status: u16,
 }
@@ -134,8 +137,8 @@ impl Head {
 
     /// A range that the parser took from an httparse `&str`. Validating it again cost ~1,000
     /// instructions per proxied request (callgrind), spent on names httparse already checked.
-    fn text(&self, r: &Range<usize>) -> &str {
-        match self.raw.get(r.clone()) {
+    fn text(&self, r: Span) -> &str {
+        match self.raw.get(r.range()) {
             // SAFETY: `raw` and the ranges are private and set only by `parse_request` and
             // `parse_response` from `&str` slices of the same bytes (see the struct's comment).
             Some(b) => unsafe { std::str::from_utf8_unchecked(b) },
@@ -143,10 +146,10 @@ impl Head {
         }
     }
     pub fn method(&self) -> &str {
-        self.text(&self.method)
+        self.text(self.method)
     }
     pub fn target(&self) -> &str {
-        self.text(&self.target)
+        self.text(self.target)
     }
     /// The path without the query string.
     pub fn path(&self) -> &str {
@@ -163,7 +166,7 @@ impl Head {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.headers
             .iter()
-            .map(|h| (self.text(&h.name.range()), &self.raw[h.value.range()]))
+            .map(|h| (self.text(h.name), &self.raw[h.value.range()]))
     }
     /// First value of a header (case-insensitive name). A plain loop that compares lengths
     /// first: most lookups are for headers a request does not carry.
@@ -314,11 +317,8 @@ pub fn parse_request(buf: &[u8], limits: HeadLimits) -> Result<Option<(Head, usi
         return Err(HeadError::TooLarge);
     }
     let version_minor = req.version.unwrap_or(1);
-    let method = req
-        .method
-        .map(|m| offset(buf, m.as_bytes()))
-        .unwrap_or(0..0);
-    let target = req.path.map(|p| offset(buf, p.as_bytes())).unwrap_or(0..0);
+    let method = req.method.map_or(Span::EMPTY, |m| span(buf, m.as_bytes()));
+    let target = req.path.map_or(Span::EMPTY, |p| span(buf, p.as_bytes()));
     let (headers, names) = header_refs(buf, req.headers);
     let raw = Bytes::copy_from_slice(&buf[..len]);
     let mut head = Head {
@@ -384,8 +384,8 @@ pub fn parse_response(
         version_minor,
         framing: Framing::Empty,
         keep_alive: false,
-        method: 0..0,
-        target: 0..0,
+        method: Span::EMPTY,
+        target: Span::EMPTY,
         status: code,
     };
     head.framing = if request_was_head || code == 204 || code == 304 || (100..200).contains(&code) {

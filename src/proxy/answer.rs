@@ -97,7 +97,7 @@ async fn pass_through(
         idle_timeout: Duration::from_secs(1),
         send_timeout: Duration::from_millis(ctx.config().limits.client_send_timeout_ms),
         hard_deadline: None,
-        stream: Default::default(),
+        stream: &crate::sse::StreamSettings::DEFAULT,
         client_fd: Some(ctx.client_fd),
     };
     ctx.record.status = resp.status;

@@ -39,77 +39,103 @@ pub fn serve_client(
     serve(core, rd, wr, fd, peer)
 }
 
-async fn serve(
+#[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
+fn serve(
     core: Rc<Core>,
     mut rd: TcpOwnedReadHalf,
     mut wr: TcpOwnedWriteHalf,
     fd: RawFd,
     peer: std::net::IpAddr,
-) {
-    let shared = &*core.shared;
-    // Read in a block of its own: the generation is not kept in this task's state.
-    let (keyed, head_limits, idle, head_timeout, max_requests) = {
-        let g = core.generation();
-        let keyed = !g.config.clients.is_open() || shared.managed_keys.load(Relaxed);
-        let limits = &g.config.limits;
-        (
-            keyed,
-            crate::http::HeadLimits {
-                max_head_bytes: limits.max_head_bytes,
-                max_headers: limits.max_headers,
-            },
-            Duration::from_millis(limits.keepalive_idle_ms),
-            Duration::from_millis(limits.header_read_timeout_ms),
-            limits.max_requests_per_connection,
-        )
-    };
-    // Over the caps the connection is closed at once: nothing is read or kept for it.
-    let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
-        return;
-    };
-    core.open_conns.set(core.open_conns.get() + 1);
-    core.metrics.open_client_conns.fetch_add(1, Relaxed);
-    let _guard = OpenConn(&core);
-    // No buffer until the first bytes arrive (`next_bytes`): a burst of new connections, or
-    // ones that connect and wait, pin none.
-    let mut buf = BytesMut::new();
-    let mut served: u64 = 0;
-    loop {
-        if core.drain.is_draining() && buf.is_empty() {
-            break;
-        }
-        if !next_request_bytes(&core, &rd, fd, &mut buf, idle).await {
-            break;
-        }
-        let read = read_request_head(&mut rd, &mut buf, head_limits, idle, head_timeout);
-        // One statement: what the read returned is not kept in the task's state beyond it.
-        let head = match monoio::select! {
-            h = read => Some(h),
-            _ = core.drain.wait() => None,
-        } {
-            None | Some(Err(ReadError::Closed | ReadError::Io(_))) => break,
-            Some(Ok(h)) => h,
-            Some(Err(e)) => {
-                answer_bad_head(&core, &e, &mut wr).await;
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        let shared = &*core.shared;
+        let keyed =
+            !core.generation().config.clients.is_open() || shared.managed_keys.load(Relaxed);
+        // Over the caps the connection is closed at once: nothing is read or kept for it.
+        let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
+            return;
+        };
+        core.open_conns.set(core.open_conns.get() + 1);
+        core.metrics.open_client_conns.fetch_add(1, Relaxed);
+        let _guard = OpenConn(&core);
+        // No buffer until the first bytes arrive (`next_bytes`): a burst of new connections, or
+        // ones that connect and wait, pin none.
+        let mut buf = BytesMut::new();
+        let mut served: u64 = 0;
+        loop {
+            if core.drain.is_draining() && buf.is_empty() {
+                break;
+            }
+            // The limits are read where they are used (the newest generation's, for each request):
+            // kept in locals, they took a place in every held stream's task.
+            if !next_request_bytes(&core, &rd, fd, &mut buf, HeadWait::of(&core).idle).await {
+                break;
+            }
+            let w = HeadWait::of(&core);
+            let read = read_request_head(&mut rd, &mut buf, w.limits, w.idle, w.timeout);
+            // One statement: what the read returned is not kept in the task's state beyond it.
+            // A bad head's answer and linger are one await: across two, the read's result took a
+            // place of its own in every held stream's task.
+            let head = match monoio::select! {
+                h = read => Some(h),
+                _ = core.drain.wait() => None,
+            } {
+                None | Some(Err(ReadError::Closed | ReadError::Io(_))) => break,
+                Some(Ok(h)) => h,
+                Some(Err(e)) => return refuse_bad_head(&core, e, &mut rd, &mut wr, &mut buf).await,
+            };
+            served += 1;
+            let max = core.generation().config.limits.max_requests_per_connection;
+            let last = max > 0 && served >= max;
+            let conn = super::exchange::Conn {
+                ticket: &ticket,
+                last_request: last,
+                fd,
+            };
+            let keep = request::handle(&core, &head, &mut rd, &mut wr, &mut buf, conn).await;
+            if !keep {
                 linger(&core, &mut rd, &mut wr, &mut buf).await;
                 return;
             }
-        };
-        served += 1;
-        let max = max_requests;
-        let last = max > 0 && served >= max;
-        let conn = super::exchange::Conn {
-            ticket: &ticket,
-            last_request: last,
-            fd,
-        };
-        let keep = request::handle(&core, &head, &mut rd, &mut wr, &mut buf, conn).await;
-        if !keep {
-            linger(&core, &mut rd, &mut wr, &mut buf).await;
-            return;
+        }
+        let _ = wr.shutdown().await;
+    }
+}
+
+/// How a request head is waited for and read: the configuration's limits.
+struct HeadWait {
+    limits: crate::http::HeadLimits,
+    /// Keep-alive idle time before a request's first byte.
+    idle: Duration,
+    /// The longest a request head may take once it started.
+    timeout: Duration,
+}
+
+impl HeadWait {
+    fn of(core: &Core) -> HeadWait {
+        let g = core.generation();
+        let limits = &g.config.limits;
+        HeadWait {
+            limits: crate::http::HeadLimits {
+                max_head_bytes: limits.max_head_bytes,
+                max_headers: limits.max_headers,
+            },
+            idle: Duration::from_millis(limits.keepalive_idle_ms),
+            timeout: Duration::from_millis(limits.header_read_timeout_ms),
         }
     }
-    let _ = wr.shutdown().await;
+}
+
+/// Answer a request head that could not be read, then close the connection.
+async fn refuse_bad_head(
+    core: &Core,
+    e: ReadError,
+    rd: &mut TcpOwnedReadHalf,
+    wr: &mut TcpOwnedWriteHalf,
+    buf: &mut BytesMut,
+) {
+    answer_bad_head(core, &e, wr).await;
+    linger(core, rd, wr, buf).await;
 }
 
 /// A request head that could not be read: 408 or 400 (431 for one too large), counted.
@@ -256,11 +282,13 @@ mod tests {
     /// 5,048 once arguments were borrowed rather than moved into long-lived `async fn`s, the
     /// relay was made generic over plain and TLS bodies, and failure-only state was boxed;
     /// 4,768 (release) on 2026-12-02 once the client watch became a readiness wait, the
-    /// watchdog's buckets 32-bit and an upstream TLS read boxed (the next size class down,
-    /// 4 KiB, needs 4,032).
-    /// The task around it adds 64 bytes: 5,056 keeps the whole task in the allocator's
-    /// 5 KiB size class (one byte more and it takes 6 KiB per connection).
-    const LIMIT: usize = 5_056;
+    /// watchdog's buckets 32-bit and an upstream TLS read boxed; 4,000 on 2026-12-03 (the
+    /// path's drivers take their arguments in place, see `crate::proxy`, a bad head's two
+    /// waits are one, the relay borrows its stream settings, a full client socket's write is
+    /// boxed, and the route, client key and lease are each a pointer in the context).
+    /// The task around it adds 64 bytes: 4,032 keeps the whole task in the allocator's
+    /// 4 KiB size class (one byte more and it takes 5 KiB per connection).
+    const LIMIT: usize = 4_032;
 
     #[test]
     fn connection_future_size_is_bounded() {

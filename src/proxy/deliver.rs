@@ -60,83 +60,86 @@ impl Upstream {
 /// Also says whether the upstream connection may serve again ([`Upstream::pool`]). The
 /// answer is borrowed, not taken: an `async fn`'s arguments stay in its state for its whole
 /// life, and this one lives as long as the stream.
-pub(super) async fn commit(
+#[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
+pub(super) fn commit(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
     ready: &mut Upstream,
     wr: &mut TcpOwnedWriteHalf,
     watch: &mut ClientWatch<'_>,
-) -> (AttemptEnd, bool) {
-    let cand = ready.cand;
-    let Upstream { up, head, .. } = ready;
-    let head = &*head;
-    let core = ctx.core;
-    let cfg = ctx.config();
-    let Some(&names) = ctx.generation.conn_names.get(cand.connection) else {
-        let failed = Failed::new(
-            classify::transport(false),
-            AttemptOutcome::ProtocolError,
-            "unknown connection".into(),
-            true,
-        );
-        return (AttemptEnd::Failed(failed), false);
-    };
-    let label = names.2;
-    let attempts = ctx.attempts_header(Some((label, head.status)));
-    ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
-    let r = Relay {
-        secret: cfg.secret_of(cand.connection),
-        dialect: ctx.dialect,
-        request_id: &ctx.record.request_id,
-        route: &entry.name,
-        connection_label: ctx.reveal.then_some(label),
-        attempts: &attempts,
-        client_keep_alive: ctx.keep_alive,
-        client_http11: ctx.head.version_minor >= 1,
-        idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
-        send_timeout: Duration::from_millis(cfg.limits.client_send_timeout_ms),
-        hard_deadline: ctx.exec_deadline,
-        stream: cfg.stream,
-        client_fd: Some(ctx.client_fd),
-    };
-    let t0 = crate::clock::instant();
-    // The client's body goes with the answer's first byte (`relay`'s `prompt`).
-    let (buf, prompt) = (&mut up.buf, &mut ctx.body);
-    // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS relay
-    // fits in the room the plain one takes in the task (boxed, it cost 2 KB per TLS stream).
-    let res = match &mut up.stream {
-        UpStream::Plain(s) => relay(wr, watch, &mut PlainBody(s), buf, head, &r, prompt).await,
-        UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, prompt).await,
-    };
-    if !res.committed {
-        let detail = res
-            .failure
-            .unwrap_or(super::forward::RelayFailure::BadFraming)
-            .as_str()
-            .to_string();
-        let failed = Failed::new(
-            classify::transport(false),
-            AttemptOutcome::ProtocolError,
-            detail,
-            false,
-        );
-        return (AttemptEnd::Failed(failed), false);
+) -> impl std::future::Future<Output = (AttemptEnd, bool)> {
+    async move {
+        let cand = ready.cand;
+        let Upstream { up, head, .. } = ready;
+        let head = &*head;
+        let core = ctx.core;
+        let cfg = ctx.config();
+        let Some(&names) = ctx.generation.conn_names.get(cand.connection) else {
+            let failed = Failed::new(
+                classify::transport(false),
+                AttemptOutcome::ProtocolError,
+                "unknown connection".into(),
+                true,
+            );
+            return (AttemptEnd::Failed(failed), false);
+        };
+        let label = names.2;
+        let attempts = ctx.attempts_header(Some((label, head.status)));
+        ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
+        let r = Relay {
+            secret: cfg.secret_of(cand.connection),
+            dialect: ctx.dialect,
+            request_id: &ctx.record.request_id,
+            route: &entry.name,
+            connection_label: ctx.reveal.then_some(label),
+            attempts: &attempts,
+            client_keep_alive: ctx.keep_alive,
+            client_http11: ctx.head.version_minor >= 1,
+            idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
+            send_timeout: Duration::from_millis(cfg.limits.client_send_timeout_ms),
+            hard_deadline: ctx.exec_deadline,
+            stream: &cfg.stream,
+            client_fd: Some(ctx.client_fd),
+        };
+        let t0 = crate::clock::instant();
+        // The client's body goes with the answer's first byte (`relay`'s `prompt`).
+        let (buf, prompt) = (&mut up.buf, &mut ctx.body);
+        // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS relay
+        // fits in the room the plain one takes in the task (boxed, it cost 2 KB per TLS stream).
+        let res = match &mut up.stream {
+            UpStream::Plain(s) => relay(wr, watch, &mut PlainBody(s), buf, head, &r, prompt).await,
+            UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, prompt).await,
+        };
+        if !res.committed {
+            let detail = res
+                .failure
+                .unwrap_or(super::forward::RelayFailure::BadFraming)
+                .as_str()
+                .to_string();
+            let failed = Failed::new(
+                classify::transport(false),
+                AttemptOutcome::ProtocolError,
+                detail,
+                false,
+            );
+            return (AttemptEnd::Failed(failed), false);
+        }
+        let (delivered, in_band) = judge_delivery(ctx, cand, head, &res);
+        let facts = Facts {
+            entry,
+            cand,
+            names,
+            status: head.status,
+            t0,
+        };
+        record(ctx, &facts, &res, in_band);
+        let reusable = res.upstream_complete && head.keep_alive && !core.drain.is_draining();
+        let done = AttemptEnd::Done {
+            keep_alive: res.client_keep_alive,
+            delivered,
+        };
+        (done, reusable)
     }
-    let (delivered, in_band) = judge_delivery(ctx, cand, head, &res);
-    let facts = Facts {
-        entry,
-        cand,
-        names,
-        status: head.status,
-        t0,
-    };
-    record(ctx, &facts, &res, in_band);
-    let reusable = res.upstream_complete && head.keep_alive && !core.drain.is_draining();
-    let done = AttemptEnd::Done {
-        keep_alive: res.client_keep_alive,
-        delivered,
-    };
-    (done, reusable)
 }
 
 /// The attempt's final verdict, from how its body ended. An in-band error event is judged by

@@ -35,8 +35,9 @@ pub struct Relay<'a> {
     pub send_timeout: Duration,
     /// The execution budget's end: the stream is cut (upstream closed) when it passes.
     pub hard_deadline: Option<std::time::Instant>,
-    /// The stream guard's settings (readiness, total time, throughput watchdog).
-    pub stream: crate::sse::StreamSettings,
+    /// The stream guard's settings (readiness, total time, throughput watchdog); borrowed:
+    /// the relay's state lives in every held stream's task.
+    pub stream: &'a crate::sse::StreamSettings,
     /// The client's socket, for writes that do not wait (`http::nowait`); `None`: every
     /// write goes through the runtime.
     pub client_fd: Option<std::os::fd::RawFd>,
@@ -214,6 +215,18 @@ async fn send(
             Err(_) => return Sent::Gone,
         }
     }
+    // Boxed: a full socket is the rare case, and the runtime's write future (280 bytes) would
+    // otherwise widen every held stream's task.
+    Box::pin(send_rest(wr, data, timer, limit)).await
+}
+
+/// What the client's socket did not take at once, through the runtime under the send timer.
+async fn send_rest(
+    wr: &mut TcpOwnedWriteHalf,
+    data: Bytes,
+    timer: Timer<'_>,
+    limit: Duration,
+) -> Sent {
     set_timer(timer, crate::clock::instant() + limit);
     match before(wr.write_all(data), timer).await {
         Ok((Ok(_), _)) => Sent::Done,
@@ -234,7 +247,8 @@ async fn write(wr: &mut TcpOwnedWriteHalf, data: Bytes) -> bool {
 /// head. `prompt` is the client's request body: kept while the answer may still go
 /// elsewhere, let go once a byte of it reaches the client (a held stream would otherwise keep
 /// its prompt, often tens of kilobytes, for as long as it runs).
-pub(crate) async fn relay<B: BodyRead>(
+#[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
+pub(crate) fn relay<B: BodyRead>(
     wr: &mut TcpOwnedWriteHalf,
     watch: &mut ClientWatch<'_>,
     body: &mut B,
@@ -242,82 +256,84 @@ pub(crate) async fn relay<B: BodyRead>(
     head: &Head,
     r: &Relay<'_>,
     prompt: &mut Bytes,
-) -> Relayed {
-    let mut out = Relayed {
-        status: head.status,
-        ..Default::default()
-    };
-    let mut s = Stream::new(head, r, buf.len());
-    // Reads and writes each have one timer for the whole stream: it is moved, not remade.
-    let mut timer = None;
-    let mut send_timer = None;
-    loop {
-        let (data, done, edge_now, ends_message) = match s.next_write(buf, &mut out) {
-            Next::Write {
-                data,
-                done,
-                edge_now,
-                ends_message,
-            } => (data, done, edge_now, ends_message),
-            // Nothing reached the client yet: the caller may still try elsewhere.
-            Next::Unsent => return out,
-            Next::Stop => break,
+) -> impl std::future::Future<Output = Relayed> {
+    async move {
+        let mut out = Relayed {
+            status: head.status,
+            ..Default::default()
         };
-        if !prompt.is_empty() {
-            // Committed: nothing is retried after this.
-            *prompt = Bytes::new();
-        }
-        match send(wr, r.client_fd, data, &mut send_timer, r.send_timeout).await {
-            Sent::Done => {
-                s.clean_edge = edge_now;
-                s.message_whole |= ends_message;
+        let mut s = Stream::new(head, r, buf.len());
+        // Reads and writes each have one timer for the whole stream: it is moved, not remade.
+        let mut timer = None;
+        let mut send_timer = None;
+        loop {
+            let (data, done, edge_now, ends_message) = match s.next_write(buf, &mut out) {
+                Next::Write {
+                    data,
+                    done,
+                    edge_now,
+                    ends_message,
+                } => (data, done, edge_now, ends_message),
+                // Nothing reached the client yet: the caller may still try elsewhere.
+                Next::Unsent => return out,
+                Next::Stop => break,
+            };
+            if !prompt.is_empty() {
+                // Committed: nothing is retried after this.
+                *prompt = Bytes::new();
             }
-            Sent::Gone => {
-                out.client_gone = true;
+            match send(wr, r.client_fd, data, &mut send_timer, r.send_timeout).await {
+                Sent::Done => {
+                    s.clean_edge = edge_now;
+                    s.message_whole |= ends_message;
+                }
+                Sent::Gone => {
+                    out.client_gone = true;
+                    break;
+                }
+                Sent::Stalled => {
+                    out.client_gone = true;
+                    out.failure = Some(RelayFailure::ClientSendTimeout);
+                    break;
+                }
+            }
+            if s.too_slow(done) {
+                out.failure = Some(RelayFailure::ThroughputTooLow);
                 break;
             }
-            Sent::Stalled => {
-                out.client_gone = true;
-                out.failure = Some(RelayFailure::ClientSendTimeout);
+            if done {
+                out.upstream_complete = !s.upstream_eof;
+                break;
+            }
+            if s.upstream_eof {
+                // Once per response, and rare (a close-delimited body): boxed, so that its future
+                // does not widen every held stream's task.
+                Box::pin(s.at_upstream_eof(wr, &mut out, &mut send_timer, r.send_timeout)).await;
+                break;
+            }
+            let why = s.arm_read(r, &mut timer);
+            let is_sse = s.is_sse();
+            // An event stream waits for readiness first: fewer, fuller reads (see
+            // `read_when_ready`); other bodies arrive in large pieces anyway.
+            let read = before(body.read_body(buf, is_sse), &mut timer);
+            let read = watch.race(std::pin::pin!(read)).await;
+            if let Err(stop) = s.after_read(read, why) {
+                match stop {
+                    Some(failure) => out.failure = Some(failure),
+                    None => out.client_gone = true,
+                }
                 break;
             }
         }
-        if s.too_slow(done) {
-            out.failure = Some(RelayFailure::ThroughputTooLow);
-            break;
+        if let Some(failure) = s.error_event_due(&out) {
+            let chunked = s.client_chunked();
+            // Once per failed stream: boxed for the same reason.
+            let sent = Box::pin(send_error_event(wr, r, failure, chunked, &mut send_timer)).await;
+            s.error_event_sent(sent);
         }
-        if done {
-            out.upstream_complete = !s.upstream_eof;
-            break;
-        }
-        if s.upstream_eof {
-            // Once per response, and rare (a close-delimited body): boxed, so that its future
-            // does not widen every held stream's task.
-            Box::pin(s.at_upstream_eof(wr, &mut out, &mut send_timer, r.send_timeout)).await;
-            break;
-        }
-        let why = s.arm_read(r, &mut timer);
-        let is_sse = s.is_sse();
-        // An event stream waits for readiness first: fewer, fuller reads (see
-        // `read_when_ready`); other bodies arrive in large pieces anyway.
-        let read = before(body.read_body(buf, is_sse), &mut timer);
-        let read = watch.race(std::pin::pin!(read)).await;
-        if let Err(stop) = s.after_read(read, why) {
-            match stop {
-                Some(failure) => out.failure = Some(failure),
-                None => out.client_gone = true,
-            }
-            break;
-        }
+        s.finish(&mut out);
+        out
     }
-    if let Some(failure) = s.error_event_due(&out) {
-        let chunked = s.client_chunked();
-        // Once per failed stream: boxed for the same reason.
-        let sent = Box::pin(send_error_event(wr, r, failure, chunked, &mut send_timer)).await;
-        s.error_event_sent(sent);
-    }
-    s.finish(&mut out);
-    out
 }
 
 mod stream;

@@ -13,7 +13,6 @@ use crate::flow::tenant::{OverQuota, TenantPermit};
 use crate::route::Entry;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
-use std::borrow::Cow;
 
 /// How intake ended.
 pub(super) enum Intake<'c> {
@@ -23,7 +22,7 @@ pub(super) enum Intake<'c> {
     /// Admitted: the route to try and what the request needs; the tenant's quota share is
     /// held until the request ends.
     Admitted {
-        entry: Cow<'c, Entry>,
+        entry: crate::route::Resolved<'c>,
         needs: Needs,
         tenant_permit: Option<TenantPermit>,
     },
@@ -183,7 +182,7 @@ fn take_client(ctx: &mut Ctx<'_>, c: crate::clients::Client) {
         ctx.priority = ctx.priority.max(c.priority);
     }
     ctx.record.client = Some(c.id.clone());
-    ctx.client = Some(c);
+    ctx.client = Some(Box::new(c));
 }
 
 /// The lease fence, then the body's facts: the model the request names. Lease headers go
@@ -199,7 +198,7 @@ async fn check_request(
         b.conn = super::lease::refence(ctx, b).await?;
     }
     ctx.record.lease_generation = bound.as_ref().map(|b| b.generation);
-    ctx.lease = bound;
+    ctx.lease = bound.map(Box::new);
     let facts = scan(&body).map_err(|e| match e {
         FactsError::Malformed(m) => ApiError::bad_request(
             "invalid_json",
@@ -228,7 +227,10 @@ async fn check_request(
 
 /// The route that serves `model` in the client's dialect; a refusal names the route its
 /// metrics go to.
-fn route_for<'c>(ctx: &mut Ctx<'c>, model: &str) -> Result<Cow<'c, Entry>, (ApiError, usize)> {
+fn route_for<'c>(
+    ctx: &mut Ctx<'c>,
+    model: &str,
+) -> Result<crate::route::Resolved<'c>, (ApiError, usize)> {
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
     let generation: &'c crate::state::generation::CoreGen = ctx.generation;
     let routes = &generation.routes;

@@ -19,78 +19,81 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Handle one request whose head has been read. Returns whether the connection stays open.
-pub async fn handle(
+#[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
+pub fn handle(
     core: &Rc<Core>,
     head: &Head,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
     conn: Conn<'_>,
-) -> bool {
-    let started = crate::clock::instant();
-    let endpoint = Endpoint::from_path(head.path());
-    let request_id = client_request_id(head).unwrap_or_else(|| core.next_request_id());
-    let generation = core.generation();
-    let mut ctx = Ctx {
-        core,
-        generation: &generation,
-        head,
-        endpoint: endpoint.unwrap_or(Endpoint::Models),
-        dialect: dialect_for_path(head.path()),
-        record: record_for(core, head, endpoint, request_id),
-        body: Bytes::new(),
-        model_span: None,
-        keep_alive: head.keep_alive && !conn.last_request,
-        started,
-        tenant: tenant_of(head),
-        priority: priority_of(head),
-        exec_deadline: None,
-        client: None,
-        lease: None,
-        ticket: conn.ticket,
-        client_fd: conn.fd,
-        reveal: true,
-        lane: None,
-    };
-    // The guard borrows the context (704 bytes: moving it into the guard would copy it).
-    // The in-flight gauge counts the request from here to its finalisation (no await between
-    // the request's start and here).
-    core.metrics.in_flight.fetch_add(1, Relaxed);
-    let mut req = Finalize {
-        ctx: &mut ctx,
-        route: generation.routes.other_index,
-    };
-    let ctx = &mut *req.ctx;
-    let (keep, route_index) = match endpoint {
-        None => {
-            let body_ok = drain_body(ctx, rd, wr, buf).await;
-            let err = ApiError::new(
-                404,
-                "unknown_endpoint",
-                format!("no endpoint {} {}", head.method(), head.path()),
-            );
-            let keep = finish_error(ctx, wr, &err, body_ok).await;
-            (keep, generation.routes.other_index)
-        }
-        Some(ep) => 'admitted: {
-            // Taken apart in a statement of its own, so that the intake's answer is not kept in
-            // this future's state for the whole request.
-            let (entry, needs, tenant_permit) = match intake(ctx, ep, rd, wr, buf).await {
-                Intake::Answered { keep, route } => break 'admitted (keep, route),
-                Intake::Admitted {
-                    entry,
-                    needs,
-                    tenant_permit,
-                } => (entry, needs, tenant_permit),
-            };
-            let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
-            drop(tenant_permit);
-            (keep, entry.index)
-        }
-    };
-    req.route = route_index;
-    drop(req);
-    keep && !core.drain.is_draining()
+) -> impl std::future::Future<Output = bool> {
+    async move {
+        let started = crate::clock::instant();
+        let endpoint = Endpoint::from_path(head.path());
+        let request_id = client_request_id(head).unwrap_or_else(|| core.next_request_id());
+        let generation = core.generation();
+        let mut ctx = Ctx {
+            core,
+            generation: &generation,
+            head,
+            endpoint: endpoint.unwrap_or(Endpoint::Models),
+            dialect: dialect_for_path(head.path()),
+            record: record_for(core, head, endpoint, request_id),
+            body: Bytes::new(),
+            model_span: None,
+            keep_alive: head.keep_alive && !conn.last_request,
+            started,
+            tenant: tenant_of(head),
+            priority: priority_of(head),
+            exec_deadline: None,
+            client: None,
+            lease: None,
+            ticket: conn.ticket,
+            client_fd: conn.fd,
+            reveal: true,
+            lane: None,
+        };
+        // The guard borrows the context (704 bytes: moving it into the guard would copy it).
+        // The in-flight gauge counts the request from here to its finalisation (no await between
+        // the request's start and here).
+        core.metrics.in_flight.fetch_add(1, Relaxed);
+        let mut req = Finalize {
+            ctx: &mut ctx,
+            route: generation.routes.other_index,
+        };
+        let ctx = &mut *req.ctx;
+        let (keep, route_index) = match endpoint {
+            None => {
+                let body_ok = drain_body(ctx, rd, wr, buf).await;
+                let err = ApiError::new(
+                    404,
+                    "unknown_endpoint",
+                    format!("no endpoint {} {}", head.method(), head.path()),
+                );
+                let keep = finish_error(ctx, wr, &err, body_ok).await;
+                (keep, generation.routes.other_index)
+            }
+            Some(ep) => 'admitted: {
+                // Taken apart in a statement of its own, so that the intake's answer is not kept in
+                // this future's state for the whole request.
+                let (entry, needs, tenant_permit) = match intake(ctx, ep, rd, wr, buf).await {
+                    Intake::Answered { keep, route } => break 'admitted (keep, route),
+                    Intake::Admitted {
+                        entry,
+                        needs,
+                        tenant_permit,
+                    } => (entry, needs, tenant_permit),
+                };
+                let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
+                drop(tenant_permit);
+                (keep, entry.index)
+            }
+        };
+        req.route = route_index;
+        drop(req);
+        keep && !core.drain.is_draining()
+    }
 }
 
 /// The request's line of the decision record, as it starts: method and path are static for

@@ -22,16 +22,22 @@ pub struct StreamSettings {
     pub watchdog: watchdog::WatchdogSettings,
 }
 
+impl StreamSettings {
+    /// The shipped settings, as a constant so that a relay without a configuration of its own
+    /// can borrow them.
+    pub const DEFAULT: StreamSettings = StreamSettings {
+        guard: true,
+        holdback_ms: 750,
+        holdback_bytes: 64 * 1024,
+        readiness_timeout_ms: 80_000,
+        total_timeout_ms: 0,
+        watchdog: watchdog::WatchdogSettings::DEFAULT,
+    };
+}
+
 impl Default for StreamSettings {
     fn default() -> Self {
-        StreamSettings {
-            guard: true,
-            holdback_ms: 750,
-            holdback_bytes: 64 * 1024,
-            readiness_timeout_ms: 80_000,
-            total_timeout_ms: 0,
-            watchdog: watchdog::WatchdogSettings::default(),
-        }
+        Self::DEFAULT
     }
 }
 

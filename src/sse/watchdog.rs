@@ -13,15 +13,19 @@ pub struct WatchdogSettings {
     pub min_useful_bytes: u64,
 }
 
+impl WatchdogSettings {
+    pub const DEFAULT: WatchdogSettings = WatchdogSettings {
+        enabled: false,
+        warmup_ms: 30_000,
+        window_ms: 30_000,
+        min_bytes_per_second: 4,
+        min_useful_bytes: 1,
+    };
+}
+
 impl Default for WatchdogSettings {
     fn default() -> Self {
-        WatchdogSettings {
-            enabled: false,
-            warmup_ms: 30_000,
-            window_ms: 30_000,
-            min_bytes_per_second: 4,
-            min_useful_bytes: 1,
-        }
+        Self::DEFAULT
     }
 }
 

@@ -38,100 +38,104 @@ fn now() -> u64 {
 /// directly (admit, attempt, commit): each level of nested futures costs a copy of the inner
 /// future when it starts and a dispatch on every wake of a long stream. The decisions around
 /// the waits are plain functions.
-pub(super) async fn run(
+#[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
+pub(super) fn run(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
     needs: &Needs,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut bytes::BytesMut,
-) -> bool {
-    let pin = Pin::find(ctx);
-    let pinned = pin.had.map(|(c, _)| c);
-    if ctx.record.stream && buf.is_empty() {
-        // A stream request holds its connection for seconds: the read buffer goes back to
-        // the core now, and the next request is waited for with none (`serve_client`).
-        crate::http::buffers::give_back(std::mem::take(buf));
-    }
-    let mut watch = ClientWatch::start(rd, std::mem::take(buf));
-    let mut run = Attempts {
-        entry,
-        budget: budget_for(ctx, entry),
-        st: LoopState::default(),
-    };
-    let answered = loop {
-        let (cand, admit, t) = match run.select(ctx, needs, pinned) {
-            Pick::Candidate(cand, admit, t) => (cand, admit, t),
-            Pick::SameAccount(cand, delay_ms) => {
-                match run.wait_for_same(ctx, &mut watch, delay_ms).await {
-                    Ok(t) => (cand, crate::resilience::breaker::Admit::Yes, t),
-                    Err(Step::Again) => continue,
-                    Err(Step::Stop(answered)) => break answered,
-                }
-            }
-            Pick::Stop => break None,
-            Pick::NothingUsable(t, unix_now) => {
-                match run.nothing_usable(ctx, &mut watch, t, unix_now).await {
-                    Step::Again => continue,
-                    Step::Stop(answered) => break answered,
-                }
-            }
-        };
-        let site = site(ctx, entry, cand);
-        // The probe (if this attempt is one) is released when the attempt ends, however.
-        let probe = ProbeGuard::new(admit, &ctx.core.shared.probes.0[site.provider]);
-        if run.budget.attempts_left() == 0 {
-            break None;
+) -> impl std::future::Future<Output = bool> {
+    async move {
+        let pin = Pin::find(ctx);
+        if ctx.record.stream && buf.is_empty() {
+            // A stream request holds its connection for seconds: the read buffer goes back to
+            // the core now, and the next request is waited for with none (`serve_client`).
+            crate::http::buffers::give_back(std::mem::take(buf));
         }
-        // Admission: a slot of the connection (global across cores), or a place in its queue,
-        // and the lease fenced again after any wait.
-        let admission = admit::admit(ctx, cand, &run.budget, t, &mut watch).await;
-        // (In milliseconds from the pick: an instant kept across the wait would widen every
-        // connection's task.)
-        let waited = crate::clock::now_ms()
-            .saturating_sub(t)
-            .min(u64::from(u32::MAX) / 1_000);
-        ctx.record.waits_us = ctx.record.waits_us.saturating_add(waited as u32 * 1_000);
-        let permit = match run.admitted(ctx, cand, admission) {
-            Ok(permit) => permit,
-            Err(Step::Again) => continue,
-            Err(Step::Stop(answered)) => break answered,
+        let mut watch = ClientWatch::start(rd, std::mem::take(buf));
+        let mut run = Attempts {
+            entry,
+            budget: budget_for(ctx, entry),
+            st: LoopState::default(),
         };
-        let Some(mut held) = run.start(ctx, cand, site, permit, probe) else {
-            break None;
-        };
-        let attempted = attempt(ctx, entry, cand, &mut watch, &run.budget).await;
-        // (A `match` on the attempt's end around the commit would keep the end in this
-        // future's state for the whole relay: taken apart in a statement of its own, it is not.)
-        let mut ready = match deliver::Upstream::from_end(attempted, cand) {
-            deliver::Attempted::Ready(ready) => ready,
-            deliver::Attempted::Ended(end) => {
-                if let Step::Stop(answered) = run.after(ctx, held, end) {
-                    break answered;
+        let answered = loop {
+            // (The pinned connection is read from `pin` each time: kept in a local of its own it
+            // took 16 bytes of every held stream's task.)
+            let (cand, admit, t) = match run.select(ctx, needs, pin.had.map(|(c, _)| c)) {
+                Pick::Candidate(cand, admit, t) => (cand, admit, t),
+                Pick::SameAccount(cand, delay_ms) => {
+                    match run.wait_for_same(ctx, &mut watch, delay_ms).await {
+                        Ok(t) => (cand, crate::resilience::breaker::Admit::Yes, t),
+                        Err(Step::Again) => continue,
+                        Err(Step::Stop(answered)) => break answered,
+                    }
                 }
-                continue;
+                Pick::Stop => break None,
+                Pick::NothingUsable(t, unix_now) => {
+                    match run.nothing_usable(ctx, &mut watch, t, unix_now).await {
+                        Step::Again => continue,
+                        Step::Stop(answered) => break answered,
+                    }
+                }
+            };
+            let site = site(ctx, entry, cand);
+            // The probe (if this attempt is one) is released when the attempt ends, however.
+            let probe = ProbeGuard::new(admit, &ctx.core.shared.probes.0[site.provider]);
+            if run.budget.attempts_left() == 0 {
+                break None;
+            }
+            // Admission: a slot of the connection (global across cores), or a place in its queue,
+            // and the lease fenced again after any wait.
+            let admission = admit::admit(ctx, cand, &run.budget, t, &mut watch).await;
+            // (In milliseconds from the pick: an instant kept across the wait would widen every
+            // connection's task.)
+            let waited = crate::clock::now_ms()
+                .saturating_sub(t)
+                .min(u64::from(u32::MAX) / 1_000);
+            ctx.record.waits_us = ctx.record.waits_us.saturating_add(waited as u32 * 1_000);
+            let permit = match run.admitted(ctx, cand, admission) {
+                Ok(permit) => permit,
+                Err(Step::Again) => continue,
+                Err(Step::Stop(answered)) => break answered,
+            };
+            let Some(mut held) = run.start(ctx, cand, site, permit, probe) else {
+                break None;
+            };
+            let attempted = attempt(ctx, entry, cand, &mut watch, &run.budget).await;
+            // (A `match` on the attempt's end around the commit would keep the end in this future's
+            // state for the whole relay: taken apart in a statement of its own, it is not.)
+            let mut ready = match deliver::Upstream::from_end(attempted, cand) {
+                deliver::Attempted::Ready(ready) => ready,
+                deliver::Attempted::Ended(end) => {
+                    if let Step::Stop(answered) = run.after(ctx, held, end) {
+                        break answered;
+                    }
+                    continue;
+                }
+            };
+            // The commit: the answer goes to the client, nothing is retried after it.
+            commit_probe(ctx, &mut held);
+            let head_us = crate::audit::micros32(crate::clock::since(held.t0));
+            ctx.record.head_us = head_us;
+            ctx.core
+                .metrics
+                .upstream_head(cand.connection, u64::from(head_us));
+            let (end, reusable) = deliver::commit(ctx, entry, &mut ready, wr, &mut watch).await;
+            if reusable {
+                ready.pool(ctx.core);
+            }
+            if let Step::Stop(answered) = run.after(ctx, held, end) {
+                break answered;
             }
         };
-        // The commit: the answer goes to the client, nothing is retried after it.
-        commit_probe(ctx, &mut held);
-        let head_us = crate::audit::micros32(crate::clock::since(held.t0));
-        ctx.record.head_us = head_us;
-        ctx.core
-            .metrics
-            .upstream_head(cand.connection, u64::from(head_us));
-        let (end, reusable) = deliver::commit(ctx, entry, &mut ready, wr, &mut watch).await;
-        if reusable {
-            ready.pool(ctx.core);
+        *buf = watch.finish();
+        pin.remember(ctx, run.st.served);
+        match answered {
+            Some(keep_alive) => keep_alive,
+            None => conclude(ctx, wr, entry, &run.budget, run.st).await,
         }
-        if let Step::Stop(answered) = run.after(ctx, held, end) {
-            break answered;
-        }
-    };
-    *buf = watch.finish();
-    pin.remember(ctx, run.st.served);
-    match answered {
-        Some(keep_alive) => keep_alive,
-        None => conclude(ctx, wr, entry, &run.budget, run.st).await,
     }
 }
 

@@ -1,10 +1,7 @@
 use super::*;
 use std::time::Instant;
 
-fn relay_with(
-    hard_deadline: Option<Instant>,
-    stream: crate::sse::StreamSettings,
-) -> Relay<'static> {
+fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSettings) -> Relay<'_> {
     Relay {
         dialect: Dialect::OpenAi,
         request_id: "r",
@@ -31,7 +28,7 @@ fn the_next_read_waits_for_whichever_limit_ends_first() {
         ..Default::default()
     };
     // A plain body: idle silence only.
-    let r = relay_with(None, st);
+    let r = relay_with(None, &st);
     assert_eq!(
         next_wait(&r, None, t0, t0),
         (Duration::from_secs(600), RelayFailure::IdleTimeout)
@@ -43,13 +40,13 @@ fn the_next_read_waits_for_whichever_limit_ends_first() {
     );
     // Once useful output came, readiness no longer applies; a total time does.
     st.total_timeout_ms = 120_000;
-    let r = relay_with(None, st);
+    let r = relay_with(None, &st);
     assert_eq!(
         next_wait(&r, Some(true), t0, t0 + Duration::from_secs(100)),
         (Duration::from_secs(20), RelayFailure::TotalTimeout)
     );
     // The execution budget ends sooner than anything else.
-    let r = relay_with(Some(t0 + Duration::from_secs(5)), st);
+    let r = relay_with(Some(t0 + Duration::from_secs(5)), &st);
     assert_eq!(
         next_wait(&r, Some(false), t0, t0),
         (Duration::from_secs(5), RelayFailure::ExecutionTimeout)
