@@ -7,6 +7,7 @@ pub mod managed;
 
 use serde::Serialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,11 +62,12 @@ pub fn tenant_id(name: &str) -> u64 {
     u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]) | 1
 }
 
-/// The configured keys, by digest.
+/// The configured keys, by digest. Shared, not copied, with each request that presents one (a
+/// copy was a `String` and two `Vec`s per request).
 #[derive(Clone, Debug, Default)]
 pub struct Clients {
     by_digest: HashMap<[u8; 32], usize>,
-    pub list: Vec<Client>,
+    pub list: Vec<Arc<Client>>,
 }
 
 /// What the request's credential says.
@@ -73,7 +75,7 @@ pub struct Clients {
 pub enum Auth {
     /// No keys configured: everyone is in.
     Open,
-    Known(Client),
+    Known(Arc<Client>),
     Missing,
     Unknown,
 }
@@ -83,7 +85,7 @@ impl Clients {
         let mut c = Clients::default();
         for (d, client) in entries {
             c.by_digest.insert(d, c.list.len());
-            c.list.push(client);
+            c.list.push(Arc::new(client));
         }
         c
     }
@@ -110,8 +112,8 @@ impl Clients {
         };
         let d = digest(key);
         match self.by_digest.get(&d) {
-            Some(&i) => Auth::Known(self.list[i].clone()),
-            None => managed(&d).map_or(Auth::Unknown, Auth::Known),
+            Some(&i) => Auth::Known(Arc::clone(&self.list[i])),
+            None => managed(&d).map_or(Auth::Unknown, |c| Auth::Known(Arc::new(c))),
         }
     }
 }

@@ -57,7 +57,8 @@ impl Config {
         s.account_siblings = onto_slots(siblings, map, slot_count);
         s.one_model = onto_slots(std::mem::take(&mut s.one_model), map, slot_count);
         for c in &mut self.clients.list {
-            if let Some(allowed) = &mut c.allowed {
+            // Not shared yet: the configuration is still being built.
+            if let Some(allowed) = &mut std::sync::Arc::make_mut(c).allowed {
                 for a in allowed.iter_mut() {
                     *a = map(*a);
                 }

@@ -171,7 +171,7 @@ async fn answer_on_the_head<'c>(
 }
 
 /// A known client key: its tenant, its place in line, whether it may see connection names.
-fn take_client(ctx: &mut Ctx<'_>, c: crate::clients::Client) {
+fn take_client(ctx: &mut Ctx<'_>, c: std::sync::Arc<crate::clients::Client>) {
     ctx.reveal = c.has(crate::clients::Scope::Admin);
     ctx.tenant = c.tenant;
     // A key's class is its first place in line: its requests may ask to go later, not
@@ -182,7 +182,7 @@ fn take_client(ctx: &mut Ctx<'_>, c: crate::clients::Client) {
         ctx.priority = ctx.priority.max(c.priority);
     }
     ctx.record.client = Some(c.id.clone());
-    ctx.client = Some(Box::new(c));
+    ctx.client = Some(c);
 }
 
 /// The lease fence, then the body's facts: the model the request names. Lease headers go

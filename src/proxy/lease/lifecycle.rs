@@ -109,7 +109,7 @@ pub(crate) async fn serve(
 
 /// A lifecycle request, checked: the client key, the JSON body, the owner header, the TTL.
 struct Ask<'h> {
-    client: crate::clients::Client,
+    client: std::sync::Arc<crate::clients::Client>,
     req: Value,
     /// The owner value the caller sent (`None` on a first acquire).
     owner: Option<&'h str>,
