@@ -66,13 +66,16 @@ fn serve(
             if core.drain.is_draining() && buf.is_empty() {
                 break;
             }
-            // The limits are read where they are used (the newest generation's, for each request):
-            // kept in locals, they took a place in every held stream's task.
-            if !next_request_bytes(&core, &rd, fd, &mut buf, HeadWait::of(&core).idle).await {
-                break;
-            }
-            let w = HeadWait::of(&core);
-            let read = read_request_head(&mut rd, &mut buf, w.limits, w.idle, w.timeout);
+            // The limits are read once per request (the newest generation's), in a block of
+            // their own: kept in the loop's locals, they took a place in every held stream's
+            // task.
+            let read = {
+                let w = HeadWait::of(&core);
+                if !next_request_bytes(&core, &rd, fd, &mut buf, w.idle).await {
+                    break;
+                }
+                read_request_head(&mut rd, &mut buf, w.limits, w.idle, w.timeout)
+            };
             // One statement: what the read returned is not kept in the task's state beyond it.
             // A bad head's answer and linger are one await: across two, the read's result took a
             // place of its own in every held stream's task.

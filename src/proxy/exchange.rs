@@ -63,11 +63,10 @@ pub(crate) struct Ctx<'a> {
     pub priority: u8,
     /// Set once a flow permit is held: when the execution budget ends.
     pub exec_deadline: Option<Instant>,
-    /// The client key, when keys are configured (shared with the configuration; the lease is
-    /// boxed: the context lives in every held stream's task, and each is 8 bytes there
-    /// instead of 88 and 72).
+    /// The client key, when keys are configured (shared with the configuration).
     pub client: Option<std::sync::Arc<crate::clients::Client>>,
     /// The exclusive lease this request is fenced to (only its connection may serve it).
+    /// Boxed: the context lives in every held stream's task (8 bytes there instead of 72).
     pub lease: Option<Box<super::lease::Binding>>,
     /// The client connection's place under the connection caps.
     pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
