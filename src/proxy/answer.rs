@@ -16,7 +16,6 @@ use crate::resilience::cooldown::Terminal;
 use bytes::Bytes;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use serde_json::json;
-use std::time::Duration;
 
 /// An upstream error answer read whole while judging it.
 pub struct Buffered {
@@ -94,8 +93,8 @@ async fn pass_through(
         attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
-        idle_timeout: Duration::from_secs(1),
-        send_timeout: Duration::from_millis(ctx.config().limits.client_send_timeout_ms),
+        idle_timeout_ms: 1_000,
+        send_timeout_ms: super::forward::ms32(ctx.config().limits.client_send_timeout_ms),
         hard_deadline: None,
         stream: &crate::sse::StreamSettings::DEFAULT,
         client_fd: Some(ctx.client_fd),

@@ -33,95 +33,104 @@ fn failed(
 
 /// One upstream attempt against one candidate, judged before anything reaches the client:
 /// `Ready` (a head worth delivering, for the loop to commit), `Failed` or `ClientGone`.
-pub(super) async fn attempt(
+#[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
+pub(super) fn attempt(
     ctx: &mut Ctx<'_>,
     entry: &Entry,
     cand: Candidate,
     watch: &mut ClientWatch<'_>,
     budget: &Budget,
-) -> AttemptEnd {
-    let core = ctx.core;
-    let cfg = ctx.config();
-    let Some((provider, conn)) = cfg.connection(cand.connection) else {
-        return failed(
-            classify::transport(false),
-            AttemptOutcome::ProtocolError,
-            "unknown connection".into(),
-            true,
-        );
-    };
-    let model = &entry.targets[cand.target].model;
-    let out = {
-        let credential = super::oauth::token(ctx, conn);
-        let slow = super::usage_wall::slow(ctx, conn);
-        outbound_for(ctx, provider, conn, model, slow, credential.as_deref())
-    };
-    let aim = Aim {
-        provider,
-        conn,
-        provider_index: cfg.provider_of(cand.connection).unwrap_or(0),
-        cand,
-        // (Read after the request is built: the send time.)
-        time: Timing::new(ctx, budget, cfg.upstream.first_byte_timeout_ms),
-    };
-    // A pooled connection or a new one, the request sent and the response head read.
-    let pooled = core
-        .pool
-        .borrow_mut()
-        .take(aim.provider_index, aim.time.sent_ms);
-    let mut up = match pooled {
-        Some(c) => c,
-        None => match connect(ctx, &aim, watch).await {
-            Ok(c) => c,
-            Err(end) => return end,
-        },
-    };
-    let stream = ctx.record.stream;
-    let head = match send_and_await_head(&mut up, &out, aim.time.first_byte, stream, watch).await {
-        Ok(head) => head,
-        Err(fail) => return aim.send_failed(&up, fail),
-    };
+) -> impl std::future::Future<Output = AttemptEnd> {
+    async move {
+        let core = ctx.core;
+        let cfg = ctx.config();
+        let Some((provider, conn)) = cfg.connection(cand.connection) else {
+            return failed(
+                classify::transport(false),
+                AttemptOutcome::ProtocolError,
+                "unknown connection".into(),
+                true,
+            );
+        };
+        let model = &entry.targets[cand.target].model;
+        let out = {
+            let credential = super::oauth::token(ctx, conn);
+            let slow = super::usage_wall::slow(ctx, conn);
+            outbound_for(ctx, provider, conn, model, slow, credential.as_deref())
+        };
+        let aim = Aim {
+            provider,
+            conn,
+            provider_index: cfg.provider_of(cand.connection).unwrap_or(0),
+            cand,
+            // (Read after the request is built: the send time.)
+            time: Timing::new(ctx, budget, cfg.upstream.first_byte_timeout_ms),
+        };
+        // A pooled connection or a new one, the request sent and the response head read.
+        // (An `if let`: its scrutinee ends before the `else`, so the empty pool's answer is not
+        // kept across the connect, nor in every held stream's task.)
+        let mut up = if let Some(c) = aim.pooled(core) {
+            c
+        } else {
+            match connect(ctx, &aim, watch).await {
+                Ok(c) => c,
+                Err(end) => return end,
+            }
+        };
+        let stream = ctx.record.stream;
+        let head =
+            match send_and_await_head(&mut up, &out, aim.time.first_byte, stream, watch).await {
+                Ok(head) => head,
+                Err(fail) => return aim.send_failed(&up, fail),
+            };
+        learn_from_head(core, cand, &head);
+        if conn.usage_wall.any() || (head.status == 401 && conn.oauth.is_some()) {
+            // A Claude subscription account's usage wall reads every answer's head: a success
+            // counts as served on the lane (or shows the window rolled over), a wall answer may
+            // send the request to the same account again (`attempts`); so may a 401 once the
+            // OAuth token is refreshed.
+            let deadline = aim.time.deadline;
+            let learn =
+                super::usage_wall::after_head(ctx, (provider, conn), &head, budget, deadline);
+            Box::pin(learn).await;
+        }
+        if !(200..300).contains(&head.status) {
+            return match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
+                Read::ClientGone => AttemptEnd::ClientGone,
+                Read::Failed { detail, timeout } => {
+                    aim.time.failed(timeout, AttemptOutcome::Reset, detail)
+                }
+                Read::Ok(body) => {
+                    let end = error_answer(ctx, &aim, up, head, body);
+                    super::oauth::expire_if_refused(ctx, end)
+                }
+            };
+        }
+        // An event stream is held until its first useful event (when the stream guard holds
+        // streams back), so that a stream failing at once is retried, not delivered.
+        let st = &cfg.stream;
+        if st.guard && st.holdback_ms > 0 && is_event_stream(&head) {
+            let held = judge::hold_stream(&mut up, &head, st, aim.time.deadline, watch).await;
+            if let Some(end) = judge_hold(ctx, &aim, &head, held) {
+                return end;
+            }
+        }
+        observe_latency(ctx, &aim);
+        AttemptEnd::Ready {
+            up,
+            head,
+            provider_index: aim.provider_index,
+        }
+    }
+}
+
+/// What every answer's head teaches: the connection's quota figures and its pacing.
+fn learn_from_head(core: &crate::state::core::Core, cand: Candidate, head: &Head) {
     let get = |n: &str| head.get_str(n).map(str::to_string);
     core.loads
         .borrow_mut()
         .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
-    learn_pacing(&core.shared.flow.gates[cand.connection], &head);
-    if conn.usage_wall.any() || (head.status == 401 && conn.oauth.is_some()) {
-        // A Claude subscription account's usage wall reads every answer's head: a success
-        // counts as served on the lane (or shows the window rolled over), a wall answer may
-        // send the request to the same account again (`attempts`); so may a 401 once the
-        // OAuth token is refreshed.
-        let deadline = aim.time.deadline;
-        let learn = super::usage_wall::after_head(ctx, (provider, conn), &head, budget, deadline);
-        Box::pin(learn).await;
-    }
-    if !(200..300).contains(&head.status) {
-        return match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
-            Read::ClientGone => AttemptEnd::ClientGone,
-            Read::Failed { detail, timeout } => {
-                aim.time.failed(timeout, AttemptOutcome::Reset, detail)
-            }
-            Read::Ok(body) => {
-                let end = error_answer(ctx, &aim, up, head, body);
-                super::oauth::expire_if_refused(ctx, end)
-            }
-        };
-    }
-    // An event stream is held until its first useful event (when the stream guard holds
-    // streams back), so that a stream failing at once is retried, not delivered.
-    let st = &cfg.stream;
-    if st.guard && st.holdback_ms > 0 && is_event_stream(&head) {
-        let held = judge::hold_stream(&mut up, &head, st, aim.time.deadline, watch).await;
-        if let Some(end) = judge_hold(ctx, &aim, &head, held) {
-            return end;
-        }
-    }
-    observe_latency(ctx, &aim);
-    AttemptEnd::Ready {
-        up,
-        head,
-        provider_index: aim.provider_index,
-    }
+    learn_pacing(&core.shared.flow.gates[cand.connection], head);
 }
 
 fn is_event_stream(head: &Head) -> bool {
@@ -139,6 +148,13 @@ struct Aim<'a> {
 }
 
 impl Aim<'_> {
+    /// An idle connection to this provider from the core's pool, if one is there.
+    fn pooled(&self, core: &crate::state::core::Core) -> Option<UpConn> {
+        core.pool
+            .borrow_mut()
+            .take(self.provider_index, self.time.sent_ms)
+    }
+
     /// A send that failed before the head. A pooled connection that the upstream closed while
     /// it idled fails at once, before any byte of the answer: the request is sent again on
     /// another connection, as a new attempt of its own. Never after a timeout: the upstream

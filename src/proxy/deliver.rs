@@ -3,7 +3,7 @@
 
 use super::exchange::{AttemptEnd, Ctx, Delivered, Failed};
 use super::forward::RelayFailure;
-use super::forward::{Relay, Relayed, relay};
+use super::forward::{Relay, Relayed, ms32, relay};
 use super::judge;
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
@@ -14,7 +14,6 @@ use crate::upstream::UpConn;
 use crate::upstream::stream::{PlainBody, TlsBody, UpStream};
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
 
 /// The upstream answer an attempt got ready to deliver.
 pub(super) struct Upstream {
@@ -69,12 +68,9 @@ pub(super) fn commit(
     watch: &mut ClientWatch<'_>,
 ) -> impl std::future::Future<Output = (AttemptEnd, bool)> {
     async move {
-        let cand = ready.cand;
-        let Upstream { up, head, .. } = ready;
-        let head = &*head;
-        let core = ctx.core;
-        let cfg = ctx.config();
-        let Some(&names) = ctx.generation.conn_names.get(cand.connection) else {
+        // Only what the relay needs is kept across it; the candidate, the head and the names are
+        // read again after it (each kept took room in every held stream's task).
+        let Some(&(_, _, label)) = ctx.generation.conn_names.get(ready.cand.connection) else {
             let failed = Failed::new(
                 classify::transport(false),
                 AttemptOutcome::ProtocolError,
@@ -83,33 +79,41 @@ pub(super) fn commit(
             );
             return (AttemptEnd::Failed(failed), false);
         };
-        let label = names.2;
-        let attempts = ctx.attempts_header(Some((label, head.status)));
+        let attempts = ctx.attempts_header(Some((label, ready.head.status)));
         ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
-        let r = Relay {
-            secret: cfg.secret_of(cand.connection),
-            dialect: ctx.dialect,
-            request_id: &ctx.record.request_id,
-            route: &entry.name,
-            connection_label: ctx.reveal.then_some(label),
-            attempts: &attempts,
-            client_keep_alive: ctx.keep_alive,
-            client_http11: ctx.head.version_minor >= 1,
-            idle_timeout: Duration::from_millis(cfg.upstream.idle_read_timeout_ms),
-            send_timeout: Duration::from_millis(cfg.limits.client_send_timeout_ms),
-            hard_deadline: ctx.exec_deadline,
-            stream: &cfg.stream,
-            client_fd: Some(ctx.client_fd),
+        // When the relay began, from the request's head (as an instant it took 16 bytes).
+        let relay_from_us = crate::audit::micros32(crate::clock::since(ctx.started));
+        let (res, sse) = {
+            let cfg = ctx.config();
+            let r = Relay {
+                secret: cfg.secret_of(ready.cand.connection),
+                dialect: ctx.dialect,
+                request_id: &ctx.record.request_id,
+                route: &entry.name,
+                connection_label: ctx.reveal.then_some(label),
+                attempts: &attempts,
+                client_keep_alive: ctx.keep_alive,
+                client_http11: ctx.head.version_minor >= 1,
+                idle_timeout_ms: ms32(cfg.upstream.idle_read_timeout_ms),
+                send_timeout_ms: ms32(cfg.limits.client_send_timeout_ms),
+                hard_deadline: ctx.exec_deadline,
+                stream: &cfg.stream,
+                client_fd: Some(ctx.client_fd),
+            };
+            let Upstream { up, head, .. } = &mut *ready;
+            // The client's body goes with the answer's first byte (`relay`'s `prompt`).
+            let (buf, prompt) = (&mut up.buf, &mut ctx.body);
+            // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS
+            // relay fits in the room the plain one takes in the task (boxed, it cost 2 KB per
+            // TLS stream).
+            match &mut up.stream {
+                UpStream::Plain(s) => {
+                    relay(wr, watch, &mut PlainBody(s), buf, head, &r, prompt).await
+                }
+                UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, prompt).await,
+            }
         };
-        let t0 = crate::clock::instant();
-        // The client's body goes with the answer's first byte (`relay`'s `prompt`).
-        let (buf, prompt) = (&mut up.buf, &mut ctx.body);
-        // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS relay
-        // fits in the room the plain one takes in the task (boxed, it cost 2 KB per TLS stream).
-        let res = match &mut up.stream {
-            UpStream::Plain(s) => relay(wr, watch, &mut PlainBody(s), buf, head, &r, prompt).await,
-            UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, prompt).await,
-        };
+        let (cand, head, core) = (ready.cand, &ready.head, ctx.core);
         if !res.committed {
             let detail = res
                 .failure
@@ -128,9 +132,10 @@ pub(super) fn commit(
         let facts = Facts {
             entry,
             cand,
-            names,
+            names: ctx.generation.conn_names[cand.connection],
             status: head.status,
-            t0,
+            relay_from_us,
+            sse,
         };
         record(ctx, &facts, &res, in_band);
         let reusable = res.upstream_complete && head.keep_alive && !core.drain.is_draining();
@@ -187,8 +192,10 @@ struct Facts<'a> {
     /// (provider, connection, `provider/connection`)
     names: (&'static str, &'static str, &'static str),
     status: u16,
-    /// When the relay began.
-    t0: std::time::Instant,
+    /// When the relay began, in microseconds from the request's head.
+    relay_from_us: u32,
+    /// What the SSE scanner saw (event streams only).
+    sse: Option<crate::sse::Totals>,
 }
 
 /// Record what came of the commit: the metrics, the attempt's line and the request's outcome
@@ -196,7 +203,7 @@ struct Facts<'a> {
 fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge::InBand>) {
     let core = ctx.core;
     let (entry, cand) = (d.entry, d.cand);
-    if let Some(t) = res.sse {
+    if let Some(t) = d.sse {
         ctx.record.stream_stats = Some(crate::audit::StreamStats {
             events: t.events,
             text_bytes: t.text_bytes,
@@ -238,7 +245,7 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
             (_, f) => f.map(|f| f.as_str().to_string()),
         },
         restated_from: in_band.as_ref().and_then(|b| b.restated_from),
-        ms: crate::clock::since(d.t0).as_millis() as u64,
+        ms: relay_ms(ctx, d.relay_from_us),
         ..Default::default()
     });
     ctx.record.status = if res.client_gone { 499 } else { d.status };
@@ -266,7 +273,7 @@ fn usage_and_first_token(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed) {
     let core = ctx.core;
     let cand = d.cand;
     let given = |v: u32| v.checked_sub(1);
-    let tokens = match &res.sse {
+    let tokens = match &d.sse {
         Some(t) => (t.input_tokens, t.output_tokens, t.cached_tokens),
         None => (
             given(res.usage[0]),
@@ -285,7 +292,16 @@ fn usage_and_first_token(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed) {
     }
     if res.first_useful_us > 0 {
         // From the request's head: to the relay's start, then within the relay.
-        let to_relay = crate::audit::micros32(d.t0.saturating_duration_since(ctx.started));
-        ctx.record.ttft_us = to_relay.saturating_add(res.first_useful_us - 1).max(1);
+        ctx.record.ttft_us = d
+            .relay_from_us
+            .saturating_add(res.first_useful_us - 1)
+            .max(1);
     }
+}
+
+/// How long the relay that began `relay_from_us` after the request's head has taken, in
+/// milliseconds.
+fn relay_ms(ctx: &Ctx<'_>, relay_from_us: u32) -> u64 {
+    let now_us = crate::clock::since(ctx.started).as_micros() as u64;
+    now_us.saturating_sub(u64::from(relay_from_us)) / 1_000
 }

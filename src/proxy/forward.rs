@@ -30,9 +30,11 @@ pub struct Relay<'a> {
     pub secret: &'a [u8],
     pub client_keep_alive: bool,
     pub client_http11: bool,
-    pub idle_timeout: Duration,
-    /// How long the client may accept nothing before it counts as gone.
-    pub send_timeout: Duration,
+    /// How long the upstream may send nothing, in milliseconds (durations here are 32-bit:
+    /// this lives in every held stream's task).
+    pub idle_timeout_ms: u32,
+    /// How long the client may accept nothing before it counts as gone, in milliseconds.
+    pub send_timeout_ms: u32,
     /// The execution budget's end: the stream is cut (upstream closed) when it passes.
     pub hard_deadline: Option<std::time::Instant>,
     /// The stream guard's settings (readiness, total time, throughput watchdog); borrowed:
@@ -43,7 +45,20 @@ pub struct Relay<'a> {
     pub client_fd: Option<std::os::fd::RawFd>,
 }
 
-/// How the relay ended.
+impl Relay<'_> {
+    fn send_timeout(&self) -> Duration {
+        Duration::from_millis(self.send_timeout_ms.into())
+    }
+}
+
+/// A duration from the configuration, in milliseconds, as the relay keeps it (32-bit: up to
+/// 49 days).
+pub fn ms32(ms: u64) -> u32 {
+    ms.min(u64::from(u32::MAX)) as u32
+}
+
+/// How the relay ended. (What the SSE scanner saw comes beside it, from `relay`: kept in
+/// here, its 64 bytes were carried by every held stream's task.)
 #[derive(Debug, Default)]
 pub struct Relayed {
     pub status: u16,
@@ -57,8 +72,6 @@ pub struct Relayed {
     pub client_gone: bool,
     /// Whether any byte reached the client (after that, nothing may be retried).
     pub committed: bool,
-    /// What the SSE scanner saw (event streams only).
-    pub sse: Option<crate::sse::Totals>,
     /// The data of the upstream's own in-band error event, when one came after the commit (it
     /// reached the client as the upstream sent it; the engine judges it like an error answer).
     pub upstream_error: Option<String>,
@@ -103,7 +116,7 @@ fn next_wait(
     started: std::time::Instant,
     now: std::time::Instant,
 ) -> (Duration, RelayFailure) {
-    let mut wait = r.idle_timeout;
+    let mut wait = Duration::from_millis(r.idle_timeout_ms.into());
     let mut why = RelayFailure::IdleTimeout;
     let mut tighter = |at: Option<std::time::Instant>, reason: RelayFailure| {
         if let Some(at) = at {
@@ -166,7 +179,7 @@ async fn send_error_event(
             r.client_fd,
             Bytes::from(bytes),
             send_timer,
-            r.send_timeout
+            r.send_timeout()
         )
         .await,
         Sent::Done
@@ -256,7 +269,7 @@ pub(crate) fn relay<B: BodyRead>(
     head: &Head,
     r: &Relay<'_>,
     prompt: &mut Bytes,
-) -> impl std::future::Future<Output = Relayed> {
+) -> impl std::future::Future<Output = (Relayed, Option<crate::sse::Totals>)> {
     async move {
         let mut out = Relayed {
             status: head.status,
@@ -275,14 +288,14 @@ pub(crate) fn relay<B: BodyRead>(
                     ends_message,
                 } => (data, done, edge_now, ends_message),
                 // Nothing reached the client yet: the caller may still try elsewhere.
-                Next::Unsent => return out,
+                Next::Unsent => return (out, None),
                 Next::Stop => break,
             };
             if !prompt.is_empty() {
                 // Committed: nothing is retried after this.
                 *prompt = Bytes::new();
             }
-            match send(wr, r.client_fd, data, &mut send_timer, r.send_timeout).await {
+            match send(wr, r.client_fd, data, &mut send_timer, r.send_timeout()).await {
                 Sent::Done => {
                     s.clean_edge = edge_now;
                     s.message_whole |= ends_message;
@@ -308,7 +321,7 @@ pub(crate) fn relay<B: BodyRead>(
             if s.upstream_eof {
                 // Once per response, and rare (a close-delimited body): boxed, so that its future
                 // does not widen every held stream's task.
-                Box::pin(s.at_upstream_eof(wr, &mut out, &mut send_timer, r.send_timeout)).await;
+                Box::pin(s.at_upstream_eof(wr, &mut out, &mut send_timer, r.send_timeout())).await;
                 break;
             }
             let why = s.arm_read(r, &mut timer);
@@ -331,8 +344,8 @@ pub(crate) fn relay<B: BodyRead>(
             let sent = Box::pin(send_error_event(wr, r, failure, chunked, &mut send_timer)).await;
             s.error_event_sent(sent);
         }
-        s.finish(&mut out);
-        out
+        let sse = s.finish(&mut out);
+        (out, sse)
     }
 }
 

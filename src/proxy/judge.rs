@@ -127,49 +127,52 @@ pub enum Hold {
 /// window with at least one event held; a stream that shows nothing useful keeps being held up
 /// to the readiness timeout. The SSE scanner
 /// reads the held bytes in place (no copy); they stay in `up.buf` for the relay.
-pub async fn hold_stream(
+#[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
+pub fn hold_stream(
     up: &mut UpConn,
     head: &Head,
     st: &crate::sse::StreamSettings,
     deadline: Instant,
     watch: &mut ClientWatch<'_>,
-) -> Read<Hold> {
-    let start = crate::clock::instant();
-    let mut held = Held {
-        scanner: crate::sse::Scanner::default(),
-        tracker: (head.framing == Framing::Chunked).then(ChunkTracker::new),
-        fed: 0,
-        payload_len: 0,
-        body_done: false,
-        window_end: start + Duration::from_millis(st.holdback_ms),
-        ready_end: start + Duration::from_millis(st.readiness_timeout_ms),
-        deadline,
-    };
-    loop {
-        if held.scan(&up.buf, head.framing).is_err() {
-            return Read::Ok(Hold::Commit); // the relay reports it
-        }
-        if let Some(done) = held.judge(&up.buf, head.framing, st.holdback_bytes) {
-            return done;
-        }
-        // The window is judged when bytes arrive (as the reference does), never by cutting a
-        // read short: a read dropped mid-flight on io_uring can lose the bytes it took.
-        let until = held.ready_end.min(deadline);
-        // Readiness first: the hold waits for the first useful event with no pooled buffer.
-        let read = timer::timeout_at(until, up.stream.read_when_ready(&mut up.buf));
-        match watch.race(std::pin::pin!(read)).await {
-            Raced::ClientGone => return Read::ClientGone,
-            Raced::Done(Err(_)) => {} // a timer: decided at the top
-            Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => {
-                if head.framing == Framing::Close && held.scanner.totals.terminal {
-                    return Read::Ok(Hold::Commit);
-                }
-                return Read::Failed {
-                    detail: "stream ended before its first useful event".into(),
-                    timeout: false,
-                };
+) -> impl std::future::Future<Output = Read<Hold>> {
+    async move {
+        let start = crate::clock::instant();
+        let mut held = Held {
+            scanner: crate::sse::Scanner::default(),
+            tracker: (head.framing == Framing::Chunked).then(ChunkTracker::new),
+            fed: 0,
+            payload_len: 0,
+            body_done: false,
+            window_end: start + Duration::from_millis(st.holdback_ms),
+            ready_end: start + Duration::from_millis(st.readiness_timeout_ms),
+            deadline,
+        };
+        loop {
+            if held.scan(&up.buf, head.framing).is_err() {
+                return Read::Ok(Hold::Commit); // the relay reports it
             }
-            Raced::Done(Ok(Ok(_))) => {}
+            if let Some(done) = held.judge(&up.buf, head.framing, st.holdback_bytes) {
+                return done;
+            }
+            // The window is judged when bytes arrive (as the reference does), never by cutting a
+            // read short: a read dropped mid-flight on io_uring can lose the bytes it took.
+            let until = held.ready_end.min(deadline);
+            // Readiness first: the hold waits for the first useful event with no pooled buffer.
+            let read = timer::timeout_at(until, up.stream.read_when_ready(&mut up.buf));
+            match watch.race(std::pin::pin!(read)).await {
+                Raced::ClientGone => return Read::ClientGone,
+                Raced::Done(Err(_)) => {} // a timer: decided at the top
+                Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => {
+                    if head.framing == Framing::Close && held.scanner.totals.terminal {
+                        return Read::Ok(Hold::Commit);
+                    }
+                    return Read::Failed {
+                        detail: "stream ended before its first useful event".into(),
+                        timeout: false,
+                    };
+                }
+                Raced::Done(Ok(Ok(_))) => {}
+            }
         }
     }
 }

@@ -32,13 +32,20 @@ pub(super) enum Next {
     Stop,
 }
 
+/// The throughput watchdog of one stream, and how much of the stream's text it has seen.
+struct Watched {
+    watchdog: Watchdog,
+    text_seen: u64,
+}
+
 /// One relayed response, between upstream reads.
 pub(super) struct Stream {
     framing: Framing,
     /// A close-delimited body re-framed as chunked for a keep-alive client.
     rechunk: bool,
-    /// An HTTP/1.0 client gets a chunked body without its framing, ended by closing.
-    dechunk: Option<ChunkTracker>,
+    /// An HTTP/1.0 client gets a chunked body without its framing, ended by closing (rare:
+    /// boxed, so that it takes no room in every held stream's task).
+    dechunk: Option<Box<ChunkTracker>>,
     keep_alive: bool,
     is_sse: bool,
     client_chunked: bool,
@@ -60,8 +67,9 @@ pub(super) struct Stream {
     /// The upstream's last chunk is held back for an error event to go before it.
     held_back_last_chunk: bool,
     started: Instant,
-    watchdog: Option<Watchdog>,
-    text_seen: u64,
+    /// Only when the watchdog is on (it is off by default): boxed, so that a held stream
+    /// without one does not carry its 300 bytes of buckets.
+    watchdog: Option<Box<Watched>>,
     /// Whether an error event may still be appended (not after an upstream's trailers, nor
     /// past a Content-Length).
     can_append: bool,
@@ -75,7 +83,8 @@ impl Stream {
         let framing = head.framing;
         let rechunk = framing == Framing::Close && r.client_keep_alive && r.client_http11;
         let mut keep_alive = r.client_keep_alive;
-        let dechunk = (!r.client_http11 && framing == Framing::Chunked).then(ChunkTracker::new);
+        let dechunk = (!r.client_http11 && framing == Framing::Chunked)
+            .then(|| Box::new(ChunkTracker::new()));
         if (framing == Framing::Close && !rechunk) || dechunk.is_some() {
             keep_alive = false;
         }
@@ -99,8 +108,12 @@ impl Stream {
             .get("content-type")
             .is_some_and(|v| v.starts_with(b"application/json"));
         let usage_wanted = json && matches!(framing, Framing::Length(_));
-        let watchdog = (scanner.is_some() && r.stream.watchdog.enabled)
-            .then(|| Watchdog::new(r.stream.watchdog, crate::clock::now_ms()));
+        let watchdog = (scanner.is_some() && r.stream.watchdog.enabled).then(|| {
+            Box::new(Watched {
+                watchdog: Watchdog::new(r.stream.watchdog, crate::clock::now_ms()),
+                text_seen: 0,
+            })
+        });
         Stream {
             framing,
             rechunk,
@@ -119,7 +132,6 @@ impl Stream {
             held_back_last_chunk: false,
             started: crate::clock::instant(),
             watchdog,
-            text_seen: 0,
             can_append: !matches!(framing, Framing::Length(_)),
         }
     }
@@ -234,9 +246,9 @@ impl Stream {
             return false;
         };
         let t = crate::clock::now_ms();
-        w.observe(t, sc.totals.text_bytes - self.text_seen);
-        self.text_seen = sc.totals.text_bytes;
-        !done && w.too_slow(t, sc.totals.protected)
+        w.watchdog.observe(t, sc.totals.text_bytes - w.text_seen);
+        w.text_seen = sc.totals.text_bytes;
+        !done && w.watchdog.too_slow(t, sc.totals.protected)
     }
 
     /// The upstream closed: a close-delimited body ends here (re-chunked: with the last
@@ -281,7 +293,7 @@ impl Stream {
         // its output would leave the window, not at the idle timeout.
         if let (Some(sc), Some(w)) = (&self.scanner, &self.watchdog) {
             let now_ms = crate::clock::ms_at(now);
-            if let Some(at) = w.silent_deadline(now_ms, sc.totals.protected) {
+            if let Some(at) = w.watchdog.silent_deadline(now_ms, sc.totals.protected) {
                 let left = Duration::from_millis(at.saturating_sub(now_ms));
                 if left < wait {
                     (wait, why) = (left, RelayFailure::ThroughputTooLow);
@@ -339,8 +351,8 @@ impl Stream {
         self.client_chunked
     }
 
-    /// End the relay: whether the client connection stays open, and what the scanner saw.
-    pub(super) fn finish(&mut self, out: &mut Relayed) {
+    /// End the relay: whether the client connection stays open; returns what the scanner saw.
+    pub(super) fn finish(&mut self, out: &mut Relayed) -> Option<crate::sse::Totals> {
         let mut keep_alive = self.keep_alive;
         // Whether a failed stream still ended as a whole HTTP message: the upstream's own end
         // went out (a stream without its terminal marker, where no event could be added), or
@@ -353,6 +365,6 @@ impl Stream {
         }
         out.client_keep_alive =
             keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
-        out.sse = self.scanner.take().map(|s| s.totals);
+        self.scanner.take().map(|s| s.totals)
     }
 }
