@@ -18,9 +18,9 @@ both_drivers!(
 );
 
 const STREAMS: usize = 2000;
-/// Per held stream, in the proxy's resident memory. Debug builds measure 6 KiB (7–8 before the
+/// Per held stream, in the proxy's resident memory. Debug builds measure 5–6 KiB (7–8 before the
 /// task fit the allocator's 4 KiB class, 9–11 before the client watch became a readiness
-/// wait), release builds 6–7 (the 4 KiB task and its small state; see
+/// wait), release builds 5.7–6.4 (the 3.5 KiB task and its small state; see
 /// docs/design/performance.md). One read buffer held per stream would add 16 KiB, one held
 /// across a burst of events as much, and a task back in the 8 KiB class 4.
 const KIB_PER_STREAM: u64 = 12;
