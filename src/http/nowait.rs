@@ -88,6 +88,26 @@ pub fn recv_slice(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 /// Send as much of `data` as the socket takes now; `Ok(0)` when it takes nothing.
 /// `MSG_NOSIGNAL`: a client that closed is an error here, never a SIGPIPE.
 pub fn send(fd: RawFd, data: &[u8]) -> io::Result<usize> {
+    send_then(fd, data, Push::Now)
+}
+
+/// When the kernel sends what a [`send_then`] gave it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Push {
+    /// At once (`TCP_NODELAY` is set on client sockets): one segment per write.
+    Now,
+    /// With what comes next (`MSG_MORE`): the kernel holds a partial segment until more data
+    /// fills it, a later write pushes, or about 200 ms pass. Fewer segments and fewer wake-ups
+    /// of the peer, each write held meanwhile.
+    WithNext,
+}
+
+/// [`send`], saying when the kernel should push the bytes out.
+pub fn send_then(fd: RawFd, data: &[u8], push: Push) -> io::Result<usize> {
+    let more = match push {
+        Push::Now => 0,
+        Push::WithNext => libc::MSG_MORE,
+    };
     if data.is_empty() {
         return Ok(0);
     }
@@ -99,7 +119,7 @@ pub fn send(fd: RawFd, data: &[u8]) -> io::Result<usize> {
                 fd,
                 data.as_ptr().cast(),
                 data.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more,
             )
         };
         if n >= 0 {

@@ -10,6 +10,7 @@ use super::watch::ClientWatch;
 use crate::dialect::{ApiError, Dialect};
 use crate::http::Head;
 use crate::http::chunk::size_line;
+use crate::http::nowait::Push;
 use crate::upstream::stream::BodyRead;
 use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
@@ -176,7 +177,7 @@ async fn send_error_event(
     matches!(
         send(
             wr,
-            r.client_fd,
+            (r.client_fd, Push::Now),
             Bytes::from(bytes),
             send_timer,
             r.send_timeout()
@@ -184,6 +185,17 @@ async fn send_error_event(
         .await,
         Sent::Done
     )
+}
+
+/// When the kernel sends a write to the client: at once, unless the operator chose to join a
+/// stream's events (`stream.coalesce_events`). The write with the head (the first token's
+/// latency) and the one that ends the message are never held.
+fn push_for(r: &Relay<'_>, first: bool, ends_message: bool) -> Push {
+    if r.stream.coalesce_events && !first && !ends_message {
+        Push::WithNext
+    } else {
+        Push::Now
+    }
 }
 
 /// Frame `data` as one chunk (only for re-framed close-delimited bodies).
@@ -213,7 +225,7 @@ enum Sent {
 /// the socket is full, goes through the runtime under the timer.
 async fn send(
     wr: &mut TcpOwnedWriteHalf,
-    fd: Option<RawFd>,
+    (fd, push): (Option<RawFd>, Push),
     mut data: Bytes,
     timer: Timer<'_>,
     limit: Duration,
@@ -222,7 +234,7 @@ async fn send(
         return Sent::Done;
     }
     if let Some(fd) = fd {
-        match crate::http::nowait::send(fd, &data) {
+        match crate::http::nowait::send_then(fd, &data, push) {
             Ok(n) if n == data.len() => return Sent::Done,
             Ok(n) => bytes::Buf::advance(&mut data, n),
             Err(_) => return Sent::Gone,
@@ -280,13 +292,20 @@ pub(crate) fn relay<B: BodyRead>(
         let mut timer = None;
         let mut send_timer = None;
         loop {
-            let (data, done, edge_now, ends_message) = match s.next_write(buf, &mut out) {
+            let (data, done, edge_now, ends_message, push) = match s.next_write(buf, &mut out) {
                 Next::Write {
                     data,
                     done,
                     edge_now,
                     ends_message,
-                } => (data, done, edge_now, ends_message),
+                    first,
+                } => (
+                    data,
+                    done,
+                    edge_now,
+                    ends_message,
+                    push_for(r, first, ends_message),
+                ),
                 // Nothing reached the client yet: the caller may still try elsewhere.
                 Next::Unsent => return (out, None),
                 Next::Stop => break,
@@ -295,7 +314,8 @@ pub(crate) fn relay<B: BodyRead>(
                 // Committed: nothing is retried after this.
                 *prompt = Bytes::new();
             }
-            match send(wr, r.client_fd, data, &mut send_timer, r.send_timeout()).await {
+            let to = (r.client_fd, push);
+            match send(wr, to, data, &mut send_timer, r.send_timeout()).await {
                 Sent::Done => {
                     s.clean_edge = edge_now;
                     s.message_whole |= ends_message;

@@ -128,6 +128,7 @@ pub(in crate::config) fn stream(
             86_400_000,
         ),
         watchdog: w,
+        coalesce_events: st.coalesce_events,
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::{Relay, RelayFailure, Relayed, Sent, as_chunk, next_wait, send};
 use crate::http::chunk::ChunkTracker;
+use crate::http::nowait::Push;
 use crate::http::{Framing, Head};
 use crate::proxy::body_end::{BodyEnd, EventEdge};
 use crate::proxy::client_head::client_head;
@@ -25,6 +26,8 @@ pub(super) enum Next {
         edge_now: bool,
         /// This write ends the client's message (the body's own end goes out with it).
         ends_message: bool,
+        /// This write carries the response head.
+        first: bool,
     },
     /// The upstream's framing broke before anything reached the client.
     Unsent,
@@ -193,6 +196,7 @@ impl Stream {
             data
         };
         out.committed = true;
+        let first = self.pending_head.is_some();
         let data = match self.pending_head.take() {
             // Head and the first body bytes in one write.
             Some(mut h) => {
@@ -206,6 +210,7 @@ impl Stream {
             done,
             edge_now,
             ends_message,
+            first,
         }
     }
 
@@ -276,7 +281,10 @@ impl Stream {
             out.failure = Some(RelayFailure::NoTerminal);
         } else if self.rechunk {
             let last = Bytes::from_static(b"0\r\n\r\n");
-            if !matches!(send(wr, None, last, send_timer, limit).await, Sent::Done) {
+            if !matches!(
+                send(wr, (None, Push::Now), last, send_timer, limit).await,
+                Sent::Done
+            ) {
                 out.client_gone = true;
             }
         }

@@ -57,3 +57,22 @@ fn the_next_read_waits_for_whichever_limit_ends_first() {
         Duration::ZERO
     );
 }
+
+#[test]
+fn events_are_joined_only_when_the_operator_asks_and_never_the_head_or_the_end() {
+    use crate::http::nowait::Push;
+    let mut st = crate::sse::StreamSettings::default();
+    let r = relay_with(None, &st);
+    for (first, ends) in [(true, false), (false, false), (false, true), (true, true)] {
+        assert_eq!(push_for(&r, first, ends), Push::Now, "off by default");
+    }
+    st.coalesce_events = true;
+    let r = relay_with(None, &st);
+    assert_eq!(push_for(&r, false, false), Push::WithNext);
+    assert_eq!(
+        push_for(&r, true, false),
+        Push::Now,
+        "the head goes at once"
+    );
+    assert_eq!(push_for(&r, false, true), Push::Now, "the end goes at once");
+}
