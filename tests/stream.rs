@@ -337,6 +337,9 @@ fn coalesced_events_arrive_whole_in_fewer_reads(driver: &str) {
     });
     let body = priority_keys(sim.addr, &["a"], "") + "[stream]\ncoalesce_events = true\n";
     let proxy = Proxy::start(driver, 1, "", &body);
+    // An operator can see why events come in bunches.
+    let (_, cfg) = proxy.admin("GET", "/admin/config");
+    assert_eq!(cfg["stream"]["coalesce_events"], true, "{cfg}");
     let mut c = raw_client(proxy.addr);
     c.write_all(raw_chat("m", true).as_bytes()).expect("send");
     let mut got = Vec::new();

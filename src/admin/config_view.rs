@@ -33,6 +33,7 @@ pub fn config(shared: &Shared) -> (u16, Value) {
                 "idle_read_timeout_ms": c.upstream.idle_read_timeout_ms,
                 "max_attempts": c.upstream.max_attempts,
             },
+            "stream": stream(&c.stream),
             "providers": c.providers.iter().map(provider).collect::<Vec<_>>(),
             "routes": c.routes.iter().map(|r| json!({
                 "name": r.name,
@@ -63,6 +64,25 @@ fn server(c: &Config) -> Value {
         "drain_delay_ms": s.drain_delay.as_millis() as u64,
         "access_log": s.access_log,
         "pin_workers": s.pin_workers,
+    })
+}
+
+/// The stream guard, and whether events are joined (`coalesce_events`: when an operator asks
+/// why events reach clients in bunches, this answers it).
+fn stream(s: &crate::sse::StreamSettings) -> Value {
+    let w = &s.watchdog;
+    json!({
+        "guard": s.guard,
+        "holdback_ms": s.holdback_ms,
+        "holdback_bytes": s.holdback_bytes,
+        "readiness_timeout_ms": s.readiness_timeout_ms,
+        "total_timeout_ms": s.total_timeout_ms,
+        "watchdog": w.enabled,
+        "watchdog_warmup_ms": w.warmup_ms,
+        "watchdog_window_ms": w.window_ms,
+        "watchdog_min_bytes_per_second": w.min_bytes_per_second,
+        "watchdog_min_useful_bytes": w.min_useful_bytes,
+        "coalesce_events": s.coalesce_events,
     })
 }
 
