@@ -292,7 +292,8 @@ mod tests {
     /// later that day (the watchdog and an HTTP/1.0 client's de-chunker boxed, as they are
     /// rare or off by default; the scanner's totals, the commit's names and instant, and the
     /// pool's empty answer no longer kept across the relay; `attempt` and `hold_stream` take
-    /// their arguments in place; the relay's durations 32-bit).
+    /// their arguments in place; the relay's durations 32-bit), 3,488 once the relay's start
+    /// was kept in 64-bit microseconds (a deadline may allow hours before it).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

@@ -81,8 +81,9 @@ pub(super) fn commit(
         };
         let attempts = ctx.attempts_header(Some((label, ready.head.status)));
         ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
-        // When the relay began, from the request's head (as an instant it took 16 bytes).
-        let relay_from_us = crate::audit::micros32(crate::clock::since(ctx.started));
+        // When the relay began, in microseconds from the request's head (as an instant it took
+        // 16 bytes; 64-bit, as a deadline may allow hours of waiting before it).
+        let relay_from_us = crate::clock::since(ctx.started).as_micros() as u64;
         let (res, sse) = {
             let cfg = ctx.config();
             let r = Relay {
@@ -193,7 +194,7 @@ struct Facts<'a> {
     names: (&'static str, &'static str, &'static str),
     status: u16,
     /// When the relay began, in microseconds from the request's head.
-    relay_from_us: u32,
+    relay_from_us: u64,
     /// What the SSE scanner saw (event streams only).
     sse: Option<crate::sse::Totals>,
 }
@@ -292,16 +293,14 @@ fn usage_and_first_token(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed) {
     }
     if res.first_useful_us > 0 {
         // From the request's head: to the relay's start, then within the relay.
-        ctx.record.ttft_us = d
-            .relay_from_us
-            .saturating_add(res.first_useful_us - 1)
-            .max(1);
+        let us = d.relay_from_us + u64::from(res.first_useful_us - 1);
+        ctx.record.ttft_us = us.clamp(1, u64::from(u32::MAX)) as u32;
     }
 }
 
 /// How long the relay that began `relay_from_us` after the request's head has taken, in
 /// milliseconds.
-fn relay_ms(ctx: &Ctx<'_>, relay_from_us: u32) -> u64 {
+fn relay_ms(ctx: &Ctx<'_>, relay_from_us: u64) -> u64 {
     let now_us = crate::clock::since(ctx.started).as_micros() as u64;
-    now_us.saturating_sub(u64::from(relay_from_us)) / 1_000
+    now_us.saturating_sub(relay_from_us) / 1_000
 }
