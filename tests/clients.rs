@@ -53,6 +53,24 @@ fn managed_keys_close_open_mode_and_revoke(driver: &str) {
     );
     let dup = proxy.admin_with("POST", "/admin/clients", r#"{"id":"bot"}"#);
     assert_eq!(dup.status, 400);
+    let bad = r#"{"id":"batch","coalesce_events":"yes"}"#;
+    let bad = proxy.admin_with("POST", "/admin/clients", bad);
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.text().contains("coalesce_events"), "{}", bad.text());
+    let batch = r#"{"id":"batch","coalesce_events":true}"#;
+    let batch = proxy.admin_with("POST", "/admin/clients", batch);
+    assert_eq!(batch.status, 201, "{}", batch.text());
+    assert_eq!(batch.json()["coalesce_events"], true, "{}", batch.text());
+    let batch_key = batch.json()["key"].as_str().unwrap_or_default().to_string();
+    let r = proxy.post(
+        "/v1/chat/completions",
+        &[("x-api-key", &batch_key)],
+        &chat("m", true),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().ends_with("data: [DONE]\n\n"), "{}", r.text());
+    let (s, _) = proxy.admin("DELETE", "/admin/clients/batch");
+    assert_eq!(s, 200);
     let (s, _) = proxy.admin("DELETE", "/admin/clients/bot");
     assert_eq!(s, 200);
     // Revoked, and no key left: open again.

@@ -20,6 +20,7 @@ both_drivers!(
     a_client_that_stops_reading_is_cut_after_the_send_timeout,
     two_thousand_streams_leave_memory_flat,
     coalesced_events_arrive_whole_in_fewer_reads,
+    a_batch_client_key_joins_its_streams,
 );
 
 fn sim_with(faults: &[&str], events: u32) -> ringside::simulate::Simulator {
@@ -329,9 +330,8 @@ fn two_thousand_streams_leave_memory_flat(driver: &str) {
 /// write per event would take one read each on an idle machine. (A busy machine only joins
 /// more: the bound holds under load.)
 fn coalesced_events_arrive_whole_in_fewer_reads(driver: &str) {
-    const EVENTS: u32 = 24;
     let sim = start_sim(SimOptions {
-        events: EVENTS,
+        events: JOINED_EVENTS,
         interval_ms: 20,
         ..Default::default()
     });
@@ -340,8 +340,61 @@ fn coalesced_events_arrive_whole_in_fewer_reads(driver: &str) {
     // An operator can see why events come in bunches.
     let (_, cfg) = proxy.admin("GET", "/admin/config");
     assert_eq!(cfg["stream"]["coalesce_events"], true, "{cfg}");
+    let reads = read_whole_stream(&proxy, "");
+    assert!(
+        reads <= JOINED_EVENTS as usize / 2,
+        "{reads} reads for {JOINED_EVENTS} events: not joined"
+    );
+}
+
+/// A client key of its own may join its streams while the instance does not (a batch job
+/// beside interactive clients); a key without a choice follows the instance.
+fn a_batch_client_key_joins_its_streams(driver: &str) {
+    let sim = start_sim(SimOptions {
+        events: JOINED_EVENTS,
+        interval_ms: 20,
+        ..Default::default()
+    });
+    let (batch, chat_key) = (
+        "sk-ringside-batch-0123456789",
+        "sk-ringside-chat-0123456789",
+    );
+    let body = priority_keys(sim.addr, &["a"], "")
+        + &format!(
+            "[[clients]]\nid = \"batch\"\nkey_sha256 = \"{}\"\ncoalesce_events = true\n\
+             [[clients]]\nid = \"chat\"\nkey_sha256 = \"{}\"\n",
+            key_sha256(batch),
+            key_sha256(chat_key),
+        );
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let reads = read_whole_stream(&proxy, batch);
+    assert!(
+        reads <= JOINED_EVENTS as usize / 2,
+        "{reads} reads for {JOINED_EVENTS} events: the batch key's stream was not joined"
+    );
+    // The interactive key's stream arrives whole too (how many reads it takes depends on how
+    // busy the machine is, so it is not asserted).
+    read_whole_stream(&proxy, chat_key);
+}
+
+const JOINED_EVENTS: u32 = 24;
+
+/// Stream a chat completion through `proxy` on a raw socket (with `key` as its bearer, when
+/// given), check that every event arrived in order with the terminal marker and the chunked
+/// body's end, and return how many reads after the head it took.
+fn read_whole_stream(proxy: &Proxy, key: &str) -> usize {
+    let body = chat("m", true);
+    let auth = if key.is_empty() {
+        String::new()
+    } else {
+        format!("authorization: Bearer {key}\r\n")
+    };
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{auth}content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
     let mut c = raw_client(proxy.addr);
-    c.write_all(raw_chat("m", true).as_bytes()).expect("send");
+    c.write_all(req.as_bytes()).expect("send");
     let mut got = Vec::new();
     let mut reads_after_head = 0;
     let mut buf = [0u8; 65536];
@@ -354,15 +407,15 @@ fn coalesced_events_arrive_whole_in_fewer_reads(driver: &str) {
         got.extend_from_slice(&buf[..n]);
     }
     let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     let words: Vec<&str> = text
         .split("\"content\":\"")
         .skip(2) // the head's part, then the role chunk's empty content
         .filter_map(|rest| rest.split('"').next())
         .collect();
-    let want: Vec<&str> = (0..EVENTS).map(ringside::simulate::body::word).collect();
+    let want: Vec<&str> = (0..JOINED_EVENTS)
+        .map(ringside::simulate::body::word)
+        .collect();
     assert_eq!(words, want, "every event, in order: {text}");
-    assert!(
-        reads_after_head <= EVENTS as usize / 2,
-        "{reads_after_head} reads for {EVENTS} events: not joined"
-    );
+    reads_after_head
 }

@@ -42,6 +42,7 @@ fn from_json(v: &Value, labels: &[(String, String)]) -> Option<Client> {
     Some(Client {
         tenant: tenant_id(v["tenant"].as_str().unwrap_or(&id)),
         priority: v["priority"].as_u64().unwrap_or(5).min(9) as u8,
+        coalesce_events: v["coalesce_events"].as_bool(),
         id,
         scopes,
         allowed,
@@ -69,6 +70,9 @@ pub fn create(
         && p.as_u64().is_none_or(|p| p > 9)
     {
         return Err("`priority` must be a whole number from 0 to 9".into());
+    }
+    if v.get("coalesce_events").is_some_and(|c| !c.is_boolean()) {
+        return Err("`coalesce_events` must be true or false".into());
     }
     if config.list.iter().any(|c| c.id == id) || store.get(&format!("client/{id}")).is_some() {
         return Err(format!("a client `{id}` already exists"));
@@ -110,6 +114,7 @@ pub fn create(
         "allowed_connections": v.get("allowed_connections"),
         "tenant": v.get("tenant"),
         "priority": v.get("priority"),
+        "coalesce_events": v.get("coalesce_events"),
         // Created by an authenticated admin (keys from before admin changes needed one lack
         // this, and are listed as such at start).
         "authenticated": true,

@@ -42,6 +42,8 @@ pub struct Client {
     pub tenant: u64,
     /// Default priority 0–9 of its requests (its class).
     pub priority: u8,
+    /// Whether its streams' events are joined (`None`: `stream.coalesce_events`).
+    pub coalesce_events: Option<bool>,
 }
 
 impl Client {
@@ -140,6 +142,7 @@ mod tests {
             allowed: Some(vec![1]),
             tenant: tenant_id(id),
             priority: 5,
+            coalesce_events: None,
         }
     }
 

@@ -124,6 +124,10 @@ pub struct ClientSection {
     /// Priority class of its requests, 0 (first) to 9.
     #[serde(default = "default_client_priority")]
     pub priority: u8,
+    /// Join its streams' events into fuller segments (`stream.coalesce_events` for this key's
+    /// requests; absent: the instance's setting).
+    #[serde(default)]
+    pub coalesce_events: Option<bool>,
 }
 
 fn default_scopes() -> Vec<String> {

@@ -3,7 +3,7 @@
 
 use super::exchange::{AttemptEnd, Ctx, Delivered, Failed};
 use super::forward::RelayFailure;
-use super::forward::{Relay, Relayed, ms32, relay};
+use super::forward::{Relay, Relayed, coalesce_for, ms32, relay};
 use super::judge;
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
@@ -95,6 +95,7 @@ pub(super) fn commit(
                 attempts: &attempts,
                 client_keep_alive: ctx.keep_alive,
                 client_http11: ctx.head.version_minor >= 1,
+                coalesce: coalesce_for(ctx.client.as_deref(), &cfg.stream),
                 idle_timeout_ms: ms32(cfg.upstream.idle_read_timeout_ms),
                 send_timeout_ms: ms32(cfg.limits.client_send_timeout_ms),
                 hard_deadline: ctx.exec_deadline,

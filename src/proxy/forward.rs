@@ -31,6 +31,9 @@ pub struct Relay<'a> {
     pub secret: &'a [u8],
     pub client_keep_alive: bool,
     pub client_http11: bool,
+    /// Join the stream's writes into fuller segments (`stream.coalesce_events`, or the
+    /// client key's own choice).
+    pub coalesce: bool,
     /// How long the upstream may send nothing, in milliseconds (durations here are 32-bit:
     /// this lives in every held stream's task).
     pub idle_timeout_ms: u32,
@@ -50,6 +53,16 @@ impl Relay<'_> {
     fn send_timeout(&self) -> Duration {
         Duration::from_millis(self.send_timeout_ms.into())
     }
+}
+
+/// Whether a stream's events are joined: the client key's own choice, else the instance's.
+pub fn coalesce_for(
+    client: Option<&crate::clients::Client>,
+    s: &crate::sse::StreamSettings,
+) -> bool {
+    client
+        .and_then(|c| c.coalesce_events)
+        .unwrap_or(s.coalesce_events)
 }
 
 /// A duration from the configuration, in milliseconds, as the relay keeps it (32-bit: up to
@@ -188,10 +201,11 @@ async fn send_error_event(
 }
 
 /// When the kernel sends a write to the client: at once, unless the operator chose to join a
-/// stream's events (`stream.coalesce_events`). The write with the head (the first token's
-/// latency) and the one that ends the message are never held.
+/// stream's events (`stream.coalesce_events`, or the client key's `coalesce_events`). The
+/// write with the head (the first token's latency) and the one that ends the message are
+/// never held.
 fn push_for(r: &Relay<'_>, first: bool, ends_message: bool) -> Push {
-    if r.stream.coalesce_events && !first && !ends_message {
+    if r.coalesce && !first && !ends_message {
         Push::WithNext
     } else {
         Push::Now

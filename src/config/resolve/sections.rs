@@ -179,6 +179,7 @@ pub(in crate::config) fn clients(
                     allowed,
                     tenant: tenant_id(c.tenant.as_deref().unwrap_or(&c.id)),
                     priority: c.priority.min(9),
+                    coalesce_events: c.coalesce_events,
                 },
             ));
         }

@@ -11,6 +11,7 @@ fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSetting
         secret: b"",
         client_keep_alive: true,
         client_http11: true,
+        coalesce: stream.coalesce_events,
         idle_timeout_ms: 600_000,
         send_timeout_ms: 60_000,
         hard_deadline,
@@ -75,4 +76,33 @@ fn events_are_joined_only_when_the_operator_asks_and_never_the_head_or_the_end()
         "the head goes at once"
     );
     assert_eq!(push_for(&r, false, true), Push::Now, "the end goes at once");
+}
+
+#[test]
+fn a_client_key_s_choice_wins_over_the_instance_s() {
+    let client = |c: Option<bool>| crate::clients::Client {
+        id: "k".into(),
+        scopes: Vec::new(),
+        allowed: None,
+        tenant: 0,
+        priority: 5,
+        coalesce_events: c,
+    };
+    let mut st = crate::sse::StreamSettings::default();
+    assert!(!coalesce_for(None, &st), "off by default");
+    assert!(
+        coalesce_for(Some(&client(Some(true))), &st),
+        "a batch key joins"
+    );
+    assert!(
+        !coalesce_for(Some(&client(None)), &st),
+        "a key without a choice follows"
+    );
+    st.coalesce_events = true;
+    assert!(coalesce_for(None, &st), "open mode follows the instance");
+    assert!(coalesce_for(Some(&client(None)), &st));
+    assert!(
+        !coalesce_for(Some(&client(Some(false))), &st),
+        "an interactive key opts out"
+    );
 }
