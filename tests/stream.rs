@@ -330,11 +330,7 @@ fn two_thousand_streams_leave_memory_flat(driver: &str) {
 /// write per event would take one read each on an idle machine. (A busy machine only joins
 /// more: the bound holds under load.)
 fn coalesced_events_arrive_whole_in_fewer_reads(driver: &str) {
-    let sim = start_sim(SimOptions {
-        events: JOINED_EVENTS,
-        interval_ms: 20,
-        ..Default::default()
-    });
+    let sim = sim_for_joining();
     let body = priority_keys(sim.addr, &["a"], "") + "[stream]\ncoalesce_events = true\n";
     let proxy = Proxy::start(driver, 1, "", &body);
     // An operator can see why events come in bunches.
@@ -350,11 +346,7 @@ fn coalesced_events_arrive_whole_in_fewer_reads(driver: &str) {
 /// A client key of its own may join its streams while the instance does not (a batch job
 /// beside interactive clients); a key without a choice follows the instance.
 fn a_batch_client_key_joins_its_streams(driver: &str) {
-    let sim = start_sim(SimOptions {
-        events: JOINED_EVENTS,
-        interval_ms: 20,
-        ..Default::default()
-    });
+    let sim = sim_for_joining();
     let (batch, chat_key) = (
         "sk-ringside-batch-0123456789",
         "sk-ringside-chat-0123456789",
@@ -378,6 +370,16 @@ fn a_batch_client_key_joins_its_streams(driver: &str) {
 }
 
 const JOINED_EVENTS: u32 = 24;
+
+/// An upstream whose streams are `JOINED_EVENTS` events 20 ms apart: within the ~200 ms the
+/// kernel holds a joined write, far apart enough that each would be a read of its own.
+fn sim_for_joining() -> ringside::simulate::Simulator {
+    start_sim(SimOptions {
+        events: JOINED_EVENTS,
+        interval_ms: 20,
+        ..Default::default()
+    })
+}
 
 /// Stream a chat completion through `proxy` on a raw socket (with `key` as its bearer, when
 /// given), check that every event arrived in order with the terminal marker and the chunked
