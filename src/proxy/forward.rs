@@ -190,7 +190,8 @@ async fn send_error_event(
     matches!(
         send(
             wr,
-            (r.client_fd, Push::Now),
+            r.client_fd,
+            Push::Now,
             Bytes::from(bytes),
             send_timer,
             r.send_timeout()
@@ -235,11 +236,12 @@ enum Sent {
 /// `send_timeout`: a slow reader is fine, one that stops reading is cut).
 ///
 /// What the client's socket takes at once is sent without waiting (`http::nowait`): the read
-/// buffer the bytes came in is then free before the task sleeps again. Only the rest, when
-/// the socket is full, goes through the runtime under the timer.
+/// buffer the bytes came in is then free before the task sleeps again, pushed out as `push`
+/// says. Only the rest, when the socket is full, goes through the runtime under the timer.
 async fn send(
     wr: &mut TcpOwnedWriteHalf,
-    (fd, push): (Option<RawFd>, Push),
+    fd: Option<RawFd>,
+    push: Push,
     mut data: Bytes,
     timer: Timer<'_>,
     limit: Duration,
@@ -306,20 +308,14 @@ pub(crate) fn relay<B: BodyRead>(
         let mut timer = None;
         let mut send_timer = None;
         loop {
-            let (data, done, edge_now, ends_message, push) = match s.next_write(buf, &mut out) {
+            let (data, done, edge_now, ends_message, first) = match s.next_write(buf, &mut out) {
                 Next::Write {
                     data,
                     done,
                     edge_now,
                     ends_message,
                     first,
-                } => (
-                    data,
-                    done,
-                    edge_now,
-                    ends_message,
-                    push_for(r, first, ends_message),
-                ),
+                } => (data, done, edge_now, ends_message, first),
                 // Nothing reached the client yet: the caller may still try elsewhere.
                 Next::Unsent => return (out, None),
                 Next::Stop => break,
@@ -328,8 +324,17 @@ pub(crate) fn relay<B: BodyRead>(
                 // Committed: nothing is retried after this.
                 *prompt = Bytes::new();
             }
-            let to = (r.client_fd, push);
-            match send(wr, to, data, &mut send_timer, r.send_timeout()).await {
+            let push = push_for(r, first, ends_message);
+            match send(
+                wr,
+                r.client_fd,
+                push,
+                data,
+                &mut send_timer,
+                r.send_timeout(),
+            )
+            .await
+            {
                 Sent::Done => {
                     s.clean_edge = edge_now;
                     s.message_whole |= ends_message;

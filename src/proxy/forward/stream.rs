@@ -282,7 +282,7 @@ impl Stream {
         } else if self.rechunk {
             let last = Bytes::from_static(b"0\r\n\r\n");
             if !matches!(
-                send(wr, (None, Push::Now), last, send_timer, limit).await,
+                send(wr, None, Push::Now, last, send_timer, limit).await,
                 Sent::Done
             ) {
                 out.client_gone = true;
