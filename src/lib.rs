@@ -7,7 +7,7 @@
 //!
 //! | layer | what | modules |
 //! |---|---|---|
-//! | 0 | base: time, CPU features, logging, names, digests, panic containment | `clock`, `timer`, `cpu`, `log`, `memory`, `names`, `secret`, `contain` |
+//! | 0 | base: time, CPU features, a core's load, logging, names, digests, panic containment | `clock`, `timer`, `cpu`, `core_load`, `log`, `memory`, `names`, `secret`, `contain` |
 //! | 1 | wire formats | `http`, `sse`, `dialect` |
 //! | 2 | state machines and stores, each owning its settings | `resilience`, `flow`, `clients`, `store`, `audit`, `metrics` |
 //! | 3 | the config file turned into typed settings | `config` |
@@ -27,6 +27,7 @@ pub mod clients; // layer 2
 pub mod clock; // layer 0
 pub mod config; // layer 3
 pub mod contain; // layer 0
+pub mod core_load; // layer 0
 pub mod cpu; // layer 0
 pub mod demo; // layer 9
 pub mod dialect; // layer 1

@@ -57,6 +57,12 @@ fn managed_keys_close_open_mode_and_revoke(driver: &str) {
     let bad = proxy.admin_with("POST", "/admin/clients", bad);
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert!(bad.text().contains("coalesce_events"), "{}", bad.text());
+    let auto = r#"{"id":"auto","coalesce_events":"auto"}"#;
+    let auto = proxy.admin_with("POST", "/admin/clients", auto);
+    assert_eq!(auto.status, 201, "{}", auto.text());
+    assert_eq!(auto.json()["coalesce_events"], "auto", "{}", auto.text());
+    let (s, _) = proxy.admin("DELETE", "/admin/clients/auto");
+    assert_eq!(s, 200);
     let batch = r#"{"id":"batch","coalesce_events":true}"#;
     let batch = proxy.admin_with("POST", "/admin/clients", batch);
     assert_eq!(batch.status, 201, "{}", batch.text());

@@ -254,8 +254,8 @@ fn sighup_never_ends_the_process(driver: &str) {
     assert_eq!(status, 200);
     assert_eq!(cfg["server"]["drain_delay_ms"], 300, "{cfg}");
     assert_eq!(
-        cfg["stream"]["coalesce_events"], false,
-        "off by default: {cfg}"
+        cfg["stream"]["coalesce_events"], "auto",
+        "only while busy, by default: {cfg}"
     );
     assert_eq!(cfg["stream"]["holdback_ms"], 750, "{cfg}");
     assert_eq!(cfg["providers"][0]["connections"][0]["id"], "a", "{cfg}");

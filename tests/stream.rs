@@ -21,6 +21,7 @@ both_drivers!(
     two_thousand_streams_leave_memory_flat,
     coalesced_events_arrive_whole_in_fewer_reads,
     a_batch_client_key_joins_its_streams,
+    a_busy_core_joins_events_by_default,
 );
 
 fn sim_with(faults: &[&str], events: u32) -> ringside::simulate::Simulator {
@@ -351,7 +352,9 @@ fn a_batch_client_key_joins_its_streams(driver: &str) {
         "sk-ringside-batch-0123456789",
         "sk-ringside-chat-0123456789",
     );
+    // The instance never joins, however busy the machine running the test is.
     let body = priority_keys(sim.addr, &["a"], "")
+        + "[stream]\ncoalesce_events = false\n"
         + &format!(
             "[[clients]]\nid = \"batch\"\nkey_sha256 = \"{}\"\ncoalesce_events = true\n\
              [[clients]]\nid = \"chat\"\nkey_sha256 = \"{}\"\n",
@@ -367,6 +370,36 @@ fn a_batch_client_key_joins_its_streams(driver: &str) {
     // The interactive key's stream arrives whole too (how many reads it takes depends on how
     // busy the machine is, so it is not asserted).
     read_whole_stream(&proxy, chat_key);
+}
+
+/// `coalesce_events = "auto"` (the default) joins a stream's events only while its core is
+/// busy. Marked busy from any lag (`coalesce_busy_lag_ms = 0`), the core says so in
+/// `/metrics` and its streams arrive in joined reads. (That a quiet core sends each event at
+/// once is a unit test: how many reads a client needs on a loaded machine is not asserted.)
+fn a_busy_core_joins_events_by_default(driver: &str) {
+    let sim = sim_for_joining();
+    let body = priority_keys(sim.addr, &["a"], "") + "[stream]\ncoalesce_busy_lag_ms = 0\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let (_, cfg) = proxy.admin("GET", "/admin/config");
+    assert_eq!(cfg["stream"]["coalesce_events"], "auto", "{cfg}");
+    assert_eq!(cfg["stream"]["coalesce_busy_lag_ms"], 0, "{cfg}");
+    // The core's first tick (50 ms) marks it busy.
+    let busy = "ringside_core_busy{core=\"0\"} 1";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !proxy.metrics().contains(busy) {
+        assert!(std::time::Instant::now() < deadline, "{}", proxy.metrics());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        proxy
+            .metrics()
+            .contains("ringside_core_loop_lag_seconds{core=\"0\"}")
+    );
+    let reads = read_whole_stream(&proxy, "");
+    assert!(
+        reads <= JOINED_EVENTS as usize / 2,
+        "{reads} reads for {JOINED_EVENTS} events on a busy core: not joined"
+    );
 }
 
 const JOINED_EVENTS: u32 = 24;

@@ -82,7 +82,8 @@ fn stream(s: &crate::sse::StreamSettings) -> Value {
         "watchdog_window_ms": w.window_ms,
         "watchdog_min_bytes_per_second": w.min_bytes_per_second,
         "watchdog_min_useful_bytes": w.min_useful_bytes,
-        "coalesce_events": s.coalesce_events,
+        "coalesce_events": s.coalesce_events.as_json(),
+        "coalesce_busy_lag_ms": s.coalesce_busy_lag_ms,
     })
 }
 

@@ -42,7 +42,7 @@ fn from_json(v: &Value, labels: &[(String, String)]) -> Option<Client> {
     Some(Client {
         tenant: tenant_id(v["tenant"].as_str().unwrap_or(&id)),
         priority: v["priority"].as_u64().unwrap_or(5).min(9) as u8,
-        coalesce_events: v["coalesce_events"].as_bool(),
+        coalesce_events: crate::sse::Coalesce::from_json(&v["coalesce_events"]),
         id,
         scopes,
         allowed,
@@ -71,8 +71,11 @@ pub fn create(
     {
         return Err("`priority` must be a whole number from 0 to 9".into());
     }
-    if v.get("coalesce_events").is_some_and(|c| !c.is_boolean()) {
-        return Err("`coalesce_events` must be true or false".into());
+    if v.get("coalesce_events")
+        .is_some_and(|c| crate::sse::Coalesce::from_json(c).is_none())
+    {
+        let spellings = crate::sse::COALESCE_SPELLINGS;
+        return Err(format!("`coalesce_events` must be {spellings}"));
     }
     if config.list.iter().any(|c| c.id == id) || store.get(&format!("client/{id}")).is_some() {
         return Err(format!("a client `{id}` already exists"));

@@ -43,7 +43,7 @@ pub struct Client {
     /// Default priority 0–9 of its requests (its class).
     pub priority: u8,
     /// Whether its streams' events are joined (`None`: `stream.coalesce_events`).
-    pub coalesce_events: Option<bool>,
+    pub coalesce_events: Option<crate::sse::Coalesce>,
 }
 
 impl Client {

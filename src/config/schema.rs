@@ -124,10 +124,10 @@ pub struct ClientSection {
     /// Priority class of its requests, 0 (first) to 9.
     #[serde(default = "default_client_priority")]
     pub priority: u8,
-    /// Join its streams' events into fuller segments (`stream.coalesce_events` for this key's
-    /// requests; absent: the instance's setting).
+    /// When its streams' events are joined into fuller segments (`stream.coalesce_events` for
+    /// this key's requests; absent: the instance's setting).
     #[serde(default)]
-    pub coalesce_events: Option<bool>,
+    pub coalesce_events: Option<crate::sse::Coalesce>,
 }
 
 fn default_scopes() -> Vec<String> {
@@ -158,9 +158,12 @@ pub struct StreamSection {
     pub watchdog_window_ms: u64,
     pub watchdog_min_bytes_per_second: u64,
     pub watchdog_min_useful_bytes: u64,
-    /// Join a streamed answer's writes into fuller segments (`MSG_MORE`): less CPU per event,
-    /// events held up to about 200 ms. For traffic nobody watches arrive token by token.
-    pub coalesce_events: bool,
+    /// When to join a streamed answer's writes into fuller segments (`MSG_MORE`): less CPU
+    /// per event, events held up to about 200 ms. `"auto"`: only while the core is busy;
+    /// `true`: always, for traffic nobody watches arrive token by token; `false`: never.
+    pub coalesce_events: crate::sse::Coalesce,
+    /// The core's smoothed loop lag (ms) from which `"auto"` joins events.
+    pub coalesce_busy_lag_ms: u64,
 }
 
 impl Default for StreamSection {
@@ -176,7 +179,8 @@ impl Default for StreamSection {
             watchdog_window_ms: 30_000,
             watchdog_min_bytes_per_second: 4,
             watchdog_min_useful_bytes: 1,
-            coalesce_events: false,
+            coalesce_events: crate::sse::Coalesce::WhenBusy,
+            coalesce_busy_lag_ms: 4,
         }
     }
 }

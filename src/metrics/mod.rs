@@ -55,6 +55,10 @@ pub struct CoreMetrics {
     pub in_flight: AtomicI64,
     pub open_client_conns: AtomicI64,
     pub uring: AtomicI64,
+    /// How late the core's tick wakes, smoothed (`core_load`), in microseconds.
+    pub loop_lag_us: AtomicU64,
+    /// 1 while the core counts as busy (`core_load`): `coalesce_events = "auto"` joins events.
+    pub busy: AtomicI64,
     pub streams_failed_after_commit: AtomicU64,
     pub log_lines_dropped: AtomicU64,
     /// Requests whose finalisation (permits, record, metrics, log) ran.
@@ -77,6 +81,8 @@ impl CoreMetrics {
             in_flight: AtomicI64::new(0),
             open_client_conns: AtomicI64::new(0),
             uring: AtomicI64::new(-1),
+            loop_lag_us: AtomicU64::new(0),
+            busy: AtomicI64::new(0),
             streams_failed_after_commit: AtomicU64::new(0),
             log_lines_dropped: AtomicU64::new(0),
             finalized: AtomicU64::new(0),
@@ -273,6 +279,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         };
         let _ = writeln!(out, "ringside_driver{{core=\"{i}\",driver=\"{d}\"}} 1");
     }
+    core_load(out, cores);
     out.push_str("# HELP ringside_streams_failed_after_commit_total Streams ended with an error event after the first client byte.\n# TYPE ringside_streams_failed_after_commit_total counter\n");
     let n: u64 = cores
         .iter()
@@ -295,6 +302,23 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
     out.push_str("# HELP ringside_requests_finalized_total Requests whose finalisation ran (exactly once each).\n# TYPE ringside_requests_finalized_total counter\n");
     let _ = writeln!(out, "ringside_requests_finalized_total {n}");
     amplification(out, cores);
+}
+
+/// Each core's loop lag and busy flag (`core_load`).
+fn core_load(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+    out.push_str("# HELP ringside_core_loop_lag_seconds How late each core's 50 ms tick wakes, smoothed: its event loop's delay.\n# TYPE ringside_core_loop_lag_seconds gauge\n");
+    for (i, c) in cores.iter().enumerate() {
+        let lag = c.loop_lag_us.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "ringside_core_loop_lag_seconds{{core=\"{i}\"}} {lag}");
+    }
+    out.push_str("# HELP ringside_core_busy 1 while a core's loop lag marks it busy (coalesce_events = \"auto\" then joins events).\n# TYPE ringside_core_busy gauge\n");
+    for (i, c) in cores.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "ringside_core_busy{{core=\"{i}\"}} {}",
+            c.busy.load(Relaxed)
+        );
+    }
 }
 
 pub fn escape(s: &str) -> String {

@@ -31,9 +31,9 @@ pub struct Relay<'a> {
     pub secret: &'a [u8],
     pub client_keep_alive: bool,
     pub client_http11: bool,
-    /// Join the stream's writes into fuller segments (`stream.coalesce_events`, or the
-    /// client key's own choice).
-    pub coalesce: bool,
+    /// When the stream's writes are joined into fuller segments (`stream.coalesce_events`,
+    /// or the client key's own choice).
+    pub coalesce: crate::sse::Coalesce,
     /// How long the upstream may send nothing, in milliseconds (durations here are 32-bit:
     /// this lives in every held stream's task).
     pub idle_timeout_ms: u32,
@@ -55,11 +55,11 @@ impl Relay<'_> {
     }
 }
 
-/// Whether a stream's events are joined: the client key's own choice, else the instance's.
+/// When a stream's events are joined: the client key's own choice, else the instance's.
 pub fn coalesce_for(
     client: Option<&crate::clients::Client>,
     s: &crate::sse::StreamSettings,
-) -> bool {
+) -> crate::sse::Coalesce {
     client
         .and_then(|c| c.coalesce_events)
         .unwrap_or(s.coalesce_events)
@@ -201,12 +201,12 @@ async fn send_error_event(
     )
 }
 
-/// When the kernel sends a write to the client: at once, unless the operator chose to join a
-/// stream's events (`stream.coalesce_events`, or the client key's `coalesce_events`). The
-/// write with the head (the first token's latency) and the one that ends the message are
-/// never held.
+/// When the kernel sends a write to the client: at once, unless the stream's events are
+/// joined now (`stream.coalesce_events`, or the client key's `coalesce_events`: always, or
+/// while this core is busy). The write with the head (the first token's latency) and the one
+/// that ends the message are never held.
 fn push_for(r: &Relay<'_>, first: bool, ends_message: bool) -> Push {
-    if r.coalesce && !first && !ends_message {
+    if !first && !ends_message && r.coalesce.joins_now() {
         Push::WithNext
     } else {
         Push::Now

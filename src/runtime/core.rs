@@ -158,11 +158,25 @@ async fn accept_until_drained(core: &Rc<Core>, listener: TcpListener) {
     }
 }
 
-/// The core's housekeeping tick: notice shutdown, sweep idle upstream connections.
+/// How often the housekeeping tick runs; how late it wakes is the core's loop lag.
+const TICK: Duration = Duration::from_millis(50);
+
+/// The core's housekeeping tick: notice shutdown, sweep idle upstream connections, measure
+/// the core's load (`core_load`).
 async fn tick(core: Rc<Core>) {
     let mut n = 0u64;
     loop {
-        monoio::time::sleep(Duration::from_millis(50)).await;
+        let asleep = std::time::Instant::now();
+        monoio::time::sleep(TICK).await;
+        let marks = crate::core_load::Marks::busy_from_ms(
+            core.generation().config.stream.coalesce_busy_lag_ms,
+        );
+        let load = crate::core_load::observe(asleep.elapsed().saturating_sub(TICK), marks);
+        let lag_us = u64::try_from(load.lag().as_micros()).unwrap_or(u64::MAX);
+        core.metrics.loop_lag_us.store(lag_us, Ordering::Relaxed);
+        core.metrics
+            .busy
+            .store(i64::from(load.busy()), Ordering::Relaxed);
         if core.shared.shutdown.load(Ordering::Relaxed) {
             core.drain.trigger();
             return;

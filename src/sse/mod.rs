@@ -3,11 +3,13 @@
 //! split anywhere (mid-line, mid-CRLF). Comments, `event:` and multi-line `data:` are handled.
 //! Each finished event is classified for the stream guard.
 
+mod coalesce;
 mod event;
 pub mod json;
 mod names;
 pub mod watchdog;
 
+pub use coalesce::{Coalesce, SPELLINGS as COALESCE_SPELLINGS};
 pub use event::{Event, Kind, Totals, error_text};
 use json::{Counts, JsonScan};
 
@@ -20,10 +22,13 @@ pub struct StreamSettings {
     pub readiness_timeout_ms: u64,
     pub total_timeout_ms: u64,
     pub watchdog: watchdog::WatchdogSettings,
-    /// Let the kernel join a streamed answer's writes to the client into fuller segments
+    /// When the kernel may join a streamed answer's writes to the client into fuller segments
     /// (`MSG_MORE`): less CPU per event, each event held until the next ones join it (up to
-    /// about 200 ms). Off by default: each event goes out when it comes.
-    pub coalesce_events: bool,
+    /// about 200 ms). By default only while the core is busy.
+    pub coalesce_events: Coalesce,
+    /// The core's smoothed loop lag, in milliseconds, from which it counts as busy
+    /// (`core_load`).
+    pub coalesce_busy_lag_ms: u32,
 }
 
 impl StreamSettings {
@@ -36,7 +41,8 @@ impl StreamSettings {
         readiness_timeout_ms: 80_000,
         total_timeout_ms: 0,
         watchdog: watchdog::WatchdogSettings::DEFAULT,
-        coalesce_events: false,
+        coalesce_events: Coalesce::WhenBusy,
+        coalesce_busy_lag_ms: 4,
     };
 }
 

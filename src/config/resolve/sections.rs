@@ -129,6 +129,12 @@ pub(in crate::config) fn stream(
         ),
         watchdog: w,
         coalesce_events: st.coalesce_events,
+        coalesce_busy_lag_ms: out.clamped(
+            "stream.coalesce_busy_lag_ms",
+            st.coalesce_busy_lag_ms,
+            0,
+            60_000,
+        ) as u32,
     }
 }
 

@@ -60,27 +60,52 @@ fn the_next_read_waits_for_whichever_limit_ends_first() {
 }
 
 #[test]
-fn events_are_joined_only_when_the_operator_asks_and_never_the_head_or_the_end() {
+fn events_are_joined_only_when_asked_or_busy_and_never_the_head_or_the_end() {
     use crate::http::nowait::Push;
-    let mut st = crate::sse::StreamSettings::default();
-    let r = relay_with(None, &st);
-    for (first, ends) in [(true, false), (false, false), (false, true), (true, true)] {
-        assert_eq!(push_for(&r, first, ends), Push::Now, "off by default");
-    }
-    st.coalesce_events = true;
-    let r = relay_with(None, &st);
-    assert_eq!(push_for(&r, false, false), Push::WithNext);
-    assert_eq!(
-        push_for(&r, true, false),
-        Push::Now,
-        "the head goes at once"
-    );
-    assert_eq!(push_for(&r, false, true), Push::Now, "the end goes at once");
+    use crate::sse::Coalesce;
+    // A thread of its own: the core's load is its thread's state.
+    std::thread::spawn(|| {
+        let mut st = crate::sse::StreamSettings::default();
+        assert_eq!(st.coalesce_events, Coalesce::WhenBusy, "auto by default");
+        for mode in [Coalesce::WhenBusy, Coalesce::Never] {
+            st.coalesce_events = mode;
+            let r = relay_with(None, &st);
+            for (first, ends) in [(true, false), (false, false), (false, true), (true, true)] {
+                assert_eq!(push_for(&r, first, ends), Push::Now, "{mode:?}, quiet core");
+            }
+        }
+        st.coalesce_events = Coalesce::Always;
+        let r = relay_with(None, &st);
+        assert_eq!(push_for(&r, false, false), Push::WithNext);
+        assert_eq!(
+            push_for(&r, true, false),
+            Push::Now,
+            "the head goes at once"
+        );
+        assert_eq!(push_for(&r, false, true), Push::Now, "the end goes at once");
+        // The core turns busy: auto joins the middle writes as `true` does; `false` does not.
+        for _ in 0..4 {
+            crate::core_load::observe(Duration::from_millis(10), crate::core_load::Marks::DEFAULT);
+        }
+        for (mode, middle) in [
+            (Coalesce::WhenBusy, Push::WithNext),
+            (Coalesce::Never, Push::Now),
+        ] {
+            st.coalesce_events = mode;
+            let r = relay_with(None, &st);
+            assert_eq!(push_for(&r, false, false), middle, "{mode:?}, busy core");
+            assert_eq!(push_for(&r, true, false), Push::Now);
+            assert_eq!(push_for(&r, false, true), Push::Now);
+        }
+    })
+    .join()
+    .unwrap();
 }
 
 #[test]
 fn a_client_key_s_choice_wins_over_the_instance_s() {
-    let client = |c: Option<bool>| crate::clients::Client {
+    use crate::sse::Coalesce::{Always, Never, WhenBusy};
+    let client = |c| crate::clients::Client {
         id: "k".into(),
         scopes: Vec::new(),
         allowed: None,
@@ -89,20 +114,27 @@ fn a_client_key_s_choice_wins_over_the_instance_s() {
         coalesce_events: c,
     };
     let mut st = crate::sse::StreamSettings::default();
-    assert!(!coalesce_for(None, &st), "off by default");
-    assert!(
-        coalesce_for(Some(&client(Some(true))), &st),
+    assert_eq!(coalesce_for(None, &st), WhenBusy, "auto by default");
+    assert_eq!(
+        coalesce_for(Some(&client(Some(Always))), &st),
+        Always,
         "a batch key joins"
     );
-    assert!(
-        !coalesce_for(Some(&client(None)), &st),
+    assert_eq!(
+        coalesce_for(Some(&client(None)), &st),
+        WhenBusy,
         "a key without a choice follows"
     );
-    st.coalesce_events = true;
-    assert!(coalesce_for(None, &st), "open mode follows the instance");
-    assert!(coalesce_for(Some(&client(None)), &st));
-    assert!(
-        !coalesce_for(Some(&client(Some(false))), &st),
+    st.coalesce_events = Always;
+    assert_eq!(
+        coalesce_for(None, &st),
+        Always,
+        "open mode follows the instance"
+    );
+    assert_eq!(coalesce_for(Some(&client(None)), &st), Always);
+    assert_eq!(
+        coalesce_for(Some(&client(Some(Never))), &st),
+        Never,
         "an interactive key opts out"
     );
 }
