@@ -168,7 +168,7 @@ async fn tick(core: Rc<Core>) {
     loop {
         let asleep = std::time::Instant::now();
         monoio::time::sleep(TICK).await;
-        let marks = crate::core_load::Marks::busy_from_ms(
+        let marks = crate::core_load::Marks::late_from_ms(
             core.generation().config.stream.coalesce_busy_lag_ms,
         );
         let load = crate::core_load::observe(asleep.elapsed().saturating_sub(TICK), marks);

@@ -112,7 +112,7 @@ mod tests {
             assert!(Coalesce::Always.joins_now());
             assert!(!Coalesce::Never.joins_now());
             let busy = crate::core_load::Marks::DEFAULT;
-            for _ in 0..4 {
+            for _ in 0..crate::core_load::BUSY_COUNT {
                 crate::core_load::observe(std::time::Duration::from_millis(10), busy);
             }
             assert!(Coalesce::WhenBusy.joins_now(), "a busy core joins");
