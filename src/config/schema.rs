@@ -162,7 +162,8 @@ pub struct StreamSection {
     /// per event, events held up to about 200 ms. `"auto"`: only while the core is busy;
     /// `true`: always, for traffic nobody watches arrive token by token; `false`: never.
     pub coalesce_events: crate::sse::Coalesce,
-    /// The core's smoothed loop lag (ms) from which `"auto"` joins events.
+    /// How late (ms) a core's tick may wake before it counts as late; a quarter of the last
+    /// second's ticks late makes the core busy, and `"auto"` joins its streams' events.
     pub coalesce_busy_lag_ms: u64,
 }
 

@@ -26,8 +26,8 @@ pub struct StreamSettings {
     /// (`MSG_MORE`): less CPU per event, each event held until the next ones join it (up to
     /// about 200 ms). By default only while the core is busy.
     pub coalesce_events: Coalesce,
-    /// The core's smoothed loop lag, in milliseconds, from which it counts as busy
-    /// (`core_load`).
+    /// How late, in milliseconds, a core's tick may wake before it counts as late; a quarter of
+    /// a second's ticks late makes the core busy (`core_load`).
     pub coalesce_busy_lag_ms: u32,
 }
 
