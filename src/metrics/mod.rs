@@ -262,14 +262,13 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
     out.push_str("# HELP ringside_in_flight_requests Requests being handled now.\n# TYPE ringside_in_flight_requests gauge\n");
     let inflight: i64 = cores.iter().map(|c| c.in_flight.load(Relaxed)).sum();
     let _ = writeln!(out, "ringside_in_flight_requests {inflight}");
-    out.push_str("# HELP ringside_open_client_connections Open client connections per core.\n# TYPE ringside_open_client_connections gauge\n");
-    for (i, c) in cores.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "ringside_open_client_connections{{core=\"{i}\"}} {}",
-            c.open_client_conns.load(Relaxed)
-        );
-    }
+    per_core(
+        out,
+        cores,
+        "ringside_open_client_connections",
+        "Open client connections per core.",
+        |c| c.open_client_conns.load(Relaxed) as f64,
+    );
     out.push_str("# HELP ringside_driver The I/O driver each core runs (1 = in use).\n# TYPE ringside_driver gauge\n");
     for (i, c) in cores.iter().enumerate() {
         let d = match c.uring.load(Relaxed) {
@@ -306,18 +305,33 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
 
 /// Each core's loop lag and busy flag (`core_load`).
 fn core_load(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
-    out.push_str("# HELP ringside_core_loop_lag_seconds How late each core's 50 ms tick wakes, smoothed: its event loop's delay.\n# TYPE ringside_core_loop_lag_seconds gauge\n");
+    per_core(
+        out,
+        cores,
+        "ringside_core_loop_lag_seconds",
+        "How late each core's 50 ms tick wakes, smoothed: its event loop's delay.",
+        |c| c.loop_lag_us.load(Relaxed) as f64 / 1e6,
+    );
+    per_core(
+        out,
+        cores,
+        "ringside_core_busy",
+        "1 while a quarter of a core's ticks in the last second woke late (coalesce_events = \"auto\" then joins events).",
+        |c| c.busy.load(Relaxed) as f64,
+    );
+}
+
+/// One gauge with a value per core.
+fn per_core(
+    out: &mut String,
+    cores: &[std::sync::Arc<CoreMetrics>],
+    name: &str,
+    help: &str,
+    value: impl Fn(&CoreMetrics) -> f64,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
     for (i, c) in cores.iter().enumerate() {
-        let lag = c.loop_lag_us.load(Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "ringside_core_loop_lag_seconds{{core=\"{i}\"}} {lag}");
-    }
-    out.push_str("# HELP ringside_core_busy 1 while a core's loop lag marks it busy (coalesce_events = \"auto\" then joins events).\n# TYPE ringside_core_busy gauge\n");
-    for (i, c) in cores.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "ringside_core_busy{{core=\"{i}\"}} {}",
-            c.busy.load(Relaxed)
-        );
+        let _ = writeln!(out, "{name}{{core=\"{i}\"}} {}", value(c));
     }
 }
 
