@@ -39,13 +39,9 @@ impl Coalesce {
     }
 
     /// Read from JSON (a managed client key); `None` for anything but the three spellings.
+    /// The same reading as the configuration's (`Deserialize` below).
     pub fn from_json(v: &serde_json::Value) -> Option<Coalesce> {
-        match v {
-            serde_json::Value::Bool(true) => Some(Coalesce::Always),
-            serde_json::Value::Bool(false) => Some(Coalesce::Never),
-            serde_json::Value::String(s) if s == "auto" => Some(Coalesce::WhenBusy),
-            _ => None,
-        }
+        serde::Deserialize::deserialize(v).ok()
     }
 }
 
