@@ -23,25 +23,10 @@ pub const BUSY_COUNT: u32 = 5;
 /// A busy core is quiet again when at most this many of the last [`WINDOW`] were late.
 pub const QUIET_COUNT: u32 = 2;
 
-/// What counts as a late tick.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Marks {
-    /// A tick that wakes this long after it was due is late. A tick that keeps up still wakes
-    /// about 1 ms late (the timer's own granularity), so the mark sits above that.
-    pub late: Duration,
-}
-
-impl Marks {
-    /// The shipped mark: 4 ms.
-    pub const DEFAULT: Marks = Marks::late_from_ms(4);
-
-    /// A tick is late from `ms` (0: every tick is, so the core is always busy).
-    pub const fn late_from_ms(ms: u32) -> Marks {
-        Marks {
-            late: Duration::from_millis(ms as u64),
-        }
-    }
-}
+/// The shipped late mark (`stream.coalesce_busy_lag_ms`): a tick that wakes this long after it
+/// was due is late. A tick that keeps up still wakes about 1 ms late (the timer's own
+/// granularity), so the mark sits above that; 0 makes every tick late (always busy).
+pub const LATE_MARK: Duration = Duration::from_millis(4);
 
 /// The recent ticks' lateness, and whether it says the core is busy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,14 +40,14 @@ pub struct LoopLoad {
 }
 
 impl LoopLoad {
-    /// One wake, `late` after it was due.
-    pub fn observe(&mut self, late: Duration, marks: Marks) {
+    /// One wake, `late` after it was due; late at or past `mark`.
+    pub fn observe(&mut self, late: Duration, mark: Duration) {
         let late_us = u32::try_from(late.as_micros()).unwrap_or(u32::MAX);
         // 3/4 of the old mean and 1/4 of the new sample, in 64 bits so nothing overflows.
         let mean = (3 * u64::from(self.lag_us) + u64::from(late_us)) / 4;
         self.lag_us = u32::try_from(mean).unwrap_or(u32::MAX);
         let window = (1u32 << WINDOW) - 1;
-        self.late = ((self.late << 1) | u32::from(late >= marks.late)) & window;
+        self.late = ((self.late << 1) | u32::from(late >= mark)) & window;
         let n = self.late_ticks();
         if n >= BUSY_COUNT {
             self.busy = true;
@@ -90,11 +75,12 @@ thread_local! {
     static LOAD: Cell<LoopLoad> = const { Cell::new(LoopLoad { lag_us: 0, late: 0, busy: false }) };
 }
 
-/// Record one wake of this core's tick, `late` after it was due; returns the new state.
-pub fn observe(late: Duration, marks: Marks) -> LoopLoad {
+/// Record one wake of this core's tick, `late` after it was due (late at or past `mark`);
+/// returns the new state.
+pub fn observe(late: Duration, mark: Duration) -> LoopLoad {
     LOAD.with(|c| {
         let mut load = c.get();
-        load.observe(late, marks);
+        load.observe(late, mark);
         c.set(load);
         load
     })
@@ -110,7 +96,7 @@ pub fn busy() -> bool {
 mod tests {
     use super::*;
 
-    const M: Marks = Marks::DEFAULT;
+    const M: Duration = LATE_MARK;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -176,7 +162,7 @@ mod tests {
 
     #[test]
     fn the_mark_from_the_configuration() {
-        assert_eq!(M.late, ms(4));
+        assert_eq!(M, ms(4));
         // Exactly at the mark is late.
         let mut l = LoopLoad::default();
         for _ in 0..5 {
@@ -184,7 +170,7 @@ mod tests {
         }
         assert!(l.busy());
         // 0: every tick is late, so the core is busy from its fifth tick on.
-        let always = Marks::late_from_ms(0);
+        let always = Duration::ZERO;
         let mut l = LoopLoad::default();
         for _ in 0..4 {
             l.observe(Duration::ZERO, always);
@@ -197,7 +183,7 @@ mod tests {
         // A high mark: a loaded loop stays quiet.
         let mut l = LoopLoad::default();
         for _ in 0..50 {
-            l.observe(ms(30), Marks::late_from_ms(60_000));
+            l.observe(ms(30), ms(60_000));
         }
         assert!(!l.busy(), "{l:?}");
     }

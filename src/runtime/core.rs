@@ -168,10 +168,9 @@ async fn tick(core: Rc<Core>) {
     loop {
         let asleep = std::time::Instant::now();
         monoio::time::sleep(TICK).await;
-        let marks = crate::core_load::Marks::late_from_ms(
-            core.generation().config.stream.coalesce_busy_lag_ms,
-        );
-        let load = crate::core_load::observe(asleep.elapsed().saturating_sub(TICK), marks);
+        let mark =
+            Duration::from_millis(core.generation().config.stream.coalesce_busy_lag_ms.into());
+        let load = crate::core_load::observe(asleep.elapsed().saturating_sub(TICK), mark);
         let lag_us = u64::try_from(load.lag().as_micros()).unwrap_or(u64::MAX);
         core.metrics.loop_lag_us.store(lag_us, Ordering::Relaxed);
         core.metrics

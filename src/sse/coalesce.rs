@@ -107,9 +107,9 @@ mod tests {
             );
             assert!(Coalesce::Always.joins_now());
             assert!(!Coalesce::Never.joins_now());
-            let busy = crate::core_load::Marks::DEFAULT;
+            let mark = crate::core_load::LATE_MARK;
             for _ in 0..crate::core_load::BUSY_COUNT {
-                crate::core_load::observe(std::time::Duration::from_millis(10), busy);
+                crate::core_load::observe(std::time::Duration::from_millis(10), mark);
             }
             assert!(Coalesce::WhenBusy.joins_now(), "a busy core joins");
             assert!(!Coalesce::Never.joins_now());

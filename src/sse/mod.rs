@@ -42,7 +42,7 @@ impl StreamSettings {
         total_timeout_ms: 0,
         watchdog: watchdog::WatchdogSettings::DEFAULT,
         coalesce_events: Coalesce::WhenBusy,
-        coalesce_busy_lag_ms: 4,
+        coalesce_busy_lag_ms: crate::core_load::LATE_MARK.as_millis() as u32,
     };
 }
 
