@@ -109,7 +109,7 @@ for C in $SIZES; do
     if [ -n "$pid" ]; then
       c1=$(cpu_ticks "$pid")
       peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
-      kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+      stop_proc "$pid"
     else c1=0; fi
     python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" <<'PY'
 import json, sys

@@ -79,7 +79,7 @@ for C in $SIZES; do
     c1=$(cpu_ticks "$pid")
     kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
     peak=$(sort -n "$WORK/rss.txt" | tail -1)
-    kill "$pid" "$mock" 2>/dev/null || true; wait "$pid" "$mock" 2>/dev/null || true
+    stop_proc "$pid" "$mock"
     python3 - "$t" "$WORK/oha.json" "$c0" "$c1" "$(getconf CLK_TCK)" "${peak:-0}" <<'PY'
 import json, sys
 t, path, c0, c1, hz, peak = sys.argv[1:]

@@ -20,6 +20,19 @@ build_and_prepare() {
   trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 }
 
+# stop_proc PID...: SIGTERM, then wait (up to 30 s, then SIGKILL) until each has exited. A
+# process started inside `$(...)` is not this shell's child, so `wait` returns at once: the
+# next target would start beside one still draining its streams, and fail on its ports.
+stop_proc() {
+  local p i
+  kill "$@" 2>/dev/null || true
+  for p in "$@"; do
+    for i in $(seq 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+}
+
 # bench_provider PORT [ID MODEL URL]: the one provider every bench config uses (key from
 # BENCH_KEY): by default id "sim", model "bench-model", at http://127.0.0.1:PORT.
 bench_provider() {
