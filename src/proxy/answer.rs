@@ -98,7 +98,7 @@ async fn pass_through(
         send_timeout_ms: super::forward::ms32(ctx.config().limits.client_send_timeout_ms),
         hard_deadline: None,
         stream: &crate::sse::StreamSettings::DEFAULT,
-        client_fd: Some(ctx.client_fd),
+        client_fd: Some(ctx.conn.fd),
     };
     ctx.record.status = resp.status;
     ctx.record.outcome = if last.verdict.retryable {

@@ -4,6 +4,7 @@
 
 use super::request;
 use super::respond::respond_error;
+use super::watch::{Readiness, readiness};
 use crate::dialect::{ApiError, Dialect};
 use crate::http::io::{READ_CHUNK, ReadError, read_request_head};
 use crate::state::core::Core;
@@ -55,6 +56,12 @@ fn serve(
         let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
             return;
         };
+        // (A held stream's client watch, still armed when it ended, is the next head's wait.)
+        let link = super::exchange::ClientConn {
+            ticket,
+            fd,
+            next_wait: std::cell::Cell::new(None),
+        };
         core.open_conns.set(core.open_conns.get() + 1);
         core.metrics.open_client_conns.fetch_add(1, Relaxed);
         let _guard = OpenConn(&core);
@@ -71,7 +78,8 @@ fn serve(
             // task.
             let read = {
                 let w = HeadWait::of(&core);
-                if !next_request_bytes(&core, &rd, fd, &mut buf, w.idle).await {
+                let wait = link.next_wait.take();
+                if !next_request_bytes(&core, &rd, fd, &mut buf, w.idle, wait).await {
                     break;
                 }
                 read_request_head(&mut rd, &mut buf, w.limits, w.idle, w.timeout)
@@ -91,12 +99,12 @@ fn serve(
             let max = core.generation().config.limits.max_requests_per_connection;
             let last = max > 0 && served >= max;
             let conn = super::exchange::Conn {
-                ticket: &ticket,
+                link: &link,
                 last_request: last,
-                fd,
             };
             let keep = request::handle(&core, &head, &mut rd, &mut wr, &mut buf, conn).await;
             if !keep {
+                drop(link.next_wait.take());
                 linger(&core, &mut rd, &mut wr, &mut buf).await;
                 return;
             }
@@ -165,19 +173,21 @@ async fn answer_bad_head(core: &Core, e: &ReadError, wr: &mut TcpOwnedWriteHalf)
 }
 
 /// Before a head is read. A connection whose last request was a long one gave its buffer back:
-/// it waits for the next request with none (a keep-alive connection may idle for minutes). One
-/// whose client watch caught the first bytes of the next request most likely has the rest
-/// there too: taken now, the pooled buffer is handed back before the task waits again (a
-/// stream request gives it back when it starts). False: the connection is over.
+/// it waits for the next request with none (a keep-alive connection may idle for minutes), on
+/// the wait its client watch left armed (`handed`) if there is one. One whose client watch
+/// caught the first bytes of the next request most likely has the rest there too: taken now,
+/// the pooled buffer is handed back before the task waits again (a stream request gives it
+/// back when it starts). False: the connection is over.
 async fn next_request_bytes(
     core: &Core,
     rd: &monoio::net::tcp::TcpOwnedReadHalf,
     fd: std::os::fd::RawFd,
     buf: &mut BytesMut,
     idle: Duration,
+    handed: Option<Readiness>,
 ) -> bool {
     if buf.capacity() == 0 {
-        let wait = next_bytes(rd, fd, buf, idle);
+        let wait = next_bytes(rd, fd, buf, idle, handed);
         return monoio::select! {
             got = wait => got,
             _ = core.drain.wait() => false,
@@ -190,22 +200,21 @@ async fn next_request_bytes(
     true
 }
 
-/// Wait, holding no buffer, until the client sends its next bytes (readiness), then receive
-/// them into a pooled buffer without waiting (`http::nowait`). False: the client closed or
-/// failed, or sent nothing for `idle` (closed, no 408, as in `read_request_head`).
+/// Wait, holding no buffer, until the client sends its next bytes (readiness: `handed`, or
+/// one armed here), then receive them into a pooled buffer without waiting (`http::nowait`).
+/// False: the client closed or failed, or sent nothing for `idle` (closed, no 408, as in
+/// `read_request_head`).
 async fn next_bytes(
     rd: &monoio::net::tcp::TcpOwnedReadHalf,
     fd: std::os::fd::RawFd,
     buf: &mut BytesMut,
     idle: Duration,
+    mut handed: Option<Readiness>,
 ) -> bool {
     let deadline = crate::clock::instant() + idle;
-    // SAFETY: between requests nothing else uses the connection's stream: the write half's
-    // last write has completed and the read half is borrowed here. The wait only reads the
-    // socket's descriptor.
-    let stream: &TcpStream = unsafe { &*rd.0.get() };
     loop {
-        match crate::timer::timeout_at(deadline, crate::http::nowait::readable(stream)).await {
+        let wait = handed.take().unwrap_or_else(|| readiness(rd));
+        match crate::timer::timeout_at(deadline, wait).await {
             Ok(Ok(())) => {}
             _ => return false,
         }

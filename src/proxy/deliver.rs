@@ -100,7 +100,7 @@ pub(super) fn commit(
                 send_timeout_ms: ms32(cfg.limits.client_send_timeout_ms),
                 hard_deadline: ctx.exec_deadline,
                 stream: &cfg.stream,
-                client_fd: Some(ctx.client_fd),
+                client_fd: Some(ctx.conn.fd),
             };
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body goes with the answer's first byte (`relay`'s `prompt`).

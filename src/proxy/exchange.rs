@@ -68,10 +68,8 @@ pub(crate) struct Ctx<'a> {
     /// The exclusive lease this request is fenced to (only its connection may serve it).
     /// Boxed: the context lives in every held stream's task (8 bytes there instead of 72).
     pub lease: Option<Box<super::lease::Binding>>,
-    /// The client connection's place under the connection caps.
-    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
-    /// The client connection's socket (writes that do not wait, `http::nowait`).
-    pub client_fd: std::os::fd::RawFd,
+    /// The client connection: its place under the caps, its socket, its next request's wait.
+    pub conn: &'a ClientConn<'a>,
     /// Whether this client may see provider and connection names and upstream error text in
     /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
     /// request id instead; the decision record keeps everything.
@@ -133,11 +131,20 @@ impl Failed {
     }
 }
 
+/// What the connection keeps for its requests, for its whole life.
+pub struct ClientConn<'a> {
+    /// The connection's place under the connection caps.
+    pub ticket: crate::state::conn_caps::Ticket<'a>,
+    /// The connection's socket (writes that do not wait, `http::nowait`).
+    pub fd: std::os::fd::RawFd,
+    /// Where a request leaves its client watch's still-armed wait, for the connection's wait
+    /// for its next request (`watch::ClientWatch::finish`).
+    pub next_wait: std::cell::Cell<Option<super::watch::Readiness>>,
+}
+
 /// What a request knows of the client connection it came on.
 pub struct Conn<'a> {
-    pub ticket: &'a crate::state::conn_caps::Ticket<'a>,
+    pub link: &'a ClientConn<'a>,
     /// The connection's last request (`max_requests_per_connection`): answered with close.
     pub last_request: bool,
-    /// The connection's socket.
-    pub fd: std::os::fd::RawFd,
 }

@@ -42,7 +42,7 @@ pub(super) async fn intake<'c>(
         // (The rare paths get their own future: the common one does not carry it.)
         OnTheHead::Answer(refused) => return answer_on_the_head(ctx, refused, rd, wr, buf).await,
     };
-    ctx.ticket.authenticated();
+    ctx.conn.ticket.authenticated();
     let body = match read_client_body(ctx, rd, wr, buf).await {
         Ok(b) => b,
         Err(e) => return refuse(ctx, wr, &e, false, other).await,

@@ -49,8 +49,7 @@ pub fn handle(
             exec_deadline: None,
             client: None,
             lease: None,
-            ticket: conn.ticket,
-            client_fd: conn.fd,
+            conn: conn.link,
             reveal: true,
             lane: None,
         };
@@ -159,7 +158,7 @@ impl Drop for Finalize<'_, '_> {
 /// What the access log says about the client: its address, the address a trusted proxy in
 /// front of Ringside forwarded for (`server.trusted_proxies`), and its user agent.
 fn log_client<'h>(ctx: &Ctx<'h>) -> crate::audit::LogClient<'h> {
-    let peer = ctx.ticket.peer;
+    let peer = ctx.conn.ticket.peer;
     let trusted = &ctx.config().server.trusted_proxies;
     let forwarded_for = peer
         .filter(|ip| trusted.iter().any(|net| net.contains(ip)))

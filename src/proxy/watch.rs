@@ -7,6 +7,12 @@
 //! It holds no buffer: a held stream's watch is one small readiness operation (a pending read
 //! with its buffer was ~675 bytes per stream), and what woke it is told apart with a one-byte
 //! `MSG_PEEK` that leaves the bytes where they are.
+//!
+//! When the request ends with the wait still armed, the wait is handed on ([`ClientWatch::
+//! finish`]) to the connection's wait for its next request, which is the same wait: readable
+//! client socket. Cancelling it instead costs io_uring a search among all the core's armed
+//! polls (measured 2.4 % of the CPU with 9,000 held streams, a cost that grows with the number
+//! of streams), and the next request's wait would arm a new one.
 
 use bytes::BytesMut;
 use monoio::net::TcpStream;
@@ -22,7 +28,9 @@ use crate::timer;
 /// How long a request runs before its client is watched.
 pub const ARM_AFTER: Duration = Duration::from_millis(20);
 
-type Readiness<'a> = Pin<Box<dyn Future<Output = std::io::Result<()>> + 'a>>;
+/// A readiness wait on the client socket. It owns a reference to the socket (the split
+/// halves' shared `Rc`), so it may outlive the request that armed it.
+pub type Readiness = Pin<Box<dyn Future<Output = std::io::Result<()>>>>;
 
 /// The result of racing an upstream step against the client going away.
 pub enum Raced<T> {
@@ -83,7 +91,7 @@ pub struct ClientWatch<'a> {
     /// per race would be registered and cancelled for every upstream read of a stream).
     arm_timer: Option<timer::Sleep>,
     /// The armed readiness wait on the client socket.
-    wait: Option<Readiness<'a>>,
+    wait: Option<Readiness>,
     gone: bool,
 }
 
@@ -108,14 +116,8 @@ impl<'a> ClientWatch<'a> {
     }
 
     /// A readiness wait on the client socket, registered when first polled.
-    fn readiness(&self) -> Readiness<'a> {
-        // SAFETY: the wait (`nowait::readable`) only reads the descriptor, in its first poll:
-        // `race` polls it at once, inside the same poll as this call, so no write on the
-        // connection's write half (which makes a `&mut` to the stream only for the span of
-        // submitting a write, never across an await) runs in between. The read half itself is
-        // borrowed by this watch for its whole life.
-        let stream: &'a TcpStream = unsafe { &*self.rd.0.get() };
-        Box::pin(crate::http::nowait::readable(stream))
+    fn readiness(&self) -> Readiness {
+        readiness(self.rd)
     }
 
     /// Arm the watch: the connection's buffer goes back to the core while a long request (a
@@ -191,11 +193,26 @@ impl<'a> ClientWatch<'a> {
     }
 
     /// Stop watching and hand back the read buffer: as it was if the watch never armed, empty
-    /// if it did (the connection then waits for its next request holding none).
-    pub fn finish(self) -> BytesMut {
-        // Dropping an armed wait cancels it; it consumed nothing from the socket.
-        self.buf
+    /// if it did (the connection then waits for its next request holding none), and the wait
+    /// if it is still armed: the connection's wait for its next request (`next_bytes`) takes
+    /// it over instead of cancelling it and arming another. It consumed nothing from the
+    /// socket.
+    pub fn finish(self) -> (BytesMut, Option<Readiness>) {
+        (self.buf, self.wait)
     }
+}
+
+/// A readiness wait on `rd`'s socket, registered when first polled.
+pub fn readiness(rd: &TcpOwnedReadHalf) -> Readiness {
+    let stream = rd.0.clone();
+    Box::pin(async move {
+        // SAFETY: the wait (`nowait::readable`) only reads the descriptor, in its first poll
+        // and in a readiness check (`poll(2)`, epoll) when woken; the `Rc` keeps the stream
+        // alive for as long as the wait. No `&mut` to the stream is held across an await: the
+        // write half makes one only for the span of submitting a write.
+        let s: &TcpStream = unsafe { &*stream.get() };
+        crate::http::nowait::readable(s).await
+    })
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ both_drivers!(
     mid_stream_cut_ends_with_dialect_error_event,
     a_cut_inside_a_chunk_or_an_event_closes_without_an_error_event,
     a_stream_that_ended_whole_keeps_its_connection,
+    a_held_streams_connection_waits_for_its_next_request_on_the_watch,
 );
 
 fn json_and_sse_pass_through(driver: &str) {
@@ -272,4 +273,80 @@ fn a_stream_that_ended_whole_keeps_its_connection(driver: &str) {
         let d = proxy.decision(&id);
         assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     }
+}
+
+/// Read one chunked stream answer off `s`, through its last chunk.
+fn read_one_stream(s: &mut std::net::TcpStream, round: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !got.ends_with(b"\r\n0\r\n\r\n") {
+        let n = s.read(&mut tmp).unwrap();
+        assert!(n > 0, "round {round} closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&tmp[..n]);
+    }
+    got
+}
+
+/// A stream long enough for the client watch to arm leaves that wait armed when it ends, and
+/// the connection's wait for its next request takes it over: the next request on the
+/// connection is served, the keep-alive idle limit still closes it, and a client that closes
+/// after its stream is seen gone (no connection left counted open).
+fn a_held_streams_connection_waits_for_its_next_request_on_the_watch(driver: &str) {
+    let sim = start_sim(SimOptions {
+        events: 4,
+        interval_ms: 40,
+        ..Default::default()
+    });
+    let body = openai_provider("sim", sim.addr, &[("a", "SIM_KEY_A")], "\"gpt-4o-mini\"");
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "",
+        &format!("[limits]\nkeepalive_idle_ms = 2000\n\n{body}"),
+    );
+    let mut kept = raw_client(proxy.addr);
+    kept.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for round in 0..3 {
+        kept.write_all(raw_chat("gpt-4o-mini", true).as_bytes())
+            .unwrap();
+        let got = read_one_stream(&mut kept, round);
+        assert!(got.starts_with(b"HTTP/1.1 200"), "round {round}");
+        assert!(find(&got, b"data: [DONE]").is_some(), "round {round}");
+    }
+    let idle_from = Instant::now();
+    let mut rest = Vec::new();
+    kept.read_to_end(&mut rest)
+        .expect("the idle connection is closed by the server, not the test's timeout");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    let idle = idle_from.elapsed();
+    assert!(idle >= Duration::from_millis(1990), "closed early: {idle:?}");
+
+    let mut gone = raw_client(proxy.addr);
+    gone.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    gone.write_all(raw_chat("gpt-4o-mini", true).as_bytes())
+        .unwrap();
+    read_one_stream(&mut gone, 0);
+    drop(gone);
+    // Before the idle limit could close it, the closed client's connection is gone.
+    let closed = Instant::now();
+    let mut open = String::new();
+    while closed.elapsed() < Duration::from_millis(1500) {
+        let m = proxy.metrics();
+        open = m
+            .lines()
+            .filter(|l| l.starts_with("ringside_open_client_connections"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let n: u64 = m
+            .lines()
+            .filter(|l| l.starts_with("ringside_open_client_connections"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        if n == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("a closed client's connection still counted open: {open}");
 }

@@ -130,7 +130,9 @@ pub(super) fn run(
                 break answered;
             }
         };
-        *buf = watch.finish();
+        let wait;
+        (*buf, wait) = watch.finish();
+        ctx.conn.next_wait.set(wait);
         pin.remember(ctx, run.st.served);
         match answered {
             Some(keep_alive) => keep_alive,
