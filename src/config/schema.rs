@@ -291,6 +291,9 @@ pub struct UpstreamSection {
     pub first_byte_timeout_ms: u64,
     /// Longest silence between two reads of a response body.
     pub idle_read_timeout_ms: u64,
+    /// Idle connections kept per upstream, per core. Large by default: a wave of held streams
+    /// that end together comes back as a wave of new ones, and every connection closed in
+    /// between is a connect (and a TLS handshake) for one of them.
     pub pool_max_idle_per_upstream: usize,
     pub pool_idle_timeout_ms: u64,
     /// "webpki" | "system" | "both"
@@ -308,7 +311,7 @@ impl Default for UpstreamSection {
             connect_timeout_ms: 5_000,
             first_byte_timeout_ms: 120_000,
             idle_read_timeout_ms: 600_000,
-            pool_max_idle_per_upstream: 64,
+            pool_max_idle_per_upstream: 4096,
             pool_idle_timeout_ms: 60_000,
             tls_roots: "webpki".into(),
             ca_file: None,

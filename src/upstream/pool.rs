@@ -79,15 +79,107 @@ impl Pool {
         });
     }
 
-    /// Close connections idle for longer than the timeout (run on a tick).
+    /// Close connections idle for longer than the timeout (run on a tick). Each list runs
+    /// coldest to warmest, so only the expired ones at its front are looked at: a pool of
+    /// thousands costs the tick nothing while none expire.
     pub fn sweep(&mut self, now_ms: u64) {
         let t = self.idle_timeout_ms;
         for list in &mut self.idle {
-            list.retain(|i| now_ms.saturating_sub(i.since_ms) < t);
+            while list
+                .front()
+                .is_some_and(|i| now_ms.saturating_sub(i.since_ms) >= t)
+            {
+                list.pop_front();
+            }
         }
     }
 
     pub fn clear(&mut self) {
         self.idle.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::UpStream;
+    use std::os::fd::AsRawFd;
+
+    /// A pooled connection over a loopback pair (the peer is kept open, so none is stirred).
+    fn conn(peers: &mut Vec<std::net::TcpStream>) -> UpConn {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let ours = std::net::TcpStream::connect(listener.local_addr().expect("addr"))
+            .expect("connect");
+        peers.push(listener.accept().expect("accept").0);
+        ours.set_nonblocking(true).expect("nonblocking");
+        let fd = ours.as_raw_fd();
+        UpConn {
+            stream: UpStream::Plain(monoio::net::TcpStream::from_std(ours).expect("register")),
+            buf: bytes::BytesMut::new(),
+            reused: false,
+            fd,
+        }
+    }
+
+    fn in_runtime(f: impl FnOnce()) {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .build()
+            .expect("runtime")
+            .block_on(async { f() });
+    }
+
+    #[test]
+    fn sweep_retires_only_the_expired_and_take_gives_the_warmest() {
+        in_runtime(|| {
+            let mut peers = Vec::new();
+            let mut pool = Pool::new(16, 100);
+            let fds: Vec<_> = (0..4u64)
+                .map(|i| {
+                    let c = conn(&mut peers);
+                    let fd = c.fd;
+                    pool.put(0, c, i * 40);
+                    fd
+                })
+                .collect();
+            // Idle 130, 90, 50 and 10 ms at 130: the coldest one is retired.
+            pool.sweep(130);
+            assert_eq!(pool.idle[0].len(), 3);
+            // The warmest first, and it skips the quiet check (idle under 10 ms).
+            let warm = pool.take(0, 125).expect("a pooled connection");
+            assert_eq!(warm.fd, fds[3]);
+            assert!(warm.reused);
+            // Nothing expired: the sweep leaves the rest.
+            pool.sweep(135);
+            assert_eq!(pool.idle[0].len(), 2);
+            assert_eq!(pool.take(0, 135).map(|c| c.fd), Some(fds[2]));
+            // Past the timeout for the last one: `take` finds nothing usable.
+            assert!(pool.take(0, 200).is_none());
+            assert!(pool.idle[0].is_empty());
+        });
+    }
+
+    #[test]
+    fn a_full_pool_drops_its_coldest_and_zero_pools_nothing() {
+        in_runtime(|| {
+            let mut peers = Vec::new();
+            let mut pool = Pool::new(2, 60_000);
+            let fds: Vec<_> = (0..3)
+                .map(|_| {
+                    let c = conn(&mut peers);
+                    let fd = c.fd;
+                    pool.put(1, c, 0);
+                    fd
+                })
+                .collect();
+            assert_eq!(pool.idle[1].len(), 2);
+            assert_eq!(pool.take(1, 0).map(|c| c.fd), Some(fds[2]));
+            assert_eq!(pool.take(1, 0).map(|c| c.fd), Some(fds[1]));
+            assert!(pool.take(1, 0).is_none());
+            assert!(pool.take(7, 0).is_none(), "an upstream never pooled");
+
+            let mut none = Pool::new(0, 60_000);
+            none.put(0, conn(&mut peers), 0);
+            assert!(none.take(0, 0).is_none());
+        });
     }
 }
