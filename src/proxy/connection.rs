@@ -302,7 +302,8 @@ mod tests {
     /// rare or off by default; the scanner's totals, the commit's names and instant, and the
     /// pool's empty answer no longer kept across the relay; `attempt` and `hold_stream` take
     /// their arguments in place; the relay's durations 32-bit), 3,488 once the relay's start
-    /// was kept in 64-bit microseconds (a deadline may allow hours before it).
+    /// was kept in 64-bit microseconds (a deadline may allow hours before it), 3,496 with the
+    /// client watch's wait kept for the next request (`exchange::ClientConn`).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;
