@@ -108,8 +108,8 @@ mod tests {
     /// A pooled connection over a loopback pair (the peer is kept open, so none is stirred).
     fn conn(peers: &mut Vec<std::net::TcpStream>) -> UpConn {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let ours = std::net::TcpStream::connect(listener.local_addr().expect("addr"))
-            .expect("connect");
+        let ours =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         peers.push(listener.accept().expect("accept").0);
         ours.set_nonblocking(true).expect("nonblocking");
         let fd = ours.as_raw_fd();

@@ -281,7 +281,11 @@ fn read_one_stream(s: &mut std::net::TcpStream, round: usize) -> Vec<u8> {
     let mut tmp = [0u8; 4096];
     while !got.ends_with(b"\r\n0\r\n\r\n") {
         let n = s.read(&mut tmp).unwrap();
-        assert!(n > 0, "round {round} closed: {}", String::from_utf8_lossy(&got));
+        assert!(
+            n > 0,
+            "round {round} closed: {}",
+            String::from_utf8_lossy(&got)
+        );
         got.extend_from_slice(&tmp[..n]);
     }
     got
@@ -305,7 +309,8 @@ fn a_held_streams_connection_waits_for_its_next_request_on_the_watch(driver: &st
         &format!("[limits]\nkeepalive_idle_ms = 2000\n\n{body}"),
     );
     let mut kept = raw_client(proxy.addr);
-    kept.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     for round in 0..3 {
         kept.write_all(raw_chat("gpt-4o-mini", true).as_bytes())
             .unwrap();
@@ -319,10 +324,14 @@ fn a_held_streams_connection_waits_for_its_next_request_on_the_watch(driver: &st
         .expect("the idle connection is closed by the server, not the test's timeout");
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
     let idle = idle_from.elapsed();
-    assert!(idle >= Duration::from_millis(1990), "closed early: {idle:?}");
+    assert!(
+        idle >= Duration::from_millis(1990),
+        "closed early: {idle:?}"
+    );
 
     let mut gone = raw_client(proxy.addr);
-    gone.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    gone.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     gone.write_all(raw_chat("gpt-4o-mini", true).as_bytes())
         .unwrap();
     read_one_stream(&mut gone, 0);
