@@ -502,3 +502,21 @@ pub fn post_concurrently(
         .map(|t| t.join().expect("thread"))
         .collect()
 }
+
+/// Read from `s` until what arrived ends with `end` (a chunked body's last chunk, a trailer);
+/// panics if the connection closes first, with what came.
+pub fn read_until_end(s: &mut std::net::TcpStream, end: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !got.ends_with(end) {
+        let n = s.read(&mut tmp).expect("read");
+        assert!(
+            n > 0,
+            "connection closed: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&tmp[..n]);
+    }
+    got
+}

@@ -133,17 +133,7 @@ fn close_delimited_body_is_rechunked(driver: &str) {
     let req = raw_chat("m", false);
     for _ in 0..2 {
         s.write_all(req.as_bytes()).unwrap();
-        let mut got = Vec::new();
-        let mut tmp = [0u8; 4096];
-        while !got.ends_with(b"0\r\n\r\n") {
-            let n = s.read(&mut tmp).unwrap();
-            assert!(
-                n > 0,
-                "connection closed: {}",
-                String::from_utf8_lossy(&got)
-            );
-            got.extend_from_slice(&tmp[..n]);
-        }
+        let got = read_until_end(&mut s, b"0\r\n\r\n");
         let r = client::parse_reply(&got).unwrap();
         assert_eq!(r.header("transfer-encoding"), Some("chunked"));
         assert_eq!(r.body, b"{\"close\":\"delimited\"}");

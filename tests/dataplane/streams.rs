@@ -251,19 +251,9 @@ fn a_stream_that_ended_whole_keeps_its_connection(driver: &str) {
     );
     let proxy = Proxy::start(driver, 1, "", &config);
     let mut s = raw_client(proxy.addr);
-    for round in 0..2 {
+    for _ in 0..2 {
         s.write_all(raw_chat("m", true).as_bytes()).unwrap();
-        let mut got = Vec::new();
-        let mut tmp = [0u8; 4096];
-        while !got.ends_with(b"x-trailer: 1\r\n\r\n") {
-            let n = s.read(&mut tmp).unwrap();
-            assert!(
-                n > 0,
-                "round {round} closed: {}",
-                String::from_utf8_lossy(&got)
-            );
-            got.extend_from_slice(&tmp[..n]);
-        }
+        let got = read_until_end(&mut s, b"x-trailer: 1\r\n\r\n");
         let end = find(&got, b"\r\n\r\n").expect("a head") + 4;
         assert_eq!(String::from_utf8_lossy(&got[end..]), body);
         let id = String::from_utf8_lossy(&got[..end])
@@ -273,22 +263,6 @@ fn a_stream_that_ended_whole_keeps_its_connection(driver: &str) {
         let d = proxy.decision(&id);
         assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     }
-}
-
-/// Read one chunked stream answer off `s`, through its last chunk.
-fn read_one_stream(s: &mut std::net::TcpStream, round: usize) -> Vec<u8> {
-    let mut got = Vec::new();
-    let mut tmp = [0u8; 4096];
-    while !got.ends_with(b"\r\n0\r\n\r\n") {
-        let n = s.read(&mut tmp).unwrap();
-        assert!(
-            n > 0,
-            "round {round} closed: {}",
-            String::from_utf8_lossy(&got)
-        );
-        got.extend_from_slice(&tmp[..n]);
-    }
-    got
 }
 
 /// A stream long enough for the client watch to arm leaves that wait armed when it ends, and
@@ -314,7 +288,7 @@ fn a_held_streams_connection_waits_for_its_next_request_on_the_watch(driver: &st
     for round in 0..3 {
         kept.write_all(raw_chat("gpt-4o-mini", true).as_bytes())
             .unwrap();
-        let got = read_one_stream(&mut kept, round);
+        let got = read_until_end(&mut kept, b"\r\n0\r\n\r\n");
         assert!(got.starts_with(b"HTTP/1.1 200"), "round {round}");
         assert!(find(&got, b"data: [DONE]").is_some(), "round {round}");
     }
@@ -334,7 +308,7 @@ fn a_held_streams_connection_waits_for_its_next_request_on_the_watch(driver: &st
         .unwrap();
     gone.write_all(raw_chat("gpt-4o-mini", true).as_bytes())
         .unwrap();
-    read_one_stream(&mut gone, 0);
+    read_until_end(&mut gone, b"\r\n0\r\n\r\n");
     drop(gone);
     // Before the idle limit could close it, the closed client's connection is gone.
     let closed = Instant::now();
