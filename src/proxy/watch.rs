@@ -115,17 +115,12 @@ impl<'a> ClientWatch<'a> {
         unsafe { (*self.rd.0.get()).as_raw_fd() }
     }
 
-    /// A readiness wait on the client socket, registered when first polled.
-    fn readiness(&self) -> Readiness {
-        readiness(self.rd)
-    }
-
     /// Arm the watch: the connection's buffer goes back to the core while a long request (a
     /// held stream) runs, and a readiness wait goes on the client socket.
     fn arm(&mut self) {
         self.unarmed = false;
         crate::http::buffers::give_back(std::mem::take(&mut self.buf));
-        self.wait = Some(self.readiness());
+        self.wait = Some(readiness(self.rd));
     }
 
     /// Poll the armed wait; true when the client is gone. A pipelined request's bytes end the
@@ -143,7 +138,7 @@ impl<'a> ClientWatch<'a> {
                 Poll::Ready(Err(_)) => {}
                 Poll::Ready(Ok(())) => match peek(self.fd()) {
                     Woke::Nothing => {
-                        self.wait = Some(self.readiness());
+                        self.wait = Some(readiness(self.rd));
                         continue;
                     }
                     Woke::Data => {
