@@ -12,12 +12,17 @@
 # Machine CPU: the whole machine's busy time per 100k events (load tool and upstream included,
 # and the kernel's network work that no process is charged for); against `direct` it shows what
 # a proxy costs the machine, not only its own process. Meaningless when the cores are saturated.
+# ROUNDS=N: the targets take turns N times per size (one row per target and round), then a
+# summary per target: the median of each figure over its rounds, and Ringside's CPU per event
+# against HAProxy's defaults in each round (the two run about a minute apart; this host's own
+# figure for one proxy moves by a quarter from one run to the next).
 # Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100
-#   TARGETS="direct nginx haproxy haproxy-nodelay ringside", RS_EXTRA: TOML appended to
-#   Ringside's config)
+#   TARGETS="direct nginx haproxy haproxy-nodelay ringside" ROUNDS=1, RS_EXTRA: TOML appended
+#   to Ringside's config)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
+ROUNDS=${ROUNDS:-1}
 DUR=${DUR:-16}
 EVENTS=${EVENTS:-50}
 INTERVAL=${INTERVAL:-100}
@@ -91,29 +96,34 @@ for C in $SIZES; do
   echo
   echo "| target | streams completed | errors | events/s | CPU s per 100k events | machine CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms | event delay p50 / p99 ms |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-  for t in ${TARGETS:-direct nginx haproxy haproxy-nodelay ringside}; do
-    pid=$(start $t)
-    port=$PROXY; [ "$t" = direct ] && port=$SIM
-    wait_port "$port" || { echo "| $t | did not start |"; continue; }
-    sleep 0.5
-    idle=0; c0=0
-    if [ -n "$pid" ]; then PIDS+=("$pid"); idle=$(mem_kib VmRSS "$pid"); c0=$(cpu_ticks "$pid"); fi
-    # Sample the RSS while the streams are held (peak of samples; VmHWM also counts start-up).
-    peak=$idle
-    ( while sleep 1; do [ -n "$pid" ] && mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
-    SAMPLER=$!
-    m0=$(machine_ticks)
-    out=$(timeout $((DUR + 30)) $LOAD streams 127.0.0.1:$port /v1/chat/completions "$BODY" "$C" "$DUR" "$INTERVAL" || echo '{}')
-    m1=$(machine_ticks)
-    kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
-    if [ -n "$pid" ]; then
-      c1=$(cpu_ticks "$pid")
-      peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
-      stop_proc "$pid"
-    else c1=0; fi
-    python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" <<'PY'
+  rm -f "$WORK/rows.jsonl"
+  for round in $(seq "$ROUNDS"); do
+    # Even rounds take the targets in the reverse order, so that none always runs first.
+    order=${TARGETS:-direct nginx haproxy haproxy-nodelay ringside}
+    [ $((round % 2)) -eq 0 ] && order=$(echo $order | tr ' ' '\n' | tac | tr '\n' ' ')
+    for t in $order; do
+      pid=$(start $t)
+      port=$PROXY; [ "$t" = direct ] && port=$SIM
+      wait_port "$port" || { echo "| $t | did not start |"; continue; }
+      sleep 0.5
+      idle=0; c0=0
+      if [ -n "$pid" ]; then PIDS+=("$pid"); idle=$(mem_kib VmRSS "$pid"); c0=$(cpu_ticks "$pid"); fi
+      # Sample the RSS while the streams are held (peak of samples; VmHWM also counts start-up).
+      peak=$idle
+      ( while sleep 1; do [ -n "$pid" ] && mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
+      SAMPLER=$!
+      m0=$(machine_ticks)
+      out=$(timeout $((DUR + 30)) $LOAD streams 127.0.0.1:$port /v1/chat/completions "$BODY" "$C" "$DUR" "$INTERVAL" || echo '{}')
+      m1=$(machine_ticks)
+      kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
+      if [ -n "$pid" ]; then
+        c1=$(cpu_ticks "$pid")
+        peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
+        stop_proc "$pid"
+      else c1=0; fi
+      python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" "$([ "$ROUNDS" -gt 1 ] && echo "$round" || echo 0)" "$WORK/rows.jsonl" <<'PY'
 import json, sys
-t, out, c0, c1, hz, idle, peak, c, m0, m1 = sys.argv[1:]
+t, out, c0, c1, hz, idle, peak, c, m0, m1, rnd, rows = sys.argv[1:]
 o = json.loads(out) if out.strip().startswith("{") else {}
 ev = o.get("events", 0)
 cpu = (int(c1) - int(c0)) / int(hz)
@@ -121,8 +131,18 @@ per100k = f"{cpu / ev * 1e5:.2f}" if ev and t != "direct" else "-"
 machine = f"{(int(m1) - int(m0)) / int(hz) / ev * 1e5:.2f}" if ev else "-"
 rss = f"{int(peak) / 1024:.0f}" if t != "direct" else "-"
 per = f"{(int(peak) - int(idle)) / int(c):.1f}" if t != "direct" else "-"
-print(f"| {t} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {machine} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} | {o.get('event_delay_p50_ms', '-')} / {o.get('event_delay_p99_ms', '-')} |")
+row = {"target": t, "round": int(rnd), "completed": o.get("completed", 0),
+       "cpu": cpu / ev * 1e5 if ev and t != "direct" else None,
+       "machine": (int(m1) - int(m0)) / int(hz) / ev * 1e5 if ev else None,
+       "rss": int(peak) / 1024 if t != "direct" else None,
+       "p99": o.get("p99_ms"), "delay_p99": o.get("event_delay_p99_ms")}
+with open(rows, "a") as f:
+    f.write(json.dumps(row) + "\n")
+label = t if rnd == "0" else f"{t}, round {rnd}"
+print(f"| {label} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {machine} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} | {o.get('event_delay_p50_ms', '-')} / {o.get('event_delay_p99_ms', '-')} |")
 PY
-    sleep 1
+      sleep 1
+    done
   done
+  if [ "$ROUNDS" -gt 1 ]; then python3 benches/rounds_summary.py "$WORK/rows.jsonl"; fi
 done
