@@ -132,10 +132,13 @@ machine = f"{(int(m1) - int(m0)) / int(hz) / ev * 1e5:.2f}" if ev else "-"
 rss = f"{int(peak) / 1024:.0f}" if t != "direct" else "-"
 per = f"{(int(peak) - int(idle)) / int(c):.1f}" if t != "direct" else "-"
 row = {"target": t, "round": int(rnd), "completed": o.get("completed", 0),
+       "errors": o.get("errors"), "events_per_s": o.get("events_per_s"),
        "cpu": cpu / ev * 1e5 if ev and t != "direct" else None,
        "machine": (int(m1) - int(m0)) / int(hz) / ev * 1e5 if ev else None,
        "rss": int(peak) / 1024 if t != "direct" else None,
-       "p99": o.get("p99_ms"), "delay_p99": o.get("event_delay_p99_ms")}
+       "per_stream": (int(peak) - int(idle)) / int(c) if t != "direct" else None,
+       "p50": o.get("p50_ms"), "p99": o.get("p99_ms"),
+       "delay_p50": o.get("event_delay_p50_ms"), "delay_p99": o.get("event_delay_p99_ms")}
 with open(rows, "a") as f:
     f.write(json.dumps(row) + "\n")
 label = t if rnd == "0" else f"{t}, round {rnd}"

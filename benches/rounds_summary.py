@@ -1,5 +1,6 @@
 """The summary of a held-streams run with ROUNDS > 1 (benches/held_streams.sh): per target, the
-median of each figure over its rounds; then Ringside's CPU per event against HAProxy's defaults
+median of each figure over its rounds (each column on its own, so a row
+need not be one round's); then Ringside's CPU per event against HAProxy's defaults
 round by round (the two ran about a minute apart), their median, and the ratio of the medians.
 usage: python3 benches/rounds_summary.py ROWS.jsonl (one JSON object per target and round)"""
 
@@ -8,8 +9,12 @@ import statistics
 import sys
 
 
+FIGURES = ("completed", "errors", "events_per_s", "cpu", "machine", "rss", "per_stream", "p50",
+           "p99", "delay_p50", "delay_p99")
+
+
 def median(values):
-    values = [v for v in values if v is not None]
+    values = [v for v in values if isinstance(v, (int, float))]
     return statistics.median(values) if values else None
 
 
@@ -24,14 +29,17 @@ def main(path):
     print()
     print(f"Median over {rounds} rounds:")
     print()
-    print("| target | streams completed | CPU s per 100k events | machine CPU s per 100k events "
-          "| peak RSS MiB | p99 stream ms | event delay p99 ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| target | streams completed | errors | events/s | CPU s per 100k events "
+          "| machine CPU s per 100k events | peak RSS MiB | RSS per held stream KiB "
+          "| p50 stream ms | p99 stream ms | event delay p50 / p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in targets:
         mine = [r for r in rows if r["target"] == t]
-        col = lambda k: median([r[k] for r in mine])  # noqa: E731
-        print(f"| {t} | {fmt(col('completed'), 0)} | {fmt(col('cpu'))} | {fmt(col('machine'))} "
-              f"| {fmt(col('rss'), 0)} | {fmt(col('p99'), 0)} | {fmt(col('delay_p99'), 0)} |")
+        m = {k: median([r.get(k) for r in mine]) for k in FIGURES}
+        print(f"| {t} | {fmt(m['completed'], 0)} | {fmt(m['errors'], 0)} "
+              f"| {fmt(m['events_per_s'], 0)} | {fmt(m['cpu'])} | {fmt(m['machine'])} "
+              f"| {fmt(m['rss'], 0)} | {fmt(m['per_stream'], 1)} | {fmt(m['p50'], 0)} "
+              f"| {fmt(m['p99'], 0)} | {fmt(m['delay_p50'], 0)} / {fmt(m['delay_p99'], 0)} |")
     by_round = {}
     for r in rows:
         by_round.setdefault(r["round"], {})[r["target"]] = r
