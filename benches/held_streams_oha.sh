@@ -11,8 +11,12 @@
 # of the run is answered 503; HAProxy bounds a handshake by `timeout server` (60 s). To compare
 # the streams themselves: RS_UPSTREAM='connect_timeout_ms = 60000'.
 # Installs haproxy and nodejs (Debian) and oha (cargo install, about 13 minutes once) if missing.
+# The mock listens with Node's default queue of 511: at C = 5,000 each proxy's first wave of
+# upstream connects overflows it, and the dropped SYNs, sent again 1 s and 3 s later, set the
+# p99 and how many second streams end in time (for both proxies); BACKLOG=8192 measures the
+# proxies without that.
 # Usage: benches/held_streams_oha.sh   (env: SIZES="1000 5000" DUR=16 TARGETS="haproxy ringside"
-#   UPSTREAM_TLS=1, RS_UPSTREAM: lines added to Ringside's [upstream] table)
+#   UPSTREAM_TLS=1, BACKLOG=511, RS_UPSTREAM: lines added to Ringside's [upstream] table)
 # Bounded: about (DUR + 3) s per target and size.
 set -euo pipefail
 cd "$(dirname "$0")/.."

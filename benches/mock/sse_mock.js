@@ -1,6 +1,8 @@
 // An SSE upstream independent of Ringside's simulator (benches/held_streams_oha.sh): each request
 // is answered with EVENTS OpenAI-style chunks INTERVAL ms apart, then [DONE], by Node's own http,
-// or over TLS by Node's https when TLS_CERT and TLS_KEY name PEM files.
+// or over TLS by Node's https when TLS_CERT and TLS_KEY name PEM files. BACKLOG: the listen
+// queue (Node's default, 511, unless set): with 5,000 streams a proxy's first wave of connects
+// overflows 511, and the dropped SYNs come back 1 s and 3 s later as slow streams.
 const fs = require('fs');
 const EVENTS = +(process.env.EVENTS || 50), INTERVAL = +(process.env.INTERVAL || 100);
 const port = +(process.argv[2] || 19600);
@@ -27,4 +29,4 @@ const handler = (req, res) => {
 const srv = tls ? require('https').createServer(tls, handler) : require('http').createServer(handler);
 srv.keepAliveTimeout = 60000;
 srv.maxConnections = 30000;
-srv.listen(port, '127.0.0.1');
+srv.listen(port, '127.0.0.1', +(process.env.BACKLOG || 511));
