@@ -94,8 +94,7 @@ for C in $SIZES; do
   echo
   echo "### C = $C streams, $EVENTS events $INTERVAL ms apart (ideal $IDEAL ms), ${DUR}s, $(nproc) cores"
   echo
-  echo "| target | streams completed | errors | events/s | CPU s per 100k events | machine CPU s per 100k events | peak RSS MiB | RSS per held stream KiB | p50 stream ms | p99 stream ms | event delay p50 / p99 ms |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  python3 benches/held_streams_table.py --header
   rm -f "$WORK/rows.jsonl"
   for round in $(seq "$ROUNDS"); do
     # Even rounds take the targets in the reverse order, so that none always runs first.
@@ -121,31 +120,27 @@ for C in $SIZES; do
         peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
         stop_proc "$pid"
       else c1=0; fi
-      python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" "$([ "$ROUNDS" -gt 1 ] && echo "$round" || echo 0)" "$WORK/rows.jsonl" <<'PY'
+      python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" "$round" "$WORK/rows.jsonl" <<'PY'
 import json, sys
 t, out, c0, c1, hz, idle, peak, c, m0, m1, rnd, rows = sys.argv[1:]
 o = json.loads(out) if out.strip().startswith("{") else {}
 ev = o.get("events", 0)
-cpu = (int(c1) - int(c0)) / int(hz)
-per100k = f"{cpu / ev * 1e5:.2f}" if ev and t != "direct" else "-"
-machine = f"{(int(m1) - int(m0)) / int(hz) / ev * 1e5:.2f}" if ev else "-"
-rss = f"{int(peak) / 1024:.0f}" if t != "direct" else "-"
-per = f"{(int(peak) - int(idle)) / int(c):.1f}" if t != "direct" else "-"
+proxy = t != "direct"
 row = {"target": t, "round": int(rnd), "completed": o.get("completed", 0),
-       "errors": o.get("errors"), "events_per_s": o.get("events_per_s"),
-       "cpu": cpu / ev * 1e5 if ev and t != "direct" else None,
+       "errors": o.get("errors"), "events_per_s": o.get("events_per_s", 0),
+       "cpu": (int(c1) - int(c0)) / int(hz) / ev * 1e5 if ev and proxy else None,
        "machine": (int(m1) - int(m0)) / int(hz) / ev * 1e5 if ev else None,
-       "rss": int(peak) / 1024 if t != "direct" else None,
-       "per_stream": (int(peak) - int(idle)) / int(c) if t != "direct" else None,
+       "rss": int(peak) / 1024 if proxy else None,
+       "per_stream": (int(peak) - int(idle)) / int(c) if proxy else None,
        "p50": o.get("p50_ms"), "p99": o.get("p99_ms"),
        "delay_p50": o.get("event_delay_p50_ms"), "delay_p99": o.get("event_delay_p99_ms")}
 with open(rows, "a") as f:
     f.write(json.dumps(row) + "\n")
-label = t if rnd == "0" else f"{t}, round {rnd}"
-print(f"| {label} | {o.get('completed', 0)} | {o.get('errors', '-')} | {o.get('events_per_s', 0)} | {per100k} | {machine} | {rss} | {per} | {o.get('p50_ms', '-')} | {o.get('p99_ms', '-')} | {o.get('event_delay_p50_ms', '-')} / {o.get('event_delay_p99_ms', '-')} |")
 PY
+      label=$t; [ "$ROUNDS" -gt 1 ] && label="$t, round $round"
+      python3 benches/held_streams_table.py --row "$WORK/rows.jsonl" "$label"
       sleep 1
     done
   done
-  if [ "$ROUNDS" -gt 1 ]; then python3 benches/rounds_summary.py "$WORK/rows.jsonl"; fi
+  if [ "$ROUNDS" -gt 1 ]; then python3 benches/held_streams_table.py "$WORK/rows.jsonl"; fi
 done
