@@ -18,7 +18,8 @@
 # figure for one proxy moves by a quarter from one run to the next).
 # Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100
 #   TARGETS="direct nginx haproxy haproxy-nodelay ringside" ROUNDS=1, RS_EXTRA: TOML appended
-#   to Ringside's config)
+#   to Ringside's config, PROVIDER_HEAD=1: every answer carries the head a provider sends,
+#   about 1.5 KB of ids, cookies and rate limits, not the simulator's plain one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
@@ -35,7 +36,9 @@ build_and_prepare
 # Two descriptors per proxied stream, and the load tool holds C of its own.
 ulimit -n "$(ulimit -Hn)"
 
-$BIN simulate --listen 127.0.0.1:$SIM --events "$EVENTS" --interval-ms "$INTERVAL" >/dev/null 2>&1 &
+SIM_ARGS=()
+[ "${PROVIDER_HEAD:-0}" = 1 ] && SIM_ARGS=(--fault "key:sk-bench=none;provider-head")
+$BIN simulate --listen 127.0.0.1:$SIM --events "$EVENTS" --interval-ms "$INTERVAL" "${SIM_ARGS[@]}" >/dev/null 2>&1 &
 SIM_PID=$!; PIDS+=($SIM_PID)
 sleep 0.5
 

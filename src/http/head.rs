@@ -229,6 +229,62 @@ impl Head {
         })
     }
 
+    /// Keep only the header lines whose name `keep` accepts; the first line and what was read
+    /// from the head (status, framing, keep-alive) stay. For a response head kept while its
+    /// body is relayed: a provider's head is a kilobyte or more (rate limits, cookies, ids),
+    /// kept for the whole of a held stream, and after the client has its copy only the few
+    /// headers that judging the stream's end can read still matter. Nothing is rebuilt when
+    /// every header is kept.
+    pub fn keep_only(&mut self, keep: impl Fn(&[u8]) -> bool) {
+        // One bit a line: a response head has at most `RESPONSE_HEADERS` (128) of them.
+        if self.headers.len() > 128 {
+            return;
+        }
+        let mut kept = 0u128;
+        let mut len = memchr::memmem::find(&self.raw, b"\r\n").map_or(0, |i| i + 2);
+        let first_line = len;
+        for (i, h) in self.headers.iter().enumerate() {
+            if keep(&self.raw[h.name.range()]) {
+                kept |= 1 << i;
+                len += h.name.range().len() + 2 + h.value.range().len() + 2;
+            }
+        }
+        if kept.count_ones() as usize == self.headers.len() {
+            return;
+        }
+        let mut raw = Vec::with_capacity(len + 2);
+        raw.extend_from_slice(&self.raw[..first_line]);
+        let mut headers = Vec::with_capacity(kept.count_ones() as usize);
+        let mut names = 0;
+        let put = |raw: &mut Vec<u8>, bytes: &[u8]| {
+            let start = raw.len() as u32;
+            raw.extend_from_slice(bytes);
+            Span {
+                start,
+                end: raw.len() as u32,
+            }
+        };
+        for (i, h) in self.headers.iter().enumerate() {
+            if kept & (1 << i) == 0 {
+                continue;
+            }
+            let name = put(&mut raw, &self.raw[h.name.range()]);
+            raw.extend_from_slice(b": ");
+            let value = put(&mut raw, &self.raw[h.value.range()]);
+            raw.extend_from_slice(b"\r\n");
+            names |= 1 << h.slot;
+            headers.push(HeaderRef {
+                name,
+                value,
+                slot: h.slot,
+            });
+        }
+        raw.extend_from_slice(b"\r\n");
+        self.raw = Bytes::from(raw);
+        self.headers = headers;
+        self.names = names;
+    }
+
     pub fn expects_continue(&self) -> bool {
         self.get("expect")
             .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))

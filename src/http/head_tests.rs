@@ -220,3 +220,61 @@ fn a_header_costs_twenty_bytes_of_a_held_head() {
         ["Host", "X-Stainless-Lang"]
     );
 }
+
+#[test]
+fn a_head_keeps_only_the_lines_asked_for() {
+    let text = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\
+        set-cookie: __cf_bm=abcdefghijklmnopqrstuvwxyz0123456789; path=/; HttpOnly\r\n\
+        x-ratelimit-remaining-tokens: 0\r\nopenai-organization: org-1\r\n\
+        X-RateLimit-Reset-Tokens: 20s\r\ncf-ray: 8f00000000000000-AMS\r\n\r\n";
+    let (mut head, _) = parse_response(text.as_bytes(), HeadLimits::default(), false)
+        .unwrap()
+        .unwrap();
+    let before = (head.status, head.framing, head.keep_alive, head.raw().len());
+    head.keep_only(|n| n.len() > 11 && n[..11].eq_ignore_ascii_case(b"x-ratelimit"));
+    assert_eq!(
+        (head.status, head.framing, head.keep_alive),
+        (before.0, before.1, before.2),
+        "what was read from the head stays"
+    );
+    assert_eq!(head.get_str("x-ratelimit-remaining-tokens"), Some("0"));
+    assert_eq!(head.get_str("x-ratelimit-reset-tokens"), Some("20s"));
+    for gone in [
+        "content-type",
+        "set-cookie",
+        "cf-ray",
+        "openai-organization",
+    ] {
+        assert_eq!(head.get(gone), None, "{gone}");
+    }
+    assert!(
+        head.raw().len() < before.3 / 2,
+        "{} bytes",
+        head.raw().len()
+    );
+    // What is left is a head of its own: the first line and the kept lines, as sent.
+    let (again, used) = parse_response(head.raw(), HeadLimits::default(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(used, head.raw().len());
+    let lines: Vec<_> = again
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_vec()))
+        .collect();
+    let kept: Vec<_> = head
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_vec()))
+        .collect();
+    assert_eq!(lines, kept);
+    assert_eq!(kept.len(), 2);
+    assert!(head.raw().starts_with(b"HTTP/1.1 200 OK\r\n"));
+
+    // Every line kept: nothing is rebuilt.
+    let raw = head.raw().clone();
+    head.keep_only(|_| true);
+    assert_eq!(head.raw().as_ptr(), raw.as_ptr());
+    // None kept: the first line alone.
+    head.keep_only(|_| false);
+    assert_eq!(&head.raw()[..], b"HTTP/1.1 200 OK\r\n\r\n");
+    assert_eq!(head.get("x-ratelimit-reset-tokens"), None);
+}

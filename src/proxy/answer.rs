@@ -99,6 +99,7 @@ async fn pass_through(
         hard_deadline: None,
         stream: &crate::sse::StreamSettings::DEFAULT,
         client_fd: Some(ctx.conn.fd),
+        judging: &ctx.config().resilience,
     };
     ctx.record.status = resp.status;
     ctx.record.outcome = if last.verdict.retryable {

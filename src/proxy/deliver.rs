@@ -101,6 +101,7 @@ pub(super) fn commit(
                 hard_deadline: ctx.exec_deadline,
                 stream: &cfg.stream,
                 client_fd: Some(ctx.conn.fd),
+                judging: &cfg.resilience,
             };
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body goes with the answer's first byte (`relay`'s `prompt`).

@@ -47,6 +47,9 @@ pub struct Relay<'a> {
     /// The client's socket, for writes that do not wait (`http::nowait`); `None`: every
     /// write goes through the runtime.
     pub client_fd: Option<std::os::fd::RawFd>,
+    /// What judging the stream's end may read of the response head (the rest of an event
+    /// stream's head is let go once the client has its copy).
+    pub judging: &'a crate::resilience::settings::Settings,
 }
 
 impl Relay<'_> {
@@ -294,7 +297,7 @@ pub(crate) fn relay<B: BodyRead>(
     watch: &mut ClientWatch<'_>,
     body: &mut B,
     buf: &mut BytesMut,
-    head: &Head,
+    head: &mut Head,
     r: &Relay<'_>,
     prompt: &mut Bytes,
 ) -> impl std::future::Future<Output = (Relayed, Option<crate::sse::Totals>)> {
@@ -303,7 +306,7 @@ pub(crate) fn relay<B: BodyRead>(
             status: head.status,
             ..Default::default()
         };
-        let mut s = Stream::new(head, r, buf.len());
+        let mut s = Stream::start(head, r, buf.len());
         // Reads and writes each have one timer for the whole stream: it is moved, not remade.
         let mut timer = None;
         let mut send_timer = None;

@@ -26,8 +26,10 @@
 //! keeps their first slots too, so each argument is stored twice; those five are plain `fn`s
 //! returning an `async move` block, which uses its captures where they are. With the other
 //! rules (no value kept across two waits that only one of them needs, once-per-stream and
-//! rare waits boxed, and state that is rare or off by default boxed too) the task is 3,560
+//! rare waits boxed, and state that is rare or off by default boxed too) the task is 3,568
 //! bytes: the allocator's 3.5 KiB class (`connection::tests::connection_future_size_is_bounded`).
+//! Beside it a held stream keeps of its upstream's response head only the headers judging may
+//! read (`forward::Stream::start`).
 
 mod admit;
 pub mod answer;

@@ -177,6 +177,29 @@ fn remaining_is_zero(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Option
     Some(f <= 0.0)
 }
 
+/// Every header [`from_headers`] may read (`tests::from_headers_reads_only_the_listed_names`
+/// checks it). A held stream keeps no more of its response head than these and the rules'
+/// header markers: they are all that judging an error event in the stream can use.
+pub const HEADERS_READ: [&str; 17] = [
+    "retry-after-ms",
+    "retry-after",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-tokens-reset",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "anthropic-ratelimit-input-tokens-reset",
+    "anthropic-ratelimit-output-tokens-remaining",
+    "anthropic-ratelimit-output-tokens-reset",
+    "anthropic-ratelimit-unified-status",
+    "anthropic-ratelimit-unified-reset",
+    "x-ratelimit-reset",
+];
+
 /// The upstream's retry hint from response headers, in the order of trust:
 /// `retry-after-ms`, `retry-after`, then provider reset headers for an exhausted limit.
 pub fn from_headers(get: &dyn Fn(&str) -> Option<String>, now_unix_ms: u64) -> Option<Hint> {

@@ -165,6 +165,21 @@ impl Default for Settings {
     }
 }
 
+impl Settings {
+    /// Whether judging an answer may read the header `name`: the retry hints' headers
+    /// ([`super::hints::HEADERS_READ`]) and the rules' header markers. A held stream keeps no
+    /// other header of its response head (`Head::keep_only`).
+    pub fn reads_header(&self, name: &[u8]) -> bool {
+        let same = |n: &str| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name);
+        super::hints::HEADERS_READ.iter().any(|n| same(n))
+            || self
+                .operator_rules
+                .iter()
+                .chain(&self.builtin_rules)
+                .any(|r| r.header_markers.iter().any(|(h, _)| same(h)))
+    }
+}
+
 /// `RINGSIDE_PROVIDER_BREAKER_{OAUTH,API_KEY}_{FAILURE_THRESHOLD,FAILURE_WINDOW_MS,COOLDOWN_MS}`
 /// override the window-gate profile (any finite number >= 0; garbage is ignored).
 pub fn apply_gate_env(

@@ -217,13 +217,8 @@ async fn respond(
         }
         _ => {
             let b = body::json_body(api, &r.model, r.events, r.seq, r.base64);
-            // Each provider's own name for its request id header.
-            let id_header = match api {
-                Api::Messages | Api::CountTokens => "request-id",
-                _ => "x-request-id",
-            };
-            let id = format!("req_sim{}", r.seq);
-            let mut extra = vec![(id_header, id.as_str())];
+            let own = super::provider_head::of_success(api, r.seq, fault);
+            let mut extra: Vec<_> = own.iter().map(|(n, v)| (*n, v.as_str())).collect();
             extra.extend(r.extra.iter().map(|(n, v)| (n.as_str(), v.as_str())));
             (200, whole(200, "application/json", &extra, &b, keep))
         }

@@ -48,8 +48,11 @@ pub struct Fault {
     pub kind: FaultKind,
     pub retry_after: Option<String>,
     pub retry_after_ms: Option<u64>,
-    /// Add OpenAI/Anthropic rate-limit headers to the answer.
+    /// Add OpenAI/Anthropic rate-limit headers to the answer (an error's, or a stream's head,
+    /// saying the limit is spent).
     pub ratelimit_headers: bool,
+    /// Send a success with the head a provider sends (`provider_head`), not the plain one.
+    pub provider_head: bool,
     /// A token-budget 429 as OpenAI sends it: tokens per minute spent (requests left), reset
     /// in 2 s, said in the headers and the message.
     pub tokens_per_minute: bool,
@@ -99,6 +102,7 @@ impl Fault {
             retry_after: None,
             retry_after_ms: None,
             ratelimit_headers: false,
+            provider_head: false,
             tokens_per_minute: false,
             after: 2,
             latency_ms: 0,
@@ -126,6 +130,7 @@ impl Fault {
                 "retry-after" | "retry_after" => f.retry_after = Some(v.to_string()),
                 "retry-after-ms" | "retry_after_ms" => f.retry_after_ms = Some(num()?),
                 "ratelimit-headers" | "ratelimit_headers" => f.ratelimit_headers = true,
+                "provider-head" | "provider_head" => f.provider_head = true,
                 "tokens-per-minute" | "tpm" => f.tokens_per_minute = true,
                 "after" => f.after = num()? as u32,
                 "latency" | "latency-ms" => f.latency_ms = num()?,

@@ -7,6 +7,7 @@ mod ask;
 pub mod body;
 mod control;
 pub mod fault;
+mod provider_head;
 pub mod stats;
 mod stream;
 pub mod subscription;

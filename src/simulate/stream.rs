@@ -35,6 +35,9 @@ pub async fn answer(plan: StreamPlan<'_>, mut stream: TcpStream) -> Option<TcpSt
     let mut w = HeadWriter::new(200);
     w.header("content-type", "text/event-stream")
         .header("cache-control", "no-cache");
+    for (n, v) in super::provider_head::of_stream(plan.api, plan.seq, fault) {
+        w.header(n, &v);
+    }
     for (n, v) in plan.extra {
         w.header(n, v);
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 both_drivers!(
     an_in_band_error_after_commit_cools_the_key,
+    an_in_band_rate_limit_takes_its_wait_from_the_streams_head,
     a_relay_quota_message_inside_a_stream_is_quota_exhaustion,
     a_reset_after_commit_cools_the_key,
     a_stream_without_its_terminal_event_cools_the_key,
@@ -119,6 +120,29 @@ fn an_in_band_error_after_commit_cools_the_key(driver: &str) {
     let d = proxy.decision(&id);
     let detail = d["attempts"][0]["detail"].as_str().unwrap_or_default();
     assert!(detail.starts_with("in-band stream error"), "{d}");
+}
+
+/// A held stream lets go of its response head but the headers judging may read: an in-band
+/// rate-limit error still takes its wait from the head's spent limit, and the client had
+/// every header of the provider's head.
+fn an_in_band_rate_limit_takes_its_wait_from_the_streams_head(driver: &str) {
+    let (_sim, proxy) = with_fault_on_a(
+        driver,
+        "sse-error-after;after=2;error-type=rate_limit_error;message=Rate limit reached;\
+         ratelimit-headers;provider-head",
+    );
+    let r = proxy.post("/v1/chat/completions", &[], &chat("smart", true));
+    assert_eq!(r.status, 200, "{}", r.text());
+    for name in ["cf-ray", "openai-processing-ms", "x-ratelimit-limit-tokens"] {
+        assert!(r.header(name).is_some(), "the client's copy lacks {name}");
+    }
+    assert_eq!(r.header("x-ratelimit-reset-tokens"), Some("20s"));
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let d = proxy.decision(&id);
+    assert_eq!(d["outcome"], "failed_after_commit", "{d}");
+    // 20 s from the head's spent token limit (judged without it: about 2 s).
+    let a = connection_a_after_failure(&proxy);
+    assert!(a["cooling_ms"].as_u64().unwrap_or(0) > 15_000, "{a}");
 }
 
 fn a_relay_quota_message_inside_a_stream_is_quota_exhaustion(driver: &str) {

@@ -79,6 +79,19 @@ pub(super) struct Stream {
 }
 
 impl Stream {
+    /// [`Stream::new`], and then an event stream lets go of the upstream's head but what
+    /// judging its end may read: the client's copy is made (the stream holds it until the first
+    /// write), and a provider's head is a kilobyte or more, most of it ids, cookies and limits
+    /// that a held stream would otherwise keep for as long as it runs.
+    #[inline(always)]
+    pub(super) fn start(head: &mut Head, r: &Relay<'_>, buffered: usize) -> Stream {
+        let s = Stream::new(head, r, buffered);
+        if s.is_sse {
+            head.keep_only(|name| r.judging.reads_header(name));
+        }
+        s
+    }
+
     /// `buffered`: the body bytes read with the head. (Inlined, so that the stream is built
     /// where the relay keeps it: it holds the 832-byte scanner.)
     #[inline(always)]

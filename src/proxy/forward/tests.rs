@@ -1,6 +1,9 @@
 use super::*;
 use std::time::Instant;
 
+static JUDGING: std::sync::LazyLock<crate::resilience::settings::Settings> =
+    std::sync::LazyLock::new(Default::default);
+
 fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSettings) -> Relay<'_> {
     Relay {
         dialect: Dialect::OpenAi,
@@ -17,6 +20,7 @@ fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSetting
         hard_deadline,
         stream,
         client_fd: None,
+        judging: &JUDGING,
     }
 }
 

@@ -164,3 +164,31 @@ fn a_per_day_quota_without_a_hint_cools_until_the_assumed_daily_reset() {
         r#"{"error":{"status":"resource_exhausted","quotaid":"generaterequestsperminute"}}"#;
     assert_eq!(daily_reset(minute, six_utc), None);
 }
+
+#[test]
+fn from_headers_reads_only_the_listed_names() {
+    // Every path through `from_headers`: nothing there, the first hint taken, every limit
+    // exhausted without a usable reset (so each reset is read), limits left, a rejected
+    // subscription.
+    let answers: [fn(&str) -> Option<&'static str>; 5] = [
+        |_| None,
+        |_| Some("0"),
+        |n| n.contains("remaining").then_some("0"),
+        |n| n.contains("remaining").then_some("7"),
+        |n| n.ends_with("-status").then_some("rejected"),
+    ];
+    for answer in answers {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let get = |n: &str| {
+            asked.borrow_mut().push(n.to_string());
+            answer(n).map(str::to_string)
+        };
+        let _ = from_headers(&get, NOW);
+        for name in asked.into_inner() {
+            assert!(
+                HEADERS_READ.contains(&name.as_str()),
+                "{name} is not listed"
+            );
+        }
+    }
+}
