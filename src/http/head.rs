@@ -106,6 +106,11 @@ impl Span {
     }
 }
 
+/// The least a head must shed for [`Head::keep_only`] to rebuild it: a rebuild costs two
+/// allocations and a copy (about a thousand instructions, once per stream), worth it for a
+/// provider's head of a kilobyte or more, not for the simulator's of 150 bytes.
+pub const SHED_AT_LEAST: usize = 256;
+
 /// A parsed head (request or response) that owns its raw bytes.
 ///
 /// `raw` and `headers` are private: only the parsers below build a `Head`, so every name,
@@ -233,11 +238,11 @@ impl Head {
     /// from the head (status, framing, keep-alive) stay. For a response head kept while its
     /// body is relayed: a provider's head is a kilobyte or more (rate limits, cookies, ids),
     /// kept for the whole of a held stream, and after the client has its copy only the few
-    /// headers that judging the stream's end can read still matter. Nothing is rebuilt when
-    /// every header is kept.
+    /// headers that judging the stream's end can read still matter. A head that would shed
+    /// less than [`SHED_AT_LEAST`] bytes is left as it is.
     pub fn keep_only(&mut self, keep: impl Fn(&[u8]) -> bool) {
         // One bit a line: a response head has at most `RESPONSE_HEADERS` (128) of them.
-        if self.headers.len() > 128 {
+        if self.headers.len() > 128 || self.raw.len() <= SHED_AT_LEAST {
             return;
         }
         let mut kept = 0u128;
@@ -249,7 +254,7 @@ impl Head {
                 len += h.name.range().len() + 2 + h.value.range().len() + 2;
             }
         }
-        if kept.count_ones() as usize == self.headers.len() {
+        if self.raw.len().saturating_sub(len + 2) < SHED_AT_LEAST {
             return;
         }
         let mut raw = Vec::with_capacity(len + 2);

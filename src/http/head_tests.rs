@@ -224,7 +224,7 @@ fn a_header_costs_twenty_bytes_of_a_held_head() {
 #[test]
 fn a_head_keeps_only_the_lines_asked_for() {
     let text = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\
-        set-cookie: __cf_bm=abcdefghijklmnopqrstuvwxyz0123456789; path=/; HttpOnly\r\n\
+        set-cookie: __cf_bm=abcdefghijklmnopqrstuvwxyz0123456789-1764763200-1.0.1.1-Qw8eR2tY5uI7oP1aS3dF6gH9jK2lZ4xC7vB0nM3qW5eR8tY1uI4oP6aS9dF2gH5jK7lZ0xC3vB6; path=/; HttpOnly\r\n\
         x-ratelimit-remaining-tokens: 0\r\nopenai-organization: org-1\r\n\
         X-RateLimit-Reset-Tokens: 20s\r\ncf-ray: 8f00000000000000-AMS\r\n\r\n";
     let (mut head, _) = parse_response(text.as_bytes(), HeadLimits::default(), false)
@@ -269,12 +269,23 @@ fn a_head_keeps_only_the_lines_asked_for() {
     assert_eq!(kept.len(), 2);
     assert!(head.raw().starts_with(b"HTTP/1.1 200 OK\r\n"));
 
-    // Every line kept: nothing is rebuilt.
+    // What would shed less than `SHED_AT_LEAST` is left as it is: every line kept, or a head
+    // this small.
     let raw = head.raw().clone();
     head.keep_only(|_| true);
     assert_eq!(head.raw().as_ptr(), raw.as_ptr());
-    // None kept: the first line alone.
+    head.keep_only(|_| false);
+    assert_eq!(head.raw().as_ptr(), raw.as_ptr());
+    assert_eq!(head.get_str("x-ratelimit-reset-tokens"), Some("20s"));
+    // A large head with none kept: the first line alone.
+    let big = format!(
+        "HTTP/1.1 200 OK\r\nset-cookie: {}\r\n\r\n",
+        "c".repeat(SHED_AT_LEAST)
+    );
+    let (mut head, _) = parse_response(big.as_bytes(), HeadLimits::default(), false)
+        .unwrap()
+        .unwrap();
     head.keep_only(|_| false);
     assert_eq!(&head.raw()[..], b"HTTP/1.1 200 OK\r\n\r\n");
-    assert_eq!(head.get("x-ratelimit-reset-tokens"), None);
+    assert_eq!(head.get("set-cookie"), None);
 }
