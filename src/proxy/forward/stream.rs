@@ -87,7 +87,7 @@ impl Stream {
     pub(super) fn start(head: &mut Head, r: &Relay<'_>, buffered: usize) -> Stream {
         let s = Stream::new(head, r, buffered);
         if s.is_sse {
-            head.keep_only(|name| r.judging.reads_header(name));
+            let_go_of_head(head, r.judging);
         }
         s
     }
@@ -388,4 +388,12 @@ impl Stream {
             keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
         self.scanner.take().map(|s| s.totals)
     }
+}
+
+/// [`Stream::start`]'s trim of the upstream's head, out of line: it runs once per event
+/// stream, and the relay's own function is every request's loop (kept small, it keeps its
+/// values in registers).
+#[inline(never)]
+fn let_go_of_head(head: &mut Head, judging: &crate::resilience::settings::Settings) {
+    head.keep_only(|name| judging.reads_header(name));
 }
