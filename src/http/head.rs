@@ -246,7 +246,8 @@ impl Head {
             return;
         }
         let mut kept = 0u128;
-        let mut len = memchr::memmem::find(&self.raw, b"\r\n").map_or(0, |i| i + 2);
+        // (The first line ends at its LF: httparse also takes a bare one.)
+        let mut len = memchr::memchr(b'\n', &self.raw).map_or(0, |i| i + 1);
         let first_line = len;
         for (i, h) in self.headers.iter().enumerate() {
             if keep(&self.raw[h.name.range()]) {
