@@ -41,112 +41,88 @@ pub fn of_stream(api: Api, seq: u64, fault: &Fault) -> Vec<(&'static str, String
     h
 }
 
-/// The provider's headers, in about the order it sends them.
+/// The provider's headers: its own, then its edge's (Cloudflare).
 fn headers(api: Api, seq: u64) -> Vec<(&'static str, String)> {
-    let mut h = match api {
-        Api::Messages | Api::CountTokens => anthropic(seq),
-        _ => openai(seq),
+    let anthropic = matches!(api, Api::Messages | Api::CountTokens);
+    let (id, fixed, domain) = match anthropic {
+        true => (
+            ("request-id", format!("req_011CUsim{seq:0>16}AbCdEfGhJk")),
+            ANTHROPIC,
+            "api.anthropic.com",
+        ),
+        false => (
+            ("x-request-id", format!("req_{seq:0>32x}")),
+            OPENAI,
+            "api.openai.com",
+        ),
     };
-    let domain = match api {
-        Api::Messages | Api::CountTokens => "api.anthropic.com",
-        _ => "api.openai.com",
-    };
-    h.extend(edge(domain, seq));
+    let cookies = [
+        format!(
+            "__cf_bm={CF_BM}; path=/; expires=Thu, 03-Dec-26 12:30:00 GMT; domain=.{domain}; HttpOnly; Secure; SameSite=None"
+        ),
+        format!("_cfuvid={CFUVID}; path=/; domain=.{domain}; HttpOnly; Secure; SameSite=None"),
+    ];
+    let ray = format!("{:0>16x}-AMS", seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut h = vec![id];
+    h.extend(fixed.iter().chain(EDGE).map(|&(n, v)| (n, v.to_string())));
+    h.extend(cookies.map(|c| ("set-cookie", c)));
+    h.push(("cf-ray", ray));
     h
 }
 
-fn anthropic(seq: u64) -> Vec<(&'static str, String)> {
-    vec![
-        ("request-id", format!("req_011CUsim{seq:0>16}AbCdEfGhJk")),
-        (
-            "anthropic-organization-id",
-            "3f2b8c1e-5d4a-4e7b-9c6d-1a2b3c4d5e6f".into(),
-        ),
-        ("anthropic-ratelimit-requests-limit", "4000".into()),
-        ("anthropic-ratelimit-requests-remaining", "3999".into()),
-        (
-            "anthropic-ratelimit-requests-reset",
-            "2026-12-03T12:00:01Z".into(),
-        ),
-        ("anthropic-ratelimit-input-tokens-limit", "2000000".into()),
-        (
-            "anthropic-ratelimit-input-tokens-remaining",
-            "1999000".into(),
-        ),
-        (
-            "anthropic-ratelimit-input-tokens-reset",
-            "2026-12-03T12:00:01Z".into(),
-        ),
-        ("anthropic-ratelimit-output-tokens-limit", "400000".into()),
-        (
-            "anthropic-ratelimit-output-tokens-remaining",
-            "400000".into(),
-        ),
-        (
-            "anthropic-ratelimit-output-tokens-reset",
-            "2026-12-03T12:00:00Z".into(),
-        ),
-        ("anthropic-ratelimit-tokens-limit", "2400000".into()),
-        ("anthropic-ratelimit-tokens-remaining", "2399000".into()),
-        (
-            "anthropic-ratelimit-tokens-reset",
-            "2026-12-03T12:00:01Z".into(),
-        ),
-        ("via", "1.1 google".into()),
-    ]
-}
+const ANTHROPIC: &[(&str, &str)] = &[
+    (
+        "anthropic-organization-id",
+        "3f2b8c1e-5d4a-4e7b-9c6d-1a2b3c4d5e6f",
+    ),
+    ("anthropic-ratelimit-requests-limit", "4000"),
+    ("anthropic-ratelimit-requests-remaining", "3999"),
+    ("anthropic-ratelimit-requests-reset", "2026-12-03T12:00:01Z"),
+    ("anthropic-ratelimit-input-tokens-limit", "2000000"),
+    ("anthropic-ratelimit-input-tokens-remaining", "1999000"),
+    (
+        "anthropic-ratelimit-input-tokens-reset",
+        "2026-12-03T12:00:01Z",
+    ),
+    ("anthropic-ratelimit-output-tokens-limit", "400000"),
+    ("anthropic-ratelimit-output-tokens-remaining", "400000"),
+    (
+        "anthropic-ratelimit-output-tokens-reset",
+        "2026-12-03T12:00:00Z",
+    ),
+    ("anthropic-ratelimit-tokens-limit", "2400000"),
+    ("anthropic-ratelimit-tokens-remaining", "2399000"),
+    ("anthropic-ratelimit-tokens-reset", "2026-12-03T12:00:01Z"),
+    ("via", "1.1 google"),
+];
 
-fn openai(seq: u64) -> Vec<(&'static str, String)> {
-    vec![
-        ("access-control-expose-headers", "X-Request-ID".into()),
-        (
-            "openai-organization",
-            "user-a1b2c3d4e5f6g7h8i9j0k1l2".into(),
-        ),
-        ("openai-processing-ms", "287".into()),
-        ("openai-project", "proj_A1b2C3d4E5f6G7h8I9j0K1l2".into()),
-        ("openai-version", "2020-10-01".into()),
-        ("x-envoy-upstream-service-time", "291".into()),
-        ("x-ratelimit-limit-requests", "10000".into()),
-        ("x-ratelimit-limit-tokens", "30000000".into()),
-        ("x-ratelimit-remaining-requests", "9999".into()),
-        ("x-ratelimit-remaining-tokens", "29999985".into()),
-        ("x-ratelimit-reset-requests", "6ms".into()),
-        ("x-ratelimit-reset-tokens", "0s".into()),
-        ("x-request-id", format!("req_{seq:0>32x}")),
-    ]
-}
+const OPENAI: &[(&str, &str)] = &[
+    ("access-control-expose-headers", "X-Request-ID"),
+    ("openai-organization", "user-a1b2c3d4e5f6g7h8i9j0k1l2"),
+    ("openai-processing-ms", "287"),
+    ("openai-project", "proj_A1b2C3d4E5f6G7h8I9j0K1l2"),
+    ("openai-version", "2020-10-01"),
+    ("x-envoy-upstream-service-time", "291"),
+    ("x-ratelimit-limit-requests", "10000"),
+    ("x-ratelimit-limit-tokens", "30000000"),
+    ("x-ratelimit-remaining-requests", "9999"),
+    ("x-ratelimit-remaining-tokens", "29999985"),
+    ("x-ratelimit-reset-requests", "6ms"),
+    ("x-ratelimit-reset-tokens", "0s"),
+];
 
-/// What the provider's edge (Cloudflare) adds.
-fn edge(domain: &str, seq: u64) -> [(&'static str, String); 8] {
-    [
-        (
-            "strict-transport-security",
-            "max-age=31536000; includeSubDomains; preload".into(),
-        ),
-        ("cf-cache-status", "DYNAMIC".into()),
-        (
-            "set-cookie",
-            format!(
-                "__cf_bm=Zq3x8VbN2mK5pL7rT1wY4uI6oP9aS0dF3gH5jK8lZ2x-1764763200-1.0.1.1-\
-                 Qw8eR2tY5uI7oP1aS3dF6gH9jK2lZ4xC7vB0nM3qW5eR8tY1uI4oP6aS9dF2gH5jK7lZ0xC3vB6nM8qW1eR4t; \
-                 path=/; expires=Thu, 03-Dec-26 12:30:00 GMT; domain=.{domain}; HttpOnly; Secure; \
-                 SameSite=None"
-            ),
-        ),
-        (
-            "set-cookie",
-            format!(
-                "_cfuvid=Ab3De6Gh9Jk2Mn5Pq8St1Vw4Yz7Bc0Ef3Hi6Kl9No2-1764763200000-0.0.1.1-604800000; \
-                 path=/; domain=.{domain}; HttpOnly; Secure; SameSite=None"
-            ),
-        ),
-        ("x-content-type-options", "nosniff".into()),
-        ("server", "cloudflare".into()),
-        (
-            "cf-ray",
-            format!("{:0>16x}-AMS", seq.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-        ),
-        ("alt-svc", "h3=\":443\"; ma=86400".into()),
-    ]
-}
+/// What the provider's edge (Cloudflare) adds besides its two cookies and the ray id.
+const EDGE: &[(&str, &str)] = &[
+    (
+        "strict-transport-security",
+        "max-age=31536000; includeSubDomains; preload",
+    ),
+    ("cf-cache-status", "DYNAMIC"),
+    ("x-content-type-options", "nosniff"),
+    ("server", "cloudflare"),
+    ("alt-svc", "h3=\":443\"; ma=86400"),
+];
+
+const CF_BM: &str = "Zq3x8VbN2mK5pL7rT1wY4uI6oP9aS0dF3gH5jK8lZ2x-1764763200-1.0.1.1-\
+    Qw8eR2tY5uI7oP1aS3dF6gH9jK2lZ4xC7vB0nM3qW5eR8tY1uI4oP6aS9dF2gH5jK7lZ0xC3vB6nM8qW1eR4t";
+const CFUVID: &str = "Ab3De6Gh9Jk2Mn5Pq8St1Vw4Yz7Bc0Ef3Hi6Kl9No2-1764763200000-0.0.1.1-604800000";
