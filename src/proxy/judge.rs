@@ -283,8 +283,8 @@ pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<rest
         // An aggregator's error names the upstream's own status.
         (None, s) => match classify::aggregated_status(&lower) {
             Some(raw) => raw,
-            // An in-band error is judged by its body; 502 is the neutral stand-in.
-            None if s == 200 => 502,
+            // An in-band error stands for the status its type names (502 when it names none).
+            None if s == 200 => classify::in_band_status(&lower),
             None => s,
         },
     };

@@ -302,6 +302,26 @@ pub fn aggregated_status(lower: &str) -> Option<u16> {
     (400..=599).contains(&code).then_some(code)
 }
 
+/// The status an in-band stream error stands for, from the type or code it states (`lower`: the
+/// event's data, lower-cased): Anthropic's error types are its statuses' names
+/// (`rate_limit_error` is its 429, `overloaded_error` its 529, `api_error` its 500) and OpenAI's
+/// streamed errors carry the code of the answer they replace (`rate_limit_exceeded`,
+/// `server_error`). An error that states none of these is judged as a 502, the neutral
+/// stand-in: an upstream that failed inside an answer it had begun.
+pub fn in_band_status(lower: &str) -> u16 {
+    let fields = structured_fields(lower);
+    let named = |names: &[&str]| fields.iter().any(|f| names.contains(&f.as_str()));
+    if named(&["rate_limit_error", "rate_limit_exceeded", "rate_limited"]) {
+        429
+    } else if named(&["overloaded_error", "overloaded"]) {
+        529
+    } else if named(&["api_error", "server_error", "internal_error"]) {
+        500
+    } else {
+        502
+    }
+}
+
 /// The status default when no rule matched.
 pub fn by_status(status: u16) -> Reason {
     match status {

@@ -142,6 +142,8 @@ fn an_in_band_rate_limit_takes_its_wait_from_the_streams_head(driver: &str) {
     assert_eq!(d["outcome"], "failed_after_commit", "{d}");
     // 20 s from the head's spent token limit (judged without it: about 2 s).
     let a = connection_a_after_failure(&proxy);
+    // The error's type says rate limit: judged as the 429 it stands for, not a server error.
+    assert_eq!(a["last_error"]["reason"], "rate_limited", "{a}");
     assert!(a["cooling_ms"].as_u64().unwrap_or(0) > 15_000, "{a}");
 }
 

@@ -231,3 +231,39 @@ fn an_aggregator_s_error_is_judged_by_the_upstream_s_status() {
         None
     );
 }
+
+#[test]
+fn an_in_band_error_stands_for_the_status_its_type_names() {
+    let cases = [
+        (
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit reached"}}"#,
+            429,
+        ),
+        (
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            529,
+        ),
+        (
+            r#"{"type":"error","error":{"type":"api_error","message":"Internal"}}"#,
+            500,
+        ),
+        (
+            r#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,
+            429,
+        ),
+        (
+            r#"{"error":{"message":"The server had an error","type":"server_error"}}"#,
+            500,
+        ),
+        // Words alone are not a type: the neutral stand-in.
+        (r#"{"error":{"message":"rate limit of the relay"}}"#, 502),
+        ("not json at all", 502),
+    ];
+    for (body, status) in cases {
+        assert_eq!(in_band_status(&body.to_lowercase()), status, "{body}");
+    }
+    // So an in-band rate-limit error is judged as the 429 it stands for.
+    let lower = cases[0].0.to_lowercase();
+    let v = judge(in_band_status(&lower), &lower);
+    assert_eq!(v.reason, Reason::RateLimited);
+}
