@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 both_drivers!(
     metrics_parse_and_count_the_mix,
-    the_access_log_joins_the_trace_and_names_the_client
+    the_access_log_joins_the_trace_and_names_the_client,
+    a_held_stream_s_log_line_names_its_client
 );
 
 /// The families the reference parser read, by name.
@@ -386,4 +387,43 @@ fn the_access_log_joins_the_trace_and_names_the_client(driver: &str) {
     let line = log_line(&proxy, &id);
     assert_eq!(line["trace_id"], t3.as_str());
     assert!(line.get("forwarded_for").is_none() || line["forwarded_for"].is_null());
+}
+
+/// A committed event stream lets go of its request head but what the access log reads: the
+/// line still names the client's agent and forwarded address, after an SDK-sized head.
+fn a_held_stream_s_log_line_names_its_client(driver: &str) {
+    let sim = start_sim(SimOptions {
+        events: 4,
+        ..Default::default()
+    });
+    let extra = "trusted_proxies = [\"127.0.0.0/8\"]\n# access log to file\n";
+    let proxy = Proxy::start(driver, 1, extra, &priority_keys(sim.addr, &["a"], ""));
+    let padding = "x".repeat(40);
+    let mut headers = vec![
+        ("x-forwarded-for", "203.0.113.7"),
+        ("user-agent", "OpenAI/Python 1.99.9"),
+    ];
+    let names = [
+        "x-stainless-lang",
+        "x-stainless-package-version",
+        "x-stainless-os",
+        "x-stainless-arch",
+        "x-stainless-runtime",
+        "x-stainless-runtime-version",
+        "x-stainless-async",
+        "x-stainless-read-timeout",
+        "x-stainless-retry-count",
+        "openai-organization",
+    ];
+    headers.extend(names.iter().map(|n| (*n, padding.as_str())));
+    let r = proxy.post("/v1/chat/completions", &headers, &chat("m", true));
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let line = log_line(&proxy, &id);
+    assert_eq!(line["user_agent"], "OpenAI/Python 1.99.9", "{line}");
+    assert_eq!(line["forwarded_for"], "203.0.113.7", "{line}");
+    assert_eq!(line["method"], "POST", "{line}");
+    assert_eq!(line["path"], "/v1/chat/completions", "{line}");
 }

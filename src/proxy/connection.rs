@@ -87,7 +87,7 @@ fn serve(
             // One statement: what the read returned is not kept in the task's state beyond it.
             // A bad head's answer and linger are one await: across two, the read's result took a
             // place of its own in every held stream's task.
-            let head = match monoio::select! {
+            let mut head = match monoio::select! {
                 h = read => Some(h),
                 _ = core.drain.wait() => None,
             } {
@@ -102,7 +102,7 @@ fn serve(
                 link: &link,
                 last_request: last,
             };
-            let keep = request::handle(&core, &head, &mut rd, &mut wr, &mut buf, conn).await;
+            let keep = request::handle(&core, &mut head, &mut rd, &mut wr, &mut buf, conn).await;
             if !keep {
                 drop(link.next_wait.take());
                 linger(&core, &mut rd, &mut wr, &mut buf).await;

@@ -3,7 +3,7 @@
 
 use super::exchange::{AttemptEnd, Ctx, Delivered, Failed};
 use super::forward::RelayFailure;
-use super::forward::{Relay, Relayed, coalesce_for, ms32, relay};
+use super::forward::{Relay, Relayed, Request, coalesce_for, ms32, relay};
 use super::judge;
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
@@ -104,16 +104,20 @@ pub(super) fn commit(
                 judging: &cfg.resilience,
             };
             let Upstream { up, head, .. } = &mut *ready;
-            // The client's body goes with the answer's first byte (`relay`'s `prompt`).
-            let (buf, prompt) = (&mut up.buf, &mut ctx.body);
+            // The client's body (and a stream's request head) go with the answer's first byte.
+            let buf = &mut up.buf;
+            let request = Request {
+                body: &mut ctx.body,
+                head: &mut *ctx.head,
+            };
             // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS
             // relay fits in the room the plain one takes in the task (boxed, it cost 2 KB per
             // TLS stream).
             match &mut up.stream {
                 UpStream::Plain(s) => {
-                    relay(wr, watch, &mut PlainBody(s), buf, head, &r, prompt).await
+                    relay(wr, watch, &mut PlainBody(s), buf, head, &r, request).await
                 }
-                UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, prompt).await,
+                UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, request).await,
             }
         };
         let (cand, head, core) = (ready.cand, &ready.head, ctx.core);
@@ -180,7 +184,7 @@ fn judge_delivery(
     let Some((provider, conn)) = ctx.config().connection(cand.connection) else {
         return (Delivered::Unjudged, None);
     };
-    // The relay let the client's body go at the commit (`relay`'s `prompt`), so words of the
+    // The relay let the client's body go at the commit (`forward::Request`), so words of the
     // event are not checked against it: an error in the middle of a stream is the provider's
     // own (an answer that quotes the request, a validation error, comes before any byte), and
     // words alone earn a short cooldown at most.

@@ -11,6 +11,18 @@ use crate::upstream::UpConn;
 use bytes::Bytes;
 use std::time::Instant;
 
+/// The request headers read after an event stream is committed: the access log's. The rest of
+/// a held stream's request head (an SDK sends 0.6–1 KB of it) is let go at the stream's first
+/// write (`forward::relay`), like its body.
+pub(crate) const USER_AGENT: &str = "user-agent";
+pub(crate) const FORWARDED_FOR: &str = "x-forwarded-for";
+
+/// Whether a request header is read after an event stream is committed.
+pub(crate) fn read_after_commit(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(USER_AGENT.as_bytes())
+        || name.eq_ignore_ascii_case(FORWARDED_FOR.as_bytes())
+}
+
 /// How one attempt ended.
 pub(crate) enum AttemptEnd {
     /// The upstream answered with a head worth delivering: the loop commits it (`deliver`).
@@ -47,7 +59,9 @@ pub(crate) struct Ctx<'a> {
     /// The configuration generation this request started on: it keeps it to its end, whatever
     /// a reload does meanwhile (`state::reload`).
     pub generation: &'a CoreGen,
-    pub head: &'a Head,
+    /// The client's request head. Mutable for one reason: once an event stream is committed,
+    /// it keeps only what the access log reads (`forward::relay`).
+    pub head: &'a mut Head,
     pub endpoint: Endpoint,
     pub dialect: Dialect,
     pub body: Bytes,

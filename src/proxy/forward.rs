@@ -287,10 +287,28 @@ async fn write(wr: &mut TcpOwnedWriteHalf, data: Bytes) -> bool {
     res.is_ok()
 }
 
+/// The client's request, as far as the relay lets it go at the commit (see [`relay`]).
+pub(crate) struct Request<'x> {
+    /// The body: kept while the answer may still go elsewhere, let go once a byte of the answer
+    /// reaches the client (a held stream would otherwise keep its prompt, often tens of
+    /// kilobytes, for as long as it runs).
+    pub body: &'x mut Bytes,
+    /// The head: an event stream keeps of it, from then on, only what the access log reads.
+    pub head: &'x mut Head,
+}
+
+impl Request<'_> {
+    /// The answer's first byte goes to the client now: nothing is retried after this.
+    fn let_go(&mut self, event_stream: bool) {
+        *self.body = Bytes::new();
+        if event_stream {
+            stream::let_go_of_request_head(self.head);
+        }
+    }
+}
+
 /// Relay the response whose head was just read from `body`. `buf` holds the bytes after the
-/// head. `prompt` is the client's request body: kept while the answer may still go
-/// elsewhere, let go once a byte of it reaches the client (a held stream would otherwise keep
-/// its prompt, often tens of kilobytes, for as long as it runs).
+/// head. What the client sent is let go at the first write (`Request`).
 #[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
 pub(crate) fn relay<B: BodyRead>(
     wr: &mut TcpOwnedWriteHalf,
@@ -299,7 +317,7 @@ pub(crate) fn relay<B: BodyRead>(
     buf: &mut BytesMut,
     head: &mut Head,
     r: &Relay<'_>,
-    prompt: &mut Bytes,
+    mut request: Request<'_>,
 ) -> impl std::future::Future<Output = (Relayed, Option<crate::sse::Totals>)> {
     async move {
         let mut out = Relayed {
@@ -323,9 +341,10 @@ pub(crate) fn relay<B: BodyRead>(
                 Next::Unsent => return (out, None),
                 Next::Stop => break,
             };
-            if !prompt.is_empty() {
-                // Committed: nothing is retried after this.
-                *prompt = Bytes::new();
+            if first {
+                // (Asked at the write with the head only: the request lives apart from the
+                // stream, a cache line of its own to load at every event.)
+                request.let_go(s.is_sse());
             }
             let push = push_for(r, first, ends_message);
             match send(

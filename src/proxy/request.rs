@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering::Relaxed;
 #[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
 pub fn handle(
     core: &Rc<Core>,
-    head: &Head,
+    head: &mut Head,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
@@ -33,19 +33,28 @@ pub fn handle(
         let endpoint = Endpoint::from_path(head.path());
         let request_id = client_request_id(head).unwrap_or_else(|| core.next_request_id());
         let generation = core.generation();
+        let (dialect, record) = (
+            dialect_for_path(head.path()),
+            record_for(core, head, endpoint, request_id),
+        );
+        let (keep_alive, tenant, priority) = (
+            head.keep_alive && !conn.last_request,
+            tenant_of(head),
+            priority_of(head),
+        );
         let mut ctx = Ctx {
             core,
             generation: &generation,
             head,
             endpoint: endpoint.unwrap_or(Endpoint::Models),
-            dialect: dialect_for_path(head.path()),
-            record: record_for(core, head, endpoint, request_id),
+            dialect,
+            record,
             body: Bytes::new(),
             model_span: None,
-            keep_alive: head.keep_alive && !conn.last_request,
+            keep_alive,
             started,
-            tenant: tenant_of(head),
-            priority: priority_of(head),
+            tenant,
+            priority,
             exec_deadline: None,
             client: None,
             lease: None,
@@ -68,7 +77,7 @@ pub fn handle(
                 let err = ApiError::new(
                     404,
                     "unknown_endpoint",
-                    format!("no endpoint {} {}", head.method(), head.path()),
+                    format!("no endpoint {} {}", ctx.head.method(), ctx.head.path()),
                 );
                 let keep = finish_error(ctx, wr, &err, body_ok).await;
                 (keep, generation.routes.other_index)
@@ -157,17 +166,17 @@ impl Drop for Finalize<'_, '_> {
 
 /// What the access log says about the client: its address, the address a trusted proxy in
 /// front of Ringside forwarded for (`server.trusted_proxies`), and its user agent.
-fn log_client<'h>(ctx: &Ctx<'h>) -> crate::audit::LogClient<'h> {
+fn log_client<'c>(ctx: &'c Ctx<'_>) -> crate::audit::LogClient<'c> {
     let peer = ctx.conn.ticket.peer;
     let trusted = &ctx.config().server.trusted_proxies;
     let forwarded_for = peer
         .filter(|ip| trusted.iter().any(|net| net.contains(ip)))
-        .and_then(|_| ctx.head.get_str("x-forwarded-for"))
+        .and_then(|_| ctx.head.get_str(super::exchange::FORWARDED_FOR))
         .and_then(|v| v.split(',').next())
         .and_then(|hop| hop.trim().parse().ok());
     crate::audit::LogClient {
         peer,
         forwarded_for,
-        user_agent: ctx.head.get_str("user-agent"),
+        user_agent: ctx.head.get_str(super::exchange::USER_AGENT),
     }
 }

@@ -397,3 +397,11 @@ impl Stream {
 fn let_go_of_head(head: &mut Head, judging: &crate::resilience::settings::Settings) {
     head.keep_only(|name| judging.reads_header(name));
 }
+
+/// A committed event stream's request head: only the access log reads it from here on
+/// (`exchange::read_after_commit`), so it keeps its first line and those headers. Out of line,
+/// as above: once per event stream.
+#[inline(never)]
+pub(super) fn let_go_of_request_head(head: &mut Head) {
+    head.keep_only(super::super::exchange::read_after_commit);
+}

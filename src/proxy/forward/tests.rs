@@ -142,3 +142,37 @@ fn a_client_key_s_choice_wins_over_the_instance_s() {
         "an interactive key opts out"
     );
 }
+
+/// What a committed event stream keeps of an SDK's request head: its first line and the two
+/// headers the access log reads, in a head a fraction of the size.
+#[test]
+fn a_stream_s_request_head_keeps_what_the_log_reads() {
+    let mut text = String::from("POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: 127.0.0.1\r\n");
+    for i in 0..12 {
+        text.push_str(&format!("x-stainless-header-{i}: {}\r\n", "v".repeat(30)));
+    }
+    text.push_str("User-Agent: OpenAI/Python 1.99.9\r\nX-Forwarded-For: 203.0.113.7\r\n");
+    text.push_str("authorization: Bearer sk-not-kept\r\ncontent-length: 2\r\n\r\n");
+    let (mut head, _) = crate::http::head::parse_request(text.as_bytes(), Default::default())
+        .expect("parses")
+        .expect("whole");
+    let before = head.raw().len();
+    stream::let_go_of_request_head(&mut head);
+    assert!(
+        head.raw().len() < before / 3,
+        "{} of {before}",
+        head.raw().len()
+    );
+    assert_eq!(head.get_str("user-agent"), Some("OpenAI/Python 1.99.9"));
+    assert_eq!(head.get_str("x-forwarded-for"), Some("203.0.113.7"));
+    assert_eq!(
+        (head.method(), head.path()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        head.get_str("authorization"),
+        None,
+        "the credential goes too"
+    );
+    assert_eq!(head.get_str("x-stainless-header-3"), None);
+}

@@ -81,7 +81,7 @@ pub(crate) async fn serve(
         Err(e) => return fail(ctx, wr, e).await,
     };
     let result = match ask.req["action"].as_str().unwrap_or_default() {
-        "acquire" => acquire(ctx, &ask.client, ask.owner, &ask.req, ask.ttl_ms).await,
+        "acquire" => acquire(ctx, &ask.client, ask.owner.as_deref(), &ask.req, ask.ttl_ms).await,
         action @ ("renew" | "release") => renew_or_release(ctx, &ask, action == "renew").await,
         _ => Err(lease_error(
             400,
@@ -108,15 +108,16 @@ pub(crate) async fn serve(
 }
 
 /// A lifecycle request, checked: the client key, the JSON body, the owner header, the TTL.
-struct Ask<'h> {
+struct Ask {
     client: std::sync::Arc<crate::clients::Client>,
     req: Value,
-    /// The owner value the caller sent (`None` on a first acquire).
-    owner: Option<&'h str>,
+    /// The owner value the caller sent (`None` on a first acquire). A copy: the request's head
+    /// is the context's, which the lifecycle step borrows mutably.
+    owner: Option<String>,
     ttl_ms: u64,
 }
 
-fn read_ask<'h>(ctx: &mut Ctx<'h>, auth: Auth, body: &[u8]) -> Result<Ask<'h>, ApiError> {
+fn read_ask(ctx: &mut Ctx<'_>, auth: Auth, body: &[u8]) -> Result<Ask, ApiError> {
     let client = match auth {
         Auth::Known(c) => c,
         Auth::Unknown => {
@@ -149,9 +150,8 @@ fn read_ask<'h>(ctx: &mut Ctx<'h>, auth: Auth, body: &[u8]) -> Result<Ask<'h>, A
             ));
         }
     };
-    let head: &'h crate::http::Head = ctx.head;
-    let owner = head.get_str(OWNER_HEADER).map(str::trim);
-    if let Some(o) = owner
+    let owner = ctx.head.get_str(OWNER_HEADER).map(|o| o.trim().to_string());
+    if let Some(o) = &owner
         && !super::valid_owner(o)
     {
         return Err(lease_error(
@@ -182,9 +182,9 @@ fn read_ask<'h>(ctx: &mut Ctx<'h>, auth: Auth, body: &[u8]) -> Result<Ask<'h>, A
 }
 
 /// Renew or release the lease the caller names (owner header and generation).
-async fn renew_or_release(ctx: &mut Ctx<'_>, ask: &Ask<'_>, renew: bool) -> Acquired {
+async fn renew_or_release(ctx: &mut Ctx<'_>, ask: &Ask, renew: bool) -> Acquired {
     let action = if renew { "renew" } else { "release" };
-    let Some(owner) = ask.owner else {
+    let Some(owner) = ask.owner.as_deref() else {
         return Err(lease_error(
             400,
             "LEASE_CONTEXT_REQUIRED",
