@@ -304,7 +304,8 @@ mod tests {
     /// their arguments in place; the relay's durations 32-bit), 3,488 once the relay's start
     /// was kept in 64-bit microseconds (a deadline may allow hours before it), 3,496 with the
     /// client watch's wait kept for the next request (`exchange::ClientConn`), 3,504 with the
-    /// relay's pointer to what judging may read of the response head (`Relay::judging`).
+    /// relay's pointer to what judging may read of the response head (`Relay::judging`),
+    /// 3,512 with the client's request head lent to the relay with its body (`forward::Request`).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;
