@@ -1,7 +1,7 @@
 use super::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 struct Count(AtomicUsize);
 
@@ -121,6 +121,109 @@ fn reset_moves_armed_and_rearms_fired_entries() {
     assert!(!w.reset(id, 20));
     assert_eq!(w.entries[id as usize].state, State::Fired);
     assert_eq!(w.armed(), 0);
+}
+
+/// A sleep at `tick` on this thread's wheel, polled by hand (the ticker counts as running:
+/// there is no runtime here, and the test advances the wheel itself).
+fn sleep_here(tick: u64) -> Sleep {
+    with(|c| {
+        c.wheel = Wheel::new();
+        c.ticker_running = true;
+    });
+    Sleep {
+        tick,
+        id: NONE,
+        lead: 0,
+        _core_local: std::marker::PhantomData,
+    }
+}
+
+fn ready(s: &mut Sleep, waker: &Waker) -> bool {
+    let mut cx = Context::from_waker(waker);
+    Pin::new(s).poll(&mut cx).is_ready()
+}
+
+/// Advance this thread's wheel to `now`; how many wakers it woke.
+fn advance_here(now: u64) -> usize {
+    let mut due = Vec::new();
+    with(|c| c.wheel.advance(now, &mut due));
+    let n = due.len();
+    due.into_iter().for_each(Waker::wake);
+    n
+}
+
+fn at_tick(t: u64) -> Instant {
+    with(|c| c.origin) + Duration::from_millis(t)
+}
+
+fn entry_tick(id: u32) -> u64 {
+    with(|c| c.wheel.entries[id as usize].tick)
+}
+
+#[test]
+fn a_deadline_moved_later_leaves_its_entry_and_fires_at_the_new_one() {
+    let (c, waker) = counter();
+    let mut s = sleep_here(100);
+    assert!(!ready(&mut s, &waker));
+    let id = s.id;
+    for t in [150, 200, 250] {
+        s.reset(at_tick(t));
+    }
+    assert_eq!(
+        entry_tick(id),
+        100,
+        "moved later: the entry stays where it sits"
+    );
+    assert_eq!(advance_here(99), 0);
+    assert_eq!(advance_here(100), 1, "the entry fires where it sits");
+    assert!(!ready(&mut s, &waker), "the deadline is later: not ready");
+    assert_eq!(entry_tick(id), 250, "now it sits at the deadline");
+    assert_eq!(advance_here(249), 0);
+    assert_eq!(advance_here(250), 1);
+    assert!(ready(&mut s, &waker));
+    assert_eq!(c.0.load(Ordering::SeqCst), 2);
+    drop(s);
+    assert_eq!(with(|c| c.wheel.armed()), 0);
+}
+
+#[test]
+fn a_deadline_moved_sooner_moves_its_entry() {
+    let (_, waker) = counter();
+    let mut s = sleep_here(100);
+    assert!(!ready(&mut s, &waker));
+    let id = s.id;
+    s.reset(at_tick(300));
+    s.reset(at_tick(40));
+    assert_eq!(entry_tick(id), 40, "sooner than the entry: moved");
+    assert_eq!(advance_here(39), 0);
+    assert_eq!(advance_here(40), 1);
+    assert!(
+        ready(&mut s, &waker),
+        "due at the sooner deadline, never later"
+    );
+}
+
+#[test]
+fn a_deadline_moved_after_its_entry_fired() {
+    let (_, waker) = counter();
+    let mut s = sleep_here(10);
+    assert!(!ready(&mut s, &waker));
+    assert_eq!(advance_here(10), 1);
+    // Fired and not yet polled, then moved later: it waits for the new deadline.
+    s.reset(at_tick(30));
+    assert!(!ready(&mut s, &waker));
+    assert_eq!(advance_here(29), 0);
+    assert_eq!(advance_here(30), 1);
+    assert!(ready(&mut s, &waker));
+    // Moved to a deadline already passed: ready at once.
+    s.reset(at_tick(35));
+    advance_here(40);
+    assert!(
+        ready(&mut s, &waker),
+        "a deadline passed while it sat is due"
+    );
+    s.reset(at_tick(20));
+    assert!(ready(&mut s, &waker));
 }
 
 #[test]

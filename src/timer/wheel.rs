@@ -17,7 +17,7 @@ pub(super) enum State {
 }
 
 pub(super) struct Entry {
-    tick: u64,
+    pub(super) tick: u64,
     waker: Option<Waker>,
     /// Index in its slot's list while armed.
     pos: u32,
