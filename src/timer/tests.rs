@@ -130,12 +130,7 @@ fn sleep_here(tick: u64) -> Sleep {
         c.wheel = Wheel::new();
         c.ticker_running = true;
     });
-    Sleep {
-        tick,
-        id: NONE,
-        lead: 0,
-        _core_local: std::marker::PhantomData,
-    }
+    sleep_until(at_tick(tick))
 }
 
 fn ready(s: &mut Sleep, waker: &Waker) -> bool {
@@ -145,11 +140,7 @@ fn ready(s: &mut Sleep, waker: &Waker) -> bool {
 
 /// Advance this thread's wheel to `now`; how many wakers it woke.
 fn advance_here(now: u64) -> usize {
-    let mut due = Vec::new();
-    with(|c| c.wheel.advance(now, &mut due));
-    let n = due.len();
-    due.into_iter().for_each(Waker::wake);
-    n
+    with(|c| fire(&mut c.wheel, now))
 }
 
 fn at_tick(t: u64) -> Instant {
