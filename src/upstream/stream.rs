@@ -6,6 +6,8 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
 use std::os::fd::AsRawFd;
 
+use crate::http::standing;
+
 pub use super::tls_stream::TlsStream;
 
 pub enum UpStream {
@@ -121,11 +123,46 @@ pub(crate) trait BodyRead {
     ) -> std::io::Result<usize>;
 }
 
-/// A plain TCP upstream's body.
+/// A plain TCP upstream's body. An event stream's reads wait through a standing poll on
+/// io_uring (`http::standing`), armed at the first wait and cancelled when this is dropped, as
+/// the relay ends: before the socket can be pooled or closed.
 pub(crate) struct PlainBody<'a>(pub &'a mut TcpStream);
 
-/// A TLS upstream's body.
+impl Drop for PlainBody<'_> {
+    fn drop(&mut self) {
+        crate::http::standing::release(self.0.as_raw_fd());
+    }
+}
+
+/// [`read_when_ready`] through a standing poll where there is one (`http::standing`).
+async fn read_standing(s: &mut TcpStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+    let fd = s.as_raw_fd();
+    loop {
+        crate::http::buffers::park(buf);
+        if !(standing::armed(fd) && standing::ready(fd).await) {
+            crate::http::nowait::readable(s).await?;
+        }
+        crate::http::io::make_room(buf);
+        let room = buf.capacity() - buf.len();
+        if let Some(n) = crate::http::nowait::recv(fd, buf)? {
+            if n == room {
+                // A full buffer may have left bytes that no arrival will announce.
+                standing::still_ready(fd);
+            }
+            return Ok(n);
+        }
+    }
+}
+
+/// A TLS upstream's body; its event stream's standing poll is released with it, as for
+/// [`PlainBody`].
 pub(crate) struct TlsBody<'a>(pub &'a mut TlsStream);
+
+impl Drop for TlsBody<'_> {
+    fn drop(&mut self) {
+        standing::release(self.0.raw_fd());
+    }
+}
 
 impl BodyRead for PlainBody<'_> {
     async fn read_body(
@@ -134,7 +171,7 @@ impl BodyRead for PlainBody<'_> {
         event_stream: bool,
     ) -> std::io::Result<usize> {
         if event_stream {
-            read_when_ready(self.0, buf).await
+            read_standing(self.0, buf).await
         } else {
             crate::http::io::read_more(self.0, buf).await
         }
@@ -150,3 +187,6 @@ impl BodyRead for TlsBody<'_> {
         self.0.read_into(buf, event_stream).await
     }
 }
+
+#[cfg(test)]
+mod tests;

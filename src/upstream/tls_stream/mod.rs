@@ -94,7 +94,7 @@ impl TlsStream {
             if park {
                 crate::http::buffers::park(buf);
             }
-            self.until_worth_reading().await?;
+            self.until_worth_reading(park).await?;
             crate::http::io::make_room(buf);
             if let Some(n) = self.read_now(buf.spare_capacity_mut())? {
                 // SAFETY: `read_now` initialised the first `n` bytes of the spare capacity.
@@ -108,7 +108,7 @@ impl TlsStream {
     /// `UnexpectedEof` when the TCP connection closed without one.
     async fn read_plain(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         loop {
-            self.until_worth_reading().await?;
+            self.until_worth_reading(false).await?;
             if let Some(n) = self.read_now(dst)? {
                 return Ok(n);
             }
@@ -118,11 +118,22 @@ impl TlsStream {
     /// Wait for readiness unless a read can answer without the socket, or the last receive
     /// filled all its room (the socket likely holds more: a large answer is read back to
     /// back, as an epoll loop reads; a held stream's next event is waited for first).
-    async fn until_worth_reading(&self) -> io::Result<()> {
+    /// `standing`: an event stream's wait, through a standing poll where there is one
+    /// (`http::standing`; its owner releases it, `stream::TlsBody`).
+    async fn until_worth_reading(&self, standing: bool) -> io::Result<()> {
         if self.readable_now() || self.more_waiting {
             return Ok(());
         }
+        let fd = self.tcp.as_raw_fd();
+        if standing && crate::http::standing::armed(fd) && crate::http::standing::ready(fd).await {
+            return Ok(());
+        }
         nowait::readable(&self.tcp).await
+    }
+
+    /// The socket's descriptor (its standing poll's key).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.tcp.as_raw_fd()
     }
 
     /// Whether a read can answer without the socket: decrypted bytes are waiting, or the

@@ -1,0 +1,428 @@
+//! A standing readiness wait: one multishot poll per held event stream's upstream socket,
+//! armed when the stream first waits and cancelled when it ends, instead of a one-shot poll
+//! armed through the runtime's ring before every event.
+//!
+//! Why: a held stream waits for readiness before each event (`http::nowait`). Through monoio
+//! that wait is a one-shot `POLL_ADD`, so every event paid for arming a poll in the kernel
+//! (looking the file up, `tcp_poll`, hashing the request: about 5 % of the proxy's CPU per
+//! event at 5,000 streams, `perf`, 2026-12-03). A multishot poll stays on the socket's wait
+//! queue and posts a completion each time data lands, as an epoll registration does.
+//!
+//! How: monoio 0.2.4 keeps its ring to itself, and a multishot completion would confuse its
+//! one-completion-per-operation slab, so each core has a small ring of its own for these
+//! polls. One task per core (the reaper) waits, through monoio, for that ring's descriptor to
+//! become readable, then hands each completion to its stream: a flag and a wake. The epoll
+//! driver keeps its own registration per socket and needs none of this: there, and wherever
+//! the ring cannot be built, the wait is `nowait::readable` as before.
+//!
+//! Readiness is edge-like: a completion per arrival. A receive that filled its buffer may
+//! have left bytes behind that no new arrival will announce, so its caller says so
+//! ([`Standing::still_ready`]).
+
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::task::{Poll, Waker};
+
+use io_uring::{IoUring, cqueue, opcode, types};
+
+/// The ring's completion queue: room for a burst of arrivals on thousands of streams between
+/// two turns of the reaper (128 KiB per core). An overflow is not lost: the kernel keeps it
+/// and the reaper flushes it; a poll it ends is armed again.
+const CQ_ENTRIES: u32 = 8192;
+/// Submissions go in one or two at a time (an arm or a cancel), each submitted at once.
+const SQ_ENTRIES: u32 = 32;
+/// The `user_data` of a cancel's own completion (ignored).
+const CANCEL: u64 = u64::MAX;
+
+/// What a slot's poll is doing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Arm {
+    Free,
+    /// Armed: completions will come.
+    Armed,
+    /// The kernel ended the poll (an overflow, an error): armed again at the next wait.
+    Ended,
+    /// Its stream is gone and the poll cancelled: the slot is free at its last completion.
+    Cancelled,
+    /// The poll failed (a kernel without multishot polls): the stream waits the old way.
+    Failed,
+}
+
+struct Slot {
+    /// Bumped when the slot is freed, so that a late completion of a former poll is ignored.
+    generation: u32,
+    arm: Arm,
+    ready: bool,
+    fd: RawFd,
+    waker: Option<Waker>,
+}
+
+/// A core's ring of standing polls.
+struct Ring {
+    ring: IoUring,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// A socket's slot plus one (0: none), by descriptor: a stream's state holds nothing of
+    /// its poll, so that every held stream's task stays the size it was.
+    by_fd: Vec<u32>,
+}
+
+thread_local! {
+    /// `None` until the first arm on an io_uring core; stays `None` where it cannot be built.
+    static RING: RefCell<Option<Ring>> = const { RefCell::new(None) };
+    /// The ring was tried on this core and could not be built.
+    static UNAVAILABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn user_data(slot: u32, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | u64::from(slot)
+}
+
+impl Ring {
+    fn build() -> io::Result<Ring> {
+        // Cooperative task running, as the runtime's own ring (`runtime::run_core`); kernels
+        // before 5.19 refuse it.
+        let ring = IoUring::builder()
+            .setup_coop_taskrun()
+            .setup_cqsize(CQ_ENTRIES)
+            .build(SQ_ENTRIES)
+            .or_else(|_| {
+                IoUring::builder()
+                    .setup_cqsize(CQ_ENTRIES)
+                    .build(SQ_ENTRIES)
+            })?;
+        Ok(Ring {
+            ring,
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_fd: Vec::new(),
+        })
+    }
+
+    /// Push one submission and submit it now: an arm must be in place before the stream's
+    /// first wait, and a cancel before its socket is closed (the poll holds the file open).
+    fn submit_one(&mut self, entry: io_uring::squeue::Entry) -> io::Result<()> {
+        // SAFETY: a poll and a cancel refer to no memory of ours.
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.ring.submit()?;
+        }
+        self.ring.submit()?;
+        Ok(())
+    }
+
+    fn poll_entry(fd: RawFd, ud: u64) -> io_uring::squeue::Entry {
+        opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(ud)
+    }
+
+    fn arm(&mut self, fd: RawFd) -> io::Result<u32> {
+        let slot = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    arm: Arm::Free,
+                    ready: false,
+                    fd,
+                    waker: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[slot as usize];
+        let ud = user_data(slot, s.generation);
+        (s.arm, s.ready, s.fd) = (Arm::Armed, false, fd);
+        if let Err(e) = self.submit_one(Self::poll_entry(fd, ud)) {
+            self.release(slot);
+            return Err(e);
+        }
+        Ok(slot)
+    }
+
+    fn release(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        s.generation = s.generation.wrapping_add(1);
+        (s.arm, s.ready, s.waker) = (Arm::Free, false, None);
+        self.free.push(slot);
+    }
+
+    /// Hand every completion to its slot; returns how many there were.
+    fn drain(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            let mut cq = self.ring.completion();
+            for cqe in &mut cq {
+                n += 1;
+                handle(&mut self.slots, &mut self.free, cqe);
+            }
+            drop(cq);
+            // Completions the queue had no room for wait in the kernel until asked for.
+            if !self.ring.submission().cq_overflow() {
+                return n;
+            }
+            // (`submit` asks for them when the overflow flag is up.)
+            if self.ring.submit().is_err() {
+                return n;
+            }
+        }
+    }
+}
+
+/// One completion: a readiness for an armed poll, or the end of one.
+fn handle(slots: &mut [Slot], free: &mut Vec<u32>, cqe: cqueue::Entry) {
+    let ud = cqe.user_data();
+    if ud == CANCEL {
+        return;
+    }
+    let (slot, generation) = (ud as u32, (ud >> 32) as u32);
+    let Some(s) = slots.get_mut(slot as usize) else {
+        return;
+    };
+    if s.generation != generation {
+        return;
+    }
+    let more = cqueue::more(cqe.flags());
+    match s.arm {
+        Arm::Armed => {
+            s.ready = true;
+            if !more {
+                // An error (a kernel without multishot polls says EINVAL) fails the slot;
+                // anything else ended the poll, armed again at the next wait.
+                s.arm = if cqe.result() < 0 && cqe.result() != -libc::ECANCELED {
+                    Arm::Failed
+                } else {
+                    Arm::Ended
+                };
+            }
+            if let Some(w) = &s.waker {
+                w.wake_by_ref();
+            }
+        }
+        Arm::Cancelled if !more => {
+            s.generation = s.generation.wrapping_add(1);
+            (s.arm, s.ready, s.waker) = (Arm::Free, false, None);
+            free.push(slot);
+        }
+        _ => {}
+    }
+}
+
+/// Build this core's ring and start its reaper, once; false where it cannot be built.
+fn ensure_ring() -> bool {
+    if UNAVAILABLE.with(|u| u.get()) {
+        return false;
+    }
+    if RING.with(|r| r.borrow().is_some()) {
+        return true;
+    }
+    let built = Ring::build().and_then(|ring| {
+        // The reaper's handle on the ring's descriptor: a duplicate, so that the two close
+        // their own. monoio's `readable` is a `POLL_ADD` on any descriptor; a ring's is
+        // readable while completions wait in it.
+        // SAFETY: `dup` of a descriptor this ring owns.
+        let dup = unsafe { libc::dup(ring.ring.as_raw_fd()) };
+        if dup < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `dup` is a new descriptor that nothing else owns.
+        let std_fd = unsafe { std::os::unix::net::UnixStream::from_raw_fd(dup) };
+        let waiter = monoio::net::UnixStream::from_std(std_fd)?;
+        Ok((ring, waiter))
+    });
+    match built {
+        Ok((ring, waiter)) => {
+            RING.with(|r| *r.borrow_mut() = Some(ring));
+            monoio::spawn(reap(waiter));
+            true
+        }
+        Err(_) => {
+            UNAVAILABLE.with(|u| u.set(true));
+            false
+        }
+    }
+}
+
+/// The core's reaper: each time the ring holds completions, hand them out.
+async fn reap(waiter: monoio::net::UnixStream) {
+    loop {
+        RING.with(|r| {
+            if let Some(r) = r.borrow_mut().as_mut() {
+                r.drain();
+            }
+        });
+        if waiter.readable(false).await.is_err() {
+            // The ring's descriptor cannot be waited on: its streams would never wake.
+            // Fail them all (each falls back to the runtime's wait) and use no ring here.
+            UNAVAILABLE.with(|u| u.set(true));
+            RING.with(|r| {
+                if let Some(r) = r.borrow_mut().as_mut() {
+                    for s in &mut r.slots {
+                        s.arm = Arm::Failed;
+                        s.ready = true;
+                        if let Some(w) = s.waker.take() {
+                            w.wake();
+                        }
+                    }
+                }
+            });
+            return;
+        }
+    }
+}
+
+/// `by_fd`'s mark for a socket whose poll failed: it waits the old way until released.
+const OFF: u32 = u32::MAX;
+
+impl Ring {
+    /// The live slot of `fd`'s standing poll, if it has one.
+    fn slot_of(&self, fd: RawFd) -> Option<u32> {
+        match self.by_fd.get(fd as usize).copied() {
+            None | Some(0) | Some(OFF) => None,
+            Some(k) => Some(k - 1),
+        }
+    }
+
+    fn mark(&mut self, fd: RawFd, value: u32) {
+        let i = fd as usize;
+        if self.by_fd.len() <= i {
+            self.by_fd.resize(i + 1, 0);
+        }
+        self.by_fd[i] = value;
+    }
+}
+
+/// Whether `fd`'s reads wait through a standing poll: true once one is armed (the first call
+/// arms it); false on the epoll driver, where this core has no ring, or once the poll failed
+/// (the caller then waits with `nowait::readable`). The poll is the socket's until
+/// [`release`], which its owner must call before the socket is closed or handed on.
+pub fn armed(fd: RawFd) -> bool {
+    if fd < 0 || monoio::utils::is_legacy() || !ensure_ring() {
+        return false;
+    }
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        let Some(ring) = r.as_mut() else {
+            return false;
+        };
+        match ring.by_fd.get(fd as usize).copied() {
+            Some(OFF) => false,
+            Some(k) if k != 0 => true,
+            _ => match ring.arm(fd) {
+                Ok(slot) => {
+                    ring.mark(fd, slot + 1);
+                    true
+                }
+                Err(_) => {
+                    ring.mark(fd, OFF);
+                    false
+                }
+            },
+        }
+    })
+}
+
+/// Wait until `fd` (armed, see [`armed`]) was readable since its last wait. False: the poll
+/// failed, and the caller waits the old way from now on.
+pub async fn ready(fd: RawFd) -> bool {
+    poll_fn(|cx| {
+        RING.with(|r| {
+            let mut r = r.borrow_mut();
+            let Some(ring) = r.as_mut() else {
+                return Poll::Ready(false);
+            };
+            let Some(slot) = ring.slot_of(fd) else {
+                return Poll::Ready(false);
+            };
+            let s = &mut ring.slots[slot as usize];
+            if s.ready {
+                s.ready = false;
+                return Poll::Ready(true);
+            }
+            match s.arm {
+                Arm::Failed => {
+                    ring.release(slot);
+                    ring.mark(fd, OFF);
+                    return Poll::Ready(false);
+                }
+                Arm::Ended => {
+                    let ud = user_data(slot, s.generation);
+                    s.arm = Arm::Armed;
+                    if ring.submit_one(Ring::poll_entry(fd, ud)).is_err() {
+                        ring.release(slot);
+                        ring.mark(fd, OFF);
+                        return Poll::Ready(false);
+                    }
+                }
+                _ => {}
+            }
+            let s = &mut ring.slots[slot as usize];
+            match &s.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => s.waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+    })
+    .await
+}
+
+/// The caller's receive on `fd` filled its buffer: bytes may be left that no arrival will
+/// announce, so the next wait returns at once (a receive that finds nothing waits again).
+pub fn still_ready(fd: RawFd) {
+    let _ = RING.try_with(|r| {
+        if let Some(ring) = r.borrow_mut().as_mut()
+            && let Some(slot) = ring.slot_of(fd)
+        {
+            ring.slots[slot as usize].ready = true;
+        }
+    });
+}
+
+/// `fd`'s stream is done with it: cancel its standing poll (at once: the poll holds the
+/// socket open), and forget a failed one's mark.
+pub fn release(fd: RawFd) {
+    // (At a thread's end the ring may be gone already: its polls went with it.)
+    let _ = RING.try_with(|r| {
+        let Ok(mut r) = r.try_borrow_mut() else {
+            return;
+        };
+        let Some(ring) = r.as_mut() else {
+            return;
+        };
+        let slot = ring.slot_of(fd);
+        if ring.by_fd.get(fd as usize).is_some_and(|&k| k != 0) {
+            ring.by_fd[fd as usize] = 0;
+        }
+        let Some(slot) = slot else {
+            return;
+        };
+        let s = &mut ring.slots[slot as usize];
+        s.waker = None;
+        if s.arm != Arm::Armed {
+            ring.release(slot);
+            return;
+        }
+        s.arm = Arm::Cancelled;
+        let ud = user_data(slot, s.generation);
+        let cancel = opcode::AsyncCancel::new(ud).build().user_data(CANCEL);
+        // Not cancelled (the ring refused the submission): the slot stays taken, its
+        // generation ignoring what comes, rather than reused under a live poll.
+        let _ = ring.submit_one(cancel);
+    });
+}
+
+/// How many standing polls this core holds, armed or being cancelled (tests).
+pub fn held() -> usize {
+    RING.with(|r| {
+        r.borrow()
+            .as_ref()
+            .map_or(0, |ring| ring.slots.len() - ring.free.len())
+    })
+}
+
+#[cfg(test)]
+mod tests;

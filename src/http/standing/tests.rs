@@ -1,0 +1,182 @@
+use super::*;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
+    if uring {
+        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("io_uring runtime")
+            .block_on(f)
+    } else {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("epoll runtime")
+            .block_on(f)
+    }
+}
+
+/// A connected pair: (the side a stream reads, the side that sends).
+async fn pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let reader = TcpStream::connect(addr).await.expect("connect");
+    let (sender, _) = listener.accept().await.expect("accept");
+    (reader, sender)
+}
+
+/// Whether the wait returns within a generous bound (a wait that should stay pending is
+/// given a short one: being late cannot make it pass wrongly).
+async fn ready_within(fd: RawFd, ms: u64) -> bool {
+    monoio::time::timeout(Duration::from_millis(ms), ready(fd))
+        .await
+        .unwrap_or(false)
+}
+
+fn drain(fd: RawFd) -> usize {
+    let mut buf = bytes::BytesMut::with_capacity(4096);
+    let mut n = 0;
+    while let Ok(Some(k)) = crate::http::nowait::recv(fd, &mut buf) {
+        if k == 0 {
+            break;
+        }
+        n += k;
+        buf.clear();
+    }
+    n
+}
+
+/// Until the reaper has seen the cancel's completion (bounded: a few seconds at most).
+async fn until_released() -> usize {
+    for _ in 0..200 {
+        if held() == 0 {
+            return 0;
+        }
+        monoio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held()
+}
+
+#[test]
+fn a_standing_poll_wakes_for_each_arrival_until_released() {
+    on_driver(true, async {
+        let (reader, mut sender) = pair().await;
+        let fd = reader.as_raw_fd();
+        assert!(armed(fd), "armed on io_uring");
+        assert!(armed(fd), "armed once");
+        assert_eq!(held(), 1);
+        for round in 0..3u8 {
+            let (r, _) = sender.write_all(vec![b'a' + round; 10]).await;
+            r.expect("send");
+            assert!(ready_within(fd, 5_000).await, "round {round}: no readiness");
+            assert_eq!(drain(fd), 10, "round {round}");
+            // Drained, and nothing new: the poll is armed still, and waits.
+            assert!(
+                !ready_within(fd, 50).await,
+                "round {round}: ready with nothing there"
+            );
+        }
+        release(fd);
+        assert_eq!(until_released().await, 0, "the slot was not freed");
+        // The slot is reused for the next stream, under a new generation.
+        assert!(armed(fd), "armed again");
+        let (r, _) = sender.write_all(b"x".to_vec()).await;
+        r.expect("send");
+        assert!(ready_within(fd, 5_000).await);
+        release(fd);
+        assert_eq!(until_released().await, 0);
+    });
+}
+
+#[test]
+fn a_receive_that_filled_its_buffer_leaves_the_next_wait_ready() {
+    on_driver(true, async {
+        let (reader, mut sender) = pair().await;
+        let fd = reader.as_raw_fd();
+        assert!(armed(fd));
+        let (r, _) = sender.write_all(vec![b'z'; 100]).await;
+        r.expect("send");
+        assert!(ready_within(fd, 5_000).await);
+        // A small receive takes part of what is there: no new arrival will say so.
+        let mut small = bytes::BytesMut::with_capacity(10);
+        let room = small.capacity();
+        let n = crate::http::nowait::recv(fd, &mut small)
+            .expect("recv")
+            .expect("bytes");
+        assert_eq!(n, room);
+        still_ready(fd);
+        assert!(
+            ready_within(fd, 50).await,
+            "the bytes left were not announced"
+        );
+        assert_eq!(drain(fd), 100 - n);
+        release(fd);
+        assert_eq!(until_released().await, 0);
+    });
+}
+
+#[test]
+fn the_peer_closing_is_readiness() {
+    on_driver(true, async {
+        let (reader, sender) = pair().await;
+        let fd = reader.as_raw_fd();
+        assert!(armed(fd));
+        drop(sender);
+        assert!(ready_within(fd, 5_000).await, "the close was not announced");
+        let mut buf = bytes::BytesMut::with_capacity(16);
+        let got = crate::http::nowait::recv(fd, &mut buf).expect("recv");
+        assert_eq!(got, Some(0), "EOF");
+        release(fd);
+        assert_eq!(until_released().await, 0);
+    });
+}
+
+#[test]
+fn the_epoll_driver_has_no_standing_polls() {
+    on_driver(false, async {
+        let (reader, _sender) = pair().await;
+        assert!(!armed(reader.as_raw_fd()));
+        assert_eq!(held(), 0);
+    });
+}
+
+#[test]
+fn many_streams_each_get_their_own_arrivals() {
+    on_driver(true, async {
+        let mut pairs = Vec::new();
+        for _ in 0..64 {
+            let (reader, sender) = pair().await;
+            assert!(armed(reader.as_raw_fd()));
+            pairs.push((reader, sender));
+        }
+        // Only the odd ones send: only they are ready.
+        for (i, (_, sender)) in pairs.iter_mut().enumerate() {
+            if i % 2 == 1 {
+                let (r, _) = sender.write_all(b"e".to_vec()).await;
+                r.expect("send");
+            }
+        }
+        for (i, (reader, _)) in pairs.iter().enumerate() {
+            if i % 2 == 1 {
+                assert!(ready_within(reader.as_raw_fd(), 5_000).await, "stream {i}");
+                assert_eq!(drain(reader.as_raw_fd()), 1);
+            }
+        }
+        for (i, (reader, _)) in pairs.iter().enumerate() {
+            if i % 2 == 0 {
+                assert!(
+                    !ready_within(reader.as_raw_fd(), 5).await,
+                    "stream {i} sent nothing"
+                );
+            }
+        }
+        for (reader, _) in &pairs {
+            release(reader.as_raw_fd());
+        }
+        drop(pairs);
+        assert_eq!(until_released().await, 0);
+    });
+}
