@@ -188,15 +188,13 @@ fn handle(slots: &mut [Slot], free: &mut Vec<u32>, cqe: cqueue::Entry) {
     let more = cqueue::more(cqe.flags());
     match s.arm {
         Arm::Armed => {
-            s.ready = true;
+            let refused = cqe.result() < 0 && cqe.result() != -libc::ECANCELED;
+            // A refusal (a kernel without multishot polls says EINVAL) is no readiness: it
+            // fails the slot, and its stream waits the old way. Any other end of the poll is
+            // armed again at the next wait.
+            s.ready |= !refused;
             if !more {
-                // An error (a kernel without multishot polls says EINVAL) fails the slot;
-                // anything else ended the poll, armed again at the next wait.
-                s.arm = if cqe.result() < 0 && cqe.result() != -libc::ECANCELED {
-                    Arm::Failed
-                } else {
-                    Arm::Ended
-                };
+                s.arm = if refused { Arm::Failed } else { Arm::Ended };
             }
             if let Some(w) = &s.waker {
                 w.wake_by_ref();

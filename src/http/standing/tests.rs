@@ -180,3 +180,28 @@ fn many_streams_each_get_their_own_arrivals() {
         assert_eq!(until_released().await, 0);
     });
 }
+
+/// A poll the kernel refuses (here: a descriptor that is not open; a kernel without multishot
+/// polls answers every arm so) sends its stream back to the runtime's wait, and frees its slot.
+#[test]
+fn a_refused_poll_sends_its_stream_back_to_the_old_wait() {
+    on_driver(true, async {
+        let (reader, _sender) = pair().await;
+        // A descriptor number nothing holds.
+        let closed: RawFd = 65_000;
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        assert!(
+            unsafe { libc::fcntl(closed, libc::F_GETFD) } < 0,
+            "{closed} is open"
+        );
+        assert!(armed(closed), "the submission itself is taken");
+        assert!(!ready(closed).await, "the refusal is not readiness");
+        assert!(!armed(closed), "the old wait from now on");
+        assert_eq!(held(), 0, "the refused poll's slot is free");
+        // Released, the mark goes; other streams were never affected.
+        release(closed);
+        assert!(armed(reader.as_raw_fd()));
+        release(reader.as_raw_fd());
+        assert_eq!(until_released().await, 0);
+    });
+}

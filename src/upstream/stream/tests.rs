@@ -43,11 +43,9 @@ fn an_event_stream_body_holds_one_standing_poll_and_releases_it() {
                 assert_eq!(held(), 1, "one poll for the whole stream");
             }
             // A wait given up half-way (nothing comes).
-            let wait = monoio::time::timeout(
-                Duration::from_millis(20),
-                body.read_body(&mut buf, true),
-            )
-            .await;
+            let wait =
+                monoio::time::timeout(Duration::from_millis(20), body.read_body(&mut buf, true))
+                    .await;
             assert!(wait.is_err(), "nothing was sent");
             assert_eq!(held(), 1);
         }
