@@ -19,7 +19,9 @@
 # Usage: benches/held_streams.sh   (env: SIZES="1000 5000 9000" DUR=16 EVENTS=50 INTERVAL=100
 #   TARGETS="direct nginx haproxy haproxy-nodelay ringside" ROUNDS=1, RS_EXTRA: TOML appended
 #   to Ringside's config, PROVIDER_HEAD=1: every answer carries the head a provider sends,
-#   about 1.5 KB of ids, cookies and rate limits, not the simulator's plain one)
+#   about 1.5 KB of ids, cookies and rate limits, not the simulator's plain one; RS_BIN_B: another
+#   Ringside binary, run as the target `ringside-b` with the same configuration, to compare two
+#   builds within one run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
@@ -88,6 +90,8 @@ start() {  # target -> pid of the proxy (empty for direct)
     haproxy-nodelay) haproxy -f "$WORK/haproxy-nodelay.cfg" >/dev/null 2>&1 & echo $! ;;
     ringside) rm -rf "$WORK/ringside-data"
       BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
+    ringside-b) rm -rf "$WORK/ringside-data"
+      BENCH_KEY=sk-bench "${RS_BIN_B:?RS_BIN_B names the binary}" serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
   esac
 }
 
