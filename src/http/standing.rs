@@ -209,6 +209,15 @@ fn handle(slots: &mut [Slot], free: &mut Vec<u32>, cqe: cqueue::Entry) {
     }
 }
 
+/// A new runtime starts on this thread: forget the ring of an earlier one, whose reaper that
+/// runtime took with it (monoio leaves a task waiting on I/O unpolled when it ends). Closing the
+/// ring ends its polls. A core calls this before its runtime starts (`runtime::worker`); tests
+/// that run several runtimes on one thread call it for each.
+pub fn start_of_runtime() {
+    RING.with(|r| *r.borrow_mut() = None);
+    UNAVAILABLE.with(|u| u.set(false));
+}
+
 /// Build this core's ring and start its reaper, once; false where it cannot be built.
 fn ensure_ring() -> bool {
     if UNAVAILABLE.with(|u| u.get()) {
@@ -420,6 +429,19 @@ pub fn held() -> usize {
             .as_ref()
             .map_or(0, |ring| ring.slots.len() - ring.free.len())
     })
+}
+
+/// Until this core's reaper has seen every cancel's last completion (tests; bounded: two
+/// seconds): how many polls are still held then.
+#[cfg(test)]
+pub(crate) async fn until_none_held() -> usize {
+    for _ in 0..200 {
+        if held() == 0 {
+            return 0;
+        }
+        monoio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    held()
 }
 
 #[cfg(test)]

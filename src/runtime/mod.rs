@@ -182,6 +182,8 @@ fn worker(
         DriverChoice::Epoll => false,
         DriverChoice::Auto => monoio::utils::detect_uring(),
     };
+    // A ring of standing polls left by an earlier runtime on this thread has no reaper.
+    crate::http::standing::start_of_runtime();
     if want_uring {
         // Cooperative task running: completions are run when the core next enters the kernel
         // instead of interrupting it (measured ~8% less CPU per proxied request). Kernels

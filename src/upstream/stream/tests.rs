@@ -1,25 +1,16 @@
 use super::*;
-use crate::http::standing::held;
+use crate::http::standing::{held, until_none_held};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::TcpListener;
 use std::time::Duration;
 
 fn on_uring<F: std::future::Future>(f: F) -> F::Output {
+    crate::http::standing::start_of_runtime();
     monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
         .enable_timer()
         .build()
         .expect("io_uring runtime")
         .block_on(f)
-}
-
-async fn until_released() -> usize {
-    for _ in 0..200 {
-        if held() == 0 {
-            return 0;
-        }
-        monoio::time::sleep(Duration::from_millis(10)).await;
-    }
-    held()
 }
 
 /// An event stream's body reads through one standing poll for all its events, and lets go of
@@ -49,7 +40,7 @@ fn an_event_stream_body_holds_one_standing_poll_and_releases_it() {
             assert!(wait.is_err(), "nothing was sent");
             assert_eq!(held(), 1);
         }
-        assert_eq!(until_released().await, 0, "the body's poll outlived it");
+        assert_eq!(until_none_held().await, 0, "the body's poll outlived it");
         // The socket serves the next answer as before: a plain read, no standing poll.
         let (r, _) = sender.write_all(b"next".to_vec()).await;
         r.expect("send");
