@@ -84,6 +84,48 @@ fn peak_rss_during<T>(pid: u32, work: impl FnOnce() -> T) -> (T, u64) {
     (out, peak.load(Relaxed))
 }
 
+/// The proxy's standing polls (`ringside_standing_polls`), summed over its cores.
+fn standing_polls(proxy: &Proxy) -> i64 {
+    proxy
+        .metrics()
+        .lines()
+        .filter(|l| l.starts_with("ringside_standing_polls{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as i64
+}
+
+/// The most standing polls the proxy reported while `work` ran (sampled every 100 ms).
+fn most_standing_polls_during<T>(proxy: &Proxy, work: impl FnOnce() -> T) -> (T, i64) {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut most = 0;
+            while !stop.load(Relaxed) {
+                most = most.max(standing_polls(proxy));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            most
+        });
+        let out = work();
+        stop.store(true, Relaxed);
+        (out, sampler.join().unwrap_or(0))
+    })
+}
+
+/// Once every stream has ended, every standing poll is freed (the gauge follows on each core's
+/// 50 ms tick; waited for up to 10 s).
+fn assert_no_standing_poll_left(proxy: &Proxy, driver: &str) {
+    let mut left = standing_polls(proxy);
+    for _ in 0..100 {
+        if left == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = standing_polls(proxy);
+    }
+    panic!("{driver}: {left} standing polls left after every stream ended");
+}
+
 /// One stream on its own connection: the de-chunked body, or why not.
 async fn one_stream(addr: std::net::SocketAddr, prompt: usize) -> Result<Vec<u8>, String> {
     let mut s = monoio::net::TcpStream::connect(addr)
@@ -197,10 +239,23 @@ fn two_thousand_held_streams_arrive_whole_in_little_memory(driver: &str) {
     }
     std::thread::sleep(Duration::from_millis(300));
     let base = rss_kib(pid);
-    let (results, peak) = peak_rss_during(pid, || hold(proxy.addr, STREAMS, 2, STREAMS));
+    let ((results, peak), polls) = most_standing_polls_during(&proxy, || {
+        peak_rss_during(pid, || hold(proxy.addr, STREAMS, 2, STREAMS))
+    });
     let peak = peak.max(base);
     assert_all_whole(&results, &want);
     assert_eq!(results.len(), STREAMS);
+    // On io_uring each held stream waits through a standing poll on its upstream, and every
+    // one is freed with its stream; epoll needs none.
+    if driver == "uring" {
+        assert!(
+            polls >= (STREAMS / 4) as i64,
+            "only {polls} standing polls seen while {STREAMS} streams were held"
+        );
+    } else {
+        assert_eq!(polls, 0, "standing polls on epoll");
+    }
+    assert_no_standing_poll_left(&proxy, driver);
     let per_stream = peak.saturating_sub(base) / STREAMS as u64;
     assert!(
         per_stream <= KIB_PER_STREAM,
@@ -300,4 +355,6 @@ fn held_tls_streams_arrive_whole_in_little_memory(driver: &str) {
         per_stream <= 16,
         "{per_stream} KiB of resident memory per held TLS stream (base {base} KiB, peak {peak} KiB)"
     );
+    // A TLS stream's standing poll goes with it too.
+    assert_no_standing_poll_left(&proxy, driver);
 }

@@ -59,6 +59,8 @@ pub struct CoreMetrics {
     pub loop_lag_us: AtomicU64,
     /// 1 while the core counts as busy (`core_load`): `coalesce_events = "auto"` joins events.
     pub busy: AtomicI64,
+    /// Standing polls the core holds (`http::standing`): one per held event stream on io_uring.
+    pub standing_polls: AtomicI64,
     pub streams_failed_after_commit: AtomicU64,
     pub log_lines_dropped: AtomicU64,
     /// Requests whose finalisation (permits, record, metrics, log) ran.
@@ -83,6 +85,7 @@ impl CoreMetrics {
             uring: AtomicI64::new(-1),
             loop_lag_us: AtomicU64::new(0),
             busy: AtomicI64::new(0),
+            standing_polls: AtomicI64::new(0),
             streams_failed_after_commit: AtomicU64::new(0),
             log_lines_dropped: AtomicU64::new(0),
             finalized: AtomicU64::new(0),
@@ -318,6 +321,13 @@ fn core_load(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         "ringside_core_busy",
         "1 while a quarter of a core's ticks in the last second woke late (coalesce_events = \"auto\" then joins events).",
         |c| c.busy.load(Relaxed) as f64,
+    );
+    per_core(
+        out,
+        cores,
+        "ringside_standing_polls",
+        "Standing polls a core holds: one per held event stream's upstream on io_uring, freed when the stream ends (a count that only grows is a leak).",
+        |c| c.standing_polls.load(Relaxed) as f64,
     );
 }
 

@@ -176,6 +176,10 @@ async fn tick(core: Rc<Core>) {
         core.metrics
             .busy
             .store(i64::from(load.busy()), Ordering::Relaxed);
+        let standing = i64::try_from(crate::http::standing::held()).unwrap_or(i64::MAX);
+        core.metrics
+            .standing_polls
+            .store(standing, Ordering::Relaxed);
         if core.shared.shutdown.load(Ordering::Relaxed) {
             core.drain.trigger();
             return;
