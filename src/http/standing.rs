@@ -15,9 +15,11 @@
 //! driver keeps its own registration per socket and needs none of this: there, and wherever
 //! the ring cannot be built, the wait is `nowait::readable` as before.
 //!
-//! Readiness is edge-like: a completion per arrival. A receive that filled its buffer may
-//! have left bytes behind that no new arrival will announce, so its caller says so
-//! ([`Standing::still_ready`]).
+//! Readiness is edge-like: a completion per arrival. Where no arrival would follow, the wait
+//! must not sleep: a receive that filled its buffer may have left bytes behind, so its caller
+//! says so ([`still_ready`]); and once the peer has closed or reset the connection (a
+//! completion that says so may also have announced the last bytes, which the next receive
+//! takes first), every later wait returns at once, so the receive after them finds the end.
 
 use std::cell::RefCell;
 use std::future::poll_fn;
@@ -55,6 +57,9 @@ struct Slot {
     generation: u32,
     arm: Arm,
     ready: bool,
+    /// The peer closed or reset: no arrival will follow to announce what is left (the last
+    /// bytes, the end, the error), so every wait from now on returns at once.
+    hangup: bool,
     fd: RawFd,
     waker: Option<Waker>,
 }
@@ -127,6 +132,7 @@ impl Ring {
                     generation: 0,
                     arm: Arm::Free,
                     ready: false,
+                    hangup: false,
                     fd,
                     waker: None,
                 });
@@ -135,7 +141,7 @@ impl Ring {
         };
         let s = &mut self.slots[slot as usize];
         let ud = user_data(slot, s.generation);
-        (s.arm, s.ready, s.fd) = (Arm::Armed, false, fd);
+        (s.arm, s.ready, s.hangup, s.fd) = (Arm::Armed, false, false, fd);
         if let Err(e) = self.submit_one(Self::poll_entry(fd, ud)) {
             self.release(slot);
             return Err(e);
@@ -193,6 +199,10 @@ fn handle(slots: &mut [Slot], free: &mut Vec<u32>, cqe: cqueue::Entry) {
             // fails the slot, and its stream waits the old way. Any other end of the poll is
             // armed again at the next wait.
             s.ready |= !refused;
+            // (One completion may announce the last bytes and the close together; the receive
+            // that takes the bytes leaves the close for the next one.)
+            let ends = (libc::POLLERR | libc::POLLHUP | libc::POLLRDHUP) as i32;
+            s.hangup |= !refused && cqe.result() & ends != 0;
             if !more {
                 s.arm = if refused { Arm::Failed } else { Arm::Ended };
             }
@@ -345,7 +355,7 @@ pub async fn ready(fd: RawFd) -> bool {
                 return Poll::Ready(false);
             };
             let s = &mut ring.slots[slot as usize];
-            if s.ready {
+            if s.ready || s.hangup {
                 s.ready = false;
                 return Poll::Ready(true);
             }

@@ -212,3 +212,55 @@ fn each_runtime_on_a_thread_gets_a_ring_its_reaper_reads() {
         });
     }
 }
+
+/// The last bytes and the close may come in one completion: the receive that takes the bytes
+/// leaves the end for the next one, and nothing would announce it again (an upstream that
+/// resets mid-stream hung its stream until the idle timeout).
+#[test]
+fn the_close_after_the_last_bytes_is_still_readiness_after_they_are_read() {
+    on_driver(true, async {
+        for reset in [false, true] {
+            let (reader, mut sender) = pair().await;
+            let fd = reader.as_raw_fd();
+            assert!(armed(fd));
+            let (r, _) = sender.write_all(b"last".to_vec()).await;
+            r.expect("send");
+            if reset {
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: setsockopt on our own socket with a valid `linger`.
+                unsafe {
+                    libc::setsockopt(
+                        sender.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        (&raw const linger).cast(),
+                        std::mem::size_of::<libc::linger>() as u32,
+                    )
+                };
+            }
+            drop(sender);
+            // Let both arrive before the first wait, as under load.
+            monoio::time::sleep(Duration::from_millis(50)).await;
+            assert!(ready_within(fd, 5_000).await, "reset {reset}: no readiness");
+            let mut buf = bytes::BytesMut::with_capacity(64);
+            let got = crate::http::nowait::recv(fd, &mut buf);
+            if !reset {
+                assert_eq!(got.expect("recv"), Some(4), "the bytes first");
+            }
+            assert!(
+                ready_within(fd, 2_000).await,
+                "reset {reset}: the end was not announced after the bytes"
+            );
+            let end = crate::http::nowait::recv(fd, &mut buf);
+            assert!(
+                matches!(end, Ok(Some(0)) | Err(_)),
+                "reset {reset}: {end:?} after the end"
+            );
+            release(fd);
+        }
+        assert_eq!(until_none_held().await, 0);
+    });
+}
