@@ -25,7 +25,7 @@ use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 use io_uring::{IoUring, cqueue, opcode, types};
 
@@ -37,6 +37,8 @@ const CQ_ENTRIES: u32 = 8192;
 const SQ_ENTRIES: u32 = 32;
 /// The `user_data` of a cancel's own completion (ignored).
 const CANCEL: u64 = u64::MAX;
+/// `by_fd`'s mark for a socket whose poll failed: it waits the old way until released.
+const OFF: u32 = u32::MAX;
 
 /// What a slot's poll is doing.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -60,18 +62,24 @@ struct Slot {
     /// The peer closed or reset: no arrival will follow to announce what is left (the last
     /// bytes, the end, the error), so every wait from now on returns at once.
     hangup: bool,
-    fd: RawFd,
     waker: Option<Waker>,
+}
+
+/// A core's standing polls, apart from the ring they are armed on (the reaper reads the ring's
+/// completions while it updates these).
+#[derive(Default)]
+struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// A socket's slot plus one (0: none; [`OFF`]), by descriptor: a stream's state holds
+    /// nothing of its poll, so that every held stream's task stays the size it was.
+    by_fd: Vec<u32>,
 }
 
 /// A core's ring of standing polls.
 struct Ring {
     ring: IoUring,
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    /// A socket's slot plus one (0: none), by descriptor: a stream's state holds nothing of
-    /// its poll, so that every held stream's task stays the size it was.
-    by_fd: Vec<u32>,
+    table: Slots,
 }
 
 thread_local! {
@@ -85,9 +93,89 @@ fn user_data(slot: u32, generation: u32) -> u64 {
     (u64::from(generation) << 32) | u64::from(slot)
 }
 
+impl Slots {
+    /// A free slot, armed afresh.
+    fn take(&mut self) -> u32 {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot {
+                generation: 0,
+                arm: Arm::Free,
+                ready: false,
+                hangup: false,
+                waker: None,
+            });
+            (self.slots.len() - 1) as u32
+        });
+        let s = &mut self.slots[slot as usize];
+        (s.arm, s.ready, s.hangup) = (Arm::Armed, false, false);
+        slot
+    }
+
+    /// Free `slot`: its generation moves on, so that what its poll still posts is ignored.
+    fn free_slot(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        s.generation = s.generation.wrapping_add(1);
+        (s.arm, s.ready, s.waker) = (Arm::Free, false, None);
+        self.free.push(slot);
+    }
+
+    /// The live slot of `fd`'s standing poll, if it has one.
+    fn slot_of(&self, fd: RawFd) -> Option<u32> {
+        match self.by_fd.get(fd as usize).copied() {
+            None | Some(0) | Some(OFF) => None,
+            Some(k) => Some(k - 1),
+        }
+    }
+
+    fn mark(&mut self, fd: RawFd, value: u32) {
+        let i = fd as usize;
+        if self.by_fd.len() <= i {
+            self.by_fd.resize(i + 1, 0);
+        }
+        self.by_fd[i] = value;
+    }
+
+    /// One completion: a readiness for an armed poll, or the end of one.
+    fn handle(&mut self, cqe: cqueue::Entry) {
+        let ud = cqe.user_data();
+        if ud == CANCEL {
+            return;
+        }
+        let (slot, generation) = (ud as u32, (ud >> 32) as u32);
+        let Some(s) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        if s.generation != generation {
+            return;
+        }
+        let more = cqueue::more(cqe.flags());
+        match s.arm {
+            Arm::Armed => {
+                let refused = cqe.result() < 0 && cqe.result() != -libc::ECANCELED;
+                // A refusal (a kernel without multishot polls says EINVAL) is no readiness:
+                // it fails the slot, and its stream waits the old way. Any other end of the
+                // poll is armed again at the next wait.
+                s.ready |= !refused;
+                // (One completion may announce the last bytes and the close together; the
+                // receive that takes the bytes leaves the close for the next one.)
+                let ends = (libc::POLLERR | libc::POLLHUP | libc::POLLRDHUP) as i32;
+                s.hangup |= !refused && cqe.result() & ends != 0;
+                if !more {
+                    s.arm = if refused { Arm::Failed } else { Arm::Ended };
+                }
+                if let Some(w) = &s.waker {
+                    w.wake_by_ref();
+                }
+            }
+            Arm::Cancelled if !more => self.free_slot(slot),
+            _ => {}
+        }
+    }
+}
+
 impl Ring {
     fn build() -> io::Result<Ring> {
-        // Cooperative task running, as the runtime's own ring (`runtime::run_core`); kernels
+        // Cooperative task running, as the runtime's own ring (`runtime::worker`); kernels
         // before 5.19 refuse it.
         let ring = IoUring::builder()
             .setup_coop_taskrun()
@@ -100,9 +188,7 @@ impl Ring {
             })?;
         Ok(Ring {
             ring,
-            slots: Vec::new(),
-            free: Vec::new(),
-            by_fd: Vec::new(),
+            table: Slots::default(),
         })
     }
 
@@ -117,105 +203,60 @@ impl Ring {
         Ok(())
     }
 
-    fn poll_entry(fd: RawFd, ud: u64) -> io_uring::squeue::Entry {
-        opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+    /// Arm `slot`'s poll on `fd` (again, after the kernel ended it); on failure the slot is
+    /// freed and `fd` waits the old way until released.
+    fn submit_poll(&mut self, fd: RawFd, slot: u32) -> bool {
+        let ud = user_data(slot, self.table.slots[slot as usize].generation);
+        let poll = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
             .multi(true)
             .build()
-            .user_data(ud)
-    }
-
-    fn arm(&mut self, fd: RawFd) -> io::Result<u32> {
-        let slot = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(Slot {
-                    generation: 0,
-                    arm: Arm::Free,
-                    ready: false,
-                    hangup: false,
-                    fd,
-                    waker: None,
-                });
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let s = &mut self.slots[slot as usize];
-        let ud = user_data(slot, s.generation);
-        (s.arm, s.ready, s.hangup, s.fd) = (Arm::Armed, false, false, fd);
-        if let Err(e) = self.submit_one(Self::poll_entry(fd, ud)) {
-            self.release(slot);
-            return Err(e);
+            .user_data(ud);
+        if self.submit_one(poll).is_ok() {
+            self.table.slots[slot as usize].arm = Arm::Armed;
+            return true;
         }
-        Ok(slot)
+        self.table.free_slot(slot);
+        self.table.mark(fd, OFF);
+        false
     }
 
-    fn release(&mut self, slot: u32) {
-        let s = &mut self.slots[slot as usize];
-        s.generation = s.generation.wrapping_add(1);
-        (s.arm, s.ready, s.waker) = (Arm::Free, false, None);
-        self.free.push(slot);
-    }
-
-    /// Hand every completion to its slot; returns how many there were.
-    fn drain(&mut self) -> usize {
-        let mut n = 0;
+    /// Hand every completion to its slot.
+    fn drain(&mut self) {
         loop {
-            let mut cq = self.ring.completion();
-            for cqe in &mut cq {
-                n += 1;
-                handle(&mut self.slots, &mut self.free, cqe);
+            for cqe in &mut self.ring.completion() {
+                self.table.handle(cqe);
             }
-            drop(cq);
-            // Completions the queue had no room for wait in the kernel until asked for.
-            if !self.ring.submission().cq_overflow() {
-                return n;
-            }
-            // (`submit` asks for them when the overflow flag is up.)
-            if self.ring.submit().is_err() {
-                return n;
+            // Completions the queue had no room for wait in the kernel until asked for
+            // (`submit` asks for them when the overflow flag is up).
+            if !self.ring.submission().cq_overflow() || self.ring.submit().is_err() {
+                return;
             }
         }
     }
-}
 
-/// One completion: a readiness for an armed poll, or the end of one.
-fn handle(slots: &mut [Slot], free: &mut Vec<u32>, cqe: cqueue::Entry) {
-    let ud = cqe.user_data();
-    if ud == CANCEL {
-        return;
-    }
-    let (slot, generation) = (ud as u32, (ud >> 32) as u32);
-    let Some(s) = slots.get_mut(slot as usize) else {
-        return;
-    };
-    if s.generation != generation {
-        return;
-    }
-    let more = cqueue::more(cqe.flags());
-    match s.arm {
-        Arm::Armed => {
-            let refused = cqe.result() < 0 && cqe.result() != -libc::ECANCELED;
-            // A refusal (a kernel without multishot polls says EINVAL) is no readiness: it
-            // fails the slot, and its stream waits the old way. Any other end of the poll is
-            // armed again at the next wait.
-            s.ready |= !refused;
-            // (One completion may announce the last bytes and the close together; the receive
-            // that takes the bytes leaves the close for the next one.)
-            let ends = (libc::POLLERR | libc::POLLHUP | libc::POLLRDHUP) as i32;
-            s.hangup |= !refused && cqe.result() & ends != 0;
-            if !more {
-                s.arm = if refused { Arm::Failed } else { Arm::Ended };
-            }
-            if let Some(w) = &s.waker {
-                w.wake_by_ref();
-            }
+    /// One poll of `slot`'s wait: ready, failed (false), or pending with the waker kept.
+    fn poll_slot(&mut self, fd: RawFd, slot: u32, cx: &Context<'_>) -> Poll<bool> {
+        let s = &mut self.table.slots[slot as usize];
+        if s.ready || s.hangup {
+            s.ready = false;
+            return Poll::Ready(true);
         }
-        Arm::Cancelled if !more => {
-            s.generation = s.generation.wrapping_add(1);
-            (s.arm, s.ready, s.waker) = (Arm::Free, false, None);
-            free.push(slot);
+        let arm = s.arm;
+        match arm {
+            Arm::Failed => {
+                self.table.free_slot(slot);
+                self.table.mark(fd, OFF);
+                return Poll::Ready(false);
+            }
+            Arm::Ended if !self.submit_poll(fd, slot) => return Poll::Ready(false),
+            _ => {}
         }
-        _ => {}
+        let s = &mut self.table.slots[slot as usize];
+        match &s.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => s.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 }
 
@@ -277,9 +318,8 @@ async fn reap(waiter: monoio::net::UnixStream) {
             UNAVAILABLE.with(|u| u.set(true));
             RING.with(|r| {
                 if let Some(r) = r.borrow_mut().as_mut() {
-                    for s in &mut r.slots {
+                    for s in &mut r.table.slots {
                         s.arm = Arm::Failed;
-                        s.ready = true;
                         if let Some(w) = s.waker.take() {
                             w.wake();
                         }
@@ -291,30 +331,9 @@ async fn reap(waiter: monoio::net::UnixStream) {
     }
 }
 
-/// `by_fd`'s mark for a socket whose poll failed: it waits the old way until released.
-const OFF: u32 = u32::MAX;
-
-impl Ring {
-    /// The live slot of `fd`'s standing poll, if it has one.
-    fn slot_of(&self, fd: RawFd) -> Option<u32> {
-        match self.by_fd.get(fd as usize).copied() {
-            None | Some(0) | Some(OFF) => None,
-            Some(k) => Some(k - 1),
-        }
-    }
-
-    fn mark(&mut self, fd: RawFd, value: u32) {
-        let i = fd as usize;
-        if self.by_fd.len() <= i {
-            self.by_fd.resize(i + 1, 0);
-        }
-        self.by_fd[i] = value;
-    }
-}
-
-/// Whether `fd`'s reads wait through a standing poll: true once one is armed (the first call
-/// arms it); false on the epoll driver, where this core has no ring, or once the poll failed
-/// (the caller then waits with `nowait::readable`). The poll is the socket's until
+/// Arm `fd`'s standing poll unless it has one: true once it has; false on the epoll driver,
+/// where this core has no ring, or once the poll failed (the caller then waits with
+/// `nowait::readable`). [`ready`] arms on its first wait; the poll is the socket's until
 /// [`release`], which its owner must call before the socket is closed or handed on.
 pub fn armed(fd: RawFd) -> bool {
     if fd < 0 || monoio::utils::is_legacy() || !ensure_ring() {
@@ -325,64 +344,39 @@ pub fn armed(fd: RawFd) -> bool {
         let Some(ring) = r.as_mut() else {
             return false;
         };
-        match ring.by_fd.get(fd as usize).copied() {
+        match ring.table.by_fd.get(fd as usize).copied() {
             Some(OFF) => false,
             Some(k) if k != 0 => true,
-            _ => match ring.arm(fd) {
-                Ok(slot) => {
-                    ring.mark(fd, slot + 1);
-                    true
+            _ => {
+                let slot = ring.table.take();
+                let ok = ring.submit_poll(fd, slot);
+                if ok {
+                    ring.table.mark(fd, slot + 1);
                 }
-                Err(_) => {
-                    ring.mark(fd, OFF);
-                    false
-                }
-            },
+                ok
+            }
         }
     })
 }
 
-/// Wait until `fd` (armed, see [`armed`]) was readable since its last wait. False: the poll
-/// failed, and the caller waits the old way from now on.
+/// Wait until `fd` was readable since its last wait, through its standing poll (armed at the
+/// first wait, see [`armed`]). False: there is none, or it failed, and the caller waits the
+/// old way. A stream's every wait after the first is one lookup in the core's table.
 pub async fn ready(fd: RawFd) -> bool {
     poll_fn(|cx| {
-        RING.with(|r| {
-            let mut r = r.borrow_mut();
-            let Some(ring) = r.as_mut() else {
-                return Poll::Ready(false);
-            };
-            let Some(slot) = ring.slot_of(fd) else {
-                return Poll::Ready(false);
-            };
-            let s = &mut ring.slots[slot as usize];
-            if s.ready || s.hangup {
-                s.ready = false;
-                return Poll::Ready(true);
-            }
-            match s.arm {
-                Arm::Failed => {
-                    ring.release(slot);
-                    ring.mark(fd, OFF);
-                    return Poll::Ready(false);
-                }
-                Arm::Ended => {
-                    let ud = user_data(slot, s.generation);
-                    s.arm = Arm::Armed;
-                    if ring.submit_one(Ring::poll_entry(fd, ud)).is_err() {
-                        ring.release(slot);
-                        ring.mark(fd, OFF);
-                        return Poll::Ready(false);
-                    }
-                }
-                _ => {}
-            }
-            let s = &mut ring.slots[slot as usize];
-            match &s.waker {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => s.waker = Some(cx.waker().clone()),
-            }
-            Poll::Pending
-        })
+        let live = |cx: &Context<'_>| {
+            RING.with(|r| {
+                let mut r = r.borrow_mut();
+                let ring = r.as_mut()?;
+                let slot = ring.table.slot_of(fd)?;
+                Some(ring.poll_slot(fd, slot, cx))
+            })
+        };
+        match live(cx) {
+            Some(p) => p,
+            None if armed(fd) => live(cx).unwrap_or(Poll::Ready(false)),
+            None => Poll::Ready(false),
+        }
     })
     .await
 }
@@ -392,9 +386,9 @@ pub async fn ready(fd: RawFd) -> bool {
 pub fn still_ready(fd: RawFd) {
     let _ = RING.try_with(|r| {
         if let Some(ring) = r.borrow_mut().as_mut()
-            && let Some(slot) = ring.slot_of(fd)
+            && let Some(slot) = ring.table.slot_of(fd)
         {
-            ring.slots[slot as usize].ready = true;
+            ring.table.slots[slot as usize].ready = true;
         }
     });
 }
@@ -410,17 +404,17 @@ pub fn release(fd: RawFd) {
         let Some(ring) = r.as_mut() else {
             return;
         };
-        let slot = ring.slot_of(fd);
-        if ring.by_fd.get(fd as usize).is_some_and(|&k| k != 0) {
-            ring.by_fd[fd as usize] = 0;
+        let slot = ring.table.slot_of(fd);
+        if let Some(k) = ring.table.by_fd.get_mut(fd as usize) {
+            *k = 0;
         }
         let Some(slot) = slot else {
             return;
         };
-        let s = &mut ring.slots[slot as usize];
+        let s = &mut ring.table.slots[slot as usize];
         s.waker = None;
         if s.arm != Arm::Armed {
-            ring.release(slot);
+            ring.table.free_slot(slot);
             return;
         }
         s.arm = Arm::Cancelled;
@@ -432,12 +426,13 @@ pub fn release(fd: RawFd) {
     });
 }
 
-/// How many standing polls this core holds, armed or being cancelled (tests).
+/// How many standing polls this core holds, armed or being cancelled (the core's tick reports
+/// it as `ringside_standing_polls`).
 pub fn held() -> usize {
     RING.with(|r| {
         r.borrow()
             .as_ref()
-            .map_or(0, |ring| ring.slots.len() - ring.free.len())
+            .map_or(0, |ring| ring.table.slots.len() - ring.table.free.len())
     })
 }
 

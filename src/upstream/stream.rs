@@ -89,19 +89,32 @@ impl UpStream {
     /// (`TlsStream::read_into`).
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
         match self {
-            UpStream::Plain(s) => read_when_ready(s, buf).await,
+            UpStream::Plain(s) => read_when_ready(s, buf, false).await,
             UpStream::Tls(s) => s.read_into(buf, true).await,
         }
     }
 }
 
-/// [`UpStream::read_when_ready`] on plain TCP.
-async fn read_when_ready(s: &mut TcpStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+/// [`UpStream::read_when_ready`] on plain TCP. `standing`: an event stream's wait, through a
+/// standing poll where there is one (`http::standing`; its owner releases it, [`PlainBody`]).
+async fn read_when_ready(
+    s: &mut TcpStream,
+    buf: &mut bytes::BytesMut,
+    standing: bool,
+) -> std::io::Result<usize> {
+    let fd = s.as_raw_fd();
     loop {
         crate::http::buffers::park(buf);
-        crate::http::nowait::readable(s).await?;
+        if !(standing && standing::ready(fd).await) {
+            crate::http::nowait::readable(s).await?;
+        }
         crate::http::io::make_room(buf);
-        if let Some(n) = crate::http::nowait::recv(s.as_raw_fd(), buf)? {
+        let room = buf.capacity() - buf.len();
+        if let Some(n) = crate::http::nowait::recv(fd, buf)? {
+            if standing && n == room {
+                // A full buffer may have left bytes that no arrival will announce.
+                standing::still_ready(fd);
+            }
             return Ok(n);
         }
     }
@@ -134,26 +147,6 @@ impl Drop for PlainBody<'_> {
     }
 }
 
-/// [`read_when_ready`] through a standing poll where there is one (`http::standing`).
-async fn read_standing(s: &mut TcpStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
-    let fd = s.as_raw_fd();
-    loop {
-        crate::http::buffers::park(buf);
-        if !(standing::armed(fd) && standing::ready(fd).await) {
-            crate::http::nowait::readable(s).await?;
-        }
-        crate::http::io::make_room(buf);
-        let room = buf.capacity() - buf.len();
-        if let Some(n) = crate::http::nowait::recv(fd, buf)? {
-            if n == room {
-                // A full buffer may have left bytes that no arrival will announce.
-                standing::still_ready(fd);
-            }
-            return Ok(n);
-        }
-    }
-}
-
 /// A TLS upstream's body; its event stream's standing poll is released with it, as for
 /// [`PlainBody`].
 pub(crate) struct TlsBody<'a>(pub &'a mut TlsStream);
@@ -171,7 +164,7 @@ impl BodyRead for PlainBody<'_> {
         event_stream: bool,
     ) -> std::io::Result<usize> {
         if event_stream {
-            read_standing(self.0, buf).await
+            read_when_ready(self.0, buf, true).await
         } else {
             crate::http::io::read_more(self.0, buf).await
         }

@@ -125,7 +125,7 @@ impl TlsStream {
             return Ok(());
         }
         let fd = self.tcp.as_raw_fd();
-        if standing && crate::http::standing::armed(fd) && crate::http::standing::ready(fd).await {
+        if standing && crate::http::standing::ready(fd).await {
             return Ok(());
         }
         nowait::readable(&self.tcp).await
