@@ -90,7 +90,7 @@ impl UpStream {
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
         match self {
             UpStream::Plain(s) => read_when_ready(s, buf, false).await,
-            UpStream::Tls(s) => s.read_into(buf, true).await,
+            UpStream::Tls(s) => s.read_into(buf, true, false).await,
         }
     }
 }
@@ -177,7 +177,7 @@ impl BodyRead for TlsBody<'_> {
         buf: &mut bytes::BytesMut,
         event_stream: bool,
     ) -> std::io::Result<usize> {
-        self.0.read_into(buf, event_stream).await
+        self.0.read_into(buf, event_stream, event_stream).await
     }
 }
 

@@ -88,13 +88,20 @@ impl TlsStream {
 
     /// The next decrypted bytes into `buf`. `park`: hold no pooled buffer while waiting for
     /// them (a held event stream waits far longer than it reads): `buf` takes one only when
-    /// the socket has bytes.
-    pub async fn read_into(&mut self, buf: &mut BytesMut, park: bool) -> io::Result<usize> {
+    /// the socket has bytes. `standing`: an event stream's read, whose owner releases the
+    /// standing poll its waits arm (`stream::TlsBody`); a read before the commit has none to
+    /// release it, as its socket may be pooled or closed without a relay.
+    pub async fn read_into(
+        &mut self,
+        buf: &mut BytesMut,
+        park: bool,
+        standing: bool,
+    ) -> io::Result<usize> {
         loop {
             if park {
                 crate::http::buffers::park(buf);
             }
-            self.until_worth_reading(park).await?;
+            self.until_worth_reading(standing).await?;
             crate::http::io::make_room(buf);
             if let Some(n) = self.read_now(buf.spare_capacity_mut())? {
                 // SAFETY: `read_now` initialised the first `n` bytes of the spare capacity.

@@ -143,6 +143,7 @@ async fn fetch(
 fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
     if uring {
         monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
             .build()
             .expect("io_uring runtime")
             .block_on(f)
@@ -223,4 +224,40 @@ fn a_hello_retry_and_a_tls12_server_complete_the_handshake() {
             }
         }
     }
+}
+
+/// A read before the commit (`UpStream::read_when_ready`) waits parked but arms no standing
+/// poll: nothing would release it, as its socket may be pooled or closed without a relay. An
+/// event stream's read (`TlsBody`, which releases it) arms one at its first wait.
+#[test]
+fn only_an_event_stream_s_read_arms_a_standing_poll() {
+    use crate::http::standing::{held, release, start_of_runtime, until_none_held};
+    let (server, client) = configs(Server::Tls13);
+    let addr = serve_one(server, false);
+    start_of_runtime();
+    on_driver(true, async move {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+        let mut tls = TlsStream::connect(tcp, client, name)
+            .await
+            .expect("handshake");
+        let (sent, _) = tls.write(b"ping\n".to_vec()).await;
+        sent.expect("write");
+        let mut buf = BytesMut::new();
+        let mut got = 0;
+        while got < 20_000 {
+            got += tls.read_into(&mut buf, true, false).await.expect("read");
+            buf.clear();
+            assert_eq!(held(), 0, "a read before the commit armed a standing poll");
+        }
+        // The rest comes in small pieces a millisecond apart: some read waits, and arms.
+        while held() == 0 {
+            let n = tls.read_into(&mut buf, true, true).await.expect("read");
+            buf.clear();
+            assert!(n > 0, "the answer ended before any wait");
+        }
+        assert_eq!(held(), 1);
+        release(tls.raw_fd());
+        assert_eq!(until_none_held().await, 0);
+    });
 }
