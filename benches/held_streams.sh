@@ -112,8 +112,8 @@ for C in $SIZES; do
       port=$PROXY; [ "$t" = direct ] && port=$SIM
       wait_port "$port" || { echo "| $t | did not start |"; continue; }
       sleep 0.5
-      idle=0; c0=0
-      if [ -n "$pid" ]; then PIDS+=("$pid"); idle=$(mem_kib VmRSS "$pid"); c0=$(cpu_ticks "$pid"); fi
+      idle=0; c0=0; u0=0
+      if [ -n "$pid" ]; then PIDS+=("$pid"); idle=$(mem_kib VmRSS "$pid"); c0=$(cpu_ticks "$pid"); u0=$(user_ticks "$pid"); fi
       # Sample the RSS while the streams are held (peak of samples; VmHWM also counts start-up).
       peak=$idle
       ( while sleep 1; do [ -n "$pid" ] && mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
@@ -123,19 +123,20 @@ for C in $SIZES; do
       m1=$(machine_ticks)
       kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
       if [ -n "$pid" ]; then
-        c1=$(cpu_ticks "$pid")
+        c1=$(cpu_ticks "$pid"); u1=$(user_ticks "$pid")
         peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
         stop_proc "$pid"
-      else c1=0; fi
-      python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" "$round" "$WORK/rows.jsonl" <<'PY'
+      else c1=0; u1=0; fi
+      python3 - "$t" "$out" "$c0" "$c1" "$hz" "$idle" "$peak" "$C" "$m0" "$m1" "$round" "$WORK/rows.jsonl" "$u0" "$u1" <<'PY'
 import json, sys
-t, out, c0, c1, hz, idle, peak, c, m0, m1, rnd, rows = sys.argv[1:]
+t, out, c0, c1, hz, idle, peak, c, m0, m1, rnd, rows, u0, u1 = sys.argv[1:]
 o = json.loads(out) if out.strip().startswith("{") else {}
 ev = o.get("events", 0)
 proxy = t != "direct"
 row = {"target": t, "round": int(rnd), "completed": o.get("completed", 0),
        "errors": o.get("errors"), "events_per_s": o.get("events_per_s", 0),
        "cpu": (int(c1) - int(c0)) / int(hz) / ev * 1e5 if ev and proxy else None,
+       "cpu_user": (int(u1) - int(u0)) / int(hz) / ev * 1e5 if ev and proxy else None,
        "machine": (int(m1) - int(m0)) / int(hz) / ev * 1e5 if ev else None,
        "rss": int(peak) / 1024 if proxy else None,
        "per_stream": (int(peak) - int(idle)) / int(c) if proxy else None,

@@ -11,13 +11,13 @@ import json
 import statistics
 import sys
 
-HEADER = ("| target | streams completed | errors | events/s | CPU s per 100k events "
+HEADER = ("| target | streams completed | errors | events/s | CPU s per 100k events (user) "
           "| machine CPU s per 100k events | peak RSS MiB | RSS per held stream KiB "
           "| p50 stream ms | p99 stream ms | event delay p50 / p99 ms |\n"
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
-FIGURES = ("completed", "errors", "events_per_s", "cpu", "machine", "rss", "per_stream", "p50",
-           "p99", "delay_p50", "delay_p99")
+FIGURES = ("completed", "errors", "events_per_s", "cpu", "cpu_user", "machine", "rss",
+           "per_stream", "p50", "p99", "delay_p50", "delay_p99")
 
 
 def median(values):
@@ -32,7 +32,8 @@ def fmt(value, digits=2):
 def table_row(label, m):
     """One row of the table from a row's (or the medians') figures."""
     return (f"| {label} | {fmt(m['completed'], 0)} | {fmt(m['errors'], 0)} "
-            f"| {fmt(m['events_per_s'], 0)} | {fmt(m['cpu'])} | {fmt(m['machine'])} "
+            f"| {fmt(m['events_per_s'], 0)} | {fmt(m['cpu'])} ({fmt(m.get('cpu_user'))}) "
+            f"| {fmt(m['machine'])} "
             f"| {fmt(m['rss'], 0)} | {fmt(m['per_stream'], 1)} | {fmt(m['p50'], 0)} "
             f"| {fmt(m['p99'], 0)} | {fmt(m['delay_p50'], 0)} / {fmt(m['delay_p99'], 0)} |")
 

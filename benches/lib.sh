@@ -100,6 +100,11 @@ cpu_ticks() {
   [ -n "$1" ] || { echo 0; return; }
   local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14+$15}' /proc/"$p"/stat))); done; echo $t
 }
+# User clock ticks alone of a process tree: what the kernel's share does not blur.
+user_ticks() {
+  [ -n "$1" ] || { echo 0; return; }
+  local t=0 p; for p in $(tree "$1"); do t=$((t + $(awk '{print $14}' /proc/"$p"/stat))); done; echo $t
+}
 # machine_ticks: busy clock ticks of the whole machine (user, nice, system, irq, softirq, steal
 # from /proc/stat): every process plus the kernel's network work done outside any of them, such
 # as a held segment sent later from a timer.

@@ -84,6 +84,7 @@ fn stream(s: &crate::sse::StreamSettings) -> Value {
         "watchdog_min_useful_bytes": w.min_useful_bytes,
         "coalesce_events": s.coalesce_events.as_json(),
         "coalesce_busy_lag_ms": s.coalesce_busy_lag_ms,
+        "coalesce_busy_wait_percent": s.coalesce_busy_wait_percent,
     })
 }
 

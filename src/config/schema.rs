@@ -165,6 +165,9 @@ pub struct StreamSection {
     /// How late (ms) a core's tick may wake before it counts as late; a quarter of the last
     /// second's ticks late makes the core busy, and `"auto"` joins its streams' events.
     pub coalesce_busy_lag_ms: u64,
+    /// The share of the last second (percent) a core may wait for a CPU before it counts as
+    /// busy; quiet again at half of it (`core_load::cpu_wait`).
+    pub coalesce_busy_wait_percent: u64,
 }
 
 impl Default for StreamSection {
@@ -182,6 +185,7 @@ impl Default for StreamSection {
             watchdog_min_useful_bytes: 1,
             coalesce_events: crate::sse::Coalesce::WhenBusy,
             coalesce_busy_lag_ms: 4,
+            coalesce_busy_wait_percent: crate::core_load::WAIT_MARK_PERCENT.into(),
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct CoreMetrics {
     pub loop_lag_us: AtomicU64,
     /// 1 while the core counts as busy (`core_load`): `coalesce_events = "auto"` joins events.
     pub busy: AtomicI64,
+    /// The share of the last second the core waited for a CPU (`core_load::cpu_wait`), in
+    /// thousandths.
+    pub cpu_wait_permille: AtomicU64,
     /// Standing polls the core holds (`http::standing`): one per held event stream on io_uring.
     pub standing_polls: AtomicI64,
     pub streams_failed_after_commit: AtomicU64,
@@ -85,6 +88,7 @@ impl CoreMetrics {
             uring: AtomicI64::new(-1),
             loop_lag_us: AtomicU64::new(0),
             busy: AtomicI64::new(0),
+            cpu_wait_permille: AtomicU64::new(0),
             standing_polls: AtomicI64::new(0),
             streams_failed_after_commit: AtomicU64::new(0),
             log_lines_dropped: AtomicU64::new(0),
@@ -319,8 +323,15 @@ fn core_load(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         out,
         cores,
         "ringside_core_busy",
-        "1 while a quarter of a core's ticks in the last second woke late (coalesce_events = \"auto\" then joins events).",
+        "1 while the core is busy: a quarter of its ticks in the last second woke late, or it waited for a CPU coalesce_busy_wait_percent of the last second (coalesce_events = \"auto\" then joins events).",
         |c| c.busy.load(Relaxed) as f64,
+    );
+    per_core(
+        out,
+        cores,
+        "ringside_core_cpu_wait_ratio",
+        "The share of the last second each core was ready to run but waited for a CPU (the kernel's run delay): how short of CPU the host is.",
+        |c| c.cpu_wait_permille.load(Relaxed) as f64 / 1e3,
     );
     per_core(
         out,

@@ -165,17 +165,21 @@ const TICK: Duration = Duration::from_millis(50);
 /// the core's load (`core_load`).
 async fn tick(core: Rc<Core>) {
     let mut n = 0u64;
+    // Opened here, on the core's own thread: the file names the thread that opens it.
+    let run_delay = crate::core_load::RunDelay::of_this_thread();
+    let mut last = (std::time::Instant::now(), run_delay.total());
     loop {
         let asleep = std::time::Instant::now();
         monoio::time::sleep(TICK).await;
-        let mark =
-            Duration::from_millis(core.generation().config.stream.coalesce_busy_lag_ms.into());
-        let load = crate::core_load::observe(asleep.elapsed().saturating_sub(TICK), mark);
+        let load = observe_load(&core, asleep, &run_delay, &mut last);
         let lag_us = u64::try_from(load.lag().as_micros()).unwrap_or(u64::MAX);
         core.metrics.loop_lag_us.store(lag_us, Ordering::Relaxed);
         core.metrics
             .busy
             .store(i64::from(load.busy()), Ordering::Relaxed);
+        core.metrics
+            .cpu_wait_permille
+            .store(load.cpu_wait_permille().into(), Ordering::Relaxed);
         let standing = i64::try_from(crate::http::standing::held()).unwrap_or(i64::MAX);
         core.metrics
             .standing_polls
@@ -200,4 +204,32 @@ async fn tick(core: Rc<Core>) {
             }
         }
     }
+}
+
+/// One wake of the tick, judged (`core_load`): how late it woke after sleeping from `asleep`,
+/// and how long the core waited for a CPU since the wake before (`last`, moved on here).
+fn observe_load(
+    core: &Core,
+    asleep: std::time::Instant,
+    run_delay: &crate::core_load::RunDelay,
+    last: &mut (std::time::Instant, Option<Duration>),
+) -> crate::core_load::LoopLoad {
+    let now = std::time::Instant::now();
+    let total = run_delay.total();
+    let waited = match (last.1, total) {
+        (Some(before), Some(after)) => Some((after.saturating_sub(before), now - last.0)),
+        _ => None,
+    };
+    *last = (now, total);
+    let generation = core.generation();
+    let stream = &generation.config.stream;
+    let marks = crate::core_load::Marks {
+        late: Duration::from_millis(stream.coalesce_busy_lag_ms.into()),
+        wait_percent: stream.coalesce_busy_wait_percent,
+    };
+    let tick = crate::core_load::Tick {
+        late: asleep.elapsed().saturating_sub(TICK),
+        waited,
+    };
+    crate::core_load::observe(tick, marks)
 }

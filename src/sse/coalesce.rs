@@ -107,9 +107,12 @@ mod tests {
             );
             assert!(Coalesce::Always.joins_now());
             assert!(!Coalesce::Never.joins_now());
-            let mark = crate::core_load::LATE_MARK;
-            for _ in 0..crate::core_load::BUSY_COUNT {
-                crate::core_load::observe(std::time::Duration::from_millis(10), mark);
+            use crate::core_load::{BUSY_COUNT, Marks, late_tick, observe};
+            for _ in 0..BUSY_COUNT {
+                observe(
+                    late_tick(std::time::Duration::from_millis(10)),
+                    Marks::SHIPPED,
+                );
             }
             assert!(Coalesce::WhenBusy.joins_now(), "a busy core joins");
             assert!(!Coalesce::Never.joins_now());

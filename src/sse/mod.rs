@@ -29,6 +29,9 @@ pub struct StreamSettings {
     /// How late, in milliseconds, a core's tick may wake before it counts as late; a quarter of
     /// a second's ticks late makes the core busy (`core_load`).
     pub coalesce_busy_lag_ms: u32,
+    /// The share of the last second, in percent, a core may wait for a CPU before it counts
+    /// as busy (`core_load::cpu_wait`).
+    pub coalesce_busy_wait_percent: u8,
 }
 
 impl StreamSettings {
@@ -43,6 +46,7 @@ impl StreamSettings {
         watchdog: watchdog::WatchdogSettings::DEFAULT,
         coalesce_events: Coalesce::WhenBusy,
         coalesce_busy_lag_ms: crate::core_load::LATE_MARK.as_millis() as u32,
+        coalesce_busy_wait_percent: crate::core_load::WAIT_MARK_PERCENT,
     };
 }
 

@@ -135,6 +135,12 @@ pub(in crate::config) fn stream(
             0,
             60_000,
         ) as u32,
+        coalesce_busy_wait_percent: out.clamped(
+            "stream.coalesce_busy_wait_percent",
+            st.coalesce_busy_wait_percent,
+            0,
+            100,
+        ) as u8,
     }
 }
 

@@ -89,7 +89,8 @@ fn events_are_joined_only_when_asked_or_busy_and_never_the_head_or_the_end() {
         assert_eq!(push_for(&r, false, true), Push::Now, "the end goes at once");
         // The core turns busy: auto joins the middle writes as `true` does; `false` does not.
         for _ in 0..crate::core_load::BUSY_COUNT {
-            crate::core_load::observe(Duration::from_millis(10), crate::core_load::LATE_MARK);
+            let tick = crate::core_load::late_tick(Duration::from_millis(10));
+            crate::core_load::observe(tick, crate::core_load::Marks::SHIPPED);
         }
         for (mode, middle) in [
             (Coalesce::WhenBusy, Push::WithNext),
