@@ -385,17 +385,7 @@ fn a_busy_core_joins_events_by_default(driver: &str) {
     assert_eq!(cfg["stream"]["coalesce_events"], "auto", "{cfg}");
     assert_eq!(cfg["stream"]["coalesce_busy_lag_ms"], 0, "{cfg}");
     // The core's first tick (50 ms) marks it busy.
-    wait_until_busy(&proxy);
-    assert!(
-        proxy
-            .metrics()
-            .contains("ringside_core_loop_lag_seconds{core=\"0\"}")
-    );
-    let reads = read_whole_stream(&proxy, "");
-    assert!(
-        reads <= JOINED_EVENTS as usize / 2,
-        "{reads} reads for {JOINED_EVENTS} events on a busy core: not joined"
-    );
+    busy_core_joins(&proxy, "ringside_core_loop_lag_seconds{core=\"0\"}");
 }
 
 /// The other sign of a busy core: its wait for a CPU (the kernel's run delay). With the
@@ -413,26 +403,24 @@ fn a_core_that_waits_for_a_cpu_is_busy(driver: &str) {
     let proxy = Proxy::start(driver, 1, "", &body);
     let (_, cfg) = proxy.admin("GET", "/admin/config");
     assert_eq!(cfg["stream"]["coalesce_busy_wait_percent"], 0, "{cfg}");
-    wait_until_busy(&proxy);
-    assert!(
-        proxy
-            .metrics()
-            .contains("ringside_core_cpu_wait_ratio{core=\"0\"}")
-    );
-    let reads = read_whole_stream(&proxy, "");
-    assert!(
-        reads <= JOINED_EVENTS as usize / 2,
-        "{reads} reads for {JOINED_EVENTS} events on a busy core: not joined"
-    );
+    busy_core_joins(&proxy, "ringside_core_cpu_wait_ratio{core=\"0\"}");
 }
 
-fn wait_until_busy(proxy: &Proxy) {
+/// Wait until core 0 says it is busy, check that `/metrics` shows `sign`, then stream a chat
+/// completion and check that its events arrived joined.
+fn busy_core_joins(proxy: &Proxy, sign: &str) {
     let busy = "ringside_core_busy{core=\"0\"} 1";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !proxy.metrics().contains(busy) {
         assert!(std::time::Instant::now() < deadline, "{}", proxy.metrics());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert!(proxy.metrics().contains(sign), "{}", proxy.metrics());
+    let reads = read_whole_stream(proxy, "");
+    assert!(
+        reads <= JOINED_EVENTS as usize / 2,
+        "{reads} reads for {JOINED_EVENTS} events on a busy core: not joined"
+    );
 }
 
 const JOINED_EVENTS: u32 = 24;
