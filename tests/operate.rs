@@ -136,6 +136,17 @@ fn open_stream(proxy: &Proxy) -> std::net::TcpStream {
     s
 }
 
+/// Two tests can be handed the same free port number; the harness then must not take
+/// another test's server for its own. It tells them apart by the data directory the admin API
+/// reports (`common::someone_else_s`).
+#[test]
+fn the_harness_tells_its_own_server_from_another_on_the_same_port() {
+    let (_sim, proxy) = drain_proxy("epoll", 1, "");
+    assert!(!someone_else_s(proxy.admin, &proxy.dir.0.join("data")));
+    let other = tempdir::new();
+    assert!(someone_else_s(proxy.admin, &other.0.join("data")));
+}
+
 fn drain_proxy(driver: &str, events: u32, server: &str) -> (ringside::simulate::Simulator, Proxy) {
     let sim = start_sim(SimOptions {
         events,

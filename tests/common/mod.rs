@@ -133,29 +133,14 @@ impl Proxy {
         let mut why = Vec::new();
         for attempt in 0..3 {
             let (p, a) = (port(), port());
-            // The admin API takes changes only with a token: tests use one unless they set
-            // their own (or say `# no admin token` to test the port without one).
-            let token = if extra_server.contains("admin_token_env")
-                || extra_server.contains("# no admin token")
-            {
-                ""
-            } else {
-                "admin_token_env = \"RINGSIDE_TEST_ADMIN_TOKEN\"\n"
-            };
-            // A short drain delay: tests that stop the server do not wait 5 s each.
-            let delay = if extra_server.contains("drain_delay_ms") {
-                ""
-            } else {
-                "drain_delay_ms = 300\n"
-            };
-            let grace = if extra_server.contains("shutdown_grace_ms") {
-                ""
-            } else {
-                "shutdown_grace_ms = 5000\n"
-            };
-            let cfg = format!(
-                "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\n{grace}{delay}{token}{extra_server}\n{body}",
-                dir.0.join("data").display()
+            let cfg = config_text(
+                p,
+                a,
+                driver,
+                workers,
+                extra_server,
+                body,
+                &dir.0.join("data"),
             );
             let path = dir.0.join("ringside.toml");
             std::fs::write(&path, cfg).expect("write config");
@@ -183,6 +168,15 @@ impl Proxy {
                     client::request(addr(a), "GET", "/readyz", &[], b"", Duration::from_secs(1))
                     && r.status == 200
                 {
+                    // Two tests can be handed the same free port: the answer may be another
+                    // test's server, whose own port this one failed to take.
+                    if someone_else_s(addr(a), &dir.0.join("data")) {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        why.push(format!("port {a} answered for another server"));
+                        exited = true;
+                        break;
+                    }
                     return Proxy {
                         child,
                         addr: addr(p),
@@ -196,6 +190,9 @@ impl Proxy {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(30));
+            }
+            if exited && why.last().is_some_and(|w| w.contains("another server")) {
+                continue;
             }
             let said = std::fs::read_to_string(&log).unwrap_or_default();
             let tail: String = said.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
@@ -397,6 +394,58 @@ pub fn read_all(mut s: TcpStream) -> Vec<u8> {
 }
 
 /// Generate a pair of #[test]s (io_uring and epoll) for one scenario `fn(&str)`.
+/// A test server's configuration: its ports, driver and workers, the tests' admin token, a
+/// short drain, then the test's own lines.
+fn config_text(
+    p: u16,
+    a: u16,
+    driver: &str,
+    workers: usize,
+    extra_server: &str,
+    body: &str,
+    data: &std::path::Path,
+) -> String {
+    // The admin API takes changes only with a token: tests use one unless they set
+    // their own (or say `# no admin token` to test the port without one).
+    let token =
+        if extra_server.contains("admin_token_env") || extra_server.contains("# no admin token") {
+            ""
+        } else {
+            "admin_token_env = \"RINGSIDE_TEST_ADMIN_TOKEN\"\n"
+        };
+    // A short drain delay: tests that stop the server do not wait 5 s each.
+    let delay = if extra_server.contains("drain_delay_ms") {
+        ""
+    } else {
+        "drain_delay_ms = 300\n"
+    };
+    let grace = if extra_server.contains("shutdown_grace_ms") {
+        ""
+    } else {
+        "shutdown_grace_ms = 5000\n"
+    };
+    format!(
+        "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\n{grace}{delay}{token}{extra_server}\n{body}",
+        data.display()
+    )
+}
+
+/// Whether the admin port at `admin` belongs to a server whose data directory is not `data`:
+/// another test's, started on a port number both were handed. (A server whose admin API takes
+/// another token than the tests' cannot be asked, and is taken as this test's.)
+pub fn someone_else_s(admin: SocketAddr, data: &std::path::Path) -> bool {
+    let Ok(r) = client::request(admin, "GET", "/admin/config", &[ADMIN_AUTH], b"", T) else {
+        return false;
+    };
+    if r.status != 200 {
+        return false;
+    }
+    let cfg = r.json();
+    cfg["server"]["data_dir"]
+        .as_str()
+        .is_some_and(|d| std::path::Path::new(d) != data)
+}
+
 #[macro_export]
 macro_rules! both_drivers {
     ($($name:ident),* $(,)?) => {
