@@ -134,6 +134,30 @@ pub fn send_then(fd: RawFd, data: &[u8], push: Push) -> io::Result<usize> {
     }
 }
 
+/// Make closing `fd` send a reset instead of a FIN (`SO_LINGER` 0), as a crashed or reset peer
+/// would: the simulator's reset fault and tests of how a reset is seen.
+pub fn reset_on_close(fd: RawFd) -> io::Result<()> {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a descriptor the caller owns, with a correctly sized `linger`.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

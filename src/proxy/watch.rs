@@ -252,22 +252,7 @@ mod tests {
     #[test]
     fn a_reset_is_a_disconnect() {
         let (client, server) = pair();
-        // SO_LINGER 0: closing sends a reset instead of a FIN.
-        let linger = libc::linger {
-            l_onoff: 1,
-            l_linger: 0,
-        };
-        // SAFETY: a valid socket and a correctly sized option value.
-        let rc = unsafe {
-            libc::setsockopt(
-                client.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_LINGER,
-                (&raw const linger).cast(),
-                std::mem::size_of::<libc::linger>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(rc, 0);
+        crate::http::nowait::reset_on_close(client.as_raw_fd()).expect("SO_LINGER");
         drop(client);
         assert_eq!(peek_soon(&server), Woke::Gone);
     }

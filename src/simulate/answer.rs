@@ -29,20 +29,8 @@ pub(super) async fn until_closed(stream: &mut TcpStream) {
 
 /// Close with RST (SO_LINGER 0), as a crashed or reset upstream would.
 pub(super) fn reset(stream: TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt on a socket we own, with a correctly sized linger struct.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            &linger as *const libc::linger as *const libc::c_void,
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
+    // (Without the option the close is a FIN: the fault is weaker, not wrong.)
+    let _ = crate::http::nowait::reset_on_close(stream.as_raw_fd());
     drop(stream);
 }
 

@@ -226,20 +226,7 @@ fn the_close_after_the_last_bytes_is_still_readiness_after_they_are_read() {
             let (r, _) = sender.write_all(b"last".to_vec()).await;
             r.expect("send");
             if reset {
-                let linger = libc::linger {
-                    l_onoff: 1,
-                    l_linger: 0,
-                };
-                // SAFETY: setsockopt on our own socket with a valid `linger`.
-                unsafe {
-                    libc::setsockopt(
-                        sender.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_LINGER,
-                        (&raw const linger).cast(),
-                        std::mem::size_of::<libc::linger>() as u32,
-                    )
-                };
+                crate::http::nowait::reset_on_close(sender.as_raw_fd()).expect("SO_LINGER");
             }
             drop(sender);
             // Let both arrive before the first wait, as under load.
