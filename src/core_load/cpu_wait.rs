@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::WINDOW;
 
@@ -22,15 +22,29 @@ use super::WINDOW;
 /// thread that opens it); reads after that may come from anywhere.
 pub struct RunDelay {
     file: Option<File>,
+    /// The last reading, and when it was taken.
+    last: (Instant, Option<Duration>),
 }
 
 impl RunDelay {
     /// The calling thread's; one that cannot be read (a kernel without scheduler statistics)
     /// reads as `None` ever after.
     pub fn of_this_thread() -> RunDelay {
-        RunDelay {
+        let mut r = RunDelay {
             file: File::open("/proc/thread-self/schedstat").ok(),
-        }
+            last: (Instant::now(), None),
+        };
+        r.last.1 = r.total();
+        r
+    }
+
+    /// How long the thread waited for a CPU since the last call (or since it was opened), and
+    /// the time that spanned; `None` where the kernel does not say.
+    pub fn since_last(&mut self) -> Option<(Duration, Duration)> {
+        let now = Instant::now();
+        let total = self.total();
+        let (then, before) = std::mem::replace(&mut self.last, (now, total));
+        Some((total?.saturating_sub(before?), now - then))
     }
 
     /// The thread's total wait for a CPU since it started.
@@ -120,7 +134,7 @@ mod tests {
 
     #[test]
     fn this_thread_s_wait_is_read_and_never_goes_back() {
-        let r = RunDelay::of_this_thread();
+        let mut r = RunDelay::of_this_thread();
         // Every Linux kernel Ringside supports keeps scheduler statistics unless built
         // without them; the reader must then say None, never a made-up zero.
         let Some(first) = r.total() else {
@@ -130,6 +144,11 @@ mod tests {
         std::thread::yield_now();
         let second = r.total().expect("read once, read again");
         assert!(second >= first, "{first:?} then {second:?}");
+        let (waited, spanned) = r.since_last().expect("a wait since it was opened");
+        assert!(
+            waited <= spanned + Duration::from_millis(1),
+            "{waited:?} of {spanned:?}"
+        );
     }
 
     #[test]

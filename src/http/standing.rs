@@ -119,6 +119,12 @@ impl Slots {
         self.free.push(slot);
     }
 
+    /// `slot`'s poll failed: free it, and `fd` waits the old way until released.
+    fn fail(&mut self, fd: RawFd, slot: u32) {
+        self.free_slot(slot);
+        self.mark(fd, OFF);
+    }
+
     /// The live slot of `fd`'s standing poll, if it has one.
     fn slot_of(&self, fd: RawFd) -> Option<u32> {
         match self.by_fd.get(fd as usize).copied() {
@@ -215,8 +221,7 @@ impl Ring {
             self.table.slots[slot as usize].arm = Arm::Armed;
             return true;
         }
-        self.table.free_slot(slot);
-        self.table.mark(fd, OFF);
+        self.table.fail(fd, slot);
         false
     }
 
@@ -244,8 +249,7 @@ impl Ring {
         let arm = s.arm;
         match arm {
             Arm::Failed => {
-                self.table.free_slot(slot);
-                self.table.mark(fd, OFF);
+                self.table.fail(fd, slot);
                 return Poll::Ready(false);
             }
             Arm::Ended if !self.submit_poll(fd, slot) => return Poll::Ready(false),

@@ -166,12 +166,11 @@ const TICK: Duration = Duration::from_millis(50);
 async fn tick(core: Rc<Core>) {
     let mut n = 0u64;
     // Opened here, on the core's own thread: the file names the thread that opens it.
-    let run_delay = crate::core_load::RunDelay::of_this_thread();
-    let mut last = (std::time::Instant::now(), run_delay.total());
+    let mut run_delay = crate::core_load::RunDelay::of_this_thread();
     loop {
         let asleep = std::time::Instant::now();
         monoio::time::sleep(TICK).await;
-        let load = observe_load(&core, asleep, &run_delay, &mut last);
+        let load = observe_load(&core, asleep, &mut run_delay);
         let lag_us = u64::try_from(load.lag().as_micros()).unwrap_or(u64::MAX);
         core.metrics.loop_lag_us.store(lag_us, Ordering::Relaxed);
         core.metrics
@@ -207,20 +206,13 @@ async fn tick(core: Rc<Core>) {
 }
 
 /// One wake of the tick, judged (`core_load`): how late it woke after sleeping from `asleep`,
-/// and how long the core waited for a CPU since the wake before (`last`, moved on here).
+/// and how long the core waited for a CPU since the wake before.
 fn observe_load(
     core: &Core,
     asleep: std::time::Instant,
-    run_delay: &crate::core_load::RunDelay,
-    last: &mut (std::time::Instant, Option<Duration>),
+    run_delay: &mut crate::core_load::RunDelay,
 ) -> crate::core_load::LoopLoad {
-    let now = std::time::Instant::now();
-    let total = run_delay.total();
-    let waited = match (last.1, total) {
-        (Some(before), Some(after)) => Some((after.saturating_sub(before), now - last.0)),
-        _ => None,
-    };
-    *last = (now, total);
+    let waited = run_delay.since_last();
     let generation = core.generation();
     let stream = &generation.config.stream;
     let marks = crate::core_load::Marks {

@@ -115,12 +115,8 @@ fn serve_one(config: Arc<rustls::ServerConfig>, cut: bool) -> SocketAddr {
     addr
 }
 
-/// Connect, send the request, and read everything with a 7-byte buffer: the bytes, and how
-/// the stream ended.
-async fn fetch(
-    addr: SocketAddr,
-    config: Arc<rustls::ClientConfig>,
-) -> (Vec<u8>, io::Result<()>, TlsStream) {
+/// Connect to the test server as `localhost` and send it the request.
+async fn connect_and_ping(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> TlsStream {
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
     let mut tls = TlsStream::connect(tcp, config, name)
@@ -128,6 +124,16 @@ async fn fetch(
         .expect("handshake");
     let (sent, _) = tls.write(b"ping\n".to_vec()).await;
     assert_eq!(sent.expect("write"), 5);
+    tls
+}
+
+/// Connect, send the request, and read everything with a 7-byte buffer: the bytes, and how
+/// the stream ended.
+async fn fetch(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> (Vec<u8>, io::Result<()>, TlsStream) {
+    let mut tls = connect_and_ping(addr, config).await;
     let mut got = Vec::new();
     let end = loop {
         let (n, buf) = tls.read(Vec::with_capacity(7)).await;
@@ -236,13 +242,7 @@ fn only_an_event_stream_s_read_arms_a_standing_poll() {
     let addr = serve_one(server, false);
     start_of_runtime();
     on_driver(true, async move {
-        let tcp = TcpStream::connect(addr).await.expect("connect");
-        let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-        let mut tls = TlsStream::connect(tcp, client, name)
-            .await
-            .expect("handshake");
-        let (sent, _) = tls.write(b"ping\n".to_vec()).await;
-        sent.expect("write");
+        let mut tls = connect_and_ping(addr, client).await;
         let mut buf = BytesMut::new();
         let mut got = 0;
         while got < 20_000 {
