@@ -8,6 +8,12 @@
 //! with its buffer was ~675 bytes per stream), and what woke it is told apart with a one-byte
 //! `MSG_PEEK` that leaves the bytes where they are.
 //!
+//! The wait is polled only when it was woken. A held stream's task is woken once per event,
+//! and each wake polls its whole path; polling the armed wait too on every one was about a
+//! tenth of Ringside's user time at 5,000 streams (the runtime's operation entry and the
+//! boxed wait, both cold since the last event, `perf`, 2026-12-04). So the wait is registered
+//! with a waker of its own ([`Alarm`]) that marks it woken before waking the task.
+//!
 //! When the request ends with the wait still armed, the wait is handed on ([`ClientWatch::
 //! finish`]) to the connection's wait for its next request, which is the same wait: readable
 //! client socket. Cancelling it instead costs io_uring a search among all the core's armed
@@ -20,8 +26,10 @@ use monoio::net::tcp::TcpOwnedReadHalf;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
-use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 use crate::timer;
 
@@ -77,6 +85,44 @@ fn peek(fd: RawFd) -> Woke {
     }
 }
 
+/// The armed wait's own waker: it marks the wait woken, then wakes the task. One per armed
+/// watch (made at its first poll), so no event of a held stream allocates.
+struct Alarm {
+    woken: AtomicBool,
+    task: Waker,
+}
+
+impl Wake for Alarm {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Relaxed);
+        self.task.wake_by_ref();
+    }
+}
+
+/// Whether the armed wait must be polled now: it was woken since its last poll, or it has not
+/// been polled with the task's current waker (a new wait must be polled once to register).
+/// True hands back the waker to poll it with.
+fn due(alarm: &mut Option<Arc<Alarm>>, cx: &Context<'_>) -> Option<Waker> {
+    match alarm {
+        Some(a) if a.task.will_wake(cx.waker()) => a
+            .woken
+            .swap(false, Ordering::Relaxed)
+            .then(|| Waker::from(a.clone())),
+        _ => {
+            let a = Arc::new(Alarm {
+                woken: AtomicBool::new(false),
+                task: cx.waker().clone(),
+            });
+            *alarm = Some(a.clone());
+            Some(Waker::from(a))
+        }
+    }
+}
+
 pub struct ClientWatch<'a> {
     /// The client's read half: borrowed for the watch's life, so nothing else reads it.
     rd: &'a TcpOwnedReadHalf,
@@ -86,12 +132,14 @@ pub struct ClientWatch<'a> {
     buf: BytesMut,
     /// Waiting for [`ARM_AFTER`] to pass.
     unarmed: bool,
-    arm_at: Instant,
-    /// Fires at `arm_at`; one per watch, made at the first race that could need it (a timer
-    /// per race would be registered and cancelled for every upstream read of a stream).
+    /// Fires [`ARM_AFTER`] after the start; one per watch (a timer per race would be
+    /// registered and cancelled for every upstream read of a stream), registered at the first
+    /// race that polls it.
     arm_timer: Option<timer::Sleep>,
     /// The armed readiness wait on the client socket.
     wait: Option<Readiness>,
+    /// The armed wait's waker, which says whether it was woken.
+    alarm: Option<Arc<Alarm>>,
     gone: bool,
 }
 
@@ -99,13 +147,14 @@ impl<'a> ClientWatch<'a> {
     /// Start watching. `buf` is the connection's read buffer; if it already holds bytes of a
     /// pipelined request there is nothing to watch for and the buffer is kept as is.
     pub fn start(rd: &'a mut TcpOwnedReadHalf, buf: BytesMut) -> Self {
+        let unarmed = buf.is_empty();
         ClientWatch {
             rd,
-            unarmed: buf.is_empty(),
+            unarmed,
             buf,
-            arm_at: crate::clock::instant() + ARM_AFTER,
-            arm_timer: None,
+            arm_timer: unarmed.then(|| timer::sleep_until(crate::clock::instant() + ARM_AFTER)),
             wait: None,
+            alarm: None,
             gone: false,
         }
     }
@@ -125,7 +174,14 @@ impl<'a> ClientWatch<'a> {
 
     /// Poll the armed wait; true when the client is gone. A pipelined request's bytes end the
     /// watch (they stay in the socket for the next head read); a stale readiness arms again.
-    fn client_gone(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+    fn client_gone(&mut self, cx: &Context<'_>) -> bool {
+        if self.wait.is_none() {
+            return false;
+        }
+        let Some(waker) = due(&mut self.alarm, cx) else {
+            return false;
+        };
+        let mut cx = Context::from_waker(&waker);
         // A stale readiness is rare: after a few in a row the watch ends (as for a pipelined
         // request), rather than leave a wait that was made but never polled, so never
         // registered.
@@ -133,7 +189,7 @@ impl<'a> ClientWatch<'a> {
             let Some(w) = self.wait.as_mut() else {
                 return false;
             };
-            match w.as_mut().poll(cx) {
+            match w.as_mut().poll(&mut cx) {
                 Poll::Pending => return false,
                 Poll::Ready(Err(_)) => {}
                 Poll::Ready(Ok(())) => match peek(self.fd()) {
@@ -164,9 +220,6 @@ impl<'a> ClientWatch<'a> {
             return Raced::ClientGone;
         }
         let mut f = std::pin::pin!(f);
-        if self.unarmed && self.arm_timer.is_none() {
-            self.arm_timer = Some(timer::sleep_until(self.arm_at));
-        }
         std::future::poll_fn(|cx| {
             if let Poll::Ready(v) = f.as_mut().poll(cx) {
                 return Poll::Ready(Raced::Done(v));
@@ -247,6 +300,40 @@ mod tests {
         assert_eq!(&got, b"GET / HTTP/1.1\r\n");
         drop(client);
         assert_eq!(peek_soon(&server), Woke::Gone);
+    }
+
+    /// A task waker that counts its wakes.
+    struct Counted(std::sync::atomic::AtomicUsize);
+
+    impl Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn the_armed_wait_is_polled_only_when_its_own_waker_fired() {
+        let task = Arc::new(Counted(Default::default()));
+        let task_waker = Waker::from(task.clone());
+        let cx = Context::from_waker(&task_waker);
+        let mut alarm = None;
+        // A new wait is polled once, to register, with the alarm's waker.
+        let registered = due(&mut alarm, &cx).expect("the first poll registers the wait");
+        // The task's other wakes (its stream's events) do not poll it again.
+        assert!(due(&mut alarm, &cx).is_none());
+        assert!(due(&mut alarm, &cx).is_none());
+        // The wait's readiness marks it woken and wakes the task, once.
+        registered.wake_by_ref();
+        assert_eq!(task.0.load(Ordering::Relaxed), 1);
+        assert!(due(&mut alarm, &cx).is_some());
+        assert!(due(&mut alarm, &cx).is_none());
+        // Polled by another task's waker: registered again with an alarm for that one.
+        let other = Waker::from(Arc::new(Counted(Default::default())));
+        assert!(due(&mut alarm, &Context::from_waker(&other)).is_some());
+        assert!(due(&mut alarm, &Context::from_waker(&other)).is_none());
+        // The old registration's wake no longer counts for the wait.
+        registered.wake();
+        assert!(due(&mut alarm, &Context::from_waker(&other)).is_none());
     }
 
     #[test]
