@@ -170,6 +170,7 @@ impl Slots {
                     s.arm = if refused { Arm::Failed } else { Arm::Ended };
                 }
                 if let Some(w) = &s.waker {
+                    prefetch_task(w.data());
                     w.wake_by_ref();
                 }
             }
@@ -177,6 +178,33 @@ impl Slots {
             _ => {}
         }
     }
+}
+
+/// How much of a woken stream's task to load ahead: the connection's task, whose future
+/// `proxy::connection`'s size test holds to 3,520 bytes, with the runtime's 64 around it.
+pub const TASK_BYTES: usize = 3_584;
+
+/// Start loading a woken stream's task into the core's caches. A held stream's state has gone
+/// cold since its last event, and the task runs only after the reaper has handed out its whole
+/// batch of completions; loading each task's lines now, all at once, overlaps what would
+/// otherwise be one cache miss after another as the task walks its state (about a sixth less
+/// user time per event at 5,000 streams, `docs/design/performance.md`). The runtime's waker
+/// points at the task's allocation; a prefetch reads nothing into the program and never
+/// faults, whatever the address, so a waker of another kind costs only the loads.
+#[inline]
+fn prefetch_task(task: *const ()) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let start = task.cast::<i8>();
+        for offset in (0..TASK_BYTES).step_by(64) {
+            // SAFETY: SSE is part of every x86_64 target, and a prefetch touches no memory the
+            // program can observe.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = task;
 }
 
 impl Ring {

@@ -318,5 +318,7 @@ mod tests {
             size <= LIMIT,
             "the per-connection future grew to {size} bytes"
         );
+        // A woken held stream's task is loaded ahead whole (`http::standing`).
+        const { assert!(LIMIT + 64 <= crate::http::standing::TASK_BYTES) };
     }
 }
