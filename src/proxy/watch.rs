@@ -105,7 +105,7 @@ impl Wake for Alarm {
 
 /// Whether the armed wait must be polled now: it was woken since its last poll, or it has not
 /// been polled with the task's current waker (a new wait must be polled once to register).
-/// True hands back the waker to poll it with.
+/// `Some` hands back the waker to poll it with.
 fn due(alarm: &mut Option<Arc<Alarm>>, cx: &Context<'_>) -> Option<Waker> {
     match alarm {
         Some(a) if a.task.will_wake(cx.waker()) => a
