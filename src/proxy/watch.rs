@@ -12,7 +12,7 @@
 //! and each wake polls its whole path; polling the armed wait too on every one was about a
 //! tenth of Ringside's user time at 5,000 streams (the runtime's operation entry and the
 //! boxed wait, both cold since the last event, `perf`, 2026-12-04). So the wait is registered
-//! with a waker of its own ([`Alarm`]) that marks it woken before waking the task.
+//! with a waker of its own (`Alarm`) that marks it woken before waking the task.
 //!
 //! When the request ends with the wait still armed, the wait is handed on ([`ClientWatch::
 //! finish`]) to the connection's wait for its next request, which is the same wait: readable
