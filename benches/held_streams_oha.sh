@@ -21,7 +21,7 @@
 # p99 and how many second streams end in time (for both proxies); BACKLOG=8192 measures the
 # proxies without that.
 # Usage: benches/held_streams_oha.sh   (env: SIZES="1000 5000" DUR=16 ROUNDS=1
-#   TARGETS="haproxy ringside"
+#   TARGETS="haproxy ringside", KEEP_LOGS=DIR: keep Ringside's log of each run there
 #   UPSTREAM_TLS=1, BACKLOG=511, RS_UPSTREAM: lines added to Ringside's [upstream] table)
 # Bounded: about (DUR + 3) s per target, size and round.
 set -euo pipefail
@@ -98,6 +98,11 @@ for C in $SIZES; do
       kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
       peak=$(sort -n "$WORK/rss.txt" | tail -1)
       stop_proc "$pid" "$mock"
+      # KEEP_LOGS=DIR: Ringside's log of each run (its access lines: time to first byte,
+      # attempts) outlives the run's work folder.
+      if [ -n "${KEEP_LOGS:-}" ] && [ "$t" = ringside ]; then
+        mkdir -p "$KEEP_LOGS" && cp "$WORK/ringside.log" "$KEEP_LOGS/ringside-c$C-round$round.log"
+      fi
       python3 benches/held_streams_oha_table.py --row "$WORK/rows.jsonl" "$t" "$round" \
         "$WORK/oha.json" "$c0" "$c1" "$u0" "$u1" "$(getconf CLK_TCK)" "${peak:-0}" "${sent:-0}" "$C"
       sleep 1
