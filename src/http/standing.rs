@@ -125,6 +125,11 @@ impl Slots {
         self.mark(fd, OFF);
     }
 
+    /// Slots in use: this core's held streams with a poll (armed, ended or being cancelled).
+    fn in_use(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
     /// The live slot of `fd`'s standing poll, if it has one.
     fn slot_of(&self, fd: RawFd) -> Option<u32> {
         match self.by_fd.get(fd as usize).copied() {
@@ -148,7 +153,7 @@ impl Slots {
             return;
         }
         let (slot, generation) = (ud as u32, (ud >> 32) as u32);
-        let crowded = self.slots.len() - self.free.len() >= PREFETCH_FROM;
+        let crowded = self.in_use() >= PREFETCH_FROM;
         let Some(s) = self.slots.get_mut(slot as usize) else {
             return;
         };
@@ -469,11 +474,7 @@ pub fn release(fd: RawFd) {
 /// How many standing polls this core holds, armed or being cancelled (the core's tick reports
 /// it as `ringside_standing_polls`).
 pub fn held() -> usize {
-    RING.with(|r| {
-        r.borrow()
-            .as_ref()
-            .map_or(0, |ring| ring.table.slots.len() - ring.table.free.len())
-    })
+    RING.with(|r| r.borrow().as_ref().map_or(0, |ring| ring.table.in_use()))
 }
 
 /// Until this core's reaper has seen every cancel's last completion (tests; bounded: two
