@@ -260,18 +260,4 @@ fn loading_a_task_ahead_never_faults_whatever_the_waker_points_at() {
     let small = Box::new(0u64);
     prefetch_task((&raw const *small).cast());
     prefetch_task(std::ptr::without_provenance(usize::MAX - 64));
-    // And a real task's waker, woken by a completion as the reaper hands it out.
-    let got = on_driver(true, async {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let mut client = TcpStream::connect(addr).await.expect("connect");
-        let (server, _) = listener.accept().await.expect("accept");
-        let fd = server.as_raw_fd();
-        let (r, _) = client.write_all(b"x").await;
-        r.expect("write");
-        let ready = ready(fd).await;
-        release(fd);
-        ready
-    });
-    assert!(got || monoio::utils::is_legacy());
 }
