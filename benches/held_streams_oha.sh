@@ -103,7 +103,8 @@ for C in $SIZES; do
       if [ -n "${KEEP_LOGS:-}" ] && [ "$t" = ringside ]; then
         mkdir -p "$KEEP_LOGS" && cp "$WORK/ringside.log" "$KEEP_LOGS/ringside-c$C-round$round.log"
       fi
-      python3 benches/held_streams_oha_table.py --row "$WORK/rows.jsonl" "$t" "$round" \
+      label=$t; [ "$ROUNDS" -gt 1 ] && label="$t, round $round"
+      python3 benches/held_streams_oha_table.py --row "$WORK/rows.jsonl" "$t" "$label" "$round" \
         "$WORK/oha.json" "$c0" "$c1" "$u0" "$u1" "$(getconf CLK_TCK)" "${peak:-0}" "${sent:-0}" "$C"
       sleep 1
     done

@@ -6,13 +6,14 @@ Two counts of events: oha's (51 per stream it saw end within the run: the issue'
 the upstream mock's (every event it wrote, the streams cut at the run's end included). The
 CPU is the whole run's either way, so oha's count charges the cut streams' work to the streams
 that ended; how many of the third wave end in time moves it by up to a tenth between runs.
-usage: python3 benches/held_streams_oha_table.py --row ROWS.jsonl TARGET ROUND OHA.json \
+usage: python3 benches/held_streams_oha_table.py --row ROWS.jsonl TARGET LABEL ROUND OHA.json \
            C0 C1 U0 U1 HZ PEAK_KIB SENT C
        python3 benches/held_streams_oha_table.py --summary ROWS.jsonl C"""
 
 import json
-import statistics
 import sys
+
+from held_streams_table import fmt, median, round_ratios
 
 EVENTS_PER_STREAM = 51  # 50 chunks and [DONE]
 
@@ -21,12 +22,8 @@ def per_100k(seconds, events):
     return seconds / events * 1e5 if events else None
 
 
-def fmt(value, digits=2):
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def row(args):
-    rows, target, rnd, path, c0, c1, u0, u1, hz, peak, sent, c = args
+    rows, target, label, rnd, path, c0, c1, u0, u1, hz, peak, sent, c = args
     try:
         o = json.load(open(path))
     except (OSError, ValueError):
@@ -48,18 +45,13 @@ def row(args):
          "p50": lp.get("p50"), "p99": lp.get("p99")}
     with open(rows, "a") as f:
         f.write(json.dumps(r) + "\n")
-    print(line(f"{target}" if int(rnd) == 1 else f"{target}, round {rnd}", r))
+    print(line(label, r))
 
 
 def line(label, r):
     return (f"| {label} | {fmt(r['completed'], 0)} | {r.get('other', '-')} "
             f"| {fmt(r['cpu'])} ({fmt(r['user'])}) | {fmt(r['relayed'])} "
             f"| {fmt(r['rss'], 0)} | {fmt(r['p50'])} / {fmt(r['p99'])} |")
-
-
-def median(values):
-    values = [v for v in values if isinstance(v, (int, float))]
-    return statistics.median(values) if values else None
 
 
 def summary(rows, c):
@@ -73,11 +65,7 @@ def summary(rows, c):
         print(line(f"{t}, median of {len(mine)}", m))
     for key, what in (("cpu", "per event of the streams that ended (oha's count)"),
                       ("relayed", "per event relayed (the upstream's count)")):
-        ratios = []
-        for rnd in sorted({r["round"] for r in rs}):
-            by = {r["target"]: r[key] for r in rs if r["round"] == rnd}
-            if by.get("ringside") and by.get("haproxy"):
-                ratios.append(by["ringside"] / by["haproxy"])
+        ratios = round_ratios(rs, key)
         if ratios:
             each = ", ".join(f"{x:.2f}x" for x in ratios)
             print(f"\nRingside's CPU {what} against HAProxy's, by round: {each}; "
@@ -85,7 +73,7 @@ def summary(rows, c):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--row" and len(sys.argv) == 14:
+    if sys.argv[1] == "--row" and len(sys.argv) == 15:
         row(sys.argv[2:])
     elif sys.argv[1] == "--summary" and len(sys.argv) == 4:
         summary(sys.argv[2], sys.argv[3])

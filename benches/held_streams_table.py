@@ -38,6 +38,19 @@ def table_row(label, m):
             f"| {fmt(m['p99'], 0)} | {fmt(m['delay_p50'], 0)} / {fmt(m['delay_p99'], 0)} |")
 
 
+def round_ratios(rows, key):
+    """Ringside's figure `key` over HAProxy's, in each round both have it, in round order."""
+    by_round = {}
+    for r in rows:
+        by_round.setdefault(r["round"], {})[r["target"]] = r
+    ratios = []
+    for n in sorted(by_round):
+        pair = by_round[n]
+        if pair.get("ringside", {}).get(key) and pair.get("haproxy", {}).get(key):
+            ratios.append(pair["ringside"][key] / pair["haproxy"][key])
+    return ratios
+
+
 def summary(rows):
     targets = list(dict.fromkeys(r["target"] for r in rows))
     print()
@@ -49,14 +62,7 @@ def summary(rows):
         mine = [r for r in rows if r["target"] == t]
         medians[t] = {k: median([r.get(k) for r in mine]) for k in FIGURES}
         print(table_row(t, medians[t]))
-    by_round = {}
-    for r in rows:
-        by_round.setdefault(r["round"], {})[r["target"]] = r
-    ratios = []
-    for n in sorted(by_round):
-        pair = by_round[n]
-        if pair.get("ringside", {}).get("cpu") and pair.get("haproxy", {}).get("cpu"):
-            ratios.append(pair["ringside"]["cpu"] / pair["haproxy"]["cpu"])
+    ratios = round_ratios(rows, "cpu")
     if ratios:
         print()
         print("Ringside / HAProxy CPU per event, round by round: "
