@@ -3,6 +3,36 @@
 //! limit (1,024) under a higher hard one; Ringside raises its own soft limit to the hard limit
 //! at start, as nginx's `worker_rlimit_nofile` and HAProxy do, and `ringside check` says what
 //! the limit allows.
+//!
+//! Running out anyway (descriptors held by idle pooled connections, refused clients, other
+//! limits of the host) is Ringside's own shortage, not an upstream's failure: a connect or
+//! accept that finds none is counted here ([`note_exhaustion`]), blames no key or provider,
+//! and makes every core close its idle upstream connections (`runtime::core`'s tick).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Times a socket could not be made or accepted for want of a local resource, since start.
+static EXHAUSTED: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a socket error says this host is out of something of its own, not that the peer
+/// failed: descriptors (the process's limit or the system's), socket buffers or memory, or a
+/// free local port for a new connection.
+pub fn is_exhaustion(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL)
+    )
+}
+
+/// Count one socket that could not be made or accepted for want of a local resource.
+pub fn note_exhaustion() {
+    EXHAUSTED.fetch_add(1, Relaxed);
+}
+
+/// How many times that happened since start (`ringside_local_resource_exhaustions_total`).
+pub fn exhaustions() -> u64 {
+    EXHAUSTED.load(Relaxed)
+}
 
 /// Descriptors kept aside for listeners, the store, the log, rings and DNS.
 const RESERVED: u64 = 64;
@@ -47,5 +77,36 @@ mod tests {
         assert_eq!(super::streams_allowed(10), 0);
         let (soft, hard) = super::current().expect("a limit");
         assert!(soft <= hard);
+    }
+
+    #[test]
+    fn only_a_shortage_of_this_host_counts_as_exhaustion() {
+        use std::io::Error;
+        for code in [
+            libc::EMFILE,
+            libc::ENFILE,
+            libc::ENOBUFS,
+            libc::ENOMEM,
+            libc::EADDRNOTAVAIL,
+        ] {
+            assert!(
+                super::is_exhaustion(&Error::from_raw_os_error(code)),
+                "{code}"
+            );
+        }
+        // The peer's doing, or the network's: the upstream is judged as usual.
+        for code in [
+            libc::ECONNREFUSED,
+            libc::ECONNRESET,
+            libc::ETIMEDOUT,
+            libc::EHOSTUNREACH,
+            libc::ENETUNREACH,
+        ] {
+            assert!(
+                !super::is_exhaustion(&Error::from_raw_os_error(code)),
+                "{code}"
+            );
+        }
+        assert!(!super::is_exhaustion(&Error::other("no errno")));
     }
 }

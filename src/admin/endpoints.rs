@@ -117,6 +117,10 @@ fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
         crate::state::conn_caps::REFUSED.load(Ordering::Relaxed),
         shared.current().config.server.max_connections
     ));
+    text.push_str(&format!(
+        "# HELP ringside_local_resource_exhaustions_total Sockets that could not be made or accepted for want of a file descriptor, local port or socket buffer on this host (no key or provider is blamed).\n# TYPE ringside_local_resource_exhaustions_total counter\nringside_local_resource_exhaustions_total {}\n",
+        crate::fd_limit::exhaustions()
+    ));
     text
 }
 

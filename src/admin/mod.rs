@@ -63,23 +63,40 @@ pub fn start(
                 // io_uring can lose a connection the kernel already accepted.
                 let mut accept = Box::pin(listener.accept());
                 let mut ticks = 0u64;
+                let mut exhaustions = crate::fd_limit::exhaustions();
                 admin.borrow_mut().history.sample(&shared);
                 loop {
                     monoio::select! {
                         a = &mut accept => {
-                            if let Ok((s, peer)) = a {
-                                let who = Peer { addr: Some(peer), throttle: throttle.clone() };
-                                monoio::spawn(crate::contain::contained(
-                                    serve(shared.clone(), admin.clone(), s, who),
-                                    &crate::metrics::TASK_PANICS,
-                                    None,
-                                ));
+                            match a {
+                                Ok((s, peer)) => {
+                                    let who = Peer { addr: Some(peer), throttle: throttle.clone() };
+                                    monoio::spawn(crate::contain::contained(
+                                        serve(shared.clone(), admin.clone(), s, who),
+                                        &crate::metrics::TASK_PANICS,
+                                        None,
+                                    ));
+                                }
+                                // Out of descriptors: an accept fails at once for as long as
+                                // that lasts, so wait a little rather than spin a core.
+                                Err(e) => {
+                                    if crate::fd_limit::is_exhaustion(&e) {
+                                        crate::fd_limit::note_exhaustion();
+                                    }
+                                    monoio::time::sleep(Duration::from_millis(10)).await;
+                                }
                             }
                             accept = Box::pin(listener.accept());
                         }
                         _ = monoio::time::sleep(Duration::from_millis(100)) => {
                             admin.borrow_mut().sync();
                             ticks += 1;
+                            // At most one line a tick however many sockets found none.
+                            let now_exhausted = crate::fd_limit::exhaustions();
+                            if now_exhausted != exhaustions {
+                                out_of_resources(now_exhausted - exhaustions);
+                                exhaustions = now_exhausted;
+                            }
                             if ticks.is_multiple_of(history::EVERY_MS / 100) {
                                 admin.borrow_mut().history.sample(&shared);
                             }
@@ -103,6 +120,17 @@ pub fn start(
         Ok(Err(e)) => Err(e),
         Err(_) => Err("admin thread died during start".into()),
     }
+}
+
+/// The operational event for sockets that found no descriptor, port or buffer since the last
+/// tick: the limit in force says what to raise.
+fn out_of_resources(sockets: u64) {
+    let limit = crate::fd_limit::current().map(|(soft, _)| soft);
+    crate::log::event(
+        "warn",
+        "out of file descriptors or local ports: sockets not made or accepted, idle upstream connections closed, no key or provider blamed",
+        serde_json::json!({"sockets": sockets, "open_file_limit": limit}),
+    );
 }
 
 /// Who is calling: the admin token or an `admin`-scoped client key (configured, or created

@@ -25,11 +25,14 @@ pub enum AttemptOutcome {
     ProtocolError,
     /// Cut by the server's drain (its grace ended).
     Shutdown,
+    /// This host had no descriptor or port for the upstream connection: nothing was sent, and
+    /// nothing is learned about the upstream.
+    LocalResources,
 }
 
 impl AttemptOutcome {
     /// Every outcome, in the order of the attempts metric's counters.
-    pub const ALL: [AttemptOutcome; 16] = [
+    pub const ALL: [AttemptOutcome; 17] = [
         AttemptOutcome::Ok,
         AttemptOutcome::Http4xx,
         AttemptOutcome::Http429,
@@ -46,6 +49,7 @@ impl AttemptOutcome {
         AttemptOutcome::ClientGone,
         AttemptOutcome::ProtocolError,
         AttemptOutcome::Shutdown,
+        AttemptOutcome::LocalResources,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +70,7 @@ impl AttemptOutcome {
             AttemptOutcome::ClientGone => "client_gone",
             AttemptOutcome::ProtocolError => "protocol_error",
             AttemptOutcome::Shutdown => "shutdown",
+            AttemptOutcome::LocalResources => "local_resources",
         }
     }
 
@@ -186,6 +191,7 @@ mod tests {
                 "client_gone",
                 "protocol_error",
                 "shutdown",
+                "local_resources",
             ]
         );
         for (i, o) in AttemptOutcome::ALL.iter().enumerate() {

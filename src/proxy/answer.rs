@@ -362,6 +362,19 @@ pub(crate) fn shutdown(ctx: &Ctx<'_>) -> ApiError {
     .header("x-ringside-attempts", ctx.attempts_header(None))
 }
 
+/// The upstream connection could not be made for want of a descriptor or port on this host
+/// (`fd_limit::is_exhaustion`): Ringside's shortage, which passes as streams end.
+pub(crate) fn local_resources(ctx: &Ctx<'_>) -> ApiError {
+    ApiError::new(
+        503,
+        "local_resources_exhausted",
+        "Ringside has no free file descriptor or local port for an upstream connection",
+    )
+    .retry_after(1)
+    .should_retry(true)
+    .header("x-ringside-attempts", ctx.attempts_header(None))
+}
+
 pub(crate) fn execution_timeout(ctx: &Ctx<'_>) -> ApiError {
     ApiError::new(
         504,

@@ -15,7 +15,7 @@ use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
 use crate::route::{Candidate, Entry};
 use crate::timer;
-use crate::upstream::UpConn;
+use crate::upstream::{ConnectError, UpConn};
 use std::time::{Duration, Instant};
 
 fn now() -> u64 {
@@ -289,34 +289,48 @@ fn outbound_for(
     )
 }
 
-/// A new upstream connection, within the attempt's deadline.
+/// A new upstream connection, within the attempt's deadline. A connect that finds this host
+/// out of descriptors or ports closes the core's idle upstream connections (the only ones
+/// Ringside can spare) and tries once more; failing again, it ends the attempt as Ringside's
+/// own shortage, which blames no key (`LocalResources`).
 async fn connect(
     ctx: &Ctx<'_>,
     aim: &Aim<'_>,
     watch: &mut ClientWatch<'_>,
 ) -> Result<UpConn, AttemptEnd> {
-    // A new connection is the rare path (pooled ones are reused): its ~6 KB of connect and
-    // TLS state is boxed, not carried in every request's future.
-    let connect = Box::pin(ctx.core.connector.connect(&aim.provider.endpoint));
-    let connect = timer::timeout_at(aim.time.deadline, connect);
-    match watch.race(std::pin::pin!(connect)).await {
-        Raced::ClientGone => Err(AttemptEnd::ClientGone),
-        Raced::Done(Err(_)) => Err(failed(
-            classify::transport(true),
-            aim.time.kind(true, AttemptOutcome::ConnectTimeout),
-            "deadline reached while connecting".into(),
-            true,
-        )),
-        Raced::Done(Ok(Ok(c))) => Ok(c),
-        Raced::Done(Ok(Err(e))) => {
-            let timeout = matches!(e, crate::upstream::ConnectError::Timeout);
-            Err(failed(
-                classify::transport(timeout),
-                e.outcome(),
-                e.to_string(),
-                false,
-            ))
+    let mut shed = false;
+    loop {
+        // A new connection is the rare path (pooled ones are reused): its ~6 KB of connect and
+        // TLS state is boxed, not carried in every request's future.
+        let connect = Box::pin(ctx.core.connector.connect(&aim.provider.endpoint));
+        let connect = timer::timeout_at(aim.time.deadline, connect);
+        let e = match watch.race(std::pin::pin!(connect)).await {
+            Raced::ClientGone => return Err(AttemptEnd::ClientGone),
+            Raced::Done(Err(_)) => {
+                return Err(failed(
+                    classify::transport(true),
+                    aim.time.kind(true, AttemptOutcome::ConnectTimeout),
+                    "deadline reached while connecting".into(),
+                    true,
+                ));
+            }
+            Raced::Done(Ok(Ok(c))) => return Ok(c),
+            Raced::Done(Ok(Err(e))) => e,
+        };
+        let local = matches!(e, ConnectError::Local(_));
+        if local && !shed {
+            shed = true;
+            ctx.core.pool.borrow_mut().clear();
+            continue;
         }
+        let timeout = matches!(e, ConnectError::Timeout);
+        // Ringside's own shortage is self-inflicted: no cooldown, no breaker failure.
+        return Err(failed(
+            classify::transport(timeout),
+            e.outcome(),
+            e.to_string(),
+            local,
+        ));
     }
 }
 

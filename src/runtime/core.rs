@@ -150,8 +150,15 @@ async fn accept_until_drained(core: &Rc<Core>, listener: TcpListener) {
                         Some(core.id),
                     ));
                 }
-                // Out of descriptors or similar: back off briefly instead of spinning.
-                Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,
+                // Out of descriptors or similar: back off briefly instead of spinning (the
+                // client waits in the listen queue), and let the idle upstream connections go.
+                Err(e) => {
+                    if crate::fd_limit::is_exhaustion(&e) {
+                        crate::fd_limit::note_exhaustion();
+                        core.pool.borrow_mut().clear();
+                    }
+                    monoio::time::sleep(Duration::from_millis(10)).await;
+                }
             },
             _ = core.drain.wait() => break,
         }
@@ -167,6 +174,7 @@ async fn tick(core: Rc<Core>) {
     let mut n = 0u64;
     // Opened here, on the core's own thread: the file names the thread that opens it.
     let mut run_delay = crate::core_load::RunDelay::of_this_thread();
+    let mut exhaustions = crate::fd_limit::exhaustions();
     loop {
         let asleep = std::time::Instant::now();
         monoio::time::sleep(TICK).await;
@@ -188,6 +196,13 @@ async fn tick(core: Rc<Core>) {
             return;
         }
         n += 1;
+        // Some core found no descriptor or port: the idle upstream connections are the
+        // descriptors Ringside can spare, so every core lets its own go.
+        let now_exhausted = crate::fd_limit::exhaustions();
+        if now_exhausted != exhaustions {
+            exhaustions = now_exhausted;
+            core.pool.borrow_mut().clear();
+        }
         core.install_newest();
         core.sync();
         core.flush_log();

@@ -188,9 +188,13 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
     loop {
         monoio::select! {
             a = &mut accept => {
-                if let Ok((s, _)) = a {
-                    close_on_exec(&s);
-                    monoio::spawn(serve(state.clone(), s));
+                match a {
+                    Ok((s, _)) => {
+                        close_on_exec(&s);
+                        monoio::spawn(serve(state.clone(), s));
+                    }
+                    // Out of descriptors: an accept fails at once until one frees; do not spin.
+                    Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,
                 }
                 accept = Box::pin(listener.accept());
             }

@@ -57,6 +57,9 @@ impl UpConn {
 pub enum ConnectError {
     Dns(io::Error),
     Connect(io::Error),
+    /// This host had no descriptor, port or buffer for the socket (`fd_limit::is_exhaustion`):
+    /// says nothing about the upstream.
+    Local(io::Error),
     Timeout,
     Tls(String),
 }
@@ -67,6 +70,7 @@ impl ConnectError {
         match self {
             ConnectError::Dns(_) => AttemptOutcome::DnsError,
             ConnectError::Connect(_) => AttemptOutcome::ConnectError,
+            ConnectError::Local(_) => AttemptOutcome::LocalResources,
             ConnectError::Timeout => AttemptOutcome::ConnectTimeout,
             ConnectError::Tls(_) => AttemptOutcome::TlsError,
         }
@@ -78,6 +82,7 @@ impl std::fmt::Display for ConnectError {
         match self {
             ConnectError::Dns(e) => write!(f, "name resolution failed: {e}"),
             ConnectError::Connect(e) => write!(f, "connect failed: {e}"),
+            ConnectError::Local(e) => write!(f, "no local resource for a new connection: {e}"),
             ConnectError::Timeout => f.write_str("connect timed out"),
             ConnectError::Tls(e) => write!(f, "TLS handshake failed: {e}"),
         }
@@ -112,6 +117,11 @@ impl Connector {
             }
             let tcp = match timer::timeout_at(deadline, TcpStream::connect_addr(addr)).await {
                 Ok(Ok(s)) => s,
+                // Another address needs the same descriptor and port this host lacks.
+                Ok(Err(e)) if crate::fd_limit::is_exhaustion(&e) => {
+                    crate::fd_limit::note_exhaustion();
+                    return Err(ConnectError::Local(e));
+                }
                 Ok(Err(e)) => {
                     last = ConnectError::Connect(e);
                     continue;

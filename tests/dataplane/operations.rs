@@ -1,5 +1,6 @@
 //! What an operator relies on: credentials and internal headers never forwarded, a graceful
-//! shutdown that drains a live stream, `/v1/models` and the metrics.
+//! shutdown that drains a live stream, `/v1/models` and the metrics, and running out of file
+//! descriptors blaming no key.
 
 use crate::both_drivers;
 use crate::common::*;
@@ -12,6 +13,7 @@ both_drivers!(
     credentials_and_internal_headers_never_forwarded,
     graceful_shutdown_drains_a_live_stream,
     models_and_metrics,
+    running_out_of_descriptors_blames_no_key,
 );
 
 fn credentials_and_internal_headers_never_forwarded(driver: &str) {
@@ -150,4 +152,132 @@ fn models_and_metrics(driver: &str) {
     );
     assert!(m.contains("outcome=\"ok\"} 1"), "{m}");
     assert!(!m.contains("sk-sim"));
+}
+
+/// The descriptors a process holds, by `/proc`: how many, and the highest.
+fn descriptors(pid: u32) -> (u64, u64) {
+    let fds: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    (fds.len() as u64, fds.iter().copied().max().unwrap_or(0))
+}
+
+/// A stream request whose first event has arrived: held open until dropped.
+fn open_stream(proxy: &Proxy) -> std::net::TcpStream {
+    let mut s = raw_client(proxy.addr);
+    s.write_all(raw_chat("smart", true).as_bytes()).unwrap();
+    let mut tmp = [0u8; 4096];
+    let mut got = Vec::new();
+    while !got.windows(6).any(|w| w == b"data: ") {
+        let n = s.read(&mut tmp).unwrap();
+        assert!(n > 0, "closed before the first event");
+        got.extend_from_slice(&tmp[..n]);
+    }
+    s
+}
+
+/// Lower the proxy's open-file limit to the highest descriptor it holds, and fill the gaps
+/// below it with idle client connections (the limit bounds descriptor numbers, and a new one
+/// takes the lowest free), so that no socket can be made or accepted. Two more clients wait in
+/// the listen queue. What it held before, and the clients.
+fn use_up_descriptors(proxy: &Proxy) -> (u64, Vec<std::net::TcpStream>) {
+    let pid = proxy.child.id();
+    let (count, highest) = descriptors(pid);
+    let limit = libc::rlimit {
+        rlim_cur: highest + 1,
+        rlim_max: highest + 1,
+    };
+    // SAFETY: prlimit(2) on our own child, with a struct we own.
+    let set = unsafe {
+        libc::prlimit(
+            pid as i32,
+            libc::RLIMIT_NOFILE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let fill = highest + 1 - count + 2;
+    let idle: Vec<_> = (0..fill).map(|_| raw_client(proxy.addr)).collect();
+    let deadline = std::time::Instant::now() + T;
+    while descriptors(pid).0 < highest + 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "idle clients not accepted: {:?} of {}",
+            descriptors(pid),
+            highest + 1
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    (count, idle)
+}
+
+/// With its descriptors used up (the limit lowered under it so that a client's socket can be
+/// accepted but no upstream socket made), a request is answered 503
+/// `local_resources_exhausted` with `Retry-After`, and nothing is cooled or opened: once
+/// streams end, the next request is served by the same keys at once. (Before, both keys were
+/// cooled for a failed connect and the breaker opened, so the next requests were refused too.)
+fn running_out_of_descriptors_blames_no_key(driver: &str) {
+    let (_sim, proxy) = sim_proxy(
+        driver,
+        SimOptions {
+            events: 400,
+            interval_ms: 50,
+            ..Default::default()
+        },
+    );
+    let pid = proxy.child.id();
+    let held: Vec<_> = (0..4).map(|_| open_stream(&proxy)).collect();
+    // A client connection accepted before the descriptors run out.
+    let before = descriptors(pid).0;
+    let mut client = raw_client(proxy.addr);
+    let deadline = std::time::Instant::now() + T;
+    while descriptors(pid).0 == before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let (count, idle) = use_up_descriptors(&proxy);
+
+    let body = chat("smart", false);
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(request.as_bytes()).unwrap();
+    let answer = String::from_utf8_lossy(&read_all(client)).to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 503"), "{answer}");
+    assert!(answer.contains("\"local_resources_exhausted\""), "{answer}");
+    assert!(answer.contains("\r\nretry-after: 1\r\n"), "{answer}");
+
+    // The held streams end (the client leaves): their descriptors come back.
+    drop((held, idle));
+    let deadline = std::time::Instant::now() + T;
+    while descriptors(pid).0 > count - 6 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "descriptors not given back: {:?}, {count} before",
+            descriptors(pid)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let m = proxy.metrics();
+    let counted = m
+        .lines()
+        .find_map(|l| l.strip_prefix("ringside_local_resource_exhaustions_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(counted.is_some_and(|n| n >= 1), "{m}");
+    assert!(
+        m.contains("ringside_breaker_state{provider=\"sim\"} 0"),
+        "the breaker opened: {m}"
+    );
+    assert!(
+        m.lines()
+            .filter(|l| l.contains("to=\"cooling\"}"))
+            .all(|l| l.ends_with(" 0")),
+        "a key was cooled: {m}"
+    );
+    let r = proxy.post("/v1/chat/completions", &[], &chat("smart", false));
+    assert_eq!(r.status, 200, "{}", r.text());
 }

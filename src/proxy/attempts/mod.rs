@@ -379,7 +379,9 @@ impl Attempts<'_> {
                 let lane = crate::proxy::usage_wall::retry(ctx);
                 let ends_here = matches!(
                     f.kind,
-                    AttemptOutcome::Shutdown | AttemptOutcome::ExecutionTimeout
+                    AttemptOutcome::Shutdown
+                        | AttemptOutcome::ExecutionTimeout
+                        | AttemptOutcome::LocalResources
                 );
                 if let (Some(retry), false) = (lane, ends_here) {
                     self.st

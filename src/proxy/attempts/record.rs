@@ -94,6 +94,21 @@ impl LoopState {
             self.refusal = Some(Box::new(answer::shutdown(ctx)));
             return true;
         }
+        if f.kind == AttemptOutcome::LocalResources {
+            // This host is out of descriptors or ports: another candidate would need the same,
+            // and nothing was learned about this one. The client hears why and retries soon.
+            push(
+                ctx,
+                at,
+                f.kind,
+                None,
+                Decision::Fail,
+                budget,
+                Some(f.detail),
+            );
+            self.refusal = Some(Box::new(answer::local_resources(ctx)));
+            return true;
+        }
         if f.kind == AttemptOutcome::ExecutionTimeout {
             core.shared.flow.gates[cand.connection]
                 .stats
