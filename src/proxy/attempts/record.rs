@@ -80,8 +80,23 @@ impl LoopState {
     ) -> bool {
         let core = ctx.core;
         let cand = at.cand;
-        if f.kind == AttemptOutcome::Shutdown {
-            // The drain's grace ended: no other attempt, the client hears why.
+        // Failures that end the request here, each with its own answer (made after the
+        // attempt is recorded, so that its attempts header counts it): the drain's grace
+        // ended; this host is out of descriptors or ports (another candidate would need the
+        // same, and nothing was learned about this one); the execution budget ran out.
+        let answer: Option<fn(&Ctx<'_>) -> ApiError> = match f.kind {
+            AttemptOutcome::Shutdown => Some(answer::shutdown),
+            AttemptOutcome::LocalResources => Some(answer::local_resources),
+            AttemptOutcome::ExecutionTimeout => {
+                core.shared.flow.gates[cand.connection]
+                    .stats
+                    .execution_timeouts
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Some(answer::execution_timeout)
+            }
+            _ => None,
+        };
+        if let Some(answer) = answer {
             push(
                 ctx,
                 at,
@@ -91,39 +106,7 @@ impl LoopState {
                 budget,
                 Some(f.detail),
             );
-            self.refusal = Some(Box::new(answer::shutdown(ctx)));
-            return true;
-        }
-        if f.kind == AttemptOutcome::LocalResources {
-            // This host is out of descriptors or ports: another candidate would need the same,
-            // and nothing was learned about this one. The client hears why and retries soon.
-            push(
-                ctx,
-                at,
-                f.kind,
-                None,
-                Decision::Fail,
-                budget,
-                Some(f.detail),
-            );
-            self.refusal = Some(Box::new(answer::local_resources(ctx)));
-            return true;
-        }
-        if f.kind == AttemptOutcome::ExecutionTimeout {
-            core.shared.flow.gates[cand.connection]
-                .stats
-                .execution_timeouts
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            push(
-                ctx,
-                at,
-                f.kind,
-                None,
-                Decision::Fail,
-                budget,
-                Some(f.detail),
-            );
-            self.refusal = Some(Box::new(answer::execution_timeout(ctx)));
+            self.refusal = Some(Box::new(answer(ctx)));
             return true;
         }
         if !f.self_inflicted {
