@@ -10,6 +10,7 @@ mod history;
 pub mod leases;
 mod oauth;
 mod page;
+mod shortage;
 pub mod state;
 mod transitions;
 mod usage_wall;
@@ -63,7 +64,7 @@ pub fn start(
                 // io_uring can lose a connection the kernel already accepted.
                 let mut accept = Box::pin(listener.accept());
                 let mut ticks = 0u64;
-                let mut exhaustions = crate::fd_limit::exhaustions();
+                let mut shortage = shortage::ShortageLog::default();
                 admin.borrow_mut().history.sample(&shared);
                 loop {
                     monoio::select! {
@@ -91,12 +92,7 @@ pub fn start(
                         _ = monoio::time::sleep(Duration::from_millis(100)) => {
                             admin.borrow_mut().sync();
                             ticks += 1;
-                            // At most one line a tick however many sockets found none.
-                            let now_exhausted = crate::fd_limit::exhaustions();
-                            if now_exhausted != exhaustions {
-                                out_of_resources(now_exhausted - exhaustions);
-                                exhaustions = now_exhausted;
-                            }
+                            shortage.tick(ticks);
                             if ticks.is_multiple_of(history::EVERY_MS / 100) {
                                 admin.borrow_mut().history.sample(&shared);
                             }
@@ -120,17 +116,6 @@ pub fn start(
         Ok(Err(e)) => Err(e),
         Err(_) => Err("admin thread died during start".into()),
     }
-}
-
-/// The operational event for sockets that found no descriptor, port or buffer since the last
-/// tick: the limit in force says what to raise.
-fn out_of_resources(sockets: u64) {
-    let limit = crate::fd_limit::current().map(|(soft, _)| soft);
-    crate::log::event(
-        "warn",
-        "out of file descriptors or local ports: sockets not made or accepted, idle upstream connections closed, no key or provider blamed",
-        serde_json::json!({"sockets": sockets, "open_file_limit": limit}),
-    );
 }
 
 /// Who is calling: the admin token or an `admin`-scoped client key (configured, or created
