@@ -21,7 +21,8 @@
 # p99 and how many second streams end in time (for both proxies); BACKLOG=8192 measures the
 # proxies without that.
 # Usage: benches/held_streams_oha.sh   (env: SIZES="1000 5000" DUR=16 ROUNDS=1
-#   TARGETS="haproxy ringside", KEEP_LOGS=DIR: keep Ringside's log of each run there
+#   TARGETS="haproxy ringside", KEEP_LOGS=DIR: keep Ringside's log of each run there, which
+#   benches/access_log_waves.py reads: where the slow streams lost their time
 #   UPSTREAM_TLS=1, BACKLOG=511, RS_UPSTREAM: lines added to Ringside's [upstream] table)
 # Bounded: about (DUR + 3) s per target, size and round.
 set -euo pipefail
