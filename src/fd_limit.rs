@@ -6,7 +6,7 @@
 //!
 //! Running out anyway (descriptors held by idle pooled connections, refused clients, other
 //! limits of the host) is Ringside's own shortage, not an upstream's failure: a connect or
-//! accept that finds none is counted here ([`note_exhaustion`]), blames no key or provider,
+//! accept that finds none is counted here ([`noted_exhaustion`]), blames no key or provider,
 //! and makes every core close its idle upstream connections (`runtime::core`'s tick).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -24,9 +24,13 @@ pub fn is_exhaustion(e: &std::io::Error) -> bool {
     )
 }
 
-/// Count one socket that could not be made or accepted for want of a local resource.
-pub fn note_exhaustion() {
-    EXHAUSTED.fetch_add(1, Relaxed);
+/// Whether `e` is such a shortage ([`is_exhaustion`]), counting it when it is.
+pub fn noted_exhaustion(e: &std::io::Error) -> bool {
+    let short = is_exhaustion(e);
+    if short {
+        EXHAUSTED.fetch_add(1, Relaxed);
+    }
+    short
 }
 
 /// How many times that happened since start (`ringside_local_resource_exhaustions_total`).

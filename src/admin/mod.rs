@@ -81,9 +81,7 @@ pub fn start(
                                 // Out of descriptors: an accept fails at once for as long as
                                 // that lasts, so wait a little rather than spin a core.
                                 Err(e) => {
-                                    if crate::fd_limit::is_exhaustion(&e) {
-                                        crate::fd_limit::note_exhaustion();
-                                    }
+                                    crate::fd_limit::noted_exhaustion(&e);
                                     monoio::time::sleep(Duration::from_millis(10)).await;
                                 }
                             }

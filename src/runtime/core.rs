@@ -151,12 +151,10 @@ async fn accept_until_drained(core: &Rc<Core>, listener: TcpListener) {
                     ));
                 }
                 // Out of descriptors or similar: back off briefly instead of spinning (the
-                // client waits in the listen queue), and let the idle upstream connections go.
+                // client waits in the listen queue); a shortage counted lets every core's idle
+                // upstream connections go at its next tick.
                 Err(e) => {
-                    if crate::fd_limit::is_exhaustion(&e) {
-                        crate::fd_limit::note_exhaustion();
-                        core.pool.borrow_mut().clear();
-                    }
+                    crate::fd_limit::noted_exhaustion(&e);
                     monoio::time::sleep(Duration::from_millis(10)).await;
                 }
             },

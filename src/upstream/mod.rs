@@ -118,8 +118,7 @@ impl Connector {
             let tcp = match timer::timeout_at(deadline, TcpStream::connect_addr(addr)).await {
                 Ok(Ok(s)) => s,
                 // Another address needs the same descriptor and port this host lacks.
-                Ok(Err(e)) if crate::fd_limit::is_exhaustion(&e) => {
-                    crate::fd_limit::note_exhaustion();
+                Ok(Err(e)) if crate::fd_limit::noted_exhaustion(&e) => {
                     return Err(ConnectError::Local(e));
                 }
                 Ok(Err(e)) => {

@@ -377,12 +377,7 @@ impl Attempts<'_> {
             }
             AttemptEnd::Failed(f) => {
                 let lane = crate::proxy::usage_wall::retry(ctx);
-                let ends_here = matches!(
-                    f.kind,
-                    AttemptOutcome::Shutdown
-                        | AttemptOutcome::ExecutionTimeout
-                        | AttemptOutcome::LocalResources
-                );
+                let ends_here = record::ending_answer(f.kind).is_some();
                 if let (Some(retry), false) = (lane, ends_here) {
                     self.st
                         .on_same_account(ctx, &at, &mut self.budget, f, retry);

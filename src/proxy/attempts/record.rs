@@ -80,23 +80,13 @@ impl LoopState {
     ) -> bool {
         let core = ctx.core;
         let cand = at.cand;
-        // Failures that end the request here, each with its own answer (made after the
-        // attempt is recorded, so that its attempts header counts it): the drain's grace
-        // ended; this host is out of descriptors or ports (another candidate would need the
-        // same, and nothing was learned about this one); the execution budget ran out.
-        let answer: Option<fn(&Ctx<'_>) -> ApiError> = match f.kind {
-            AttemptOutcome::Shutdown => Some(answer::shutdown),
-            AttemptOutcome::LocalResources => Some(answer::local_resources),
-            AttemptOutcome::ExecutionTimeout => {
+        if let Some(answer) = ending_answer(f.kind) {
+            if f.kind == AttemptOutcome::ExecutionTimeout {
                 core.shared.flow.gates[cand.connection]
                     .stats
                     .execution_timeouts
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                Some(answer::execution_timeout)
             }
-            _ => None,
-        };
-        if let Some(answer) = answer {
             push(
                 ctx,
                 at,
@@ -129,6 +119,19 @@ impl LoopState {
         }
         self.keep_last(ctx, cand, f);
         decision == Decision::PassThrough
+    }
+}
+
+/// The answer of a failure that ends the request where it happened, whatever budget is left
+/// (made after the attempt is recorded, so that its attempts header counts it): the drain's
+/// grace ended; this host is out of descriptors or ports (another candidate would need the
+/// same, and nothing was learned about this one); the execution budget ran out.
+pub(super) fn ending_answer(kind: AttemptOutcome) -> Option<fn(&Ctx<'_>) -> ApiError> {
+    match kind {
+        AttemptOutcome::Shutdown => Some(answer::shutdown),
+        AttemptOutcome::LocalResources => Some(answer::local_resources),
+        AttemptOutcome::ExecutionTimeout => Some(answer::execution_timeout),
+        _ => None,
     }
 }
 
