@@ -2,7 +2,7 @@
 summary: per target the median of each figure, and Ringside's CPU per event against HAProxy's
 round by round (the two ran about half a minute apart), by both counts of events.
 
-Two counts of events: oha's (51 per stream it saw end within the run: the issue's measure) and
+Two counts of events: oha's (51 per stream it saw end within the run, as oha reports it) and
 the upstream mock's (every event it wrote, the streams cut at the run's end included). The
 CPU is the whole run's either way, so oha's count charges the cut streams' work to the streams
 that ended; how many of the third wave end in time moves it by up to a tenth between runs.
