@@ -7,6 +7,7 @@ mod ask;
 pub mod body;
 mod control;
 pub mod fault;
+mod listen_queue;
 mod provider_head;
 pub mod stats;
 mod stream;
@@ -169,8 +170,11 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
     })
 }
 
+/// The simulator's listen queue (the kernel caps it at `somaxconn`).
+const QUEUE: usize = 4096;
+
 async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<(), String>>) {
-    let opts = ListenerOpts::new().reuse_port(true).backlog(4096);
+    let opts = ListenerOpts::new().reuse_port(true).backlog(QUEUE as i32);
     let listener = match TcpListener::bind_with_config(state.opts.listen, &opts) {
         Ok(l) => l,
         Err(e) => {
@@ -192,6 +196,11 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
                     Ok((s, _)) => {
                         close_on_exec(&s);
                         monoio::spawn(serve(state.clone(), s));
+                        // The whole queue: the simulator stands in for a provider's edge,
+                        // which should not be what a benchmark's first wave measures.
+                        listen_queue::accept_queued(&listener, QUEUE, |s, _| {
+                            monoio::spawn(serve(state.clone(), s));
+                        });
                     }
                     // Out of descriptors: an accept fails at once until one frees; do not spin.
                     Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,

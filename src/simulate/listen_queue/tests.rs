@@ -1,0 +1,103 @@
+use super::*;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+
+fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
+    if uring {
+        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("io_uring runtime")
+            .block_on(f)
+    } else {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("epoll runtime")
+            .block_on(f)
+    }
+}
+
+/// `n` clients whose connects have completed: each waits in the listen queue.
+fn queue(listener: &TcpListener, n: usize) -> Vec<std::net::TcpStream> {
+    let addr = listener.local_addr().expect("addr");
+    (0..n)
+        .map(|_| std::net::TcpStream::connect(addr).expect("connect"))
+        .collect()
+}
+
+fn takes_the_queue_after_one_accept(uring: bool) {
+    on_driver(uring, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let clients = queue(&listener, 10);
+        let (_first, _) = listener.accept().await.expect("accept");
+        let mut taken = Vec::new();
+        accept_queued(&listener, PER_TURN, |s, peer| taken.push((s, peer)));
+        assert_eq!(taken.len(), 9, "every connection left in the queue");
+        // Each peer is a client's own address, in the order they connected.
+        let mut peers: Vec<_> = clients[1..]
+            .iter()
+            .map(|c| c.local_addr().expect("local"))
+            .collect();
+        let mut got: Vec<_> = taken.iter().map(|(_, p)| *p).collect();
+        peers.sort();
+        got.sort();
+        assert_eq!(got, peers);
+        // The queue is empty now: nothing more, and no wait.
+        let mut more = 0;
+        accept_queued(&listener, PER_TURN, |_, _| more += 1);
+        assert_eq!(more, 0);
+        // A connection taken this way works on this driver: bytes both ways.
+        let (mut s, peer) = taken.pop().expect("one");
+        let mut client = clients
+            .into_iter()
+            .find(|c| c.local_addr().ok() == Some(peer))
+            .expect("its client");
+        use std::io::{Read, Write};
+        client.write_all(b"ping").expect("client writes");
+        let (r, buf) = s.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..r.expect("read")], b"ping");
+        let (r, _) = s.write_all(b"pong").await;
+        r.expect("write");
+        let mut back = [0u8; 4];
+        client.read_exact(&mut back).expect("client reads");
+        assert_eq!(&back, b"pong");
+    });
+}
+
+#[test]
+fn takes_the_queue_after_one_accept_on_io_uring() {
+    takes_the_queue_after_one_accept(true);
+}
+
+#[test]
+fn takes_the_queue_after_one_accept_on_epoll() {
+    takes_the_queue_after_one_accept(false);
+}
+
+#[test]
+fn takes_at_most_a_turns_worth() {
+    for uring in [true, false] {
+        on_driver(uring, async {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let _clients = queue(&listener, PER_TURN + 5);
+            let mut taken = Vec::new();
+            accept_queued(&listener, PER_TURN, |s, _| taken.push(s));
+            assert_eq!(taken.len(), PER_TURN, "the loop turns for the streams");
+            accept_queued(&listener, PER_TURN, |s, _| taken.push(s));
+            assert_eq!(taken.len(), PER_TURN + 5, "the rest at the next turn");
+        });
+    }
+}
+
+#[test]
+fn an_ipv6_peer_is_read_whole() {
+    on_driver(true, async {
+        let Ok(listener) = TcpListener::bind("[::1]:0") else {
+            return; // no IPv6 loopback on this host
+        };
+        let clients = queue(&listener, 1);
+        let mut peers = Vec::new();
+        accept_queued(&listener, PER_TURN, |_, p| peers.push(p));
+        assert_eq!(peers, vec![clients[0].local_addr().expect("local")]);
+    });
+}
