@@ -186,6 +186,32 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_mark_leaves_a_core_that_keeps_up_alone_and_keeps_a_loaded_one_joining() {
+        let mark = crate::core_load::WAIT_MARK_PERCENT;
+        let mut w = WaitWindow::default();
+        // 1,000 held streams on the 2-core host: up to 7 % of each tick waited. Never busy.
+        for _ in 0..3 * WINDOW {
+            w.observe(Duration::from_micros(3_500), ms(50), mark);
+            assert!(!w.busy(), "{w:?}");
+        }
+        // 5,000: 8–28 %, busy from the first second at 12 %.
+        for _ in 0..WINDOW {
+            w.observe(Duration::from_micros(6_000), ms(50), mark);
+        }
+        assert!(w.busy(), "{w:?}");
+        // Its dips to 8 % do not end the joining.
+        for _ in 0..3 * WINDOW {
+            w.observe(Duration::from_micros(4_000), ms(50), mark);
+            assert!(w.busy(), "{w:?}");
+        }
+        // Quiet again once the host has room: 4 %.
+        for _ in 0..WINDOW {
+            w.observe(ms(2), ms(50), mark);
+        }
+        assert!(!w.busy(), "{w:?}");
+    }
+
+    #[test]
     fn a_long_tick_weighs_by_its_length() {
         let mut w = WaitWindow::default();
         for _ in 0..WINDOW - 1 {
