@@ -5,19 +5,7 @@ use std::time::Duration;
 
 fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
     start_of_runtime();
-    if uring {
-        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .enable_timer()
-            .build()
-            .expect("io_uring runtime")
-            .block_on(f)
-    } else {
-        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-            .enable_timer()
-            .build()
-            .expect("epoll runtime")
-            .block_on(f)
-    }
+    crate::test_driver::on_driver(uring, f)
 }
 
 /// A connected pair: (the side a stream reads, the side that sends).

@@ -1,21 +1,6 @@
 use super::*;
+use crate::test_driver::on_driver;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-
-fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
-    if uring {
-        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .enable_timer()
-            .build()
-            .expect("io_uring runtime")
-            .block_on(f)
-    } else {
-        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-            .enable_timer()
-            .build()
-            .expect("epoll runtime")
-            .block_on(f)
-    }
-}
 
 /// `n` clients whose connects have completed: each waits in the listen queue.
 fn queue(listener: &TcpListener, n: usize) -> Vec<std::net::TcpStream> {
@@ -33,7 +18,7 @@ fn takes_the_queue_after_one_accept(uring: bool) {
         let mut taken = Vec::new();
         accept_queued(&listener, PER_TURN, |s, peer| taken.push((s, peer)));
         assert_eq!(taken.len(), 9, "every connection left in the queue");
-        // Each peer is a client's own address, in the order they connected.
+        // Each peer is one client's own address.
         let mut peers: Vec<_> = clients[1..]
             .iter()
             .map(|c| c.local_addr().expect("local"))

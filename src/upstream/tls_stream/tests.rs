@@ -4,6 +4,7 @@
 //! handshakes that take more than one flight (a hello retry, TLS 1.2).
 
 use super::*;
+use crate::test_driver::on_driver;
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -144,21 +145,6 @@ async fn fetch(
         }
     };
     (got, end, tls)
-}
-
-fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
-    if uring {
-        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .enable_timer()
-            .build()
-            .expect("io_uring runtime")
-            .block_on(f)
-    } else {
-        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-            .build()
-            .expect("epoll runtime")
-            .block_on(f)
-    }
 }
 
 #[test]

@@ -1,0 +1,19 @@
+//! Tests that run a future on either of monoio's drivers: io_uring, and epoll where Ringside
+//! falls back to it. Each call builds a runtime of its own, with the timer on.
+
+/// Run `f` to its end on a fresh runtime: io_uring when `uring`, else epoll.
+pub fn on_driver<F: std::future::Future>(uring: bool, f: F) -> F::Output {
+    if uring {
+        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("io_uring runtime")
+            .block_on(f)
+    } else {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("epoll runtime")
+            .block_on(f)
+    }
+}
