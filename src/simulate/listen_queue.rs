@@ -13,21 +13,16 @@
 //! 9,000, where its two cores' queues drain within 0.3 s, so it keeps the runtime's accept.)
 
 use monoio::net::{TcpListener, TcpStream};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd};
 
 /// At most this many connections in one go, in the tests.
 #[cfg(test)]
 const PER_TURN: usize = 64;
 
-/// Accept what waits in `listener`'s queue now, never waiting, and hand each connection and its
-/// peer to `serve`: until the queue is empty, `most` were taken, or an accept fails (the
-/// runtime's own next accept meets and reports that failure).
-pub(super) fn accept_queued(
-    listener: &TcpListener,
-    most: usize,
-    mut serve: impl FnMut(TcpStream, SocketAddr),
-) {
+/// Accept what waits in `listener`'s queue now, never waiting, and hand each connection to
+/// `serve`: until the queue is empty, `most` were taken, or an accept fails (the runtime's own
+/// next accept meets and reports that failure).
+pub(super) fn accept_queued(listener: &TcpListener, most: usize, mut serve: impl FnMut(TcpStream)) {
     let fd = listener.as_raw_fd();
     // The epoll driver's listener is non-blocking and so must its sockets be; io_uring's are not.
     // SAFETY: fcntl reads the flags of a descriptor the listener owns.
@@ -37,23 +32,18 @@ pub(super) fn accept_queued(
         if !queued(fd) {
             return;
         }
-        // SAFETY: zeroed storage is a valid sockaddr_storage.
-        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: accept4 on the listener's descriptor into storage we own. The queue holds a
-        // connection and only this core accepts from its own listener (the runtime's accept
-        // has completed), so a blocking listener does not block here.
-        let accepted = unsafe { libc::accept4(fd, (&raw mut addr).cast(), &mut len, flags) };
+        // SAFETY: accept4 on the listener's descriptor, the peer's address not asked for. The
+        // queue holds a connection and only this core accepts from its own listener (the
+        // runtime's accept has completed), so a blocking listener does not block here.
+        let accepted =
+            unsafe { libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), flags) };
         if accepted < 0 {
             return;
         }
         // SAFETY: `accepted` is a new descriptor that nothing else owns.
         let std = unsafe { std::net::TcpStream::from_raw_fd(accepted) };
-        let Some(peer) = peer_of(&addr) else {
-            continue; // not an IP peer: dropped, which closes it
-        };
         match TcpStream::from_std(std) {
-            Ok(s) => serve(s, peer),
+            Ok(s) => serve(s),
             Err(_) => return,
         }
     }
@@ -69,25 +59,6 @@ fn queued(fd: std::os::fd::RawFd) -> bool {
     // SAFETY: one pollfd we own; a zero timeout never waits.
     let n = unsafe { libc::poll(&mut ready, 1, 0) };
     n == 1 && ready.revents & libc::POLLIN != 0
-}
-
-/// The peer address accept4 wrote.
-fn peer_of(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    match i32::from(addr.ss_family) {
-        libc::AF_INET => {
-            // SAFETY: an AF_INET family means the storage holds a sockaddr_in.
-            let a = unsafe { &*(std::ptr::from_ref(addr).cast::<libc::sockaddr_in>()) };
-            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
-            Some(SocketAddr::new(IpAddr::V4(ip), u16::from_be(a.sin_port)))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: an AF_INET6 family means the storage holds a sockaddr_in6.
-            let a = unsafe { &*(std::ptr::from_ref(addr).cast::<libc::sockaddr_in6>()) };
-            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
-            Some(SocketAddr::new(IpAddr::V6(ip), u16::from_be(a.sin6_port)))
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -198,7 +198,7 @@ async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<()
                         monoio::spawn(serve(state.clone(), s));
                         // The whole queue: the simulator stands in for a provider's edge,
                         // which should not be what a benchmark's first wave measures.
-                        listen_queue::accept_queued(&listener, QUEUE, |s, _| {
+                        listen_queue::accept_queued(&listener, QUEUE, |s| {
                             monoio::spawn(serve(state.clone(), s));
                         });
                     }
