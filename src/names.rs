@@ -31,6 +31,16 @@ pub fn valid_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
+/// Characters that show nothing, or turn the text around them, where a name is displayed:
+/// bidirectional controls, zero-width and joining characters, fillers, tags. A name holding
+/// one can look like another on the status page, in decision records and in logs.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+}
+
 /// The flat index of a connection named `provider/connection`.
 pub fn conn_by_label(labels: &[(String, String)], label: &str) -> Option<usize> {
     let (p, c) = label.split_once('/')?;

@@ -104,7 +104,9 @@ fn sim() -> ringside::simulate::Simulator {
 }
 
 fn instance(driver: &str, name: &str, redis: &str, sim: &ringside::simulate::Simulator) -> Proxy {
-    let fleet = format!("[fleet]\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n");
+    let fleet = format!(
+        "[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n"
+    );
     Proxy::start(
         driver,
         1,
@@ -230,7 +232,7 @@ fn a_concurrency_cap_holds_across_the_fleet() {
     });
     let fleet = |name: &str| {
         format!(
-            "[fleet]\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
+            "[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
             redis.url()
         )
     };
@@ -284,7 +286,9 @@ fn lease_instance(
     redis: &str,
     sim: &ringside::simulate::Simulator,
 ) -> Proxy {
-    let fleet = format!("[fleet]\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n");
+    let fleet = format!(
+        "[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n"
+    );
     let client = format!(
         "[[clients]]\nid = \"lease-a\"\nkey_sha256 = \"{}\"\nscopes = [\"inference\", \"lease:exclusive\"]\nallowed_connections = [\"sim/a\"]\n",
         key_sha256(LEASE_KEY)
@@ -432,7 +436,7 @@ fn a_lease_is_exclusive_across_the_fleet_and_outlives_its_instance() {
 
 fn with_fleet(redis: &Redis, name: &str) -> String {
     format!(
-        "[session]\naffinity_ttl_ms = 60000\n[fleet]\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
+        "[session]\naffinity_ttl_ms = 60000\n[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
         redis.url()
     )
 }

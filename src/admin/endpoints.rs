@@ -231,6 +231,15 @@ fn fleet_metrics(out: &mut String, shared: &Shared) {
         f.republished.load(Ordering::Relaxed),
         f.disconnects.load(Ordering::Relaxed),
     );
+    out.push_str("# HELP ringside_fleet_refused_total What was read from Redis and ignored: not signed with the fleet secret, signed for another place, out of its time window, a replay, or failing the rules of local input.\n# TYPE ringside_fleet_refused_total counter\n");
+    for why in crate::fleet::signed::Refused::ALL {
+        let _ = writeln!(
+            out,
+            "ringside_fleet_refused_total{{reason=\"{}\"}} {}",
+            why.as_str(),
+            f.refused[why.index()].load(Ordering::Relaxed)
+        );
+    }
 }
 
 /// `GET /admin/fleet`: fleet mode's settings (no password) and its link.
@@ -239,7 +248,8 @@ fn fleet_view(shared: &Shared) -> (u16, Value) {
     let f = &shared.fleet;
     let settings = generation.config.fleet.as_ref().map(|s| {
         json!({"redis_url": s.redis_url, "instance_id": s.instance_id, "key_prefix": s.key_prefix,
-               "timeout_ms": s.timeout_ms, "password": if s.password.is_some() { "set" } else { "not set" }})
+               "timeout_ms": s.timeout_ms, "password": if s.password.is_some() { "set" } else { "not set" },
+               "secret": "set: every message and entry is signed with it"})
     });
     (
         200,
@@ -256,6 +266,9 @@ fn fleet_view(shared: &Shared) -> (u16, Value) {
                 "republished": f.republished.load(Ordering::Relaxed),
             },
             "disconnects": f.disconnects.load(Ordering::Relaxed),
+            "refused": crate::fleet::signed::Refused::ALL.iter()
+                .map(|why| (why.as_str().to_string(), json!(f.refused[why.index()].load(Ordering::Relaxed))))
+                .collect::<serde_json::Map<_, _>>(),
         }),
     )
 }

@@ -57,26 +57,7 @@ pub fn create(
     labels: &[(String, String)],
 ) -> Result<Value, String> {
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
-    let id = v["id"]
-        .as_str()
-        .filter(|s| crate::names::valid_id(s))
-        .ok_or("`id` is required: 1-64 letters, digits, `_`, `-` or `.`")?;
-    if let Some(t) = v.get("tenant")
-        && !t.as_str().is_some_and(crate::names::valid_id)
-    {
-        return Err("`tenant` must be 1-64 letters, digits, `_`, `-` or `.`".into());
-    }
-    if let Some(p) = v.get("priority")
-        && p.as_u64().is_none_or(|p| p > 9)
-    {
-        return Err("`priority` must be a whole number from 0 to 9".into());
-    }
-    if v.get("coalesce_events")
-        .is_some_and(|c| crate::sse::Coalesce::from_json(c).is_none())
-    {
-        let spellings = crate::sse::COALESCE_SPELLINGS;
-        return Err(format!("`coalesce_events` must be {spellings}"));
-    }
+    let id = check_settings(&v)?;
     if config.list.iter().any(|c| c.id == id) || store.get(&format!("client/{id}")).is_some() {
         return Err(format!("a client `{id}` already exists"));
     }
@@ -128,6 +109,67 @@ pub fn create(
     let mut out = stored;
     out["key"] = json!(key);
     Ok(out)
+}
+
+/// The client's id, if its settings follow the admin API's rules (the same rules hold for a
+/// key another instance of the fleet made).
+fn check_settings(v: &Value) -> Result<&str, String> {
+    let id = v["id"]
+        .as_str()
+        .filter(|s| crate::names::valid_id(s))
+        .ok_or("`id` is required: 1-64 letters, digits, `_`, `-` or `.`")?;
+    let present = |name: &str| v.get(name).filter(|x| !x.is_null());
+    if let Some(t) = present("tenant")
+        && !t.as_str().is_some_and(crate::names::valid_id)
+    {
+        return Err("`tenant` must be 1-64 letters, digits, `_`, `-` or `.`".into());
+    }
+    if let Some(p) = present("priority")
+        && p.as_u64().is_none_or(|p| p > 9)
+    {
+        return Err("`priority` must be a whole number from 0 to 9".into());
+    }
+    if present("coalesce_events").is_some_and(|c| crate::sse::Coalesce::from_json(c).is_none()) {
+        let spellings = crate::sse::COALESCE_SPELLINGS;
+        return Err(format!("`coalesce_events` must be {spellings}"));
+    }
+    Ok(id)
+}
+
+/// Whether a shared entry another instance of the fleet wrote (`clientkey/<digest>`,
+/// `client/<id>`; `None`: deleted) is one this instance's admin API could have written.
+pub fn valid_entry(key: &str, value: Option<&Value>) -> bool {
+    let hex64 = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Some(d) = key.strip_prefix("clientkey/") {
+        return hex64(d) && value.is_none_or(valid_client);
+    }
+    if let Some(id) = key.strip_prefix("client/") {
+        return crate::names::valid_id(id)
+            && value.is_none_or(|v| {
+                v["digest"].as_str().is_some_and(hex64)
+                    && v.as_object().is_some_and(|o| o.len() == 1)
+            });
+    }
+    false
+}
+
+fn valid_client(v: &Value) -> bool {
+    let scopes_ok = v["scopes"].as_array().is_some_and(|list| {
+        !list.is_empty()
+            && list
+                .iter()
+                .all(|s| s.as_str().and_then(Scope::parse).is_some())
+    });
+    let connections_ok = match &v["allowed_connections"] {
+        Value::Null => true,
+        Value::Array(list) => list.iter().all(|n| {
+            n.as_str()
+                .and_then(|l| l.split_once('/'))
+                .is_some_and(|(p, c)| crate::names::valid_id(p) && crate::names::valid_id(c))
+        }),
+        _ => false,
+    };
+    check_settings(v).is_ok() && scopes_ok && connections_ok && v.is_object()
 }
 
 /// Revoke a managed key by id.

@@ -30,6 +30,8 @@ pub struct FleetSettings {
     pub redis_url: String,
     pub username: Option<String>,
     pub password: Option<Secret>,
+    /// What every message and entry of the fleet is signed with (`secret_env`).
+    pub secret: Secret,
     pub instance_id: String,
     pub key_prefix: String,
     pub timeout_ms: u64,
@@ -67,23 +69,12 @@ pub(super) fn resolve(
             format!("`{scheme}://` is not redis:// or rediss:// (TLS)"),
         );
     }
-    if rest.split('/').next().unwrap_or("").contains('@') {
-        // Never echo it: it may hold the password.
-        p.add(
-            "fleet.redis_url",
-            "the URL holds credentials: put the password in the variable `password_env` names",
-        );
-    }
-    let password = f.password_env.as_ref().and_then(|var| match env(var) {
-        Some(v) if !v.is_empty() => Some(Secret::new(v)),
-        _ => {
-            p.add(
-                "fleet.password_env",
-                format!("the variable `{var}` is not set"),
-            );
-            None
-        }
-    });
+    check_url_extras(p, rest);
+    let password = f
+        .password_env
+        .as_ref()
+        .and_then(|var| p.secret_env("fleet.password_env", var, env));
+    let secret = fleet_secret(p, f, env);
     let instance_id = f
         .instance_id
         .clone()
@@ -113,11 +104,66 @@ pub(super) fn resolve(
         redis_url: url.clone(),
         username: f.username.clone(),
         password,
+        secret: secret.unwrap_or_else(|| Secret::new("")),
         instance_id,
         key_prefix: f.key_prefix.clone(),
         timeout_ms,
         when_unavailable,
     })
+}
+
+/// The shortest fleet secret accepted: it is all that stands between a Redis writer and the
+/// fleet's trust.
+pub const MIN_SECRET_CHARS: usize = 32;
+
+/// `secret_env`: required, and long enough to resist guessing.
+fn fleet_secret(p: &mut Problems, f: &FleetSection, env: EnvLookup) -> Option<Secret> {
+    let Some(var) = &f.secret_env else {
+        p.add(
+            "fleet.secret_env",
+            format!(
+                "required: name the variable that holds the fleet's shared secret (at least {MIN_SECRET_CHARS} characters, the same on every instance; `openssl rand -hex 32` makes one). Members sign what they write to Redis with it and ignore what is not signed with it"
+            ),
+        );
+        return None;
+    };
+    let secret = p.secret_env("fleet.secret_env", var, env)?;
+    let n = secret.expose().chars().count();
+    if n < MIN_SECRET_CHARS {
+        p.add(
+            "fleet.secret_env",
+            format!(
+                "the fleet secret in {} is {n} characters: at least {MIN_SECRET_CHARS} are required",
+                super::problems::shown_name(var)
+            ),
+        );
+        return None;
+    }
+    Some(secret)
+}
+
+/// What a Redis URL may not carry besides the address and database: credentials (they belong
+/// in `username` and `password_env`, and a URL is shown by `GET /admin/fleet`), query settings
+/// (`?password=`) and fragments (`#insecure` turns certificate checks off). Never echoed.
+fn check_url_extras(p: &mut Problems, rest: &str) {
+    if rest.split('/').next().unwrap_or("").contains('@') {
+        p.add(
+            "fleet.redis_url",
+            "the URL holds credentials: put the password in the variable `password_env` names",
+        );
+    }
+    if rest.contains('?') {
+        p.add(
+            "fleet.redis_url",
+            "the URL holds query settings (`?…`): credentials go in `username` and `password_env`, and nothing else is read from there",
+        );
+    }
+    if rest.contains('#') {
+        p.add(
+            "fleet.redis_url",
+            "the URL holds a fragment (`#…`; `#insecure` would turn certificate checks off): remove it",
+        );
+    }
 }
 
 /// This machine's host name (`localhost` if it has none that is usable).
@@ -145,6 +191,8 @@ mod tests {
         let env = |n: &str| match n {
             "K" => Some("sk-x".to_string()),
             "REDIS_PW" => Some("hunter2".to_string()),
+            "FLEET_SECRET" => Some("0123456789abcdef0123456789abcdef".to_string()),
+            "SHORT_SECRET" => Some("too-short".to_string()),
             _ => None,
         };
         load_str(&text, "t", &env)
@@ -153,7 +201,7 @@ mod tests {
     #[test]
     fn fleet_mode_is_off_without_a_url_and_named_by_host_and_port_with_one() {
         assert!(load("").expect("valid").fleet.is_none());
-        let f = load("redis_url = \"redis://127.0.0.1:6379\"\npassword_env = \"REDIS_PW\"")
+        let f = load("redis_url = \"redis://127.0.0.1:6379\"\npassword_env = \"REDIS_PW\"\nsecret_env = \"FLEET_SECRET\"")
             .expect("valid")
             .fleet
             .expect("on");
@@ -172,5 +220,34 @@ mod tests {
         assert!(format!("{ps:?}").contains("NOPE"));
         let ps = load("redis_url = \"http://h:1\"").expect_err("refused");
         assert!(format!("{ps:?}").contains("rediss://"));
+    }
+
+    #[test]
+    fn a_fleet_needs_a_long_secret_and_a_url_without_settings_or_fragments() {
+        let ps = load("redis_url = \"redis://h:1\"").expect_err("no secret");
+        assert!(format!("{ps:?}").contains("fleet.secret_env"), "{ps:?}");
+        let ps =
+            load("redis_url = \"redis://h:1\"\nsecret_env = \"SHORT_SECRET\"").expect_err("short");
+        let text = format!("{ps:?}");
+        assert!(text.contains("at least 32"), "{text}");
+        assert!(!text.contains("too-short"), "{text}");
+        for url in [
+            "redis://h:1/0?password=hunter2",
+            "rediss://h:1/#insecure",
+            "redis://h:1?protocol=resp3",
+        ] {
+            let ps = load(&format!(
+                "redis_url = \"{url}\"\nsecret_env = \"FLEET_SECRET\""
+            ))
+            .expect_err(url);
+            let text = format!("{ps:?}");
+            assert!(text.contains("fleet.redis_url"), "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+        }
+        let f = load("redis_url = \"rediss://h:1/2\"\nsecret_env = \"FLEET_SECRET\"")
+            .expect("valid")
+            .fleet
+            .expect("on");
+        assert_eq!(f.secret.expose().len(), 32);
     }
 }

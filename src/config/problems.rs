@@ -33,3 +33,113 @@ impl Problems {
         v.clamp(lo, hi)
     }
 }
+
+impl Problems {
+    /// A secret from the environment variable `name` (a `*_env` setting at `at`): set, not
+    /// empty, without control characters (a stray line break would write lines of its own into
+    /// a request head). A problem never shows the value, nor a `name` that looks like a secret
+    /// pasted where a variable's name belongs.
+    pub(super) fn secret_env(
+        &mut self,
+        at: &str,
+        name: &str,
+        env: super::EnvLookup,
+    ) -> Option<super::Secret> {
+        if !is_variable_name(name) {
+            self.add(
+                at,
+                format!(
+                    "must name an environment variable (letters, digits and `_`), not hold a value: {} (the secret goes into a variable, and `{}` names that variable)",
+                    shown_name(name),
+                    at.rsplit('.').next().unwrap_or(at)
+                ),
+            );
+            return None;
+        }
+        let variable = shown_name(name);
+        match env(name).filter(|v| !v.is_empty()) {
+            Some(v) if v.bytes().any(|b| b < 0x20 || b == 0x7f) => {
+                self.add(
+                    at,
+                    format!("{variable} holds a control character (a line break?)"),
+                );
+                None
+            }
+            Some(v) => Some(super::Secret::new(v)),
+            None => {
+                self.add(at, format!("{variable} is not set"));
+                None
+            }
+        }
+    }
+}
+
+/// Whether `name` can be an environment variable's name as shells write them.
+fn is_variable_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && name.len() <= 128
+}
+
+/// How a problem names the variable `name`: in full when it reads like a variable's name
+/// (`OPENAI_KEY_A`), else only by its length: a long run of mixed letters and digits, or
+/// anything that cannot be a variable's name, may be the key itself.
+pub(super) fn shown_name(name: &str) -> String {
+    let upper_case_name = name
+        .bytes()
+        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    let looks_secret = !upper_case_name
+        && name.len() >= 20
+        && name.bytes().any(|b| b.is_ascii_digit())
+        && name.bytes().any(|b| b.is_ascii_lowercase());
+    if is_variable_name(name) && !looks_secret && name.len() <= 64 {
+        format!("environment variable {name}")
+    } else {
+        format!(
+            "the value given ({} characters, not shown: it looks like a secret)",
+            name.chars().count()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "SET" => Some("sk-value".into()),
+            "BROKEN" => Some("sk-\nvalue".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_secret_pasted_where_a_variable_name_belongs_is_never_shown() {
+        for pasted in [
+            "sk-proj-9fQ2xLw0aZ7",
+            "sk-ant-api03-abcdef",
+            "AIzaSyD3x4mpl3k3yv4lu3s0m3th1ng",
+            "3f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a",
+        ] {
+            let mut p = Problems::default();
+            assert!(
+                p.secret_env("providers[0].connections[0].key_env", pasted, &env)
+                    .is_none()
+            );
+            let said = format!("{:?}", p.0);
+            assert!(!said.contains(pasted), "{said}");
+            assert!(said.contains("not shown"), "{said}");
+        }
+        // A variable's name is named.
+        let mut p = Problems::default();
+        assert!(p.secret_env("x.key_env", "OPENAI_KEY_A", &env).is_none());
+        assert!(format!("{:?}", p.0).contains("environment variable OPENAI_KEY_A is not set"));
+        assert!(p.secret_env("x.key_env", "SET", &env).is_some());
+        assert!(p.secret_env("x.key_env", "BROKEN", &env).is_none());
+        assert!(format!("{:?}", p.0).contains("control character"));
+    }
+}

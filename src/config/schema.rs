@@ -42,6 +42,9 @@ pub struct FleetSection {
     /// password in it: `password_env` names the variable that holds it.
     pub redis_url: String,
     pub password_env: Option<String>,
+    /// The variable holding the fleet's shared secret (required): every message and entry a
+    /// member writes to Redis is signed with it, and what is not signed with it is ignored.
+    pub secret_env: Option<String>,
     /// An ACL user name, if Redis has users.
     pub username: Option<String>,
     /// How this instance is named to the others (default: host name and listen port).
@@ -60,6 +63,7 @@ impl Default for FleetSection {
         FleetSection {
             redis_url: String::new(),
             password_env: None,
+            secret_env: None,
             username: None,
             instance_id: None,
             key_prefix: "ringside".into(),

@@ -112,7 +112,8 @@ pub const MAX_MODEL_BYTES: usize = 256;
 /// Why a client's model name is refused at intake, or `None` when it may be used. The name is
 /// the client's string: it is matched against routes, kept in the decision record and written
 /// into `x-ringside-route` for routes of the form `provider/model`, so it must be short and
-/// free of control characters (CR/LF in it would otherwise split the response head).
+/// free of control characters (CR/LF in it would otherwise split the response head) and of
+/// characters that would make it look like another name where it is shown.
 pub fn model_problem(model: &str) -> Option<&'static str> {
     if model.is_empty() {
         Some("`model` is empty")
@@ -120,6 +121,10 @@ pub fn model_problem(model: &str) -> Option<&'static str> {
         Some("`model` is longer than 256 bytes")
     } else if model.chars().any(char::is_control) {
         Some("`model` contains a control character")
+    } else if !model.is_ascii() && model.chars().any(crate::names::is_invisible) {
+        Some(
+            "`model` contains an invisible or direction-changing character (zero-width, bidi control)",
+        )
     } else {
         None
     }

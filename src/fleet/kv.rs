@@ -7,6 +7,8 @@
 
 use super::leases::scan;
 use super::link::{Backoff, Link, describe};
+use super::signed::FleetKey;
+use super::trust::Reader;
 use super::wire::Names;
 use crate::config::FleetSettings;
 use crate::resilience::Event;
@@ -23,6 +25,8 @@ pub(super) struct Kv {
     pub stop: Arc<AtomicBool>,
     pub settings: FleetSettings,
     pub rx: Receiver<Replicated>,
+    /// What every entry and message is signed with.
+    pub key: FleetKey,
 }
 
 pub(super) fn channel(s: &FleetSettings) -> String {
@@ -107,7 +111,7 @@ fn send(
         let rk = redis_key(&k.settings, key);
         match value {
             Some(v) => {
-                let text = v.to_string();
+                let text = k.key.sign(&rk, now, &v.to_string());
                 match v["until"].as_u64().filter(|_| key.starts_with("pin/")) {
                     Some(until) if until <= now => continue, // already over
                     Some(until) => pipe
@@ -125,8 +129,9 @@ fn send(
             }
         }
         let news = serde_json::json!({"from": k.settings.instance_id, "key": key, "value": value});
-        pipe.publish(channel(&k.settings), news.to_string())
-            .ignore();
+        let on = channel(&k.settings);
+        let signed = k.key.sign(&on, now, &news.to_string());
+        pipe.publish(on, signed).ignore();
     }
     pipe.query::<()>(con)
 }
@@ -137,6 +142,7 @@ pub(super) fn load(
     shared: &Shared,
     settings: &FleetSettings,
     con: &mut redis::Connection,
+    reader: &mut Reader,
 ) -> redis::RedisResult<usize> {
     let prefix = settings.key("kv:");
     let keys = scan(con, &format!("{prefix}*"))?;
@@ -148,9 +154,15 @@ pub(super) fn load(
             let (Some(key), Some(v)) = (rk.strip_prefix(&prefix), v) else {
                 continue;
             };
-            if let Ok(value) = serde_json::from_str::<Value>(&v) {
-                apply(shared, &names, key.to_string(), Some(value));
-                n += 1;
+            let Some(body) = reader.entry(rk, &v) else {
+                continue; // not a member's: counted and said
+            };
+            match serde_json::from_str::<Value>(body) {
+                Ok(value) if valid(key, Some(&value), &names) => {
+                    apply(shared, &names, key.to_string(), Some(value));
+                    n += 1;
+                }
+                _ => reader.invalid(rk),
             }
         }
     }
@@ -158,18 +170,41 @@ pub(super) fn load(
 }
 
 /// A message from another instance's `run`: into this instance's store.
-pub(super) fn news(shared: &Shared, settings: &FleetSettings, names: &Names, text: &str) {
-    let Ok(v) = serde_json::from_str::<Value>(text) else {
-        return;
-    };
+pub(super) fn news(
+    shared: &Shared,
+    settings: &FleetSettings,
+    names: &Names,
+    text: &str,
+    reader: &Reader,
+) {
+    let v = serde_json::from_str::<Value>(text).unwrap_or_default();
     if v["from"].as_str() == Some(settings.instance_id.as_str()) {
         return;
     }
-    let Some(key) = v["key"].as_str() else {
-        return;
-    };
     let value = Some(v["value"].clone()).filter(|x| !x.is_null());
-    apply(shared, names, key.to_string(), value);
+    match v["key"].as_str() {
+        Some(key) if valid(key, value.as_ref(), names) => {
+            apply(shared, names, key.to_string(), value);
+        }
+        _ => reader.invalid(&channel(settings)),
+    }
+}
+
+/// Whether a shared entry follows the rules its local writer follows: a session pin names a
+/// connection of this instance, a client key the id, scopes and settings the admin API
+/// accepts. A deletion needs only a well-formed key.
+fn valid(key: &str, value: Option<&Value>, names: &Names) -> bool {
+    if let Some(session) = key.strip_prefix("pin/") {
+        let well_formed = session.len() == 32 && session.bytes().all(|b| b.is_ascii_hexdigit());
+        return well_formed
+            && value.is_none_or(|v| {
+                v["until"].is_u64()
+                    && v["conn"]
+                        .as_str()
+                        .is_some_and(|l| names.slot_of_label(l).is_some())
+            });
+    }
+    crate::clients::managed::valid_entry(key, value)
 }
 
 /// Write a shared entry here; a pin also reaches the cores' own tables, a client key closes

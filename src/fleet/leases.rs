@@ -12,6 +12,8 @@
 //! holding the connection, `{prefix}:lease:k:<client>` the owners of a client key.
 
 use super::link::{Backoff, Link};
+use super::signed::FleetKey;
+use super::trust::Reader;
 use crate::config::FleetSettings;
 use crate::state::core::Shared;
 use crate::store::leases::{Book, ENDED_RETENTION_MS, Lease, Op, Outcome, State};
@@ -34,6 +36,9 @@ pub(super) struct Leases {
     pub stop: Arc<AtomicBool>,
     pub settings: FleetSettings,
     pub rx: Receiver<Remote>,
+    /// What every row and message is signed with, and what checks the rows read.
+    pub key: FleetKey,
+    pub reader: Reader,
 }
 
 impl Leases {
@@ -51,7 +56,7 @@ impl Leases {
     }
 }
 
-pub(super) fn run(l: Leases) {
+pub(super) fn run(mut l: Leases) {
     let mut con: Option<redis::Connection> = None;
     let mut backoff = Backoff::default();
     let mut retry_at = Instant::now();
@@ -72,7 +77,7 @@ pub(super) fn run(l: Leases) {
             }
         }
         let ok = match con.as_mut() {
-            Some(c) => answer(&l, c, req),
+            Some(c) => answer(&mut l, c, req),
             None => {
                 refuse(req);
                 true
@@ -99,7 +104,7 @@ fn refuse(req: Remote) {
 }
 
 /// Answer one request; false when the connection to Redis failed.
-fn answer(l: &Leases, con: &mut redis::Connection, req: Remote) -> bool {
+fn answer(l: &mut Leases, con: &mut redis::Connection, req: Remote) -> bool {
     match req {
         Remote::Lease(op, reply) => {
             let out = apply(l, con, op);
@@ -122,30 +127,66 @@ fn answer(l: &Leases, con: &mut redis::Connection, req: Remote) -> bool {
     }
 }
 
-fn parse(rows: Vec<Option<String>>) -> Vec<Lease> {
-    rows.into_iter()
-        .flatten()
-        .filter_map(|r| serde_json::from_str(&r).ok())
-        .collect()
+/// The rows a member wrote at `keys` (read as `rows`): what another writer put there is
+/// counted, said and left out, as if the row were absent (a fence then refuses the request).
+fn parse(reader: &mut Reader, keys: &[String], rows: Vec<Option<String>>) -> Vec<Lease> {
+    let mut out = Vec::new();
+    for (key, row) in keys.iter().zip(rows) {
+        let Some(row) = row else { continue };
+        let Some(body) = reader.entry(key, &row) else {
+            continue;
+        };
+        match serde_json::from_str::<Lease>(body) {
+            Ok(lease) if valid_row(&lease, key) => out.push(lease),
+            _ => reader.invalid(key),
+        }
+    }
+    out
+}
+
+/// Whether a row holds what the book writes: an owner digest (the row's own key), a client
+/// id, a `provider/connection` label and a short printable reason.
+fn valid_row(row: &Lease, key: &str) -> bool {
+    key.strip_suffix(row.owner.as_str())
+        .is_some_and(|k| k.ends_with("lease:o:"))
+        && row.owner.len() == 64
+        && row.owner.bytes().all(|b| b.is_ascii_hexdigit())
+        && crate::names::valid_id(&row.client)
+        && valid_label(&row.connection)
+        && row
+            .end_reason
+            .as_deref()
+            .is_none_or(|r| r.len() <= 64 && r.bytes().all(|b| b.is_ascii_graphic()))
+}
+
+/// `provider/connection`, each part an id.
+pub(super) fn valid_label(label: &str) -> bool {
+    label
+        .split_once('/')
+        .is_some_and(|(p, c)| crate::names::valid_id(p) && crate::names::valid_id(c))
 }
 
 fn get_row(
-    l: &Leases,
+    l: &mut Leases,
     con: &mut redis::Connection,
     owner: &str,
 ) -> redis::RedisResult<Option<Lease>> {
-    let row: Option<String> = redis::cmd("GET").arg(l.owner_key(owner)).query(con)?;
-    Ok(row.and_then(|r| serde_json::from_str(&r).ok()))
+    let key = l.owner_key(owner);
+    let row: Option<String> = redis::cmd("GET").arg(&key).query(con)?;
+    Ok(parse(&mut l.reader, &[key], vec![row]).pop())
 }
 
 /// Every row of the fleet's book.
-pub(super) fn all_rows(l: &Leases, con: &mut redis::Connection) -> redis::RedisResult<Vec<Lease>> {
+pub(super) fn all_rows(
+    l: &mut Leases,
+    con: &mut redis::Connection,
+) -> redis::RedisResult<Vec<Lease>> {
     let keys = scan(con, &l.settings.key("lease:o:*"))?;
     if keys.is_empty() {
         return Ok(Vec::new());
     }
     let rows: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(con)?;
-    Ok(parse(rows))
+    Ok(parse(&mut l.reader, &keys, rows))
 }
 
 pub(super) fn scan(con: &mut redis::Connection, pattern: &str) -> redis::RedisResult<Vec<String>> {
@@ -185,7 +226,7 @@ fn reads(op: &Op) -> (Vec<String>, Vec<String>, Option<String>) {
 }
 
 /// Apply `op` to the fleet's book, running it again while rows it read change under it.
-fn apply(l: &Leases, con: &mut redis::Connection, op: Op) -> redis::RedisResult<Outcome> {
+fn apply(l: &mut Leases, con: &mut redis::Connection, op: Op) -> redis::RedisResult<Outcome> {
     for _ in 0..TRIES {
         if let Some(out) = try_apply(l, con, op.clone())? {
             return Ok(out);
@@ -196,7 +237,7 @@ fn apply(l: &Leases, con: &mut redis::Connection, op: Op) -> redis::RedisResult<
 
 /// One optimistic try: `None` when a watched row changed before the commit.
 fn try_apply(
-    l: &Leases,
+    l: &mut Leases,
     con: &mut redis::Connection,
     op: Op,
 ) -> redis::RedisResult<Option<Outcome>> {
@@ -221,7 +262,8 @@ fn try_apply(
         Vec::new()
     } else {
         redis::cmd("WATCH").arg(&owner_keys).query::<()>(con)?;
-        parse(redis::cmd("MGET").arg(&owner_keys).query(con)?)
+        let rows = redis::cmd("MGET").arg(&owner_keys).query(con)?;
+        parse(&mut l.reader, &owner_keys, rows)
     };
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con)?;
     let now = secs * 1000 + micros / 1000;
@@ -256,9 +298,11 @@ fn write_row(l: &Leases, pipe: &mut redis::Pipeline, row: &Lease, until: u64, no
         ENDED_RETENTION_MS
     };
     let json = serde_json::to_string(row).unwrap_or_default();
+    let key = l.owner_key(&row.owner);
+    let signed = l.key.sign(&key, now, &json);
     pipe.cmd("SET")
-        .arg(l.owner_key(&row.owner))
-        .arg(json)
+        .arg(key)
+        .arg(signed)
         .arg("PX")
         .arg(keep.max(1))
         .ignore();
@@ -278,8 +322,9 @@ fn write_row(l: &Leases, pipe: &mut redis::Pipeline, row: &Lease, until: u64, no
         pipe.srem(l.client_key(&row.client), &row.owner).ignore();
     }
     let news = serde_json::json!({"conn": row.connection, "until": until});
-    pipe.publish(Leases::channel(&l.settings), news.to_string())
-        .ignore();
+    let on = Leases::channel(&l.settings);
+    let signed = l.key.sign(&on, now, &news.to_string());
+    pipe.publish(on, signed).ignore();
 }
 
 /// Which connections the fleet's leases hold now, into this instance's view (at start and
@@ -288,6 +333,7 @@ pub(super) fn load_view(
     shared: &Shared,
     settings: &FleetSettings,
     con: &mut redis::Connection,
+    reader: &mut Reader,
 ) -> redis::RedisResult<usize> {
     let prefix = settings.key("lease:c:");
     let keys = scan(con, &format!("{prefix}*"))?;
@@ -300,7 +346,8 @@ pub(super) fn load_view(
             .map(|o| settings.key(&format!("lease:o:{o}")))
             .collect();
         if !owner_keys.is_empty() {
-            let rows = parse(redis::cmd("MGET").arg(&owner_keys).query(con)?);
+            let rows = redis::cmd("MGET").arg(&owner_keys).query(con)?;
+            let rows = parse(reader, &owner_keys, rows);
             let now = crate::clock::unix_ms();
             for r in rows.into_iter().filter(|r| r.live(now)) {
                 held.insert(r.connection.clone(), r.expires_at);

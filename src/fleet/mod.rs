@@ -19,7 +19,9 @@ mod link;
 mod pace;
 mod publish;
 mod quotas;
+pub mod signed;
 mod subscribe;
+mod trust;
 pub mod wire;
 
 use crate::config::FleetSettings;
@@ -56,9 +58,10 @@ pub fn start(
     s: &FleetSettings,
 ) -> Result<Fleet, String> {
     let link = link::Link::new(s)?;
+    let key = signed::FleetKey::new(s.secret.expose());
     shared.fleet.enabled.store(true, Release);
     let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = vec![health(&link, &shared, inbox, s, &stop)];
+    let mut workers = vec![health(&link, &key, &shared, inbox, s, &stop)];
     let caps = caps::Caps {
         link: link.clone(),
         shared: shared.clone(),
@@ -67,7 +70,7 @@ pub fn start(
     };
     caps::prime(&caps);
     workers.push(("ringside-fleet-caps", Box::new(move || caps::run(caps))));
-    workers.extend(keepers(&link, &shared, s, &stop));
+    workers.extend(keepers(&link, &key, &shared, s, &stop));
     let mut threads = Vec::new();
     for (name, work) in workers {
         threads.push(spawn(name, work)?);
@@ -78,6 +81,7 @@ pub fn start(
 /// Health: what the others know is loaded now; then a publisher and a listener.
 fn health(
     link: &link::Link,
+    key: &signed::FleetKey,
     shared: &Arc<Shared>,
     inbox: Receiver<Event>,
     s: &FleetSettings,
@@ -94,7 +98,8 @@ fn health(
         pattern: s.key("health:*"),
         settings: s.clone(),
     };
-    match subscribe::load(&sub, &mut wire::Names::default()) {
+    let mut reader = trust::Reader::new(key, shared);
+    match subscribe::load(&sub, &mut wire::Names::default(), &mut reader) {
         Ok(n) => crate::log::event(
             "info",
             "fleet: joined; the other instances' health is loaded",
@@ -113,6 +118,7 @@ fn health(
         stop: stop.clone(),
         instance: s.instance_id.clone(),
         channel,
+        key: key.clone(),
         hashes: [
             ("conn", s.key(&format!("health:conn:{}", s.instance_id))),
             ("lock", s.key(&format!("health:lock:{}", s.instance_id))),
@@ -123,7 +129,7 @@ fn health(
         Box::new(move || {
             let listener = std::thread::Builder::new()
                 .name("ringside-fleet-sub".into())
-                .spawn(move || subscribe::run(sub));
+                .spawn(move || subscribe::run(sub, reader));
             publish::run(publisher);
             if let Ok(l) = listener {
                 let _ = l.join();
@@ -136,6 +142,7 @@ fn health(
 /// store entries (pins, client keys) and the tenant quotas' counts.
 fn keepers(
     link: &link::Link,
+    key: &signed::FleetKey,
     shared: &Arc<Shared>,
     s: &FleetSettings,
     stop: &Arc<AtomicBool>,
@@ -148,6 +155,8 @@ fn keepers(
         stop: stop.clone(),
         settings: s.clone(),
         rx: lease_rx,
+        key: key.clone(),
+        reader: trust::Reader::new(key, shared),
     };
     let (to_kv, kv_rx) = crossbeam_channel::unbounded();
     shared.store.replicate_to(to_kv);
@@ -156,6 +165,7 @@ fn keepers(
         stop: stop.clone(),
         settings: s.clone(),
         rx: kv_rx,
+        key: key.clone(),
     };
     let (to_quotas, quota_rx) = crossbeam_channel::unbounded();
     let tenants = &shared.flow.tenants;
@@ -188,6 +198,11 @@ fn keepers(
             Box::new(move || quotas::run(quota_keeper)),
         ),
     ]
+}
+
+/// Where an entry of a hash is, for its signature: the hash's key and the field.
+fn entry_place(hash: &str, field: &str) -> String {
+    format!("{hash}#{field}")
 }
 
 impl Fleet {

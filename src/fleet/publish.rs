@@ -4,6 +4,7 @@
 //! While Redis is away the states are kept here and sent again when it is back.
 
 use super::link::{Backoff, Link, describe};
+use super::signed::FleetKey;
 use super::wire::{Clocks, Fact, Message, Names, outgoing};
 use crate::log::event;
 use crate::resilience::Event;
@@ -27,6 +28,8 @@ pub(super) struct Publisher {
     pub stop: Arc<AtomicBool>,
     pub instance: String,
     pub channel: String,
+    /// What every state and fact is signed with.
+    pub key: FleetKey,
     /// This instance's hashes: connection states, lockouts.
     pub hashes: [(&'static str, String); 2],
 }
@@ -114,6 +117,13 @@ fn hash_of<'a>(p: &'a Publisher, kind: &str) -> &'a str {
         .map_or("", |(_, h)| h.as_str())
 }
 
+/// A state into this instance's hash, signed for its hash and field.
+fn keep(p: &Publisher, pipe: &mut redis::Pipeline, kind: &str, field: &str, json: &str, now: u64) {
+    let hash = hash_of(p, kind);
+    let signed = p.key.sign(&super::entry_place(hash, field), now, json);
+    pipe.hset(hash, field, signed).ignore();
+}
+
 /// One round trip: each state into this instance's hash, every fact onto the channel.
 fn send(
     p: &Publisher,
@@ -121,11 +131,13 @@ fn send(
     batch: &[(Fact, String)],
 ) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
+    let now = crate::clock::unix_ms();
     for (fact, json) in batch {
         if let Some((kind, field)) = fact.field() {
-            pipe.hset(hash_of(p, kind), field, json).ignore();
+            keep(p, &mut pipe, kind, &field, json, now);
         }
-        pipe.publish(&p.channel, json).ignore();
+        pipe.publish(&p.channel, p.key.sign(&p.channel, now, json))
+            .ignore();
     }
     for (_, h) in &p.hashes {
         pipe.pexpire(h, KEEP_MS as i64).ignore();
@@ -139,9 +151,11 @@ fn reconnect(p: &Publisher, link: &mut Conn, mine: &HashMap<(&'static str, Strin
         if !mine.is_empty() {
             // Kept, and told: an instance that read the hashes meanwhile hears them too.
             let mut pipe = redis::pipe();
+            let now = crate::clock::unix_ms();
             for ((kind, field), json) in mine {
-                pipe.hset(hash_of(p, kind), field, json).ignore();
-                pipe.publish(&p.channel, json).ignore();
+                keep(p, &mut pipe, kind, field, json, now);
+                pipe.publish(&p.channel, p.key.sign(&p.channel, now, json))
+                    .ignore();
             }
             pipe.query::<()>(&mut con)?;
             p.shared

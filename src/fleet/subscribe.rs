@@ -4,6 +4,7 @@
 //! instances keep in Redis are read again, since the channel does not replay what was missed.
 
 use super::link::{Backoff, Link, describe};
+use super::trust::Reader;
 use super::wire::{Clocks, Message, Names, incoming};
 use crate::log::event;
 use crate::state::core::Shared;
@@ -27,11 +28,11 @@ pub(super) struct Subscriber {
 /// How often a quiet subscription looks whether the instance is stopping.
 const POLL: Duration = Duration::from_millis(250);
 
-pub(super) fn run(s: Subscriber) {
+pub(super) fn run(s: Subscriber, mut reader: Reader) {
     let mut backoff = Backoff::default();
     let mut names = Names::default();
     while !s.stop.load(Acquire) {
-        let err = match session(&s, &mut names, &mut backoff) {
+        let err = match session(&s, &mut names, &mut backoff, &mut reader) {
             Ok(()) => return,
             Err(e) => e,
         };
@@ -52,7 +53,12 @@ pub(super) fn run(s: Subscriber) {
 
 /// Subscribe, read the kept states, then apply what comes until the link breaks or the
 /// instance stops.
-fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::RedisResult<()> {
+fn session(
+    s: &Subscriber,
+    names: &mut Names,
+    backoff: &mut Backoff,
+    reader: &mut Reader,
+) -> redis::RedisResult<()> {
     let mut con = s.link.connect()?;
     let mut sub = con.as_pubsub();
     sub.subscribe(&s.channel)?;
@@ -62,7 +68,7 @@ fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::R
     sub.set_read_timeout(Some(POLL))?;
     // Subscribed first: what is published while the states are read is not missed (a fact
     // seen twice merges to the same state).
-    let n = load(s, names)?;
+    let n = load(s, names, reader)?;
     s.shared.fleet.connected.store(true, Release);
     backoff.reset();
     event(
@@ -77,13 +83,16 @@ fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::R
                     continue;
                 };
                 let on = msg.get_channel_name();
+                let Some(body) = reader.message(on, &text) else {
+                    continue; // not a member's, or a replay: counted and said
+                };
                 if on == s.lease_channel {
-                    lease_news(s, &text);
+                    lease_news(s, body, reader);
                 } else if on == kv_channel {
                     refresh(s, names);
-                    super::kv::news(&s.shared, &s.settings, names, &text);
+                    super::kv::news(&s.shared, &s.settings, names, body, reader);
                 } else {
-                    apply(s, names, &text, Clocks::now());
+                    apply(s, names, body, Clocks::now(), (reader, on));
                 }
             }
             Err(e) if e.is_timeout() => {}
@@ -94,7 +103,11 @@ fn session(s: &Subscriber, names: &mut Names, backoff: &mut Backoff) -> redis::R
 }
 
 /// Read every instance's kept states and apply them; how many applied.
-pub(super) fn load(s: &Subscriber, names: &mut Names) -> redis::RedisResult<usize> {
+pub(super) fn load(
+    s: &Subscriber,
+    names: &mut Names,
+    reader: &mut Reader,
+) -> redis::RedisResult<usize> {
     let mut con = s.link.connect()?;
     let mut keys: Vec<String> = Vec::new();
     let mut cursor: u64 = 0;
@@ -112,16 +125,19 @@ pub(super) fn load(s: &Subscriber, names: &mut Names) -> redis::RedisResult<usiz
             break;
         }
     }
-    super::leases::load_view(&s.shared, &s.settings, &mut con)?;
-    if super::kv::load(&s.shared, &s.settings, &mut con)? > 0 {
+    super::leases::load_view(&s.shared, &s.settings, &mut con, reader)?;
+    if super::kv::load(&s.shared, &s.settings, &mut con, reader)? > 0 {
         s.shared.store.flush(); // in the store before the instance serves from it
     }
     let clocks = Clocks::now();
     let mut applied = 0;
     for key in keys {
         let entries: Vec<(String, String)> = redis::cmd("HGETALL").arg(&key).query(&mut con)?;
-        for (_, text) in entries {
-            applied += usize::from(apply(s, names, &text, clocks));
+        for (field, text) in entries {
+            let place = super::entry_place(&key, &field);
+            if let Some(body) = reader.entry(&place, &text) {
+                applied += usize::from(apply(s, names, body, clocks, (reader, &place)));
+            }
         }
     }
     Ok(applied)
@@ -135,19 +151,30 @@ fn refresh(s: &Subscriber, names: &mut Names) {
 }
 
 /// A connection taken or freed by a lease on any instance: this instance's view follows.
-fn lease_news(s: &Subscriber, text: &str) {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
-        return;
-    };
-    if let (Some(conn), Some(until)) = (v["conn"].as_str(), v["until"].as_u64()) {
-        s.shared.leases.set(conn, until);
+fn lease_news(s: &Subscriber, text: &str, reader: &Reader) {
+    let v = serde_json::from_str::<serde_json::Value>(text).unwrap_or_default();
+    match (v["conn"].as_str(), v["until"].as_u64()) {
+        (Some(conn), Some(until)) if super::leases::valid_label(conn) => {
+            s.shared.leases.set(conn, until);
+        }
+        _ => reader.invalid(&s.lease_channel),
     }
 }
 
 /// One fact from another instance onto this instance's bus; whether it applied.
-fn apply(s: &Subscriber, names: &mut Names, text: &str, clocks: Clocks) -> bool {
-    let Ok(msg) = serde_json::from_str::<Message>(text) else {
-        return false; // not ours (another version, another program): ignored
+fn apply(
+    s: &Subscriber,
+    names: &mut Names,
+    text: &str,
+    clocks: Clocks,
+    (reader, place): (&Reader, &str),
+) -> bool {
+    let msg = match serde_json::from_str::<Message>(text) {
+        Ok(msg) if msg.fact.valid() => msg,
+        _ => {
+            reader.invalid(place); // signed, yet not what a member of this version says
+            return false;
+        }
     };
     if msg.from == s.instance {
         return false;

@@ -74,6 +74,33 @@ pub enum Fact {
 }
 
 impl Fact {
+    /// Whether every name in it follows the rules local input does: a connection as
+    /// `provider/connection` with its key's fingerprint, a provider id, a model name a client
+    /// could have sent (no control, invisible or direction-changing character).
+    pub fn valid(&self) -> bool {
+        let conn_ok = |conn: &str, key: &str| {
+            crate::fleet::leases::valid_label(conn)
+                && key.len() == 12
+                && key.bytes().all(|b| b.is_ascii_hexdigit())
+        };
+        let model_ok = |m: &str| crate::dialect::facts::model_problem(m).is_none();
+        match self {
+            Fact::Conn { conn, key, .. } => conn_ok(conn, key),
+            Fact::Lock {
+                conn, key, model, ..
+            }
+            | Fact::LockDecay { conn, key, model } => conn_ok(conn, key) && model_ok(model),
+            Fact::LockClear { conn, key, model } => {
+                conn_ok(conn, key) && model.as_deref().is_none_or(model_ok)
+            }
+            Fact::BreakerFailure { provider, .. }
+            | Fact::BreakerSuccess { provider, .. }
+            | Fact::BreakerReset { provider }
+            | Fact::GateFailure { provider, .. }
+            | Fact::GateSuccess { provider } => crate::names::valid_id(provider),
+        }
+    }
+
     /// Where a state is kept in the fleet's hashes (facts that are not states are only sent).
     pub fn field(&self) -> Option<(&'static str, String)> {
         match self {

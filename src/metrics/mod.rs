@@ -45,6 +45,9 @@ pub struct FleetCounters {
     pub disconnects: AtomicU64,
     /// Facts learned while Redis was away, sent when it came back.
     pub republished: AtomicU64,
+    /// What was read from Redis and ignored, by `fleet::signed::Refused` (unsigned, bad
+    /// signature, stale, replayed, invalid).
+    pub refused: [AtomicU64; 5],
 }
 
 pub struct CoreMetrics {

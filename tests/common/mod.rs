@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 pub const T: Duration = Duration::from_secs(10);
 
 /// The admin token every test proxy is started with (unless the test sets its own).
-pub const ADMIN_TOKEN: &str = "test-admin-token";
-pub const ADMIN_AUTH: (&str, &str) = ("authorization", "Bearer test-admin-token");
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+pub const ADMIN_AUTH: (&str, &str) = ("authorization", "Bearer test-admin-token-0123456789");
+/// The fleet's shared secret in the tests' fleets (`[fleet] secret_env`).
+pub const FLEET_SECRET: &str = "test-fleet-secret-0123456789abcdef";
 
 /// The proxy under test: this build's binary, or `RINGSIDE_BIN` (e.g. the profile-guided
 /// release build: `RINGSIDE_BIN=target/release/ringside cargo test --test dataplane`).
 /// The environment every test proxy runs with: the simulator's keys and the admin token.
-pub fn proxy_env() -> [(&'static str, &'static str); 10] {
+pub fn proxy_env() -> [(&'static str, &'static str); 11] {
     [
         ("SIM_EXPIRES_PAST", "1000000000"),
         ("SIM_REFRESH_A", "sim-refresh-a"),
@@ -35,6 +37,7 @@ pub fn proxy_env() -> [(&'static str, &'static str); 10] {
         ("SIM_KEY_D", "sk-sim-d"),
         ("SIM_KEY_BAD", "sk-sim-bad"),
         ("RINGSIDE_TEST_ADMIN_TOKEN", ADMIN_TOKEN),
+        ("RINGSIDE_TEST_FLEET_SECRET", FLEET_SECRET),
     ]
 }
 

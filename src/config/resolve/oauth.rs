@@ -42,7 +42,7 @@ pub(super) fn refresh(
         }
         return None;
     };
-    let refresh = secret_env(p, &format!("{cat}.refresh_token_env"), name, env)?;
+    let refresh = p.secret_env(&format!("{cat}.refresh_token_env"), name, env)?;
     let url = cs.token_url.as_deref().unwrap_or(ANTHROPIC_TOKEN_URL);
     let token_url = match parse_base_url(url) {
         Ok(e) => e,
@@ -77,7 +77,7 @@ pub(super) fn refresh(
 
 /// The key that seals refreshed tokens, if `[store] token_key_env` names one.
 pub(super) fn token_key(p: &mut Problems, name: Option<&str>, env: EnvLookup) -> Option<Secret> {
-    let key = secret_env(p, "store.token_key_env", name?, env)?;
+    let key = p.secret_env("store.token_key_env", name?, env)?;
     if key.expose().len() < 16 {
         p.add(
             "store.token_key_env",
@@ -86,25 +86,4 @@ pub(super) fn token_key(p: &mut Problems, name: Option<&str>, env: EnvLookup) ->
         return None;
     }
     Some(key)
-}
-
-/// A secret from the environment: set, not empty, without control characters.
-fn secret_env(p: &mut Problems, at: &str, name: &str, env: EnvLookup) -> Option<Secret> {
-    match env(name).filter(|v| !v.is_empty()) {
-        Some(v) if v.bytes().any(|b| b < 0x20 || b == 0x7f) => {
-            p.add(
-                at.to_string(),
-                format!("environment variable {name} holds a control character (a line break?)"),
-            );
-            None
-        }
-        Some(v) => Some(Secret::new(v)),
-        None => {
-            p.add(
-                at.to_string(),
-                format!("environment variable {name} is not set"),
-            );
-            None
-        }
-    }
 }

@@ -168,27 +168,9 @@ fn connection(
     env: EnvLookup,
     (index, dialect, auth): (usize, Dialect, AuthKind),
 ) -> Connection {
-    let secret = match env(&cs.key_env).filter(|v| !v.is_empty()) {
-        // A control byte in a key would write lines of its own into the upstream head.
-        Some(v) if v.bytes().any(|b| b < 0x20 || b == 0x7f) => {
-            p.add(
-                format!("{cat}.key_env"),
-                format!(
-                    "environment variable {} holds a control character (a line break?)",
-                    cs.key_env
-                ),
-            );
-            Secret::new("")
-        }
-        Some(v) => Secret::new(v),
-        None => {
-            p.add(
-                format!("{cat}.key_env"),
-                format!("environment variable {} is not set", cs.key_env),
-            );
-            Secret::new("")
-        }
-    };
+    let secret = p
+        .secret_env(&format!("{cat}.key_env"), &cs.key_env, env)
+        .unwrap_or_else(|| Secret::new(""));
     if cs.weight == 0 || cs.weight > 1_000_000 {
         p.add(
             format!("{cat}.weight"),

@@ -203,16 +203,9 @@ pub(in crate::config) fn clients(
 /// `key_sha256`.
 fn key_digest(out: &mut Problems, at: &str, c: &ClientSection, env: EnvLookup) -> Option<[u8; 32]> {
     match (&c.key_env, &c.key_sha256) {
-        (Some(name), None) => match env(name).filter(|v| !v.is_empty()) {
-            Some(v) => Some(crate::clients::digest(v.trim().as_bytes())),
-            None => {
-                out.add(
-                    format!("{at}.key_env"),
-                    format!("environment variable {name} is not set"),
-                );
-                None
-            }
-        },
+        (Some(name), None) => out
+            .secret_env(&format!("{at}.key_env"), name, env)
+            .map(|v| crate::clients::digest(v.expose().trim().as_bytes())),
         (None, Some(hex)) => {
             let bytes: Option<Vec<u8>> = (hex.len() == 64)
                 .then(|| {

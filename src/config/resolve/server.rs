@@ -97,6 +97,10 @@ fn trusted_proxies(p: &mut Problems, list: &[String]) -> Vec<ipnet::IpNet> {
     out
 }
 
+/// The shortest admin token accepted: guessing one must not be a matter of a few thousand
+/// tries, however slow each is made.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 24;
+
 /// The admin port's token, and its exposure: a port other hosts can reach needs a token, or
 /// the operator's explicit consent to a read-only port open to the network.
 fn admin_access(
@@ -105,19 +109,22 @@ fn admin_access(
     env: EnvLookup,
     admin_listen: SocketAddr,
 ) -> Option<Secret> {
-    let admin_token = match &s.admin_token_env {
-        Some(name) => match env(name).filter(|v| !v.is_empty()) {
-            Some(v) => Some(Secret::new(v)),
-            None => {
-                p.add(
-                    "server.admin_token_env",
-                    format!("environment variable {name} is not set"),
-                );
-                None
-            }
-        },
-        None => None,
-    };
+    let admin_token = s
+        .admin_token_env
+        .as_ref()
+        .and_then(|name| p.secret_env("server.admin_token_env", name, env));
+    if let (Some(t), Some(name)) = (&admin_token, &s.admin_token_env) {
+        let n = t.expose().chars().count();
+        if n < MIN_ADMIN_TOKEN_CHARS {
+            p.add(
+                "server.admin_token_env",
+                format!(
+                    "the admin token in {} is {n} characters: at least {MIN_ADMIN_TOKEN_CHARS} are required (`openssl rand -hex 16` makes one of 32)",
+                    super::super::problems::shown_name(name)
+                ),
+            );
+        }
+    }
     if admin_token.is_none()
         && s.admin_token_env.is_none()
         && !admin_listen.ip().is_loopback()

@@ -12,6 +12,16 @@ fn model_names_with_control_bytes_or_of_any_length_are_refused() {
     assert!(model_problem("m\u{7f}").is_some());
     assert!(model_problem("m\u{85}").is_some());
     assert!(model_problem("m\tx").is_some());
+    // Names that would display as another: bidi overrides, zero-width characters, tags.
+    for spoof in [
+        "gpt-4o\u{202e}",
+        "gpt\u{200b}-4o",
+        "\u{2066}gpt-4o\u{2069}",
+        "gpt-4o\u{feff}",
+        "gpt\u{e0041}",
+    ] {
+        assert!(model_problem(spoof).is_some(), "{spoof:?}");
+    }
 }
 
 use super::*;
