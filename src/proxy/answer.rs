@@ -34,37 +34,6 @@ pub struct LastFailure {
     pub conn: usize,
 }
 
-/// Replace a credential wherever an upstream echoes it back (error bodies sometimes quote the
-/// key they refused).
-pub fn redact_secret(text: &[u8], secret: &[u8]) -> Bytes {
-    if secret.len() < 8 || memchr::memmem::find(text, secret).is_none() {
-        return Bytes::copy_from_slice(text);
-    }
-    let mut out = Vec::with_capacity(text.len());
-    let mut from = 0;
-    for at in memchr::memmem::find_iter(text, secret) {
-        if at < from {
-            continue;
-        }
-        out.extend_from_slice(&text[from..at]);
-        out.extend_from_slice(b"[REDACTED]");
-        from = at + secret.len();
-    }
-    out.extend_from_slice(&text[from..]);
-    Bytes::from(out)
-}
-
-fn redact(ctx: &Ctx<'_>, conn: usize, text: &[u8]) -> Bytes {
-    // An unknown connection has an empty secret: nothing is replaced.
-    let text = redact_secret(text, ctx.config().secret_of(conn));
-    // An OAuth connection's refreshed access token too (this core's copy).
-    let live = ctx.core.tokens.borrow().get(conn).and_then(|t| t.1.clone());
-    match live {
-        Some(token) => redact_secret(&text, token.as_bytes()),
-        None => text,
-    }
-}
-
 fn secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
@@ -77,7 +46,8 @@ async fn pass_through(
     resp: &Buffered,
     should_retry: bool,
 ) -> bool {
-    let body = redact(ctx, last.conn, &resp.body);
+    let secrets = super::redact::Secrets::of(ctx.core, ctx.config(), last.conn);
+    let body = secrets.redact(&resp.body);
     let mut extra: Vec<(&str, String)> = vec![("x-should-retry", should_retry.to_string())];
     if let Some(ms) = last.verdict.hint.map(|h| h.ms).or(last.verdict.cooldown_ms) {
         extra.push(("retry-after", secs(ms).to_string()));
@@ -85,7 +55,7 @@ async fn pass_through(
     let attempts = ctx.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
     let r = Relay {
-        secret: ctx.config().secret_of(last.conn),
+        secrets,
         dialect: ctx.dialect,
         request_id: &ctx.record.request_id,
         route: &route,
@@ -98,7 +68,7 @@ async fn pass_through(
         send_timeout_ms: super::forward::ms32(ctx.config().limits.client_send_timeout_ms),
         hard_deadline: None,
         stream: &crate::sse::StreamSettings::DEFAULT,
-        client_fd: Some(ctx.conn.fd),
+        client_fd: ctx.conn.fd,
         judging: &ctx.config().resilience,
     };
     ctx.record.status = resp.status;
@@ -438,27 +408,6 @@ mod tests {
         assert_eq!(
             final_stop(&budget, &[&no_tools], 10),
             Stop::NoExecutableTargets
-        );
-    }
-
-    #[test]
-    fn secrets_are_redacted() {
-        let out = super::redact_secret(
-            b"Incorrect API key provided: sk-live-123456789. x",
-            b"sk-live-123456789",
-        );
-        assert_eq!(&out[..], b"Incorrect API key provided: [REDACTED]. x");
-        assert_eq!(
-            &super::redact_secret(b"abc", b"sk-live-123456789")[..],
-            b"abc"
-        );
-        assert_eq!(
-            &super::redact_secret(b"sk-aaaaaaaasksk-aaaaaaaa", b"sk-aaaaaaaa")[..],
-            b"[REDACTED]sk[REDACTED]"
-        );
-        assert_eq!(
-            &super::redact_secret(b"aaaaaaaaaaaaaaaaaaa", b"aaaaaaaa")[..],
-            b"[REDACTED][REDACTED]aaa"
         );
     }
 }

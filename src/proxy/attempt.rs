@@ -420,7 +420,11 @@ fn error_answer(
         format!(
             "upstream {}: {}",
             head.status,
-            describe(&body, &head, aim.conn)
+            describe(
+                &body,
+                &head,
+                &super::redact::Secrets::of(core, ctx.config(), aim.conn.index)
+            )
         )
     };
     AttemptEnd::Failed(Failed {

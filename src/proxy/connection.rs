@@ -305,7 +305,9 @@ mod tests {
     /// was kept in 64-bit microseconds (a deadline may allow hours before it), 3,496 with the
     /// client watch's wait kept for the next request (`exchange::ClientConn`), 3,504 with the
     /// relay's pointer to what judging may read of the response head (`Relay::judging`),
-    /// 3,512 with the client's request head lent to the relay with its body (`forward::Request`).
+    /// 3,512 with the client's request head lent to the relay with its body (`forward::Request`);
+    /// 2026-12-04: 3,520 with an OAuth connection's refreshed token among the relay's secrets
+    /// (`redact::Secrets`), 3,512 again once the relay's client descriptor was a plain one.
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

@@ -87,7 +87,7 @@ pub(super) fn commit(
         let (res, sse) = {
             let cfg = ctx.config();
             let r = Relay {
-                secret: cfg.secret_of(ready.cand.connection),
+                secrets: super::redact::Secrets::of(ctx.core, cfg, ready.cand.connection),
                 dialect: ctx.dialect,
                 request_id: &ctx.record.request_id,
                 route: &entry.name,
@@ -100,7 +100,7 @@ pub(super) fn commit(
                 send_timeout_ms: ms32(cfg.limits.client_send_timeout_ms),
                 hard_deadline: ctx.exec_deadline,
                 stream: &cfg.stream,
-                client_fd: Some(ctx.conn.fd),
+                client_fd: ctx.conn.fd,
                 judging: &cfg.resilience,
             };
             let Upstream { up, head, .. } = &mut *ready;

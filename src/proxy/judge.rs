@@ -2,6 +2,7 @@
 //! event stream until its first useful event to catch an in-band error; then restate and
 //! classify. Nothing here has reached the client yet, so whatever it finds may be retried.
 
+use super::redact::Secrets;
 use super::watch::{ClientWatch, Raced};
 use crate::http::chunk::ChunkTracker;
 use crate::http::io::read_more;
@@ -340,17 +341,20 @@ pub(super) fn in_band(
     let (verdict, restated) = judge(s, &x, crate::clock::unix_ms());
     InBand {
         verdict,
-        detail: format!("in-band stream error: {}", clean(text, conn)),
+        detail: format!(
+            "in-band stream error: {}",
+            clean(text, &Secrets::of(ctx.core, ctx.config(), conn.index))
+        ),
         restated_from: restated.map(|r| r.from),
     }
 }
 
-/// The first line of an upstream error, short, with the connection's key redacted.
+/// The first line of an upstream error, short, with the connection's secrets redacted.
 /// What an error body says, for the record: a JSON error's first line; anything else (an HTML
 /// page from a load balancer, which may name internal hosts) only by its type and size.
-pub(super) fn describe(body: &[u8], head: &Head, conn: &crate::config::Connection) -> String {
+pub(super) fn describe(body: &[u8], head: &Head, secrets: &Secrets<'_>) -> String {
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{' | b'[') => clean(&String::from_utf8_lossy(body), conn),
+        Some(b'{' | b'[') => clean(&String::from_utf8_lossy(body), secrets),
         None => "an empty body".into(),
         Some(_) => {
             let kind = head
@@ -365,10 +369,9 @@ pub(super) fn describe(body: &[u8], head: &Head, conn: &crate::config::Connectio
 }
 
 /// Redacted before it is shortened: a key cut at the limit would no longer match in full.
-pub(super) fn clean(s: &str, conn: &crate::config::Connection) -> String {
+pub(super) fn clean(s: &str, secrets: &Secrets<'_>) -> String {
     let line = s.lines().next().unwrap_or("");
-    let red = super::answer::redact_secret(line.as_bytes(), conn.secret.expose().as_bytes());
-    String::from_utf8_lossy(&red).chars().take(300).collect()
+    secrets.redact_str(line).chars().take(300).collect()
 }
 
 #[cfg(test)]

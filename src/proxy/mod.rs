@@ -53,6 +53,7 @@ mod limit_reset;
 mod models;
 pub mod oauth;
 pub mod outbound;
+mod redact;
 mod relay_failure;
 pub mod request;
 mod respond;

@@ -86,6 +86,7 @@ pub struct Proxy {
 }
 
 pub mod apt;
+pub mod redis;
 pub mod tls_upstream;
 pub mod venv;
 

@@ -11,7 +11,7 @@ fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSetting
         route: "m",
         connection_label: Some("p/a"),
         attempts: "1",
-        secret: b"",
+        secrets: Default::default(),
         client_keep_alive: true,
         client_http11: true,
         coalesce: stream.coalesce_events,
@@ -19,7 +19,7 @@ fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSetting
         send_timeout_ms: 60_000,
         hard_deadline,
         stream,
-        client_fd: None,
+        client_fd: -1,
         judging: &JUDGING,
     }
 }
