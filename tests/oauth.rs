@@ -2,7 +2,8 @@
 //! simulator's token endpoint: an expired access token is refreshed once for many concurrent
 //! requests, which all go on to the same account; a restart keeps the refreshed token (sealed
 //! in the store, never in clear); a refresh token refused for good expires the connection with
-//! the reason; a token near its expiry is refreshed ahead, before any request meets a 401.
+//! the reason; a token near its expiry is refreshed ahead, before any request meets a 401; a
+//! refreshed token an upstream echoes is redacted like the configured key.
 
 mod common;
 use common::*;
@@ -14,6 +15,7 @@ both_drivers!(
     a_restart_keeps_the_refreshed_token,
     a_refused_refresh_token_expires_the_connection,
     a_token_near_its_expiry_is_refreshed_ahead,
+    a_refreshed_token_an_upstream_echoes_is_redacted,
 );
 
 const MESSAGE: &str =
@@ -184,4 +186,43 @@ fn a_token_near_its_expiry_is_refreshed_ahead(driver: &str) {
         0,
         "no request met the old token"
     );
+}
+
+fn a_refreshed_token_an_upstream_echoes_is_redacted(driver: &str) {
+    let mut opts = SimOptions::default();
+    opts.faults
+        .push(parse_fault_arg("key:sk-sim-a=expired-token").expect("fault"));
+    // The first token the endpoint grants, quoted back in a header and in the error's text.
+    opts.faults
+        .push(parse_fault_arg("key:sk-ant-oat01-sim-1=400;echo-key").expect("fault"));
+    let sim = start_sim(opts);
+    let cfg = oauth(sim.addr, "refresh_token_env = \"SIM_REFRESH_A\"", false);
+    let proxy = Proxy::start(driver, 1, "# access log to file", &cfg);
+    let r = proxy.post("/v1/messages", &[], MESSAGE);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        token_endpoint(&sim)["granted"],
+        1,
+        "the token was refreshed"
+    );
+    assert_eq!(r.header("x-echo-key"), Some("Bearer [REDACTED]"));
+    assert!(r.text().contains("[REDACTED]"), "{}", r.text());
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let record = proxy.decision(&id).to_string();
+    assert!(record.contains("[REDACTED]"), "{record}");
+    let mut log = String::new();
+    let give_up = Instant::now() + Duration::from_secs(5);
+    while !log.contains(&id) && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(50));
+        log = std::fs::read_to_string(proxy.dir.0.join("access.log")).unwrap_or_default();
+    }
+    assert!(log.contains(&id), "the access line was written");
+    for (what, text) in [
+        ("answer", r.text()),
+        ("head", format!("{:?}", r.headers)),
+        ("decision record", record),
+        ("access log", log),
+    ] {
+        assert!(!text.contains("sk-ant-oat01-sim"), "{what}: {text}");
+    }
 }

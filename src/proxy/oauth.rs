@@ -78,7 +78,7 @@ pub(super) async fn refresh(
             })
             .to_string();
             let reply = ask(core, oauth, body.as_bytes(), deadline).await;
-            let outcome = judge(reply);
+            let outcome = judge(reply, refresh_token.expose());
             lead.done = true;
             let result = match &outcome {
                 Ok(_) => Refreshed::Fresh,
@@ -148,7 +148,7 @@ async fn ask(
 
 /// New tokens, or how the refresh failed: a 400, 401 or 403 refuses the refresh token for
 /// good (OAuth's `invalid_grant`); anything else may pass.
-fn judge(reply: Option<(u16, serde_json::Value)>) -> Result<Fresh, (Refresh, String)> {
+fn judge(reply: Option<(u16, serde_json::Value)>, sent: &str) -> Result<Fresh, (Refresh, String)> {
     let Some((status, v)) = reply else {
         return Err((
             Refresh::Failed,
@@ -157,8 +157,14 @@ fn judge(reply: Option<(u16, serde_json::Value)>) -> Result<Fresh, (Refresh, Str
     };
     if matches!(status, 400 | 401 | 403) {
         let why = v["error"].as_str().unwrap_or("refused");
-        // The endpoint's own words are kept short and never carry a token back.
-        let why: String = why
+        // The endpoint's own words are kept short and never carry a token back: the refresh
+        // token it was sent is redacted before the words are cut.
+        let secrets = super::redact::Secrets {
+            key: sent.as_bytes(),
+            token: None,
+        };
+        let why: String = secrets
+            .redact_str(why)
             .chars()
             .filter(char::is_ascii_graphic)
             .take(64)
@@ -268,12 +274,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const SENT: &str = "sk-ant-ort01-the-refresh-token";
+
     #[test]
     fn the_token_endpoints_answers_are_judged() {
-        let ok = judge(Some((
-            200,
-            json!({"access_token": "at-1", "refresh_token": "rt-2", "expires_in": 60}),
-        )));
+        let ok = judge(
+            Some((
+                200,
+                json!({"access_token": "at-1", "refresh_token": "rt-2", "expires_in": 60}),
+            )),
+            SENT,
+        );
         let Ok(fresh) = ok else {
             panic!("a fresh token expected")
         };
@@ -282,15 +293,26 @@ mod tests {
             ("at-1", Some("rt-2"))
         );
         assert!(fresh.expires_at_ms > crate::clock::unix_ms() + 59_000);
-        let gone = judge(Some((400, json!({"error": "invalid_grant"}))));
+        let gone = judge(Some((400, json!({"error": "invalid_grant"}))), SENT);
         assert!(matches!(gone, Err((Refresh::Rejected, ref w)) if w.contains("invalid_grant")));
         assert!(matches!(
-            judge(Some((503, json!({})))),
+            judge(Some((503, json!({}))), SENT),
             Err((Refresh::Failed, _))
         ));
-        assert!(matches!(judge(None), Err((Refresh::Failed, _))));
+        assert!(matches!(judge(None, SENT), Err((Refresh::Failed, _))));
         // A token with a line break never reaches a header.
-        let bad = judge(Some((200, json!({"access_token": "at\r\nx-evil: 1"}))));
+        let bad = judge(
+            Some((200, json!({"access_token": "at\r\nx-evil: 1"}))),
+            SENT,
+        );
         assert!(matches!(bad, Err((Refresh::Failed, _))));
+        // Words that quote the refresh token it was sent keep none of it.
+        let quoted = judge(
+            Some((400, json!({"error": format!("unknown {SENT}")}))),
+            SENT,
+        );
+        assert!(
+            matches!(quoted, Err((Refresh::Rejected, ref w)) if w.contains("[REDACTED]") && !w.contains("ort01"))
+        );
     }
 }

@@ -157,7 +157,10 @@ async fn respond(
             | FaultKind::SseErrorAfter
     );
     let (status, bytes) = match fault.kind {
-        FaultKind::Status(code) => (code, status_answer(api, code, fault, keep)),
+        FaultKind::Status(code) => {
+            let echo = fault.echo_key.then_some(guard.key.as_str());
+            (code, status_answer(api, code, fault, keep, echo))
+        }
         FaultKind::ExpiredToken => {
             let b = body::error_body(api, 401, super::subscription::EXPIRED_TOKEN);
             (401, whole(401, "application/json", &[], &b, keep))
@@ -218,18 +221,24 @@ async fn respond(
 
 /// A status error in the API's own shape, with the fault's `Retry-After` and rate-limit
 /// headers.
-fn status_answer(api: Api, code: u16, fault: &Fault, keep: bool) -> Vec<u8> {
-    let msg = fault.message.clone().unwrap_or_else(|| {
+fn status_answer(api: Api, code: u16, fault: &Fault, keep: bool, echo: Option<&str>) -> Vec<u8> {
+    let mut msg = fault.message.clone().unwrap_or_else(|| {
         if fault.tokens_per_minute {
             TPM_MESSAGE.to_string()
         } else {
             body::default_message(code).to_string()
         }
     });
+    if let Some(key) = echo {
+        msg.push_str(&format!(" (credential: {key})"));
+    }
     let b = body::error_body(api, code, &msg);
     let mut w = HeadWriter::new(code);
     w.header("content-type", "application/json")
         .header_u64("content-length", b.len() as u64);
+    if let Some(key) = echo {
+        w.header("x-echo-key", &format!("Bearer {key}"));
+    }
     if let Some(ra) = &fault.retry_after {
         w.header("retry-after", ra);
     }

@@ -68,6 +68,9 @@ pub struct Fault {
     pub error_type: Option<String>,
     /// The scripted usage wall (`usage-wall`).
     pub wall: Option<Box<super::subscription::WallSpec>>,
+    /// A status error that quotes the credential it was sent, in its message and in an
+    /// `x-echo-key` header (`echo-key`): what a careless relay does.
+    pub echo_key: bool,
 }
 
 impl Fault {
@@ -111,6 +114,7 @@ impl Fault {
             message: None,
             error_type: None,
             wall: (kind == FaultKind::UsageWall).then(Default::default),
+            echo_key: false,
         };
         for p in parts {
             if p.is_empty() {
@@ -131,6 +135,7 @@ impl Fault {
                 "retry-after-ms" | "retry_after_ms" => f.retry_after_ms = Some(num()?),
                 "ratelimit-headers" | "ratelimit_headers" => f.ratelimit_headers = true,
                 "provider-head" | "provider_head" => f.provider_head = true,
+                "echo-key" | "echo_key" => f.echo_key = true,
                 "tokens-per-minute" | "tpm" => f.tokens_per_minute = true,
                 "after" => f.after = num()? as u32,
                 "latency" | "latency-ms" => f.latency_ms = num()?,
