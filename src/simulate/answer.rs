@@ -237,7 +237,7 @@ fn status_answer(api: Api, code: u16, fault: &Fault, keep: bool, echo: Option<&s
     w.header("content-type", "application/json")
         .header_u64("content-length", b.len() as u64);
     if let Some(key) = echo {
-        w.header("x-echo-key", &format!("Bearer {key}"));
+        w.header("x-echo-key", format!("Bearer {key}"));
     }
     if let Some(ra) = &fault.retry_after {
         w.header("retry-after", ra);
