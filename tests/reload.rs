@@ -3,7 +3,9 @@
 //! it; new connections and routes serve at once; an invalid file leaves the running config
 //! serving and is reported; a removed connection goes; a new key starts clean; settings that
 //! need a restart are said;
-//! `ringside reload` and SIGHUP do what `POST /admin/reload` does.
+//! `ringside reload` and SIGHUP do what `POST /admin/reload` does; a reload that would leave
+//! the running admin port open to the network without a token is refused, and a refused
+//! reload never writes the file's text (a pasted key) into its answer or the log.
 
 mod common;
 use common::*;
@@ -17,6 +19,7 @@ both_drivers!(
     a_reload_under_load_keeps_state_and_drops_nothing,
     an_invalid_file_changes_nothing_and_a_removed_connection_goes,
     a_removed_connection_s_lease_ends_with_a_reason,
+    a_reload_cannot_leave_the_running_admin_port_open,
 );
 
 fn sim(events: u32) -> ringside::simulate::Simulator {
@@ -345,5 +348,55 @@ fn a_removed_connection_s_lease_ends_with_a_reason(driver: &str) {
         }
         assert!(Instant::now() < until, "the lease did not end: {l}");
         std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
+fn a_reload_cannot_leave_the_running_admin_port_open(driver: &str) {
+    let sim = sim(2);
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "# admin on every address\n# access log to file",
+        &priority_keys(sim.addr, &["a", "b"], ""),
+    );
+    let path = config_path(&proxy);
+    let good = std::fs::read_to_string(&path).expect("config");
+    // The file moves the admin port to loopback and drops its token; the port keeps running
+    // on every address until a restart, so the reload is refused.
+    let open = good
+        .replace("admin_listen = \"0.0.0.0:", "admin_listen = \"127.0.0.1:")
+        .replace("admin_token_env = \"RINGSIDE_TEST_ADMIN_TOKEN\"\n", "");
+    assert_ne!(open, good);
+    std::fs::write(&path, &open).expect("write");
+    let r = proxy.admin_with("POST", "/admin/reload", "");
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("admin_token_env"), "{}", r.text());
+    let anonymous =
+        ringside::demo::client::request(proxy.admin, "GET", "/admin/connections", &[], b"", T)
+            .expect("admin");
+    assert_eq!(anonymous.status, 401, "the token still holds");
+    // A key pasted where a variable's name belongs, quoted and not: never in the answer or
+    // the log.
+    const PASTED: &str = "sk-proj-pasted0123456789abcdefXYZ";
+    for line in [
+        format!("key_env = \"{PASTED}\""),
+        format!("key_env = {PASTED}"),
+    ] {
+        let broken = good.replacen("key_env = \"SIM_KEY_A\"", &line, 1);
+        assert_ne!(broken, good);
+        std::fs::write(&path, &broken).expect("write");
+        let r = proxy.admin_with("POST", "/admin/reload", "");
+        assert_eq!(r.status, 422, "{}", r.text());
+        assert!(!r.text().contains("pasted0123"), "{}", r.text());
+        let (_, cfg) = proxy.admin("GET", "/admin/config");
+        assert!(!cfg.to_string().contains("pasted0123"), "{cfg}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for entry in std::fs::read_dir(&proxy.dir.0).expect("dir").flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".log") {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            assert!(!text.contains("pasted0123"), "{name}: {text}");
+        }
     }
 }

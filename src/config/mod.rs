@@ -47,6 +47,29 @@ pub struct Problem {
     pub message: String,
 }
 
+impl Problem {
+    /// What the problem says without the file's own text: where it is, and the message's
+    /// first line with every quoted value left out. A reload's problems go to the log and the
+    /// admin API, which others may read, and the offending line may hold a secret pasted
+    /// where it does not belong; `ringside check` shows the line to whoever runs it.
+    pub fn without_source(&self) -> String {
+        let first = self.message.lines().next().unwrap_or("");
+        let mut out = String::with_capacity(first.len());
+        let mut quoted = false;
+        for c in first.chars() {
+            if c == '"' {
+                if !quoted {
+                    out.push_str("\"…");
+                }
+                quoted = !quoted;
+            } else if !quoted {
+                out.push(c);
+            }
+        }
+        format!("{}: {out}", self.at)
+    }
+}
+
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.at, self.message)
@@ -194,6 +217,19 @@ pub struct ServerSettings {
     pub pin_workers: bool,
     /// Peers whose `X-Forwarded-For` names the client (the access log's `forwarded_for`).
     pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+impl ServerSettings {
+    /// Why this admin port would be exposed (reachable from other hosts, no token, no
+    /// consent), if it would: the rule `check` and the start apply, and a reload too, on
+    /// the address that keeps running.
+    pub fn admin_exposure_problem(&self) -> Option<String> {
+        resolve::exposure_problem(
+            self.admin_listen,
+            self.admin_token.is_some(),
+            self.admin_unauthenticated_ok,
+        )
+    }
 }
 
 /// A route as the config declares it, its strategy parsed.

@@ -175,8 +175,14 @@ fn prepare(shared: &Shared, old: &Arc<Gen>) -> Result<(Arc<Gen>, Vec<&'static st
         return Err(vec!["draining: a reload would not serve anything".into()]);
     }
     let mut config = crate::config::load_file(&path, &crate::config::real_env)
-        .map_err(|ps| ps.iter().map(Problem::to_string).collect::<Vec<_>>())?;
+        .map_err(|ps| ps.iter().map(Problem::without_source).collect::<Vec<_>>())?;
     let needs_restart = keep_restart_only(&old.config, &mut config);
+    // Judged on what will run: the admin port keeps the address it started with.
+    if let Some(why) = config.server.admin_exposure_problem() {
+        return Err(vec![format!(
+            "server.admin_token_env: {why} (the admin address changes only at a restart)"
+        )]);
+    }
     let number = old.number + 1;
     let mut slots = lock(&shared.slots);
     let oldest = shared.reloads.oldest_live(old.number);

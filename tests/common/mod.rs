@@ -428,8 +428,14 @@ fn config_text(
     } else {
         "shutdown_grace_ms = 5000\n"
     };
+    // `# admin on every address`: the admin port listens on 0.0.0.0 (still reached on loopback).
+    let admin_ip = if extra_server.contains("# admin on every address") {
+        "0.0.0.0"
+    } else {
+        "127.0.0.1"
+    };
     format!(
-        "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"127.0.0.1:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\n{grace}{delay}{token}{extra_server}\n{body}",
+        "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"{admin_ip}:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\n{grace}{delay}{token}{extra_server}\n{body}",
         data.display()
     )
 }

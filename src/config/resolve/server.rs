@@ -125,17 +125,10 @@ fn admin_access(
             );
         }
     }
-    if admin_token.is_none()
-        && s.admin_token_env.is_none()
-        && !admin_listen.ip().is_loopback()
-        && !s.admin_unauthenticated_ok
+    if s.admin_token_env.is_none()
+        && let Some(why) = exposure_problem(admin_listen, false, s.admin_unauthenticated_ok)
     {
-        p.add(
-            "server.admin_listen",
-            format!(
-                "{admin_listen} is reachable from other hosts and the admin API has no token: set server.admin_token_env, listen on a loopback address, or set server.admin_unauthenticated_ok = true to accept a read-only admin port open to the network"
-            ),
-        );
+        p.add("server.admin_listen", why);
     }
     for h in &s.admin_hosts {
         if h.is_empty()
@@ -147,6 +140,20 @@ fn admin_access(
         }
     }
     admin_token
+}
+
+/// Why an admin port at `listen` would be exposed: reachable from other hosts without a
+/// token, and without the operator's consent to a read-only port open to the network.
+pub(in crate::config) fn exposure_problem(
+    listen: SocketAddr,
+    has_token: bool,
+    consented: bool,
+) -> Option<String> {
+    (!has_token && !listen.ip().is_loopback() && !consented).then(|| {
+        format!(
+            "{listen} is reachable from other hosts and the admin API has no token: set server.admin_token_env, listen on a loopback address, or set server.admin_unauthenticated_ok = true to accept a read-only admin port open to the network"
+        )
+    })
 }
 
 fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
