@@ -50,7 +50,9 @@ fn the_command_line_says_its_version_and_refuses_misuse_without_serving() {
     }
     // Nothing was started by any of them.
     assert!(std::net::TcpStream::connect(addr(p)).is_err());
-    for sub in ["serve", "check", "simulate", "drain", "reload", "demo"] {
+    for sub in [
+        "serve", "check", "simulate", "drain", "reload", "status", "demo",
+    ] {
         let out = ringside(&[sub, "--help"], &dir.0);
         assert!(out.status.success(), "{sub} --help");
     }

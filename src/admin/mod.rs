@@ -4,6 +4,7 @@
 
 pub mod access;
 mod config_view;
+pub mod control;
 mod endpoints;
 pub mod flow;
 mod history;

@@ -1,81 +1,51 @@
-//! Subcommands that ask a running server through its admin port: `ringside drain` and
-//! `ringside reload`. The admin
-//! address and token come from the same config file the server runs with.
+//! `ringside reload`, `ringside drain` and `ringside status`: commands to a running server on
+//! its local control socket (`admin::control`, `<data_dir>/control.sock`). The config file is
+//! read only for its `data_dir`: no admin token and no provider key is needed, and nothing is
+//! sent over the network.
 
-use crate::config::{load_file, real_env};
-use std::io::{Read, Write};
-use std::time::Duration;
+use crate::admin::control::{Command, ask, socket_path};
+use crate::config::{data_dir_of, real_env};
 
-/// `POST /admin/drain`.
-pub(super) fn drain(config: &str) -> Result<(), String> {
-    let (status, body) = call(config, "POST", "/admin/drain")?;
-    if status == 202 {
-        println!("draining: {}", body.trim());
+/// Where the server's socket is: `--socket`, else the config's `data_dir`.
+fn socket(config: &str, socket: Option<&str>) -> Result<std::path::PathBuf, String> {
+    match socket {
+        Some(s) => Ok(s.into()),
+        None => Ok(socket_path(&data_dir_of(config, &real_env)?)),
+    }
+}
+
+/// Ask for a drain.
+pub(super) fn drain(config: &str, sock: Option<&str>) -> Result<(), String> {
+    let answer = ask(&socket(config, sock)?, Command::Drain)?;
+    if answer["draining"] == true {
+        println!("draining: {answer}");
         Ok(())
     } else {
-        Err(format!(
-            "the server refused the drain ({status}): {}",
-            body.trim()
-        ))
+        Err(format!("the server refused the drain: {answer}"))
     }
 }
 
-/// `POST /admin/reload`: print the outcome; problems make it fail.
-pub(super) fn reload(config: &str) -> Result<(), String> {
-    let (status, body) = call(config, "POST", "/admin/reload")?;
-    match status {
-        200 => {
-            println!("{}", body.trim());
+/// Ask for a reload: print the outcome; problems make it fail.
+pub(super) fn reload(config: &str, sock: Option<&str>) -> Result<(), String> {
+    let answer = ask(&socket(config, sock)?, Command::Reload)?;
+    match answer["status"].as_str() {
+        Some("applied") => {
+            println!("{answer}");
             Ok(())
         }
-        422 => Err(format!(
-            "the reload was rejected; the running config is unchanged:\n{}",
-            body.trim()
+        Some("rejected") => Err(format!(
+            "the reload was rejected; the running config is unchanged:\n{answer}"
         )),
-        _ => Err(format!(
-            "the server refused the reload ({status}): {}",
-            body.trim()
-        )),
+        _ => Err(format!("the server refused the reload: {answer}")),
     }
 }
 
-/// One admin request on a fresh connection: (status, body).
-fn call(config: &str, method: &str, path: &str) -> Result<(u16, String), String> {
-    let cfg = load_file(config, &real_env).map_err(|ps| {
-        let lines: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
-        format!("{config}: {}", lines.join("; "))
-    })?;
-    let mut addr = cfg.server.admin_listen;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+/// Print what the server says of itself.
+pub(super) fn status(config: &str, sock: Option<&str>) -> Result<(), String> {
+    let answer = ask(&socket(config, sock)?, Command::Status)?;
+    if answer.get("error").is_some() {
+        return Err(format!("the server refused: {answer}"));
     }
-    // A reload waits for every core to install the new config (a few ticks).
-    let timeout = Duration::from_secs(15);
-    let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| format!("admin port {addr} does not answer: {e}"))?;
-    let _ = s.set_read_timeout(Some(timeout));
-    let auth = cfg
-        .server
-        .admin_token
-        .as_ref()
-        .map(|t| format!("authorization: Bearer {}\r\n", t.expose()))
-        .unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}content-length: 0\r\nconnection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes())
-        .map_err(|e| format!("admin port {addr}: {e}"))?;
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out);
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("admin port {addr} gave no HTTP answer"))?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    Ok((status, body))
+    println!("{answer}");
+    Ok(())
 }

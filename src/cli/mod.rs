@@ -1,4 +1,4 @@
-//! The command line (clap): `serve`, `check`, `demo`, `simulate`, `drain`, `reload`. Misuse (an unknown
+//! The command line (clap): `serve`, `check`, `demo`, `simulate`, `drain`, `reload`, `status`. Misuse (an unknown
 //! flag or subcommand) is refused with exit 2 and nothing started; `ringside` alone serves.
 
 mod admin_call;
@@ -40,19 +40,35 @@ enum Command {
     /// Run the fault-injecting upstream simulator.
     Simulate(simulate::SimArgs),
     /// Ask a running server to drain: /readyz answers 503, then in-flight requests finish.
-    #[command(
-        after_help = "Environment: RINGSIDE_ADMIN_TOKEN holds the admin token when the server has one.\n\nExample:\n  ringside drain --config /etc/ringside/ringside.toml"
-    )]
-    Drain(ConfigArg),
+    #[command(after_help = CONTROL_HELP)]
+    Drain(ControlArgs),
     /// Ask a running server to reload its config file (as SIGHUP does) and print what changed.
-    #[command(
-        after_help = "Requests in flight finish on the config they started with; cooldowns, breakers, queues and leases stay with every connection whose provider, id and key are unchanged. An invalid file changes nothing: its problems are printed and the exit status is 1.\n\nEnvironment: RINGSIDE_ADMIN_TOKEN holds the admin token when the server has one.\n\nExample:\n  ringside reload --config /etc/ringside/ringside.toml"
-    )]
-    Reload(ConfigArg),
+    #[command(after_help = format!("Requests in flight finish on the config they started with; cooldowns, breakers, queues and leases stay with every connection whose provider, id and key are unchanged. An invalid file changes nothing: its problems are printed and the exit status is 1.\n\n{CONTROL_HELP}"))]
+    Reload(ControlArgs),
+    /// Print what a running server says of itself (version, generation, draining).
+    #[command(after_help = CONTROL_HELP)]
+    Status(ControlArgs),
     /// Rehearse failover: run your config against the simulator through the 429 runbook's
     /// scenarios and hold each against its budget (exit 1 when one fails).
     #[command(after_help = drill::AFTER_HELP)]
     Drill(drill::DrillArgs),
+}
+
+/// How the control commands reach the server.
+const CONTROL_HELP: &str = "The command goes to the server's control socket, <data_dir>/control.sock (data_dir from --config, or RINGSIDE_DATA_DIR; --socket names the socket itself). Only the server's own user (or root) may use it: no admin token or provider key is needed.
+
+Example:
+  sudo -u ringside ringside reload --config /etc/ringside/ringside.toml";
+
+/// A control command's arguments: the server's config file (for its data directory), or its
+/// socket.
+#[derive(Args)]
+struct ControlArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// The control socket (default: control.sock in the config's data_dir).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<String>,
 }
 
 /// The config file when neither `--config` nor `RINGSIDE_CONFIG` names one.
@@ -101,8 +117,15 @@ pub fn main(args: Vec<String>) -> i32 {
         Command::Check(a) => check::run(&a.config).map(Exit::from),
         Command::Demo => crate::demo::run().map(Exit::from),
         Command::Simulate(a) => simulate::run(a).map(Exit::from),
-        Command::Drain(a) => admin_call::drain(&a.config).map(Exit::from),
-        Command::Reload(a) => admin_call::reload(&a.config).map(Exit::from),
+        Command::Drain(a) => {
+            admin_call::drain(&a.config.config, a.socket.as_deref()).map(Exit::from)
+        }
+        Command::Reload(a) => {
+            admin_call::reload(&a.config.config, a.socket.as_deref()).map(Exit::from)
+        }
+        Command::Status(a) => {
+            admin_call::status(&a.config.config, a.socket.as_deref()).map(Exit::from)
+        }
         Command::Drill(a) => drill::run(a),
     };
     match result {

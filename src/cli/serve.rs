@@ -47,8 +47,12 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
     }
     let admin_note = admin_access_note(&cfg);
     let grace = cfg.server.shutdown_grace;
+    let data_dir = cfg.server.data_dir.clone();
     let delay = cfg.server.drain_delay;
     let server = crate::server::start(cfg, log)?;
+    server.shared.reloads.set_path(path);
+    // `ringside reload`, `drain` and `status` ask here; removed when this returns.
+    let _control = crate::admin::control::start(server.shared.clone(), &data_dir)?;
     if let Some((level, msg)) = admin_note {
         crate::log::event(level, msg, serde_json::json!({"admin": admin.to_string()}));
     }
@@ -68,7 +72,6 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
     );
     crate::notify::notify(&format!("READY=1\nSTATUS=serving on {listen}"));
     let shared = server.shared.clone();
-    shared.reloads.set_path(path);
     let interactive = serve_until_drain(&shared, &signals);
     let delay = if interactive { Duration::ZERO } else { delay };
     drain(&shared, &signals, delay, grace, path);

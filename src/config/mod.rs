@@ -327,6 +327,21 @@ pub fn load_file(path: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
     load_str(&text, path, env)
 }
 
+/// The data directory a config file names (`RINGSIDE_DATA_DIR` wins), read without resolving
+/// the rest: the control commands need nothing else from the file, and none of its variables.
+pub fn data_dir_of(path: &str, env: EnvLookup) -> Result<String, String> {
+    if let Some(dir) = env("RINGSIDE_DATA_DIR") {
+        return Ok(dir);
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read config file {path}: {e}"))?;
+    let file: FileConfig = parse::file_config(&text, path).map_err(|ps| {
+        let lines: Vec<String> = ps.iter().map(Problem::to_string).collect();
+        lines.join("; ")
+    })?;
+    Ok(file.server.data_dir)
+}
+
 /// Parse and validate config text. `origin` names the file in messages.
 pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
     let mut file: FileConfig = parse::file_config(text, origin)?;

@@ -25,6 +25,8 @@ pub use changes::Changes;
 pub enum Cause {
     Signal,
     Admin,
+    /// `ringside reload` on the local control socket (`admin::control`).
+    Control,
 }
 
 /// How a reload ended.
