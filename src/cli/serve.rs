@@ -56,14 +56,7 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
     if let Some((level, msg)) = admin_note {
         crate::log::event(level, msg, serde_json::json!({"admin": admin.to_string()}));
     }
-    for (id, scopes) in crate::clients::managed::minted_without_authentication(server.shared.store)
-    {
-        crate::log::event(
-            "warn",
-            "managed client key created before admin changes required authentication: review it, revoke it if you did not create it (DELETE /admin/clients/{id})",
-            serde_json::json!({"client": id, "scopes": scopes}),
-        );
-    }
+    warn_unauthenticated_keys(server.shared.store);
     crate::log::event(
         "info",
         "ringside started",
@@ -103,6 +96,17 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
     }
     crate::log::event("info", "ringside stopped", serde_json::json!({}));
     Ok(Exit::Ok)
+}
+
+/// Managed client keys minted before admin changes needed authentication: one warning each.
+fn warn_unauthenticated_keys(store: &crate::store::Store) {
+    for (id, scopes) in crate::clients::managed::minted_without_authentication(store) {
+        crate::log::event(
+            "warn",
+            "managed client key created before admin changes required authentication: review it, revoke it if you did not create it (DELETE /admin/clients/{id})",
+            serde_json::json!({"client": id, "scopes": scopes}),
+        );
+    }
 }
 
 /// Serve until SIGTERM, SIGINT or `POST /admin/drain`; SIGHUP reloads the config meanwhile.
