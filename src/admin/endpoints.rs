@@ -112,11 +112,7 @@ fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
         "# HELP ringside_admin_auth_failures_total Admin requests refused for a missing or wrong credential.\n# TYPE ringside_admin_auth_failures_total counter\nringside_admin_auth_failures_total {}\n",
         access::AUTH_FAILURES.load(Ordering::Relaxed)
     ));
-    text.push_str(&format!(
-        "# HELP ringside_connections_refused_total Client connections closed at accept: server.max_connections or max_unauthenticated_per_address reached.\n# TYPE ringside_connections_refused_total counter\nringside_connections_refused_total {}\n# HELP ringside_client_connections_limit server.max_connections.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {}\n",
-        crate::state::conn_caps::REFUSED.load(Ordering::Relaxed),
-        shared.current().config.server.max_connections
-    ));
+    connection_caps_metrics(&mut text, shared);
     text.push_str(&format!(
         "# HELP ringside_local_resource_exhaustions_total Sockets that could not be made or accepted for want of a file descriptor, local port or socket buffer on this host (no key or provider is blamed).\n# TYPE ringside_local_resource_exhaustions_total counter\nringside_local_resource_exhaustions_total {}\n",
         crate::fd_limit::exhaustions()
@@ -194,6 +190,28 @@ fn reload_metrics(out: &mut String, shared: &Shared, generation: u64) {
          ringside_config_reloads_total{{result=\"applied\"}} {}\nringside_config_reloads_total{{result=\"rejected\"}} {}\n",
         r.applied.load(Ordering::Relaxed),
         r.rejected.load(Ordering::Relaxed),
+    );
+}
+
+/// The data port's connection caps, and the connections each refused at accept.
+fn connection_caps_metrics(out: &mut String, shared: &Shared) {
+    use crate::state::conn_caps::{REFUSED, Refused};
+    use std::fmt::Write;
+    out.push_str("# HELP ringside_connections_refused_total Client connections closed at accept, by the setting that refused them (server.max_connections, max_connections_per_address, max_unauthenticated_per_address).\n# TYPE ringside_connections_refused_total counter\n");
+    for why in Refused::ALL {
+        let _ = writeln!(
+            out,
+            "ringside_connections_refused_total{{reason=\"{}\"}} {}",
+            why.as_str(),
+            REFUSED.by_reason[why as usize].load(Ordering::Relaxed)
+        );
+    }
+    let server = &shared.current().config.server;
+    let _ = write!(
+        out,
+        "# HELP ringside_client_connections_limit server.max_connections.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {}\n\
+         # HELP ringside_client_connections_per_address_limit server.max_connections_per_address (trusted proxies are exempt).\n# TYPE ringside_client_connections_per_address_limit gauge\nringside_client_connections_per_address_limit {}\n",
+        server.max_connections, server.max_connections_per_address
     );
 }
 

@@ -66,6 +66,7 @@ pub fn start(
                 let mut accept = Box::pin(listener.accept());
                 let mut ticks = 0u64;
                 let mut shortage = shortage::ShortageLog::default();
+                let mut refused = shortage::RefusedLog::default();
                 admin.borrow_mut().history.sample(&shared);
                 loop {
                     monoio::select! {
@@ -92,6 +93,7 @@ pub fn start(
                             admin.borrow_mut().sync();
                             ticks += 1;
                             shortage.tick(ticks);
+                            refused.tick(ticks);
                             if ticks.is_multiple_of(history::EVERY_MS / 100) {
                                 admin.borrow_mut().history.sample(&shared);
                             }

@@ -12,7 +12,7 @@ mod resolve;
 pub mod schema;
 mod schema_resilience;
 mod strategy;
-pub use resolve::{available_cores, default_max_connections};
+pub use resolve::{available_cores, default_address_share, default_max_connections};
 
 pub use schema::FileConfig;
 pub use strategy::Strategy;
@@ -210,6 +210,11 @@ pub struct ServerSettings {
     pub max_connections: usize,
     /// Not-yet-authenticated connections per client address.
     pub max_unauthenticated_per_address: usize,
+    /// Connections one client address may hold (trusted proxies are exempt).
+    pub max_connections_per_address: usize,
+    /// Host names the open data port answers to besides IP literals and local names
+    /// (lower case; `*.x` covers x's subdomains).
+    pub hosts: Vec<String>,
     pub shutdown_grace: Duration,
     /// Accepting on after a drain starts, with `/readyz` at 503.
     pub drain_delay: Duration,

@@ -225,6 +225,13 @@ pub struct ServerSection {
     pub max_connections: usize,
     /// Connections from one client address that have not yet presented a valid key.
     pub max_unauthenticated_per_address: usize,
+    /// Connections one client address may hold (0: all but a sixteenth of `max_connections`,
+    /// so that one host cannot lock out the others); `trusted_proxies` are exempt.
+    pub max_connections_per_address: usize,
+    /// Host names the data port answers to without client keys, besides IP literals and local
+    /// names (`localhost`, names without a dot, `.local`, `.internal`, ...): a `Host` naming
+    /// anything else gets 421 (DNS rebinding). `*.example.com` covers its subdomains.
+    pub hosts: Vec<String>,
     /// How long in-flight requests and streams may run on after the listeners close.
     pub shutdown_grace_ms: u64,
     /// How long the data port keeps accepting after a drain starts (with `/readyz` at 503), so
@@ -252,6 +259,8 @@ impl Default for ServerSection {
             admin_hosts: Vec::new(),
             max_connections: 0,
             max_unauthenticated_per_address: 256,
+            max_connections_per_address: 0,
+            hosts: Vec::new(),
             // LLM streams run for minutes: the grace is sized to let them finish.
             shutdown_grace_ms: 120_000,
             drain_delay_ms: 5_000,

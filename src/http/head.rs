@@ -378,6 +378,11 @@ pub fn parse_request(buf: &[u8], limits: HeadLimits) -> Result<Option<(Head, usi
     if len > limits.max_head_bytes {
         return Err(HeadError::TooLarge);
     }
+    if req.path.is_some_and(|p| !valid_target(p.as_bytes())) {
+        return Err(HeadError::Malformed(
+            "the request target holds a character a URL may not carry (such as < > \" { } | \\ ^ `): percent-encode it",
+        ));
+    }
     let version_minor = req.version.unwrap_or(1);
     let method = req.method.map_or(Span::EMPTY, |m| span(buf, m.as_bytes()));
     let target = req.path.map_or(Span::EMPTY, |p| span(buf, p.as_bytes()));
@@ -460,6 +465,40 @@ pub fn parse_response(
     };
     head.keep_alive = keep_alive(&head) && head.framing != Framing::Close;
     Ok(Some((head, len)))
+}
+
+/// Whether every byte of a request target is one a URI may carry (RFC 3986: unreserved,
+/// sub-delims, `:`, `@`, `/`, `?`, `%`; and `[ ]`, which clients send in queries). httparse lets `< > " { } | \\ ^` and backtick
+/// through; passed upstream raw, they reach a provider's URL parser and logs as the client
+/// wrote them.
+fn valid_target(target: &[u8]) -> bool {
+    target.iter().all(|&b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'@'
+                    | b'/'
+                    | b'?'
+                    | b'%'
+                    | b'['
+                    | b']'
+            )
+    })
 }
 
 fn httparse_reason(e: httparse::Error) -> &'static str {

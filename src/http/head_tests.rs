@@ -302,3 +302,21 @@ fn a_head_keeps_only_the_lines_asked_for() {
     );
     assert_eq!(head.get_str("x-ratelimit-reset"), Some("5"));
 }
+
+#[test]
+fn a_target_with_characters_a_url_may_not_carry_is_refused() {
+    for bad in ["<", ">", "\"", "{", "}", "|", "\\", "^", "`"] {
+        let raw = format!("GET /v1/models?q=a{bad}b HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(
+            matches!(req(&raw), Err(HeadError::Malformed(m)) if m.contains("request target")),
+            "{bad}"
+        );
+    }
+    for ok in [
+        "/v1/models?api-version=2024-10-21",
+        "/v1/x?a%3Cb=1&c[]=2&d=(e)*f~g!h$i'j;k:l@m",
+    ] {
+        let raw = format!("GET {ok} HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(matches!(req(&raw), Ok(Some(_))), "{ok}");
+    }
+}

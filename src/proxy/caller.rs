@@ -73,3 +73,122 @@ pub(super) fn cross_origin_form(head: &Head) -> Option<ApiError> {
         .should_retry(false)
     })
 }
+
+/// DNS rebinding: a page on the attacker's name, re-pointed at this host, would reach an open
+/// data port (no client keys) as same-origin and spend the operator's provider keys. Such a
+/// request names the attacker's domain in `Host`. Without client keys, a `Host` must be an IP
+/// literal, a local name (`localhost`, a name without a dot as containers and Kubernetes give,
+/// or one under a suffix no public DNS serves: `.localhost`, `.local`, `.internal`, `.lan`,
+/// `.home.arpa`, `.localdomain`, `.svc`), or a name in `server.hosts`; else 421.
+pub(super) fn foreign_host(head: &Head, hosts: &[String]) -> Option<ApiError> {
+    let host = head.get_str("host")?;
+    if local_host(host) || listed(host, hosts) {
+        return None;
+    }
+    Some(
+        ApiError::new(
+            421,
+            "misdirected_host",
+            "the Host header names neither this server's address nor a local name: list the name in server.hosts to serve it without client keys",
+        )
+        .should_retry(false),
+    )
+}
+
+/// The name in a `Host` value, without its port.
+fn host_name(host: &str) -> &str {
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// An IP literal or a name no public DNS resolves.
+pub(super) fn local_host(host: &str) -> bool {
+    let name = host_name(host).trim_end_matches('.');
+    if name.is_empty() {
+        return false;
+    }
+    // IP literals first (the common case): digits and dots, or an IPv6 literal.
+    if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') || name.contains(':') {
+        return name.parse::<std::net::IpAddr>().is_ok();
+    }
+    if !name.contains('.') {
+        return true; // localhost, a container's or a Kubernetes service's short name
+    }
+    const LOCAL: [&str; 7] = [
+        ".localhost",
+        ".local",
+        ".internal",
+        ".lan",
+        ".home.arpa",
+        ".localdomain",
+        ".svc",
+    ];
+    let lower = name.to_ascii_lowercase();
+    LOCAL.iter().any(|s| lower.ends_with(s))
+}
+
+/// Whether `host` is named in `server.hosts` (lower case; `*.x` covers x's subdomains).
+fn listed(host: &str, hosts: &[String]) -> bool {
+    if hosts.is_empty() {
+        return false;
+    }
+    let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
+    hosts.iter().any(|h| match h.strip_prefix("*.") {
+        Some(domain) => name
+            .strip_suffix(domain)
+            .is_some_and(|rest| rest.ends_with('.') && rest.len() > 1),
+        None => *h == name,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{listed, local_host};
+
+    #[test]
+    fn local_names_and_ip_literals_are_this_host_and_public_names_are_not() {
+        for ok in [
+            "127.0.0.1:8080",
+            "10.1.2.3",
+            "[::1]:8080",
+            "localhost:8080",
+            "ringside",
+            "ringside:8080",
+            "ringside.default.svc",
+            "ringside.default.svc.cluster.local:8080",
+            "llm.internal",
+            "box.lan",
+            "api.localhost",
+        ] {
+            assert!(local_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "localhost.evil.example",
+            "999.1.1.1",
+            "",
+            "svc.evil.example",
+        ] {
+            assert!(!local_host(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn listed_names_and_their_subdomains() {
+        let hosts = vec!["llm.corp.example".to_string(), "*.ai.example".to_string()];
+        assert!(listed("llm.corp.example:443", &hosts));
+        assert!(listed("LLM.corp.example", &hosts));
+        assert!(listed("eu.ai.example", &hosts));
+        assert!(!listed("ai.example", &hosts));
+        assert!(!listed("evilai.example", &hosts));
+        assert!(!listed("x.llm.corp.example", &hosts));
+    }
+}

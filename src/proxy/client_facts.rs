@@ -1,7 +1,9 @@
-//! What a request's head says about its client: the request id it chose, the tenant its
-//! credential stands for (a hash, never the credential), and the priority it asked for.
+//! What a request's head says about its client: the request id it chose, the address a
+//! trusted proxy forwarded for, the tenant of a request without a client key (its address,
+//! hashed), and the priority it asked for.
 
 use crate::http::Head;
+use std::net::IpAddr;
 
 /// A client-supplied request id is kept if it is short and printable.
 pub(super) fn client_request_id(head: &Head) -> Option<String> {
@@ -10,18 +12,33 @@ pub(super) fn client_request_id(head: &Head) -> Option<String> {
         .then(|| v.to_string())
 }
 
-/// A stable tenant id for the client's credential (never stored or logged as such).
-pub(super) fn tenant_of(head: &Head) -> u64 {
+/// The address a trusted proxy in front of Ringside forwarded for (`server.trusted_proxies`):
+/// the first hop of its `X-Forwarded-For`, when the peer is one of them.
+pub(super) fn forwarded_for(
+    head: &Head,
+    peer: Option<IpAddr>,
+    trusted: &[ipnet::IpNet],
+) -> Option<IpAddr> {
+    if trusted.is_empty() {
+        return None;
+    }
+    peer.filter(|ip| trusted.iter().any(|net| net.contains(ip)))
+        .and_then(|_| head.get_str(super::exchange::FORWARDED_FOR))
+        .and_then(|v| v.split(',').next())
+        .and_then(|hop| hop.trim().parse().ok())
+}
+
+/// The tenant of a request without a client key (open mode): its client's address, as the
+/// socket gives it or a trusted proxy forwarded it. Not its credential header: a client could
+/// change that on every request and never meet a per-tenant quota. A client key's tenant
+/// replaces it once the key is known.
+pub(super) fn tenant_of(client: Option<IpAddr>) -> u64 {
     use std::hash::{Hash, Hasher};
-    let key = head
-        .get("authorization")
-        .or_else(|| head.get("x-api-key"))
-        .or_else(|| head.get("api-key"));
-    match key {
+    match client {
         None => 0,
-        Some(k) => {
+        Some(ip) => {
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            k.hash(&mut h);
+            ip.hash(&mut h);
             h.finish() | 1
         }
     }

@@ -7,6 +7,7 @@ use super::respond::respond_error;
 use super::watch::{Readiness, readiness};
 use crate::dialect::{ApiError, Dialect};
 use crate::http::io::{READ_CHUNK, ReadError, read_request_head};
+use crate::state::conn_caps::{Refused, Ticket};
 use crate::state::core::Core;
 use bytes::BytesMut;
 use monoio::io::{AsyncWriteRent, Splitable};
@@ -40,6 +41,15 @@ pub fn serve_client(
     serve(core, rd, wr, fd, peer)
 }
 
+/// A place under the data port's connection caps for a client at `peer` (a plain function:
+/// nothing it reads stays in the connection's task).
+fn admit(core: &Core, peer: std::net::IpAddr) -> Result<Ticket<'_>, Refused> {
+    let generation = core.generation();
+    let keyed = !generation.config.clients.is_open() || core.shared.managed_keys.load(Relaxed);
+    let trusted = (generation.config.server.trusted_proxies.iter()).any(|n| n.contains(&peer));
+    core.shared.conn_caps.admit(Some(peer), keyed, trusted)
+}
+
 #[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
 fn serve(
     core: Rc<Core>,
@@ -49,11 +59,8 @@ fn serve(
     peer: std::net::IpAddr,
 ) -> impl std::future::Future<Output = ()> {
     async move {
-        let shared = &*core.shared;
-        let keyed =
-            !core.generation().config.clients.is_open() || shared.managed_keys.load(Relaxed);
         // Over the caps the connection is closed at once: nothing is read or kept for it.
-        let Ok(ticket) = shared.conn_caps.admit(Some(peer), keyed) else {
+        let Ok(ticket) = admit(&core, peer) else {
             return;
         };
         // (A held stream's client watch, still armed when it ended, is the next head's wait.)
@@ -307,7 +314,8 @@ mod tests {
     /// relay's pointer to what judging may read of the response head (`Relay::judging`),
     /// 3,512 with the client's request head lent to the relay with its body (`forward::Request`);
     /// 2026-12-04: 3,520 with an OAuth connection's refreshed token among the relay's secrets
-    /// (`redact::Secrets`), 3,512 again once the relay's client descriptor was a plain one.
+    /// (`redact::Secrets`), 3,512 again once the relay's client descriptor was a plain one,
+    /// 3,504 with the connection caps' per-address slots kept as 16-bit indices.
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

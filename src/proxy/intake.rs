@@ -130,6 +130,12 @@ fn on_the_head(ctx: &Ctx<'_>, endpoint: Endpoint) -> OnTheHead {
         return OnTheHead::Answer(HeadAnswer::Refused(err));
     }
     match super::caller::identify(ctx.core, ctx.generation, ctx.head, endpoint) {
+        (crate::clients::Auth::Open, None)
+            if let Some(err) =
+                super::caller::foreign_host(ctx.head, &ctx.generation.config.server.hosts) =>
+        {
+            OnTheHead::Answer(HeadAnswer::Refused(err))
+        }
         (auth, None) => OnTheHead::Go(auth),
         (auth, Some(err)) => OnTheHead::Answer(HeadAnswer::Unauthenticated(auth, err)),
     }

@@ -50,33 +50,76 @@ fn is_billing_or_credential(name: &str) -> bool {
     candidates.iter().any(|d| d.eq_ignore_ascii_case(name))
 }
 
-/// Query parameters that carry credentials (some APIs take `?key=`): never forwarded. Every
-/// other parameter (`api-version`, `beta`, ...) goes upstream as the client wrote it.
+/// Query parameters that carry credentials (some APIs take `?key=`): never forwarded. A name
+/// is compared as the upstream would read it: percent-decoded, in lower case, with `-` and `_`
+/// alike (`%6bey`, `X_API_KEY`, `access-token`). Besides these names, any name ending in
+/// `key`, `token`, `secret` or `password` (`subscription_key`, `id_token`) is taken for a
+/// credential. Every other parameter (`api-version`, `beta`, ...) goes upstream as the client
+/// wrote it.
 pub const CREDENTIAL_PARAMS: &[&str] = &[
     "key",
-    "api_key",
-    "api-key",
     "apikey",
-    "access_token",
-    "token",
     "auth",
     "authorization",
-    "x-api-key",
-    "subscription-key",
-    "client_secret",
+    "token",
     "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "client_secret",
+    "signature",
+    "sig",
+    "credential",
+    "credentials",
+    "session",
+    "sessionid",
 ];
+
+/// The suffixes of a normalised name that make it a credential.
+const CREDENTIAL_SUFFIXES: &[&str] = &["key", "token", "secret", "password"];
+
+/// A parameter name as an upstream reads it: percent-decoded (ASCII), lower case, `-` as `_`.
+fn normalised(name: &str) -> String {
+    let bytes = name.as_bytes();
+    let mut out = String::with_capacity(name.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(name.get(i + 1..i + 3).unwrap_or(""), 16) {
+                    Ok(d) => {
+                        i += 2;
+                        d
+                    }
+                    Err(_) => b'%',
+                }
+            }
+            b'+' => b' ',
+            b => b,
+        };
+        out.push(match b.to_ascii_lowercase() {
+            b'-' => '_',
+            c if c.is_ascii() => char::from(c),
+            _ => '?',
+        });
+        i += 1;
+    }
+    out
+}
+
+/// Whether a query parameter's name carries a credential.
+pub fn is_credential_param(name: &str) -> bool {
+    let n = normalised(name);
+    let n = n.trim_matches(|c: char| c == ' ' || c == '_');
+    CREDENTIAL_PARAMS.contains(&n) || CREDENTIAL_SUFFIXES.iter().any(|s| n.ends_with(s))
+}
 
 /// Append `query` without its credential parameters (and `?` only if something is left).
 fn push_query(h: &mut Vec<u8>, query: &str) {
     let mut first = true;
     for pair in query.split('&') {
         let name = pair.split_once('=').map_or(pair, |(n, _)| n);
-        if pair.is_empty()
-            || CREDENTIAL_PARAMS
-                .iter()
-                .any(|c| c.eq_ignore_ascii_case(name))
-        {
+        if pair.is_empty() || is_credential_param(name) {
             continue;
         }
         h.push(if first { b'?' } else { b'&' });

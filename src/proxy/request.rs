@@ -4,7 +4,7 @@
 //! byte anything may be retried; after it, nothing is replayed.
 
 use super::client_body::drain_body;
-use super::client_facts::{client_request_id, priority_of, tenant_of};
+use super::client_facts::{client_request_id, forwarded_for, priority_of, tenant_of};
 use super::exchange::{Conn, Ctx};
 use super::intake::{Intake, intake};
 use super::respond::finish_error;
@@ -39,7 +39,11 @@ pub fn handle(
         );
         let (keep_alive, tenant, priority) = (
             head.keep_alive && !conn.last_request,
-            tenant_of(head),
+            {
+                let peer = conn.link.ticket.peer;
+                let trusted = &generation.config.server.trusted_proxies;
+                tenant_of(forwarded_for(head, peer, trusted).or(peer))
+            },
             priority_of(head),
         );
         let mut ctx = Ctx {
@@ -169,14 +173,9 @@ impl Drop for Finalize<'_, '_> {
 fn log_client<'c>(ctx: &'c Ctx<'_>) -> crate::audit::LogClient<'c> {
     let peer = ctx.conn.ticket.peer;
     let trusted = &ctx.config().server.trusted_proxies;
-    let forwarded_for = peer
-        .filter(|ip| trusted.iter().any(|net| net.contains(ip)))
-        .and_then(|_| ctx.head.get_str(super::exchange::FORWARDED_FOR))
-        .and_then(|v| v.split(',').next())
-        .and_then(|hop| hop.trim().parse().ok());
     crate::audit::LogClient {
         peer,
-        forwarded_for,
+        forwarded_for: forwarded_for(ctx.head, peer, trusted),
         user_agent: ctx.head.get_str(super::exchange::USER_AGENT),
     }
 }

@@ -37,6 +37,7 @@ pub(super) fn build(
     let max_connections = config.server.max_connections;
     let config_fleet_off = config.fleet.is_none();
     let max_unauthenticated = config.server.max_unauthenticated_per_address;
+    let address_share = config.server.max_connections_per_address;
     let generation = Arc::new(Gen::build(1, config, &mut slots));
     let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
         .map(|_| Arc::new(CoreMetrics::new(slots.route_capacity, slots.conn_capacity)))
@@ -76,7 +77,11 @@ pub(super) fn build(
         store,
         leases,
         managed_keys: AtomicBool::new(crate::clients::managed::any(store)),
-        conn_caps: crate::state::conn_caps::ConnCaps::new(max_connections, max_unauthenticated),
+        conn_caps: crate::state::conn_caps::ConnCaps::new(
+            max_connections,
+            address_share,
+            max_unauthenticated,
+        ),
         slots: std::sync::Mutex::new(slots),
         fleet: Default::default(),
         usage_walls,

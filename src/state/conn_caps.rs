@@ -1,71 +1,146 @@
 //! How many client connections the data port holds: all of them together (`[server]
-//! max_connections`, by default what the open-file limit allows), and, when client keys are in
+//! max_connections`, by default what the open-file limit allows); from one address
+//! (`max_connections_per_address`, by default all but a sixteenth, so that one host can never
+//! lock every other out; a trusted proxy in front is exempt); and, when client keys are in
 //! use, how many from one address have not yet presented a valid key
 //! (`max_unauthenticated_per_address`), so that idle or keyless connections from one host cannot
-//! take every descriptor. Counters are atomics shared by the cores; per-address counts live in a
-//! fixed table of hashed slots (two addresses sharing a slot share a cap: conservative, bounded
-//! memory, no lock).
+//! take every descriptor. Counters are atomics shared by the cores; per-address counts live in
+//! fixed tables of hashed slots (two addresses sharing a slot share a cap: conservative,
+//! bounded memory, no lock).
 
 use std::cell::Cell;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-/// Slots of the per-address table.
+/// Slots of the per-address tables (indices fit 16 bits).
 const SLOTS: usize = 4096;
-
-/// Connections refused at accept, since start (`ringside_connections_refused_total`).
-pub static REFUSED: AtomicU64 = AtomicU64::new(0);
-
-pub struct ConnCaps {
-    open: AtomicUsize,
-    max: usize,
-    unauthenticated: Box<[AtomicU32]>,
-    per_address: u32,
-}
 
 /// Why a connection was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused {
     /// `max_connections` are open.
     Full,
+    /// Its address holds `max_connections_per_address`.
+    AddressShare,
     /// Its address holds `max_unauthenticated_per_address` keyless connections.
     AddressFull,
 }
 
+impl Refused {
+    pub const ALL: [Refused; 3] = [Refused::Full, Refused::AddressShare, Refused::AddressFull];
+
+    /// The metric label, and the setting that decides.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refused::Full => "max_connections",
+            Refused::AddressShare => "max_connections_per_address",
+            Refused::AddressFull => "max_unauthenticated_per_address",
+        }
+    }
+}
+
+/// Connections refused at accept since start, by [`Refused`]
+/// (`ringside_connections_refused_total{reason}`), and the last address refused (the warn
+/// line names it).
+pub struct RefusedCounts {
+    pub by_reason: [AtomicU64; 3],
+    last: std::sync::Mutex<Option<IpAddr>>,
+}
+
+pub static REFUSED: RefusedCounts = RefusedCounts {
+    by_reason: [const { AtomicU64::new(0) }; 3],
+    last: std::sync::Mutex::new(None),
+};
+
+impl RefusedCounts {
+    fn count(&self, why: Refused, peer: Option<IpAddr>) -> Refused {
+        self.by_reason[why as usize].fetch_add(1, Relaxed);
+        // Never waits: a refusal while another core writes the address keeps the other's.
+        if let (Ok(mut last), Some(ip)) = (self.last.try_lock(), peer) {
+            *last = Some(ip);
+        }
+        why
+    }
+
+    pub fn total(&self) -> u64 {
+        self.by_reason.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    pub fn last_address(&self) -> Option<IpAddr> {
+        self.last.try_lock().ok().and_then(|l| *l)
+    }
+}
+
+pub struct ConnCaps {
+    open: AtomicUsize,
+    max: usize,
+    /// Connections open per address slot, and the most one address may hold.
+    per_address: Box<[AtomicU32]>,
+    address_share: u32,
+    unauthenticated: Box<[AtomicU32]>,
+    per_address_unauthenticated: u32,
+}
+
+/// A slot taken in one of the tables.
+fn take(table: &[AtomicU32], i: u16, cap: u32) -> bool {
+    let slot = &table[usize::from(i)];
+    if slot.fetch_add(1, Relaxed) >= cap {
+        slot.fetch_sub(1, Relaxed);
+        return false;
+    }
+    true
+}
+
 impl ConnCaps {
-    pub fn new(max: usize, per_address: usize) -> ConnCaps {
+    /// `address_share`: the most one address may hold; `unauthenticated`: the most keyless
+    /// ones from one address.
+    pub fn new(max: usize, address_share: usize, unauthenticated: usize) -> ConnCaps {
+        let cap = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).max(1);
         ConnCaps {
             open: AtomicUsize::new(0),
             max: max.max(1),
+            per_address: (0..SLOTS).map(|_| AtomicU32::new(0)).collect(),
+            address_share: cap(address_share),
             unauthenticated: (0..SLOTS).map(|_| AtomicU32::new(0)).collect(),
-            per_address: u32::try_from(per_address).unwrap_or(u32::MAX).max(1),
+            per_address_unauthenticated: cap(unauthenticated),
         }
     }
 
     /// Admit a new connection from `peer`. `keyed`: client keys are in use, so the connection
-    /// counts as unauthenticated until its first request presents a valid key.
-    pub fn admit(&self, peer: Option<IpAddr>, keyed: bool) -> Result<Ticket<'_>, Refused> {
+    /// counts as unauthenticated until its first request presents a valid key. `trusted`: the
+    /// peer is a proxy in front (`server.trusted_proxies`), whose share is not capped.
+    pub fn admit(
+        &self,
+        peer: Option<IpAddr>,
+        keyed: bool,
+        trusted: bool,
+    ) -> Result<Ticket<'_>, Refused> {
         if self.open.fetch_add(1, Relaxed) >= self.max {
             self.open.fetch_sub(1, Relaxed);
-            REFUSED.fetch_add(1, Relaxed);
-            return Err(Refused::Full);
+            return Err(REFUSED.count(Refused::Full, peer));
         }
-        let slot = match peer {
-            Some(ip) if keyed => {
-                let i = slot_of(ip);
-                if self.unauthenticated[i].fetch_add(1, Relaxed) >= self.per_address {
-                    self.unauthenticated[i].fetch_sub(1, Relaxed);
-                    self.open.fetch_sub(1, Relaxed);
-                    REFUSED.fetch_add(1, Relaxed);
-                    return Err(Refused::AddressFull);
-                }
-                Some(i)
+        let i = peer.map(slot_of);
+        let share = i.filter(|_| !trusted);
+        if let Some(i) = share
+            && !take(&self.per_address, i, self.address_share)
+        {
+            self.open.fetch_sub(1, Relaxed);
+            return Err(REFUSED.count(Refused::AddressShare, peer));
+        }
+        let keyless = i.filter(|_| keyed);
+        if let Some(k) = keyless
+            && !take(&self.unauthenticated, k, self.per_address_unauthenticated)
+        {
+            if let Some(s) = share {
+                self.per_address[usize::from(s)].fetch_sub(1, Relaxed);
             }
-            _ => None,
-        };
+            self.open.fetch_sub(1, Relaxed);
+            return Err(REFUSED.count(Refused::AddressFull, peer));
+        }
         Ok(Ticket {
             caps: self,
-            slot: Cell::new(slot),
+            share,
+            slot: Cell::new(keyless),
             peer,
         })
     }
@@ -75,18 +150,21 @@ impl ConnCaps {
     }
 }
 
-fn slot_of(ip: IpAddr) -> usize {
+fn slot_of(ip: IpAddr) -> u16 {
     use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
     ip.hash(&mut h);
-    (h.finish() as usize) % SLOTS
+    (h.finish() % SLOTS as u64) as u16
 }
 
 /// One admitted connection; gives its place back when dropped.
 pub struct Ticket<'a> {
     caps: &'a ConnCaps,
+    /// The per-address slot its address's share counts it in (16-bit: this lives in every
+    /// held stream's task).
+    share: Option<u16>,
     /// The per-address slot it holds while unauthenticated.
-    slot: Cell<Option<usize>>,
+    slot: Cell<Option<u16>>,
     /// The client's address (for the access log), when the socket gave one.
     pub peer: Option<IpAddr>,
 }
@@ -95,7 +173,7 @@ impl Ticket<'_> {
     /// The connection presented a valid key: it no longer counts against its address.
     pub fn authenticated(&self) {
         if let Some(i) = self.slot.take() {
-            self.caps.unauthenticated[i].fetch_sub(1, Relaxed);
+            self.caps.unauthenticated[usize::from(i)].fetch_sub(1, Relaxed);
         }
     }
 }
@@ -103,6 +181,9 @@ impl Ticket<'_> {
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         self.authenticated();
+        if let Some(i) = self.share {
+            self.caps.per_address[usize::from(i)].fetch_sub(1, Relaxed);
+        }
         self.caps.open.fetch_sub(1, Relaxed);
     }
 }
@@ -110,29 +191,63 @@ impl Drop for Ticket<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::default_address_share;
+
+    fn zero(caps: &ConnCaps) -> bool {
+        caps.unauthenticated.iter().all(|s| s.load(Relaxed) == 0)
+            && caps.per_address.iter().all(|s| s.load(Relaxed) == 0)
+    }
 
     #[test]
     fn total_and_per_address_caps_hold_and_give_back() {
-        let caps = ConnCaps::new(3, 2);
+        let caps = ConnCaps::new(3, 3, 2);
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let t1 = caps.admit(Some(a), true).unwrap();
-        let t2 = caps.admit(Some(a), true).unwrap();
-        assert_eq!(caps.admit(Some(a), true).err(), Some(Refused::AddressFull));
+        let t1 = caps.admit(Some(a), true, false).unwrap();
+        let t2 = caps.admit(Some(a), true, false).unwrap();
+        assert_eq!(
+            caps.admit(Some(a), true, false).err(),
+            Some(Refused::AddressFull)
+        );
         // Authenticated connections no longer count against the address.
         t1.authenticated();
-        let t3 = caps.admit(Some(a), true).unwrap();
-        assert_eq!(caps.admit(Some(b), true).err(), Some(Refused::Full));
+        let t3 = caps.admit(Some(a), true, false).unwrap();
+        assert_eq!(caps.admit(Some(b), true, false).err(), Some(Refused::Full));
         drop(t2);
-        let t4 = caps.admit(Some(b), false).unwrap();
+        let t4 = caps.admit(Some(b), false, false).unwrap();
         assert_eq!(caps.open(), 3);
         drop((t1, t3, t4));
         assert_eq!(caps.open(), 0);
-        assert!(caps.unauthenticated.iter().all(|s| s.load(Relaxed) == 0));
-        // Open mode (no keys): only the total applies.
+        assert!(zero(&caps));
+        // Open mode (no keys): only the total and the address's share apply.
         let all: Vec<_> = (0..3)
-            .map(|_| caps.admit(Some(a), false).unwrap())
+            .map(|_| caps.admit(Some(a), false, false).unwrap())
             .collect();
         assert_eq!(all.len(), 3);
+    }
+
+    #[test]
+    fn one_address_leaves_room_for_the_others_unless_it_is_a_trusted_proxy() {
+        assert_eq!(default_address_share(9_968), 9_345);
+        assert_eq!(default_address_share(16), 15);
+        assert_eq!(default_address_share(1), 1);
+        let caps = ConnCaps::new(16, default_address_share(16), 100);
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let held: Vec<_> = (0..15)
+            .map(|_| caps.admit(Some(a), false, false).unwrap())
+            .collect();
+        assert_eq!(
+            caps.admit(Some(a), false, false).err(),
+            Some(Refused::AddressShare)
+        );
+        let other = caps.admit(Some(b), false, false).unwrap();
+        drop(other);
+        // A proxy in front may hold all of it.
+        let proxy = caps.admit(Some(a), false, true).unwrap();
+        assert_eq!(caps.open(), 16);
+        drop((held, proxy));
+        assert!(zero(&caps));
+        assert!(REFUSED.total() >= 1);
     }
 }

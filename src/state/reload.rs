@@ -290,6 +290,10 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
         "server.max_unauthenticated_per_address",
         server.max_unauthenticated_per_address
     );
+    keep!(
+        "server.max_connections_per_address",
+        server.max_connections_per_address
+    );
     keep!("store.map_size_mb", store_map_size);
     keep!("store.durability", store_fast);
     keep!("upstream.tls_roots", upstream.tls_roots);

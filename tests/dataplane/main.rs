@@ -11,6 +11,7 @@ mod client_retries;
 mod failover;
 mod framing;
 mod hygiene;
+mod open_mode;
 mod operations;
 mod pool;
 mod streams;

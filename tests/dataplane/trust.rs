@@ -488,7 +488,11 @@ fn connection_caps_hold(driver: &str) {
     let refused = proxy
         .metrics()
         .lines()
-        .find_map(|l| l.strip_prefix("ringside_connections_refused_total "))
+        .find_map(|l| {
+            l.strip_prefix(
+                "ringside_connections_refused_total{reason=\"max_unauthenticated_per_address\"} ",
+            )
+        })
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
     assert!(refused >= 1, "{refused}");

@@ -11,7 +11,7 @@ mod server;
 #[cfg(test)]
 pub use providers::parse_base_url;
 pub(super) use server::exposure_problem;
-pub use server::{available_cores, default_max_connections};
+pub use server::{available_cores, default_address_share, default_max_connections};
 
 use super::problems::Problems;
 use super::schema::FileConfig;

@@ -47,6 +47,11 @@ pub(in crate::config) fn server(
     check_limits(p, &file.limits);
     check_upstream(p, &file.upstream);
 
+    let max_connections = if s.max_connections == 0 {
+        default_max_connections()
+    } else {
+        s.max_connections
+    };
     let workers = if s.workers == 0 {
         available_cores()
     } else {
@@ -65,18 +70,42 @@ pub(in crate::config) fn server(
             .iter()
             .map(|h| h.to_ascii_lowercase())
             .collect(),
-        max_connections: if s.max_connections == 0 {
-            default_max_connections()
-        } else {
-            s.max_connections
-        },
+        max_connections,
         max_unauthenticated_per_address: s.max_unauthenticated_per_address,
+        max_connections_per_address: if s.max_connections_per_address == 0 {
+            default_address_share(max_connections)
+        } else {
+            s.max_connections_per_address
+        },
+        hosts: data_hosts(p, &s.hosts),
         shutdown_grace: Duration::from_millis(s.shutdown_grace_ms),
         drain_delay: Duration::from_millis(s.drain_delay_ms),
         access_log: s.access_log,
         pin_workers: s.pin_workers,
         trusted_proxies: trusted_proxies(p, &s.trusted_proxies),
     }
+}
+
+/// `server.hosts`: host names, or `*.` and a domain for its subdomains.
+fn data_hosts(p: &mut Problems, list: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, h) in list.iter().enumerate() {
+        let name = h.strip_prefix("*.").unwrap_or(h);
+        let ok = !name.is_empty()
+            && name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if ok {
+            out.push(h.to_ascii_lowercase());
+        } else {
+            p.add(
+                format!("server.hosts[{i}]"),
+                format!("`{h}` is not a host name (or `*.` and a domain)"),
+            );
+        }
+    }
+    out
 }
 
 /// `server.trusted_proxies`: addresses (a single host) or CIDR ranges.
@@ -167,6 +196,13 @@ fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
             SocketAddr::from(([127, 0, 0, 1], 0))
         }
     }
+}
+
+/// What one address may hold when `max_connections_per_address` is 0: all but a sixteenth of
+/// the total (at least one), so that one host never locks every other out, while a single
+/// client (a load test, a gateway without `trusted_proxies`) still gets nearly all of it.
+pub fn default_address_share(max: usize) -> usize {
+    max.saturating_sub((max / 16).max(1)).max(1)
 }
 
 /// The default cap on client connections: what the open-file limit allows once each proxied

@@ -195,6 +195,57 @@ fn credential_params_billing_headers_and_connection_options_stay_behind() {
         s.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
         "{s}"
     );
+    // Spelled any way an upstream would read the same name: dropped too.
+    let s = built(
+        "POST /v1/chat/completions?%6bey=a&x_api_key=b&access-token=c&API-KEY=d&Subscription_Key=e&k%65y=f&api-version=2024-10-21&beta=true HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+        &p,
+        &c,
+    );
+    assert!(
+        s.starts_with("POST /v1/chat/completions?api-version=2024-10-21&beta=true HTTP/1.1\r\n"),
+        "{s}"
+    );
+}
+
+#[test]
+fn credential_parameter_names_are_read_as_an_upstream_reads_them() {
+    for name in [
+        "key",
+        "KEY",
+        "%6bey",
+        "%4b%45%59",
+        "api_key",
+        "api-key",
+        "apikey",
+        "x-api-key",
+        "x_api_key",
+        "access_token",
+        "access-token",
+        "id_token",
+        "refresh_token",
+        "token",
+        "client_secret",
+        "password",
+        "subscription-key",
+        "auth",
+        "Authorization",
+        "sig",
+        "_key_",
+    ] {
+        assert!(super::is_credential_param(name), "{name}");
+    }
+    for name in [
+        "api-version",
+        "beta",
+        "model",
+        "stream",
+        "alt",
+        "max_tokens",
+        "%zz",
+        "k",
+    ] {
+        assert!(!super::is_credential_param(name), "{name}");
+    }
 }
 
 #[test]

@@ -1,0 +1,199 @@
+//! Trust boundaries of an open data port (no client keys, as a sidecar runs): a per-tenant quota
+//! follows the client's address, not a credential header it can change on every request; one
+//! address cannot hold every connection (and refusals are said, not only counted); a page on
+//! an attacker's name rebound to this host gets 421; credential query parameters are dropped
+//! however they are spelled, and characters a URL may not carry are refused.
+
+use crate::both_drivers;
+use crate::common::*;
+use ringside::demo::client;
+use ringside::simulate::SimOptions;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+both_drivers!(
+    a_tenant_quota_follows_the_address_not_the_credential_header,
+    one_address_cannot_hold_every_connection,
+    a_rebound_name_gets_421_without_client_keys,
+    credential_parameters_never_reach_the_provider_however_spelled,
+);
+
+fn a_tenant_quota_follows_the_address_not_the_credential_header(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let body = priority_keys(sim.addr, &["a"], "") + "[flow]\ntenant_requests_per_minute = 3\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let statuses: Vec<u16> = (0..5)
+        .map(|i| {
+            let auth = format!("Bearer made-up-{i}");
+            let r = proxy.post(
+                "/v1/chat/completions",
+                &[("authorization", &auth)],
+                &chat("m", false),
+            );
+            if r.status == 429 {
+                assert!(r.text().contains("TENANT_QUOTA_EXCEEDED"), "{}", r.text());
+            }
+            r.status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+}
+
+/// A connection to `to` from the loopback address `from` (127.0.0.2 is this host too).
+fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(to) = to else {
+        panic!("IPv4 expected")
+    };
+    let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket of our own, bound and connected with sockaddr_in values we own;
+    // the descriptor is handed to the TcpStream, which closes it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket");
+        let local = sockaddr(from, 0);
+        assert_eq!(libc::bind(fd, (&raw const local).cast(), len), 0, "bind");
+        let remote = sockaddr(to.ip().octets(), to.port());
+        assert_eq!(
+            libc::connect(fd, (&raw const remote).cast(), len),
+            0,
+            "connect"
+        );
+        let s = TcpStream::from_raw_fd(fd);
+        s.set_read_timeout(Some(T)).expect("timeout");
+        s
+    }
+}
+
+/// Whether the server closed `s` without a word.
+fn closed(mut s: TcpStream) -> bool {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut b = [0u8; 16];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+fn chat_request(host: &str) -> String {
+    let body = chat("m", false);
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn one_address_cannot_hold_every_connection(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    // 16 in all: one address may hold 15 (all but a sixteenth).
+    let proxy = Proxy::start(
+        driver,
+        2,
+        "max_connections = 16",
+        &priority_keys(sim.addr, &["a"], ""),
+    );
+    let held: Vec<TcpStream> = (0..15)
+        .map(|_| connect_from([127, 0, 0, 1], proxy.addr))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        closed(connect_from([127, 0, 0, 1], proxy.addr)),
+        "the sixteenth from one address is closed"
+    );
+    let mut other = connect_from([127, 0, 0, 2], proxy.addr);
+    other
+        .write_all(chat_request("127.0.0.1").as_bytes())
+        .expect("write");
+    let r = client::parse_reply(&read_all(other)).expect("an answer");
+    assert_eq!(r.status, 200, "another address still gets in: {}", r.text());
+    drop(held);
+    let m = proxy.metrics();
+    assert!(
+        m.contains("ringside_connections_refused_total{reason=\"max_connections_per_address\"} 1"),
+        "{m}"
+    );
+    // Said in the log, with the setting and the address.
+    let give_up = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(proxy.dir.0.join("stderr.0.log")).unwrap_or_default();
+        if let Some(line) = log
+            .lines()
+            .find(|l| l.contains("client connections refused at accept"))
+        {
+            assert!(line.contains("max_connections_per_address"), "{line}");
+            assert!(line.contains("127.0.0.1"), "{line}");
+            break;
+        }
+        assert!(Instant::now() < give_up, "no warn line: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn a_rebound_name_gets_421_without_client_keys(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "hosts = [\"llm.corp.example\"]",
+        &priority_keys(sim.addr, &["a"], ""),
+    );
+    let ask = |host: &str| {
+        let mut s = raw_client(proxy.addr);
+        s.write_all(chat_request(host).as_bytes()).expect("write");
+        client::parse_reply(&read_all(s)).expect("an answer")
+    };
+    let rebound = ask("rebind.attacker.example:8080");
+    assert_eq!(rebound.status, 421, "{}", rebound.text());
+    assert_eq!(rebound.json()["error"]["code"], "misdirected_host");
+    for host in [
+        "127.0.0.1",
+        "localhost:8080",
+        "ringside:8080",
+        "ringside.default.svc.cluster.local",
+        "llm.corp.example",
+    ] {
+        assert_eq!(ask(host).status, 200, "{host}");
+    }
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a"),
+        5,
+        "the refused one never went upstream"
+    );
+}
+
+fn credential_parameters_never_reach_the_provider_however_spelled(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 1, "", &priority_keys(sim.addr, &["a"], ""));
+    let body = chat("m", false);
+    let raw = format!(
+        "POST /v1/chat/completions?%6bey=s3cr3t-1&x_api_key=s3cr3t-2&access-token=s3cr3t-3&Subscription_Key=s3cr3t-4&api-version=2024-06-01 HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = raw_client(proxy.addr);
+    s.write_all(raw.as_bytes()).expect("write");
+    let r = client::parse_reply(&read_all(s)).expect("answer");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = client::request(sim.addr, "GET", "/_sim/requests", &[], b"", T)
+        .expect("sim log")
+        .text();
+    assert!(!seen.contains("s3cr3t"), "{seen}");
+    assert!(seen.contains("api-version=2024-06-01"), "{seen}");
+    // Characters a URL may not carry: refused, not passed on.
+    for bad in ["%3C", "<", "{", "|", "`"] {
+        let raw = format!(
+            "POST /v1/chat/completions?q=a{bad}b HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut s = raw_client(proxy.addr);
+        s.write_all(raw.as_bytes()).expect("write");
+        let r = client::parse_reply(&read_all(s)).expect("answer");
+        let want = if bad == "%3C" { 200 } else { 400 };
+        assert_eq!(r.status, want, "{bad}: {}", r.text());
+    }
+}
