@@ -5,7 +5,8 @@
 //! Before any of that, requests that a browser could have been tricked into sending are refused:
 //! a `Host` that is not this port's (DNS rebinding), a cross-origin `Origin` on a change, and a
 //! change whose body is not JSON (a form or `text/plain` post needs no CORS preflight).
-//! Failed token checks are logged (never the token), counted, and slowed down per address.
+//! Failed token checks are logged (never the token), counted, and slowed down per network
+//! prefix.
 
 use crate::http::Head;
 use crate::state::core::Shared;
@@ -189,39 +190,105 @@ fn same_origin(origin: &str, host: Option<&str>) -> bool {
         .is_some_and(|o| o.eq_ignore_ascii_case(host.trim()))
 }
 
-/// Token failures by client address: each repeated failure waits longer before its answer
-/// (100 ms doubling up to 5 s), so guessing a token from one address is slow. A success, or a
-/// quiet minute, forgets the address.
+/// Token failures by network: each repeated failure from one waits longer before its answer
+/// (100 ms doubling up to 5 s), so guessing a token is slow. Failures count per prefix (an
+/// IPv4 /24, all of 127.0.0.0/8, an IPv6 /64), not per exact address: a host has many
+/// loopback addresses and an IPv6 network many more, and rotating among them must not start
+/// each guess afresh. A success, or a quiet minute, forgets the prefix.
+///
+/// Failures from one prefix are answered one after another (each waits for the one before it
+/// and then its own delay), so that guesses sent in parallel gain nothing; once the line is a
+/// minute long, a credential from that prefix is refused with 429 without being checked.
 #[derive(Default)]
 pub struct Throttle {
-    failures: HashMap<IpAddr, (u32, u64)>,
+    failures: HashMap<Prefix, Failures>,
 }
 
-/// The most addresses remembered (an attacker rotating addresses cannot grow the map).
+#[derive(Clone, Copy, Debug)]
+struct Failures {
+    count: u32,
+    /// The last failure (Unix ms).
+    last_at: u64,
+    /// When the last failure's answer goes out.
+    release_at: u64,
+}
+
+/// The longest line of waiting failures a prefix may build before its guesses go unchecked.
+pub const LOCKOUT_MS: u64 = 60_000;
+
+/// Where failures are counted together.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Prefix {
+    V4([u8; 3]),
+    V6([u8; 8]),
+    /// Every prefix met once the table is full: they wait together.
+    Overflow,
+}
+
+impl Prefix {
+    pub fn of(ip: IpAddr) -> Prefix {
+        let v4 = match ip {
+            IpAddr::V4(v4) => Some(v4),
+            IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+        };
+        match (v4, ip) {
+            (Some(v4), _) if v4.is_loopback() => Prefix::V4([127, 0, 0]),
+            (Some(v4), _) => {
+                let o = v4.octets();
+                Prefix::V4([o[0], o[1], o[2]])
+            }
+            (None, IpAddr::V6(v6)) => {
+                let mut p = [0u8; 8];
+                p.copy_from_slice(&v6.octets()[..8]);
+                Prefix::V6(p)
+            }
+            (None, IpAddr::V4(_)) => Prefix::Overflow,
+        }
+    }
+}
+
+/// The most prefixes remembered (rotating prefixes cannot grow the map, nor empty it).
 const THROTTLE_ADDRESSES: usize = 4096;
 
 impl Throttle {
     /// Record a failure from `ip` at `now_ms`; returns how long to wait before answering.
     pub fn failed(&mut self, ip: IpAddr, now_ms: u64) -> Duration {
-        if self.failures.len() >= THROTTLE_ADDRESSES && !self.failures.contains_key(&ip) {
+        let mut key = Prefix::of(ip);
+        if self.failures.len() >= THROTTLE_ADDRESSES && !self.failures.contains_key(&key) {
             self.failures
-                .retain(|_, (_, at)| now_ms.saturating_sub(*at) < 60_000);
+                .retain(|_, f| now_ms.saturating_sub(f.last_at) < 60_000);
             if self.failures.len() >= THROTTLE_ADDRESSES {
-                self.failures.clear();
+                key = Prefix::Overflow;
             }
         }
-        let e = self.failures.entry(ip).or_insert((0, now_ms));
-        if now_ms.saturating_sub(e.1) >= 60_000 {
-            e.0 = 0;
+        let fresh = Failures {
+            count: 0,
+            last_at: now_ms,
+            release_at: now_ms,
+        };
+        let f = self.failures.entry(key).or_insert(fresh);
+        if now_ms.saturating_sub(f.last_at) >= 60_000 && f.release_at <= now_ms {
+            *f = fresh;
         }
-        e.0 = e.0.saturating_add(1);
-        e.1 = now_ms;
-        let ms = 100u64 << (e.0 - 1).min(6);
-        Duration::from_millis(ms.min(5_000))
+        f.count = f.count.saturating_add(1);
+        f.last_at = now_ms;
+        let delay = (100u64 << (f.count - 1).min(6)).min(5_000);
+        f.release_at = f.release_at.max(now_ms) + delay;
+        Duration::from_millis(f.release_at - now_ms)
+    }
+
+    /// How long `ip`'s prefix stays refused without a check, if its line of waiting failures
+    /// is longer than [`LOCKOUT_MS`].
+    pub fn locked(&self, ip: IpAddr, now_ms: u64) -> Option<Duration> {
+        let wait = self
+            .failures
+            .get(&Prefix::of(ip))
+            .map_or(0, |f| f.release_at.saturating_sub(now_ms));
+        (wait > LOCKOUT_MS).then(|| Duration::from_millis(wait - LOCKOUT_MS))
     }
 
     pub fn succeeded(&mut self, ip: IpAddr) {
-        self.failures.remove(&ip);
+        self.failures.remove(&Prefix::of(ip));
     }
 }
 
@@ -297,20 +364,71 @@ mod tests {
     fn failures_from_one_address_wait_longer_and_a_success_forgets_them() {
         let mut t = Throttle::default();
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        // Each answered before the next is sent (a client that waits for its answer).
+        let mut now = 1_000;
         let waits: Vec<u64> = (0..9)
-            .map(|i| t.failed(ip, 1_000 + i).as_millis() as u64)
+            .map(|_| {
+                let w = t.failed(ip, now).as_millis() as u64;
+                now += w;
+                w
+            })
             .collect();
         assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
         t.succeeded(ip);
-        assert_eq!(t.failed(ip, 2_000).as_millis(), 100);
+        assert_eq!(t.failed(ip, now).as_millis(), 100);
         // A quiet minute forgets too.
-        assert_eq!(t.failed(ip, 2_001).as_millis(), 200);
-        assert_eq!(t.failed(ip, 70_000).as_millis(), 100);
-        // Many addresses cannot grow the table without bound.
+        assert_eq!(t.failed(ip, now + 100).as_millis(), 200);
+        assert_eq!(t.failed(ip, now + 70_000).as_millis(), 100);
+        // Many prefixes cannot grow the table without bound, nor empty it.
         for i in 0..10_000u32 {
-            t.failed(IpAddr::from(i.to_be_bytes()), 80_000);
+            t.failed(IpAddr::from((i << 8).to_be_bytes()), now + 80_000);
         }
-        assert!(t.failures.len() <= THROTTLE_ADDRESSES);
+        assert!(t.failures.len() <= THROTTLE_ADDRESSES + 1);
+        assert!(
+            t.failed(IpAddr::from([9, 9, 9, 9]), now + 80_001)
+                .as_millis()
+                >= 200
+        );
+    }
+
+    #[test]
+    fn rotating_addresses_within_a_network_waits_as_one_in_one_line() {
+        let mut t = Throttle::default();
+        // Loopback addresses, as the probe used, all at once: they wait as one host, one
+        // after another.
+        let waits: Vec<u64> = (1..=8u8)
+            .map(|i| t.failed(IpAddr::from([127, 0, i, 1]), 1_000).as_millis() as u64)
+            .collect();
+        assert_eq!(waits, [100, 300, 700, 1500, 3100, 6300, 11300, 16300]);
+        // A minute's line: further guesses go unchecked until it is shorter.
+        let lo: IpAddr = "127.0.0.9".parse().unwrap();
+        assert_eq!(t.locked(lo, 1_000), None);
+        for _ in 0..10 {
+            t.failed(lo, 1_000);
+        }
+        let locked = t.locked(lo, 1_000).expect("locked");
+        assert!(locked.as_millis() > 0);
+        assert_eq!(
+            t.locked(lo, 1_000 + LOCKOUT_MS * 2),
+            None,
+            "the line ran down"
+        );
+        assert_eq!(
+            t.locked(IpAddr::from([10, 0, 0, 1]), 1_000),
+            None,
+            "others are not"
+        );
+        let mut t = Throttle::default();
+        let v6 = |last: u16| IpAddr::from([0x2001, 0xdb8, 1, 2, 0, 0, 0, last]);
+        assert_eq!(t.failed(v6(1), 1_000).as_millis(), 100);
+        assert_eq!(t.failed(v6(2), 1_000).as_millis(), 300, "same /64, in line");
+        let mapped: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
+        assert_eq!(t.failed(mapped, 1_000).as_millis(), 100);
+        assert_eq!(
+            t.failed(IpAddr::from([10, 1, 2, 99]), 1_000).as_millis(),
+            300,
+            "an IPv4-mapped address is its IPv4 /24"
+        );
     }
 
     #[test]

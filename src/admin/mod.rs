@@ -163,11 +163,36 @@ impl Peer {
         }
     }
 
+    /// A request with a credential from a prefix whose failures wait over a minute in line:
+    /// refused without checking it, for how long.
+    fn locked_out(&self, head: &crate::http::Head) -> Option<Duration> {
+        let presents = head.get("authorization").is_some() || head.get("x-api-key").is_some();
+        let ip = self.addr?.ip();
+        presents
+            .then(|| self.throttle.borrow().locked(ip, crate::clock::unix_ms()))
+            .flatten()
+    }
+
     fn succeeded(&self) {
         if let Some(a) = self.addr {
             self.throttle.borrow_mut().succeeded(a.ip());
         }
     }
+}
+
+/// 429 for a network whose failed credentials wait over a minute in line.
+fn locked_out(wait: Duration, keep: bool) -> Vec<u8> {
+    let secs = wait.as_secs().max(1).to_string();
+    let body = serde_json::json!({"error": {
+        "message": "too many failed admin credentials from this network: this one was not checked; try again later",
+        "type": "rate_limit_error", "code": "admin_locked_out"}});
+    whole(
+        429,
+        "application/json",
+        &[("retry-after", secs.as_str())],
+        body.to_string().as_bytes(),
+        keep,
+    )
 }
 
 /// The most decision records one answer carries (each is bounded: client strings are capped at
@@ -253,6 +278,41 @@ fn answer_for(head: &crate::http::Head, response: Vec<u8>) -> Vec<u8> {
     }
 }
 
+/// The answer to a request refused before it reaches an endpoint (a locked-out network, a
+/// foreign host, a missing or wrong credential...), after its wait; `None` when it may go on.
+async fn gatekeep(
+    shared: &Shared,
+    peer: &Peer,
+    head: &crate::http::Head,
+    body_len: usize,
+) -> Option<Vec<u8>> {
+    let keep = head.keep_alive;
+    if let Some(wait) = peer.locked_out(head) {
+        return Some(locked_out(wait, keep));
+    }
+    let caller = identify(shared, head);
+    if let Err(refusal) = access::check(shared, head, caller, body_len) {
+        if matches!(
+            refusal,
+            access::Refusal::Unauthorized | access::Refusal::ReadOnly
+        ) {
+            peer.failed(head).await;
+        }
+        let body = refusal.body();
+        return Some(whole(
+            refusal.status(),
+            "application/json",
+            &[],
+            &body,
+            keep,
+        ));
+    }
+    if caller == access::Caller::Admin {
+        peer.succeeded();
+    }
+    None
+}
+
 async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream, peer: Peer) {
     let _ = stream.set_nodelay(true);
     let mut stream = stream;
@@ -292,29 +352,12 @@ async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpS
             return;
         };
         let keep = head.keep_alive;
-        let caller = identify(&shared, &head);
-        if let Err(refusal) = access::check(&shared, &head, caller, body.len()) {
-            if matches!(
-                refusal,
-                access::Refusal::Unauthorized | access::Refusal::ReadOnly
-            ) {
-                peer.failed(&head).await;
-            }
-            let out = whole(
-                refusal.status(),
-                "application/json",
-                &[],
-                &refusal.body(),
-                keep,
-            );
-            let (res, _) = stream.write_all(answer_for(&head, out)).await;
+        if let Some(refused) = gatekeep(&shared, &peer, &head, body.len()).await {
+            let (res, _) = stream.write_all(answer_for(&head, refused)).await;
             if res.is_err() || !keep {
                 return;
             }
             continue;
-        }
-        if caller == access::Caller::Admin {
-            peer.succeeded();
         }
         let (status, ctype, body) = endpoints::answer(&shared, &admin, &head, &body).await;
         // The status page says what it may load and where it may be framed.

@@ -579,3 +579,37 @@ pub fn read_until_end(s: &mut std::net::TcpStream, end: &[u8]) -> Vec<u8> {
     }
     got
 }
+
+/// A connection to `to` from the loopback address `from` (127.0.0.2 is this host too).
+pub fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(to) = to else {
+        panic!("IPv4 expected")
+    };
+    let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket of our own, bound and connected with sockaddr_in values we own;
+    // the descriptor is handed to the TcpStream, which closes it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket");
+        let local = sockaddr(from, 0);
+        assert_eq!(libc::bind(fd, (&raw const local).cast(), len), 0, "bind");
+        let remote = sockaddr(to.ip().octets(), to.port());
+        assert_eq!(
+            libc::connect(fd, (&raw const remote).cast(), len),
+            0,
+            "connect"
+        );
+        let s = TcpStream::from_raw_fd(fd);
+        s.set_read_timeout(Some(T)).expect("timeout");
+        s
+    }
+}

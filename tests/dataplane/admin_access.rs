@@ -12,6 +12,7 @@ both_drivers!(
     without_a_token_the_admin_port_is_read_only,
     with_a_token_changes_need_it_and_failures_are_slowed,
     browsers_cannot_be_used_against_the_admin_port,
+    wrong_tokens_from_many_addresses_wait_in_one_line,
 );
 
 fn call(proxy: &Proxy, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
@@ -135,6 +136,38 @@ fn with_a_token_changes_need_it_and_failures_are_slowed(driver: &str) {
     assert_eq!(r.status, 201, "{}", r.text());
 }
 
+fn wrong_tokens_from_many_addresses_wait_in_one_line(driver: &str) {
+    let sim = start_sim(SimOptions::default());
+    let proxy = Proxy::start(driver, 1, "", &priority_keys(sim.addr, &["a"], ""));
+    // Six guesses at once, each from its own loopback address: one host, one line.
+    let t0 = Instant::now();
+    let guesses: Vec<_> = (1..=6u8)
+        .map(|i| {
+            let admin = proxy.admin;
+            std::thread::spawn(move || {
+                let mut s = connect_from([127, 0, 0, 10 + i], admin);
+                let req = format!(
+                    "GET /admin/connections HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer guess-{i}\r\nconnection: close\r\n\r\n"
+                );
+                std::io::Write::write_all(&mut s, req.as_bytes()).expect("write");
+                let r = client::parse_reply(&read_all(s)).expect("answer");
+                (r.status, t0.elapsed())
+            })
+        })
+        .collect();
+    let mut answered: Vec<(u16, Duration)> = guesses
+        .into_iter()
+        .map(|g| g.join().expect("guess"))
+        .collect();
+    answered.sort_by_key(|a| a.1);
+    assert!(answered.iter().all(|a| a.0 == 401), "{answered:?}");
+    // 100, 300, 700, 1,500, 3,100, 6,300 ms: the last waits for the five before it.
+    assert!(
+        answered[5].1 >= Duration::from_millis(5_000),
+        "answered together: {answered:?}"
+    );
+}
+
 fn browsers_cannot_be_used_against_the_admin_port(driver: &str) {
     let sim = start_sim(SimOptions::default());
     let proxy = Proxy::start(driver, 1, "", &priority_keys(sim.addr, &["a"], ""));
@@ -213,13 +246,30 @@ fn run_check(dir: &std::path::Path, server: &str) -> (bool, String) {
     let out = std::process::Command::new(binary())
         .args(["check", "--config", path.to_str().unwrap_or_default()])
         .env("SIM_KEY_A", "sk")
-        .env("ADMIN_T", "t0ken")
+        .env("ADMIN_T", "an-admin-token-of-32-characters")
+        .env("SHORT_T", "t0ken")
         .output()
         .expect("run check");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
+}
+
+#[test]
+fn a_short_admin_token_and_a_pasted_key_are_refused_without_being_shown() {
+    let dir = tempdir::new();
+    let (ok, out) = run_check(&dir.0, "admin_token_env = \"SHORT_T\"");
+    assert!(!ok, "{out}");
+    assert!(out.contains("at least 24"), "{out}");
+    assert!(!out.contains("t0ken"), "{out}");
+    let (ok, out) = run_check(
+        &dir.0,
+        "admin_token_env = \"sk-proj-pasted0123456789abcdef\"",
+    );
+    assert!(!ok, "{out}");
+    assert!(!out.contains("pasted0123"), "{out}");
+    assert!(out.contains("not shown"), "{out}");
 }
 
 #[test]
