@@ -9,7 +9,7 @@ use crate::common::*;
 use ringside::demo::client;
 use ringside::simulate::SimOptions;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 both_drivers!(
