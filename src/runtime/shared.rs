@@ -52,7 +52,8 @@ pub(super) fn build(
     }
     let usage_walls = crate::resilience::usage_wall::walls::Walls::new(slots.conn_capacity);
     let cfg = &generation.config;
-    let tokens = crate::upstream::tokens::Tokens::new(slots.conn_capacity, cfg.token_key.as_ref());
+    let tokens =
+        crate::upstream::tokens::Tokens::new(slots.conn_capacity, cfg.token_key.as_ref(), store);
     // Refreshed tokens kept sealed win over the environment's while it gives the same seed.
     tokens.seed(cfg, store);
     let shared = Arc::new(Shared {

@@ -235,10 +235,11 @@ fn store_key(label: &str) -> String {
 }
 
 impl Tokens {
-    pub fn new(capacity: usize, key: Option<&Secret>) -> Tokens {
+    /// `key`: the operator's sealing secret; the store keeps its salt.
+    pub fn new(capacity: usize, key: Option<&Secret>, store: &crate::store::Store) -> Tokens {
         Tokens {
             cells: (0..capacity).map(|_| TokenCell::default()).collect(),
-            key: key.map(|k| SealKey::new(k.expose())),
+            key: key.map(|k| SealKey::new(k.expose(), &SealKey::salt(store))),
         }
     }
 
@@ -261,10 +262,11 @@ impl Tokens {
             return;
         };
         let origin = crate::secret::hex(&crate::secret::digest(oauth.refresh.expose().as_bytes()));
+        let row = store_key(label);
         let stored = self.key.as_ref().and_then(|k| {
-            let rec = store.get(&store_key(label))?;
+            let rec = store.get(&row)?;
             (rec["origin"].as_str() == Some(origin.as_str())).then_some(())?;
-            serde_json::from_slice(&k.open(rec["sealed"].as_str()?)?).ok()
+            serde_json::from_slice(&k.open(&row, rec["sealed"].as_str()?)?).ok()
         });
         cell.seed(oauth, stored);
     }
@@ -280,11 +282,12 @@ impl Tokens {
         let (Some(key), Some(origin)) = (&self.key, cell.origin()) else {
             return;
         };
-        let Some(sealed) = key.seal(record.to_string().as_bytes()) else {
+        let row = store_key(label);
+        let Some(sealed) = key.seal(&row, record.to_string().as_bytes()) else {
             return;
         };
         let v = serde_json::json!({"origin": crate::secret::hex(&origin), "sealed": sealed});
-        store.put(store_key(label), v);
+        store.put(row, v);
     }
 }
 
