@@ -124,7 +124,7 @@ fn open_with(key: &LessSafeKey, aad: &[u8], text: &str) -> Option<Vec<u8>> {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.is_empty() {
+    if !s.len().is_multiple_of(2) || s.is_empty() {
         return None;
     }
     (0..s.len() / 2)
