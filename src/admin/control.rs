@@ -79,15 +79,41 @@ pub fn start(shared: Arc<Shared>, data_dir: &str) -> Result<Control, String> {
         .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
+    // Waited on with poll(2), then accepted without blocking: a blocked accept(2) holds a
+    // descriptor number for as long as it waits, one fewer for the data port when the
+    // open-file limit is reached.
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     std::thread::Builder::new()
         .name("ringside-control".into())
         .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                serve(&shared, conn);
+            loop {
+                if !readable(&listener) {
+                    continue;
+                }
+                if let Ok((conn, _)) = listener.accept()
+                    && conn.set_nonblocking(false).is_ok()
+                {
+                    serve(&shared, conn);
+                }
             }
         })
         .map_err(|e| format!("cannot start the control socket's thread: {e}"))?;
     Ok(Control { path })
+}
+
+/// Wait up to a second for a connection to accept on `listener`.
+fn readable(listener: &UnixListener) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd we own, for a listener that outlives the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, 1_000) };
+    n > 0 && pfd.revents & libc::POLLIN != 0
 }
 
 /// The uid of the process at the other end of `s`.

@@ -98,6 +98,10 @@ fn oversized_and_control_model_names_are_refused(driver: &str) {
         r#""relay/a\u0000b""#.to_string(),
         r#""relay/a\u007fb""#.to_string(),
         r#""""#.to_string(),
+        // Names that would show as another: a bidi override, a zero-width space (escaped and
+        // raw UTF-8).
+        r#""relay/gpt-4o\u202e""#.to_string(),
+        "\"relay/gpt\u{200b}-4o\"".to_string(),
     ] {
         let mut s = raw_client(proxy.addr);
         s.write_all(post_chat(&model, true).as_bytes()).unwrap();
