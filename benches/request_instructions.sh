@@ -7,13 +7,14 @@
 # 20-event streams from a TLS upstream (the independent mock over https, `tls_mock`), the path
 # every real provider takes. Bounded: about a minute and a half.
 # Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing;
-#   ACCESS_LOG=true counts the access log too: its lines and its writer thread)
+#   ACCESS_LOG=true counts the access log too: its lines and its writer thread;
+#   RINGSIDE_BIN=PATH counts that binary instead of building this tree's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/lib.sh
 install_missing valgrind valgrind wrk wrk callgrind_control valgrind
-cargo build --release -q
-BIN=target/release/ringside
+# RINGSIDE_BIN=PATH counts another build (two builds compared without PGO, say) and skips this one.
+if [ -n "${RINGSIDE_BIN:-}" ]; then BIN=$RINGSIDE_BIN; else cargo build --release -q; BIN=target/release/ringside; fi
 BASE=${BASE_PORT:-19150}
 SIM=$BASE; RS=$((BASE+1)); ADMIN=$((BASE+2))
 WORK=$(mktemp -d)

@@ -113,9 +113,13 @@ pub(super) fn local_host(host: &str) -> bool {
     if name.is_empty() {
         return false;
     }
-    // IP literals first (the common case): digits and dots, or an IPv6 literal.
-    if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') || name.contains(':') {
-        return name.parse::<std::net::IpAddr>().is_ok();
+    // IP literals first (the common case): digits and dots (no public DNS name is digits and
+    // dots alone, and a browser takes such a host for an address), or an IPv6 literal.
+    if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return true;
+    }
+    if name.contains(':') {
+        return name.parse::<std::net::Ipv6Addr>().is_ok();
     }
     if !name.contains('.') {
         return true; // localhost, a container's or a Kubernetes service's short name
@@ -173,7 +177,6 @@ mod tests {
             "evil.example:8080",
             "127.0.0.1.evil.example",
             "localhost.evil.example",
-            "999.1.1.1",
             "",
             "svc.evil.example",
         ] {

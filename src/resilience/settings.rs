@@ -36,7 +36,8 @@ pub struct ProviderPolicy {
     pub gate: GateProfile,
 }
 
-/// Built-in profile defaults (the numbers win over the reference where they differ).
+/// Built-in profile defaults (where they differ from the reference gateway's, these are the
+/// ones Ringside ships, chosen for its own behaviour).
 /// `resilience.jitter`'s default: computed waits vary by ±20 %.
 pub const DEFAULT_JITTER_PCT: u8 = 20;
 
