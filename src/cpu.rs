@@ -28,6 +28,7 @@ pub fn allowed() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills the one we own.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: sched_getaffinity writes at most `size` bytes into the set we own.
     if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
         return Vec::new();
     }

@@ -20,6 +20,10 @@
 //!
 //! The design behind it is in `docs/architecture.md`.
 
+// Nothing a client, an upstream or a config file sends may panic the process: no `unwrap` or
+// `expect` outside tests (clippy.toml allows them in tests), checked by `.ci/run`.
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod admin; // layer 8
 pub mod audit; // layer 2
 pub mod cli; // layer 9

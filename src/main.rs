@@ -1,3 +1,4 @@
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 // mimalloc instead of glibc's malloc: a proxied request makes about fifteen small allocations on
 // one core, and mimalloc's per-thread free lists cost 6% fewer instructions per JSON request
 // (callgrind: 34.4k -> 32.4k) and ~7% less CPU per request under load. `no_thp` keeps it off

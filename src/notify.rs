@@ -51,6 +51,7 @@ mod tests {
         // SAFETY: this test alone reads NOTIFY_SOCKET in this process's tests.
         unsafe { std::env::set_var("NOTIFY_SOCKET", &path) };
         super::notify("READY=1\nSTATUS=serving");
+        // SAFETY: as above.
         unsafe { std::env::remove_var("NOTIFY_SOCKET") };
         let mut buf = [0u8; 64];
         let n = listener.recv(&mut buf).expect("recv");

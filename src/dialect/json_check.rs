@@ -113,6 +113,7 @@ unsafe fn check<S: Strings>(b: &[u8]) -> Result<TopFields, Invalid> {
                 if c == b'}' && want == Want::FirstKey {
                     i += 1;
                 } else if c == b'"' {
+                    // SAFETY: `S` was picked for this CPU's instruction sets (`Strings`).
                     let end = unsafe { S::end(b, i + 1) }?;
                     if nest.depth() == 1 {
                         key = top_key(&b[i..end], i)?;
@@ -156,6 +157,7 @@ unsafe fn check<S: Strings>(b: &[u8]) -> Result<TopFields, Invalid> {
                         };
                         continue;
                     }
+                    // SAFETY: `S` was picked for this CPU's instruction sets (`Strings`).
                     b'"' => i = unsafe { S::end(b, i + 1) }?,
                     b't' => i = literal(b, i, b"true")?,
                     b'f' => i = literal(b, i, b"false")?,

@@ -23,6 +23,7 @@ fn all_paths(b: &[u8], i: usize) -> Vec<Result<usize, Invalid>> {
     let mut got = vec![unsafe { Base::end(b, i) }];
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::fast() {
+        // SAFETY: the CPU has AVX2 (`cpu::fast`).
         got.push(unsafe { Avx2::end(b, i) });
     }
 

@@ -75,6 +75,7 @@ fn graceful_shutdown_drains_a_live_stream(driver: &str) {
     }
     // SIGTERM mid-stream: the stream still completes, then the process exits 0.
     let p = proxy.child.id();
+    // SAFETY: kill(2) on our own child's pid.
     let killer = std::thread::spawn(move || unsafe { libc::kill(p as i32, libc::SIGTERM) });
     got.extend_from_slice(&read_all(s));
     killer.join().unwrap();

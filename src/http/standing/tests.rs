@@ -167,8 +167,8 @@ fn a_refused_poll_sends_its_stream_back_to_the_old_wait() {
         let (reader, _sender) = pair().await;
         // A descriptor number nothing holds.
         let closed: RawFd = 65_000;
-        // SAFETY: F_GETFD only asks whether the descriptor is open.
         assert!(
+            // SAFETY: F_GETFD only asks whether the descriptor is open.
             unsafe { libc::fcntl(closed, libc::F_GETFD) } < 0,
             "{closed} is open"
         );
