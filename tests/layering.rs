@@ -1,10 +1,15 @@
 //! The crate's layers hold: every top-level module has a layer (`// layer N` after its `pub mod`
 //! in `src/lib.rs`), uses only modules of its own layer or a lower one, and the module graph has
-//! no cycle. A violation names the file and line: `src/route/mod.rs:8: route (layer 4) uses
-//! proxy (layer 7)`.
+//! no cycle; between files, no circle of imports takes in more than two files; in the request
+//! path, `proxy/exchange.rs` (the context every phase shares) imports no other file of `proxy`,
+//! and no phase uses a driver. Imports are read as whole statements (a `use` group spread over
+//! lines is one), with paths inside expressions too. A violation names the file and line:
+//! `src/route/mod.rs:8: route (layer 4) uses proxy (layer 7)`.
 
+mod house;
+use house::{Import, imports, module_path, rust_files, src_files};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `module -> layer`, from the marks in `src/lib.rs`; unmarked modules have no entry.
 fn layers(lib: &str) -> (BTreeMap<String, u8>, Vec<String>) {
@@ -29,129 +34,8 @@ fn layers(lib: &str) -> (BTreeMap<String, u8>, Vec<String>) {
     (marked, unmarked)
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-/// The module path of a file under `src/` (`src/proxy/lease/mod.rs` -> proxy::lease).
-fn module_path(rel: &Path) -> Vec<String> {
-    let mut parts: Vec<String> = rel
-        .iter()
-        .map(|s| s.to_string_lossy().trim_end_matches(".rs").to_string())
-        .collect();
-    if parts.last().is_some_and(|l| l == "mod") {
-        parts.pop();
-    }
-    parts
-}
-
-/// The top-level modules a line of code names: `crate::x`, `crate::{x, y}`, and `super::`
-/// chains that climb to the crate root.
-fn uses(line: &str, path: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = line;
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + 7..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let inner = group.split('}').next().unwrap_or("");
-            for item in inner.split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                out.push(name);
-            }
-        } else {
-            out.push(
-                rest.chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect(),
-            );
-        }
-    }
-    let mut rest = line;
-    while let Some(i) = rest.find("super::") {
-        let chain = &rest[i..];
-        let ups = chain
-            .matches("super::")
-            .count()
-            .min(chain.split("super::").take_while(|s| s.is_empty()).count());
-        let climbed = chain.trim_start_matches("super::");
-        if ups >= path.len() {
-            // Climbed to the crate root: the next name is a top-level module.
-            out.push(
-                climbed
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect(),
-            );
-        }
-        rest = &rest[i + 7 * ups.max(1)..];
-    }
-    out.retain(|m| !m.is_empty() && m != "self" && m != "super");
-    out
-}
-
-#[test]
-fn layers_hold_and_modules_form_no_cycle() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("src/lib.rs");
-    let (layer, unmarked) = layers(&lib);
-    assert!(
-        unmarked.is_empty(),
-        "modules without a `// layer N` mark in src/lib.rs: {unmarked:?}"
-    );
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    let mut problems = Vec::new();
-    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in &files {
-        let rel = file.strip_prefix(root.join("src")).expect("under src");
-        let path = module_path(rel);
-        let Some(module) = path.first().cloned() else {
-            continue;
-        };
-        let Some(&own) = layer.get(&module) else {
-            continue; // lib.rs, main.rs, bin/
-        };
-        let text = std::fs::read_to_string(file).expect("read");
-        for (n, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            for dep in uses(code, &path) {
-                if dep == module {
-                    continue;
-                }
-                match layer.get(&dep) {
-                    Some(&d) if d > own => problems.push(format!(
-                        "src/{}:{}: {module} (layer {own}) uses {dep} (layer {d})",
-                        rel.display(),
-                        n + 1
-                    )),
-                    Some(_) => {
-                        edges.entry(module.clone()).or_default().insert(dep);
-                    }
-                    None => {} // std, a dependency crate, or a macro path
-                }
-            }
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "upward imports:\n{}",
-        problems.join("\n")
-    );
-    // No cycle, even among modules of one layer.
+/// The first cycle among `edges`, if any.
+fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     fn visit(
         m: &str,
         edges: &BTreeMap<String, BTreeSet<String>>,
@@ -166,8 +50,8 @@ fn layers_hold_and_modules_form_no_cycle() {
         }
         stack.push(m.to_string());
         for d in edges.get(m).into_iter().flatten() {
-            if let Some(cycle) = visit(d, edges, stack, done) {
-                return Some(cycle);
+            if let Some(c) = visit(d, edges, stack, done) {
+                return Some(c);
             }
         }
         stack.pop();
@@ -175,26 +59,192 @@ fn layers_hold_and_modules_form_no_cycle() {
         None
     }
     let mut done = BTreeSet::new();
-    for m in layer.keys() {
-        let cycle = visit(m, &edges, &mut Vec::new(), &mut done);
-        assert!(cycle.is_none(), "module cycle: {cycle:?}");
+    edges
+        .keys()
+        .find_map(|m| visit(m, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn layers_hold_and_modules_form_no_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("src/lib.rs");
+    let (layer, unmarked) = layers(&lib);
+    assert!(
+        unmarked.is_empty(),
+        "modules without a `// layer N` mark in src/lib.rs: {unmarked:?}"
+    );
+    let mut problems = Vec::new();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, path, text) in src_files(root) {
+        let Some(module) = path.first().cloned() else {
+            continue;
+        };
+        let Some(&own) = layer.get(&module) else {
+            continue; // lib.rs, main.rs, bin/
+        };
+        for Import { line, target } in imports(&text, &path) {
+            let Some(dep) = target.first().filter(|d| **d != module) else {
+                continue;
+            };
+            match layer.get(dep) {
+                Some(&d) if d > own => problems.push(format!(
+                    "src/{rel}:{line}: {module} (layer {own}) uses {dep} (layer {d})"
+                )),
+                Some(_) => {
+                    edges.entry(module.clone()).or_default().insert(dep.clone());
+                }
+                None => {} // std, a dependency crate, or a macro path
+            }
+        }
     }
+    assert!(
+        problems.is_empty(),
+        "upward imports:\n{}",
+        problems.join("\n")
+    );
+    let c = cycle(&edges);
+    assert!(c.is_none(), "module cycle: {c:?}");
+}
+
+/// The files of `src` each file imports (by module path, resolved to the deepest module that
+/// has a file of its own).
+fn file_edges(root: &Path) -> BTreeMap<Vec<String>, BTreeMap<Vec<String>, usize>> {
+    let files: Vec<_> = src_files(root).collect();
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(_, p, _)| p.clone()).collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeMap<Vec<String>, usize>> = BTreeMap::new();
+    for (_, path, text) in &files {
+        for Import { line, target } in imports(text, path) {
+            let file = (0..=target.len())
+                .rev()
+                .map(|k| target[..k].to_vec())
+                .find(|p| known.contains(p) && !p.is_empty());
+            if let Some(f) = file.filter(|f| f != path) {
+                edges
+                    .entry(path.clone())
+                    .or_default()
+                    .entry(f)
+                    .or_insert(line);
+            }
+        }
+    }
+    edges
+}
+
+/// Strongly connected groups of files (Tarjan), largest first.
+fn circles(edges: &BTreeMap<Vec<String>, BTreeMap<Vec<String>, usize>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        edges: &'a BTreeMap<Vec<String>, BTreeMap<Vec<String>, usize>>,
+        index: BTreeMap<&'a Vec<String>, (usize, usize)>,
+        stack: Vec<&'a Vec<String>>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn connect<'a>(t: &mut T<'a>, v: &'a Vec<String>) {
+        t.index.insert(v, (t.next, t.next));
+        t.next += 1;
+        t.stack.push(v);
+        for w in t.edges.get(v).into_iter().flat_map(|m| m.keys()) {
+            if !t.index.contains_key(w) {
+                connect(t, w);
+                let low = t.index[w].1.min(t.index[v].1);
+                t.index.entry(v).and_modify(|e| e.1 = low);
+            } else if t.stack.contains(&w) {
+                let low = t.index[w].0.min(t.index[v].1);
+                t.index.entry(v).and_modify(|e| e.1 = low);
+            }
+        }
+        if t.index[v].0 == t.index[v].1 {
+            let mut group = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                group.push(w.join("::"));
+                if w == v {
+                    break;
+                }
+            }
+            t.out.push(group);
+        }
+    }
+    let mut t = T {
+        edges,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v) {
+            connect(&mut t, v);
+        }
+    }
+    t.out.sort_by_key(|g| std::cmp::Reverse(g.len()));
+    t.out
+}
+
+#[test]
+fn no_circle_of_imports_takes_in_more_than_two_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let big: Vec<_> = circles(&file_edges(root))
+        .into_iter()
+        .filter(|g| g.len() > 2)
+        .collect();
+    assert!(
+        big.is_empty(),
+        "files importing one another in a circle: {big:?}"
+    );
+}
+
+#[test]
+fn the_request_context_is_a_leaf_of_the_request_path() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let leaf = vec!["proxy".to_string(), "exchange".to_string()];
+    let edges = file_edges(root);
+    let into_proxy: Vec<String> = edges
+        .get(&leaf)
+        .into_iter()
+        .flatten()
+        .filter(|(f, _)| f.first().is_some_and(|m| m == "proxy"))
+        .map(|(f, line)| format!("src/proxy/exchange.rs:{line}: uses {}", f.join("::")))
+        .collect();
+    assert!(into_proxy.is_empty(), "{}", into_proxy.join("\n"));
 }
 
 #[test]
 fn the_import_reader_sees_every_form() {
     let p = |s: &str| s.split("::").map(String::from).collect::<Vec<_>>();
-    assert_eq!(uses("use crate::http::Head;", &p("proxy")), ["http"]);
+    let targets = |text: &str, at: &str| -> Vec<String> {
+        imports(text, &p(at))
+            .into_iter()
+            .map(|i| format!("{}:{}", i.line, i.target.join("::")))
+            .collect()
+    };
+    assert_eq!(targets("use crate::http::Head;", "proxy"), ["1:http::Head"]);
     assert_eq!(
-        uses("use crate::{clock, http::Head};", &p("proxy")),
-        ["clock", "http"]
+        targets("use crate::{clock, http::Head};", "proxy"),
+        ["1:clock", "1:http::Head"]
+    );
+    // A group spread over lines is one statement, nested groups too.
+    assert_eq!(
+        targets(
+            "// a comment\nuse crate::{\n    route::{self, Candidate},\n    proxy, // why\n};\n",
+            "state"
+        ),
+        ["2:route::self", "2:route::Candidate", "2:proxy"]
     );
     assert_eq!(
-        uses("x = super::super::route::Name;", &p("proxy::lease")),
-        ["route"]
+        targets("x = super::super::route::Name;", "proxy::lease::x"),
+        ["1:proxy::route::Name"]
     );
-    assert!(uses("use super::judge;", &p("proxy::attempt")).is_empty());
-    assert_eq!(uses("super::timer::now()", &p("proxy")), ["timer"]);
+    assert_eq!(
+        targets("let t = super::timer::now();", "proxy::a"),
+        ["1:proxy::timer::now"]
+    );
+    assert_eq!(
+        targets("use super::judge;", "proxy::attempt"),
+        ["1:proxy::judge"]
+    );
+    assert!(targets("\"crate::x in a string\"", "proxy").is_empty());
+    // Leaving the crate root names nothing of the crate.
+    assert!(targets("super::super::x", "proxy").is_empty());
 }
 
 /// The request path's drivers: only they may use one another.
@@ -202,88 +252,37 @@ const PROXY_DRIVERS: &[&str] = &["connection", "request", "attempts"];
 
 #[test]
 fn request_phases_never_use_a_driver() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/proxy");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut problems = Vec::new();
-    for file in &files {
-        let rel = file.strip_prefix(&root).expect("under src/proxy");
-        let first = module_path(rel).first().cloned().unwrap_or_default();
-        if first.is_empty() || PROXY_DRIVERS.contains(&first.as_str()) {
-            continue; // mod.rs re-exports, and the drivers themselves
+    for (rel, path, text) in src_files(root) {
+        let [top, first, ..] = path.as_slice() else {
+            continue; // proxy/mod.rs re-exports
+        };
+        if top != "proxy" || PROXY_DRIVERS.contains(&first.as_str()) {
+            continue;
         }
-        let text = std::fs::read_to_string(file).expect("read");
-        for (n, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            for d in PROXY_DRIVERS {
-                let used = [
-                    format!("super::{d}::"),
-                    format!("super::{d};"),
-                    format!("proxy::{d}::"),
-                ]
-                .iter()
-                .any(|p| code.contains(p.as_str()));
-                if used {
-                    problems.push(format!(
-                        "src/proxy/{}:{}: phase {first} uses the driver {d}",
-                        rel.display(),
-                        n + 1
-                    ));
-                }
+        for Import { line, target } in imports(&text, &path) {
+            if let [p, d, ..] = target.as_slice()
+                && p == "proxy"
+                && PROXY_DRIVERS.contains(&d.as_str())
+            {
+                problems.push(format!(
+                    "src/{rel}:{line}: phase {first} uses the driver {d}"
+                ));
             }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// Every error code Ringside can answer appears in the HTTP API reference (or, for the lease
-/// codes, the leases reference): the table in the docs is the answer table in the code.
 #[test]
-fn every_error_code_is_in_the_reference() {
+fn the_house_reader_walks_src() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut docs = String::new();
-    for page in ["http-api.md", "leases.md", "admin-api.md"] {
-        docs += &std::fs::read_to_string(root.join("docs/reference").join(page)).expect("doc page");
-    }
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    let mut missing = BTreeSet::new();
-    for file in &files {
-        let rel = file
-            .strip_prefix(root)
-            .expect("under root")
-            .display()
-            .to_string();
-        if rel.contains("simulate") || rel.ends_with("tests.rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(file).expect("read");
-        // Unit tests make up codes of their own.
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for opener in ["ApiError::new(", "bad_request(", "lease_error("] {
-            for piece in code.split(opener).skip(1) {
-                let args = piece.trim_start();
-                // ApiError::new(status, "code", ..) and lease_error(status, "code", ..);
-                // bad_request("code", ..).
-                let after = match args.split_once(',') {
-                    Some((first, rest)) if first.trim().parse::<u16>().is_ok() => rest,
-                    _ => args,
-                };
-                let Some(quoted) = after.trim_start().strip_prefix('"') else {
-                    continue;
-                };
-                let name: String = quoted
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() && !docs.contains(&format!("`{name}`")) {
-                    missing.insert(format!("{name} ({rel})"));
-                }
-            }
-        }
-    }
-    assert!(
-        missing.is_empty(),
-        "error codes missing from docs/reference: {missing:?}"
+    let mut all = Vec::new();
+    rust_files(&root.join("src"), &mut all);
+    assert_eq!(src_files(root).count(), all.len());
+    assert_eq!(
+        module_path(Path::new("proxy/lease/mod.rs")),
+        ["proxy", "lease"]
     );
 }

@@ -10,6 +10,7 @@ pub use renumber::NO_SLOT;
 mod resilience;
 mod resolve;
 pub mod schema;
+mod schema_providers;
 mod schema_resilience;
 mod strategy;
 pub use resolve::{available_cores, default_address_share, default_max_connections};

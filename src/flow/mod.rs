@@ -5,20 +5,23 @@
 //! waiter on another (through that core's doorbell) and no core can hog a connection.
 
 pub mod account;
+mod acquire;
 pub mod gate;
 pub mod live;
+mod pump;
 pub mod queue;
 pub mod settings;
 pub mod tenant;
 
+pub use acquire::{Ask, acquire};
 use gate::{Blocked, Gate};
-use queue::{LocalQueue, Waiter};
+pub use pump::{run_doorbell, run_pump};
+use queue::LocalQueue;
 use serde::Serialize;
 use settings::{Budgets, Knob, Value};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::rc::Rc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::task::{Poll, Waker};
 
@@ -369,143 +372,6 @@ impl FlowCore {
             }
         }
         next
-    }
-}
-
-/// Admission for one attempt on `conn`.
-pub struct Ask {
-    pub conn: usize,
-    pub tenant: u64,
-    pub priority: u8,
-    /// The request's remaining time: a queue wait never outlives the request.
-    pub time_left_ms: u64,
-}
-
-/// Take a slot now if the connection is free and nobody queues ahead; otherwise queue (or
-/// refuse, per the connection's saturation policy). `watch` aborts the wait when the client
-/// leaves (`Err(None)`).
-pub async fn acquire<F>(
-    flow: &'static FlowShared,
-    fc: &FlowCore,
-    ask: Ask,
-    now: u64,
-    wait_with: impl FnOnce(futures_channel::oneshot::Receiver<Permit>, u64) -> F,
-) -> Result<Permit, Option<Refused>>
-where
-    F: std::future::Future<Output = Option<Option<Permit>>>,
-{
-    let gate = &flow.gates[ask.conn];
-    if flow.unlimited(ask.conn) {
-        // Nothing to count against: no shared write at all on this path.
-        return Ok(Permit {
-            flow,
-            conn: ask.conn,
-            counted: false,
-        });
-    }
-    if !gate.has_queue() && flow.try_start(ask.conn, now).is_ok() {
-        return Ok(Permit {
-            flow,
-            conn: ask.conn,
-            counted: true,
-        });
-    }
-    match flow.conns[ask.conn].on_saturation() {
-        Saturation::Queue => {}
-        Saturation::Reject => {
-            gate.stats.rejected_saturated.fetch_add(1, Relaxed);
-            return Err(Some(Refused::Saturated));
-        }
-        Saturation::FailOpen => {
-            return Ok(Permit {
-                flow,
-                conn: ask.conn,
-                counted: false,
-            });
-        }
-    }
-    let depth = flow.effective(ask.conn, Knob::MaxQueueDepth).value;
-    if !gate.try_enqueue(depth) {
-        gate.stats.rejected_full.fetch_add(1, Relaxed);
-        return Err(Some(Refused::QueueFull));
-    }
-    let max_wait = flow
-        .effective(ask.conn, Knob::MaxWaitMs)
-        .value
-        .min(ask.time_left_ms);
-    let (tx, rx) = futures_channel::oneshot::channel();
-    {
-        let mut queues = fc.queues.borrow_mut();
-        let q = &mut queues[ask.conn];
-        q.push(Waiter {
-            tenant: ask.tenant,
-            priority: ask.priority,
-            enqueued_at: now,
-            grant: tx,
-        });
-        gate.publish(fc.id, q.best_priority());
-    }
-    fc.notify.notify();
-    flow.tenants.queued(ask.tenant, 1);
-    let got = wait_with(rx, max_wait).await;
-    flow.tenants.queued(ask.tenant, -1);
-    gate.dequeue();
-    let waited = crate::clock::now_ms().saturating_sub(now);
-    match got {
-        Some(Some(permit)) => {
-            gate.stats.observe_wait(waited);
-            Ok(permit)
-        }
-        Some(None) => {
-            gate.stats.queue_timeouts.fetch_add(1, Relaxed);
-            fc.notify.notify(); // let the pump drop this waiter and republish
-            Err(Some(Refused::QueueTimeout { waited_ms: waited }))
-        }
-        None => {
-            gate.stats.cancelled.fetch_add(1, Relaxed);
-            fc.notify.notify();
-            Err(None)
-        }
-    }
-}
-
-/// The core's queue pump: woken by its doorbell, by a local enqueue, or by a timer for
-/// spacing; it also polls briefly while it holds tickets, in case a wake-up was missed.
-pub async fn run_pump(flow: &'static FlowShared, fc: Rc<FlowCore>, stop: impl Fn() -> bool) {
-    loop {
-        let next = fc.pump(flow, crate::clock::now_ms());
-        let holding = fc.queues.borrow().iter().any(|q| !q.is_empty());
-        let idle_ms = match (next, holding) {
-            (Some(ms), _) => ms.clamp(1, 1_000),
-            (None, true) => 25,
-            (None, false) => 250,
-        };
-        monoio::select! {
-            _ = fc.notify.notified() => {}
-            _ = monoio::time::sleep(std::time::Duration::from_millis(idle_ms)) => {}
-        }
-        if stop() {
-            return;
-        }
-    }
-}
-
-/// Read the core's doorbell forever, turning each ring into a local notification.
-pub async fn run_doorbell(read_end: UnixStream, fc: Rc<FlowCore>) {
-    if read_end.set_nonblocking(true).is_err() {
-        return;
-    }
-    let Ok(mut s) = monoio::net::UnixStream::from_std(read_end) else {
-        return;
-    };
-    let mut buf = vec![0u8; 64];
-    loop {
-        let (res, b) = monoio::io::AsyncReadRent::read(&mut s, buf).await;
-        buf = b;
-        match res {
-            Ok(n) if n > 0 => fc.notify.notify(),
-            _ => return,
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Two cores' queue pumps sharing one gate, driven by hand (no runtime, no sleeping).
 
+use super::queue::Waiter;
 use super::*;
 use futures_channel::oneshot::Receiver;
 

@@ -4,26 +4,16 @@
 //! deadline exceeded). Terminal answers carry `x-should-retry: false`; answers worth retrying
 //! carry `Retry-After`.
 
-use super::exchange::Ctx;
+use super::exchange::{Buffered, Ctx};
 use super::forward::{Relay, relay_buffered};
 use super::respond::finish_error;
 use crate::dialect::ApiError;
-use crate::http::Head;
 use crate::resilience::Exclusion;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{Reason, Verdict};
 use crate::resilience::cooldown::Terminal;
-use bytes::Bytes;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use serde_json::json;
-
-/// An upstream error answer read whole while judging it.
-pub struct Buffered {
-    /// After restatement.
-    pub status: u16,
-    pub head: Head,
-    pub body: Bytes,
-}
 
 pub struct LastFailure {
     pub verdict: Verdict,

@@ -2,7 +2,7 @@
 //! the head (first-byte timeout; a pooled connection that dies before any byte is retried once
 //! on a fresh one), judge it (held stream, whole error body), and commit only what deserves it.
 
-use super::answer::Buffered;
+use super::exchange::Buffered;
 use super::exchange::{AttemptEnd, Ctx, Failed};
 use super::judge::{self, Hold, Read, describe};
 use super::outbound::Outbound;

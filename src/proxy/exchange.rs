@@ -1,14 +1,21 @@
 //! What one request carries through its phases: the context (`Ctx`: the head, the body once
 //! read, the decision record, the caller), what the request knows of its connection (`Conn`),
-//! and how one attempt ended (`AttemptEnd`). A leaf of `proxy`: it imports no phase.
+//! how one attempt ended (`AttemptEnd`), and the plain data those hold (a buffered error
+//! answer, a lease binding, a request's dealings with an account's usage wall, a readiness
+//! wait). A leaf of `proxy`: it imports no other file of `proxy` (`tests/layering.rs`), so
+//! every phase may use it and none is tied to another through it.
 
 use crate::audit::{AttemptOutcome, Record};
 use crate::dialect::{Dialect, Endpoint};
 use crate::http::Head;
+use crate::resilience::usage_wall::lane::{Decision, Waits};
+use crate::route::Candidate;
 use crate::state::core::Core;
 use crate::state::generation::CoreGen;
 use crate::upstream::UpConn;
 use bytes::Bytes;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Instant;
 
 /// The request headers read after an event stream is committed: the access log's. The rest of
@@ -81,7 +88,7 @@ pub(crate) struct Ctx<'a> {
     pub client: Option<std::sync::Arc<crate::clients::Client>>,
     /// The exclusive lease this request is fenced to (only its connection may serve it).
     /// Boxed: the context lives in every held stream's task (8 bytes there instead of 72).
-    pub lease: Option<Box<super::lease::Binding>>,
+    pub lease: Option<Box<Binding>>,
     /// The client connection: its place under the caps, its socket, its next request's wait.
     pub conn: &'a ClientConn<'a>,
     /// Whether this client may see provider and connection names and upstream error text in
@@ -90,7 +97,7 @@ pub(crate) struct Ctx<'a> {
     pub reveal: bool,
     /// The request's dealings with a Claude subscription account's usage wall (only when an
     /// opted-in account was tried).
-    pub lane: Option<Box<super::usage_wall::LaneRequest>>,
+    pub lane: Option<Box<LaneRequest>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -116,7 +123,7 @@ pub(crate) struct Failed {
     pub kind: AttemptOutcome,
     pub detail: String,
     /// The upstream's error answer, read whole (absent for transport failures).
-    pub response: Option<Box<crate::proxy::answer::Buffered>>,
+    pub response: Option<Box<Buffered>>,
     pub restated_from: Option<u16>,
     /// Cut short by the request's own deadline: says nothing about the upstream.
     pub self_inflicted: bool,
@@ -153,7 +160,7 @@ pub struct ClientConn<'a> {
     pub fd: std::os::fd::RawFd,
     /// Where a request leaves its client watch's still-armed wait, for the connection's wait
     /// for its next request (`watch::ClientWatch::finish`).
-    pub next_wait: std::cell::Cell<Option<super::watch::Readiness>>,
+    pub next_wait: std::cell::Cell<Option<Readiness>>,
 }
 
 /// What a request knows of the client connection it came on.
@@ -161,4 +168,51 @@ pub struct Conn<'a> {
     pub link: &'a ClientConn<'a>,
     /// The connection's last request (`max_requests_per_connection`): answered with close.
     pub last_request: bool,
+}
+
+/// An upstream error answer read whole while judging it.
+pub struct Buffered {
+    /// After restatement.
+    pub status: u16,
+    pub head: Head,
+    pub body: Bytes,
+}
+
+/// A request bound to its lease: only `conn` may serve it.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub owner: String,
+    pub generation: u64,
+    pub client: String,
+    pub conn: usize,
+    /// Moves to another connection made for this request (bounded).
+    pub moves: u8,
+}
+
+/// A readiness wait on the client socket. It owns a reference to the socket (the split
+/// halves' shared `Rc`), so it may outlive the request that armed it.
+pub type Readiness = Pin<Box<dyn Future<Output = std::io::Result<()>>>>;
+
+/// One request's dealings with an account's side state: its usage wall and its OAuth token
+/// (boxed in `Ctx`: only opted-in or refreshable OAuth accounts make one).
+#[derive(Default)]
+pub(crate) struct LaneRequest {
+    /// The request's waits on the lane, from its first (the lane's max-wait counts from it).
+    pub(super) waits: Waits,
+    /// The last attempt was sent with the lane's header.
+    pub(super) sent_slow: bool,
+    /// Sends on the lane's word so far.
+    pub(super) sends: u8,
+    /// The limit reset was tried for this request (once per request).
+    pub(super) reset_tried: bool,
+    /// The lane's word on the last answer, for the attempt loop.
+    pub(super) decision: Option<Decision>,
+    /// The candidate to send to again, and after how many ms (the attempt loop's next pick).
+    pub(super) same: Option<(Candidate, u64)>,
+    /// The OAuth access token's version the last attempt was sent with (`proxy::oauth`).
+    pub(super) token_version: u64,
+    /// The access token was refreshed for this request already (once per request).
+    pub(super) token_refreshed: bool,
+    /// The refresh token was refused for good: why (the answer expires the connection).
+    pub(super) token_dead: Option<String>,
 }

@@ -3,44 +3,21 @@
 //! goes in the low-priority lane. After the answer's head: the lane's word on it (claiming the
 //! weekly limit reset first when the wall asks for it), or a refreshed OAuth token after a 401
 //! (`proxy::oauth`), kept for the attempt loop, which sends the request to the same account
-//! again when told so, without a cooldown. The per-request record of both is [`LaneRequest`].
+//! again when told so, without a cooldown. The per-request record of both is
+//! [`LaneRequest`](super::exchange::LaneRequest).
 
 use super::exchange::Ctx;
 use crate::config::{Connection, Provider};
 use crate::http::Head;
 use crate::resilience::budget::Budget;
 use crate::resilience::usage_wall::headers::Unified;
-use crate::resilience::usage_wall::lane::{Answer, Decision, Via, Waits, wait_ceiling};
+use crate::resilience::usage_wall::lane::{Answer, Decision, Via, wait_ceiling};
 use crate::route::Candidate;
 use std::time::Instant;
 
 /// Sends to the same account on the lane's word, at most, in one request (the waits are
 /// bounded by time; this bounds the rest).
 const MAX_SENDS: u8 = 16;
-
-/// One request's dealings with an account's side state: its usage wall and its OAuth token
-/// (boxed in `Ctx`: only opted-in or refreshable OAuth accounts make one).
-#[derive(Default)]
-pub(crate) struct LaneRequest {
-    /// The request's waits on the lane, from its first (the lane's max-wait counts from it).
-    waits: Waits,
-    /// The last attempt was sent with the lane's header.
-    sent_slow: bool,
-    /// Sends on the lane's word so far.
-    sends: u8,
-    /// The limit reset was tried for this request (once per request).
-    reset_tried: bool,
-    /// The lane's word on the last answer, for the attempt loop.
-    decision: Option<Decision>,
-    /// The candidate to send to again, and after how many ms (the attempt loop's next pick).
-    same: Option<(Candidate, u64)>,
-    /// The OAuth access token's version the last attempt was sent with (`proxy::oauth`).
-    pub(super) token_version: u64,
-    /// The access token was refreshed for this request already (once per request).
-    pub(super) token_refreshed: bool,
-    /// The refresh token was refused for good: why (the answer expires the connection).
-    pub(super) token_dead: Option<String>,
-}
 
 /// Whether this attempt goes in the lane (noted for its answer).
 pub(super) fn slow(ctx: &mut Ctx<'_>, conn: &Connection) -> bool {

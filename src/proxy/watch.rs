@@ -36,9 +36,7 @@ use crate::timer;
 /// How long a request runs before its client is watched.
 pub const ARM_AFTER: Duration = Duration::from_millis(20);
 
-/// A readiness wait on the client socket. It owns a reference to the socket (the split
-/// halves' shared `Rc`), so it may outlive the request that armed it.
-pub type Readiness = Pin<Box<dyn Future<Output = std::io::Result<()>>>>;
+pub use super::exchange::Readiness;
 
 /// The result of racing an upstream step against the client going away.
 pub enum Raced<T> {

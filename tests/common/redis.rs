@@ -216,3 +216,36 @@ pub fn served_by(proxy: &Proxy) -> String {
     assert_eq!(r.status, 200, "{}", r.text());
     r.header("x-ringside-connection").unwrap_or("").to_string()
 }
+
+pub fn with_fleet(redis: &Redis, name: &str) -> String {
+    format!(
+        "[session]\naffinity_ttl_ms = 60000\n[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
+        redis.url()
+    )
+}
+
+/// `n` requests at once as tenant `who`, spread over `addrs`: their statuses.
+pub fn burst(addrs: &[std::net::SocketAddr], n: usize, who: &str) -> Vec<u16> {
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let addr = addrs[i % addrs.len()];
+            let auth = format!("Bearer {who}");
+            std::thread::spawn(move || {
+                ringside::demo::client::request(
+                    addr,
+                    "POST",
+                    "/v1/chat/completions",
+                    &[("authorization", &auth)],
+                    chat("m", false).as_bytes(),
+                    Duration::from_secs(30),
+                )
+                .map(|r| r.status)
+                .unwrap_or(0)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("client"))
+        .collect()
+}

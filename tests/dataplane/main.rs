@@ -7,6 +7,7 @@ mod common;
 mod admin_access;
 mod after_commit;
 mod bad_input;
+mod caps;
 mod client_retries;
 mod failover;
 mod framing;

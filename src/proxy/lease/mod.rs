@@ -54,16 +54,7 @@ pub fn parse_generation(v: &str) -> Option<u64> {
     v.parse::<u64>().ok().filter(|&g| ok && g < (1 << 53))
 }
 
-/// A request bound to its lease: only `conn` may serve it.
-#[derive(Clone, Debug)]
-pub struct Binding {
-    pub owner: String,
-    pub generation: u64,
-    pub client: String,
-    pub conn: usize,
-    /// Moves to another connection made for this request (bounded).
-    pub moves: u8,
-}
+pub use super::exchange::Binding;
 
 pub fn lease_error(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::new(status, code, message).should_retry(false)
