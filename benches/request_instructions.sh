@@ -8,7 +8,8 @@
 # every real provider takes. Bounded: about a minute and a half.
 # Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing;
 #   ACCESS_LOG=true counts the access log too: its lines and its writer thread;
-#   RINGSIDE_BIN=PATH counts that binary instead of building this tree's)
+#   RINGSIDE_BIN=PATH counts that binary instead of building this tree's; KEEP_CALLGRIND=DIR
+#   keeps the dumps for callgrind_annotate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/lib.sh
@@ -76,4 +77,8 @@ for kind in $KINDS; do
     exit 1
   fi
   printf '%-4s %7d requests  %9d instructions/request\n' "$kind" "$n" $((total / n))
+  # KEEP_CALLGRIND=DIR keeps each row's dumps, for callgrind_annotate (where they went).
+  if [ -n "${KEEP_CALLGRIND:-}" ]; then
+    mkdir -p "$KEEP_CALLGRIND/$kind"; cp "$WORK"/cg.*.[0-9]* "$KEEP_CALLGRIND/$kind/" 2>/dev/null || true
+  fi
 done

@@ -17,11 +17,8 @@ mod transitions;
 mod usage_wall;
 
 use crate::http::HeadLimits;
-use crate::http::io::{ReadError, read_body, read_request_head};
 use crate::http::response::whole;
 use crate::state::core::Shared;
-use bytes::BytesMut;
-use monoio::io::AsyncWriteRentExt;
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
 use state::AdminState;
 use std::cell::RefCell;
@@ -313,64 +310,49 @@ async fn gatekeep(
     None
 }
 
-async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream, peer: Peer) {
-    let _ = stream.set_nodelay(true);
-    let mut stream = stream;
-    let mut buf = BytesMut::with_capacity(4096);
-    let limits = HeadLimits {
+/// The admin port's limits on what it reads.
+const LIMITS: crate::http::server::Limits = crate::http::server::Limits {
+    head: HeadLimits {
         max_head_bytes: 16 * 1024,
         max_headers: 64,
-    };
-    loop {
-        let head = match read_request_head(
-            &mut stream,
-            &mut buf,
-            limits,
-            Duration::from_secs(30),
-            Duration::from_secs(10),
-        )
-        .await
-        {
-            Ok(h) => h,
-            Err(ReadError::Closed) | Err(ReadError::Io(_)) => return,
-            Err(_) => {
-                let _ = stream
-                    .write_all(whole(400, "text/plain", &[], b"bad request\n", false))
-                    .await;
-                return;
-            }
-        };
-        let Ok(body) = read_body(
-            &mut stream,
-            &mut buf,
-            head.framing,
-            1 << 20,
-            Duration::from_secs(10),
-        )
-        .await
-        else {
-            return;
-        };
-        let keep = head.keep_alive;
-        if let Some(refused) = gatekeep(&shared, &peer, &head, body.len()).await {
-            let (res, _) = stream.write_all(answer_for(&head, refused)).await;
-            if res.is_err() || !keep {
-                return;
-            }
-            continue;
-        }
-        let (status, ctype, body) = endpoints::answer(&shared, &admin, &head, &body).await;
-        // The status page says what it may load and where it may be framed.
-        let extra = if ctype.starts_with("text/html") {
-            page::HEADERS
-        } else {
-            &[]
-        };
-        let (res, _) = stream
-            .write_all(answer_for(&head, whole(status, ctype, extra, &body, keep)))
-            .await;
-        if res.is_err() || !keep {
-            return;
-        }
+    },
+    idle: Duration::from_secs(30),
+    head_timeout: Duration::from_secs(10),
+    max_body: 1 << 20,
+    body_timeout: Duration::from_secs(10),
+    buffer: 4096,
+};
+
+async fn serve(shared: Arc<Shared>, admin: Rc<RefCell<AdminState>>, stream: TcpStream, peer: Peer) {
+    let peer = &peer;
+    crate::http::server::serve(stream, LIMITS, |head, body, stream| {
+        let (shared, admin) = (shared.clone(), admin.clone());
+        async move { one(&shared, &admin, peer, head, body, stream).await }
+    })
+    .await;
+}
+
+/// One request: refused before an endpoint, or the endpoint's answer.
+async fn one(
+    shared: &Arc<Shared>,
+    admin: &Rc<RefCell<AdminState>>,
+    peer: &Peer,
+    head: crate::http::Head,
+    body: bytes::Bytes,
+    stream: TcpStream,
+) -> Option<TcpStream> {
+    use crate::http::server::reply;
+    let keep = head.keep_alive;
+    if let Some(refused) = gatekeep(shared, peer, &head, body.len()).await {
+        return reply(stream, answer_for(&head, refused), keep).await;
     }
+    let (status, ctype, out) = endpoints::answer(shared, admin, &head, &body).await;
+    // The status page says what it may load and where it may be framed.
+    let extra = if ctype.starts_with("text/html") {
+        page::HEADERS
+    } else {
+        &[]
+    };
+    let bytes = answer_for(&head, whole(status, ctype, extra, &out, keep));
+    reply(stream, bytes, keep).await
 }

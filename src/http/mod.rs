@@ -9,6 +9,7 @@ pub mod io;
 mod names;
 pub mod nowait;
 pub mod response;
+pub mod server;
 pub mod standing;
 
 pub use chunk::ChunkTracker;

@@ -14,12 +14,9 @@ mod stream;
 pub mod subscription;
 
 use crate::http::HeadLimits;
-use crate::http::io::{ReadError, read_body, read_request_head};
 use crate::http::response::whole;
-use bytes::BytesMut;
 use control::control;
 use fault::Fault;
-use monoio::io::AsyncWriteRentExt;
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
 use stats::Stats;
 use std::net::SocketAddr;
@@ -235,67 +232,60 @@ fn key_of(head: &crate::http::Head) -> String {
     head.get_str("x-api-key").unwrap_or("-").to_string()
 }
 
-async fn serve(state: Arc<SimState>, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let mut buf = BytesMut::with_capacity(16 * 1024);
-    let limits = HeadLimits {
+/// The simulator's limits on what it reads (generous: it stands in for a provider).
+const LIMITS: crate::http::server::Limits = crate::http::server::Limits {
+    head: HeadLimits {
         max_head_bytes: 64 * 1024,
         max_headers: 200,
-    };
-    loop {
-        let head = match read_request_head(
-            &mut stream,
-            &mut buf,
-            limits,
-            Duration::from_secs(300),
-            Duration::from_secs(30),
+    },
+    idle: Duration::from_secs(300),
+    head_timeout: Duration::from_secs(30),
+    max_body: 64 << 20,
+    body_timeout: Duration::from_secs(30),
+    buffer: 16 * 1024,
+};
+
+async fn serve(state: Arc<SimState>, stream: TcpStream) {
+    crate::http::server::serve(stream, LIMITS, |head, body, stream| {
+        let state = state.clone();
+        async move { one(&state, head, body, stream).await }
+    })
+    .await;
+}
+
+/// One request: the simulator's own endpoints, an account's, or a provider's answer.
+async fn one(
+    state: &Arc<SimState>,
+    head: crate::http::Head,
+    body: bytes::Bytes,
+    stream: TcpStream,
+) -> Option<TcpStream> {
+    use crate::http::server::reply;
+    let keep = head.keep_alive;
+    if head.path().starts_with("/_sim/") {
+        let (status, out) = control(state, &head, &body);
+        return reply(
+            stream,
+            whole(status, "application/json", &[], &out, keep),
+            keep,
         )
-        .await
-        {
-            Ok(h) => h,
-            Err(ReadError::Closed) | Err(ReadError::Io(_)) => return,
-            Err(_) => {
-                let _ = stream
-                    .write_all(whole(400, "text/plain", &[], b"bad request\n", false))
-                    .await;
-                return;
-            }
-        };
-        let Ok(body) = read_body(
-            &mut stream,
-            &mut buf,
-            head.framing,
-            64 << 20,
-            Duration::from_secs(30),
-        )
-        .await
-        else {
-            return;
-        };
-        let keep = head.keep_alive;
-        if head.path().starts_with("/_sim/") {
-            let (status, out) = control(&state, &head, &body);
-            let bytes = whole(status, "application/json", &[], &out, keep);
-            if stream.write_all(bytes).await.0.is_err() || !keep {
-                return;
-            }
-            continue;
+        .await;
+    }
+    if head.path().starts_with("/api/") || head.path().ends_with("/oauth/token") {
+        let key = key_of(&head);
+        let call = (head.method(), head.path(), key.as_str());
+        if let Some((status, v)) = state.accounts.endpoint(state, call, &body) {
+            let out = serde_json::to_vec(&v).unwrap_or_default();
+            return reply(
+                stream,
+                whole(status, "application/json", &[], &out, keep),
+                keep,
+            )
+            .await;
         }
-        if head.path().starts_with("/api/") || head.path().ends_with("/oauth/token") {
-            let key = key_of(&head);
-            let call = (head.method(), head.path(), key.as_str());
-            if let Some((status, v)) = state.accounts.endpoint(&state, call, &body) {
-                let out = serde_json::to_vec(&v).unwrap_or_default();
-                let bytes = whole(status, "application/json", &[], &out, keep);
-                if stream.write_all(bytes).await.0.is_err() || !keep {
-                    return;
-                }
-                continue;
-            }
-        }
-        match answer::answer(&state, &head, body, stream).await {
-            Some(s) if keep => stream = s,
-            _ => return,
-        }
+    }
+    match answer::answer(state, &head, body, stream).await {
+        Some(s) if keep => Some(s),
+        _ => None,
     }
 }
