@@ -5,6 +5,7 @@ pub mod facts;
 pub mod json_check;
 mod json_strings;
 pub mod needs;
+pub mod ratelimit;
 pub mod usage;
 
 pub use error::ApiError;

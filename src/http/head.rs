@@ -173,6 +173,12 @@ impl Head {
             .iter()
             .map(|h| (self.text(h.name), &self.raw[h.value.range()]))
     }
+    /// Whether the head may carry one of the names in `mask` (`http::names_mask`): false means
+    /// it surely carries none, so a reader of those headers has nothing to do.
+    pub fn may_have_any(&self, mask: u64) -> bool {
+        self.names & mask != 0
+    }
+
     /// First value of a header (case-insensitive name). A plain loop that compares lengths
     /// first: most lookups are for headers a request does not carry.
     pub fn get(&self, name: &str) -> Option<&[u8]> {

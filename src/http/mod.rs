@@ -14,3 +14,4 @@ pub mod standing;
 
 pub use chunk::ChunkTracker;
 pub use head::{Framing, Head, HeadError, HeadLimits};
+pub use names::names_mask;

@@ -37,13 +37,25 @@ pub(super) fn name_bit(name: &[u8]) -> u64 {
 
 /// A header name's slot (0-63), from its length and its first and last letters (case folded):
 /// cheap, and distinct for the names Ringside looks up most.
-pub(super) fn name_slot(name: &[u8]) -> u8 {
+pub(super) const fn name_slot(name: &[u8]) -> u8 {
     let (Some(first), Some(last)) = (name.first(), name.last()) else {
         return 0;
     };
     let h = (name.len() as u32)
         .wrapping_mul(31)
-        .wrapping_add(u32::from(first | 0x20).wrapping_mul(7))
-        .wrapping_add(u32::from(last | 0x20));
+        .wrapping_add(((*first | 0x20) as u32).wrapping_mul(7))
+        .wrapping_add((*last | 0x20) as u32);
     (h % 64) as u8
+}
+
+/// The bits of `names` in a head's "which names are present" mask: a head whose mask shares
+/// none of them carries none of those headers (`Head::may_have_any`).
+pub const fn names_mask(names: &[&str]) -> u64 {
+    let mut mask = 0;
+    let mut i = 0;
+    while i < names.len() {
+        mask |= 1 << name_slot(names[i].as_bytes());
+        i += 1;
+    }
+    mask
 }

@@ -10,6 +10,7 @@ use super::send::{HeadFail, send_and_await_head};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
 use crate::config::{Connection, Provider};
+use crate::dialect::ratelimit::{Family, RateLimits};
 use crate::http::Head;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
@@ -83,7 +84,9 @@ pub(super) fn attempt(
                 Ok(head) => head,
                 Err(fail) => return aim.send_failed(&up, fail),
             };
-        learn_from_head(core, cand, &head);
+        // What the head says about limits, read once: the load and pacing tables take it now;
+        // an error answer's judge later (boxed: 8 bytes in every attempt's state, not 400).
+        let limits = learn_from_head(core, cand, &head);
         if conn.usage_wall.any() || (head.status == 401 && conn.oauth.is_some()) {
             // A Claude subscription account's usage wall reads every answer's head: a success
             // counts as served on the lane (or shows the window rolled over), a wall answer may
@@ -101,7 +104,7 @@ pub(super) fn attempt(
                     aim.time.failed(timeout, AttemptOutcome::Reset, detail)
                 }
                 Read::Ok(body) => {
-                    let end = error_answer(ctx, &aim, up, head, body);
+                    let end = error_answer(ctx, &aim, up, (head, limits.as_deref()), body);
                     super::oauth::expire_if_refused(ctx, end)
                 }
             };
@@ -124,13 +127,22 @@ pub(super) fn attempt(
     }
 }
 
-/// What every answer's head teaches: the connection's quota figures and its pacing.
-fn learn_from_head(core: &crate::state::core::Core, cand: Candidate, head: &Head) {
-    let get = |n: &str| head.get_str(n).map(str::to_string);
+/// What every answer's head teaches: the connection's quota figures and its pacing. An error
+/// answer's figures are kept for its judge (retry hints), when it had any.
+fn learn_from_head(
+    core: &crate::state::core::Core,
+    cand: Candidate,
+    head: &Head,
+) -> Option<Box<RateLimits>> {
+    let limits = RateLimits::read(head, crate::clock::unix_ms());
+    if !limits.any() {
+        return None;
+    }
     core.loads
         .borrow_mut()
-        .observe_quota(cand.connection, &get, now(), crate::clock::unix_ms());
-    learn_pacing(&core.shared.flow.gates[cand.connection], head);
+        .observe_quota(cand.connection, &limits, now());
+    learn_pacing(&core.shared.flow.gates[cand.connection], &limits);
+    (!(200..300).contains(&head.status)).then(|| Box::new(limits))
 }
 
 fn is_event_stream(head: &Head) -> bool {
@@ -384,7 +396,7 @@ fn error_answer(
     ctx: &Ctx<'_>,
     aim: &Aim<'_>,
     mut up: UpConn,
-    head: Head,
+    (head, limits): (Head, Option<&RateLimits>),
     error: judge::ErrorBody,
 ) -> AttemptEnd {
     let core = ctx.core;
@@ -393,10 +405,12 @@ fn error_answer(
         complete,
         oversized,
     } = error;
+    let none = RateLimits::default();
     let x = judge::Exchange {
         provider: &aim.provider.id,
         status: head.status,
         head: &head,
+        limits: limits.unwrap_or(&none),
         body: &body,
         request: &ctx.body,
     };
@@ -446,24 +460,12 @@ fn error_answer(
 }
 
 /// Let the connection's gate learn from the upstream's rate-limit headers.
-fn learn_pacing(gate: &crate::flow::gate::Gate, head: &Head) {
-    let num = |n: &str| head.get_str(n).and_then(|v| v.trim().parse::<f64>().ok());
-    let (rem, lim, reset) = if head.get("x-ratelimit-remaining-requests").is_some() {
-        (
-            num("x-ratelimit-remaining-requests"),
-            num("x-ratelimit-limit-requests"),
-            head.get_str("x-ratelimit-reset-requests")
-                .and_then(crate::resilience::hints::parse_duration),
-        )
-    } else if head.get("anthropic-ratelimit-requests-remaining").is_some() {
-        (
-            num("anthropic-ratelimit-requests-remaining"),
-            num("anthropic-ratelimit-requests-limit"),
-            head.get_str("anthropic-ratelimit-requests-reset")
-                .and_then(|v| crate::resilience::hints::parse_reset(v, crate::clock::unix_ms())),
-        )
-    } else {
-        return;
-    };
-    gate.learn(rem, lim, reset);
+fn learn_pacing(gate: &crate::flow::gate::Gate, limits: &RateLimits) {
+    let window = [Family::OpenAiRequests, Family::AnthropicRequests]
+        .into_iter()
+        .map(|f| limits.window(f))
+        .find(|w| w.remaining.is_some());
+    if let Some(w) = window {
+        gate.learn(w.remaining, w.limit, w.reset_ms);
+    }
 }

@@ -4,6 +4,7 @@
 
 use super::redact::Secrets;
 use super::watch::{ClientWatch, Raced};
+use crate::dialect::ratelimit::RateLimits;
 use crate::http::chunk::ChunkTracker;
 use crate::http::io::read_more;
 use crate::http::{Framing, Head};
@@ -267,6 +268,8 @@ pub struct Exchange<'a> {
     /// The upstream's status; 200 for an in-band stream error.
     pub status: u16,
     pub head: &'a Head,
+    /// What the head says about limits (`RateLimits::read`, once per answer).
+    pub limits: &'a RateLimits,
     /// The error body (or the in-band error event's data).
     pub body: &'a [u8],
     /// The client's request body (words of it quoted back are not evidence).
@@ -289,7 +292,7 @@ pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<rest
             None => s,
         },
     };
-    let mut hint = hints::from_headers(&get, now_unix).or_else(|| hints::from_text(&lower));
+    let mut hint = hints::from_limits(x.limits).or_else(|| hints::from_text(&lower));
     if hint.is_none()
         && let Some(r) = &restated
     {
@@ -330,10 +333,12 @@ pub(super) fn in_band(
     head: &Head,
     text: &str,
 ) -> InBand {
+    let limits = RateLimits::read(head, crate::clock::unix_ms());
     let x = Exchange {
         provider: &provider.id,
         status: 200,
         head,
+        limits: &limits,
         body: text.as_bytes(),
         request: &ctx.body,
     };
@@ -408,6 +413,7 @@ mod tests {
                 provider: "gemini",
                 status: 429,
                 head: &head,
+                limits: &RateLimits::default(),
                 body,
                 request: b"",
             };

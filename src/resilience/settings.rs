@@ -168,11 +168,11 @@ impl Default for Settings {
 
 impl Settings {
     /// Whether judging an answer may read the header `name`: the retry hints' headers
-    /// ([`super::hints::HEADERS_READ`]) and the rules' header markers. A held stream keeps no
-    /// other header of its response head (`Head::keep_only`).
+    /// ([`crate::dialect::ratelimit::judged`]) and the rules' header markers. A held stream
+    /// keeps no other header of its response head (`Head::keep_only`).
     pub fn reads_header(&self, name: &[u8]) -> bool {
         let same = |n: &str| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name);
-        super::hints::HEADERS_READ.iter().any(|n| same(n))
+        std::str::from_utf8(name).is_ok_and(crate::dialect::ratelimit::judged)
             || self
                 .operator_rules
                 .iter()

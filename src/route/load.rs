@@ -2,6 +2,7 @@
 //! shared by every core), and, per core, a latency average and the quota headroom learned from
 //! rate-limit headers.
 
+use crate::dialect::ratelimit::{Family, RateLimits};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One option's load as the strategies see it (a target aggregates its connections).
@@ -75,57 +76,28 @@ impl LoadTable {
         }
     }
 
-    /// Learn from `x-ratelimit-*` / `anthropic-ratelimit-*` headers, if present.
-    pub fn observe_quota(
-        &mut self,
-        conn: usize,
-        get: &dyn Fn(&str) -> Option<String>,
-        now: u64,
-        now_unix: u64,
-    ) {
-        let num = |n: &str| get(n).and_then(|v| v.trim().parse::<f64>().ok());
-        let pairs = [
-            (
-                "x-ratelimit-remaining-requests",
-                "x-ratelimit-limit-requests",
-                "x-ratelimit-reset-requests",
-            ),
-            (
-                "x-ratelimit-remaining-tokens",
-                "x-ratelimit-limit-tokens",
-                "x-ratelimit-reset-tokens",
-            ),
-            (
-                "anthropic-ratelimit-requests-remaining",
-                "anthropic-ratelimit-requests-limit",
-                "anthropic-ratelimit-requests-reset",
-            ),
-            (
-                "anthropic-ratelimit-tokens-remaining",
-                "anthropic-ratelimit-tokens-limit",
-                "anthropic-ratelimit-tokens-reset",
-            ),
-        ];
+    /// What an answer's head said about the connection's limits (`RateLimits`, read once per
+    /// answer): the tightest window, OpenAI's or Anthropic's requests or tokens, is its
+    /// headroom until the window's reset.
+    pub fn observe_quota(&mut self, conn: usize, limits: &RateLimits, now: u64) {
         let mut best: Option<Quota> = None;
-        for (rem, lim, reset) in pairs {
-            // Most responses carry none of these: look for the limit only after a remainder.
-            let Some(r) = num(rem) else {
-                continue;
-            };
-            let Some(l) = num(lim) else {
+        for f in [
+            Family::OpenAiRequests,
+            Family::OpenAiTokens,
+            Family::AnthropicRequests,
+            Family::AnthropicTokens,
+        ] {
+            let w = limits.window(f);
+            let (Some(r), Some(l)) = (w.remaining, w.limit) else {
                 continue;
             };
             if l <= 0.0 {
                 continue;
             }
             let headroom = ((r / l).clamp(0.0, 1.0) * 1000.0) as u16;
-            let reset_ms = get(reset).and_then(|v| {
-                super::super::resilience::hints::parse_duration(&v)
-                    .or_else(|| super::super::resilience::hints::parse_reset(&v, now_unix))
-            });
             let q = Quota {
                 headroom,
-                reset_at: reset_ms.map_or(0, |ms| now + ms),
+                reset_at: w.reset_ms.map_or(0, |ms| now + ms),
             };
             // The tightest limit decides.
             if best.is_none_or(|b| q.headroom < b.headroom) {
@@ -180,21 +152,18 @@ mod tests {
     #[test]
     fn learns_headroom_from_the_tightest_limit() {
         let mut t = LoadTable::new(1);
-        let h = |n: &str| {
-            Some(
-                match n {
-                    "x-ratelimit-remaining-requests" => "50",
-                    "x-ratelimit-limit-requests" => "100",
-                    "x-ratelimit-reset-requests" => "10s",
-                    "x-ratelimit-remaining-tokens" => "100",
-                    "x-ratelimit-limit-tokens" => "1000",
-                    "x-ratelimit-reset-tokens" => "2s",
-                    _ => return None,
-                }
-                .to_string(),
-            )
-        };
-        t.observe_quota(0, &h, 1_000, 0);
+        let h = RateLimits::from_pairs(
+            [
+                ("x-ratelimit-remaining-requests", "50"),
+                ("x-ratelimit-limit-requests", "100"),
+                ("x-ratelimit-reset-requests", "10s"),
+                ("x-ratelimit-remaining-tokens", "100"),
+                ("x-ratelimit-limit-tokens", "1000"),
+                ("x-ratelimit-reset-tokens", "2s"),
+            ],
+            0,
+        );
+        t.observe_quota(0, &h, 1_000);
         let none: [AtomicU32; 1] = [AtomicU32::new(3)];
         let l = t.load(0, &none, 1_500);
         assert_eq!((l.headroom, l.reset_in_ms, l.in_flight), (100, 1_500, 3));
