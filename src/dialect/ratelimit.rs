@@ -195,7 +195,7 @@ impl RateLimits {
             return RateLimits::default();
         }
         let pairs = head
-            .iter()
+            .iter_in(MASK)
             .filter_map(|(n, v)| Some((n, std::str::from_utf8(v).ok()?)));
         RateLimits::from_pairs(pairs, now_unix_ms)
     }

@@ -179,6 +179,16 @@ impl Head {
         self.names & mask != 0
     }
 
+    /// The headers whose names may be among those of `mask` (`http::names_mask`): every one
+    /// that is, and the few others that share their slots.
+    pub fn iter_in(&self, mask: u64) -> impl Iterator<Item = (&str, &[u8])> {
+        let any = self.names & mask != 0;
+        self.headers
+            .iter()
+            .filter(move |h| any && mask & (1 << h.slot) != 0)
+            .map(|h| (self.text(h.name), &self.raw[h.value.range()]))
+    }
+
     /// First value of a header (case-insensitive name). A plain loop that compares lengths
     /// first: most lookups are for headers a request does not carry.
     pub fn get(&self, name: &str) -> Option<&[u8]> {

@@ -320,3 +320,22 @@ fn a_target_with_characters_a_url_may_not_carry_is_refused() {
         assert!(matches!(req(&raw), Ok(Some(_))), "{ok}");
     }
 }
+
+#[test]
+fn iter_in_yields_the_masked_names_and_no_head_without_them() {
+    let raw = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nX-RateLimit-Remaining-Requests: 9\r\ncontent-length: 0\r\n\r\n";
+    let (head, _) = crate::http::head::parse_response(raw, Default::default(), false)
+        .unwrap()
+        .unwrap();
+    let mask = crate::http::names_mask(&["x-ratelimit-remaining-requests"]);
+    let names: Vec<&str> = head.iter_in(mask).map(|(n, _)| n).collect();
+    assert!(
+        names.contains(&"X-RateLimit-Remaining-Requests"),
+        "{names:?}"
+    );
+    assert!(names.len() < 3, "only the slot's names: {names:?}");
+    let other = crate::http::names_mask(&["anthropic-ratelimit-unified-status"]);
+    if !head.may_have_any(other) {
+        assert_eq!(head.iter_in(other).count(), 0);
+    }
+}
