@@ -68,10 +68,6 @@ const LONGER: &[(&str, &str)] = &[
         "the drill's scenarios and budgets: one table",
     ),
     (
-        "src/proxy/answer.rs",
-        "what the client is told when Ringside stops trying: one table",
-    ),
-    (
         "src/proxy/forward/stream.rs",
         "an event stream's relay: one loop",
     ),

@@ -2,10 +2,9 @@
 //! in its queue within the request's time), and a leased request is fenced again after any
 //! wait, since its lease may have been released, renewed or moved meanwhile.
 
-use super::answer;
 use super::exchange::Ctx;
+use super::stop::Stop;
 use super::watch::{ClientWatch, Raced};
-use crate::dialect::ApiError;
 use crate::flow::{self, Ask, Permit, Refused};
 use crate::resilience::budget::Budget;
 use crate::route::Candidate;
@@ -22,7 +21,7 @@ pub(super) enum Admission {
     LeaseMoved,
     ClientGone,
     /// A local refusal (queue full or timed out) or a lease that can no longer be used.
-    Refused(ApiError),
+    Refused(Stop),
 }
 
 /// Wait for this start's turn across the fleet (its spacing, its reservoir), within `left` ms.
@@ -82,7 +81,7 @@ pub(super) async fn admit(
         Ok(p) => p,
         Err(None) => return Admission::ClientGone,
         Err(Some(Refused::Saturated)) => return Admission::Saturated,
-        Err(Some(r)) => return Admission::Refused(answer::refused(r, ctx)),
+        Err(Some(r)) => return Admission::Refused(Stop::Refused(r)),
     };
     // Fleet mode: spacing and reservoirs hold across the fleet (boxed: only paced
     // connections of a fleet pay for the wait in their task).
@@ -97,7 +96,7 @@ pub(super) async fn admit(
         match Box::pin(fleet_pace(core.shared.flow, cand.connection, left, watch)).await {
             Ok(()) => {}
             Err(None) => return Admission::ClientGone,
-            Err(Some(r)) => return Admission::Refused(answer::refused(r, ctx)),
+            Err(Some(r)) => return Admission::Refused(Stop::Refused(r)),
         }
     }
     if let Some(b) = ctx.lease.clone() {
@@ -109,7 +108,7 @@ pub(super) async fn admit(
                 }
                 return Admission::LeaseMoved;
             }
-            Err(e) => return Admission::Refused(e),
+            Err(e) => return Admission::Refused(Stop::Lease(Box::new(e))),
         }
     }
     Admission::Go(permit)

@@ -1,18 +1,17 @@
-//! What the client hears when Ringside stops trying: a non-retryable upstream answer passed
-//! through, the last upstream answer when the budget is spent, or a precise answer of our own
-//! (all targets cooling, model cooldown, every connection terminal, nothing executable,
-//! deadline exceeded). Terminal answers carry `x-should-retry: false`; answers worth retrying
-//! carry `Retry-After`.
+//! What the client is told when Ringside ends a request itself: one table from every
+//! [`Stop`] to its answer (status, stable code, words, `Retry-After`, `x-should-retry`),
+//! written in the client's dialect by `respond::finish_error`. Terminal answers carry
+//! `x-should-retry: false`; answers worth retrying carry `Retry-After`. The lease endpoints'
+//! own contract is worded in `lease` (`Stop::Lease`).
 
 use super::exchange::{Buffered, Ctx};
-use super::forward::{Relay, relay_buffered};
-use super::respond::finish_error;
+pub(crate) use super::stop::Stop;
+use super::stop::secs;
 use crate::dialect::ApiError;
-use crate::resilience::Exclusion;
-use crate::resilience::budget::Budget;
+use crate::flow::Refused;
+use crate::flow::tenant::OverQuota;
 use crate::resilience::classify::{Reason, Verdict};
 use crate::resilience::cooldown::Terminal;
-use monoio::net::tcp::TcpOwnedWriteHalf;
 use serde_json::json;
 
 pub struct LastFailure {
@@ -24,53 +23,75 @@ pub struct LastFailure {
     pub conn: usize,
 }
 
-fn secs(ms: u64) -> u64 {
-    ms.div_ceil(1000).max(1)
+/// The answer for `stop`, as this client may see it (the names behind a give-up only for the
+/// operator); `last` and `earliest` (the soonest a candidate recovers) word a give-up.
+pub(crate) fn table(
+    ctx: &Ctx<'_>,
+    stop: &Stop,
+    last: Option<&LastFailure>,
+    earliest: Option<u64>,
+) -> ApiError {
+    match stop {
+        Stop::Lease(err) => (**err).clone(),
+        Stop::Refused(r) => refused(*r, ctx),
+        Stop::Shutdown | Stop::LocalResources | Stop::ExecutionTimeout => ending(ctx, stop),
+        Stop::DeadlineExceeded
+        | Stop::LastWord
+        | Stop::AllTerminal(_)
+        | Stop::ModelCooldown { .. }
+        | Stop::AllCooling { .. }
+        | Stop::Saturated
+        | Stop::NoExecutableTargets => given_up(ctx, stop, last, earliest),
+        _ => refused_on_intake(ctx, stop),
+    }
 }
 
-/// Pass an upstream answer through (restated status, our headers).
-async fn pass_through(
-    ctx: &mut Ctx<'_>,
-    wr: &mut TcpOwnedWriteHalf,
-    last: &LastFailure,
-    resp: &Buffered,
-    should_retry: bool,
-) -> bool {
-    let secrets = super::redact::Secrets::of(ctx.core, ctx.config(), last.conn);
-    let body = secrets.redact(&resp.body);
-    let mut extra: Vec<(&str, String)> = vec![("x-should-retry", should_retry.to_string())];
-    if let Some(ms) = last.verdict.hint.map(|h| h.ms).or(last.verdict.cooldown_ms) {
-        extra.push(("retry-after", secs(ms).to_string()));
-    }
-    let attempts = ctx.attempts_header(None);
-    let route = ctx.record.route.clone().unwrap_or_default();
-    let r = Relay {
-        secrets,
-        dialect: ctx.dialect,
-        request_id: &ctx.record.request_id,
-        route: &route,
-        connection_label: ctx.reveal.then_some(last.label),
-        attempts: &attempts,
-        client_keep_alive: ctx.keep_alive,
-        client_http11: ctx.head.version_minor >= 1,
-        coalesce: crate::sse::Coalesce::Never,
-        idle_timeout_ms: 1_000,
-        send_timeout_ms: super::forward::ms32(ctx.config().limits.client_send_timeout_ms),
-        hard_deadline: None,
-        stream: &crate::sse::StreamSettings::DEFAULT,
-        client_fd: ctx.conn.fd,
-        judging: &ctx.config().resilience,
+/// The answer for a stop that needs nothing of the request but itself.
+pub(crate) fn of(ctx: &Ctx<'_>, stop: &Stop) -> ApiError {
+    table(ctx, stop, None, None)
+}
+
+/// A request refused before any upstream was tried: its head, its body, its route, its quota.
+fn refused_on_intake(ctx: &Ctx<'_>, stop: &Stop) -> ApiError {
+    let (method, path) = (ctx.head.method(), ctx.head.path());
+    let (status, code, message): (u16, &'static str, String) = match stop {
+        Stop::MethodNotAllowed => (405, "method_not_allowed", format!("{method} is not allowed on {path}")),
+        Stop::UnknownEndpoint => (404, "unknown_endpoint", format!("no endpoint {method} {path}")),
+        Stop::CrossOriginForm => (403, "cross_origin_refused", "a cross-origin request must send a JSON body (content-type: application/json)".into()),
+        Stop::MisdirectedHost => (421, "misdirected_host", "the Host header names neither this server's address nor a local name: list the name in server.hosts to serve it without client keys".into()),
+        Stop::Unauthenticated => (401, "invalid_api_key", "a valid Ringside client key is required (Authorization: Bearer or x-api-key)".into()),
+        Stop::InsufficientScope => (403, "insufficient_scope", "this key may not make inference requests".into()),
+        Stop::ClientGone => return ApiError::new(499, "client_disconnected", "client went away"),
+        Stop::BodyTimeout => (408, "request_timeout", "the request body was not received in time".into()),
+        Stop::BodyTooLarge { max } => (413, "request_too_large", format!("request body exceeds {max} bytes")),
+        Stop::BadChunkedBody(e) => return ApiError::bad_request("bad_chunked_body", format!("bad chunked request body: {e}")),
+        Stop::TruncatedBody => return ApiError::bad_request("truncated_body", "the request body ended early"),
+        Stop::InvalidJson(m) => return ApiError::bad_request("invalid_json", format!("request body is not a JSON object: {m}")),
+        Stop::InvalidField(f) => return ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type")),
+        Stop::MissingModel => return ApiError::bad_request("missing_model", "the request has no `model`"),
+        Stop::InvalidModel(why) => return ApiError::bad_request("invalid_model", *why),
+        Stop::ModelNotFound(model) => (404, "model_not_found", format!("no route or model named `{model}`")),
+        Stop::NoTargetFor(why) => (404, "no_executable_targets", why.clone()),
+        Stop::TenantQuota(over) => return tenant_quota(*over),
+        // Every other stop has its own row above `refused_on_intake`.
+        _ => (500, "internal_error", "no answer for this stop".into()),
     };
-    ctx.record.status = resp.status;
-    ctx.record.outcome = if last.verdict.retryable {
-        crate::audit::Outcome::Failed
-    } else {
-        crate::audit::Outcome::PassedThrough
+    ApiError::new(status, code, message).should_retry(false)
+}
+
+fn tenant_quota(over: OverQuota) -> ApiError {
+    let (why, retry_ms) = match over {
+        OverQuota::Concurrent => ("requests at once", 1_000),
+        OverQuota::RequestsPerMinute { retry_ms } => ("requests per minute", retry_ms),
+        OverQuota::TokensPerMinute { retry_ms } => ("tokens per minute", retry_ms),
     };
-    ctx.record.error_code = Some(last.verdict.reason.as_str());
-    ctx.record.connection = Some(last.label);
-    ctx.record.bytes_out = body.len() as u64;
-    relay_buffered(wr, &resp.head, resp.status, &body, &r, &extra).await
+    ApiError::new(
+        429,
+        "TENANT_QUOTA_EXCEEDED",
+        format!("this client key is over its quota of {why}"),
+    )
+    .retry_after(retry_ms.div_ceil(1000))
+    .should_retry(retry_ms <= 60_000)
 }
 
 fn error_for_reason(v: &Verdict, detail: &str) -> ApiError {
@@ -82,126 +103,15 @@ fn error_for_reason(v: &Verdict, detail: &str) -> ApiError {
     ApiError::new(status, code, format!("upstream failed: {detail}"))
 }
 
-/// Which row of the error table a request gets when Ringside stops trying (a pure function of
-/// the budget, the last failure and what kept the other candidates out; `give_up` words it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Stop {
-    /// 504 `deadline_exceeded`.
-    DeadlineExceeded,
-    /// Every candidate was tried or the attempt budget is spent: the last upstream answer is
-    /// passed through, or its failure worded (502/504), or 503 `no_upstream_response`.
-    LastWord,
-    /// 401 `all_connections_unusable`: every candidate is in this terminal state (the first's).
-    AllTerminal(Terminal),
-    /// 429 `model_cooldown`: every candidate is locked out for the model.
-    ModelCooldown { secs: u64 },
-    /// 503 `all_targets_cooling_down`: the first recovers in `secs`.
-    AllCooling { secs: u64 },
-    /// 429 `RATE_LIMIT_QUEUE_FULL`: every usable key is at its cap (reject policy).
-    Saturated,
-    /// 404 `no_executable_targets`.
-    NoExecutableTargets,
-}
-
-/// The row for a request that stops now (`timers`: why each candidate was passed over, the
-/// ones merely tried already left out). A non-retryable answer was passed through before this.
-pub(super) fn final_stop(budget: &Budget, timers: &[&Exclusion], now: u64) -> Stop {
-    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
-    if budget.expired(now) {
-        Stop::DeadlineExceeded
-    } else if timers.is_empty() || budget.attempts_left() == 0 {
-        Stop::LastWord
-    } else if let Exclusion::Terminal(first) = timers[0]
-        && timers.iter().all(|e| matches!(e, Exclusion::Terminal(_)))
-    {
-        Stop::AllTerminal(*first)
-    } else if let Some(ms) = earliest {
-        let secs = secs(ms);
-        if timers
-            .iter()
-            .all(|e| matches!(e, Exclusion::Lockout { .. }))
-        {
-            Stop::ModelCooldown { secs }
-        } else {
-            Stop::AllCooling { secs }
-        }
-    } else if timers.iter().any(|e| {
-        matches!(
-            e,
-            Exclusion::Ineligible(crate::resilience::Ineligible::Saturated)
-        )
-    }) {
-        Stop::Saturated
-    } else {
-        Stop::NoExecutableTargets
-    }
-}
-
-/// Build and send the final answer. Returns whether the connection stays open.
-pub(super) async fn give_up(
-    ctx: &mut Ctx<'_>,
-    wr: &mut TcpOwnedWriteHalf,
-    budget: &Budget,
-    last: Option<LastFailure>,
-    excluded: &[(crate::route::Candidate, Exclusion)],
-    diagnostics: Vec<crate::audit::Excluded>,
-) -> bool {
-    let now = crate::clock::now_ms();
-    ctx.record.excluded = diagnostics;
-    let timers: Vec<&Exclusion> = excluded
-        .iter()
-        .map(|(_, e)| e)
-        .filter(|e| **e != Exclusion::Tried)
-        .collect();
-    // A non-retryable answer (bad request): the client's own problem, passed through as is.
-    if let Some(l) = &last
-        && !l.verdict.retryable
-        && let Some(resp) = &l.response
-    {
-        return pass_through(ctx, wr, l, resp, false).await;
-    }
-    let stop = final_stop(budget, &timers, now);
-    // The last failure has the last word: its own answer when there is one.
-    if stop == Stop::LastWord
-        && let Some(l) = &last
-        && let Some(resp) = &l.response
-    {
-        return pass_through(ctx, wr, l, resp, false).await;
-    }
-    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
-    let err = error_for(ctx, stop, last.as_ref(), earliest);
-    let diag = diagnostics_for(ctx, last.as_ref());
-    let attempts = ctx.attempts_header(None);
-    let err = err
-        .extra(json!({"diagnostics": diag}))
-        .header("x-ringside-attempts", attempts);
-    finish_error(ctx, wr, &err, true).await
-}
-
-/// Names and upstream text are for the operator; a tenant gets the count and its request id
-/// (the decision record, `GET /admin/decisions/{id}`, has the rest).
-fn diagnostics_for(ctx: &Ctx<'_>, last: Option<&LastFailure>) -> serde_json::Value {
-    let n = ctx.record.attempts.len();
-    if ctx.reveal {
-        json!({
-            "attempts": n,
-            "excluded": ctx.record.excluded,
-            "last_error": last.map(|l| l.detail.clone()),
-        })
-    } else {
-        json!({"attempts": n})
-    }
-}
-
-/// The error a stop is answered with (a pass-through of the last answer is decided before).
-fn error_for(
+/// Out of candidates or time (a pass-through of the last answer is decided before).
+fn given_up(
     ctx: &Ctx<'_>,
-    stop: Stop,
+    stop: &Stop,
     last: Option<&LastFailure>,
     earliest: Option<u64>,
 ) -> ApiError {
     let n = ctx.record.attempts.len();
-    match stop {
+    match *stop {
         Stop::DeadlineExceeded => ApiError::new(
             504,
             "deadline_exceeded",
@@ -261,37 +171,38 @@ fn error_for(
         .retry_after(s)
         .should_retry(s <= 60),
         // Local overload: every usable key is at its concurrency cap (reject policy).
-        Stop::Saturated => refused_error(crate::flow::Refused::Saturated, ctx),
+        Stop::Saturated => refused_error(Refused::Saturated, ctx),
         Stop::NoExecutableTargets => ApiError::new(
             404,
             "no_executable_targets",
             "no target can serve this request",
         )
         .should_retry(false),
+        _ => refused_on_intake(ctx, stop),
     }
 }
 
 /// Local overload (never counted against the upstream): queue full or queue timeout.
-pub(crate) fn refused(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
+fn refused(r: Refused, ctx: &Ctx<'_>) -> ApiError {
     refused_error(r, ctx).header("x-ringside-attempts", ctx.attempts_header(None))
 }
 
 /// A local overload: retry in about a second. `Retry-After` cannot spread clients that were
 /// refused together at its one-second resolution, so `retry-after-ms` (which the OpenAI SDK
 /// prefers) carries the jittered wait.
-fn refused_error(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
+fn refused_error(r: Refused, ctx: &Ctx<'_>) -> ApiError {
     let e = match r {
-        crate::flow::Refused::QueueFull => ApiError::new(
+        Refused::QueueFull => ApiError::new(
             429,
             "RATE_LIMIT_QUEUE_FULL",
             "the connection's queue is full; try again shortly",
         ),
-        crate::flow::Refused::QueueTimeout { waited_ms } => ApiError::new(
+        Refused::QueueTimeout { waited_ms } => ApiError::new(
             503,
             "RATE_LIMIT_QUEUE_TIMEOUT",
             format!("no slot became free within {waited_ms} ms of queueing"),
         ),
-        crate::flow::Refused::Saturated => ApiError::new(
+        Refused::Saturated => ApiError::new(
             429,
             "RATE_LIMIT_QUEUE_FULL",
             "every connection is at its concurrency limit",
@@ -305,99 +216,32 @@ fn refused_error(r: crate::flow::Refused, ctx: &Ctx<'_>) -> ApiError {
         .should_retry(true)
 }
 
-/// The execution budget ran out before the answer began: the upstream was closed first.
-/// The code of the answer a request waiting for its upstream gets when the drain's grace ends.
-pub(crate) const SHUTDOWN: &str = "shutdown";
-
-/// The drain's grace ended before the upstream answered: another instance can serve the
-/// retry (the same code a cut stream's error event carries).
-pub(crate) fn shutdown(ctx: &Ctx<'_>) -> ApiError {
-    ApiError::new(
-        503,
-        SHUTDOWN,
-        "Ringside is shutting down and the upstream had not answered when its grace ended",
-    )
-    .retry_after(1)
-    .should_retry(true)
-    .header("x-ringside-attempts", ctx.attempts_header(None))
-}
-
-/// The upstream connection could not be made for want of a descriptor or port on this host
-/// (`fd_limit::is_exhaustion`): Ringside's shortage, which passes as streams end.
-pub(crate) fn local_resources(ctx: &Ctx<'_>) -> ApiError {
-    ApiError::new(
-        503,
-        "local_resources_exhausted",
-        "Ringside has no free file descriptor or local port for an upstream connection",
-    )
-    .retry_after(1)
-    .should_retry(true)
-    .header("x-ringside-attempts", ctx.attempts_header(None))
-}
-
-pub(crate) fn execution_timeout(ctx: &Ctx<'_>) -> ApiError {
-    ApiError::new(
-        504,
-        "RATE_LIMIT_EXECUTION_TIMEOUT",
-        "the upstream did not answer within the execution budget",
-    )
-    .retry_after(1)
-    .should_retry(false)
-    .header("x-ringside-attempts", ctx.attempts_header(None))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn each_way_of_stopping_gets_its_row() {
-        use super::{Budget, Stop, Terminal, final_stop};
-        use crate::resilience::classify::Reason;
-        use crate::resilience::{Exclusion, Ineligible};
-        let budget = Budget::new(3, 0, 60_000, 30_000);
-        let cooling = Exclusion::Cooling {
-            reason: Some(Reason::RateLimited),
-            ms: 2_500,
-        };
-        let locked = Exclusion::Lockout {
-            reason: Reason::RateLimited,
-            ms: 90_000,
-        };
-        let banned = Exclusion::Terminal(Terminal::Banned);
-        let expired = Exclusion::Terminal(Terminal::Expired);
-        let saturated = Exclusion::Ineligible(Ineligible::Saturated);
-        let no_tools = Exclusion::Ineligible(Ineligible::NoToolSupport);
-        // The deadline passed, whatever else.
-        assert_eq!(
-            final_stop(&budget, &[&cooling], 60_000),
-            Stop::DeadlineExceeded
-        );
-        // Nothing excluded (every candidate tried), or no attempt left: the last word.
-        assert_eq!(final_stop(&budget, &[], 10), Stop::LastWord);
-        let mut spent = Budget::new(1, 0, 60_000, 0);
-        assert!(spent.try_attempt(0));
-        assert_eq!(final_stop(&spent, &[&cooling], 10), Stop::LastWord);
-        // Every candidate terminal: the first's state is named.
-        assert_eq!(
-            final_stop(&budget, &[&expired, &banned], 10),
-            Stop::AllTerminal(Terminal::Expired)
-        );
-        // Every candidate locked for the model, or cooling: seconds rounded up.
-        assert_eq!(
-            final_stop(&budget, &[&locked], 10),
-            Stop::ModelCooldown { secs: 90 }
-        );
-        assert_eq!(
-            final_stop(&budget, &[&locked, &cooling, &banned], 10),
-            Stop::AllCooling { secs: 3 }
-        );
-        // Local overload, and nothing that can serve at all.
-        assert_eq!(
-            final_stop(&budget, &[&saturated, &no_tools], 10),
-            Stop::Saturated
-        );
-        assert_eq!(
-            final_stop(&budget, &[&no_tools], 10),
-            Stop::NoExecutableTargets
-        );
-    }
+/// A failure that ends the request where it happened, whatever budget is left (worded after
+/// the attempt is recorded, so that its attempts header counts it): the drain's grace ended
+/// (another instance can serve the retry: the code a cut stream's error event carries); this
+/// host is out of descriptors or ports (Ringside's shortage, which passes as streams end); the
+/// execution budget ran out before the answer began (the upstream was closed first).
+fn ending(ctx: &Ctx<'_>, stop: &Stop) -> ApiError {
+    let e = match stop {
+        Stop::Shutdown => ApiError::new(
+            503,
+            "shutdown",
+            "Ringside is shutting down and the upstream had not answered when its grace ended",
+        )
+        .should_retry(true),
+        Stop::LocalResources => ApiError::new(
+            503,
+            "local_resources_exhausted",
+            "Ringside has no free file descriptor or local port for an upstream connection",
+        )
+        .should_retry(true),
+        _ => ApiError::new(
+            504,
+            "RATE_LIMIT_EXECUTION_TIMEOUT",
+            "the upstream did not answer within the execution budget",
+        )
+        .should_retry(false),
+    };
+    e.retry_after(1)
+        .header("x-ringside-attempts", ctx.attempts_header(None))
 }

@@ -2,8 +2,9 @@
 //! it may do here, and browser-style requests from another origin. Decided before any byte of
 //! the body is read.
 
+use super::stop::Stop;
 use crate::clients::{Auth, Scope};
-use crate::dialect::{ApiError, Endpoint};
+use crate::dialect::Endpoint;
 use crate::http::Head;
 use crate::state::core::Core;
 use crate::state::generation::Gen;
@@ -16,7 +17,7 @@ pub(super) fn identify(
     generation: &Gen,
     head: &Head,
     endpoint: Endpoint,
-) -> (Auth, Option<ApiError>) {
+) -> (Auth, Option<Stop>) {
     let shared = &*core.shared;
     let any_managed = shared.managed_keys.load(Relaxed);
     let managed = |d: &[u8; 32]| {
@@ -34,24 +35,9 @@ pub(super) fn identify(
     let refusal = match &auth {
         Auth::Open => None,
         // The lease endpoints answer a missing scope in their own wire format.
-        Auth::Known(c) => {
-            (endpoint != Endpoint::SessionLeases && !c.has(Scope::Inference)).then(|| {
-                ApiError::new(
-                    403,
-                    "insufficient_scope",
-                    "this key may not make inference requests",
-                )
-                .should_retry(false)
-            })
-        }
-        Auth::Missing | Auth::Unknown => Some(
-            ApiError::new(
-                401,
-                "invalid_api_key",
-                "a valid Ringside client key is required (Authorization: Bearer or x-api-key)",
-            )
-            .should_retry(false),
-        ),
+        Auth::Known(c) => (endpoint != Endpoint::SessionLeases && !c.has(Scope::Inference))
+            .then_some(Stop::InsufficientScope),
+        Auth::Missing | Auth::Unknown => Some(Stop::Unauthenticated),
     };
     (auth, refusal)
 }
@@ -59,19 +45,12 @@ pub(super) fn identify(
 /// A browser page on another origin can post a form or `text/plain` body without asking first
 /// (no CORS preflight), and would spend the operator's provider keys in open mode. Such a
 /// request carries `Origin` and a non-JSON content type; SDKs and `curl` send no `Origin`.
-pub(super) fn cross_origin_form(head: &Head) -> Option<ApiError> {
+pub(super) fn cross_origin_form(head: &Head) -> Option<Stop> {
     if head.method() != "POST" {
         return None;
     }
     head.get("origin")?;
-    (!head.content_type_is_json()).then(|| {
-        ApiError::new(
-            403,
-            "cross_origin_refused",
-            "a cross-origin request must send a JSON body (content-type: application/json)",
-        )
-        .should_retry(false)
-    })
+    (!head.content_type_is_json()).then_some(Stop::CrossOriginForm)
 }
 
 /// DNS rebinding: a page on the attacker's name, re-pointed at this host, would reach an open
@@ -80,19 +59,9 @@ pub(super) fn cross_origin_form(head: &Head) -> Option<ApiError> {
 /// literal, a local name (`localhost`, a name without a dot as containers and Kubernetes give,
 /// or one under a suffix no public DNS serves: `.localhost`, `.local`, `.internal`, `.lan`,
 /// `.home.arpa`, `.localdomain`, `.svc`), or a name in `server.hosts`; else 421.
-pub(super) fn foreign_host(head: &Head, hosts: &[String]) -> Option<ApiError> {
+pub(super) fn foreign_host(head: &Head, hosts: &[String]) -> Option<Stop> {
     let host = head.get_str("host")?;
-    if local_host(host) || listed(host, hosts) {
-        return None;
-    }
-    Some(
-        ApiError::new(
-            421,
-            "misdirected_host",
-            "the Host header names neither this server's address nor a local name: list the name in server.hosts to serve it without client keys",
-        )
-        .should_retry(false),
-    )
+    (!local_host(host) && !listed(host, hosts)).then_some(Stop::MisdirectedHost)
 }
 
 /// The name in a `Host` value, without its port.

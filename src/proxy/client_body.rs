@@ -2,7 +2,7 @@
 //! before the body is read, and each failure as its own status (413, 408, 400).
 
 use super::exchange::Ctx;
-use crate::dialect::ApiError;
+use super::stop::Stop;
 use crate::http::io::{ReadError, read_body};
 use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
@@ -49,7 +49,7 @@ pub(super) async fn read_client_body(
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
-) -> Result<Bytes, ApiError> {
+) -> Result<Bytes, Stop> {
     let limits = &ctx.config().limits;
     // `100 Continue` is HTTP/1.1 (an HTTP/1.0 client cannot read an interim answer).
     if ctx.head.framing != crate::http::Framing::Empty
@@ -60,15 +60,13 @@ pub(super) async fn read_client_body(
         if let crate::http::Framing::Length(n) = ctx.head.framing
             && n > limits.max_body_bytes as u64
         {
-            return Err(too_large(limits.max_body_bytes));
+            return Err(Stop::BodyTooLarge {
+                max: limits.max_body_bytes,
+            });
         }
         let (res, _) = wr.write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]).await;
         if res.is_err() {
-            return Err(ApiError::new(
-                499,
-                "client_disconnected",
-                "client went away",
-            ));
+            return Err(Stop::ClientGone);
         }
     }
     let timeout = Duration::from_millis(limits.body_read_timeout_ms);
@@ -80,30 +78,12 @@ pub(super) async fn read_client_body(
         Err(ReadError::BodyTooLarge) => {
             // What the refused body held is freed by now: give it back to the system.
             crate::memory::release();
-            Err(too_large(limits.max_body_bytes))
+            Err(Stop::BodyTooLarge {
+                max: limits.max_body_bytes,
+            })
         }
-        Err(ReadError::Timeout) => Err(ApiError::new(
-            408,
-            "request_timeout",
-            "the request body was not received in time",
-        )
-        .should_retry(false)),
-        Err(ReadError::BadChunk(e)) => Err(ApiError::bad_request(
-            "bad_chunked_body",
-            format!("bad chunked request body: {e}"),
-        )),
-        Err(_) => Err(ApiError::bad_request(
-            "truncated_body",
-            "the request body ended early",
-        )),
+        Err(ReadError::Timeout) => Err(Stop::BodyTimeout),
+        Err(ReadError::BadChunk(e)) => Err(Stop::BadChunkedBody(e.to_string())),
+        Err(_) => Err(Stop::TruncatedBody),
     }
-}
-
-pub(super) fn too_large(max: usize) -> ApiError {
-    ApiError::new(
-        413,
-        "request_too_large",
-        format!("request body exceeds {max} bytes"),
-    )
-    .should_retry(false)
 }

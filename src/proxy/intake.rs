@@ -6,10 +6,11 @@ use super::client_body::{drain_body, drain_small_body, read_client_body};
 use super::exchange::Ctx;
 use super::models::models;
 use super::respond::finish_error;
+use super::stop::Stop;
+use crate::dialect::Endpoint;
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::needs::Needs;
-use crate::dialect::{ApiError, Endpoint};
-use crate::flow::tenant::{OverQuota, TenantPermit};
+use crate::flow::tenant::TenantPermit;
 use crate::route::Entry;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
@@ -84,12 +85,13 @@ pub(super) async fn intake<'c>(
 async fn refuse<'c>(
     ctx: &mut Ctx<'c>,
     wr: &mut TcpOwnedWriteHalf,
-    err: &ApiError,
+    stop: &Stop,
     body_ok: bool,
     route: usize,
 ) -> Intake<'c> {
+    let err = super::answer::of(ctx, stop);
     Intake::Answered {
-        keep: finish_error(ctx, wr, err, body_ok).await,
+        keep: finish_error(ctx, wr, &err, body_ok).await,
         route,
     }
 }
@@ -107,10 +109,10 @@ enum HeadAnswer {
     /// `OPTIONS` on the lease endpoint: the CORS preflight.
     Preflight,
     /// Refused whatever the body says.
-    Refused(ApiError),
+    Refused(Stop),
     /// A caller without a valid key: answered before any byte of its body is read, and never
     /// sent `100 Continue`.
-    Unauthenticated(crate::clients::Auth, ApiError),
+    Unauthenticated(crate::clients::Auth, Stop),
 }
 
 fn on_the_head(ctx: &Ctx<'_>, endpoint: Endpoint) -> OnTheHead {
@@ -120,11 +122,7 @@ fn on_the_head(ctx: &Ctx<'_>, endpoint: Endpoint) -> OnTheHead {
         return OnTheHead::Answer(HeadAnswer::Preflight);
     }
     if (want_get && method != "GET") || (!want_get && method != "POST") {
-        return OnTheHead::Answer(HeadAnswer::Refused(ApiError::new(
-            405,
-            "method_not_allowed",
-            format!("{method} is not allowed on {}", ctx.head.path()),
-        )));
+        return OnTheHead::Answer(HeadAnswer::Refused(Stop::MethodNotAllowed));
     }
     if let Some(err) = super::caller::cross_origin_form(ctx.head) {
         return OnTheHead::Answer(HeadAnswer::Refused(err));
@@ -160,18 +158,18 @@ async fn answer_on_the_head<'c>(
                 route: other,
             }
         }
-        HeadAnswer::Refused(err) => {
+        HeadAnswer::Refused(stop) => {
             let ok = drain_body(ctx, rd, wr, buf).await;
-            refuse(ctx, wr, &err, ok, other).await
+            refuse(ctx, wr, &stop, ok, other).await
         }
-        HeadAnswer::Unauthenticated(auth, err) => {
+        HeadAnswer::Unauthenticated(auth, stop) => {
             let body_ok = drain_small_body(ctx, rd, wr, buf).await;
             if ctx.endpoint == Endpoint::SessionLeases {
                 ctx.keep_alive &= body_ok;
                 let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
                 return Intake::Answered { keep, route: other };
             }
-            refuse(ctx, wr, &err, body_ok, other).await
+            refuse(ctx, wr, &stop, body_ok, other).await
         }
     }
 }
@@ -194,36 +192,25 @@ fn take_client(ctx: &mut Ctx<'_>, c: std::sync::Arc<crate::clients::Client>) {
 /// The lease fence, then the body's facts: the model the request names. Lease headers go
 /// first: a request that may not run on its lease hears why, whatever else is wrong with it,
 /// and nothing is sent upstream.
-async fn check_request(
-    ctx: &mut Ctx<'_>,
-    endpoint: Endpoint,
-    body: Bytes,
-) -> Result<String, ApiError> {
-    let mut bound = super::lease::bind(ctx, endpoint)?;
+async fn check_request(ctx: &mut Ctx<'_>, endpoint: Endpoint, body: Bytes) -> Result<String, Stop> {
+    let lease = |e| Stop::Lease(Box::new(e));
+    let mut bound = super::lease::bind(ctx, endpoint).map_err(lease)?;
     if let Some(b) = bound.as_mut() {
-        b.conn = super::lease::refence(ctx, b).await?;
+        b.conn = super::lease::refence(ctx, b).await.map_err(lease)?;
     }
     ctx.record.lease_generation = bound.as_ref().map(|b| b.generation);
     ctx.lease = bound.map(Box::new);
     let facts = scan(&body).map_err(|e| match e {
-        FactsError::Malformed(m) => ApiError::bad_request(
-            "invalid_json",
-            format!("request body is not a JSON object: {m}"),
-        ),
-        FactsError::BadField(f) => {
-            ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type"))
-        }
+        FactsError::Malformed(m) => Stop::InvalidJson(m),
+        FactsError::BadField(f) => Stop::InvalidField(f),
     })?;
     ctx.record.stream = facts.stream;
     ctx.model_span = facts.model_span;
     let Some(model) = facts.model else {
-        return Err(ApiError::bad_request(
-            "missing_model",
-            "the request has no `model`",
-        ));
+        return Err(Stop::MissingModel);
     };
     if let Some(why) = crate::dialect::facts::model_problem(&model) {
-        return Err(ApiError::bad_request("invalid_model", why));
+        return Err(Stop::InvalidModel(why));
     }
     // The client's model name lives in the decision record only (one copy per request).
     ctx.record.model = Some(model.clone());
@@ -236,18 +223,12 @@ async fn check_request(
 fn route_for<'c>(
     ctx: &mut Ctx<'c>,
     model: &str,
-) -> Result<crate::route::Resolved<'c>, (ApiError, usize)> {
+) -> Result<crate::route::Resolved<'c>, (Stop, usize)> {
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
     let generation: &'c crate::state::generation::CoreGen = ctx.generation;
     let routes = &generation.routes;
     let Some(entry) = routes.lookup(&generation.config, model) else {
-        let err = ApiError::new(
-            404,
-            "model_not_found",
-            format!("no route or model named `{model}`"),
-        )
-        .should_retry(false);
-        return Err((err, routes.other_index));
+        return Err((Stop::ModelNotFound(model.to_string()), routes.other_index));
     };
     ctx.record.route = Some(entry.name.clone());
     if !routes.serves(&entry, ctx.dialect) {
@@ -259,18 +240,14 @@ fn route_for<'c>(
         } else {
             format!("`{model}` has no connection that can serve it")
         };
-        let err = ApiError::new(404, "no_executable_targets", why).should_retry(false);
-        return Err((err, entry.index));
+        return Err((Stop::NoTargetFor(why), entry.index));
     }
     Ok(entry)
 }
 
 /// What the request needs of a connection, and its tenant's quota share: tenant quotas hold
 /// across every connection and core, for the whole request.
-async fn tenant_quota(
-    ctx: &Ctx<'_>,
-    entry: &Entry,
-) -> Result<(Needs, Option<TenantPermit>), ApiError> {
+async fn tenant_quota(ctx: &Ctx<'_>, entry: &Entry) -> Result<(Needs, Option<TenantPermit>), Stop> {
     let tenants = &ctx.core.shared.flow.tenants;
     let counts_tokens = tenants.limits.tokens_per_minute > 0;
     let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
@@ -286,20 +263,8 @@ async fn tenant_quota(
     } else {
         tenants.admit(ctx.tenant, needs.context_tokens, now)
     };
-    let over = match admitted {
-        Ok(p) => return Ok((needs, Some(p))),
-        Err(over) => over,
-    };
-    let (why, retry_ms) = match over {
-        OverQuota::Concurrent => ("requests at once", 1_000),
-        OverQuota::RequestsPerMinute { retry_ms } => ("requests per minute", retry_ms),
-        OverQuota::TokensPerMinute { retry_ms } => ("tokens per minute", retry_ms),
-    };
-    Err(ApiError::new(
-        429,
-        "TENANT_QUOTA_EXCEEDED",
-        format!("this client key is over its quota of {why}"),
-    )
-    .retry_after(retry_ms.div_ceil(1000))
-    .should_retry(retry_ms <= 60_000))
+    match admitted {
+        Ok(p) => Ok((needs, Some(p))),
+        Err(over) => Err(Stop::TenantQuota(over)),
+    }
 }

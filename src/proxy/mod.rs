@@ -46,6 +46,7 @@ mod decide;
 mod deliver;
 mod exchange;
 pub mod forward;
+mod give_up;
 mod intake;
 pub mod judge;
 pub mod lease;
@@ -59,6 +60,7 @@ pub mod request;
 mod respond;
 mod select;
 mod send;
+mod stop;
 mod usage_wall;
 pub mod watch;
 

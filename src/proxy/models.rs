@@ -4,7 +4,7 @@
 use super::exchange::Ctx;
 use super::respond::finish_error;
 use super::respond::respond_json;
-use crate::dialect::{ApiError, Dialect};
+use crate::dialect::Dialect;
 use bytes::Bytes;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 
@@ -16,12 +16,7 @@ pub(super) async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> boo
     if let Some(id) = crate::dialect::model_in_path(ctx.head.path()) {
         // One model (the SDKs' `models.retrieve`), in the shape its dialect expects.
         let Some(&(id, owner)) = list.iter().find(|(m, _)| *m == id) else {
-            let err = ApiError::new(
-                404,
-                "model_not_found",
-                format!("no route or model named `{id}`"),
-            )
-            .should_retry(false);
+            let err = super::answer::of(ctx, &super::stop::Stop::ModelNotFound(id.to_string()));
             if anthropic {
                 ctx.dialect = Dialect::Anthropic;
             }

@@ -9,7 +9,7 @@ use super::exchange::{Conn, Ctx};
 use super::intake::{Intake, intake};
 use super::respond::finish_error;
 use crate::audit::Record;
-use crate::dialect::{ApiError, Endpoint, dialect_for_path};
+use crate::dialect::{Endpoint, dialect_for_path};
 use crate::http::Head;
 use crate::state::core::Core;
 use bytes::{Bytes, BytesMut};
@@ -78,11 +78,7 @@ pub fn handle(
         let (keep, route_index) = match endpoint {
             None => {
                 let body_ok = drain_body(ctx, rd, wr, buf).await;
-                let err = ApiError::new(
-                    404,
-                    "unknown_endpoint",
-                    format!("no endpoint {} {}", ctx.head.method(), ctx.head.path()),
-                );
+                let err = super::answer::of(ctx, &super::stop::Stop::UnknownEndpoint);
                 let keep = finish_error(ctx, wr, &err, body_ok).await;
                 (keep, generation.routes.other_index)
             }

@@ -13,6 +13,7 @@ use super::deliver;
 use super::exchange::{AttemptEnd, Ctx, Delivered};
 use super::lease::{LeaseMove, capacity_answer};
 use super::select::{self, site};
+use super::stop::Stop;
 use super::watch::{ClientWatch, Raced};
 use crate::audit::{AttemptOutcome, Decision};
 use crate::dialect::needs::Needs;
@@ -231,7 +232,7 @@ impl Attempts<'_> {
         match super::lease::move_off(ctx, &self.st.excluded).await {
             LeaseMove::Moved => return Step::Again,
             LeaseMove::Refused(e) => {
-                self.st.refusal = Some(Box::new(e));
+                self.st.refusal = Some(Box::new(Stop::Lease(Box::new(e))));
                 return Step::Stop(None);
             }
             LeaseMove::Stayed => {}
@@ -244,8 +245,8 @@ impl Attempts<'_> {
                 wait(ctx, watch, ms).await
             }
             Idle::GiveUp => {
-                self.st.lease_capacity =
-                    capacity_answer(ctx, &self.st.excluded, unix_now).map(Box::new);
+                self.st.lease_capacity = capacity_answer(ctx, &self.st.excluded, unix_now)
+                    .map(|e| Box::new(Stop::Lease(Box::new(e))));
                 Step::Stop(None)
             }
         }
@@ -287,8 +288,8 @@ impl Attempts<'_> {
             }
             Admission::LeaseMoved => Err(Step::Again),
             Admission::ClientGone => Err(client_gone(ctx)),
-            Admission::Refused(e) => {
-                self.st.refusal = Some(Box::new(e));
+            Admission::Refused(stop) => {
+                self.st.refusal = Some(Box::new(stop));
                 Err(Step::Stop(None))
             }
         }

@@ -3,8 +3,7 @@
 //! attempt served.
 
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Excluded};
-use crate::dialect::ApiError;
-use crate::proxy::answer::{self, LastFailure};
+use crate::proxy::answer::{self, LastFailure, Stop};
 use crate::proxy::decide;
 use crate::proxy::exchange::{Ctx, Failed};
 use crate::proxy::respond::finish_error;
@@ -27,10 +26,11 @@ pub(super) struct LoopState {
     // Boxed, like the two answers below: only a failure fills them, and this state lives in
     // every held stream's task.
     pub(super) last: Option<Box<LastFailure>>,
-    /// A local-overload or lease answer (queue full or timed out, execution timeout).
-    pub(super) refusal: Option<Box<ApiError>>,
+    /// A local overload or a lease refusal, or a failure that ends the request where it
+    /// happened (queue full or timed out, execution timeout, the drain, local resources).
+    pub(super) refusal: Option<Box<Stop>>,
     /// Every eligible connection turned out to be leased by other sessions.
-    pub(super) lease_capacity: Option<Box<ApiError>>,
+    pub(super) lease_capacity: Option<Box<Stop>>,
     /// The connection that answered (for the session pin).
     pub(super) served: Option<usize>,
 }
@@ -96,7 +96,7 @@ impl LoopState {
                 budget,
                 Some(f.detail),
             );
-            self.refusal = Some(Box::new(answer(ctx)));
+            self.refusal = Some(Box::new(answer));
             return true;
         }
         if !f.self_inflicted {
@@ -126,11 +126,11 @@ impl LoopState {
 /// (made after the attempt is recorded, so that its attempts header counts it): the drain's
 /// grace ended; this host is out of descriptors or ports (another candidate would need the
 /// same, and nothing was learned about this one); the execution budget ran out.
-pub(super) fn ending_answer(kind: AttemptOutcome) -> Option<fn(&Ctx<'_>) -> ApiError> {
+pub(super) fn ending_answer(kind: AttemptOutcome) -> Option<Stop> {
     match kind {
-        AttemptOutcome::Shutdown => Some(answer::shutdown),
-        AttemptOutcome::LocalResources => Some(answer::local_resources),
-        AttemptOutcome::ExecutionTimeout => Some(answer::execution_timeout),
+        AttemptOutcome::Shutdown => Some(Stop::Shutdown),
+        AttemptOutcome::LocalResources => Some(Stop::LocalResources),
+        AttemptOutcome::ExecutionTimeout => Some(Stop::ExecutionTimeout),
         _ => None,
     }
 }
@@ -144,9 +144,10 @@ pub(super) async fn conclude(
     budget: &Budget,
     st: LoopState,
 ) -> bool {
-    if let Some(err) = st.refusal.or(st.lease_capacity) {
+    if let Some(stop) = st.refusal.or(st.lease_capacity) {
+        let err = answer::of(ctx, &stop);
         let keep = finish_error(ctx, wr, &err, true).await;
-        if err.code == answer::SHUTDOWN {
+        if stop.cut_by_drain() {
             // Cut by the grace's end like a stream: counted in the exit status.
             ctx.record.outcome = crate::audit::Outcome::Shutdown;
             ctx.core.shared.lifecycle.count_cut(1);
@@ -168,7 +169,7 @@ pub(super) async fn conclude(
             }
         })
         .collect();
-    answer::give_up(ctx, wr, budget, st.last.map(|l| *l), &st.excluded, excl).await
+    super::super::give_up::give_up(ctx, wr, budget, st.last.map(|l| *l), &st.excluded, excl).await
 }
 
 /// (provider, connection, `provider/connection`) of a connection, without copying.

@@ -1,0 +1,171 @@
+//! Giving up: when no attempt answered the client, a non-retryable upstream answer passed
+//! through, the last upstream answer when the budget is spent, or Ringside's own answer for the
+//! stop (`answer::table`), with the diagnostics this client may see.
+
+use super::answer::LastFailure;
+use super::exchange::{Buffered, Ctx};
+use super::forward::{Relay, relay_buffered};
+use super::respond::finish_error;
+use super::stop::{Stop, final_stop, secs};
+use crate::resilience::Exclusion;
+use crate::resilience::budget::Budget;
+use monoio::net::tcp::TcpOwnedWriteHalf;
+use serde_json::json;
+
+/// Pass an upstream answer through (restated status, our headers).
+async fn pass_through(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    last: &LastFailure,
+    resp: &Buffered,
+    should_retry: bool,
+) -> bool {
+    let secrets = super::redact::Secrets::of(ctx.core, ctx.config(), last.conn);
+    let body = secrets.redact(&resp.body);
+    let mut extra: Vec<(&str, String)> = vec![("x-should-retry", should_retry.to_string())];
+    if let Some(ms) = last.verdict.hint.map(|h| h.ms).or(last.verdict.cooldown_ms) {
+        extra.push(("retry-after", secs(ms).to_string()));
+    }
+    let attempts = ctx.attempts_header(None);
+    let route = ctx.record.route.clone().unwrap_or_default();
+    let r = Relay {
+        secrets,
+        dialect: ctx.dialect,
+        request_id: &ctx.record.request_id,
+        route: &route,
+        connection_label: ctx.reveal.then_some(last.label),
+        attempts: &attempts,
+        client_keep_alive: ctx.keep_alive,
+        client_http11: ctx.head.version_minor >= 1,
+        coalesce: crate::sse::Coalesce::Never,
+        idle_timeout_ms: 1_000,
+        send_timeout_ms: super::forward::ms32(ctx.config().limits.client_send_timeout_ms),
+        hard_deadline: None,
+        stream: &crate::sse::StreamSettings::DEFAULT,
+        client_fd: ctx.conn.fd,
+        judging: &ctx.config().resilience,
+    };
+    ctx.record.status = resp.status;
+    ctx.record.outcome = if last.verdict.retryable {
+        crate::audit::Outcome::Failed
+    } else {
+        crate::audit::Outcome::PassedThrough
+    };
+    ctx.record.error_code = Some(last.verdict.reason.as_str());
+    ctx.record.connection = Some(last.label);
+    ctx.record.bytes_out = body.len() as u64;
+    relay_buffered(wr, &resp.head, resp.status, &body, &r, &extra).await
+}
+
+/// Build and send the final answer. Returns whether the connection stays open.
+pub(super) async fn give_up(
+    ctx: &mut Ctx<'_>,
+    wr: &mut TcpOwnedWriteHalf,
+    budget: &Budget,
+    last: Option<LastFailure>,
+    excluded: &[(crate::route::Candidate, Exclusion)],
+    diagnostics: Vec<crate::audit::Excluded>,
+) -> bool {
+    let now = crate::clock::now_ms();
+    ctx.record.excluded = diagnostics;
+    let timers: Vec<&Exclusion> = excluded
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| **e != Exclusion::Tried)
+        .collect();
+    // A non-retryable answer (bad request): the client's own problem, passed through as is.
+    if let Some(l) = &last
+        && !l.verdict.retryable
+        && let Some(resp) = &l.response
+    {
+        return pass_through(ctx, wr, l, resp, false).await;
+    }
+    let stop = final_stop(budget, &timers, now);
+    // The last failure has the last word: its own answer when there is one.
+    if stop == Stop::LastWord
+        && let Some(l) = &last
+        && let Some(resp) = &l.response
+    {
+        return pass_through(ctx, wr, l, resp, false).await;
+    }
+    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
+    let err = super::answer::table(ctx, &stop, last.as_ref(), earliest);
+    let diag = diagnostics_for(ctx, last.as_ref());
+    let attempts = ctx.attempts_header(None);
+    let err = err
+        .extra(json!({"diagnostics": diag}))
+        .header("x-ringside-attempts", attempts);
+    finish_error(ctx, wr, &err, true).await
+}
+
+/// Names and upstream text are for the operator; a tenant gets the count and its request id
+/// (the decision record, `GET /admin/decisions/{id}`, has the rest).
+fn diagnostics_for(ctx: &Ctx<'_>, last: Option<&LastFailure>) -> serde_json::Value {
+    let n = ctx.record.attempts.len();
+    if ctx.reveal {
+        json!({
+            "attempts": n,
+            "excluded": ctx.record.excluded,
+            "last_error": last.map(|l| l.detail.clone()),
+        })
+    } else {
+        json!({"attempts": n})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_way_of_stopping_gets_its_row() {
+        use super::{Budget, Stop, final_stop};
+        use crate::resilience::classify::Reason;
+        use crate::resilience::cooldown::Terminal;
+        use crate::resilience::{Exclusion, Ineligible};
+        let budget = Budget::new(3, 0, 60_000, 30_000);
+        let cooling = Exclusion::Cooling {
+            reason: Some(Reason::RateLimited),
+            ms: 2_500,
+        };
+        let locked = Exclusion::Lockout {
+            reason: Reason::RateLimited,
+            ms: 90_000,
+        };
+        let banned = Exclusion::Terminal(Terminal::Banned);
+        let expired = Exclusion::Terminal(Terminal::Expired);
+        let saturated = Exclusion::Ineligible(Ineligible::Saturated);
+        let no_tools = Exclusion::Ineligible(Ineligible::NoToolSupport);
+        // The deadline passed, whatever else.
+        assert_eq!(
+            final_stop(&budget, &[&cooling], 60_000),
+            Stop::DeadlineExceeded
+        );
+        // Nothing excluded (every candidate tried), or no attempt left: the last word.
+        assert_eq!(final_stop(&budget, &[], 10), Stop::LastWord);
+        let mut spent = Budget::new(1, 0, 60_000, 0);
+        assert!(spent.try_attempt(0));
+        assert_eq!(final_stop(&spent, &[&cooling], 10), Stop::LastWord);
+        // Every candidate terminal: the first's state is named.
+        assert_eq!(
+            final_stop(&budget, &[&expired, &banned], 10),
+            Stop::AllTerminal(Terminal::Expired)
+        );
+        // Every candidate locked for the model, or cooling: seconds rounded up.
+        assert_eq!(
+            final_stop(&budget, &[&locked], 10),
+            Stop::ModelCooldown { secs: 90 }
+        );
+        assert_eq!(
+            final_stop(&budget, &[&locked, &cooling, &banned], 10),
+            Stop::AllCooling { secs: 3 }
+        );
+        // Local overload, and nothing that can serve at all.
+        assert_eq!(
+            final_stop(&budget, &[&saturated, &no_tools], 10),
+            Stop::Saturated
+        );
+        assert_eq!(
+            final_stop(&budget, &[&no_tools], 10),
+            Stop::NoExecutableTargets
+        );
+    }
+}

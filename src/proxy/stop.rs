@@ -1,0 +1,127 @@
+//! Every way a request ends before an upstream's answer reaches its client, as data: refused
+//! on its head or its body, routed nowhere, over a quota, refused by flow control, cut by the
+//! drain, short of local resources, out of time or out of candidates. `answer::table` turns
+//! each into what the client is told (status, code, words, `Retry-After`, `x-should-retry`), in
+//! the client's dialect when it is written; nothing else words an answer of Ringside's own.
+
+use crate::flow::Refused;
+use crate::flow::tenant::OverQuota;
+use crate::resilience::Exclusion;
+use crate::resilience::budget::Budget;
+use crate::resilience::cooldown::Terminal;
+
+/// Why a request ended early.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Stop {
+    // On the head, before any byte of the body.
+    /// The endpoint takes another method.
+    MethodNotAllowed,
+    /// No endpoint at this path.
+    UnknownEndpoint,
+    /// A browser form or text post from another origin.
+    CrossOriginForm,
+    /// Without client keys, a `Host` naming a public name not in `server.hosts`.
+    MisdirectedHost,
+    /// Client keys are configured and the request presents no valid one.
+    Unauthenticated,
+    /// The key may not make inference requests.
+    InsufficientScope,
+    // The body.
+    /// The client went away while its body was awaited.
+    ClientGone,
+    BodyTimeout,
+    BodyTooLarge {
+        max: usize,
+    },
+    BadChunkedBody(String),
+    TruncatedBody,
+    InvalidJson(String),
+    InvalidField(&'static str),
+    MissingModel,
+    InvalidModel(&'static str),
+    // Routing and quotas.
+    /// No route or model of that name.
+    ModelNotFound(String),
+    /// The route exists and nothing in it can serve this request: why.
+    NoTargetFor(String),
+    /// The tenant is over a quota.
+    TenantQuota(OverQuota),
+    // Flow control, Ringside's own overload (never counted against an upstream).
+    Refused(Refused),
+    // The attempt loop: each ends the request where it happened, whatever budget is left.
+    /// The drain's grace ended before the upstream answered.
+    Shutdown,
+    /// No descriptor or local port for the upstream connection (`fd_limit`).
+    LocalResources,
+    /// The execution budget ended before the answer began.
+    ExecutionTimeout,
+    // Out of candidates or time (`final_stop`).
+    /// 504: the request deadline passed.
+    DeadlineExceeded,
+    /// The last upstream failure has the last word: its answer passed through, or worded.
+    LastWord,
+    /// 401: every candidate is in this terminal state.
+    AllTerminal(Terminal),
+    /// 429: every candidate is locked out for the model.
+    ModelCooldown {
+        secs: u64,
+    },
+    /// 503: every candidate is cooling; the first recovers in `secs`.
+    AllCooling {
+        secs: u64,
+    },
+    /// 429: every usable key is at its cap (reject policy).
+    Saturated,
+    /// 404: no target can serve the request.
+    NoExecutableTargets,
+    /// A lease that cannot be used for this request, worded by the lease endpoints' own
+    /// contract (`proxy::lease`, `docs/reference/leases.md`).
+    Lease(Box<crate::dialect::ApiError>),
+}
+
+impl Stop {
+    /// Whether the drain cut this request (counted in the exit status like a cut stream).
+    pub(crate) fn cut_by_drain(&self) -> bool {
+        matches!(self, Stop::Shutdown)
+    }
+}
+
+/// Whole seconds to wait, at least one.
+pub(crate) fn secs(ms: u64) -> u64 {
+    ms.div_ceil(1000).max(1)
+}
+
+/// The stop for a request that runs out of candidates now (`timers`: why each candidate was
+/// passed over, the ones merely tried already left out): a pure function of the budget and the
+/// exclusions. A non-retryable answer was passed through before this.
+pub(crate) fn final_stop(budget: &Budget, timers: &[&Exclusion], now: u64) -> Stop {
+    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
+    if budget.expired(now) {
+        Stop::DeadlineExceeded
+    } else if timers.is_empty() || budget.attempts_left() == 0 {
+        Stop::LastWord
+    } else if let Exclusion::Terminal(first) = timers[0]
+        && timers.iter().all(|e| matches!(e, Exclusion::Terminal(_)))
+    {
+        Stop::AllTerminal(*first)
+    } else if let Some(ms) = earliest {
+        let secs = secs(ms);
+        if timers
+            .iter()
+            .all(|e| matches!(e, Exclusion::Lockout { .. }))
+        {
+            Stop::ModelCooldown { secs }
+        } else {
+            Stop::AllCooling { secs }
+        }
+    } else if timers.iter().any(|e| {
+        matches!(
+            e,
+            Exclusion::Ineligible(crate::resilience::Ineligible::Saturated)
+        )
+    }) {
+        Stop::Saturated
+    } else {
+        Stop::NoExecutableTargets
+    }
+}
