@@ -36,6 +36,20 @@ fn one_key(sim: SocketAddr, conn_extra: &str) -> String {
         .replace("  priority = 0\n", &format!("  priority = 0\n{conn_extra}"))
 }
 
+/// Client keys for `tenants`, each its own tenant (without keys, a tenant is the client's
+/// address, which every test client shares).
+fn client_keys(tenants: &[&str]) -> String {
+    tenants
+        .iter()
+        .map(|t| {
+            format!(
+                "[[clients]]\nid = \"{t}\"\nkey_sha256 = \"{}\"\n",
+                key_sha256(t)
+            )
+        })
+        .collect()
+}
+
 fn post_in(
     addr: SocketAddr,
     headers: Vec<(String, String)>,
@@ -309,7 +323,9 @@ fn random_cancels_leave_nothing_behind(driver: &str) {
 
 fn one_tenants_burst_does_not_starve_anothers_trickle(driver: &str) {
     let sim = sim_with(&[]);
-    let proxy = Proxy::start(driver, 2, "", &one_key(sim.addr, "  max_concurrent = 1\n"));
+    let body = one_key(sim.addr, "  max_concurrent = 1\n")
+        + &client_keys(&["tenant-burst", "tenant-trickle"]);
+    let proxy = Proxy::start(driver, 2, "", &body);
     let burst_headers = |_: usize| {
         vec![
             (
@@ -373,8 +389,9 @@ fn admin_settings_change_the_budget(driver: &str) {
 
 fn tenant_quota_holds_across_keys_and_cores(driver: &str) {
     let sim = sim_with(&[]);
-    let body =
-        priority_keys(sim.addr, &["a", "b"], "") + "[flow]\ntenant_requests_per_minute = 4\n";
+    let body = priority_keys(sim.addr, &["a", "b"], "")
+        + "[flow]\ntenant_requests_per_minute = 4\n"
+        + &client_keys(&["sk-client-one", "sk-client-two"]);
     let proxy = Proxy::start(driver, 2, "", &body);
     let ask = |who: &str| {
         let auth = format!("Bearer {who}");
