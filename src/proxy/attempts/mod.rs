@@ -70,14 +70,14 @@ pub(super) fn run(
                     match run.wait_for_same(ctx, &mut watch, delay_ms).await {
                         Ok(t) => (cand, crate::resilience::breaker::Admit::Yes, t),
                         Err(Step::Again) => continue,
-                        Err(Step::Stop(answered)) => break answered,
+                        Err(Step::End(answered)) => break answered,
                     }
                 }
-                Pick::Stop => break None,
+                Pick::Stop => break End::Conclude,
                 Pick::NothingUsable(t, unix_now) => {
                     match run.nothing_usable(ctx, &mut watch, t, unix_now).await {
                         Step::Again => continue,
-                        Step::Stop(answered) => break answered,
+                        Step::End(answered) => break answered,
                     }
                 }
             };
@@ -85,7 +85,7 @@ pub(super) fn run(
             // The probe (if this attempt is one) is released when the attempt ends, however.
             let probe = ProbeGuard::new(admit, &ctx.core.shared.probes.0[site.provider]);
             if run.budget.attempts_left() == 0 {
-                break None;
+                break End::Conclude;
             }
             // Admission: a slot of the connection (global across cores), or a place in its queue,
             // and the lease fenced again after any wait.
@@ -99,10 +99,10 @@ pub(super) fn run(
             let permit = match run.admitted(ctx, cand, admission) {
                 Ok(permit) => permit,
                 Err(Step::Again) => continue,
-                Err(Step::Stop(answered)) => break answered,
+                Err(Step::End(answered)) => break answered,
             };
             let Some(mut held) = run.start(ctx, cand, site, permit, probe) else {
-                break None;
+                break End::Conclude;
             };
             let attempted = attempt(ctx, entry, cand, &mut watch, &run.budget).await;
             // (A `match` on the attempt's end around the commit would keep the end in this future's
@@ -110,7 +110,7 @@ pub(super) fn run(
             let mut ready = match deliver::Upstream::from_end(attempted, cand) {
                 deliver::Attempted::Ready(ready) => ready,
                 deliver::Attempted::Ended(end) => {
-                    if let Step::Stop(answered) = run.after(ctx, held, end) {
+                    if let Step::End(answered) = run.after(ctx, held, end) {
                         break answered;
                     }
                     continue;
@@ -127,7 +127,7 @@ pub(super) fn run(
             if reusable {
                 ready.pool(ctx.core);
             }
-            if let Step::Stop(answered) = run.after(ctx, held, end) {
+            if let Step::End(answered) = run.after(ctx, held, end) {
                 break answered;
             }
         };
@@ -136,8 +136,8 @@ pub(super) fn run(
         ctx.conn.next_wait.set(wait);
         pin.remember(ctx, run.st.served);
         match answered {
-            Some(keep_alive) => keep_alive,
-            None => conclude(ctx, wr, entry, &run.budget, run.st).await,
+            End::Answered { keep_alive } => keep_alive,
+            End::Conclude => conclude(ctx, wr, entry, &run.budget, run.st).await,
         }
     }
 }
@@ -146,9 +146,17 @@ pub(super) fn run(
 enum Step {
     /// Select again: a lease moved, a wait was waited out, a candidate refused or failed.
     Again,
-    /// The loop ends. `Some(keep_alive)`: the client has its answer (or is gone). `None`: the
-    /// answer is still to be chosen (a refusal, or giving up).
-    Stop(Option<bool>),
+    /// The loop ends.
+    End(End),
+}
+
+/// How the loop ends.
+#[derive(Clone, Copy)]
+enum End {
+    /// The client has its answer (or is gone): whether the connection stays open.
+    Answered { keep_alive: bool },
+    /// The answer is still to be chosen: a refusal kept in the loop's state, or giving up.
+    Conclude,
 }
 
 /// What selection found.
@@ -233,7 +241,7 @@ impl Attempts<'_> {
             LeaseMove::Moved => return Step::Again,
             LeaseMove::Refused(e) => {
                 self.st.refusal = Some(Box::new(Stop::Lease(Box::new(e))));
-                return Step::Stop(None);
+                return Step::End(End::Conclude);
             }
             LeaseMove::Stayed => {}
         }
@@ -247,7 +255,7 @@ impl Attempts<'_> {
             Idle::GiveUp => {
                 self.st.lease_capacity = capacity_answer(ctx, &self.st.excluded, unix_now)
                     .map(|e| Box::new(Stop::Lease(Box::new(e))));
-                Step::Stop(None)
+                Step::End(End::Conclude)
             }
         }
     }
@@ -262,13 +270,13 @@ impl Attempts<'_> {
     ) -> Result<u64, Step> {
         let ms = delay_ms.min(self.budget.time_left(now()));
         if ms > 0
-            && let Step::Stop(answered) = wait(ctx, watch, ms).await
+            && let Step::End(answered) = wait(ctx, watch, ms).await
         {
-            return Err(Step::Stop(answered));
+            return Err(Step::End(answered));
         }
         let t = now();
         if self.budget.expired(t) {
-            return Err(Step::Stop(None));
+            return Err(Step::End(End::Conclude));
         }
         Ok(t)
     }
@@ -290,7 +298,7 @@ impl Attempts<'_> {
             Admission::ClientGone => Err(client_gone(ctx)),
             Admission::Refused(stop) => {
                 self.st.refusal = Some(Box::new(stop));
-                Err(Step::Stop(None))
+                Err(Step::End(End::Conclude))
             }
         }
     }
@@ -358,7 +366,7 @@ impl Attempts<'_> {
         };
         let step = match end {
             // (`Ready` became `Done` or `Failed` in the commit.)
-            AttemptEnd::Ready { .. } => Step::Stop(Some(false)),
+            AttemptEnd::Ready { .. } => Step::End(End::Answered { keep_alive: false }),
             AttemptEnd::Done {
                 keep_alive,
                 delivered,
@@ -369,7 +377,7 @@ impl Attempts<'_> {
                     Delivered::Failed(v) => ctx.core.record_failure(site, &v),
                     Delivered::Clean | Delivered::Unjudged => {}
                 }
-                Step::Stop(Some(keep_alive))
+                Step::End(End::Answered { keep_alive })
             }
             AttemptEnd::ClientGone => {
                 let outcome = AttemptOutcome::ClientGone;
@@ -384,7 +392,7 @@ impl Attempts<'_> {
                         .on_same_account(ctx, &at, &mut self.budget, f, retry);
                     Step::Again
                 } else if self.st.on_failed(ctx, &at, site, &self.budget, f) {
-                    Step::Stop(None)
+                    Step::End(End::Conclude)
                 } else {
                     Step::Again
                 }
@@ -427,5 +435,5 @@ async fn wait(ctx: &mut Ctx<'_>, watch: &mut ClientWatch<'_>, ms: u64) -> Step {
 fn client_gone(ctx: &mut Ctx<'_>) -> Step {
     ctx.record.status = 499;
     ctx.record.outcome = crate::audit::Outcome::ClientGone;
-    Step::Stop(Some(false))
+    Step::End(End::Answered { keep_alive: false })
 }
