@@ -1,5 +1,5 @@
 //! What the client is told when Ringside ends a request itself: one table from every
-//! [`Stop`] to its answer (status, stable code, words, `Retry-After`, `x-should-retry`),
+//! `Stop` to its answer (status, stable code, words, `Retry-After`, `x-should-retry`),
 //! written in the client's dialect by `respond::finish_error`. Terminal answers carry
 //! `x-should-retry: false`; answers worth retrying carry `Retry-After`. The lease endpoints'
 //! own contract is worded in `lease` (`Stop::Lease`).
