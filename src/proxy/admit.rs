@@ -54,7 +54,7 @@ async fn fleet_pace(
 }
 
 pub(super) async fn admit(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     cand: Candidate,
     budget: &Budget,
     t: u64,
@@ -99,11 +99,11 @@ pub(super) async fn admit(
             Err(Some(r)) => return Admission::Refused(Stop::Refused(r)),
         }
     }
-    if let Some(b) = ctx.lease.clone() {
+    if let Some(b) = ctx.admitted.lease.clone() {
         match super::lease::refence(ctx, &b).await {
             Ok(c) if c == cand.connection => {}
             Ok(c) => {
-                if let Some(lb) = ctx.lease.as_mut() {
+                if let Some(lb) = ctx.admitted.lease.as_mut() {
                     lb.conn = c;
                 }
                 return Admission::LeaseMoved;

@@ -4,7 +4,7 @@
 //! `x-should-retry: false`; answers worth retrying carry `Retry-After`. The lease endpoints'
 //! own contract is worded in `lease` (`Stop::Lease`).
 
-use super::exchange::{Buffered, Ctx};
+use super::exchange::{Buffered, Request};
 pub(crate) use super::stop::Stop;
 use super::stop::secs;
 use crate::dialect::ApiError;
@@ -26,7 +26,7 @@ pub struct LastFailure {
 /// The answer for `stop`, as this client may see it (the names behind a give-up only for the
 /// operator); `last` and `earliest` (the soonest a candidate recovers) word a give-up.
 pub(crate) fn table(
-    ctx: &Ctx<'_>,
+    ctx: &Request<'_>,
     stop: &Stop,
     last: Option<&LastFailure>,
     earliest: Option<u64>,
@@ -47,12 +47,12 @@ pub(crate) fn table(
 }
 
 /// The answer for a stop that needs nothing of the request but itself.
-pub(crate) fn of(ctx: &Ctx<'_>, stop: &Stop) -> ApiError {
+pub(crate) fn of(ctx: &Request<'_>, stop: &Stop) -> ApiError {
     table(ctx, stop, None, None)
 }
 
 /// A request refused before any upstream was tried: its head, its body, its route, its quota.
-fn refused_on_intake(ctx: &Ctx<'_>, stop: &Stop) -> ApiError {
+pub(crate) fn refused_on_intake(ctx: &Request<'_>, stop: &Stop) -> ApiError {
     let (method, path) = (ctx.head.method(), ctx.head.path());
     let (status, code, message): (u16, &'static str, String) = match stop {
         Stop::MethodNotAllowed => (405, "method_not_allowed", format!("{method} is not allowed on {path}")),
@@ -105,7 +105,7 @@ fn error_for_reason(v: &Verdict, detail: &str) -> ApiError {
 
 /// Out of candidates or time (a pass-through of the last answer is decided before).
 fn given_up(
-    ctx: &Ctx<'_>,
+    ctx: &Request<'_>,
     stop: &Stop,
     last: Option<&LastFailure>,
     earliest: Option<u64>,
@@ -183,14 +183,14 @@ fn given_up(
 }
 
 /// Local overload (never counted against the upstream): queue full or queue timeout.
-fn refused(r: Refused, ctx: &Ctx<'_>) -> ApiError {
+fn refused(r: Refused, ctx: &Request<'_>) -> ApiError {
     refused_error(r, ctx).header("x-ringside-attempts", ctx.attempts_header(None))
 }
 
 /// A local overload: retry in about a second. `Retry-After` cannot spread clients that were
 /// refused together at its one-second resolution, so `retry-after-ms` (which the OpenAI SDK
 /// prefers) carries the jittered wait.
-fn refused_error(r: Refused, ctx: &Ctx<'_>) -> ApiError {
+fn refused_error(r: Refused, ctx: &Request<'_>) -> ApiError {
     let e = match r {
         Refused::QueueFull => ApiError::new(
             429,
@@ -221,7 +221,7 @@ fn refused_error(r: Refused, ctx: &Ctx<'_>) -> ApiError {
 /// (another instance can serve the retry: the code a cut stream's error event carries); this
 /// host is out of descriptors or ports (Ringside's shortage, which passes as streams end); the
 /// execution budget ran out before the answer began (the upstream was closed first).
-fn ending(ctx: &Ctx<'_>, stop: &Stop) -> ApiError {
+fn ending(ctx: &Request<'_>, stop: &Stop) -> ApiError {
     let e = match stop {
         Stop::Shutdown => ApiError::new(
             503,

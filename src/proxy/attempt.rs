@@ -36,7 +36,7 @@ fn failed(
 /// `Ready` (a head worth delivering, for the loop to commit), `Failed` or `ClientGone`.
 #[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
 pub(super) fn attempt(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     entry: &Entry,
     cand: Candidate,
     watch: &mut ClientWatch<'_>,
@@ -222,7 +222,7 @@ struct Timing {
 }
 
 impl Timing {
-    fn new(ctx: &Ctx<'_>, budget: &Budget, first_byte_timeout_ms: u64) -> Timing {
+    fn new(ctx: &Ctx<'_, '_>, budget: &Budget, first_byte_timeout_ms: u64) -> Timing {
         // One clock read for the budget, the deadlines, the send time and the pool.
         let sent_at = crate::clock::instant();
         let sent_ms = crate::clock::ms_at(sent_at);
@@ -270,7 +270,7 @@ impl Timing {
 /// The upstream request. The model is rewritten in place (its span found when the body was
 /// checked) only when the upstream's name differs.
 fn outbound_for(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'_, '_>,
     provider: &Provider,
     conn: &Connection,
     model: &str,
@@ -278,16 +278,18 @@ fn outbound_for(
     credential: Option<&str>,
 ) -> Outbound {
     let span = match &ctx.record.model {
-        Some(m) if *m != model => ctx.model_span.clone(),
+        Some(m) if *m != model => {
+            (ctx.admitted.model_span.clone()).map(|r| r.start as usize..r.end as usize)
+        }
         _ => None,
     };
     let body = match span {
-        Some(span) => crate::dialect::facts::rewrite_model(&ctx.body, &span, model),
-        None => ctx.body.clone(),
+        Some(span) => crate::dialect::facts::rewrite_model(&ctx.admitted.body, &span, model),
+        None => ctx.admitted.body.clone(),
     };
     super::outbound::build(
         ctx.head,
-        ctx.endpoint,
+        ctx.admitted.endpoint,
         provider,
         conn,
         &body,
@@ -306,7 +308,7 @@ fn outbound_for(
 /// Ringside can spare) and tries once more; failing again, it ends the attempt as Ringside's
 /// own shortage, which blames no key (`LocalResources`).
 async fn connect(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'_, '_>,
     aim: &Aim<'_>,
     watch: &mut ClientWatch<'_>,
 ) -> Result<UpConn, AttemptEnd> {
@@ -347,7 +349,12 @@ async fn connect(
 }
 
 /// What holding a 2xx event stream found: `None` to commit it, or the attempt's end.
-fn judge_hold(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, held: Read<Hold>) -> Option<AttemptEnd> {
+fn judge_hold(
+    ctx: &Ctx<'_, '_>,
+    aim: &Aim<'_>,
+    head: &Head,
+    held: Read<Hold>,
+) -> Option<AttemptEnd> {
     match held {
         Read::ClientGone => Some(AttemptEnd::ClientGone),
         Read::Failed { detail, timeout } => Some(aim.time.failed(
@@ -373,7 +380,7 @@ fn judge_hold(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, held: Read<Hold>) -> Op
 
 /// A head worth delivering: the connection's latency is recorded. (Its success is recorded
 /// when the body ends well: `attempts::Attempts::after`.)
-fn observe_latency(ctx: &Ctx<'_>, aim: &Aim<'_>) {
+fn observe_latency(ctx: &Ctx<'_, '_>, aim: &Aim<'_>) {
     let latency_ms = crate::clock::since(aim.time.sent_at).as_millis() as u64;
     ctx.core
         .loads
@@ -382,7 +389,7 @@ fn observe_latency(ctx: &Ctx<'_>, aim: &Aim<'_>) {
 }
 
 /// A held stream whose first event was an error: judged like an error answer.
-fn in_band_error(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, text: &str) -> AttemptEnd {
+fn in_band_error(ctx: &Ctx<'_, '_>, aim: &Aim<'_>, head: &Head, text: &str) -> AttemptEnd {
     let b = judge::in_band(ctx, aim.provider, aim.conn, head, text);
     AttemptEnd::Failed(Failed {
         restated_from: b.restated_from,
@@ -393,7 +400,7 @@ fn in_band_error(ctx: &Ctx<'_>, aim: &Aim<'_>, head: &Head, text: &str) -> Attem
 /// A non-2xx answer, its body read whole: judged, the upstream connection pooled when it can
 /// serve again, and the answer kept for a pass-through.
 fn error_answer(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'_, '_>,
     aim: &Aim<'_>,
     mut up: UpConn,
     (head, limits): (Head, Option<&RateLimits>),
@@ -412,7 +419,7 @@ fn error_answer(
         head: &head,
         limits: limits.unwrap_or(&none),
         body: &body,
-        request: &ctx.body,
+        request: &ctx.admitted.body,
     };
     let s = &ctx.config().resilience;
     let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());

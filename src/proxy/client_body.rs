@@ -1,7 +1,7 @@
 //! Reading the client's request body: `100 Continue` when asked for, the size limit answered
 //! before the body is read, and each failure as its own status (413, 408, 400).
 
-use super::exchange::Ctx;
+use super::exchange::Request;
 use super::stop::Stop;
 use crate::http::io::{ReadError, read_body};
 use bytes::{Bytes, BytesMut};
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// Read (and discard) the body so the connection stays in sync; false if that failed.
 pub(super) async fn drain_body(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
@@ -26,7 +26,7 @@ const DRAIN_REFUSED_MAX: u64 = 64 * 1024;
 /// After a refusal decided on the head: read a small body (so the connection stays usable),
 /// never a large one, and never send `100 Continue`. False when the connection must close.
 pub(super) async fn drain_small_body(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     rd: &mut TcpOwnedReadHalf,
     _wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
@@ -45,7 +45,7 @@ pub(super) async fn drain_small_body(
 }
 
 pub(super) async fn read_client_body(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,

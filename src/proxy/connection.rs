@@ -315,7 +315,9 @@ mod tests {
     /// 3,512 with the client's request head lent to the relay with its body (`forward::Request`);
     /// 2026-12-04: 3,520 with an OAuth connection's refreshed token among the relay's secrets
     /// (`redact::Secrets`), 3,512 again once the relay's client descriptor was a plain one,
-    /// 3,504 with the connection caps' per-address slots kept as 16-bit indices.
+    /// 3,504 with the connection caps' per-address slots kept as 16-bit indices; 3,512 once the
+    /// request's context came in stages (`exchange::Request`, `Admitted`, `Ctx` holding the
+    /// first by reference; the model's place in the body 32-bit).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

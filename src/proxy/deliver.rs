@@ -61,7 +61,7 @@ impl Upstream {
 /// life, and this one lives as long as the stream.
 #[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
 pub(super) fn commit(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     entry: &Entry,
     ready: &mut Upstream,
     wr: &mut TcpOwnedWriteHalf,
@@ -85,30 +85,33 @@ pub(super) fn commit(
         // 16 bytes; 64-bit, as a deadline may allow hours of waiting before it).
         let relay_from_us = crate::clock::since(ctx.started).as_micros() as u64;
         let (res, sse) = {
-            let cfg = ctx.config();
+            let hard_deadline = ctx.exec_deadline;
+            // The stages apart: the relay reads the head's facts and takes the admitted body.
+            let (req, admitted) = (&mut *ctx.req, &mut ctx.admitted);
+            let cfg = req.config();
             let r = Relay {
-                secrets: super::redact::Secrets::of(ctx.core, cfg, ready.cand.connection),
-                dialect: ctx.dialect,
-                request_id: &ctx.record.request_id,
+                secrets: super::redact::Secrets::of(req.core, cfg, ready.cand.connection),
+                dialect: req.dialect,
+                request_id: &req.record.request_id,
                 route: &entry.name,
-                connection_label: ctx.reveal.then_some(label),
+                connection_label: req.reveal.then_some(label),
                 attempts: &attempts,
-                client_keep_alive: ctx.keep_alive,
-                client_http11: ctx.head.version_minor >= 1,
-                coalesce: coalesce_for(ctx.client.as_deref(), &cfg.stream),
+                client_keep_alive: req.keep_alive,
+                client_http11: req.head.version_minor >= 1,
+                coalesce: coalesce_for(admitted.client.as_deref(), &cfg.stream),
                 idle_timeout_ms: ms32(cfg.upstream.idle_read_timeout_ms),
                 send_timeout_ms: ms32(cfg.limits.client_send_timeout_ms),
-                hard_deadline: ctx.exec_deadline,
+                hard_deadline,
                 stream: &cfg.stream,
-                client_fd: ctx.conn.fd,
+                client_fd: req.conn.fd,
                 judging: &cfg.resilience,
             };
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body (and a stream's request head) go with the answer's first byte.
             let buf = &mut up.buf;
             let request = Request {
-                body: &mut ctx.body,
-                head: &mut *ctx.head,
+                body: &mut admitted.body,
+                head: &mut *req.head,
             };
             // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS
             // relay fits in the room the plain one takes in the task (boxed, it cost 2 KB per
@@ -158,7 +161,7 @@ pub(super) fn commit(
 /// the same rules as an error answer with that type and message (restatement included); a
 /// failure of the stream itself is a transport failure of its kind.
 fn judge_delivery(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'_, '_>,
     cand: Candidate,
     head: &Head,
     res: &Relayed,
@@ -207,7 +210,7 @@ struct Facts<'a> {
 
 /// Record what came of the commit: the metrics, the attempt's line and the request's outcome
 /// in the decision record.
-fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge::InBand>) {
+fn record(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge::InBand>) {
     let core = ctx.core;
     let (entry, cand) = (d.entry, d.cand);
     if let Some(t) = d.sse {
@@ -238,6 +241,7 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
             .fetch_add(1, Relaxed);
     }
     let (provider_name, conn_name, label) = d.names;
+    let ms = relay_ms(ctx, d.relay_from_us);
     // Most requests make one attempt: room for exactly one (Vec's first growth is four).
     ctx.record.attempts.reserve_exact(1);
     ctx.record.attempts.push(AttemptRecord {
@@ -252,7 +256,7 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
             (_, f) => f.map(|f| f.as_str().to_string()),
         },
         restated_from: in_band.as_ref().and_then(|b| b.restated_from),
-        ms: relay_ms(ctx, d.relay_from_us),
+        ms,
         ..Default::default()
     });
     ctx.record.status = if res.client_gone { 499 } else { d.status };
@@ -276,7 +280,7 @@ fn record(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed, in_band: Option<judge
 }
 
 /// What the answer's usage said (metrics and record), and when its first token went out.
-fn usage_and_first_token(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed) {
+fn usage_and_first_token(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed) {
     let core = ctx.core;
     let cand = d.cand;
     let given = |v: u32| v.checked_sub(1);
@@ -306,7 +310,7 @@ fn usage_and_first_token(ctx: &mut Ctx<'_>, d: &Facts<'_>, res: &Relayed) {
 
 /// How long the relay that began `relay_from_us` after the request's head has taken, in
 /// milliseconds.
-fn relay_ms(ctx: &Ctx<'_>, relay_from_us: u64) -> u64 {
+fn relay_ms(ctx: &Ctx<'_, '_>, relay_from_us: u64) -> u64 {
     let now_us = crate::clock::since(ctx.started).as_micros() as u64;
     now_us.saturating_sub(relay_from_us) / 1_000
 }

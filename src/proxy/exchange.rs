@@ -61,7 +61,10 @@ pub(crate) enum Delivered {
     Unjudged,
 }
 
-pub(crate) struct Ctx<'a> {
+/// The first stage of a request: the facts of its head, fixed once it is read, and what is
+/// written of it (the decision record, never read back to decide). Intake refines who is
+/// calling once a client key is known (its tenant, its class, whether it may see names).
+pub(crate) struct Request<'a> {
     pub core: &'a Core,
     /// The configuration generation this request started on: it keeps it to its end, whatever
     /// a reload does meanwhile (`state::reload`).
@@ -69,38 +72,24 @@ pub(crate) struct Ctx<'a> {
     /// The client's request head. Mutable for one reason: once an event stream is committed,
     /// it keeps only what the access log reads (`forward::relay`).
     pub head: &'a mut Head,
-    pub endpoint: Endpoint,
     pub dialect: Dialect,
-    pub body: Bytes,
-    /// Where the top-level `model` value is in `body` (found by the body check, so that
-    /// rewriting it does not walk the body again).
-    pub model_span: Option<std::ops::Range<usize>>,
     pub keep_alive: bool,
     pub record: Record,
     pub started: Instant,
-    /// The client (tenant) as a stable hash of its credential; 0 when it sent none.
+    /// The tenant: a client key's, or without keys the client's address (hashed); 0 when
+    /// neither is known.
     pub tenant: u64,
     /// 0 (first) to 9, from `x-ringside-priority`; 5 by default.
     pub priority: u8,
-    /// Set once a flow permit is held: when the execution budget ends.
-    pub exec_deadline: Option<Instant>,
-    /// The client key, when keys are configured (shared with the configuration).
-    pub client: Option<std::sync::Arc<crate::clients::Client>>,
-    /// The exclusive lease this request is fenced to (only its connection may serve it).
-    /// Boxed: the context lives in every held stream's task (8 bytes there instead of 72).
-    pub lease: Option<Box<Binding>>,
     /// The client connection: its place under the caps, its socket, its next request's wait.
     pub conn: &'a ClientConn<'a>,
     /// Whether this client may see provider and connection names and upstream error text in
     /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
     /// request id instead; the decision record keeps everything.
     pub reveal: bool,
-    /// The request's dealings with a Claude subscription account's usage wall (only when an
-    /// opted-in account was tried).
-    pub lane: Option<Box<LaneRequest>>,
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Request<'a> {
     /// The request's configuration (its generation's).
     pub fn config(&self) -> &'a crate::config::Config {
         &self.generation.config
@@ -113,6 +102,50 @@ impl<'a> Ctx<'a> {
         } else {
             (self.record.attempts.len() + usize::from(current.is_some())).to_string()
         }
+    }
+}
+
+/// The second stage: what intake admitted, every field real (nothing is a placeholder until
+/// intake fills it).
+pub(crate) struct Admitted {
+    pub endpoint: Endpoint,
+    /// The client's body; the relay lets it go at the answer's first byte (nothing is retried
+    /// after it).
+    pub body: Bytes,
+    /// Where the top-level `model` value is in `body` (found by the body check, so that
+    /// rewriting it does not walk the body again); 32-bit, as bodies are (`max_body_bytes`),
+    /// since this lives in every held stream's task.
+    pub model_span: Option<std::ops::Range<u32>>,
+    /// The client key, when keys are configured (shared with the configuration).
+    pub client: Option<std::sync::Arc<crate::clients::Client>>,
+    /// The exclusive lease this request is fenced to (only its connection may serve it).
+    /// Boxed: the context lives in every held stream's task (8 bytes there instead of 72).
+    pub lease: Option<Box<Binding>>,
+}
+
+/// An admitted request on its way to an upstream: its head's facts (through `Deref`), what
+/// intake admitted, and what the attempts hold (the execution budget's end while a flow permit
+/// is held, the request's dealings with an account's usage wall and OAuth token).
+pub(crate) struct Ctx<'r, 'a> {
+    pub req: &'r mut Request<'a>,
+    pub admitted: Admitted,
+    /// Set while a flow permit is held: when the execution budget ends.
+    pub exec_deadline: Option<Instant>,
+    /// The request's dealings with a Claude subscription account's usage wall or an OAuth
+    /// token (only when such an account was tried).
+    pub lane: Option<Box<LaneRequest>>,
+}
+
+impl<'a> std::ops::Deref for Ctx<'_, 'a> {
+    type Target = Request<'a>;
+    fn deref(&self) -> &Request<'a> {
+        self.req
+    }
+}
+
+impl<'a> std::ops::DerefMut for Ctx<'_, 'a> {
+    fn deref_mut(&mut self) -> &mut Request<'a> {
+        self.req
     }
 }
 

@@ -3,7 +3,7 @@
 //! stop (`answer::table`), with the diagnostics this client may see.
 
 use super::answer::LastFailure;
-use super::exchange::{Buffered, Ctx};
+use super::exchange::{Buffered, Request};
 use super::forward::{Relay, relay_buffered};
 use super::respond::finish_error;
 use super::stop::{Stop, final_stop, secs};
@@ -14,7 +14,7 @@ use serde_json::json;
 
 /// Pass an upstream answer through (restated status, our headers).
 async fn pass_through(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     wr: &mut TcpOwnedWriteHalf,
     last: &LastFailure,
     resp: &Buffered,
@@ -59,7 +59,7 @@ async fn pass_through(
 
 /// Build and send the final answer. Returns whether the connection stays open.
 pub(super) async fn give_up(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     wr: &mut TcpOwnedWriteHalf,
     budget: &Budget,
     last: Option<LastFailure>,
@@ -100,7 +100,7 @@ pub(super) async fn give_up(
 
 /// Names and upstream text are for the operator; a tenant gets the count and its request id
 /// (the decision record, `GET /admin/decisions/{id}`, has the rest).
-fn diagnostics_for(ctx: &Ctx<'_>, last: Option<&LastFailure>) -> serde_json::Value {
+fn diagnostics_for(ctx: &Request<'_>, last: Option<&LastFailure>) -> serde_json::Value {
     let n = ctx.record.attempts.len();
     if ctx.reveal {
         json!({

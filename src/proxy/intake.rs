@@ -3,7 +3,7 @@
 //! and the tenant's quota. Each refusal is answered here in the client's dialect.
 
 use super::client_body::{drain_body, drain_small_body, read_client_body};
-use super::exchange::Ctx;
+use super::exchange::{Admitted, Request};
 use super::models::models;
 use super::respond::finish_error;
 use super::stop::Stop;
@@ -20,9 +20,10 @@ pub(super) enum Intake<'c> {
     /// Answered here (a refusal, the models list, a lease lifecycle call): whether the
     /// connection stays open, and the route index its metrics go to.
     Answered { keep: bool, route: usize },
-    /// Admitted: the route to try and what the request needs; the tenant's quota share is
-    /// held until the request ends.
+    /// Admitted: what intake admitted, the route to try and what the request needs; the
+    /// tenant's quota share is held until the request ends.
     Admitted {
+        admitted: Admitted,
         entry: crate::route::Resolved<'c>,
         needs: Needs,
         tenant_permit: Option<TenantPermit>,
@@ -31,7 +32,7 @@ pub(super) enum Intake<'c> {
 
 /// Everything before the first upstream attempt, for a request to a known endpoint.
 pub(super) async fn intake<'c>(
-    ctx: &mut Ctx<'c>,
+    ctx: &mut Request<'c>,
     endpoint: Endpoint,
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
@@ -41,7 +42,9 @@ pub(super) async fn intake<'c>(
     let auth = match on_the_head(ctx, endpoint) {
         OnTheHead::Go(auth) => auth,
         // (The rare paths get their own future: the common one does not carry it.)
-        OnTheHead::Answer(refused) => return answer_on_the_head(ctx, refused, rd, wr, buf).await,
+        OnTheHead::Answer(refused) => {
+            return answer_on_the_head(ctx, (endpoint, refused), rd, wr, buf).await;
+        }
     };
     ctx.conn.ticket.authenticated();
     let body = match read_client_body(ctx, rd, wr, buf).await {
@@ -54,25 +57,27 @@ pub(super) async fn intake<'c>(
             route: other,
         };
     }
-    if let crate::clients::Auth::Known(c) = auth {
-        take_client(ctx, c);
-    }
+    let client = match auth {
+        crate::clients::Auth::Known(c) => Some(take_client(ctx, c)),
+        _ => None,
+    };
     if endpoint == Endpoint::Models {
         return Intake::Answered {
             keep: models(ctx, wr).await,
             route: other,
         };
     }
-    let model = match check_request(ctx, endpoint, body).await {
-        Ok(model) => model,
+    let (model, admitted) = match check_request(ctx, endpoint, body, client).await {
+        Ok(checked) => checked,
         Err(e) => return refuse(ctx, wr, &e, true, other).await,
     };
     let entry = match route_for(ctx, &model) {
         Ok(entry) => entry,
         Err((e, route)) => return refuse(ctx, wr, &e, true, route).await,
     };
-    match tenant_quota(ctx, &entry).await {
+    match tenant_quota(ctx, &admitted.body, &entry).await {
         Ok((needs, tenant_permit)) => Intake::Admitted {
+            admitted,
             entry,
             needs,
             tenant_permit,
@@ -83,13 +88,13 @@ pub(super) async fn intake<'c>(
 
 /// Answer a refusal in the client's dialect (`body_ok`: the request's body was read whole).
 async fn refuse<'c>(
-    ctx: &mut Ctx<'c>,
+    ctx: &mut Request<'c>,
     wr: &mut TcpOwnedWriteHalf,
     stop: &Stop,
     body_ok: bool,
     route: usize,
 ) -> Intake<'c> {
-    let err = super::answer::of(ctx, stop);
+    let err = super::answer::refused_on_intake(ctx, stop);
     Intake::Answered {
         keep: finish_error(ctx, wr, &err, body_ok).await,
         route,
@@ -115,7 +120,7 @@ enum HeadAnswer {
     Unauthenticated(crate::clients::Auth, Stop),
 }
 
-fn on_the_head(ctx: &Ctx<'_>, endpoint: Endpoint) -> OnTheHead {
+fn on_the_head(ctx: &Request<'_>, endpoint: Endpoint) -> OnTheHead {
     let want_get = endpoint == Endpoint::Models;
     let method = ctx.head.method();
     if endpoint == Endpoint::SessionLeases && method == "OPTIONS" {
@@ -142,8 +147,8 @@ fn on_the_head(ctx: &Ctx<'_>, endpoint: Endpoint) -> OnTheHead {
 /// Answer a request refused on its head (the body is drained, or for a keyless caller only a
 /// small one).
 async fn answer_on_the_head<'c>(
-    ctx: &mut Ctx<'c>,
-    refused: HeadAnswer,
+    ctx: &mut Request<'c>,
+    (endpoint, refused): (Endpoint, HeadAnswer),
     rd: &mut TcpOwnedReadHalf,
     wr: &mut TcpOwnedWriteHalf,
     buf: &mut BytesMut,
@@ -164,7 +169,7 @@ async fn answer_on_the_head<'c>(
         }
         HeadAnswer::Unauthenticated(auth, stop) => {
             let body_ok = drain_small_body(ctx, rd, wr, buf).await;
-            if ctx.endpoint == Endpoint::SessionLeases {
+            if endpoint == Endpoint::SessionLeases {
                 ctx.keep_alive &= body_ok;
                 let keep = super::lease::lifecycle::serve(ctx, wr, auth, Bytes::new()).await;
                 return Intake::Answered { keep, route: other };
@@ -175,7 +180,10 @@ async fn answer_on_the_head<'c>(
 }
 
 /// A known client key: its tenant, its place in line, whether it may see connection names.
-fn take_client(ctx: &mut Ctx<'_>, c: std::sync::Arc<crate::clients::Client>) {
+fn take_client(
+    ctx: &mut Request<'_>,
+    c: std::sync::Arc<crate::clients::Client>,
+) -> std::sync::Arc<crate::clients::Client> {
     ctx.reveal = c.has(crate::clients::Scope::Admin);
     ctx.tenant = c.tenant;
     // A key's class is its first place in line: its requests may ask to go later, not
@@ -186,26 +194,29 @@ fn take_client(ctx: &mut Ctx<'_>, c: std::sync::Arc<crate::clients::Client>) {
         ctx.priority = ctx.priority.max(c.priority);
     }
     ctx.record.client = Some(c.id.clone());
-    ctx.client = Some(c);
+    c
 }
 
 /// The lease fence, then the body's facts: the model the request names. Lease headers go
 /// first: a request that may not run on its lease hears why, whatever else is wrong with it,
 /// and nothing is sent upstream.
-async fn check_request(ctx: &mut Ctx<'_>, endpoint: Endpoint, body: Bytes) -> Result<String, Stop> {
+async fn check_request(
+    ctx: &mut Request<'_>,
+    endpoint: Endpoint,
+    body: Bytes,
+    client: Option<std::sync::Arc<crate::clients::Client>>,
+) -> Result<(String, Admitted), Stop> {
     let lease = |e| Stop::Lease(Box::new(e));
-    let mut bound = super::lease::bind(ctx, endpoint).map_err(lease)?;
+    let mut bound = super::lease::bind(ctx, client.as_deref(), endpoint).map_err(lease)?;
     if let Some(b) = bound.as_mut() {
         b.conn = super::lease::refence(ctx, b).await.map_err(lease)?;
     }
     ctx.record.lease_generation = bound.as_ref().map(|b| b.generation);
-    ctx.lease = bound.map(Box::new);
     let facts = scan(&body).map_err(|e| match e {
         FactsError::Malformed(m) => Stop::InvalidJson(m),
         FactsError::BadField(f) => Stop::InvalidField(f),
     })?;
     ctx.record.stream = facts.stream;
-    ctx.model_span = facts.model_span;
     let Some(model) = facts.model else {
         return Err(Stop::MissingModel);
     };
@@ -214,14 +225,22 @@ async fn check_request(ctx: &mut Ctx<'_>, endpoint: Endpoint, body: Bytes) -> Re
     }
     // The client's model name lives in the decision record only (one copy per request).
     ctx.record.model = Some(model.clone());
-    ctx.body = body;
-    Ok(model)
+    let span =
+        |r: std::ops::Range<usize>| Some(u32::try_from(r.start).ok()?..u32::try_from(r.end).ok()?);
+    let admitted = Admitted {
+        endpoint,
+        model_span: facts.model_span.and_then(span),
+        body,
+        client,
+        lease: bound.map(Box::new),
+    };
+    Ok((model, admitted))
 }
 
 /// The route that serves `model` in the client's dialect; a refusal names the route its
 /// metrics go to.
 fn route_for<'c>(
-    ctx: &mut Ctx<'c>,
+    ctx: &mut Request<'c>,
     model: &str,
 ) -> Result<crate::route::Resolved<'c>, (Stop, usize)> {
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
@@ -247,11 +266,15 @@ fn route_for<'c>(
 
 /// What the request needs of a connection, and its tenant's quota share: tenant quotas hold
 /// across every connection and core, for the whole request.
-async fn tenant_quota(ctx: &Ctx<'_>, entry: &Entry) -> Result<(Needs, Option<TenantPermit>), Stop> {
+async fn tenant_quota(
+    ctx: &Request<'_>,
+    body: &Bytes,
+    entry: &Entry,
+) -> Result<(Needs, Option<TenantPermit>), Stop> {
     let tenants = &ctx.core.shared.flow.tenants;
     let counts_tokens = tenants.limits.tokens_per_minute > 0;
     let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
-    let needs = crate::dialect::needs::needs(&ctx.body, ctx.head, restricted);
+    let needs = crate::dialect::needs::needs(body, ctx.head, restricted);
     if !tenants.limits.any() {
         return Ok((needs, None));
     }

@@ -327,7 +327,7 @@ pub(super) struct InBand {
 /// Judge an in-band error event's data (`text`): before the commit while a stream is held,
 /// or after it, when the stream carried one.
 pub(super) fn in_band(
-    ctx: &super::exchange::Ctx<'_>,
+    ctx: &super::exchange::Ctx<'_, '_>,
     provider: &crate::config::Provider,
     conn: &crate::config::Connection,
     head: &Head,
@@ -340,7 +340,7 @@ pub(super) fn in_band(
         head,
         limits: &limits,
         body: text.as_bytes(),
-        request: &ctx.body,
+        request: &ctx.admitted.body,
     };
     let s = &ctx.config().resilience;
     let (verdict, restated) = judge(s, &x, crate::clock::unix_ms());

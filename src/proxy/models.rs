@@ -1,7 +1,7 @@
 //! `GET /v1/models` and `GET /v1/models/{id}`: the union of configured routes and models, in
 //! the dialect the client speaks (Anthropic when it sends `anthropic-version`).
 
-use super::exchange::Ctx;
+use super::exchange::Request;
 use super::respond::finish_error;
 use super::respond::respond_json;
 use crate::dialect::Dialect;
@@ -9,7 +9,7 @@ use bytes::Bytes;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 
 /// `GET /v1/models`: every name a client may put in `model`.
-pub(super) async fn models(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
+pub(super) async fn models(ctx: &mut Request<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
     let routes = &ctx.generation.routes;
     let list = routes.model_list();
     let anthropic = ctx.head.get("anthropic-version").is_some();

@@ -32,7 +32,7 @@ pub(super) enum Refreshed {
 
 /// The access token for a send on `conn` (`None`: the environment's, `conn.secret`), noting
 /// its version for the answer.
-pub(super) fn token(ctx: &mut Ctx<'_>, conn: &Connection) -> Option<Arc<str>> {
+pub(super) fn token(ctx: &mut Ctx<'_, '_>, conn: &Connection) -> Option<Arc<str>> {
     conn.oauth.as_ref()?;
     let cell = ctx.core.shared.tokens.get(conn.index)?;
     let version = cell.version();
@@ -204,7 +204,7 @@ fn valid_token(t: &str) -> bool {
 }
 
 /// `provider/connection` of a connection (the store key of its sealed tokens).
-fn label<'a>(ctx: &Ctx<'a>, conn: &Connection) -> &'a str {
+fn label<'a>(ctx: &Ctx<'_, 'a>, conn: &Connection) -> &'a str {
     let names: &'a [(&'static str, &'static str, &'static str)] = &ctx.generation.conn_names;
     names.get(conn.index).map_or("", |n| n.2)
 }
@@ -239,7 +239,7 @@ pub fn refresh_due(core: &std::rc::Rc<Core>) {
 /// After a 401 on an OAuth connection: refresh its token once for this request (or take the
 /// one another request just got) and send to the same account again; a refresh token refused
 /// for good is noted, for [`expire_if_refused`].
-pub(super) async fn after_refusal(ctx: &mut Ctx<'_>, conn: &Connection, deadline: Instant) {
+pub(super) async fn after_refusal(ctx: &mut Ctx<'_, '_>, conn: &Connection, deadline: Instant) {
     let Some(lane) = ctx.lane.as_mut() else {
         return;
     };
@@ -259,7 +259,7 @@ pub(super) async fn after_refusal(ctx: &mut Ctx<'_>, conn: &Connection, deadline
 }
 
 /// A 401 whose refresh token was refused for good expires the connection, with the reason.
-pub(super) fn expire_if_refused(ctx: &mut Ctx<'_>, mut end: AttemptEnd) -> AttemptEnd {
+pub(super) fn expire_if_refused(ctx: &mut Ctx<'_, '_>, mut end: AttemptEnd) -> AttemptEnd {
     let dead = ctx.lane.as_mut().and_then(|l| l.token_dead.take());
     if let (Some(why), AttemptEnd::Failed(f)) = (dead, &mut end) {
         f.verdict.reason = Reason::TokenRefreshFailed;

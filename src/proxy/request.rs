@@ -5,14 +5,14 @@
 
 use super::client_body::drain_body;
 use super::client_facts::{client_request_id, forwarded_for, priority_of, tenant_of};
-use super::exchange::{Conn, Ctx};
+use super::exchange::{Conn, Ctx, Request};
 use super::intake::{Intake, intake};
 use super::respond::finish_error;
 use crate::audit::Record;
 use crate::dialect::{Endpoint, dialect_for_path};
 use crate::http::Head;
 use crate::state::core::Core;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
 use std::borrow::Cow;
 use std::rc::Rc;
@@ -46,54 +46,55 @@ pub fn handle(
             },
             priority_of(head),
         );
-        let mut ctx = Ctx {
+        let mut request = Request {
             core,
             generation: &generation,
             head,
-            endpoint: endpoint.unwrap_or(Endpoint::Models),
             dialect,
             record,
-            body: Bytes::new(),
-            model_span: None,
             keep_alive,
             started,
             tenant,
             priority,
-            exec_deadline: None,
-            client: None,
-            lease: None,
             conn: conn.link,
             reveal: true,
-            lane: None,
         };
-        // The guard borrows the context (704 bytes: moving it into the guard would copy it).
+        // The guard borrows the request (moving it into the guard would copy it).
         // The in-flight gauge counts the request from here to its finalisation (no await between
         // the request's start and here).
         core.metrics.in_flight.fetch_add(1, Relaxed);
         let mut req = Finalize {
-            ctx: &mut ctx,
+            req: &mut request,
             route: generation.routes.other_index,
         };
-        let ctx = &mut *req.ctx;
+        let r = &mut *req.req;
         let (keep, route_index) = match endpoint {
             None => {
-                let body_ok = drain_body(ctx, rd, wr, buf).await;
-                let err = super::answer::of(ctx, &super::stop::Stop::UnknownEndpoint);
-                let keep = finish_error(ctx, wr, &err, body_ok).await;
+                let body_ok = drain_body(r, rd, wr, buf).await;
+                let err = super::answer::refused_on_intake(r, &super::stop::Stop::UnknownEndpoint);
+                let keep = finish_error(r, wr, &err, body_ok).await;
                 (keep, generation.routes.other_index)
             }
             Some(ep) => 'admitted: {
                 // Taken apart in a statement of its own, so that the intake's answer is not kept in
                 // this future's state for the whole request.
-                let (entry, needs, tenant_permit) = match intake(ctx, ep, rd, wr, buf).await {
+                let (entry, needs, tenant_permit, admitted) = match intake(r, ep, rd, wr, buf).await
+                {
                     Intake::Answered { keep, route } => break 'admitted (keep, route),
                     Intake::Admitted {
                         entry,
                         needs,
                         tenant_permit,
-                    } => (entry, needs, tenant_permit),
+                        admitted,
+                    } => (entry, needs, tenant_permit, admitted),
                 };
-                let keep = super::attempts::run(ctx, &entry, &needs, rd, wr, buf).await;
+                let mut ctx = Ctx {
+                    req: r,
+                    admitted,
+                    exec_deadline: None,
+                    lane: None,
+                };
+                let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
                 drop(tenant_permit);
                 (keep, entry.index)
             }
@@ -129,14 +130,14 @@ fn record_for(core: &Core, head: &Head, endpoint: Option<Endpoint>, request_id: 
 /// or half-way when the connection's task is dropped (a contained panic). Finalizing records
 /// the request's metrics, its access log line and its place in the decision ring.
 struct Finalize<'a, 'c> {
-    ctx: &'a mut Ctx<'c>,
+    req: &'a mut Request<'c>,
     /// The route the request's metrics go to.
     route: usize,
 }
 
 impl Drop for Finalize<'_, '_> {
     fn drop(&mut self) {
-        let ctx = &mut *self.ctx;
+        let ctx = &mut *self.req;
         let core = ctx.core;
         let total = crate::clock::since(ctx.started);
         let r = &mut ctx.record;
@@ -166,7 +167,7 @@ impl Drop for Finalize<'_, '_> {
 
 /// What the access log says about the client: its address, the address a trusted proxy in
 /// front of Ringside forwarded for (`server.trusted_proxies`), and its user agent.
-fn log_client<'c>(ctx: &'c Ctx<'_>) -> crate::audit::LogClient<'c> {
+fn log_client<'c>(ctx: &'c Request<'_>) -> crate::audit::LogClient<'c> {
     let peer = ctx.conn.ticket.peer;
     let trusted = &ctx.config().server.trusted_proxies;
     crate::audit::LogClient {

@@ -2,7 +2,7 @@
 //! head), small JSON successes, and `finish_error`, which also records the refusal. A leaf of
 //! `proxy`: it imports no phase.
 
-use super::exchange::Ctx;
+use super::exchange::Request;
 use crate::dialect::{ApiError, Dialect};
 use crate::http::response::whole;
 use bytes::Bytes;
@@ -47,7 +47,7 @@ pub async fn respond_error_to(
 
 /// Write an error, record it, and say whether the connection stays open.
 pub(crate) async fn finish_error(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     wr: &mut TcpOwnedWriteHalf,
     err: &ApiError,
     body_ok: bool,

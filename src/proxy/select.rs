@@ -24,7 +24,7 @@ pub(super) struct Seen<'a> {
 /// `None` with every candidate's exclusion in `excluded`. `(t, unix_now)`: the monotonic and
 /// the wall clock in ms (the latter 0 when no lease exists anywhere).
 pub(super) fn select(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'_, '_>,
     entry: &Entry,
     needs: &Needs,
     seen: &Seen<'_>,
@@ -49,6 +49,7 @@ pub(super) fn select(
                 } else if seen.saturated.contains(&c) {
                     Some(Exclusion::Ineligible(Ineligible::Saturated))
                 } else if ctx
+                    .admitted
                     .client
                     .as_ref()
                     .is_some_and(|k| !k.may_use(c.connection))
@@ -97,7 +98,7 @@ pub(super) fn select(
 }
 
 /// Where an attempt on `c` would go: its provider, connection, model and the tenant.
-pub(super) fn site<'a>(ctx: &Ctx<'_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
+pub(super) fn site<'a>(ctx: &Ctx<'_, '_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
     Site {
         provider: ctx.config().provider_of(c.connection).unwrap_or(0),
         conn: c.connection,

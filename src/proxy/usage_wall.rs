@@ -20,7 +20,7 @@ use std::time::Instant;
 const MAX_SENDS: u8 = 16;
 
 /// Whether this attempt goes in the lane (noted for its answer).
-pub(super) fn slow(ctx: &mut Ctx<'_>, conn: &Connection) -> bool {
+pub(super) fn slow(ctx: &mut Ctx<'_, '_>, conn: &Connection) -> bool {
     // A new attempt: the last answer's word is spent.
     if let Some(lane) = ctx.lane.as_mut() {
         lane.decision = None;
@@ -39,7 +39,7 @@ pub(super) fn slow(ctx: &mut Ctx<'_>, conn: &Connection) -> bool {
 /// What an answer's head tells about the account: the usage wall's word (opted-in accounts),
 /// and for a 401 on an OAuth connection, a refreshed token (`proxy::oauth`).
 pub(super) async fn after_head(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     to: (&Provider, &Connection),
     head: &Head,
     budget: &Budget,
@@ -56,7 +56,7 @@ pub(super) async fn after_head(
 /// The lane's word on an answer of an opted-in account: at a five-hour wall with the reset
 /// opted in, the reset is claimed first (its calls made here, once per account at a time).
 async fn judge(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     to: (&Provider, &Connection),
     head: &Head,
     budget: &Budget,
@@ -98,7 +98,7 @@ async fn judge(
 }
 
 /// Send to the same account again at once: its access token was refreshed after a 401.
-pub(super) fn token_refreshed(ctx: &mut Ctx<'_>) {
+pub(super) fn token_refreshed(ctx: &mut Ctx<'_, '_>) {
     if let Some(lane) = ctx.lane.as_mut() {
         lane.decision = Some(Decision::Retry {
             delay_ms: 0,
@@ -109,7 +109,7 @@ pub(super) fn token_refreshed(ctx: &mut Ctx<'_>) {
 
 /// The lane's word on the last failed answer, when it is to send the request to the same
 /// account again: after how long, and why.
-pub(super) fn retry(ctx: &mut Ctx<'_>) -> Option<(u64, Via)> {
+pub(super) fn retry(ctx: &mut Ctx<'_, '_>) -> Option<(u64, Via)> {
     let lane = ctx.lane.as_mut()?;
     match lane.decision.take()? {
         Decision::Retry { delay_ms, via } if lane.sends < MAX_SENDS => {
@@ -121,13 +121,13 @@ pub(super) fn retry(ctx: &mut Ctx<'_>) -> Option<(u64, Via)> {
 }
 
 /// Pick `cand` next, after `delay_ms`.
-pub(super) fn send_again(ctx: &mut Ctx<'_>, cand: Candidate, delay_ms: u64) {
+pub(super) fn send_again(ctx: &mut Ctx<'_, '_>, cand: Candidate, delay_ms: u64) {
     if let Some(lane) = ctx.lane.as_mut() {
         lane.same = Some((cand, delay_ms));
     }
 }
 
 /// The candidate the usage wall asked to send to again, if any (taken).
-pub(super) fn take_same(ctx: &mut Ctx<'_>) -> Option<(Candidate, u64)> {
+pub(super) fn take_same(ctx: &mut Ctx<'_, '_>) -> Option<(Candidate, u64)> {
     ctx.lane.as_mut()?.same.take()
 }

@@ -8,13 +8,14 @@ use crate::route::Entry;
 
 /// The request's budget: its attempts, and its deadline (the route's, or the client's own
 /// within the rules of `decide::deadline_ms`).
-pub(super) fn budget_for(ctx: &mut Ctx<'_>, entry: &Entry) -> Budget {
+pub(super) fn budget_for(ctx: &mut Ctx<'_, '_>, entry: &Entry) -> Budget {
     let s = &ctx.config().resilience;
     let asked = ctx
         .head
         .get_str("x-ringside-deadline-ms")
         .and_then(|v| parse_deadline_header(v, crate::clock::unix_ms()));
     let may_extend = ctx
+        .admitted
         .client
         .as_ref()
         .is_some_and(|c| c.has(crate::clients::Scope::Overrides));

@@ -41,7 +41,7 @@ fn now() -> u64 {
 /// the waits are plain functions.
 #[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*
 pub(super) fn run(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     entry: &Entry,
     needs: &Needs,
     rd: &mut TcpOwnedReadHalf,
@@ -195,7 +195,7 @@ struct Attempts<'a> {
 impl Attempts<'_> {
     /// Select a candidate (dropping cooling, locked, breaker-open and ineligible ones, each
     /// with its reason in `st.excluded`).
-    fn select(&mut self, ctx: &mut Ctx<'_>, needs: &Needs, pinned: Option<usize>) -> Pick {
+    fn select(&mut self, ctx: &mut Ctx<'_, '_>, needs: &Needs, pinned: Option<usize>) -> Pick {
         let core = ctx.core;
         core.sync();
         let t = now();
@@ -205,7 +205,7 @@ impl Attempts<'_> {
         if let Some((cand, delay_ms)) = crate::proxy::usage_wall::take_same(ctx) {
             return Pick::SameAccount(cand, delay_ms);
         }
-        let bound = ctx.lease.as_ref().map(|b| b.conn);
+        let bound = ctx.admitted.lease.as_ref().map(|b| b.conn);
         // Without any lease anywhere, no connection is held (and no clock read is needed).
         let unix_now = if bound.is_some() || !core.shared.leases.none() {
             crate::clock::unix_ms()
@@ -230,7 +230,7 @@ impl Attempts<'_> {
     /// budget allows, or stop.
     async fn nothing_usable(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, '_>,
         watch: &mut ClientWatch<'_>,
         t: u64,
         unix_now: u64,
@@ -264,7 +264,7 @@ impl Attempts<'_> {
     /// deadline: the lane's waits stop short of it); the time to pick it at.
     async fn wait_for_same(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, '_>,
         watch: &mut ClientWatch<'_>,
         delay_ms: u64,
     ) -> Result<u64, Step> {
@@ -284,7 +284,7 @@ impl Attempts<'_> {
     /// What admission said: a slot, or how the loop goes on.
     fn admitted(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, '_>,
         cand: Candidate,
         admission: Admission,
     ) -> Result<crate::flow::Permit, Step> {
@@ -307,7 +307,7 @@ impl Attempts<'_> {
     /// under the execution deadline.
     fn start<'c: 'h, 'h>(
         &mut self,
-        ctx: &mut Ctx<'c>,
+        ctx: &mut Ctx<'_, 'c>,
         cand: Candidate,
         site: crate::resilience::Site<'h>,
         permit: crate::flow::Permit,
@@ -341,7 +341,7 @@ impl Attempts<'_> {
 
     /// What an attempt's end means for the loop. The attempt has closed or pooled its upstream
     /// connection: only now is its slot freed.
-    fn after(&mut self, ctx: &mut Ctx<'_>, held: Held<'_>, end: AttemptEnd) -> Step {
+    fn after(&mut self, ctx: &mut Ctx<'_, '_>, held: Held<'_>, end: AttemptEnd) -> Step {
         let Held {
             cand,
             t0,
@@ -407,7 +407,7 @@ impl Attempts<'_> {
 /// is the exception: its success counts at the commit and its claim is released, so that the
 /// breaker closes without waiting for a whole long stream; if the stream then fails, that
 /// failure is counted (once: the breaker counts from closed again).
-fn commit_probe(ctx: &Ctx<'_>, held: &mut Held<'_>) {
+fn commit_probe(ctx: &Ctx<'_, '_>, held: &mut Held<'_>) {
     if held.probe.is_claimed() {
         ctx.core.record_success(held.site);
         held.probe.release();
@@ -417,7 +417,7 @@ fn commit_probe(ctx: &Ctx<'_>, held: &mut Held<'_>) {
 
 /// Wait `ms`, racing the client: `Again` when waited out. The record keeps what was waited,
 /// not what was planned: a client that hangs up ends it early.
-async fn wait(ctx: &mut Ctx<'_>, watch: &mut ClientWatch<'_>, ms: u64) -> Step {
+async fn wait(ctx: &mut Ctx<'_, '_>, watch: &mut ClientWatch<'_>, ms: u64) -> Step {
     let started = crate::clock::instant();
     let sleep = timer::sleep_until(started + Duration::from_millis(ms));
     let gone = matches!(watch.race(sleep).await, Raced::ClientGone);
@@ -432,7 +432,7 @@ async fn wait(ctx: &mut Ctx<'_>, watch: &mut ClientWatch<'_>, ms: u64) -> Step {
 }
 
 /// The client went away: recorded as 499, and the connection is not kept.
-fn client_gone(ctx: &mut Ctx<'_>) -> Step {
+fn client_gone(ctx: &mut Ctx<'_, '_>) -> Step {
     ctx.record.status = 499;
     ctx.record.outcome = crate::audit::Outcome::ClientGone;
     Step::End(End::Answered { keep_alive: false })

@@ -12,11 +12,11 @@ pub(super) struct Pin {
 }
 
 impl Pin {
-    pub(super) fn find(ctx: &Ctx<'_>) -> Pin {
+    pub(super) fn find(ctx: &Ctx<'_, '_>) -> Pin {
         let core = ctx.core;
         let ttl = ctx.config().affinity_ttl_ms;
         // A leased request is served only by its lease's connection: no soft pin.
-        let key = (ttl > 0 && ctx.lease.is_none())
+        let key = (ttl > 0 && ctx.admitted.lease.is_none())
             .then(|| crate::store::pins::session_key(ctx.head))
             .flatten();
         let had = key
@@ -25,7 +25,7 @@ impl Pin {
         Pin { key, ttl, had }
     }
 
-    pub(super) fn remember(&self, ctx: &Ctx<'_>, served: Option<usize>) {
+    pub(super) fn remember(&self, ctx: &Ctx<'_, '_>, served: Option<usize>) {
         if let (Some(key), Some(conn)) = (&self.key, served)
             && (200..300).contains(&ctx.record.status)
         {

@@ -42,7 +42,7 @@ impl LoopState {
     /// request's deadline and their own cap, its other sends by `usage_wall::MAX_SENDS`.
     pub(super) fn on_same_account(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, '_>,
         at: &Tried<'_>,
         budget: &mut Budget,
         f: Failed,
@@ -58,7 +58,7 @@ impl LoopState {
     }
 
     /// The failure the client is answered with if no later attempt serves.
-    fn keep_last(&mut self, ctx: &Ctx<'_>, cand: Candidate, f: Failed) {
+    fn keep_last(&mut self, ctx: &Ctx<'_, '_>, cand: Candidate, f: Failed) {
         self.last = Some(Box::new(LastFailure {
             verdict: f.verdict,
             detail: f.detail,
@@ -72,7 +72,7 @@ impl LoopState {
     /// timeout, or an answer to pass through).
     pub(super) fn on_failed(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, '_>,
         at: &Tried<'_>,
         site: crate::resilience::Site<'_>,
         budget: &Budget,
@@ -138,7 +138,7 @@ pub(super) fn ending_answer(kind: AttemptOutcome) -> Option<Stop> {
 /// No attempt answered the client: a refusal is told as it is; otherwise the answer comes from
 /// the last failure and what was passed over (`answer::give_up`).
 pub(super) async fn conclude(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     wr: &mut TcpOwnedWriteHalf,
     entry: &Entry,
     budget: &Budget,
@@ -173,7 +173,7 @@ pub(super) async fn conclude(
 }
 
 /// (provider, connection, `provider/connection`) of a connection, without copying.
-pub(super) fn names(ctx: &Ctx<'_>, conn: usize) -> (&'static str, &'static str, &'static str) {
+pub(super) fn names(ctx: &Ctx<'_, '_>, conn: usize) -> (&'static str, &'static str, &'static str) {
     ctx.generation
         .conn_names
         .get(conn)
@@ -181,7 +181,7 @@ pub(super) fn names(ctx: &Ctx<'_>, conn: usize) -> (&'static str, &'static str, 
         .unwrap_or(("", "", ""))
 }
 
-fn label(ctx: &Ctx<'_>, c: Candidate) -> &'static str {
+fn label(ctx: &Ctx<'_, '_>, c: Candidate) -> &'static str {
     names(ctx, c.connection).2
 }
 
@@ -194,7 +194,7 @@ pub(super) struct Tried<'e> {
 
 /// Record one attempt: the metric, and a line of the decision record.
 pub(super) fn push(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_, '_>,
     at: &Tried<'_>,
     outcome: AttemptOutcome,
     v: Option<&Verdict>,
@@ -225,7 +225,7 @@ pub(super) fn push(
 
 /// Record a failed attempt with its verdict and detail; its line of the record, to add to.
 fn push_failed<'r>(
-    ctx: &'r mut Ctx<'_>,
+    ctx: &'r mut Ctx<'_, '_>,
     at: &Tried<'_>,
     f: &Failed,
     decision: Decision,

@@ -7,7 +7,7 @@ use super::{GENERATION_HEADER, OWNER_HEADER, ask_writer, lease_error, lease_key,
 use crate::clients::Auth;
 use crate::dialect::ApiError;
 use crate::http::response::whole;
-use crate::proxy::exchange::Ctx;
+use crate::proxy::exchange::Request;
 use crate::resilience::Site;
 use crate::store::leases::{MAX_TTL_MS, MIN_TTL_MS, Op, Outcome};
 use bytes::Bytes;
@@ -16,7 +16,7 @@ use monoio::net::tcp::TcpOwnedWriteHalf;
 use serde_json::{Value, json};
 
 /// `OPTIONS /v1/session-leases`: the CORS preflight answer.
-pub(crate) async fn preflight(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
+pub(crate) async fn preflight(ctx: &mut Request<'_>, wr: &mut TcpOwnedWriteHalf) -> bool {
     ctx.record.status = 204;
     ctx.record.outcome = crate::audit::Outcome::Ok;
     let allow =
@@ -33,7 +33,7 @@ pub(crate) async fn preflight(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf) -> 
 }
 
 async fn answer(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     wr: &mut TcpOwnedWriteHalf,
     status: u16,
     body: Value,
@@ -54,7 +54,7 @@ async fn answer(
     res.is_ok() && ctx.keep_alive
 }
 
-async fn fail(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf, e: ApiError) -> bool {
+async fn fail(ctx: &mut Request<'_>, wr: &mut TcpOwnedWriteHalf, e: ApiError) -> bool {
     ctx.record.error_code = Some(e.code);
     let err = json!({"type": "lease_error", "code": e.code, "message": e.message});
     let mut body = json!({"request_id": ctx.record.request_id});
@@ -71,7 +71,7 @@ async fn fail(ctx: &mut Ctx<'_>, wr: &mut TcpOwnedWriteHalf, e: ApiError) -> boo
 
 /// Serve one lifecycle request (the body is read; `auth` is what the key check said).
 pub(crate) async fn serve(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     wr: &mut TcpOwnedWriteHalf,
     auth: Auth,
     body: Bytes,
@@ -117,7 +117,7 @@ struct Ask {
     ttl_ms: u64,
 }
 
-fn read_ask(ctx: &mut Ctx<'_>, auth: Auth, body: &[u8]) -> Result<Ask, ApiError> {
+fn read_ask(ctx: &mut Request<'_>, auth: Auth, body: &[u8]) -> Result<Ask, ApiError> {
     let client = match auth {
         Auth::Known(c) => c,
         Auth::Unknown => {
@@ -182,7 +182,7 @@ fn read_ask(ctx: &mut Ctx<'_>, auth: Auth, body: &[u8]) -> Result<Ask, ApiError>
 }
 
 /// Renew or release the lease the caller names (owner header and generation).
-async fn renew_or_release(ctx: &mut Ctx<'_>, ask: &Ask, renew: bool) -> Acquired {
+async fn renew_or_release(ctx: &mut Request<'_>, ask: &Ask, renew: bool) -> Acquired {
     let action = if renew { "renew" } else { "release" };
     let Some(owner) = ask.owner.as_deref() else {
         return Err(lease_error(
@@ -239,7 +239,7 @@ pub(super) fn unavailable() -> ApiError {
 }
 
 /// The generation from the body or the header (they must agree when both are sent).
-fn generation_of(ctx: &Ctx<'_>, req: &Value) -> Result<u64, ApiError> {
+fn generation_of(ctx: &Request<'_>, req: &Value) -> Result<u64, ApiError> {
     let bad = || {
         lease_error(
             400,
@@ -269,7 +269,7 @@ fn generation_of(ctx: &Ctx<'_>, req: &Value) -> Result<u64, ApiError> {
 type Acquired = Result<(Value, Option<String>), ApiError>;
 
 async fn acquire(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Request<'_>,
     client: &crate::clients::Client,
     owner_header: Option<&str>,
     req: &Value,
@@ -321,7 +321,7 @@ async fn acquire(
 /// The key's allowed connections that serve `model` (any, without one) and are usable now, in
 /// preference order (fewest requests in flight first).
 fn usable_connections(
-    ctx: &Ctx<'_>,
+    ctx: &Request<'_>,
     client: &crate::clients::Client,
     model: Option<&str>,
 ) -> Result<Vec<usize>, ApiError> {

@@ -5,7 +5,7 @@
 
 pub mod lifecycle;
 
-use super::exchange::Ctx;
+use super::exchange::{Ctx, Request};
 use crate::clients::{Client, Scope};
 use crate::dialect::{ApiError, Endpoint};
 use crate::resilience::Exclusion;
@@ -72,16 +72,20 @@ fn fenced_endpoint(e: Endpoint) -> bool {
 }
 
 /// Read and check a request's lease headers. `Ok(None)`: not a leased request.
-pub(crate) fn bind(ctx: &Ctx<'_>, endpoint: Endpoint) -> Result<Option<Binding>, ApiError> {
+pub(crate) fn bind(
+    ctx: &Request<'_>,
+    client: Option<&Client>,
+    endpoint: Endpoint,
+) -> Result<Option<Binding>, ApiError> {
     let owner = ctx.head.get_str(OWNER_HEADER);
     let generation = ctx.head.get_str(GENERATION_HEADER);
     let has_headers =
         ctx.head.get(OWNER_HEADER).is_some() || ctx.head.get(GENERATION_HEADER).is_some();
-    let client = ctx.client.as_ref().filter(|c| c.has(Scope::LeaseExclusive));
-    let Some(client) = client else {
+    let keyed = client.is_some();
+    let Some(client) = client.filter(|c| c.has(Scope::LeaseExclusive)) else {
         // Open (sidecar) mode has no leases: the headers are dropped like every internal one.
         // A key without the scope is told, so that it never believes it is fenced.
-        if has_headers && ctx.client.is_some() {
+        if has_headers && keyed {
             return Err(lease_error(
                 403,
                 "LEASE_SCOPE_REQUIRED",
@@ -126,7 +130,7 @@ pub(crate) fn bind(ctx: &Ctx<'_>, endpoint: Endpoint) -> Result<Option<Binding>,
 
 /// Check the binding against the lease book now (in fleet mode a round trip to Redis): the
 /// connection the lease holds, or why not. A book that cannot be read refuses (fail closed).
-pub(crate) async fn refence(ctx: &Ctx<'_>, b: &Binding) -> Result<usize, ApiError> {
+pub(crate) async fn refence(ctx: &Request<'_>, b: &Binding) -> Result<usize, ApiError> {
     let shared = &ctx.core.shared;
     let Ok(row) = shared.store.fence_row(&b.owner).await else {
         return Err(lifecycle::unavailable());
@@ -167,7 +171,7 @@ pub async fn ask_writer(store: &crate::store::Store, op: Op) -> Outcome {
 
 /// Move a bound lease to the first free connection among `alternatives` (same generation).
 pub(crate) async fn transition(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'_, '_>,
     b: &Binding,
     alternatives: &[usize],
     reason: &str,
@@ -272,8 +276,11 @@ pub(crate) enum LeaseMove {
 
 /// Move the request's lease off a connection that cannot serve it, to one of the free eligible
 /// connections the selection found (`NotThisLease`), at most twice per request.
-pub(crate) async fn move_off(ctx: &mut Ctx<'_>, excluded: &[(Candidate, Exclusion)]) -> LeaseMove {
-    let Some(b) = ctx.lease.clone() else {
+pub(crate) async fn move_off(
+    ctx: &mut Ctx<'_, '_>,
+    excluded: &[(Candidate, Exclusion)],
+) -> LeaseMove {
+    let Some(b) = ctx.admitted.lease.clone() else {
         return LeaseMove::Stayed;
     };
     let mut free: Vec<usize> = Vec::new();
@@ -290,10 +297,8 @@ pub(crate) async fn move_off(ctx: &mut Ctx<'_>, excluded: &[(Candidate, Exclusio
     let why = move_reason(excluded, b.conn);
     match transition(ctx, &b, &free, why).await {
         Outcome::Transitioned(l) => {
-            if let (Some(lb), Some(i)) = (
-                ctx.lease.as_mut(),
-                ctx.generation.conn_by_label(&l.connection),
-            ) {
+            let moved_to = ctx.generation.conn_by_label(&l.connection);
+            if let (Some(lb), Some(i)) = (ctx.admitted.lease.as_mut(), moved_to) {
                 lb.conn = i;
                 lb.moves += 1;
             }
@@ -327,7 +332,7 @@ pub(crate) fn move_reason(excluded: &[(Candidate, Exclusion)], conn: usize) -> &
 /// 429 `LEASE_CAPACITY_UNAVAILABLE` when what stands between the request and a connection is
 /// other sessions' leases (not ordinary unavailability, which keeps its own answers).
 pub(crate) fn capacity_answer(
-    ctx: &Ctx<'_>,
+    ctx: &Ctx<'_, '_>,
     excluded: &[(Candidate, Exclusion)],
     unix_now: u64,
 ) -> Option<ApiError> {
@@ -341,7 +346,11 @@ pub(crate) fn capacity_answer(
     let earliest = leased.iter().min()?;
     let others_only = excluded.iter().all(|(c, e)| {
         matches!(e, Exclusion::Leased { .. } | Exclusion::Tried)
-            || ctx.lease.as_ref().is_some_and(|b| b.conn == c.connection)
+            || ctx
+                .admitted
+                .lease
+                .as_ref()
+                .is_some_and(|b| b.conn == c.connection)
     });
     others_only.then(|| {
         let mut conns: Vec<usize> = excluded.iter().map(|(c, _)| c.connection).collect();
