@@ -18,12 +18,7 @@ fn a_concurrency_cap_holds_across_the_fleet() {
         latency_ms: 100,
         ..Default::default()
     });
-    let fleet = |name: &str| {
-        format!(
-            "[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
-            redis.url()
-        )
-    };
+    let fleet = |name: &str| common::redis::fleet_section(&redis.url(), name);
     let body = priority_keys(sim.addr, &["a"], "")
         .replace("  priority = 0\n", "  priority = 0\n  max_concurrent = 8\n");
     let instances: Vec<Proxy> = [("uring", "a"), ("epoll", "b"), ("uring", "c")]

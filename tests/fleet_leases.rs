@@ -18,9 +18,7 @@ fn lease_instance(
     redis: &str,
     sim: &ringside::simulate::Simulator,
 ) -> Proxy {
-    let fleet = format!(
-        "[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n"
-    );
+    let fleet = common::redis::fleet_section(redis, name);
     let client = format!(
         "[[clients]]\nid = \"lease-a\"\nkey_sha256 = \"{}\"\nscopes = [\"inference\", \"lease:exclusive\"]\nallowed_connections = [\"sim/a\"]\n",
         key_sha256(LEASE_KEY)

@@ -112,6 +112,19 @@ pub const HEADERS_READ: [&str; 23] = [
 /// simulator without faults) share none, and are read no further.
 const MASK: u64 = names_mask(&HEADERS_READ);
 
+/// A window's `remaining`, `limit` or `reset` (in any case).
+fn window_field(what: &str, f: Family) -> Option<Field> {
+    if what.eq_ignore_ascii_case("remaining") {
+        Some(Field::Remaining(f))
+    } else if what.eq_ignore_ascii_case("limit") {
+        Some(Field::Limit(f))
+    } else if what.eq_ignore_ascii_case("reset") {
+        Some(Field::Reset(f))
+    } else {
+        None
+    }
+}
+
 /// What `name` is, if it is one of [`HEADERS_READ`] (in any case).
 fn field(name: &str) -> Option<Field> {
     let lower = |s: &str, p: &str| {
@@ -133,16 +146,7 @@ fn field(name: &str) -> Option<Field> {
             return Some(Field::GenericReset);
         }
         let (what, kind) = r.split_once('-')?;
-        let f = family(kind)?;
-        return if is(what, "remaining") {
-            Some(Field::Remaining(f))
-        } else if is(what, "limit") {
-            Some(Field::Limit(f))
-        } else if is(what, "reset") {
-            Some(Field::Reset(f))
-        } else {
-            None
-        };
+        return window_field(what, family(kind)?);
     }
     if let Some(r) = rest("anthropic-ratelimit-") {
         if is(r, "unified-status") {
@@ -163,15 +167,7 @@ fn field(name: &str) -> Option<Field> {
         } else {
             return None;
         };
-        return if is(what, "remaining") {
-            Some(Field::Remaining(f))
-        } else if is(what, "limit") {
-            Some(Field::Limit(f))
-        } else if is(what, "reset") {
-            Some(Field::Reset(f))
-        } else {
-            None
-        };
+        return window_field(what, f);
     }
     if is(name, "retry-after-ms") {
         Some(Field::RetryAfterMs)

@@ -42,7 +42,24 @@ pub(crate) fn table(
         | Stop::AllCooling { .. }
         | Stop::Saturated
         | Stop::NoExecutableTargets => given_up(ctx, stop, last, earliest),
-        _ => refused_on_intake(ctx, stop),
+        Stop::MethodNotAllowed
+        | Stop::UnknownEndpoint
+        | Stop::CrossOriginForm
+        | Stop::MisdirectedHost
+        | Stop::Unauthenticated
+        | Stop::InsufficientScope
+        | Stop::ClientGone
+        | Stop::BodyTimeout
+        | Stop::BodyTooLarge { .. }
+        | Stop::BadChunkedBody(_)
+        | Stop::TruncatedBody
+        | Stop::InvalidJson(_)
+        | Stop::InvalidField(_)
+        | Stop::MissingModel
+        | Stop::InvalidModel(_)
+        | Stop::ModelNotFound(_)
+        | Stop::NoTargetFor(_)
+        | Stop::TenantQuota(_) => refused_on_intake(ctx, stop),
     }
 }
 
@@ -52,7 +69,7 @@ pub(crate) fn of(ctx: &Request<'_>, stop: &Stop) -> ApiError {
 }
 
 /// A request refused before any upstream was tried: its head, its body, its route, its quota.
-pub(crate) fn refused_on_intake(ctx: &Request<'_>, stop: &Stop) -> ApiError {
+fn refused_on_intake(ctx: &Request<'_>, stop: &Stop) -> ApiError {
     let (method, path) = (ctx.head.method(), ctx.head.path());
     let (status, code, message): (u16, &'static str, String) = match stop {
         Stop::MethodNotAllowed => (405, "method_not_allowed", format!("{method} is not allowed on {path}")),
@@ -73,8 +90,8 @@ pub(crate) fn refused_on_intake(ctx: &Request<'_>, stop: &Stop) -> ApiError {
         Stop::ModelNotFound(model) => (404, "model_not_found", format!("no route or model named `{model}`")),
         Stop::NoTargetFor(why) => (404, "no_executable_targets", why.clone()),
         Stop::TenantQuota(over) => return tenant_quota(*over),
-        // Every other stop has its own row above `refused_on_intake`.
-        _ => (500, "internal_error", "no answer for this stop".into()),
+        // `table` sends every other stop to its own row: this one has nothing to say.
+        _ => return no_row(),
     };
     ApiError::new(status, code, message).should_retry(false)
 }
@@ -178,8 +195,15 @@ fn given_up(
             "no target can serve this request",
         )
         .should_retry(false),
-        _ => refused_on_intake(ctx, stop),
+        // `table` sends every other stop to its own row: this one has nothing to say.
+        _ => no_row(),
     }
+}
+
+/// What a stop would get in a row that is not its own (`table` routes each to its row, so no
+/// client hears this): nothing was tried.
+fn no_row() -> ApiError {
+    ApiError::new(503, "no_upstream_response", "no upstream was tried")
 }
 
 /// Local overload (never counted against the upstream): queue full or queue timeout.

@@ -94,7 +94,7 @@ async fn refuse<'c>(
     body_ok: bool,
     route: usize,
 ) -> Intake<'c> {
-    let err = super::answer::refused_on_intake(ctx, stop);
+    let err = super::answer::of(ctx, stop);
     Intake::Answered {
         keep: finish_error(ctx, wr, &err, body_ok).await,
         route,

@@ -71,7 +71,7 @@ pub fn handle(
         let (keep, route_index) = match endpoint {
             None => {
                 let body_ok = drain_body(r, rd, wr, buf).await;
-                let err = super::answer::refused_on_intake(r, &super::stop::Stop::UnknownEndpoint);
+                let err = super::answer::of(r, &super::stop::Stop::UnknownEndpoint);
                 let keep = finish_error(r, wr, &err, body_ok).await;
                 (keep, generation.routes.other_index)
             }

@@ -178,14 +178,11 @@ pub fn instance(
     redis: &str,
     sim: &ringside::simulate::Simulator,
 ) -> Proxy {
-    let fleet = format!(
-        "[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n"
-    );
     Proxy::start(
         driver,
         1,
         "",
-        &(priority_keys(sim.addr, &["a", "b"], "") + &fleet),
+        &(priority_keys(sim.addr, &["a", "b"], "") + &fleet_section(redis, name)),
     )
 }
 
@@ -218,10 +215,7 @@ pub fn served_by(proxy: &Proxy) -> String {
 }
 
 pub fn with_fleet(redis: &Redis, name: &str) -> String {
-    format!(
-        "[session]\naffinity_ttl_ms = 60000\n[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{}\"\ninstance_id = \"{name}\"\n",
-        redis.url()
-    )
+    "[session]\naffinity_ttl_ms = 60000\n".to_string() + &fleet_section(&redis.url(), name)
 }
 
 /// `n` requests at once as tenant `who`, spread over `addrs`: their statuses.
@@ -248,4 +242,11 @@ pub fn burst(addrs: &[std::net::SocketAddr], n: usize, who: &str) -> Vec<u16> {
         .into_iter()
         .map(|t| t.join().expect("client"))
         .collect()
+}
+
+/// The `[fleet]` section of an instance named `name` at `redis`, with the tests' secret.
+pub fn fleet_section(redis: &str, name: &str) -> String {
+    format!(
+        "[fleet]\nsecret_env = \"RINGSIDE_TEST_FLEET_SECRET\"\nredis_url = \"{redis}\"\ninstance_id = \"{name}\"\n"
+    )
 }
