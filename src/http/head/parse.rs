@@ -69,20 +69,9 @@ pub fn parse_request(buf: &[u8], limits: HeadLimits) -> Result<Option<(Head, usi
     let mut slots =
         [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS_HARD];
     let mut req = httparse::Request::new(&mut []);
-    let status = match req.parse_with_uninit_headers(buf, &mut slots[..n_slots]) {
-        Ok(s) => s,
-        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
-        Err(e) => return Err(HeadError::Malformed(httparse_reason(e))),
-    };
-    let len = match status {
-        httparse::Status::Partial => {
-            return if buf.len() > limits.max_head_bytes {
-                Err(HeadError::TooLarge)
-            } else {
-                Ok(None)
-            };
-        }
-        httparse::Status::Complete(len) => len,
+    let status = req.parse_with_uninit_headers(buf, &mut slots[..n_slots]);
+    let Some(len) = head_length(status, buf.len(), limits)? else {
+        return Ok(None);
     };
     if len > limits.max_head_bytes {
         return Err(HeadError::TooLarge);
@@ -113,6 +102,25 @@ pub fn parse_request(buf: &[u8], limits: HeadLimits) -> Result<Option<(Head, usi
     Ok(Some((head, len)))
 }
 
+/// The head's length once httparse has read it all; `None` while it is still arriving and
+/// within the limit (a head that keeps growing past it is refused before it completes).
+#[inline]
+fn head_length(
+    status: httparse::Result<usize>,
+    buffered: usize,
+    limits: HeadLimits,
+) -> Result<Option<usize>, HeadError> {
+    match status {
+        Ok(httparse::Status::Complete(len)) => Ok(Some(len)),
+        Ok(httparse::Status::Partial) if buffered > limits.max_head_bytes => {
+            Err(HeadError::TooLarge)
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
+        Err(e) => Err(HeadError::Malformed(httparse_reason(e))),
+    }
+}
+
 /// Parse a response head. `request_was_head` marks HEAD requests (no body ever follows).
 pub fn parse_response(
     buf: &[u8],
@@ -127,22 +135,10 @@ pub fn parse_response(
     let mut slots =
         [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; RESPONSE_HEADERS];
     let mut res = httparse::Response::new(&mut []);
-    let status = match httparse::ParserConfig::default()
-        .parse_response_with_uninit_headers(&mut res, buf, &mut slots)
-    {
-        Ok(s) => s,
-        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
-        Err(e) => return Err(HeadError::Malformed(httparse_reason(e))),
-    };
-    let len = match status {
-        httparse::Status::Partial => {
-            return if buf.len() > limits.max_head_bytes {
-                Err(HeadError::TooLarge)
-            } else {
-                Ok(None)
-            };
-        }
-        httparse::Status::Complete(len) => len,
+    let status = httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut res, buf, &mut slots);
+    let Some(len) = head_length(status, buf.len(), limits)? else {
+        return Ok(None);
     };
     let code = res.code.unwrap_or(0);
     // Three digits are not enough: only 1xx to 5xx mean anything (RFC 9110 15). A `099` or a
