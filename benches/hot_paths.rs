@@ -7,6 +7,7 @@ use ringside::flow::gate::Gate;
 use ringside::flow::tenant::{TenantLimits, Tenants};
 use ringside::http::chunk::ChunkTracker;
 use ringside::http::head::{HeadLimits, parse_request};
+use ringside::ids::ConnId;
 use ringside::resilience::classify::{Reason, Scope, Verdict};
 use ringside::resilience::cooldown::ConnState;
 use ringside::resilience::{Event, Probes, Site, Tables};
@@ -234,10 +235,10 @@ fn filter_benches(c: &mut Criterion) {
     let probes = Probes::new(1);
     let mut tables = Tables::new(1, 64);
     let cooling = cooling();
-    for conn in 0..16 {
+    for slot in 0..16 {
         let site = Site {
             provider: 0,
-            conn,
+            conn: ConnId::new(slot),
             model: "gpt-4o",
             tenant: 0,
         };
@@ -255,11 +256,11 @@ fn filter_benches(c: &mut Criterion) {
                     // The request path: filter (cooldown, lockout, breaker), let the strategy
                     // choose among the usable, admit the first.
                     let now = 1_000;
-                    let load = |c: usize| Load {
-                        in_flight: (c % 5) as u32,
+                    let load = |c: ConnId| Load {
+                        in_flight: (c.index() % 5) as u32,
                         ..Default::default()
                     };
-                    let site = |conn: usize| Site {
+                    let site = |conn: ConnId| Site {
                         provider: 0,
                         conn,
                         model: "gpt-4o",
@@ -288,7 +289,7 @@ fn event_benches(c: &mut Criterion) {
     let mut other = Tables::new(1, 64);
     let mut state = ConnState::default();
     let ev = Event::Conn {
-        conn: 7,
+        conn: ConnId::new(7),
         state: state
             .on_failure(&cooling(), 5, &s.providers[0].cooldown)
             .unwrap(),

@@ -41,6 +41,7 @@ pub mod fleet; // layer 7
 pub mod flow; // layer 2
 pub mod histogram; // layer 0
 pub mod http; // layer 1
+pub mod ids; // layer 0
 pub mod log; // layer 0
 pub mod memory; // layer 0
 pub mod metrics; // layer 2

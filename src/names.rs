@@ -1,6 +1,8 @@
 //! Names of what the config declares: the id rule every provider, connection, route and client
 //! id follows, and `provider/connection` labels.
 
+use crate::ids::ConnId;
+
 /// A name from the config or the request path: borrowed when static (no allocation per request).
 pub type Name = std::borrow::Cow<'static, str>;
 
@@ -42,10 +44,13 @@ pub fn is_invisible(c: char) -> bool {
 }
 
 /// The flat index of a connection named `provider/connection`.
-pub fn conn_by_label(labels: &[(String, String)], label: &str) -> Option<usize> {
+pub fn conn_by_label(labels: &[(String, String)], label: &str) -> Option<ConnId> {
     let (p, c) = label.split_once('/')?;
     if p.is_empty() {
         return None; // `/…` names no connection (and an empty slot's label is empty)
     }
-    labels.iter().position(|(lp, lc)| lp == p && lc == c)
+    labels
+        .iter()
+        .position(|(lp, lc)| lp == p && lc == c)
+        .map(ConnId::new)
 }

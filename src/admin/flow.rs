@@ -2,12 +2,13 @@
 //! budgets in force with where each value comes from, live changes to them, and gauges.
 
 use crate::flow::settings::Knob;
+use crate::ids::ConnId;
 use crate::state::core::Shared;
 use serde_json::{Value, json};
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
-fn effective(shared: &Shared, conn: usize) -> Value {
+fn effective(shared: &Shared, conn: ConnId) -> Value {
     let mut m = serde_json::Map::new();
     for k in Knob::ALL {
         m.insert(k.name().into(), json!(shared.flow.effective(conn, k)));
@@ -24,6 +25,7 @@ pub fn queues(shared: &Shared) -> (u16, Value) {
         .enumerate()
         .filter(|(_, (p, _))| !p.is_empty())
         .map(|(i, (p, c))| {
+            let i = ConnId::new(i);
             let g = &shared.flow.gates[i];
             let st = &g.stats;
             json!({
@@ -70,7 +72,7 @@ fn accounts(shared: &Shared) -> Vec<Value> {
                 .accounts
                 .members(i)
                 .iter()
-                .filter_map(|&c| generation.conn_names.get(c).map(|n| n.2))
+                .filter_map(|&c| generation.conn_names.get(c.index()).map(|n| n.label))
                 .collect();
             Some(json!({
                 "account": a.id,

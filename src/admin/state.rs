@@ -2,6 +2,7 @@
 //! recent decision records, with the endpoints that show and reset them.
 
 use crate::audit::Record;
+use crate::ids::ConnId;
 use crate::resilience::breaker::BreakerState;
 use crate::resilience::bus::drain;
 use crate::resilience::cooldown::Terminal;
@@ -101,7 +102,7 @@ impl AdminState {
         rx
     }
 
-    fn conn_index(&self, provider: &str, conn: &str) -> Option<usize> {
+    fn conn_index(&self, provider: &str, conn: &str) -> Option<ConnId> {
         self.generation.conn_by_label(&format!("{provider}/{conn}"))
     }
 
@@ -114,6 +115,7 @@ impl AdminState {
             .enumerate()
             .filter(|(_, (p, _))| !p.is_empty())
             .map(|(i, (p, c))| {
+                let i = ConnId::new(i);
                 let st = &self.tables.conns[i];
                 let state = match st.terminal {
                     Some(Terminal::Banned) => "banned",
@@ -159,7 +161,7 @@ impl AdminState {
         };
         let was = self.tables.conns[i];
         // What the rate-limit headers taught goes too: the operator says the key is fine.
-        if let Some(g) = self.shared.flow.gates.get(i) {
+        if let Some(g) = self.shared.flow.gates.get(i.index()) {
             g.forget_learned();
         }
         let state = self.tables.conns[i].reset();
@@ -200,7 +202,7 @@ impl AdminState {
                 let (p, c) = self
                     .generation
                     .conn_labels
-                    .get(l.conn)
+                    .get(l.conn.index())
                     .cloned()
                     .unwrap_or_default();
                 json!({"provider": p, "connection": c, "model": &*l.key, "scope": l.scope,

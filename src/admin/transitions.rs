@@ -3,6 +3,7 @@
 //! a model lockout starting. Each is counted (a short cooldown between two scrapes still shows
 //! in `ringside_connection_transitions_total`) and logged as an operational event.
 
+use crate::ids::ConnId;
 use crate::resilience::breaker::BreakerState;
 use crate::resilience::cooldown::{ConnState, Terminal};
 use crate::resilience::{Event, Tables};
@@ -42,9 +43,9 @@ impl ConnTo {
 
 /// The part of the tables one event may change, before it is applied.
 pub(super) enum Before {
-    Conn(usize, ConnState),
+    Conn(ConnId, ConnState),
     Breaker(usize, BreakerState, u64),
-    Lock(usize, Option<u64>),
+    Lock(ConnId, Option<u64>),
     Nothing,
 }
 
@@ -61,7 +62,7 @@ pub(super) fn before(t: &Tables, ev: &Event) -> Before {
     match ev {
         Event::Conn { conn, .. } => t
             .conns
-            .get(*conn)
+            .get(conn.index())
             .map_or(Before::Nothing, |s| Before::Conn(*conn, *s)),
         Event::BreakerFailure { provider, .. }
         | Event::BreakerSuccess { provider, .. }
@@ -84,8 +85,11 @@ impl Transitions {
         self.lockouts.resize(conns.max(self.lockouts.len()), 0);
         self.breakers
             .resize(providers.max(self.breakers.len()), [0; 2]);
-        for &i in &g.fresh_conns {
-            if let (Some(c), Some(l)) = (self.conns.get_mut(i), self.lockouts.get_mut(i)) {
+        for &c in &g.fresh_conns {
+            if let (Some(c), Some(l)) = (
+                self.conns.get_mut(c.index()),
+                self.lockouts.get_mut(c.index()),
+            ) {
                 (*c, *l) = ([0; CONN_TO.len()], 0);
             }
         }
@@ -100,10 +104,14 @@ impl Transitions {
     pub(super) fn after(&mut self, before: Before, t: &Tables, ev: &Event, g: &Gen, now: u64) {
         match before {
             Before::Conn(i, was) => {
-                let Some(to) = t.conns.get(i).and_then(|now_st| conn_to(&was, now_st, now)) else {
+                let Some(to) = t
+                    .conns
+                    .get(i.index())
+                    .and_then(|now_st| conn_to(&was, now_st, now))
+                else {
                     return;
                 };
-                if let Some(c) = self.conns.get_mut(i) {
+                if let Some(c) = self.conns.get_mut(i.index()) {
                     c[to as usize] += 1;
                 }
                 log_conn(g, i, to, &t.conns[i], now);
@@ -140,10 +148,10 @@ impl Transitions {
                 if !fresh {
                     return;
                 }
-                if let Some(c) = self.lockouts.get_mut(i) {
+                if let Some(c) = self.lockouts.get_mut(i.index()) {
                     *c += 1;
                 }
-                let (p, c) = g.conn_labels.get(i).cloned().unwrap_or_default();
+                let (p, c) = g.conn_labels.get(i.index()).cloned().unwrap_or_default();
                 // A rate limit's short lock is as routine as a connection's cooldown.
                 let level = if l.reason.waitable() { "info" } else { "warn" };
                 crate::log::event(
@@ -225,8 +233,8 @@ fn provider_id(g: &Gen, slot: usize) -> String {
         .unwrap_or_default()
 }
 
-fn log_conn(g: &Gen, i: usize, to: ConnTo, st: &ConnState, now: u64) {
-    let (p, c) = g.conn_labels.get(i).cloned().unwrap_or_default();
+fn log_conn(g: &Gen, i: ConnId, to: ConnTo, st: &ConnState, now: u64) {
+    let (p, c) = g.conn_labels.get(i.index()).cloned().unwrap_or_default();
     let reason = st.last.reason.map(|r| r.as_str());
     let (level, msg) = match to {
         ConnTo::Cooling => ("info", "connection cooling"),

@@ -5,6 +5,7 @@
 
 pub mod managed;
 
+use crate::ids::ConnId;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub struct Client {
     pub id: String,
     pub scopes: Vec<Scope>,
     /// Flat connection indices this key may use; `None` = all.
-    pub allowed: Option<Vec<usize>>,
+    pub allowed: Option<Vec<ConnId>>,
     /// Tenant id hash (quotas, fair queueing).
     pub tenant: u64,
     /// Default priority 0–9 of its requests (its class).
@@ -51,7 +52,7 @@ impl Client {
         self.scopes.contains(&s)
     }
 
-    pub fn may_use(&self, conn: usize) -> bool {
+    pub fn may_use(&self, conn: ConnId) -> bool {
         self.allowed.as_ref().is_none_or(|a| a.contains(&conn))
     }
 }
@@ -139,7 +140,7 @@ mod tests {
         Client {
             id: id.into(),
             scopes: scopes.to_vec(),
-            allowed: Some(vec![1]),
+            allowed: Some(vec![ConnId::new(1)]),
             tenant: tenant_id(id),
             priority: 5,
             coalesce_events: None,
@@ -170,7 +171,7 @@ mod tests {
             unreachable!()
         };
         assert!(k.has(Scope::Inference) && !k.has(Scope::Admin));
-        assert!(k.may_use(1) && !k.may_use(0));
+        assert!(k.may_use(ConnId::new(1)) && !k.may_use(ConnId::new(0)));
         assert_ne!(tenant_id("a"), tenant_id("b"));
     }
 

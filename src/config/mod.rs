@@ -19,6 +19,7 @@ pub use schema::FileConfig;
 pub use strategy::Strategy;
 
 use crate::dialect::Dialect;
+use crate::ids::ConnId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -151,8 +152,8 @@ pub struct Connection {
     pub models: Vec<String>,
     pub weight: u32,
     pub priority: u32,
-    /// Index in the flat list of all connections (metrics, state tables).
-    pub index: usize,
+    /// The connection's slot in every per-connection table (metrics, state tables).
+    pub index: ConnId,
     pub flow: crate::flow::ConnFlow,
     /// Claude subscription accounts: the usage-wall lane and limit reset opt-ins (both off).
     pub usage_wall: crate::resilience::usage_wall::lane::OptIn,
@@ -296,21 +297,21 @@ impl Config {
         self.resilience.providers.len()
     }
     /// (provider, connection) for a flat connection index.
-    pub fn connection(&self, index: usize) -> Option<(&Provider, &Connection)> {
-        let &(pi, ci) = self.locator.get(index)?;
+    pub fn connection(&self, index: ConnId) -> Option<(&Provider, &Connection)> {
+        let &(pi, ci) = self.locator.get(index.index())?;
         let p = self.providers.get(pi)?;
         Some((p, p.connections.get(ci)?))
     }
 
     /// A connection's credential, to redact wherever an upstream echoes it (empty if unknown).
-    pub fn secret_of(&self, index: usize) -> &[u8] {
+    pub fn secret_of(&self, index: ConnId) -> &[u8] {
         self.connection(index)
             .map(|(_, c)| c.secret.expose().as_bytes())
             .unwrap_or_default()
     }
 
     /// The provider slot of a flat connection index.
-    pub fn provider_of(&self, index: usize) -> Option<usize> {
+    pub fn provider_of(&self, index: ConnId) -> Option<usize> {
         self.connection(index).map(|(p, _)| p.slot)
     }
 }

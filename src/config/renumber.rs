@@ -5,6 +5,7 @@
 //! request that started on the old config still means the same connection by the same index.
 
 use super::Config;
+use crate::ids::ConnId;
 
 /// A `locator` entry for a slot that holds no connection of this config.
 pub const NO_SLOT: (usize, usize) = (usize::MAX, usize::MAX);
@@ -21,13 +22,13 @@ impl Config {
         provider_slot: &[usize],
         provider_slot_count: usize,
     ) {
-        let map = |i: usize| conn_slot.get(i).copied().unwrap_or(i);
+        let map = |c: ConnId| ConnId::new(conn_slot.get(c.index()).copied().unwrap_or(c.index()));
         let mut locator = vec![NO_SLOT; slot_count];
         for (pi, p) in self.providers.iter_mut().enumerate() {
             p.slot = provider_slot.get(pi).copied().unwrap_or(pi);
             for (ci, c) in p.connections.iter_mut().enumerate() {
                 c.index = map(c.index);
-                if let Some(l) = locator.get_mut(c.index) {
+                if let Some(l) = locator.get_mut(c.index.index()) {
                     *l = (pi, ci);
                 }
             }
@@ -71,12 +72,12 @@ impl Config {
 /// gets the default).
 fn onto_slots<T: Clone + Default>(
     by_index: impl IntoIterator<Item = T>,
-    map: impl Fn(usize) -> usize,
+    map: impl Fn(ConnId) -> ConnId,
     slot_count: usize,
 ) -> Vec<T> {
     let mut by_slot = vec![T::default(); slot_count];
     for (i, v) in by_index.into_iter().enumerate() {
-        if let Some(to) = by_slot.get_mut(map(i)) {
+        if let Some(to) = by_slot.get_mut(map(ConnId::new(i)).index()) {
             *to = v;
         }
     }
@@ -86,6 +87,7 @@ fn onto_slots<T: Clone + Default>(
 #[cfg(test)]
 mod tests {
     use crate::config::{NO_SLOT, load_str};
+    use crate::ids::ConnId;
 
     const TWO: &str = r#"
 [[providers]]
@@ -118,12 +120,12 @@ key_env = "K"
         assert_eq!(c.locator[4], (0, 1));
         assert_eq!(c.locator[2], (1, 0));
         assert_eq!(c.locator[1], NO_SLOT);
-        assert!(c.connection(1).is_none());
-        assert_eq!(c.provider_of(2), Some(3));
-        assert_eq!(c.provider_of(4), Some(0));
+        assert!(c.connection(ConnId::new(1)).is_none());
+        assert_eq!(c.provider_of(ConnId::new(2)), Some(3));
+        assert_eq!(c.provider_of(ConnId::new(4)), Some(0));
         assert_eq!(c.resilience.providers.len(), 4);
-        assert_eq!(c.resilience.provider_conns[0], vec![0, 4]);
-        assert_eq!(c.resilience.provider_conns[3], vec![2]);
+        assert_eq!(c.resilience.provider_conns[0], [0, 4].map(ConnId::new));
+        assert_eq!(c.resilience.provider_conns[3], [ConnId::new(2)]);
         assert_eq!(c.resilience.account_siblings.len(), 5);
         // k2, the one-model key, at its slot.
         assert_eq!(c.resilience.one_model, [false, false, false, false, true]);

@@ -5,6 +5,7 @@ use super::problems::Problems;
 use super::schema::{FileConfig, ProviderSection};
 use super::schema_resilience::{LockoutSection, RestateSection, RuleSection};
 use super::{AuthKind, EnvLookup, Provider};
+use crate::ids::ConnId;
 use crate::resilience::Settings;
 use crate::resilience::classify::{Reason, Rule, Scope};
 use crate::resilience::lockout::LockoutSettings;
@@ -276,18 +277,18 @@ fn client_retry_header(out: &mut Problems, name: &str) -> String {
 /// By flat connection index: whether the key serves exactly one model.
 fn one_model(providers: &[Provider]) -> Vec<bool> {
     let conns = || providers.iter().flat_map(|p| &p.connections);
-    let mut one = vec![false; conns().map(|c| c.index + 1).max().unwrap_or(0)];
+    let mut one = vec![false; conns().map(|c| c.index.index() + 1).max().unwrap_or(0)];
     for c in conns() {
         one[c.index] = c.models.len() == 1;
     }
     one
 }
 
-fn account_siblings(file: &FileConfig, providers: &[Provider]) -> Vec<Vec<usize>> {
+fn account_siblings(file: &FileConfig, providers: &[Provider]) -> Vec<Vec<ConnId>> {
     let count = providers.iter().map(|p| p.connections.len()).sum();
     let mut siblings = vec![Vec::new(); count];
     for (ps, p) in file.providers.iter().zip(providers) {
-        let accounts: Vec<(Option<&str>, usize)> = ps
+        let accounts: Vec<(Option<&str>, ConnId)> = ps
             .connections
             .iter()
             .zip(&p.connections)
@@ -295,7 +296,7 @@ fn account_siblings(file: &FileConfig, providers: &[Provider]) -> Vec<Vec<usize>
             .collect();
         for &(account, conn) in &accounts {
             let Some(account) = account else { continue };
-            if let Some(list) = siblings.get_mut(conn) {
+            if let Some(list) = siblings.get_mut(conn.index()) {
                 list.extend(
                     accounts
                         .iter()

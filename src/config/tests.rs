@@ -196,7 +196,7 @@ fn client_keys_are_validated_and_hashed() {
     let c = load_str(&text, "t.toml", &env).unwrap();
     assert!(!c.clients.is_open());
     assert!(
-        matches!(c.clients.check(Some(b"sk-a"), false, |_| None), crate::clients::Auth::Known(k) if k.id == "a" && k.allowed == Some(vec![0]))
+        matches!(c.clients.check(Some(b"sk-a"), false, |_| None), crate::clients::Auth::Known(k) if k.id == "a" && k.allowed == Some(vec![ConnId::new(0)]))
     );
     assert!(
         !format!("{:?}", c.clients).contains("sk-a"),

@@ -10,6 +10,7 @@ use super::link::{Backoff, Link, describe};
 use super::wire::Names;
 use crate::config::{FleetSettings, FleetUnavailable};
 use crate::flow::gate::{Gate, NO_SHARE};
+use crate::ids::ConnId;
 use crate::state::core::Shared;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -93,7 +94,7 @@ pub(super) fn run(c: Caps) {
         let generation = c.shared.staged();
         if generation.number != names.generation {
             names = Names::of(&generation);
-            let capped: Vec<usize> = names.capped().map(|(slot, _, _)| slot).collect();
+            let capped: Vec<ConnId> = names.capped().map(|(slot, _, _)| slot).collect();
             release_uncapped(&c.shared.flow.gates, &capped);
         }
         if con.is_none() && Instant::now() >= retry_at {
@@ -141,7 +142,7 @@ struct Capped<'a> {
     /// Requests waiting for this gate (an account's wait on its keys' gates).
     queued: u32,
     /// The connections whose waiters more room may let start.
-    wake: Vec<usize>,
+    wake: Vec<ConnId>,
 }
 
 /// Every gate of this generation whose cap the fleet shares.
@@ -149,7 +150,7 @@ fn capped<'a>(c: &'a Caps, names: &Names) -> Vec<Capped<'a>> {
     let flow = c.shared.flow;
     let mut out = Vec::new();
     for (slot, label, cap) in names.capped() {
-        if let Some(gate) = flow.gates.get(slot) {
+        if let Some(gate) = flow.gates.get(slot.index()) {
             out.push(Capped {
                 key: c.settings.key(&format!("slots:{label}")),
                 gate,
@@ -168,7 +169,7 @@ fn capped<'a>(c: &'a Caps, names: &Names) -> Vec<Capped<'a>> {
                 cap,
                 queued: members
                     .iter()
-                    .filter_map(|&m| flow.gates.get(m))
+                    .filter_map(|&m| flow.gates.get(m.index()))
                     .map(Gate::queued)
                     .sum(),
                 wake: members,
@@ -283,9 +284,9 @@ fn unavailable(
 }
 
 /// A connection no longer capped (a reload) is the instance's own again.
-fn release_uncapped(gates: &[Gate], capped: &[usize]) {
+fn release_uncapped(gates: &[Gate], capped: &[ConnId]) {
     for (i, g) in gates.iter().enumerate() {
-        if !capped.contains(&i) && g.fleet_share() != NO_SHARE {
+        if !capped.contains(&ConnId::new(i)) && g.fleet_share() != NO_SHARE {
             g.set_fleet_share(NO_SHARE);
         }
     }

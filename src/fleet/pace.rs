@@ -8,6 +8,7 @@ use super::link::{Backoff, Link};
 use super::wire::Names;
 use crate::config::FleetSettings;
 use crate::flow::PaceAsk;
+use crate::ids::ConnId;
 use crate::state::core::Shared;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -99,10 +100,12 @@ fn reserve(
     p: &Pace,
     con: &mut redis::Connection,
     names: &Names,
-    conn: usize,
+    conn: ConnId,
 ) -> redis::RedisResult<Result<u64, u64>> {
-    let (Some(label), Some(gate)) = (names.label_with_key(conn), p.shared.flow.gates.get(conn))
-    else {
+    let (Some(label), Some(gate)) = (
+        names.label_with_key(conn),
+        p.shared.flow.gates.get(conn.index()),
+    ) else {
         return Ok(Ok(0));
     };
     let (code, ms): (u8, u64) = redis::cmd("EVAL")

@@ -4,6 +4,7 @@
 //! SHA-256, as `GET /admin/config` shows it: enough to tell two keys apart, nothing to use),
 //! a provider as its id, and every time as Unix milliseconds.
 
+use crate::ids::ConnId;
 use crate::resilience::Event;
 use crate::resilience::classify::Reason;
 use crate::resilience::cooldown::ConnState;
@@ -122,11 +123,11 @@ impl Fact {
 pub struct Names {
     pub generation: u64,
     conns: Vec<Option<(String, String)>>,
-    by_conn: HashMap<(String, String), usize>,
+    by_conn: HashMap<(String, String), ConnId>,
     providers: HashMap<usize, String>,
     by_provider: HashMap<String, usize>,
     /// Connections with a concurrency cap: slot, `label#key`, cap.
-    capped: Vec<(usize, String, u32)>,
+    capped: Vec<(ConnId, String, u32)>,
     /// Accounts with a concurrency cap: index, id, cap.
     capped_accounts: Vec<(usize, String, u32)>,
 }
@@ -166,7 +167,7 @@ impl Names {
     }
 
     /// The capped connections: slot, `label#key` (the fleet's name for its slots), cap.
-    pub fn capped(&self) -> impl Iterator<Item = (usize, &str, u32)> {
+    pub fn capped(&self) -> impl Iterator<Item = (ConnId, &str, u32)> {
         self.capped.iter().map(|(s, n, c)| (*s, n.as_str(), *c))
     }
 
@@ -178,22 +179,23 @@ impl Names {
     }
 
     /// `provider/connection#key` of a slot (the fleet's name for a connection's pace).
-    pub fn label_with_key(&self, slot: usize) -> Option<String> {
+    pub fn label_with_key(&self, slot: ConnId) -> Option<String> {
         self.conn(slot).map(|(l, k)| format!("{l}#{k}"))
     }
 
     /// The slot of `provider/connection`, whatever its key (session pins name no key).
-    pub fn slot_of_label(&self, label: &str) -> Option<usize> {
+    pub fn slot_of_label(&self, label: &str) -> Option<ConnId> {
         self.conns
             .iter()
             .position(|c| c.as_ref().is_some_and(|(l, _)| l == label))
+            .map(ConnId::new)
     }
 
-    fn conn(&self, slot: usize) -> Option<(String, String)> {
-        self.conns.get(slot).cloned().flatten()
+    fn conn(&self, slot: ConnId) -> Option<(String, String)> {
+        self.conns.get(slot.index()).cloned().flatten()
     }
 
-    fn slot(&self, conn: &str, key: &str) -> Option<usize> {
+    fn slot(&self, conn: &str, key: &str) -> Option<ConnId> {
         self.by_conn
             .get(&(conn.to_string(), key.to_string()))
             .copied()
@@ -256,7 +258,7 @@ fn state_times(s: &ConnState, f: impl Fn(u64) -> u64) -> ConnState {
 /// An event of this instance, by name; `None` for what the fleet does not share (decision
 /// queries, session pins) or a slot this generation does not name.
 pub fn outgoing(ev: &Event, names: &Names, clocks: Clocks) -> Option<Fact> {
-    let conn = |slot: usize| names.conn(slot);
+    let conn = |slot: ConnId| names.conn(slot);
     Some(match ev {
         Event::Conn { conn: c, state } => {
             let (conn, key) = conn(*c)?;

@@ -4,6 +4,7 @@
 //! account's, and a release of either wakes the waiters of every key of the account.
 
 use super::gate::{Blocked, Gate};
+use crate::ids::ConnId;
 
 /// One account's limits, as configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -18,8 +19,8 @@ pub struct AccountLimits {
 #[derive(Debug, Default)]
 pub struct Accounts {
     gates: Vec<Gate>,
-    /// By account: its keys (flat connection indices).
-    members: Vec<Vec<usize>>,
+    /// By account: its keys.
+    members: Vec<Vec<ConnId>>,
 }
 
 impl Accounts {
@@ -28,7 +29,7 @@ impl Accounts {
         let mut members = vec![Vec::new(); limits.len()];
         for (conn, a) in of.iter().enumerate() {
             if let Some(list) = a.and_then(|a| members.get_mut(a)) {
-                list.push(conn);
+                list.push(ConnId::new(conn));
             }
         }
         Accounts {
@@ -44,7 +45,7 @@ impl Accounts {
         self.gates.get(account)
     }
 
-    pub fn members(&self, account: usize) -> &[usize] {
+    pub fn members(&self, account: usize) -> &[ConnId] {
         self.members.get(account).map_or(&[], Vec::as_slice)
     }
 
@@ -76,7 +77,7 @@ mod tests {
         }];
         let accounts = Accounts::new(&limits, &[Some(0), Some(0), None]);
         let (a, b, c) = (Gate::default(), Gate::default(), Gate::default());
-        assert_eq!(accounts.members(0), [0, 1]);
+        assert_eq!(accounts.members(0), [ConnId::new(0), ConnId::new(1)]);
         assert_eq!(accounts.try_start(&a, Some(0), 0), Ok(()));
         // b's own gate is free, the account's is not: neither is taken.
         assert_eq!(accounts.try_start(&b, Some(0), 0), Err(Blocked::Full));

@@ -5,11 +5,12 @@
 use super::queue::Waiter;
 use super::settings::Knob;
 use super::{FlowCore, FlowShared, Permit, Refused, Saturation};
+use crate::ids::ConnId;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Admission for one attempt on `conn`.
 pub struct Ask {
-    pub conn: usize,
+    pub conn: ConnId,
     pub tenant: u64,
     pub priority: u8,
     /// The request's remaining time: a queue wait never outlives the request.

@@ -13,6 +13,7 @@ pub mod queue;
 pub mod settings;
 pub mod tenant;
 
+use crate::ids::ConnId;
 pub use acquire::{Ask, acquire};
 use gate::{Blocked, Gate};
 pub use pump::{run_doorbell, run_pump};
@@ -95,7 +96,7 @@ pub struct FlowShared {
 /// it refills (`Err`). Dropped unanswered: the fleet could not be asked.
 #[derive(Debug)]
 pub struct PaceAsk {
-    pub conn: usize,
+    pub conn: ConnId,
     pub reply: futures_channel::oneshot::Sender<Result<u64, u64>>,
 }
 
@@ -129,24 +130,24 @@ impl FlowShared {
     }
 
     /// Start on the key's gate and its account's (both or neither).
-    pub fn try_start(&self, conn: usize, now: u64) -> Result<(), gate::Blocked> {
-        let account = self.conns.get(conn).and_then(|c| c.account());
+    pub fn try_start(&self, conn: ConnId, now: u64) -> Result<(), gate::Blocked> {
+        let account = self.conns.get(conn.index()).and_then(|c| c.account());
         self.accounts.try_start(&self.gates[conn], account, now)
     }
 
     /// Nothing to count for this key: neither it nor its account has a limit.
-    fn unlimited(&self, conn: usize) -> bool {
+    fn unlimited(&self, conn: ConnId) -> bool {
         self.gates[conn].unlimited()
             && self
                 .conns
-                .get(conn)
+                .get(conn.index())
                 .and_then(|c| c.account())
                 .and_then(|a| self.accounts.gate(a))
                 .is_none_or(Gate::unlimited)
     }
 
-    pub fn effective(&self, conn: usize, k: Knob) -> Value {
-        let own = self.conns.get(conn).and_then(|c| c.own(k));
+    pub fn effective(&self, conn: ConnId, k: Knob) -> Value {
+        let own = self.conns.get(conn.index()).and_then(|c| c.own(k));
         self.budgets.effective(k, own)
     }
 
@@ -156,9 +157,9 @@ impl FlowShared {
     }
 
     /// Whether a start on `conn` must be reserved across the fleet (`fleet_pace`).
-    pub fn paced_elsewhere(&self, conn: usize) -> bool {
+    pub fn paced_elsewhere(&self, conn: ConnId) -> bool {
         self.pace.get().is_some()
-            && self.gates.get(conn).is_some_and(|g| {
+            && self.gates.get(conn.index()).is_some_and(|g| {
                 g.min_time_ms.load(Relaxed) > 0 || g.reservoir_amount.load(Relaxed) > 0
             })
     }
@@ -166,7 +167,7 @@ impl FlowShared {
     /// Reserve a start on `conn` across the fleet: how long to wait first (`Ok`), or how long
     /// until the fleet's reservoir refills (`Err`). A fleet that does not answer within a
     /// second leaves the pace to this instance's own gate.
-    pub async fn fleet_pace(&self, conn: usize) -> Result<u64, u64> {
+    pub async fn fleet_pace(&self, conn: ConnId) -> Result<u64, u64> {
         let Some(to) = self.pace.get() else {
             return Ok(0);
         };
@@ -184,8 +185,9 @@ impl FlowShared {
     /// limits only where the config changed them from `was` (a limit an operator set through
     /// the admin API stays until the config says otherwise). A fresh slot (`was` = None)
     /// starts with a clean gate.
-    pub fn apply(&self, conn: usize, now: &ConnFlow, was: Option<&ConnFlow>) {
-        let (Some(live), Some(gate)) = (self.conns.get(conn), self.gates.get(conn)) else {
+    pub fn apply(&self, conn: ConnId, now: &ConnFlow, was: Option<&ConnFlow>) {
+        let (Some(live), Some(gate)) = (self.conns.get(conn.index()), self.gates.get(conn.index()))
+        else {
             return;
         };
         live.set(now);
@@ -205,7 +207,7 @@ impl FlowShared {
     }
 
     /// Wake every core holding tickets for `conn`.
-    pub fn ring(&self, conn: usize) {
+    pub fn ring(&self, conn: ConnId) {
         let mut bits = self.gates[conn].waiting_cores.load(Acquire);
         while bits != 0 {
             let core = bits.trailing_zeros() as usize;
@@ -237,7 +239,7 @@ fn gate_for(c: &ConnFlow) -> Gate {
 #[derive(Debug)]
 pub struct Permit {
     flow: &'static FlowShared,
-    conn: usize,
+    conn: ConnId,
     /// False for a fail-open start over the cap (nothing to free).
     counted: bool,
 }
@@ -249,7 +251,7 @@ impl Drop for Permit {
         }
         let flow = self.flow;
         flow.gates[self.conn].release();
-        let account = flow.conns.get(self.conn).and_then(|c| c.account());
+        let account = flow.conns.get(self.conn.index()).and_then(|c| c.account());
         match account.and_then(|a| flow.accounts.gate(a).map(|g| (a, g))) {
             Some((a, g)) => {
                 g.release();
@@ -339,7 +341,8 @@ impl FlowCore {
     pub fn pump(&self, flow: &'static FlowShared, now: u64) -> Option<u64> {
         let mut next: Option<u64> = None;
         let mut queues = self.queues.borrow_mut();
-        for (conn, q) in queues.iter_mut().enumerate() {
+        for (slot, q) in queues.iter_mut().enumerate() {
+            let conn = ConnId::new(slot);
             let gate = &flow.gates[conn];
             if q.is_empty() && gate.waiting_cores.load(Acquire) & (1 << (self.id % 64)) == 0 {
                 continue;

@@ -52,7 +52,7 @@ fn a_slot_freed_on_one_core_goes_to_the_oldest_waiter_on_any_core() {
     let (c0, c1) = (FlowCore::new(0, 1), FlowCore::new(1, 1));
     let held = Permit {
         flow,
-        conn: 0,
+        conn: ConnId::new(0),
         counted: flow.gates[0].try_start(0).is_ok(),
     };
     let mut first = enqueue(flow, &c1, 1, 5); // core 1 asked first
@@ -117,7 +117,7 @@ fn priorities_and_tenants_within_a_core() {
     let c0 = FlowCore::new(0, 1);
     let held = Permit {
         flow,
-        conn: 0,
+        conn: ConnId::new(0),
         counted: flow.gates[0].try_start(0).is_ok(),
     };
     let mut low = enqueue(flow, &c0, 1, 9);
@@ -177,14 +177,22 @@ fn fail_open_and_reject_policies() {
             time_left_ms: 1_000,
         };
         let never = |_rx, _ms| async { None };
-        let a = acquire(flow, &fc, ask(0), 0, never).await.unwrap();
+        let a = acquire(flow, &fc, ask(ConnId::new(0)), 0, never)
+            .await
+            .unwrap();
         assert_eq!(
-            acquire(flow, &fc, ask(0), 0, never).await.unwrap_err(),
+            acquire(flow, &fc, ask(ConnId::new(0)), 0, never)
+                .await
+                .unwrap_err(),
             Some(Refused::Saturated)
         );
         drop(a);
-        let b = acquire(flow, &fc, ask(1), 0, never).await.unwrap();
-        let c = acquire(flow, &fc, ask(1), 0, never).await.unwrap();
+        let b = acquire(flow, &fc, ask(ConnId::new(1)), 0, never)
+            .await
+            .unwrap();
+        let c = acquire(flow, &fc, ask(ConnId::new(1)), 0, never)
+            .await
+            .unwrap();
         assert_eq!(
             flow.gates[1].running(),
             1,
@@ -214,7 +222,7 @@ fn queue_depth_and_timeout() {
         .unwrap();
     rt.block_on(async {
         let ask = Ask {
-            conn: 0,
+            conn: ConnId::new(0),
             tenant: 1,
             priority: 5,
             time_left_ms: 1_000,
@@ -227,7 +235,7 @@ fn queue_depth_and_timeout() {
         gate.try_enqueue(0);
         gate.publish(1, Some(5));
         let ask = Ask {
-            conn: 0,
+            conn: ConnId::new(0),
             tenant: 1,
             priority: 5,
             time_left_ms: 1_000,
@@ -238,7 +246,7 @@ fn queue_depth_and_timeout() {
         gate.publish(1, None);
         // A waiter whose wait expires is told so, with its budget as the bound.
         let ask = Ask {
-            conn: 0,
+            conn: ConnId::new(0),
             tenant: 1,
             priority: 5,
             time_left_ms: 1_000,

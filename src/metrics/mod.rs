@@ -5,6 +5,7 @@ mod process;
 mod times;
 
 use crate::audit::AttemptOutcome;
+use crate::ids::ConnId;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -136,22 +137,22 @@ impl CoreMetrics {
     }
 
     /// An upstream attempt's response head arrived after `us` microseconds.
-    pub fn upstream_head(&self, connection: usize, us: u64) {
-        if let Some(t) = self.conn_times.get(connection) {
+    pub fn upstream_head(&self, connection: ConnId, us: u64) {
+        if let Some(t) = self.conn_times.get(connection.index()) {
             t.head.observe_us(us);
         }
     }
 
     /// An upstream attempt ended after `us` microseconds.
-    pub fn attempt_time(&self, connection: usize, us: u64) {
-        if let Some(t) = self.conn_times.get(connection) {
+    pub fn attempt_time(&self, connection: ConnId, us: u64) {
+        if let Some(t) = self.conn_times.get(connection.index()) {
             t.attempt.observe_us(us);
         }
     }
 
     /// The tokens an answer reported in its `usage`.
-    pub fn tokens(&self, connection: usize, tokens: &crate::audit::Tokens) {
-        if let Some(t) = self.conn_times.get(connection) {
+    pub fn tokens(&self, connection: ConnId, tokens: &crate::audit::Tokens) {
+        if let Some(t) = self.conn_times.get(connection.index()) {
             t.add_tokens(tokens);
         }
     }
@@ -172,17 +173,18 @@ impl CoreMetrics {
     }
 
     /// A slot given to a new connection by a reload starts its counters at zero.
-    pub fn reset_connection(&self, connection: usize) {
+    pub fn reset_connection(&self, connection: ConnId) {
         let n = AttemptOutcome::ALL.len();
-        for c in self.attempts.iter().skip(connection * n).take(n) {
+        for c in self.attempts.iter().skip(connection.index() * n).take(n) {
             c.store(0, Relaxed);
         }
-        if let Some(t) = self.conn_times.get(connection) {
+        if let Some(t) = self.conn_times.get(connection.index()) {
             t.clear();
         }
     }
 
-    pub fn attempt(&self, connection: usize, outcome: AttemptOutcome) {
+    pub fn attempt(&self, connection: ConnId, outcome: AttemptOutcome) {
+        let connection = connection.index();
         if connection < self.connections
             && let Some(c) = self
                 .attempts

@@ -6,6 +6,7 @@ use super::exchange::Ctx;
 use super::stop::Stop;
 use super::watch::{ClientWatch, Raced};
 use crate::flow::{self, Ask, Permit, Refused};
+use crate::ids::ConnId;
 use crate::resilience::budget::Budget;
 use crate::route::Candidate;
 use crate::timer;
@@ -27,7 +28,7 @@ pub(super) enum Admission {
 /// Wait for this start's turn across the fleet (its spacing, its reservoir), within `left` ms.
 async fn fleet_pace(
     flow: &'static flow::FlowShared,
-    conn: usize,
+    conn: ConnId,
     left: u64,
     watch: &mut ClientWatch<'_>,
 ) -> Result<(), Option<Refused>> {

@@ -10,6 +10,7 @@ use super::stop::secs;
 use crate::dialect::ApiError;
 use crate::flow::Refused;
 use crate::flow::tenant::OverQuota;
+use crate::ids::ConnId;
 use crate::resilience::classify::{Reason, Verdict};
 use crate::resilience::cooldown::Terminal;
 use serde_json::json;
@@ -20,7 +21,7 @@ pub struct LastFailure {
     pub response: Option<Box<Buffered>>,
     /// `provider/connection`.
     pub label: &'static str,
-    pub conn: usize,
+    pub conn: ConnId,
 }
 
 /// The answer for `stop`, as this client may see it (the names behind a give-up only for the

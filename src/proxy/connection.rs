@@ -317,7 +317,9 @@ mod tests {
     /// (`redact::Secrets`), 3,512 again once the relay's client descriptor was a plain one,
     /// 3,504 with the connection caps' per-address slots kept as 16-bit indices; 3,512 once the
     /// request's context came in stages (`exchange::Request`, `Admitted`, `Ctx` holding the
-    /// first by reference; the model's place in the body 32-bit).
+    /// first by reference; the model's place in the body 32-bit); 3,472 once connection slots
+    /// and target places had types of their own, 32-bit (`ids::ConnId`, `ids::TargetIdx`: a
+    /// candidate in 8 bytes, not 16, and a lease's connection in 4).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

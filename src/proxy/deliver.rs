@@ -8,6 +8,7 @@ use super::judge;
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
 use crate::http::Head;
+use crate::ids::ConnNames;
 use crate::resilience::classify;
 use crate::route::{Candidate, Entry};
 use crate::upstream::UpConn;
@@ -70,7 +71,8 @@ pub(super) fn commit(
     async move {
         // Only what the relay needs is kept across it; the candidate, the head and the names are
         // read again after it (each kept took room in every held stream's task).
-        let Some(&(_, _, label)) = ctx.generation.conn_names.get(ready.cand.connection) else {
+        let names = ctx.generation.conn_names.get(ready.cand.connection.index());
+        let Some(&ConnNames { label, .. }) = names else {
             let failed = Failed::new(
                 classify::transport(false),
                 AttemptOutcome::ProtocolError,
@@ -200,7 +202,7 @@ struct Facts<'a> {
     entry: &'a Entry,
     cand: Candidate,
     /// (provider, connection, `provider/connection`)
-    names: (&'static str, &'static str, &'static str),
+    names: ConnNames,
     status: u16,
     /// When the relay began, in microseconds from the request's head.
     relay_from_us: u64,
@@ -240,13 +242,13 @@ fn record(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed, in_band: Option<j
             .execution_timeouts
             .fetch_add(1, Relaxed);
     }
-    let (provider_name, conn_name, label) = d.names;
+    let names = d.names;
     let ms = relay_ms(ctx, d.relay_from_us);
     // Most requests make one attempt: room for exactly one (Vec's first growth is four).
     ctx.record.attempts.reserve_exact(1);
     ctx.record.attempts.push(AttemptRecord {
-        provider: provider_name,
-        connection: conn_name,
+        provider: names.provider,
+        connection: names.connection,
         model: entry.targets[cand.target].model.clone(),
         outcome,
         status: Some(d.status),
@@ -276,7 +278,7 @@ fn record(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed, in_band: Option<j
     };
     ctx.record.bytes_out = res.body_bytes;
     ctx.record.target = Some(entry.targets[cand.target].label.clone());
-    ctx.record.connection = Some(label);
+    ctx.record.connection = Some(names.label);
 }
 
 /// What the answer's usage said (metrics and record), and when its first token went out.

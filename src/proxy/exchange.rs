@@ -8,6 +8,7 @@
 use crate::audit::{AttemptOutcome, Record};
 use crate::dialect::{Dialect, Endpoint};
 use crate::http::Head;
+use crate::ids::ConnId;
 use crate::resilience::usage_wall::lane::{Decision, Waits};
 use crate::route::Candidate;
 use crate::state::core::Core;
@@ -217,7 +218,7 @@ pub struct Binding {
     pub owner: String,
     pub generation: u64,
     pub client: String,
-    pub conn: usize,
+    pub conn: ConnId,
     /// Moves to another connection made for this request (bounded).
     pub moves: u8,
 }

@@ -6,6 +6,7 @@
 
 use super::exchange::{AttemptEnd, Ctx};
 use crate::config::{Connection, OAuthRefresh};
+use crate::ids::ConnNames;
 use crate::resilience::classify::Reason;
 use crate::state::core::Core;
 use crate::timer;
@@ -38,8 +39,8 @@ pub(super) fn token(ctx: &mut Ctx<'_, '_>, conn: &Connection) -> Option<Arc<str>
     let version = cell.version();
     let (used, token) = {
         let mut cache = ctx.core.tokens.borrow_mut();
-        if cache.len() <= conn.index {
-            cache.resize(conn.index + 1, (u64::MAX, None));
+        if cache.len() <= conn.index.index() {
+            cache.resize(conn.index.index() + 1, (u64::MAX, None));
         }
         let slot = &mut cache[conn.index];
         if slot.0 != version {
@@ -205,8 +206,8 @@ fn valid_token(t: &str) -> bool {
 
 /// `provider/connection` of a connection (the store key of its sealed tokens).
 fn label<'a>(ctx: &Ctx<'_, 'a>, conn: &Connection) -> &'a str {
-    let names: &'a [(&'static str, &'static str, &'static str)] = &ctx.generation.conn_names;
-    names.get(conn.index).map_or("", |n| n.2)
+    let names: &'a [ConnNames] = &ctx.generation.conn_names;
+    names.get(conn.index.index()).map_or("", |n| n.label)
 }
 
 /// Refresh, ahead of their expiry, the access tokens this generation's OAuth connections
@@ -228,7 +229,10 @@ pub fn refresh_due(core: &std::rc::Rc<Core>) {
                 let Some((_, conn)) = generation.config.connection(index) else {
                     return;
                 };
-                let label = generation.conn_names.get(index).map_or("", |n| n.2);
+                let label = generation
+                    .conn_names
+                    .get(index.index())
+                    .map_or("", |n| n.label);
                 let deadline = crate::clock::instant() + Duration::from_millis(REFRESH_TIMEOUT_MS);
                 refresh(&core, label, conn, None, deadline).await;
             });

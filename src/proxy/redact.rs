@@ -5,6 +5,7 @@
 //! the decision record and the client's diagnostics; always before the text is shortened, so
 //! that a secret cut at a length limit cannot survive in part.
 
+use crate::ids::ConnId;
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -24,11 +25,15 @@ impl<'a> Secrets<'a> {
     pub fn of(
         core: &crate::state::core::Core,
         config: &'a crate::config::Config,
-        conn: usize,
+        conn: ConnId,
     ) -> Self {
         Secrets {
             key: config.secret_of(conn),
-            token: core.tokens.borrow().get(conn).and_then(|t| t.1.clone()),
+            token: core
+                .tokens
+                .borrow()
+                .get(conn.index())
+                .and_then(|t| t.1.clone()),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::exchange::Ctx;
 use crate::dialect::needs::Needs;
+use crate::ids::ConnId;
 use crate::resilience::breaker::Admit;
 use crate::resilience::{Exclusion, Ineligible, Site};
 use crate::route::{Candidate, Entry};
@@ -15,9 +16,9 @@ pub(super) struct Seen<'a> {
     /// At their concurrency cap with `on_saturation = "reject"`.
     pub saturated: &'a [Candidate],
     /// The connection the request's exclusive lease holds.
-    pub bound: Option<usize>,
+    pub bound: Option<ConnId>,
     /// The session's pinned connection (soft affinity).
-    pub pinned: Option<usize>,
+    pub pinned: Option<ConnId>,
 }
 
 /// The first usable candidate and its breaker admission (a probe claim, if half-open), or
@@ -37,7 +38,7 @@ pub(super) fn select(
     // Filter first, then let the strategy choose among the usable candidates.
     let shared = &core.shared;
     let loads = core.loads.borrow();
-    let load = |c: usize| loads.load(c, &shared.in_flight, t);
+    let load = |c: ConnId| loads.load(c, &shared.in_flight, t);
     let mut tables = core.tables.borrow_mut();
     let mut selector = ctx.generation.selector.borrow_mut();
     let ordered =

@@ -7,6 +7,7 @@
 //! per connection: empty in the common case, so the hot-path check is one length test.
 
 use super::classify::Reason;
+use crate::ids::ConnId;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -57,7 +58,7 @@ impl Default for LockoutSettings {
 /// One lock; also the replication event for it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Lock {
-    pub conn: usize,
+    pub conn: ConnId,
     /// The model id, or its quota family.
     pub key: Arc<str>,
     pub scope: LockScope,
@@ -71,7 +72,7 @@ pub struct Lock {
 /// Where a failure happened: the connection, the model, and the model's quota family.
 #[derive(Clone, Copy, Debug)]
 pub struct LockAt<'a> {
-    pub conn: usize,
+    pub conn: ConnId,
     pub model: &'a str,
     pub family: &'a str,
 }
@@ -105,8 +106,8 @@ impl Lockouts {
     }
 
     /// The active lock with the most time left for this model on this connection.
-    pub fn locked(&self, conn: usize, model: &str, family: &str, now: u64) -> Option<&Lock> {
-        let list = self.by_conn.get(conn)?;
+    pub fn locked(&self, conn: ConnId, model: &str, family: &str, now: u64) -> Option<&Lock> {
+        let list = self.by_conn.get(conn.index())?;
         if list.is_empty() {
             return None;
         }
@@ -153,7 +154,7 @@ impl Lockouts {
     /// `memory_ms`); 0 without one. `None`: no such connection.
     fn remembered(
         &self,
-        conn: usize,
+        conn: ConnId,
         scope: LockScope,
         key: &str,
         now: u64,
@@ -161,7 +162,7 @@ impl Lockouts {
     ) -> Option<u32> {
         let prev = self
             .by_conn
-            .get(conn)?
+            .get(conn.index())?
             .iter()
             .find(|l| l.scope == scope && &*l.key == key);
         Some(match prev {
@@ -175,7 +176,7 @@ impl Lockouts {
     #[allow(clippy::too_many_arguments)]
     fn put(
         &mut self,
-        conn: usize,
+        conn: ConnId,
         key: &str,
         scope: LockScope,
         reason: Reason,
@@ -199,8 +200,8 @@ impl Lockouts {
 
     /// Whether a rate limit holds a model other than `model` locked on `conn`: a second model
     /// limited as well says the limit is the connection's, not one model's.
-    pub fn rate_limited_other(&self, conn: usize, model: &str, now: u64) -> bool {
-        self.by_conn.get(conn).is_some_and(|list| {
+    pub fn rate_limited_other(&self, conn: ConnId, model: &str, now: u64) -> bool {
+        self.by_conn.get(conn.index()).is_some_and(|list| {
             list.iter().any(|l| {
                 l.until > now
                     && l.reason == Reason::RateLimited
@@ -215,7 +216,7 @@ impl Lockouts {
     /// model is still locked: concurrent failures of a locked model do not stack.
     pub fn on_rate_limit(
         &mut self,
-        conn: usize,
+        conn: ConnId,
         model: &str,
         now: u64,
         memory_ms: u64,
@@ -224,7 +225,7 @@ impl Lockouts {
         let scope = LockScope::Family;
         // Concurrent failures of a locked model do not stack (a 404's or a 5xx's lock of the
         // model is another entry and does not count).
-        let list = self.by_conn.get(conn)?;
+        let list = self.by_conn.get(conn.index())?;
         if list
             .iter()
             .any(|l| l.scope == scope && &*l.key == model && l.until > now)
@@ -241,7 +242,7 @@ impl Lockouts {
     /// When the entry `lock` would merge into ends now, if there is one.
     pub fn until_of(&self, lock: &Lock) -> Option<u64> {
         self.by_conn
-            .get(lock.conn)?
+            .get(lock.conn.index())?
             .iter()
             .find(|l| l.scope == lock.scope && l.key == lock.key)
             .map(|l| l.until)
@@ -249,7 +250,7 @@ impl Lockouts {
 
     /// Merge a lock (from this core or another): the later end and the higher count win.
     pub fn merge(&mut self, lock: Lock) {
-        let Some(list) = self.by_conn.get_mut(lock.conn) else {
+        let Some(list) = self.by_conn.get_mut(lock.conn.index()) else {
             return;
         };
         self.latest_until = self.latest_until.max(lock.until);
@@ -274,15 +275,15 @@ impl Lockouts {
     }
 
     /// Whether a success on (conn, model) has anything to decay (checked before sending events).
-    pub fn has_entry(&self, conn: usize, model: &str, family: &str) -> bool {
+    pub fn has_entry(&self, conn: ConnId, model: &str, family: &str) -> bool {
         self.by_conn
-            .get(conn)
+            .get(conn.index())
             .is_some_and(|l| !l.is_empty() && l.iter().any(|x| Self::key_matches(x, model, family)))
     }
 
     /// A success halves the failure count of every matching entry; at zero the entry goes.
-    pub fn on_success(&mut self, conn: usize, model: &str, family: &str) {
-        let Some(list) = self.by_conn.get_mut(conn) else {
+    pub fn on_success(&mut self, conn: ConnId, model: &str, family: &str) {
+        let Some(list) = self.by_conn.get_mut(conn.index()) else {
             return;
         };
         let before = list.len();
@@ -297,7 +298,7 @@ impl Lockouts {
     }
 
     /// Room for `connections` slots; the `fresh` ones start without locks.
-    pub fn fit(&mut self, connections: usize, fresh: &[usize]) {
+    pub fn fit(&mut self, connections: usize, fresh: &[ConnId]) {
         if self.by_conn.len() < connections {
             self.by_conn.resize(connections, Vec::new());
         }
@@ -307,8 +308,8 @@ impl Lockouts {
     }
 
     /// Operator re-enable: drop matching locks (`model` None: all of the connection's).
-    pub fn clear(&mut self, conn: usize, model: Option<&str>) -> usize {
-        let Some(list) = self.by_conn.get_mut(conn) else {
+    pub fn clear(&mut self, conn: ConnId, model: Option<&str>) -> usize {
+        let Some(list) = self.by_conn.get_mut(conn.index()) else {
             return 0;
         };
         let before = list.len();
@@ -335,9 +336,9 @@ impl Lockouts {
     }
 
     /// The active locks of one connection.
-    pub fn active_on(&self, conn: usize, now: u64) -> impl Iterator<Item = &Lock> {
+    pub fn active_on(&self, conn: ConnId, now: u64) -> impl Iterator<Item = &Lock> {
         self.by_conn
-            .get(conn)
+            .get(conn.index())
             .into_iter()
             .flatten()
             .filter(move |l| l.until > now)

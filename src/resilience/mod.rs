@@ -17,6 +17,7 @@ mod rules;
 pub mod settings;
 pub mod usage_wall;
 
+use crate::ids::ConnId;
 use breaker::{Admit, Breaker, BreakerState, WindowGate};
 use classify::{Reason, Scope, Verdict};
 use cooldown::ConnState;
@@ -31,7 +32,7 @@ use std::sync::atomic::AtomicU64;
 #[derive(Clone, Debug)]
 pub enum Event {
     Conn {
-        conn: usize,
+        conn: ConnId,
         state: ConnState,
     },
     BreakerFailure {
@@ -56,17 +57,17 @@ pub enum Event {
     },
     Lock(Lock),
     LockDecay {
-        conn: usize,
+        conn: ConnId,
         model: Arc<str>,
     },
     LockClear {
-        conn: usize,
+        conn: ConnId,
         model: Option<Arc<str>>,
     },
     /// A session pinned to a connection (session affinity), until `until` (Unix ms).
     Pin {
         key: Arc<str>,
-        conn: usize,
+        conn: ConnId,
         until: u64,
     },
     /// The admin asks each core for decision records (its own ring): by request id, or the
@@ -92,7 +93,7 @@ impl Probes {
 #[derive(Clone, Copy, Debug)]
 pub struct Site<'a> {
     pub provider: usize,
-    pub conn: usize,
+    pub conn: ConnId,
     pub model: &'a str,
     /// The client (tenant) the attempt was made for (a hash; 0 when it sent no credential).
     pub tenant: u64,
@@ -124,21 +125,29 @@ impl Tables {
         providers: usize,
         connections: usize,
         fresh_providers: &[usize],
-        fresh_conns: &[usize],
+        fresh_conns: &[ConnId],
     ) {
-        fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize, fresh: &[usize]) {
+        fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize, fresh: impl Iterator<Item = usize>) {
             if v.len() < n {
                 v.resize(n, T::default());
             }
-            for &i in fresh {
+            for i in fresh {
                 if let Some(x) = v.get_mut(i) {
                     *x = T::default();
                 }
             }
         }
-        grow(&mut self.conns, connections, fresh_conns);
-        grow(&mut self.breakers, providers, fresh_providers);
-        grow(&mut self.gates, providers, fresh_providers);
+        grow(
+            &mut self.conns,
+            connections,
+            fresh_conns.iter().map(|c| c.index()),
+        );
+        grow(
+            &mut self.breakers,
+            providers,
+            fresh_providers.iter().copied(),
+        );
+        grow(&mut self.gates, providers, fresh_providers.iter().copied());
         self.lockouts.fit(connections, fresh_conns);
     }
 
@@ -147,7 +156,7 @@ impl Tables {
     pub fn apply(&mut self, ev: &Event, s: &Settings) {
         match ev {
             Event::Conn { conn, state } => {
-                if let Some(c) = self.conns.get_mut(*conn) {
+                if let Some(c) = self.conns.get_mut(conn.index()) {
                     c.merge(state);
                 }
             }
@@ -301,7 +310,7 @@ impl Tables {
         let policy = &s.providers[site.provider];
         let lock_by_status =
             s.lockout.enabled && v.status != 0 && s.lockout.codes.contains(&v.status);
-        let cool = |tables: &mut Tables, conn: usize, emit: &mut dyn FnMut(Event)| {
+        let cool = |tables: &mut Tables, conn: ConnId, emit: &mut dyn FnMut(Event)| {
             if let Some(state) = tables.conns[conn].on_failure(v, now, &policy.cooldown) {
                 emit(Event::Conn { conn, state });
             }
@@ -321,7 +330,7 @@ impl Tables {
                 if matches!(
                     v.reason,
                     Reason::RateLimited | Reason::QuotaExhausted | Reason::CreditsExhausted
-                ) && let Some(siblings) = s.account_siblings.get(site.conn)
+                ) && let Some(siblings) = s.account_siblings.get(site.conn.index())
                 {
                     for &conn in siblings {
                         cool(self, conn, emit);

@@ -46,7 +46,7 @@ impl Tables {
             && v.status == 429
             && v.rule.is_none()
             && !site.model.is_empty()
-            && !s.one_model.get(site.conn).copied().unwrap_or(false)
+            && !s.one_model.get(site.conn.index()).copied().unwrap_or(false)
             && !self.lockouts.rate_limited_other(site.conn, site.model, now)
     }
 
@@ -62,7 +62,7 @@ impl Tables {
         let profile = &s.providers[site.provider].cooldown;
         let siblings = s
             .account_siblings
-            .get(site.conn)
+            .get(site.conn.index())
             .map_or(&[][..], |v| &v[..]);
         for &conn in std::iter::once(&site.conn).chain(siblings) {
             let lock = self.lockouts.on_rate_limit(

@@ -6,6 +6,7 @@ use super::classify::{Rule, builtin_rules};
 use super::cooldown::CooldownProfile;
 use super::lockout::LockoutSettings;
 use super::restate::RestateRule;
+use crate::ids::ConnId;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -118,9 +119,9 @@ pub struct Settings {
     /// By provider index.
     pub providers: Vec<ProviderPolicy>,
     /// Flat connection indices of each provider (for provider-scoped verdicts).
-    pub provider_conns: Vec<Vec<usize>>,
+    pub provider_conns: Vec<Vec<ConnId>>,
     /// Other keys of the same upstream account, by flat connection index.
-    pub account_siblings: Vec<Vec<usize>>,
+    pub account_siblings: Vec<Vec<ConnId>>,
     pub gate_enabled: bool,
     /// By flat connection index: keys that serve exactly one model (a plain 429 cools them:
     /// there is no other model to keep serving).

@@ -4,6 +4,7 @@ use super::bus::{bus, drain};
 use super::classify::{Reason, Scope, Verdict, builtin_rules, classify};
 use super::settings::{ProfileKind, profile};
 use super::*;
+use crate::ids::ConnId;
 
 pub(super) fn settings(providers: usize, conns_each: usize) -> Settings {
     let mut s = Settings::default();
@@ -13,8 +14,11 @@ pub(super) fn settings(providers: usize, conns_each: usize) -> Settings {
         policy.cooldown.jitter_pct = 0;
         policy.breaker.jitter_pct = 0;
         s.providers.push(policy);
-        s.provider_conns
-            .push((p * conns_each..(p + 1) * conns_each).collect());
+        s.provider_conns.push(
+            (p * conns_each..(p + 1) * conns_each)
+                .map(ConnId::new)
+                .collect(),
+        );
     }
     s
 }
@@ -76,13 +80,13 @@ impl Cores {
 
 const A: Site = Site {
     provider: 0,
-    conn: 0,
+    conn: ConnId::new(0),
     model: "m",
     tenant: 0,
 };
 const B: Site = Site {
     provider: 0,
-    conn: 1,
+    conn: ConnId::new(1),
     model: "m",
     tenant: 0,
 };
@@ -169,7 +173,13 @@ fn terminal_replicates_and_reset_epoch_wins() {
         Err(Exclusion::Terminal(cooldown::Terminal::CreditsExhausted))
     );
     let state = c.tables[1].conns[0].reset();
-    c.bus.broadcast(1, &Event::Conn { conn: 0, state });
+    c.bus.broadcast(
+        1,
+        &Event::Conn {
+            conn: ConnId::new(0),
+            state,
+        },
+    );
     c.sync();
     assert_eq!(c.check(0, A, 10), Ok(Admit::Yes));
 }
@@ -222,7 +232,7 @@ fn provider_scope_cools_every_connection_and_request_scope_nothing() {
             1,
             Site {
                 provider: 1,
-                conn: 2,
+                conn: ConnId::new(2),
                 model: "m",
                 tenant: 0,
             },
@@ -294,20 +304,20 @@ fn exclusion_waitability() {
 #[test]
 fn account_limits_cool_sibling_keys() {
     let mut c = Cores::new(1, 3);
-    c.s.account_siblings = vec![vec![1], vec![0], vec![]];
+    c.s.account_siblings = vec![vec![ConnId::new(1)], vec![ConnId::new(0)], vec![]];
     c.fail(0, A, &verdict(429, ""), 0);
     c.sync();
     assert!(c.check(1, B, 1).is_err(), "same account: cooled too");
     let third = Site {
         provider: 0,
-        conn: 2,
+        conn: ConnId::new(2),
         model: "m",
         tenant: 0,
     };
     assert_eq!(c.check(1, third, 1), Ok(Admit::Yes));
     // A server error is not an account limit.
     let mut c = Cores::new(1, 3);
-    c.s.account_siblings = vec![vec![1], vec![0], vec![]];
+    c.s.account_siblings = vec![vec![ConnId::new(1)], vec![ConnId::new(0)], vec![]];
     c.fail(0, A, &verdict(500, ""), 0);
     assert_eq!(c.check(0, B, 1), Ok(Admit::Yes));
 }

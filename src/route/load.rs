@@ -3,6 +3,7 @@
 //! rate-limit headers.
 
 use crate::dialect::ratelimit::{Family, RateLimits};
+use crate::ids::ConnId;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One option's load as the strategies see it (a target aggregates its connections).
@@ -51,13 +52,16 @@ impl LoadTable {
     }
 
     /// Room for `connections` slots; the `fresh` ones start with no memory.
-    pub fn fit(&mut self, connections: usize, fresh: &[usize]) {
+    pub fn fit(&mut self, connections: usize, fresh: &[ConnId]) {
         if self.latency.len() < connections {
             self.latency.resize(connections, 0);
             self.quota.resize(connections, Quota::default());
         }
-        for &i in fresh {
-            if let (Some(l), Some(q)) = (self.latency.get_mut(i), self.quota.get_mut(i)) {
+        for &c in fresh {
+            if let (Some(l), Some(q)) = (
+                self.latency.get_mut(c.index()),
+                self.quota.get_mut(c.index()),
+            ) {
                 *l = 0;
                 *q = Quota::default();
             }
@@ -65,8 +69,8 @@ impl LoadTable {
     }
 
     /// Exponential moving average (1/4 weight to the new sample).
-    pub fn observe_latency(&mut self, conn: usize, ms: u64) {
-        if let Some(l) = self.latency.get_mut(conn) {
+    pub fn observe_latency(&mut self, conn: ConnId, ms: u64) {
+        if let Some(l) = self.latency.get_mut(conn.index()) {
             let ms = ms.min(u64::from(u32::MAX)) as u32;
             *l = if *l == 0 {
                 ms.max(1)
@@ -79,7 +83,7 @@ impl LoadTable {
     /// What an answer's head said about the connection's limits (`RateLimits`, read once per
     /// answer): the tightest window, OpenAI's or Anthropic's requests or tokens, is its
     /// headroom until the window's reset.
-    pub fn observe_quota(&mut self, conn: usize, limits: &RateLimits, now: u64) {
+    pub fn observe_quota(&mut self, conn: ConnId, limits: &RateLimits, now: u64) {
         let mut best: Option<Quota> = None;
         for f in [
             Family::OpenAiRequests,
@@ -104,14 +108,14 @@ impl LoadTable {
                 best = Some(q);
             }
         }
-        if let (Some(q), Some(slot)) = (best, self.quota.get_mut(conn)) {
+        if let (Some(q), Some(slot)) = (best, self.quota.get_mut(conn.index())) {
             *slot = q;
         }
     }
 
     /// The load of one connection now.
-    pub fn load(&self, conn: usize, in_flight: &[AtomicU32], now: u64) -> Load {
-        let q = self.quota.get(conn).copied().unwrap_or_default();
+    pub fn load(&self, conn: ConnId, in_flight: &[AtomicU32], now: u64) -> Load {
+        let q = self.quota.get(conn.index()).copied().unwrap_or_default();
         let (headroom, reset_in_ms) = if q.reset_at > now {
             (q.headroom, q.reset_at - now)
         } else if q.reset_at == 0 {
@@ -120,8 +124,10 @@ impl LoadTable {
             (1000, u64::MAX) // the window has reset since we heard
         };
         Load {
-            in_flight: in_flight.get(conn).map_or(0, |a| a.load(Ordering::Relaxed)),
-            latency_ms: self.latency.get(conn).copied().unwrap_or(0),
+            in_flight: in_flight
+                .get(conn.index())
+                .map_or(0, |a| a.load(Ordering::Relaxed)),
+            latency_ms: self.latency.get(conn.index()).copied().unwrap_or(0),
             headroom,
             reset_in_ms,
             cost: 0.0,
@@ -163,18 +169,22 @@ mod tests {
             ],
             0,
         );
-        t.observe_quota(0, &h, 1_000);
+        t.observe_quota(ConnId::new(0), &h, 1_000);
         let none: [AtomicU32; 1] = [AtomicU32::new(3)];
-        let l = t.load(0, &none, 1_500);
+        let l = t.load(ConnId::new(0), &none, 1_500);
         assert_eq!((l.headroom, l.reset_in_ms, l.in_flight), (100, 1_500, 3));
-        assert_eq!(t.load(0, &none, 5_000).headroom, 1000, "window reset since");
+        assert_eq!(
+            t.load(ConnId::new(0), &none, 5_000).headroom,
+            1000,
+            "window reset since"
+        );
     }
 
     #[test]
     fn latency_average_and_in_flight_guard() {
         let mut t = LoadTable::new(1);
-        t.observe_latency(0, 100);
-        t.observe_latency(0, 200);
+        t.observe_latency(ConnId::new(0), 100);
+        t.observe_latency(ConnId::new(0), 200);
         assert_eq!(t.latency[0], 125);
         let c = AtomicU32::new(0);
         {

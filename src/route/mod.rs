@@ -7,6 +7,7 @@ pub mod strategy;
 
 use crate::config::Config;
 use crate::dialect::Dialect;
+use crate::ids::{ConnId, TargetIdx};
 use eligibility::Caps;
 use load::Load;
 use rustc_hash::FxHashMap;
@@ -29,7 +30,7 @@ pub struct Target {
     /// `provider/model`.
     pub label: Name,
     /// Flat connection indices, highest priority (lowest number) first.
-    pub connections: Vec<usize>,
+    pub connections: Vec<ConnId>,
     pub priorities: Vec<u32>,
     pub weights: Vec<u32>,
     /// Selector slot for ordering this target's connections.
@@ -73,8 +74,8 @@ impl std::ops::Deref for Resolved<'_> {
 /// One attempt option: a target of the entry and one of its connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Candidate {
-    pub target: usize,
-    pub connection: usize,
+    pub target: TargetIdx,
+    pub connection: ConnId,
 }
 
 #[derive(Debug)]
@@ -291,7 +292,7 @@ impl RouteTable {
         entry: &Entry,
         dialect: Dialect,
         st: &mut SelectorState,
-        load: &dyn Fn(usize) -> Load,
+        load: &dyn Fn(ConnId) -> Load,
     ) -> Vec<Candidate> {
         self.candidates_where(entry, dialect, st, load, |_| true)
             .to_vec()
@@ -324,7 +325,7 @@ impl RouteTable {
             let start = sc.kept.len();
             for (ci, &c) in t.connections.iter().enumerate() {
                 let cand = Candidate {
-                    target: ti,
+                    target: TargetIdx::new(ti),
                     connection: c,
                 };
                 if keep(cand) {
@@ -346,7 +347,7 @@ impl RouteTable {
         entry: &Entry,
         dialect: Dialect,
         st: &'s mut SelectorState,
-        load: &dyn Fn(usize) -> Load,
+        load: &dyn Fn(ConnId) -> Load,
         mut keep: impl FnMut(Candidate) -> bool,
     ) -> &'s [Candidate] {
         let mut sc = std::mem::take(&mut st.scratch);

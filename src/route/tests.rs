@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::load_str;
+use crate::ids::ConnId;
 
 const CFG: &str = r#"
 [[providers]]
@@ -49,12 +50,12 @@ fn a_route_keeps_its_order_and_pins() {
         c,
         vec![
             Candidate {
-                target: 0,
-                connection: 1
+                target: TargetIdx::new(0),
+                connection: ConnId::new(1)
             },
             Candidate {
-                target: 1,
-                connection: 0
+                target: TargetIdx::new(1),
+                connection: ConnId::new(0)
             }
         ]
     );
@@ -66,14 +67,14 @@ fn a_plain_model_spreads_over_top_priority_and_keeps_backups_last() {
     let (cfg, t) = setup();
     let e = t.lookup(&cfg, "gpt-4o").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
-    let first: Vec<usize> = (0..4)
+    let first: Vec<ConnId> = (0..4)
         .map(|_| t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default())[0].connection)
         .collect();
-    assert_eq!(first, vec![0, 1, 0, 1]);
+    assert_eq!(first, [0, 1, 0, 1].map(ConnId::new));
     let all = t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default());
     assert_eq!(
         all.last().unwrap().connection,
-        2,
+        ConnId::new(2),
         "priority 5 stays a fallback"
     );
 }
@@ -82,7 +83,7 @@ fn a_plain_model_spreads_over_top_priority_and_keeps_backups_last() {
 fn provider_prefix_and_dialects() {
     let (cfg, t) = setup();
     let e = t.lookup(&cfg, "oa/gpt-4o-mini").unwrap();
-    assert_eq!(e.targets[0].connections, vec![0]);
+    assert_eq!(e.targets[0].connections, [ConnId::new(0)]);
     assert!(t.lookup(&cfg, "oa/unknown").is_none());
     assert!(t.lookup(&cfg, "nope").is_none());
     let e = t.lookup(&cfg, "claude").unwrap();

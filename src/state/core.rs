@@ -5,6 +5,7 @@ use super::drain::Drain;
 use super::generation::{CoreGen, Gen};
 use crate::audit::Record;
 use crate::http::response::hex;
+use crate::ids::ConnId;
 use crate::log::LogSink;
 use crate::metrics::CoreMetrics;
 use crate::resilience::bus::{Bus, drain};
@@ -94,10 +95,10 @@ impl Shared {
     }
 
     /// The store key of a connection's terminal state.
-    pub fn terminal_key(generation: &Gen, conn: usize) -> String {
+    pub fn terminal_key(generation: &Gen, conn: ConnId) -> String {
         let (p, c) = generation
             .conn_labels
-            .get(conn)
+            .get(conn.index())
             .cloned()
             .unwrap_or_default();
         format!("terminal/{p}/{c}")
@@ -107,7 +108,7 @@ impl Shared {
     pub fn persist_terminal(
         &self,
         generation: &Gen,
-        conn: usize,
+        conn: ConnId,
         state: &crate::resilience::cooldown::ConnState,
     ) {
         if let Some(t) = state.terminal {
@@ -122,7 +123,7 @@ impl Shared {
     pub fn stored_terminals(
         &self,
         generation: &Gen,
-    ) -> Vec<(usize, crate::resilience::cooldown::ConnState)> {
+    ) -> Vec<(ConnId, crate::resilience::cooldown::ConnState)> {
         let mut out = Vec::new();
         for (k, v) in self.store.scan("terminal/") {
             let Some(i) = k
@@ -168,7 +169,7 @@ pub struct Core {
     /// The latest decision records of requests served here (the admin asks over the bus).
     pub decisions: RefCell<super::decisions::Decisions>,
     /// Session pins known to this core (replicated by events; the store keeps them durable).
-    pub pins: RefCell<std::collections::HashMap<std::sync::Arc<str>, (usize, u64)>>,
+    pub pins: RefCell<std::collections::HashMap<std::sync::Arc<str>, (ConnId, u64)>>,
     /// This core's access-log lines not yet handed to the writer (`log::Batch`).
     pub log_batch: RefCell<crate::log::Batch>,
     /// This core's copy of each refreshed OAuth access token, with the version it copied
@@ -256,7 +257,7 @@ impl Core {
 
     /// The connection a session is pinned to, if the pin is alive (this core's copy first,
     /// then the store for pins made before a restart).
-    pub fn pinned(&self, key: &str, now_unix: u64) -> Option<(usize, u64)> {
+    pub fn pinned(&self, key: &str, now_unix: u64) -> Option<(ConnId, u64)> {
         if let Some(&(c, until)) = self.pins.borrow().get(key) {
             return (until > now_unix).then_some((c, until));
         }
@@ -269,9 +270,9 @@ impl Core {
     pub fn pin(
         &self,
         key: &str,
-        conn: usize,
+        conn: ConnId,
         ttl_ms: u64,
-        had: Option<(usize, u64)>,
+        had: Option<(ConnId, u64)>,
         now_unix: u64,
     ) {
         if had.is_some_and(|(c, until)| c == conn && until > now_unix + ttl_ms / 2) {
@@ -288,7 +289,7 @@ impl Core {
         let (p, c) = self
             .generation()
             .conn_labels
-            .get(conn)
+            .get(conn.index())
             .cloned()
             .unwrap_or_default();
         self.shared.store.put(

@@ -6,6 +6,7 @@
 
 use super::slots::Slots;
 use crate::config::Config;
+use crate::ids::{ConnId, ConnNames};
 use crate::route::RouteTable;
 use crate::route::strategy::SelectorState;
 use std::cell::RefCell;
@@ -19,14 +20,13 @@ pub struct Gen {
     pub route_labels: Vec<String>,
     /// (provider id, connection id) by connection slot; empty where the slot holds none.
     pub conn_labels: Vec<(String, String)>,
-    /// The same, kept for the life of the process (decision records borrow them):
-    /// provider, connection, `provider/connection`.
-    pub conn_names: Vec<(&'static str, &'static str, &'static str)>,
+    /// The same, kept for the life of the process (decision records borrow them).
+    pub conn_names: Vec<ConnNames>,
     /// How this generation came from the one before (`slots::Plan`): slots that start clean
     /// on every core, and slots whose connection this generation no longer has.
-    pub fresh_conns: Vec<usize>,
+    pub fresh_conns: Vec<ConnId>,
     pub fresh_providers: Vec<usize>,
-    pub retired_conns: Vec<usize>,
+    pub retired_conns: Vec<ConnId>,
 }
 
 impl Gen {
@@ -39,13 +39,17 @@ impl Gen {
         let mut conn_labels = vec![(String::new(), String::new()); config.slot_count()];
         for p in &config.providers {
             for c in &p.connections {
-                conn_labels[c.index] = (p.id.clone(), c.id.clone());
+                conn_labels[c.index.index()] = (p.id.clone(), c.id.clone());
             }
         }
         let intern = crate::names::intern;
         let conn_names = conn_labels
             .iter()
-            .map(|(p, c)| (intern(p), intern(c), intern(&format!("{p}/{c}"))))
+            .map(|(p, c)| ConnNames {
+                provider: intern(p),
+                connection: intern(c),
+                label: intern(&format!("{p}/{c}")),
+            })
             .collect();
         Gen {
             number,
@@ -61,7 +65,7 @@ impl Gen {
     }
 
     /// The slot of `provider/connection` in this generation.
-    pub fn conn_by_label(&self, label: &str) -> Option<usize> {
+    pub fn conn_by_label(&self, label: &str) -> Option<ConnId> {
         crate::names::conn_by_label(&self.conn_labels, label)
     }
 }

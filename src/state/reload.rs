@@ -232,7 +232,7 @@ fn apply(shared: &Shared, old: Arc<Gen>, generation: Arc<Gen>) -> Result<(), Str
     ));
     // Phase two: every core serves the new generation.
     for &slot in &generation.retired_conns {
-        let Some((p, c)) = old.conn_labels.get(slot) else {
+        let Some((p, c)) = old.conn_labels.get(slot.index()) else {
             continue;
         };
         let label = format!("{p}/{c}");

@@ -9,10 +9,12 @@
 //! need more answers that a restart is needed.
 
 use crate::config::Config;
+use crate::ids::ConnId;
 
-/// A connection's identity: a changed key is a new credential and starts clean.
+/// A connection's identity (not its slot, `ids::ConnId`): a changed key is a new credential
+/// and starts clean.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct ConnId {
+struct Identity {
     provider: String,
     conn: String,
     key: [u8; 32],
@@ -20,7 +22,7 @@ struct ConnId {
 
 #[derive(Clone, Debug)]
 struct ConnSlot {
-    id: ConnId,
+    id: Identity,
     /// `None` while a config holds it; else the generation that first lacked it.
     retired_at: Option<u64>,
 }
@@ -29,9 +31,9 @@ struct ConnSlot {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Slots whose state starts clean: new identities, and retired slots given out again.
-    pub fresh_conns: Vec<usize>,
+    pub fresh_conns: Vec<ConnId>,
     /// Slots of connections this config no longer has (removed, or their key changed).
-    pub retired_conns: Vec<usize>,
+    pub retired_conns: Vec<ConnId>,
     pub fresh_providers: Vec<usize>,
 }
 
@@ -75,7 +77,7 @@ impl Slots {
         for p in &config.providers {
             for c in &p.connections {
                 s.conns.push(ConnSlot {
-                    id: ConnId {
+                    id: Identity {
                         provider: p.id.clone(),
                         conn: c.id.clone(),
                         key: fingerprint(c.secret.expose()),
@@ -125,7 +127,7 @@ impl Slots {
         let mut conn_slot = Vec::with_capacity(config.connection_count());
         for p in &config.providers {
             for c in &p.connections {
-                let id = ConnId {
+                let id = Identity {
                     provider: p.id.clone(),
                     conn: c.id.clone(),
                     key: fingerprint(c.secret.expose()),
@@ -141,7 +143,7 @@ impl Slots {
         for (i, s) in self.conns.iter_mut().enumerate() {
             if !seen[i] && s.retired_at.is_none() {
                 s.retired_at = Some(generation);
-                plan.retired_conns.push(i);
+                plan.retired_conns.push(ConnId::new(i));
             }
         }
         config.renumber(
@@ -185,14 +187,14 @@ impl Slots {
     /// The slot for one connection of the new config.
     fn conn_slot(
         &mut self,
-        id: ConnId,
+        id: Identity,
         oldest_live: u64,
         taken: &[bool],
         plan: &mut Plan,
     ) -> Result<usize, String> {
         if let Some(i) = self.conns.iter().position(|s| s.id == id) {
             if self.conns[i].retired_at.take().is_some() {
-                plan.fresh_conns.push(i); // back after a removal: it starts clean
+                plan.fresh_conns.push(ConnId::new(i)); // back after a removal: it starts clean
             }
             return Ok(i);
         }
@@ -220,7 +222,7 @@ impl Slots {
             id,
             retired_at: None,
         };
-        plan.fresh_conns.push(i);
+        plan.fresh_conns.push(ConnId::new(i));
         Ok(i)
     }
 

@@ -1,6 +1,7 @@
 //! What the cores see of the leases: per connection, until when it is held. Kept by the store
 //! writer after each commit; read on the request path with one atomic load per candidate.
 
+use crate::ids::ConnId;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -78,8 +79,8 @@ impl LeaseView {
     }
 
     /// Until when connection `conn` is leased (0 or past: free).
-    pub fn leased_until(&self, conn: usize, now_unix: u64) -> Option<u64> {
-        let u = self.until.get(conn)?.load(Relaxed);
+    pub fn leased_until(&self, conn: ConnId, now_unix: u64) -> Option<u64> {
+        let u = self.until.get(conn.index())?.load(Relaxed);
         (u > now_unix).then_some(u)
     }
 

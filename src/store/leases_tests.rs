@@ -1,4 +1,5 @@
 use super::*;
+use crate::ids::ConnId;
 
 fn acquire(owner: &str, client: &str, cands: &[&str]) -> Op {
     Op::Acquire {
@@ -287,9 +288,9 @@ fn the_view_tracks_live_leases_by_connection_index() {
     let v = LeaseView::new(&labels, 4);
     v.set("p/b", 500);
     v.set("q/zz", 900); // unknown connections are ignored
-    assert_eq!(v.leased_until(1, 100), Some(500));
-    assert_eq!(v.leased_until(1, 500), None);
-    assert_eq!(v.leased_until(0, 100), None);
+    assert_eq!(v.leased_until(ConnId::new(1), 100), Some(500));
+    assert_eq!(v.leased_until(ConnId::new(1), 500), None);
+    assert_eq!(v.leased_until(ConnId::new(0), 100), None);
     assert!(!v.none());
     v.set("p/b", 0);
     assert!(v.none());
@@ -309,14 +310,18 @@ fn a_reload_renames_the_view_and_frees_removed_slots() {
         (String::new(), String::new()),
         ("p".to_string(), "c".to_string()),
     ]);
-    assert_eq!(v.leased_until(1, 100), None, "the removed slot is free");
+    assert_eq!(
+        v.leased_until(ConnId::new(1), 100),
+        None,
+        "the removed slot is free"
+    );
     assert!(v.none());
     v.set("p/b", 900);
     assert_eq!(
-        v.leased_until(1, 100),
+        v.leased_until(ConnId::new(1), 100),
         None,
         "the old name no longer counts"
     );
     v.set("p/c", 900);
-    assert_eq!(v.leased_until(2, 100), Some(900));
+    assert_eq!(v.leased_until(ConnId::new(2), 100), Some(900));
 }

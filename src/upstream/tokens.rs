@@ -8,6 +8,7 @@
 //! the refresh token the environment gave, so that a new one from the operator wins.
 
 use crate::config::{Connection, Secret};
+use crate::ids::ConnId;
 use crate::store::sealed::SealKey;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -243,8 +244,8 @@ impl Tokens {
         }
     }
 
-    pub fn get(&self, conn: usize) -> Option<&TokenCell> {
-        self.cells.get(conn)
+    pub fn get(&self, conn: ConnId) -> Option<&TokenCell> {
+        self.cells.get(conn.index())
     }
 
     /// Seed every OAuth connection with a refresh token (at start and after a reload), from
@@ -258,7 +259,7 @@ impl Tokens {
     }
 
     fn seed_one(&self, label: &str, c: &Connection, store: &crate::store::Store) {
-        let (Some(oauth), Some(cell)) = (&c.oauth, self.cells.get(c.index)) else {
+        let (Some(oauth), Some(cell)) = (&c.oauth, self.cells.get(c.index.index())) else {
             return;
         };
         let origin = crate::secret::hex(&crate::secret::digest(oauth.refresh.expose().as_bytes()));

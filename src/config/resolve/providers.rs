@@ -4,6 +4,7 @@
 use super::super::problems::Problems;
 use super::super::schema::{ConnectionSection, FileConfig, ProviderSection};
 use super::super::*;
+use crate::ids::ConnId;
 use std::collections::HashSet;
 
 /// Resolve every provider and its connections (flat connection indices in file order).
@@ -184,7 +185,7 @@ fn connection(
         models: cs.models.clone(),
         weight: cs.weight.max(1),
         priority: cs.priority,
-        index,
+        index: ConnId::new(index),
         flow,
         usage_wall: usage_wall(p, cat, cs, dialect, auth),
         oauth: super::oauth::refresh(p, cat, cs, env, auth),

@@ -4,6 +4,7 @@
 use super::super::problems::Problems;
 use super::super::schema::{ClientSection, FileConfig};
 use super::super::{EnvLookup, Provider};
+use crate::ids::ConnId;
 
 /// A connection's flow-control settings, validated.
 pub(in crate::config) fn conn_flow(
@@ -235,7 +236,7 @@ fn allowed_connections(
     at: &str,
     c: &ClientSection,
     providers: &[Provider],
-) -> Option<Vec<usize>> {
+) -> Option<Vec<ConnId>> {
     c.allowed_connections.as_ref().map(|list| {
         list.iter()
             .filter_map(|name| {

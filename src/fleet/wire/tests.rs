@@ -39,7 +39,15 @@ fn a_cooldown_crosses_to_an_instance_with_other_slots_and_another_clock() {
         ok_at: 0,
         terminal: None,
     };
-    let fact = outgoing(&Event::Conn { conn: 1, state }, &na, ca).expect("named");
+    let fact = outgoing(
+        &Event::Conn {
+            conn: ConnId::new(1),
+            state,
+        },
+        &na,
+        ca,
+    )
+    .expect("named");
     let text = serde_json::to_string(&Message {
         from: "a".into(),
         fact: fact.clone(),
@@ -51,7 +59,7 @@ fn a_cooldown_crosses_to_an_instance_with_other_slots_and_another_clock() {
     let Some(Event::Conn { conn, state: s }) = incoming(back.fact, &nb, cb) else {
         panic!("not a conn event");
     };
-    assert_eq!(conn, 0, "k2 is B's first slot");
+    assert_eq!(conn, ConnId::new(0), "k2 is B's first slot");
     assert_eq!(s.until, 40_000, "the same wall-clock end on B's clock");
     assert_eq!(s.last.at, 9_000);
     assert_eq!(s.ok_at, 0, "never stays never");
@@ -67,7 +75,15 @@ fn another_key_behind_the_same_name_is_not_the_same_connection() {
         ..Default::default()
     };
     let c = Clocks::at(1, 1);
-    let fact = outgoing(&Event::Conn { conn: 0, state }, &Names::of(&a), c).expect("named");
+    let fact = outgoing(
+        &Event::Conn {
+            conn: ConnId::new(0),
+            state,
+        },
+        &Names::of(&a),
+        c,
+    )
+    .expect("named");
     assert!(incoming(fact, &Names::of(&b), c).is_none());
 }
 
@@ -77,7 +93,7 @@ fn locks_and_breakers_travel_by_name_and_pins_stay_home() {
     let n = Names::of(&a);
     let c = Clocks::at(100, 5_000);
     let lock = Lock {
-        conn: 0,
+        conn: ConnId::new(0),
         key: Arc::from("gpt-x"),
         scope: LockScope::Model,
         reason: Reason::RateLimited,
@@ -115,7 +131,7 @@ fn locks_and_breakers_travel_by_name_and_pins_stay_home() {
     );
     let pin = Event::Pin {
         key: Arc::from("s"),
-        conn: 0,
+        conn: ConnId::new(0),
         until: 1,
     };
     assert!(outgoing(&pin, &n, c).is_none());

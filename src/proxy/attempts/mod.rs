@@ -18,6 +18,7 @@ use super::watch::{ClientWatch, Raced};
 use crate::audit::{AttemptOutcome, Decision};
 use crate::dialect::needs::Needs;
 use crate::flow::settings::Knob;
+use crate::ids::ConnId;
 use crate::resilience::breaker::{Admit, ProbeGuard};
 use crate::resilience::budget::Budget;
 use crate::route::load::InFlight;
@@ -195,7 +196,7 @@ struct Attempts<'a> {
 impl Attempts<'_> {
     /// Select a candidate (dropping cooling, locked, breaker-open and ineligible ones, each
     /// with its reason in `st.excluded`).
-    fn select(&mut self, ctx: &mut Ctx<'_, '_>, needs: &Needs, pinned: Option<usize>) -> Pick {
+    fn select(&mut self, ctx: &mut Ctx<'_, '_>, needs: &Needs, pinned: Option<ConnId>) -> Pick {
         let core = ctx.core;
         core.sync();
         let t = now();

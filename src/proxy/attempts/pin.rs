@@ -1,6 +1,7 @@
 //! Session affinity in the attempt loop: the connection a session was pinned to goes first while
 //! it is usable, and a 2xx answer pins the session to the connection that served it.
 
+use crate::ids::ConnId;
 use crate::proxy::exchange::Ctx;
 
 /// Session affinity: the connection this session was pinned to goes first while usable, and
@@ -8,7 +9,7 @@ use crate::proxy::exchange::Ctx;
 pub(super) struct Pin {
     key: Option<String>,
     ttl: u64,
-    pub(super) had: Option<(usize, u64)>,
+    pub(super) had: Option<(ConnId, u64)>,
 }
 
 impl Pin {
@@ -25,7 +26,7 @@ impl Pin {
         Pin { key, ttl, had }
     }
 
-    pub(super) fn remember(&self, ctx: &Ctx<'_, '_>, served: Option<usize>) {
+    pub(super) fn remember(&self, ctx: &Ctx<'_, '_>, served: Option<ConnId>) {
         if let (Some(key), Some(conn)) = (&self.key, served)
             && (200..300).contains(&ctx.record.status)
         {

@@ -3,6 +3,7 @@
 //! attempt served.
 
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Excluded};
+use crate::ids::{ConnId, ConnNames};
 use crate::proxy::answer::{self, LastFailure, Stop};
 use crate::proxy::decide;
 use crate::proxy::exchange::{Ctx, Failed};
@@ -32,7 +33,7 @@ pub(super) struct LoopState {
     /// Every eligible connection turned out to be leased by other sessions.
     pub(super) lease_capacity: Option<Box<Stop>>,
     /// The connection that answered (for the session pin).
-    pub(super) served: Option<usize>,
+    pub(super) served: Option<ConnId>,
 }
 
 impl LoopState {
@@ -160,7 +161,7 @@ pub(super) async fn conclude(
         .filter(|(_, e)| *e != Exclusion::Tried)
         .map(|(c, e)| {
             let t = &entry.targets[c.target];
-            let (_, conn, _) = names(ctx, c.connection);
+            let conn = names(ctx, c.connection).connection;
             Excluded {
                 target: t.label.to_string(),
                 connection: conn.to_string(),
@@ -172,17 +173,17 @@ pub(super) async fn conclude(
     super::super::give_up::give_up(ctx, wr, budget, st.last.map(|l| *l), &st.excluded, excl).await
 }
 
-/// (provider, connection, `provider/connection`) of a connection, without copying.
-pub(super) fn names(ctx: &Ctx<'_, '_>, conn: usize) -> (&'static str, &'static str, &'static str) {
+/// A connection's names, without copying (empty for a slot the generation does not name).
+pub(super) fn names(ctx: &Ctx<'_, '_>, conn: ConnId) -> ConnNames {
     ctx.generation
         .conn_names
-        .get(conn)
+        .get(conn.index())
         .copied()
-        .unwrap_or(("", "", ""))
+        .unwrap_or_default()
 }
 
 fn label(ctx: &Ctx<'_, '_>, c: Candidate) -> &'static str {
-    names(ctx, c.connection).2
+    names(ctx, c.connection).label
 }
 
 /// One attempt, as the decision record names it: the route, the candidate, when it began.
@@ -203,7 +204,11 @@ pub(super) fn push(
     detail: Option<String>,
 ) {
     let (entry, c, t0) = (at.entry, at.cand, at.t0);
-    let (provider, connection, _) = names(ctx, c.connection);
+    let ConnNames {
+        provider,
+        connection,
+        ..
+    } = names(ctx, c.connection);
     ctx.core.metrics.attempt(c.connection, outcome);
     ctx.record.attempts.push(AttemptRecord {
         provider,

@@ -7,6 +7,7 @@ use super::{GENERATION_HEADER, OWNER_HEADER, ask_writer, lease_error, lease_key,
 use crate::clients::Auth;
 use crate::dialect::ApiError;
 use crate::http::response::whole;
+use crate::ids::ConnId;
 use crate::proxy::exchange::Request;
 use crate::resilience::Site;
 use crate::store::leases::{MAX_TTL_MS, MIN_TTL_MS, Op, Outcome};
@@ -292,7 +293,7 @@ async fn acquire(
     let labels = &ctx.generation.conn_labels;
     let candidates: Vec<String> = usable
         .iter()
-        .filter_map(|&c| labels.get(c).map(|(p, n)| format!("{p}/{n}")))
+        .filter_map(|&c| labels.get(c.index()).map(|(p, n)| format!("{p}/{n}")))
         .collect();
     let op = Op::Acquire {
         owner: super::owner_hash(owner),
@@ -324,11 +325,11 @@ fn usable_connections(
     ctx: &Request<'_>,
     client: &crate::clients::Client,
     model: Option<&str>,
-) -> Result<Vec<usize>, ApiError> {
+) -> Result<Vec<ConnId>, ApiError> {
     let core = ctx.core;
     let cfg = ctx.config();
     let allowed = client.allowed.clone().unwrap_or_default();
-    let mut eligible: Vec<(usize, String)> = Vec::new();
+    let mut eligible: Vec<(ConnId, String)> = Vec::new();
     match model {
         Some(m) => {
             let Some(entry) = ctx.generation.routes.lookup(cfg, m) else {

@@ -8,6 +8,7 @@ pub mod lifecycle;
 use super::exchange::{Ctx, Request};
 use crate::clients::{Client, Scope};
 use crate::dialect::{ApiError, Endpoint};
+use crate::ids::ConnId;
 use crate::resilience::Exclusion;
 use crate::route::Candidate;
 use crate::store::leases::{Fence, Lease, Op, Outcome};
@@ -123,14 +124,14 @@ pub(crate) fn bind(
         owner: owner_hash(owner.trim()),
         generation,
         client: client.id.clone(),
-        conn: usize::MAX,
+        conn: ConnId::NONE,
         moves: 0,
     }))
 }
 
 /// Check the binding against the lease book now (in fleet mode a round trip to Redis): the
 /// connection the lease holds, or why not. A book that cannot be read refuses (fail closed).
-pub(crate) async fn refence(ctx: &Request<'_>, b: &Binding) -> Result<usize, ApiError> {
+pub(crate) async fn refence(ctx: &Request<'_>, b: &Binding) -> Result<ConnId, ApiError> {
     let shared = &ctx.core.shared;
     let Ok(row) = shared.store.fence_row(&b.owner).await else {
         return Err(lifecycle::unavailable());
@@ -173,13 +174,13 @@ pub async fn ask_writer(store: &crate::store::Store, op: Op) -> Outcome {
 pub(crate) async fn transition(
     ctx: &Ctx<'_, '_>,
     b: &Binding,
-    alternatives: &[usize],
+    alternatives: &[ConnId],
     reason: &str,
 ) -> Outcome {
     let labels = &ctx.generation.conn_labels;
     let candidates = alternatives
         .iter()
-        .filter_map(|&c| labels.get(c).map(|(p, n)| format!("{p}/{n}")))
+        .filter_map(|&c| labels.get(c.index()).map(|(p, n)| format!("{p}/{n}")))
         .collect();
     ask_writer(
         ctx.core.shared.store,
@@ -283,7 +284,7 @@ pub(crate) async fn move_off(
     let Some(b) = ctx.admitted.lease.clone() else {
         return LeaseMove::Stayed;
     };
-    let mut free: Vec<usize> = Vec::new();
+    let mut free: Vec<ConnId> = Vec::new();
     for (c, e) in excluded {
         if *e == Exclusion::Ineligible(crate::resilience::Ineligible::NotThisLease)
             && !free.contains(&c.connection)
@@ -317,7 +318,7 @@ pub(crate) async fn move_off(
     }
 }
 
-pub(crate) fn move_reason(excluded: &[(Candidate, Exclusion)], conn: usize) -> &'static str {
+pub(crate) fn move_reason(excluded: &[(Candidate, Exclusion)], conn: ConnId) -> &'static str {
     match excluded.iter().find(|(c, _)| c.connection == conn) {
         Some((_, Exclusion::Lockout { .. })) => "MODEL_INELIGIBLE",
         Some((_, Exclusion::Terminal(crate::resilience::cooldown::Terminal::CreditsExhausted))) => {
@@ -353,7 +354,7 @@ pub(crate) fn capacity_answer(
                 .is_some_and(|b| b.conn == c.connection)
     });
     others_only.then(|| {
-        let mut conns: Vec<usize> = excluded.iter().map(|(c, _)| c.connection).collect();
+        let mut conns: Vec<ConnId> = excluded.iter().map(|(c, _)| c.connection).collect();
         conns.sort_unstable();
         conns.dedup();
         capacity(

@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::{Endpoint as Ep, Secret};
 use crate::http::HeadLimits;
+use crate::ids::ConnId;
 
 fn marks() -> Marks<'static> {
     Marks {
@@ -19,7 +20,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
         models: vec![],
         weight: 1,
         priority: 0,
-        index: 0,
+        index: ConnId::new(0),
         flow: Default::default(),
         usage_wall: Default::default(),
         organization: None,

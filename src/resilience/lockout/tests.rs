@@ -4,7 +4,7 @@ fn on(t: &mut Lockouts, s: &LockoutSettings, status: u16, now: u64) -> Lock {
     t.on_failure(
         s,
         LockAt {
-            conn: 0,
+            conn: ConnId::new(0),
             model: "gpt-4o",
             family: "gpt-4o",
         },
@@ -28,7 +28,7 @@ fn scope_by_status() {
     t.on_failure(
         &s,
         LockAt {
-            conn: 0,
+            conn: ConnId::new(0),
             model: "claude-opus-4",
             family: "claude",
         },
@@ -38,17 +38,19 @@ fn scope_by_status() {
         0,
     );
     assert!(
-        t.locked(0, "claude-sonnet-4", "claude", 1).is_some(),
+        t.locked(ConnId::new(0), "claude-sonnet-4", "claude", 1)
+            .is_some(),
         "family shares"
     );
     assert!(
-        t.locked(1, "claude-sonnet-4", "claude", 1).is_none(),
+        t.locked(ConnId::new(1), "claude-sonnet-4", "claude", 1)
+            .is_none(),
         "other connection free"
     );
     t.on_failure(
         &s,
         LockAt {
-            conn: 1,
+            conn: ConnId::new(1),
             model: "gpt-4o",
             family: "gpt",
         },
@@ -57,9 +59,9 @@ fn scope_by_status() {
         None,
         0,
     );
-    assert!(t.locked(1, "GPT-4o", "gpt", 1).is_some());
+    assert!(t.locked(ConnId::new(1), "GPT-4o", "gpt", 1).is_some());
     assert!(
-        t.locked(1, "gpt-4o-mini", "gpt", 1).is_none(),
+        t.locked(ConnId::new(1), "gpt-4o-mini", "gpt", 1).is_none(),
         "exact is one model"
     );
 }
@@ -80,7 +82,7 @@ fn escalates_caps_and_expires() {
         [120_000, 240_000, 480_000, 960_000, 1_800_000, 1_800_000]
     );
     assert!(
-        t.locked(0, "gpt-4o", "gpt-4o", now).is_none(),
+        t.locked(ConnId::new(0), "gpt-4o", "gpt-4o", now).is_none(),
         "expired at its end"
     );
     // After the escalation memory lapses it starts over.
@@ -96,7 +98,7 @@ fn exact_hints() {
         .on_failure(
             &s,
             LockAt {
-                conn: 0,
+                conn: ConnId::new(0),
                 model: "m",
                 family: "m",
             },
@@ -111,7 +113,7 @@ fn exact_hints() {
         .on_failure(
             &s,
             LockAt {
-                conn: 0,
+                conn: ConnId::new(0),
                 model: "n",
                 family: "n",
             },
@@ -132,12 +134,12 @@ fn success_halves_then_removes() {
     for _ in 0..3 {
         now = on(&mut t, &s, 429, now).until;
     }
-    assert!(t.has_entry(0, "gpt-4o", "gpt-4o"));
-    t.on_success(0, "gpt-4o", "gpt-4o"); // 3 -> 1
+    assert!(t.has_entry(ConnId::new(0), "gpt-4o", "gpt-4o"));
+    t.on_success(ConnId::new(0), "gpt-4o", "gpt-4o"); // 3 -> 1
     assert_eq!(t.len(), 1);
-    t.on_success(0, "gpt-4o", "gpt-4o"); // 1 -> 0: gone
+    t.on_success(ConnId::new(0), "gpt-4o", "gpt-4o"); // 1 -> 0: gone
     assert_eq!(t.len(), 0);
-    assert!(!t.has_entry(0, "gpt-4o", "gpt-4o"));
+    assert!(!t.has_entry(ConnId::new(0), "gpt-4o", "gpt-4o"));
 }
 
 #[test]
@@ -149,9 +151,9 @@ fn merge_clear_and_sweep() {
     b.merge(l.clone());
     b.merge(l);
     assert_eq!(b.len(), 1);
-    assert!(b.locked(0, "gpt-4o", "gpt-4o", 1).is_some());
-    assert_eq!(b.clear(0, Some("GPT-4O")), 1);
-    assert!(b.locked(0, "gpt-4o", "gpt-4o", 1).is_none());
+    assert!(b.locked(ConnId::new(0), "gpt-4o", "gpt-4o", 1).is_some());
+    assert_eq!(b.clear(ConnId::new(0), Some("GPT-4O")), 1);
+    assert!(b.locked(ConnId::new(0), "gpt-4o", "gpt-4o", 1).is_none());
     a.sweep(&s, 200_000);
     assert_eq!(a.len(), 1, "escalation memory kept after expiry");
     a.sweep(&s, 10_000_000);

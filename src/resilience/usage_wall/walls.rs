@@ -8,6 +8,7 @@
 use super::headers::Unified;
 use super::lane::{Answer, Decision, EndReason, Lane, OptIn, RESET_GRACE_MS, Via, Waits};
 use super::reset::{Memo, Outcome};
+use crate::ids::ConnId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -190,8 +191,8 @@ impl Walls {
         Walls((0..capacity).map(|_| Wall::default()).collect())
     }
 
-    pub fn get(&self, conn: usize) -> Option<&Wall> {
-        self.0.get(conn)
+    pub fn get(&self, conn: ConnId) -> Option<&Wall> {
+        self.0.get(conn.index())
     }
 }
 

@@ -2,6 +2,7 @@
 //! changed. Credentials are compared by fingerprint and never shown.
 
 use crate::config::Config;
+use crate::ids::ConnId;
 use crate::state::generation::Gen;
 use serde::Serialize;
 
@@ -47,12 +48,13 @@ fn connections(out: &mut Changes, old: &Gen, new: &Gen) {
         if p.is_empty() {
             continue;
         }
+        let conn = ConnId::new(i);
         let name = label(new, i);
         let same_slot = old.conn_labels.get(i).is_some_and(|(op, _)| !op.is_empty())
-            && !new.fresh_conns.contains(&i);
+            && !new.fresh_conns.contains(&conn);
         if same_slot {
             let (Some((_, was)), Some((_, now))) =
-                (old.config.connection(i), new.config.connection(i))
+                (old.config.connection(conn), new.config.connection(conn))
             else {
                 continue;
             };

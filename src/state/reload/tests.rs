@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::load_str;
+use crate::ids::ConnId;
 use crate::state::slots::Slots;
 
 fn config(text: &str) -> Config {
@@ -70,9 +71,9 @@ key_env = "C"
     assert_eq!(c.connections_changed, vec!["a/k1"]);
     assert!(c.connections_removed.is_empty());
     // The new key took a new slot; the old one is retired.
-    assert_eq!(g2.retired_conns, vec![1]);
+    assert_eq!(g2.retired_conns, [ConnId::new(1)]);
     assert!(g2.conn_labels[1].0.is_empty());
-    assert_eq!(g2.conn_by_label("a/k2"), Some(2));
+    assert_eq!(g2.conn_by_label("a/k2"), Some(ConnId::new(2)));
 }
 
 #[test]
@@ -85,9 +86,9 @@ fn a_removed_connection_is_named_and_its_slot_emptied() {
     let c = Changes::between(&g1, &g2);
     assert_eq!(c.connections_removed, vec!["a/k2"]);
     assert!(c.connections_added.is_empty());
-    assert_eq!(g2.conn_by_label("a/k1"), Some(0));
+    assert_eq!(g2.conn_by_label("a/k1"), Some(ConnId::new(0)));
     assert_eq!(g2.conn_by_label("a/k2"), None);
-    assert!(g2.config.connection(1).is_none());
+    assert!(g2.config.connection(ConnId::new(1)).is_none());
 }
 
 #[test]

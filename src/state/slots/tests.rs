@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::load_str;
+use crate::ids::ConnId;
 
 fn config(conns: &[(&str, &str, &str)]) -> Config {
     let mut text = String::new();
@@ -29,7 +30,7 @@ fn slot_of(c: &Config, p: &str, conn: &str) -> usize {
         .iter()
         .find(|x| x.id == p)
         .and_then(|x| x.connections.iter().find(|y| y.id == conn))
-        .map(|y| y.index)
+        .map(|y| y.index.index())
         .expect("present")
 }
 
@@ -47,12 +48,12 @@ fn an_unchanged_identity_keeps_its_slot_when_others_come_and_go() {
         3,
         "a new identity takes a new slot"
     );
-    assert_eq!(plan.retired_conns, vec![0]);
-    assert_eq!(plan.fresh_conns, vec![3]);
+    assert_eq!(plan.retired_conns, [ConnId::new(0)]);
+    assert_eq!(plan.fresh_conns, [ConnId::new(3)]);
     assert_eq!(next.providers[0].slot, 1, "b keeps its provider slot");
-    assert_eq!(next.provider_of(2), Some(1));
+    assert_eq!(next.provider_of(ConnId::new(2)), Some(1));
     assert!(
-        next.connection(0).is_none(),
+        next.connection(ConnId::new(0)).is_none(),
         "the removed connection's slot is empty"
     );
     assert_eq!(next.slot_count(), 4);
@@ -65,8 +66,8 @@ fn a_changed_key_is_a_new_credential() {
     let mut next = config(&[("a", "k1", "ROTATED")]);
     let plan = slots.assign(&mut next, 2, 1).expect("assigned");
     assert_eq!(slot_of(&next, "a", "k1"), 1);
-    assert_eq!(plan.retired_conns, vec![0]);
-    assert_eq!(plan.fresh_conns, vec![1]);
+    assert_eq!(plan.retired_conns, [ConnId::new(0)]);
+    assert_eq!(plan.fresh_conns, [ConnId::new(1)]);
 }
 
 #[test]
@@ -84,7 +85,7 @@ fn a_retired_slot_is_given_out_again_only_when_no_generation_that_knew_it_lives(
     let mut g4 = config(&[("a", "k2", "B"), ("a", "k3", "C"), ("a", "k5", "E")]);
     let plan = slots.assign(&mut g4, 4, 2).expect("g4");
     assert_eq!(slot_of(&g4, "a", "k5"), 0);
-    assert_eq!(plan.fresh_conns, vec![0]);
+    assert_eq!(plan.fresh_conns, [ConnId::new(0)]);
 }
 
 #[test]
@@ -96,7 +97,7 @@ fn a_connection_back_after_a_removal_starts_clean_in_its_old_slot() {
     let mut g3 = config(&[("a", "k1", "A"), ("a", "k2", "B")]);
     let plan = slots.assign(&mut g3, 3, 1).expect("g3");
     assert_eq!(slot_of(&g3, "a", "k1"), 0);
-    assert_eq!(plan.fresh_conns, vec![0]);
+    assert_eq!(plan.fresh_conns, [ConnId::new(0)]);
     assert!(plan.retired_conns.is_empty());
 }
 
@@ -112,7 +113,7 @@ fn running_out_of_slots_changes_nothing() {
     let plan = slots
         .assign(&mut fits, 2, 1)
         .expect("the failed try left no trace");
-    assert_eq!(plan.fresh_conns, vec![1]);
+    assert_eq!(plan.fresh_conns, [ConnId::new(1)]);
 }
 
 #[test]
