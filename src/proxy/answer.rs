@@ -1,8 +1,9 @@
 //! What the client is told when Ringside ends a request itself: one table from every
 //! `Stop` to its answer (status, stable code, words, `Retry-After`, `x-should-retry`),
 //! written in the client's dialect by `respond::finish_error`. Terminal answers carry
-//! `x-should-retry: false`; answers worth retrying carry `Retry-After`. The lease endpoints'
-//! own contract is worded in `lease` (`Stop::Lease`).
+//! `x-should-retry: false`; answers worth retrying carry `Retry-After`. A lease refusal
+//! (`Stop::Lease`) keeps the lease contract's own codes, from its one table
+//! (`lease::Refusal`), with the words of the case.
 
 use super::exchange::{Buffered, Request};
 pub(crate) use super::stop::Stop;

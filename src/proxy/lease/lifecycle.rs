@@ -3,7 +3,7 @@
 //! statuses of the reference's wire contract; answers never carry the connection, a credential
 //! or (except the one acquire that created it) the owner value.
 
-use super::{GENERATION_HEADER, OWNER_HEADER, ask_writer, lease_error, lease_key, public};
+use super::{GENERATION_HEADER, OWNER_HEADER, Refusal, ask_writer, lease_key, public};
 use crate::clients::Auth;
 use crate::dialect::ApiError;
 use crate::http::response::whole;
@@ -84,11 +84,7 @@ pub(crate) async fn serve(
     let result = match ask.req["action"].as_str().unwrap_or_default() {
         "acquire" => acquire(ctx, &ask.client, ask.owner.as_deref(), &ask.req, ask.ttl_ms).await,
         action @ ("renew" | "release") => renew_or_release(ctx, &ask, action == "renew").await,
-        _ => Err(lease_error(
-            400,
-            "LEASE_ACTION_INVALID",
-            "`action` must be acquire, renew or release",
-        )),
+        _ => Err(Refusal::ActionInvalid.error("`action` must be acquire, renew or release")),
     };
     match result {
         Ok((body, created_owner)) => {
@@ -122,11 +118,7 @@ fn read_ask(ctx: &mut Request<'_>, auth: Auth, body: &[u8]) -> Result<Ask, ApiEr
     let client = match auth {
         Auth::Known(c) => c,
         Auth::Unknown => {
-            return Err(lease_error(
-                401,
-                "LEASE_API_KEY_INVALID",
-                "unknown client key",
-            ));
+            return Err(Refusal::ApiKeyInvalid.error("unknown client key"));
         }
         Auth::Open | Auth::Missing => {
             return Err(lease_key(None).err().unwrap_or_else(unavailable));
@@ -135,42 +127,29 @@ fn read_ask(ctx: &mut Request<'_>, auth: Auth, body: &[u8]) -> Result<Ask, ApiEr
     ctx.record.client = Some(client.id.clone());
     lease_key(Some(&client))?;
     if !ctx.head.content_type_is_json() {
-        return Err(lease_error(
-            415,
-            "LEASE_CONTENT_TYPE_REQUIRED",
-            "send the lease request as Content-Type: application/json",
-        ));
+        return Err(Refusal::ContentTypeRequired
+            .error("send the lease request as Content-Type: application/json"));
     }
     let req: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
-            return Err(lease_error(
-                400,
-                "LEASE_ACTION_INVALID",
-                "the body must be a JSON object",
-            ));
+            return Err(Refusal::ActionInvalid.error("the body must be a JSON object"));
         }
     };
     let owner = ctx.head.get_str(OWNER_HEADER).map(|o| o.trim().to_string());
     if let Some(o) = &owner
         && !super::valid_owner(o)
     {
-        return Err(lease_error(
-            400,
-            "LEASE_CONTEXT_INVALID",
-            format!("{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"),
-        ));
+        return Err(Refusal::ContextInvalid.error(format!(
+            "{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"
+        )));
     }
     let ttl_ms = match &req["ttl_ms"] {
         Value::Null => ctx.config().lease_ttl_ms,
         v => match v.as_u64() {
             Some(t) => t.clamp(MIN_TTL_MS, MAX_TTL_MS),
             None => {
-                return Err(lease_error(
-                    400,
-                    "LEASE_ACTION_INVALID",
-                    "`ttl_ms` must be a number",
-                ));
+                return Err(Refusal::ActionInvalid.error("`ttl_ms` must be a number"));
             }
         },
     };
@@ -186,11 +165,9 @@ fn read_ask(ctx: &mut Request<'_>, auth: Auth, body: &[u8]) -> Result<Ask, ApiEr
 async fn renew_or_release(ctx: &mut Request<'_>, ask: &Ask, renew: bool) -> Acquired {
     let action = if renew { "renew" } else { "release" };
     let Some(owner) = ask.owner.as_deref() else {
-        return Err(lease_error(
-            400,
-            "LEASE_CONTEXT_REQUIRED",
-            format!("{action} needs the {OWNER_HEADER} header"),
-        ));
+        return Err(
+            Refusal::ContextRequired.error(format!("{action} needs the {OWNER_HEADER} header"))
+        );
     };
     let generation = generation_of(ctx, &ask.req)?;
     let owner = super::owner_hash(owner);
@@ -205,11 +182,7 @@ async fn renew_or_release(ctx: &mut Request<'_>, ask: &Ask, renew: bool) -> Acqu
     } else {
         let reason = ask.req["reason"].as_str().unwrap_or("OWNER_EXIT");
         if !matches!(reason, "OWNER_EXIT" | "CLIENT_CANCELLED") {
-            return Err(lease_error(
-                400,
-                "LEASE_ACTION_INVALID",
-                "`reason` is OWNER_EXIT or CLIENT_CANCELLED",
-            ));
+            return Err(Refusal::ActionInvalid.error("`reason` is OWNER_EXIT or CLIENT_CANCELLED"));
         }
         Op::Release {
             owner,
@@ -222,31 +195,21 @@ async fn renew_or_release(ctx: &mut Request<'_>, ask: &Ask, renew: bool) -> Acqu
     match ask_writer(ctx.core.shared.store, op).await {
         Outcome::Renewed(l) | Outcome::Released(l) => Ok((public(&l, now), None)),
         Outcome::Unavailable => Err(unavailable()),
-        _ => Err(lease_error(
-            409,
-            "LEASE_FENCE_STALE",
-            "no active lease with that generation for this key",
-        )),
+        _ => Err(Refusal::FenceStale.error("no active lease with that generation for this key")),
     }
 }
 
 pub(super) fn unavailable() -> ApiError {
-    ApiError::new(
-        503,
-        "LEASE_SERVICE_UNAVAILABLE",
-        "the lease store did not answer; try again",
-    )
-    .retry_after(1)
+    Refusal::ServiceUnavailable
+        .error("the lease store did not answer; try again")
+        .retry_after(1)
 }
 
 /// The generation from the body or the header (they must agree when both are sent).
 fn generation_of(ctx: &Request<'_>, req: &Value) -> Result<u64, ApiError> {
     let bad = || {
-        lease_error(
-            400,
-            "LEASE_CONTEXT_INVALID",
-            "`generation` (or the generation header) must be a positive integer",
-        )
+        Refusal::ContextInvalid
+            .error("`generation` (or the generation header) must be a positive integer")
     };
     let from_body = match &req["generation"] {
         Value::Null => None,
@@ -280,11 +243,7 @@ async fn acquire(
         Value::Null => None,
         Value::String(m) if !m.is_empty() => Some(m.as_str()),
         _ => {
-            return Err(lease_error(
-                400,
-                "LEASE_MODEL_INVALID",
-                "`model` must be a non-empty string",
-            ));
+            return Err(Refusal::ModelInvalid.error("`model` must be a non-empty string"));
         }
     };
     let usable = usable_connections(ctx, client, model)?;
@@ -306,11 +265,9 @@ async fn acquire(
         Outcome::Acquired(l) | Outcome::Reused(l) | Outcome::Transitioned(l) => {
             Ok((public(&l, now), created))
         }
-        Outcome::OwnerAlreadyActive => Err(lease_error(
-            409,
-            "LEASE_OWNER_ACTIVE",
-            "this owner already holds a lease through another key",
-        )),
+        Outcome::OwnerAlreadyActive => {
+            Err(Refusal::OwnerActive.error("this owner already holds a lease through another key"))
+        }
         Outcome::Busy { retry_at } => Err(super::capacity(
             super::retry_after_s(retry_at, now, ctx.config().resilience.jitter_pct),
             usable.len(),
@@ -333,11 +290,7 @@ fn usable_connections(
     match model {
         Some(m) => {
             let Some(entry) = ctx.generation.routes.lookup(cfg, m) else {
-                return Err(lease_error(
-                    400,
-                    "LEASE_MODEL_INVALID",
-                    format!("no route or model named `{m}`"),
-                ));
+                return Err(Refusal::ModelInvalid.error(format!("no route or model named `{m}`")));
             };
             for t in &entry.targets {
                 for &c in &t.connections {
@@ -350,11 +303,8 @@ fn usable_connections(
         None => eligible.extend(allowed.iter().map(|&c| (c, String::new()))),
     }
     if eligible.is_empty() {
-        return Err(lease_error(
-            404,
-            "LEASE_NO_ELIGIBLE_CONNECTION",
-            "none of this key's allowed connections serves that model",
-        ));
+        return Err(Refusal::NoEligibleConnection
+            .error("none of this key's allowed connections serves that model"));
     }
     core.sync();
     let s = &cfg.resilience;
@@ -380,11 +330,8 @@ fn usable_connections(
     }
     if usable.is_empty() {
         // Ordinary unavailability, not lease contention.
-        let mut e = ApiError::new(
-            503,
-            "LEASE_ELIGIBILITY_UNAVAILABLE",
-            "every eligible connection is cooling down or unusable",
-        );
+        let mut e = Refusal::EligibilityUnavailable
+            .error("every eligible connection is cooling down or unusable");
         if let Some(ms) = earliest {
             e = e.retry_after(ms.div_ceil(1000));
         }

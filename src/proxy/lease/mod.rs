@@ -4,6 +4,9 @@
 //! The lifecycle endpoint (`POST /v1/session-leases`) is in [`lifecycle`].
 
 pub mod lifecycle;
+mod refusal;
+
+pub use refusal::Refusal;
 
 use super::exchange::{Ctx, Request};
 use crate::clients::{Client, Scope};
@@ -57,10 +60,6 @@ pub fn parse_generation(v: &str) -> Option<u64> {
 
 pub use super::exchange::Binding;
 
-pub fn lease_error(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
-    ApiError::new(status, code, message).should_retry(false)
-}
-
 /// Endpoints whose requests a lease-scoped key must bind to its lease.
 fn fenced_endpoint(e: Endpoint) -> bool {
     matches!(
@@ -87,11 +86,8 @@ pub(crate) fn bind(
         // Open (sidecar) mode has no leases: the headers are dropped like every internal one.
         // A key without the scope is told, so that it never believes it is fenced.
         if has_headers && keyed {
-            return Err(lease_error(
-                403,
-                "LEASE_SCOPE_REQUIRED",
-                "lease headers need a client key with scope lease:exclusive",
-            ));
+            return Err(Refusal::ScopeRequired
+                .error("lease headers need a client key with scope lease:exclusive"));
         }
         return Ok(None);
     };
@@ -99,25 +95,18 @@ pub(crate) fn bind(
         return Ok(None);
     }
     let Some(owner) = owner else {
-        return Err(lease_error(
-            400,
-            "LEASE_CONTEXT_REQUIRED",
-            format!("this key's requests must carry {OWNER_HEADER} and {GENERATION_HEADER}"),
-        ));
+        return Err(Refusal::ContextRequired.error(format!(
+            "this key's requests must carry {OWNER_HEADER} and {GENERATION_HEADER}"
+        )));
     };
     if !valid_owner(owner.trim()) {
-        return Err(lease_error(
-            400,
-            "LEASE_CONTEXT_INVALID",
-            format!("{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"),
-        ));
+        return Err(Refusal::ContextInvalid.error(format!(
+            "{OWNER_HEADER} is not a lease owner (vlo_ + 43 base64url characters)"
+        )));
     }
     let Some(generation) = generation.and_then(|g| parse_generation(g.trim())) else {
-        return Err(lease_error(
-            400,
-            "LEASE_CONTEXT_INVALID",
-            format!("{GENERATION_HEADER} must be a positive integer"),
-        ));
+        return Err(Refusal::ContextInvalid
+            .error(format!("{GENERATION_HEADER} must be a positive integer")));
     };
     // Its connection is found by the fence (`refence`), before anything is sent upstream.
     Ok(Some(Binding {
@@ -143,22 +132,16 @@ pub(crate) async fn refence(ctx: &Request<'_>, b: &Binding) -> Result<ConnId, Ap
         crate::clock::unix_ms(),
     ) {
         Fence::Valid(label) => ctx.generation.conn_by_label(&label).ok_or_else(|| {
-            lease_error(
-                409,
-                "LEASE_REQUIRED",
-                "the leased connection is no longer configured; acquire a new lease",
-            )
+            Refusal::Required
+                .error("the leased connection is no longer configured; acquire a new lease")
         }),
-        Fence::Required => Err(lease_error(
-            409,
-            "LEASE_REQUIRED",
-            "no active lease for this owner; acquire one first",
-        )),
-        Fence::Stale => Err(lease_error(
-            409,
-            "LEASE_FENCE_STALE",
-            "the lease generation is stale (or belongs to another key)",
-        )),
+        Fence::Required => {
+            Err(Refusal::Required.error("no active lease for this owner; acquire one first"))
+        }
+        Fence::Stale => {
+            Err(Refusal::FenceStale
+                .error("the lease generation is stale (or belongs to another key)"))
+        }
     }
 }
 
@@ -212,44 +195,32 @@ pub fn retry_after_s(earliest_unix_ms: Option<u64>, now_unix: u64, jitter_pct: u
 
 /// 429: every free eligible connection is held by another owner's lease.
 pub fn capacity(retry_s: u64, eligible: usize) -> ApiError {
-    ApiError::new(
-        429,
-        "LEASE_CAPACITY_UNAVAILABLE",
-        "every eligible connection is leased by another session; retry after the earliest expiry",
-    )
-    .retry_after(retry_s)
-    .should_retry(true)
-    .extra(json!({
-        "state": "WAITING_FOR_CAPACITY",
-        "reason": "NO_FREE_ELIGIBLE_CONNECTION",
-        "retryAfter": retry_s,
-        "eligibleCount": eligible,
-        "freeCount": 0,
-    }))
+    let message =
+        "every eligible connection is leased by another session; retry after the earliest expiry";
+    Refusal::CapacityUnavailable
+        .error(message)
+        .retry_after(retry_s)
+        .extra(json!({
+            "state": "WAITING_FOR_CAPACITY",
+            "reason": "NO_FREE_ELIGIBLE_CONNECTION",
+            "retryAfter": retry_s,
+            "eligibleCount": eligible,
+            "freeCount": 0,
+        }))
 }
 
 /// The key may hold leases: scope and a non-empty allow-list.
 pub fn lease_key(client: Option<&Client>) -> Result<&Client, ApiError> {
     let Some(c) = client else {
-        return Err(lease_error(
-            401,
-            "LEASE_AUTHENTICATION_REQUIRED",
-            "leases need a Ringside client key (Authorization: Bearer or x-api-key)",
-        ));
+        return Err(Refusal::AuthenticationRequired
+            .error("leases need a Ringside client key (Authorization: Bearer or x-api-key)"));
     };
     if !c.has(Scope::LeaseExclusive) {
-        return Err(lease_error(
-            403,
-            "LEASE_SCOPE_REQUIRED",
-            "this key lacks scope lease:exclusive",
-        ));
+        return Err(Refusal::ScopeRequired.error("this key lacks scope lease:exclusive"));
     }
     if c.allowed.as_ref().is_none_or(Vec::is_empty) {
-        return Err(lease_error(
-            403,
-            "LEASE_KEY_CONFIGURATION_INVALID",
-            "a lease key needs a non-empty allowed_connections list",
-        ));
+        return Err(Refusal::KeyConfigurationInvalid
+            .error("a lease key needs a non-empty allowed_connections list"));
     }
     Ok(c)
 }
@@ -306,11 +277,7 @@ pub(crate) async fn move_off(
             LeaseMove::Moved
         }
         Outcome::Busy { .. } | Outcome::Reused(_) => LeaseMove::Stayed,
-        Outcome::Unavailable => LeaseMove::Refused(ApiError::new(
-            503,
-            "LEASE_SERVICE_UNAVAILABLE",
-            "the lease store did not answer; try again",
-        )),
+        Outcome::Unavailable => LeaseMove::Refused(lifecycle::unavailable()),
         _ => match refence(ctx, &b).await {
             Err(e) => LeaseMove::Refused(e),
             Ok(_) => LeaseMove::Stayed,
