@@ -2,15 +2,18 @@
 //! answer and without allocating, into numbers the tables take: the retry headers
 //! (`retry-after-ms`, `retry-after`), OpenAI's and Anthropic's rate-limit windows (remaining,
 //! limit, reset), Anthropic's unified (subscription) status and reset, and the generic
-//! `x-ratelimit-reset`. The parsers below read every format providers use
+//! `x-ratelimit-reset`; with `read_with`, the whole set of usage-wall headers (`unified`) in
+//! the same pass. The parsers below read every format providers use
 //! (reliability-semantics §6); garbage is absent (never a panic), a date in the past is zero,
 //! an absurd value is clamped.
 
 mod parse;
+pub mod unified;
 pub(crate) use parse::number;
 pub use parse::{parse_duration, parse_reset, parse_retry_after, parse_rfc3339};
 
 use crate::http::{Head, names_mask};
+use unified::Unified;
 
 /// The longest wait believed: quota windows really can be weeks, beyond that it is garbage.
 pub const MAX_HINT_MS: u64 = 30 * 24 * 3600 * 1000;
@@ -112,6 +115,9 @@ pub const HEADERS_READ: [&str; 23] = [
 /// simulator without faults) share none, and are read no further.
 const MASK: u64 = names_mask(&HEADERS_READ);
 
+/// The bits of the usage wall's names (`unified::HEADERS`), read only when asked for.
+const UNIFIED_MASK: u64 = names_mask(&unified::HEADERS);
+
 /// A window's `remaining`, `limit` or `reset` (in any case).
 fn window_field(what: &str, f: Family) -> Option<Field> {
     if what.eq_ignore_ascii_case("remaining") {
@@ -187,12 +193,28 @@ pub fn judged(name: &str) -> bool {
 impl RateLimits {
     /// Read `head` once (nothing at all when it carries none of the names).
     pub fn read(head: &Head, now_unix_ms: u64) -> RateLimits {
-        if !head.may_have_any(MASK) {
+        RateLimits::read_with(head, now_unix_ms, None)
+    }
+
+    /// Read `head` once, and with `unified` a subscription account's usage-wall headers in
+    /// the same pass over its lines.
+    pub fn read_with(
+        head: &Head,
+        now_unix_ms: u64,
+        mut unified: Option<&mut Unified>,
+    ) -> RateLimits {
+        let mask = MASK | if unified.is_some() { UNIFIED_MASK } else { 0 };
+        if !head.may_have_any(mask) {
             return RateLimits::default();
         }
         let pairs = head
-            .iter_in(MASK)
-            .filter_map(|(n, v)| Some((n, std::str::from_utf8(v).ok()?)));
+            .iter_in(mask)
+            .filter_map(|(n, v)| Some((n, std::str::from_utf8(v).ok()?)))
+            .inspect(|&(n, v)| {
+                if let Some(u) = unified.as_deref_mut() {
+                    u.take(n, v);
+                }
+            });
         RateLimits::from_pairs(pairs, now_unix_ms)
     }
 

@@ -10,6 +10,7 @@ use super::send::{HeadFail, send_and_await_head};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
 use crate::config::{Connection, Provider};
+use crate::dialect::ratelimit::unified::Unified;
 use crate::dialect::ratelimit::{Family, RateLimits};
 use crate::http::Head;
 use crate::resilience::budget::Budget;
@@ -86,15 +87,15 @@ pub(super) fn attempt(
             };
         // What the head says about limits, read once: the load and pacing tables take it now;
         // an error answer's judge later (boxed: 8 bytes in every attempt's state, not 400).
-        let limits = learn_from_head(core, cand, &head);
-        if conn.usage_wall.any() || (head.status == 401 && conn.oauth.is_some()) {
+        let (limits, wall) = learn_from_head(core, cand, &head, conn.usage_wall.any());
+        if wall.is_some() || (head.status == 401 && conn.oauth.is_some()) {
             // A Claude subscription account's usage wall reads every answer's head: a success
             // counts as served on the lane (or shows the window rolled over), a wall answer may
             // send the request to the same account again (`attempts`); so may a 401 once the
             // OAuth token is refreshed.
             let deadline = aim.time.deadline;
-            let learn =
-                super::usage_wall::after_head(ctx, (provider, conn), &head, budget, deadline);
+            let to = (provider, conn);
+            let learn = super::usage_wall::after_head(ctx, to, &head, wall, budget, deadline);
             Box::pin(learn).await;
         }
         if !(200..300).contains(&head.status) {
@@ -127,22 +128,27 @@ pub(super) fn attempt(
     }
 }
 
-/// What every answer's head teaches: the connection's quota figures and its pacing. An error
-/// answer's figures are kept for its judge (retry hints), when it had any.
+/// What every answer's head teaches, read in one pass: the connection's quota figures and its
+/// pacing; for an account whose usage wall is opted in (`with_wall`), what the wall's headers
+/// say. An error answer's figures are kept for its judge (retry hints), when it had any.
+/// (Boxed: 8 bytes each in every attempt's state, not 400 and 140.)
 fn learn_from_head(
     core: &crate::state::core::Core,
     cand: Candidate,
     head: &Head,
-) -> Option<Box<RateLimits>> {
-    let limits = RateLimits::read(head, crate::clock::unix_ms());
+    with_wall: bool,
+) -> (Option<Box<RateLimits>>, Option<Box<Unified>>) {
+    let mut wall = with_wall.then(Box::<Unified>::default);
+    let limits = RateLimits::read_with(head, crate::clock::unix_ms(), wall.as_deref_mut());
     if !limits.any() {
-        return None;
+        return (None, wall);
     }
     core.loads
         .borrow_mut()
         .observe_quota(cand.connection, &limits, now());
     learn_pacing(&core.shared.flow.gates[cand.connection], &limits);
-    (!(200..300).contains(&head.status)).then(|| Box::new(limits))
+    let kept = (!(200..300).contains(&head.status)).then(|| Box::new(limits));
+    (kept, wall)
 }
 
 fn is_event_stream(head: &Head) -> bool {

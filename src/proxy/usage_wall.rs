@@ -42,11 +42,12 @@ pub(super) async fn after_head(
     ctx: &mut Ctx<'_, '_>,
     to: (&Provider, &Connection),
     head: &Head,
+    wall: Option<Box<Unified>>,
     budget: &Budget,
     deadline: Instant,
 ) {
-    if to.1.usage_wall.any() {
-        judge(ctx, to, head, budget, deadline).await;
+    if let Some(u) = wall {
+        judge(ctx, to, (head.status, &u), budget, deadline).await;
     }
     if head.status == 401 && to.1.oauth.is_some() {
         super::oauth::after_refusal(ctx, to.1, deadline).await;
@@ -58,7 +59,7 @@ pub(super) async fn after_head(
 async fn judge(
     ctx: &mut Ctx<'_, '_>,
     to: (&Provider, &Connection),
-    head: &Head,
+    (status, u): (u16, &Unified),
     budget: &Budget,
     deadline: Instant,
 ) {
@@ -69,13 +70,9 @@ async fn judge(
     let Some(lane) = ctx.lane.as_mut() else {
         return;
     };
-    let u = Unified::read(
-        head.iter()
-            .filter_map(|(n, v)| Some((n, std::str::from_utf8(v).ok()?))),
-    );
     let a = Answer {
-        status: head.status,
-        unified: &u,
+        status,
+        unified: u,
         sent_slow: lane.sent_slow,
     };
     let ceiling = wait_ceiling(Some(budget.time_left(crate::clock::now_ms())));
@@ -90,7 +87,7 @@ async fn judge(
             let call = super::limit_reset::attempt(ctx.core, provider, conn, wall, deadline);
             Box::pin(call).await
         };
-        d = wall.after_limit_reset(granted, opt, &u, crate::clock::unix_ms());
+        d = wall.after_limit_reset(granted, opt, u, crate::clock::unix_ms());
     }
     if let Some(lane) = ctx.lane.as_mut() {
         lane.decision = Some(d);

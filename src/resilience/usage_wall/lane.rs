@@ -10,7 +10,7 @@
 //! Plain data on a manual clock: the caller gives the time and the random draw, owns the
 //! per-request wait record, and performs the limit reset (`reset.rs`) when asked to.
 
-use super::headers::{Offer, SlowStatus, Unified};
+use super::headers::{Claim, Offer, SlowStatus, Unified};
 
 /// The slot retry-after when the provider gives none, and its clamp.
 pub const DEFAULT_RETRY_AFTER_MS: u64 = 20_000;
@@ -287,7 +287,7 @@ impl Lane {
             if a.status != 429 || !opted || !a.unified.at_wall() {
                 return Decision::None;
             }
-            let blames_five_hour = a.unified.claim.as_deref().is_none_or(|c| c == "five_hour");
+            let blames_five_hour = a.unified.claim.is_none_or(|c| c == Claim::FiveHour);
             if opt.auto_limit_reset && blames_five_hour {
                 return Decision::TryLimitReset;
             }

@@ -1,7 +1,7 @@
 //! The reference's test list for the low-priority lane (behaviour-spec §15.6), on a manual
 //! clock.
 
-use super::headers::Unified;
+use super::headers::{Claim, Unified};
 use super::lane::{
     Answer, DEFAULT_MAX_WAIT_MS, DEFAULT_RETRY_AFTER_MS, Decision, EndReason, Lane, OptIn, Via,
     Waits, wait_ceiling,
@@ -24,7 +24,7 @@ fn h(pairs: &[(&str, &str)]) -> Unified {
         .iter()
         .map(|(n, v)| (format!("anthropic-ratelimit-unified-{n}"), *v))
         .collect();
-    Unified::read(full.iter().map(|(n, v)| (n.as_str(), *v)))
+    Unified::from_pairs(full.iter().map(|(n, v)| (n.as_str(), *v)))
 }
 
 /// A five-hour wall answer with a slow offer.
@@ -163,7 +163,7 @@ fn the_limit_reset_is_tried_first_and_the_lane_is_the_fallback() {
         "a failed (or throwing) claim falls back to the lane"
     );
     let mut weekly = wall();
-    weekly.claim = Some("seven_day".into());
+    weekly.claim = Some(Claim::SevenDay);
     let mut l = Lane::default();
     let d = l.handle(BOTH, answer(429, &weekly, false), NOW, &mut w, None, 0.5);
     assert_eq!(

@@ -205,7 +205,7 @@ mod tests {
 
     fn wall_429() -> Unified {
         Unified {
-            status: Some("rejected".into()),
+            rejected: true,
             reset: Some(NOW / 1_000 + 3_600),
             slow_offer: Some(Offer::Treatment),
             ..Default::default()
