@@ -1,10 +1,14 @@
 use super::*;
 
+/// Two keys (connection slots).
+const KEY0: ConnId = ConnId::new(0);
+const KEY1: ConnId = ConnId::new(1);
+
 fn on(t: &mut Lockouts, s: &LockoutSettings, status: u16, now: u64) -> Lock {
     t.on_failure(
         s,
         LockAt {
-            conn: ConnId::new(0),
+            conn: KEY0,
             model: "gpt-4o",
             family: "gpt-4o",
         },
@@ -28,7 +32,7 @@ fn scope_by_status() {
     t.on_failure(
         &s,
         LockAt {
-            conn: ConnId::new(0),
+            conn: KEY0,
             model: "claude-opus-4",
             family: "claude",
         },
@@ -38,19 +42,17 @@ fn scope_by_status() {
         0,
     );
     assert!(
-        t.locked(ConnId::new(0), "claude-sonnet-4", "claude", 1)
-            .is_some(),
+        t.locked(KEY0, "claude-sonnet-4", "claude", 1).is_some(),
         "family shares"
     );
     assert!(
-        t.locked(ConnId::new(1), "claude-sonnet-4", "claude", 1)
-            .is_none(),
+        t.locked(KEY1, "claude-sonnet-4", "claude", 1).is_none(),
         "other connection free"
     );
     t.on_failure(
         &s,
         LockAt {
-            conn: ConnId::new(1),
+            conn: KEY1,
             model: "gpt-4o",
             family: "gpt",
         },
@@ -59,9 +61,9 @@ fn scope_by_status() {
         None,
         0,
     );
-    assert!(t.locked(ConnId::new(1), "GPT-4o", "gpt", 1).is_some());
+    assert!(t.locked(KEY1, "GPT-4o", "gpt", 1).is_some());
     assert!(
-        t.locked(ConnId::new(1), "gpt-4o-mini", "gpt", 1).is_none(),
+        t.locked(KEY1, "gpt-4o-mini", "gpt", 1).is_none(),
         "exact is one model"
     );
 }
@@ -82,7 +84,7 @@ fn escalates_caps_and_expires() {
         [120_000, 240_000, 480_000, 960_000, 1_800_000, 1_800_000]
     );
     assert!(
-        t.locked(ConnId::new(0), "gpt-4o", "gpt-4o", now).is_none(),
+        t.locked(KEY0, "gpt-4o", "gpt-4o", now).is_none(),
         "expired at its end"
     );
     // After the escalation memory lapses it starts over.
@@ -98,7 +100,7 @@ fn exact_hints() {
         .on_failure(
             &s,
             LockAt {
-                conn: ConnId::new(0),
+                conn: KEY0,
                 model: "m",
                 family: "m",
             },
@@ -113,7 +115,7 @@ fn exact_hints() {
         .on_failure(
             &s,
             LockAt {
-                conn: ConnId::new(0),
+                conn: KEY0,
                 model: "n",
                 family: "n",
             },
@@ -134,12 +136,12 @@ fn success_halves_then_removes() {
     for _ in 0..3 {
         now = on(&mut t, &s, 429, now).until;
     }
-    assert!(t.has_entry(ConnId::new(0), "gpt-4o", "gpt-4o"));
-    t.on_success(ConnId::new(0), "gpt-4o", "gpt-4o"); // 3 -> 1
+    assert!(t.has_entry(KEY0, "gpt-4o", "gpt-4o"));
+    t.on_success(KEY0, "gpt-4o", "gpt-4o"); // 3 -> 1
     assert_eq!(t.len(), 1);
-    t.on_success(ConnId::new(0), "gpt-4o", "gpt-4o"); // 1 -> 0: gone
+    t.on_success(KEY0, "gpt-4o", "gpt-4o"); // 1 -> 0: gone
     assert_eq!(t.len(), 0);
-    assert!(!t.has_entry(ConnId::new(0), "gpt-4o", "gpt-4o"));
+    assert!(!t.has_entry(KEY0, "gpt-4o", "gpt-4o"));
 }
 
 #[test]
@@ -151,9 +153,9 @@ fn merge_clear_and_sweep() {
     b.merge(l.clone());
     b.merge(l);
     assert_eq!(b.len(), 1);
-    assert!(b.locked(ConnId::new(0), "gpt-4o", "gpt-4o", 1).is_some());
-    assert_eq!(b.clear(ConnId::new(0), Some("GPT-4O")), 1);
-    assert!(b.locked(ConnId::new(0), "gpt-4o", "gpt-4o", 1).is_none());
+    assert!(b.locked(KEY0, "gpt-4o", "gpt-4o", 1).is_some());
+    assert_eq!(b.clear(KEY0, Some("GPT-4O")), 1);
+    assert!(b.locked(KEY0, "gpt-4o", "gpt-4o", 1).is_none());
     a.sweep(&s, 200_000);
     assert_eq!(a.len(), 1, "escalation memory kept after expiry");
     a.sweep(&s, 10_000_000);

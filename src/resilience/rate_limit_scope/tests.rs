@@ -15,10 +15,10 @@ fn settings() -> Settings {
     s
 }
 
-fn site(conn: ConnId, model: &str) -> Site<'_> {
+fn site(slot: usize, model: &str) -> Site<'_> {
     Site {
         provider: 0,
-        conn,
+        conn: ConnId::new(slot),
         model,
         tenant: 0,
     }
@@ -37,17 +37,14 @@ fn a_plain_429_locks_the_model_not_the_key() {
     fail(
         &mut t,
         &s,
-        site(ConnId::new(2), "gpt-4o"),
+        site(2, "gpt-4o"),
         &verdict(429, "slow down"),
         1_000,
     );
     assert!(!t.conns[2].cooling(1_001), "the key keeps serving");
+    assert_eq!(t.blocked(&s, site(2, "gpt-4o-mini"), 1_001), None);
     assert_eq!(
-        t.blocked(&s, site(ConnId::new(2), "gpt-4o-mini"), 1_001),
-        None
-    );
-    assert_eq!(
-        t.blocked(&s, site(ConnId::new(2), "gpt-4o"), 1_001),
+        t.blocked(&s, site(2, "gpt-4o"), 1_001),
         Some(Exclusion::Lockout {
             reason: Reason::RateLimited,
             ms: 2_999
@@ -55,7 +52,7 @@ fn a_plain_429_locks_the_model_not_the_key() {
         "the model is locked for the key's own backoff base (3 s)"
     );
     assert_eq!(
-        t.blocked(&s, site(ConnId::new(2), "gpt-4o"), 4_000),
+        t.blocked(&s, site(2, "gpt-4o"), 4_000),
         None,
         "and lifts on time"
     );
@@ -68,39 +65,21 @@ fn a_plain_429_locks_the_model_not_the_key() {
 fn a_second_limited_model_cools_the_key() {
     let s = settings();
     let mut t = Tables::new(1, 3);
-    fail(
-        &mut t,
-        &s,
-        site(ConnId::new(2), "gpt-4o"),
-        &verdict(429, ""),
-        1_000,
-    );
-    fail(
-        &mut t,
-        &s,
-        site(ConnId::new(2), "gpt-4o-mini"),
-        &verdict(429, ""),
-        1_500,
-    );
+    fail(&mut t, &s, site(2, "gpt-4o"), &verdict(429, ""), 1_000);
+    fail(&mut t, &s, site(2, "gpt-4o-mini"), &verdict(429, ""), 1_500);
     assert!(
         t.conns[2].cooling(1_501),
         "two models limited: the limit is the key's"
     );
     assert!(matches!(
-        t.blocked(&s, site(ConnId::new(2), "o3"), 1_501),
+        t.blocked(&s, site(2, "o3"), 1_501),
         Some(Exclusion::Cooling { .. })
     ));
     // Once the first lock is over, a 429 for another model is one model's again.
-    fail(
-        &mut t,
-        &s,
-        site(ConnId::new(2), "o3"),
-        &verdict(429, ""),
-        60_000,
-    );
+    fail(&mut t, &s, site(2, "o3"), &verdict(429, ""), 60_000);
     assert!(!t.conns[2].cooling(60_001));
     assert!(matches!(
-        t.blocked(&s, site(ConnId::new(2), "o3"), 60_001),
+        t.blocked(&s, site(2, "o3"), 60_001),
         Some(Exclusion::Lockout { .. })
     ));
 }
@@ -110,25 +89,25 @@ fn concurrent_429s_of_a_locked_model_do_not_stack_and_later_ones_escalate() {
     let s = settings();
     let mut t = Tables::new(1, 3);
     let v = verdict(429, "");
-    assert_eq!(fail(&mut t, &s, site(ConnId::new(2), "m"), &v, 1_000), 1);
+    assert_eq!(fail(&mut t, &s, site(2, "m"), &v, 1_000), 1);
     assert_eq!(
-        fail(&mut t, &s, site(ConnId::new(2), "m"), &v, 1_200),
+        fail(&mut t, &s, site(2, "m"), &v, 1_200),
         0,
         "still locked: nothing new"
     );
     let until = |t: &mut Tables, now| {
-        t.blocked(&s, site(ConnId::new(2), "m"), now)
+        t.blocked(&s, site(2, "m"), now)
             .and_then(|e| e.remaining_ms())
     };
     assert_eq!(until(&mut t, 1_200), Some(2_800));
     // After it lifts, the next 429 doubles it (3 s, 6 s, 12 s ... the key's own backoff).
-    fail(&mut t, &s, site(ConnId::new(2), "m"), &v, 5_000);
+    fail(&mut t, &s, site(2, "m"), &v, 5_000);
     assert_eq!(until(&mut t, 5_000), Some(6_000));
-    fail(&mut t, &s, site(ConnId::new(2), "m"), &v, 12_000);
+    fail(&mut t, &s, site(2, "m"), &v, 12_000);
     assert_eq!(until(&mut t, 12_000), Some(12_000));
     // A success halves the memory (four failures' worth to two): the next lock is shorter.
-    t.on_success(&s, site(ConnId::new(2), "m"), 30_000, &mut |_| {});
-    fail(&mut t, &s, site(ConnId::new(2), "m"), &v, 31_000);
+    t.on_success(&s, site(2, "m"), 30_000, &mut |_| {});
+    fail(&mut t, &s, site(2, "m"), &v, 31_000);
     assert_eq!(until(&mut t, 31_000), Some(6_000));
 }
 
@@ -141,9 +120,9 @@ fn the_upstream_hint_sets_the_lock() {
         ms: 2_000,
         source: HintSource::RetryAfter,
     });
-    fail(&mut t, &s, site(ConnId::new(2), "m"), &v, 1_000);
+    fail(&mut t, &s, site(2, "m"), &v, 1_000);
     assert_eq!(
-        t.blocked(&s, site(ConnId::new(2), "m"), 1_000)
+        t.blocked(&s, site(2, "m"), 1_000)
             .and_then(|e| e.remaining_ms()),
         Some(2_000)
     );
@@ -154,21 +133,13 @@ fn keys_of_one_account_share_the_models_lock() {
     let s = settings();
     let mut t = Tables::new(1, 3);
     let mut locks = Vec::new();
-    t.on_failure(
-        &s,
-        site(ConnId::new(0), "m"),
-        &verdict(429, ""),
-        1_000,
-        &mut |e| locks.push(e),
-    );
+    t.on_failure(&s, site(0, "m"), &verdict(429, ""), 1_000, &mut |e| {
+        locks.push(e)
+    });
     assert_eq!(locks.len(), 2, "one lock for each key of the account");
-    assert!(t.blocked(&s, site(ConnId::new(1), "m"), 1_001).is_some());
-    assert_eq!(t.blocked(&s, site(ConnId::new(1), "other"), 1_001), None);
-    assert_eq!(
-        t.blocked(&s, site(ConnId::new(2), "m"), 1_001),
-        None,
-        "another account"
-    );
+    assert!(t.blocked(&s, site(1, "m"), 1_001).is_some());
+    assert_eq!(t.blocked(&s, site(1, "other"), 1_001), None);
+    assert_eq!(t.blocked(&s, site(2, "m"), 1_001), None, "another account");
 }
 
 #[test]
@@ -179,7 +150,7 @@ fn quota_walls_ruled_scopes_and_the_connection_setting_cool_the_key() {
     fail(
         &mut t,
         &s,
-        site(ConnId::new(2), "m"),
+        site(2, "m"),
         &verdict(429, "insufficient_quota"),
         1_000,
     );
@@ -189,20 +160,14 @@ fn quota_walls_ruled_scopes_and_the_connection_setting_cool_the_key() {
     fail(
         &mut t,
         &s,
-        site(ConnId::new(2), "m"),
+        site(2, "m"),
         &verdict(403, "rate limit exceeded"),
         1_000,
     );
     assert!(t.conns[2].cooling(1_001));
     s.rate_limit_scope = RateLimitScope::Connection;
     let mut t = Tables::new(1, 3);
-    fail(
-        &mut t,
-        &s,
-        site(ConnId::new(2), "m"),
-        &verdict(429, ""),
-        1_000,
-    );
+    fail(&mut t, &s, site(2, "m"), &verdict(429, ""), 1_000);
     assert!(t.conns[2].cooling(1_001));
     assert!(t.lockouts.is_empty());
 }
@@ -212,13 +177,7 @@ fn a_key_that_serves_one_model_cools_as_a_whole() {
     let mut s = settings();
     s.one_model = vec![false, false, true];
     let mut t = Tables::new(1, 3);
-    fail(
-        &mut t,
-        &s,
-        site(ConnId::new(2), "m"),
-        &verdict(429, ""),
-        1_000,
-    );
+    fail(&mut t, &s, site(2, "m"), &verdict(429, ""), 1_000);
     assert!(t.conns[2].cooling(1_001));
     assert!(t.lockouts.is_empty());
 }
@@ -239,7 +198,7 @@ fn a_usage_wall_is_the_accounts_and_cools_the_key() {
     };
     let v = classify(&[], &builtin_rules(), &a);
     assert_eq!(v.rule.as_deref(), Some("usage_wall"));
-    fail(&mut t, &s, site(ConnId::new(2), "claude-opus"), &v, 1_000);
+    fail(&mut t, &s, site(2, "claude-opus"), &v, 1_000);
     assert!(t.conns[2].cooling(1_001));
     assert!(t.lockouts.is_empty());
 }
