@@ -115,6 +115,13 @@ pub const MAX_MODEL_BYTES: usize = 256;
 /// free of control characters (CR/LF in it would otherwise split the response head) and of
 /// characters that would make it look like another name where it is shown.
 pub fn model_problem(model: &str) -> Option<&'static str> {
+    // Printable ASCII, the common case, has none of the problems below: one pass over bytes.
+    if !model.is_empty()
+        && model.len() <= MAX_MODEL_BYTES
+        && model.bytes().all(|b| matches!(b, b' '..=b'~'))
+    {
+        return None;
+    }
     if model.is_empty() {
         Some("`model` is empty")
     } else if model.len() > MAX_MODEL_BYTES {

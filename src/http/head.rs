@@ -212,9 +212,9 @@ impl Head {
             .map(|h| (&self.raw[h.name.range()], &self.raw[h.value.range()]))
     }
     pub fn get_str(&self, name: &str) -> Option<&str> {
+        // Optional whitespace around a value is ASCII (RFC 9110 5.6.3): trimmed as bytes.
         self.get(name)
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .map(str::trim)
+            .and_then(|v| std::str::from_utf8(v.trim_ascii()).ok())
     }
     pub fn has_token(&self, name: &str, token: &str) -> bool {
         if self.names & name_bit(name.as_bytes()) == 0 {

@@ -65,20 +65,23 @@ pub(super) fn foreign_host(head: &Head, hosts: &[String]) -> Option<Stop> {
 }
 
 /// The name in a `Host` value, without its port.
+/// (Byte-wise: a `Host` value is ASCII, and this runs for every request of an open port.)
 fn host_name(host: &str) -> &str {
-    let host = host.trim();
+    let host = host.trim_ascii();
     if let Some(rest) = host.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);
     }
-    match host.rsplit_once(':') {
-        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+    match host.bytes().rposition(|b| b == b':') {
+        Some(i) if host.as_bytes()[i + 1..].iter().all(u8::is_ascii_digit) => &host[..i],
         _ => host,
     }
 }
 
 /// An IP literal or a name no public DNS resolves.
 pub(super) fn local_host(host: &str) -> bool {
-    let name = host_name(host).trim_end_matches('.');
+    let name = host_name(host);
+    // Without the trailing dots of a fully qualified name.
+    let name = &name[..name.bytes().rposition(|b| b != b'.').map_or(0, |i| i + 1)];
     if name.is_empty() {
         return false;
     }
@@ -138,6 +141,8 @@ mod tests {
             "llm.internal",
             "box.lan",
             "api.localhost",
+            "localhost.:8080",
+            " 10.0.0.1 ",
         ] {
             assert!(local_host(ok), "{ok}");
         }
@@ -148,6 +153,9 @@ mod tests {
             "localhost.evil.example",
             "",
             "svc.evil.example",
+            "evil.example.",
+            "...",
+            ":8080",
         ] {
             assert!(!local_host(bad), "{bad}");
         }
