@@ -7,6 +7,7 @@ use ringside::simulate::{SimOptions, parse_fault_arg};
 both_drivers!(
     terminal_states_and_admin_settings_survive_a_restart,
     session_affinity_pins_and_repins,
+    a_stream_broken_off_pins_no_session,
 );
 
 fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
@@ -132,4 +133,47 @@ fn session_affinity_pins_and_repins(driver: &str) {
         .unwrap()
         .text();
     assert!(!seen.contains("x-session-id"), "session header forwarded");
+}
+
+/// A session is pinned to a connection that served an answer whole: a stream the upstream
+/// broke off after its head pins nothing.
+fn a_stream_broken_off_pins_no_session(driver: &str) {
+    let mut opts = SimOptions::default();
+    // The first request of the session: key a refuses, key b's stream breaks off after two
+    // events (after the commit: nothing is retried).
+    for fault in [
+        "key:sk-sim-a=429;times=1",
+        "key:sk-sim-b=reset-mid-stream;after=2;times=1",
+    ] {
+        opts.faults.push(parse_fault_arg(fault).unwrap());
+    }
+    let sim = start_sim(opts);
+    let body = priority_keys(sim.addr, &["a", "b"], "") + "[session]\naffinity_ttl_ms = 60000\n";
+    let proxy = Proxy::start(driver, 2, "", &body);
+    let on = |stream: bool| {
+        proxy.post(
+            "/v1/chat/completions",
+            &[("x-session-id", "s")],
+            &chat("m", stream),
+        )
+    };
+    let r = on(true);
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert!(
+        !r.text().contains("[DONE]"),
+        "the stream was cut: {}",
+        r.text()
+    );
+    // Both keys usable again: a session pinned to b would go to b; one not pinned goes to a.
+    for key in ["a", "b"] {
+        let (s, _) = proxy.admin("POST", &format!("/admin/connections/sim/{key}/reset"));
+        assert_eq!(s, 200);
+    }
+    let r = on(false);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("x-ringside-connection"),
+        Some("sim/a"),
+        "a broken stream pinned its session"
+    );
 }

@@ -79,7 +79,7 @@ pub(super) fn attempt(
                 Err(end) => return end,
             }
         };
-        let stream = ctx.record.stream;
+        let stream = ctx.admitted.stream;
         let head =
             match send_and_await_head(&mut up, &out, aim.time.first_byte, stream, watch).await {
                 Ok(head) => head,
@@ -283,15 +283,15 @@ fn outbound_for(
     slow: bool,
     credential: Option<&str>,
 ) -> Outbound {
-    let span = match &ctx.record.model {
-        Some(m) if *m != model => {
-            (ctx.admitted.model_span.clone()).map(|r| r.start as usize..r.end as usize)
-        }
-        _ => None,
-    };
+    // The body is rewritten where it names another model than the target's (a name the client
+    // spelt with escapes is written plainly: the same name).
+    let body = &ctx.admitted.body;
+    let span = (ctx.admitted.model_span.clone())
+        .map(|r| r.start as usize..r.end as usize)
+        .filter(|r| body.get(r.start + 1..r.end.saturating_sub(1)) != Some(model.as_bytes()));
     let body = match span {
-        Some(span) => crate::dialect::facts::rewrite_model(&ctx.admitted.body, &span, model),
-        None => ctx.admitted.body.clone(),
+        Some(span) => crate::dialect::facts::rewrite_model(body, &span, model),
+        None => body.clone(),
     };
     super::outbound::build(
         ctx.head,

@@ -117,6 +117,8 @@ pub(crate) struct Admitted {
     /// rewriting it does not walk the body again); 32-bit, as bodies are (`max_body_bytes`),
     /// since this lives in every held stream's task.
     pub model_span: Option<std::ops::Range<u32>>,
+    /// The body asks for an event stream (`"stream": true`).
+    pub stream: bool,
     /// The client key, when keys are configured (shared with the configuration).
     pub client: Option<std::sync::Arc<crate::clients::Client>>,
     /// The exclusive lease this request is fenced to (only its connection may serve it).

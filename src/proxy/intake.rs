@@ -230,6 +230,7 @@ async fn check_request(
     let admitted = Admitted {
         endpoint,
         model_span: facts.model_span.and_then(span),
+        stream: facts.stream,
         body,
         client,
         lease: bound.map(Box::new),

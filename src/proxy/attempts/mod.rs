@@ -51,7 +51,7 @@ pub(super) fn run(
 ) -> impl std::future::Future<Output = bool> {
     async move {
         let pin = Pin::find(ctx);
-        if ctx.record.stream && buf.is_empty() {
+        if ctx.admitted.stream && buf.is_empty() {
             // A stream request holds its connection for seconds: the read buffer goes back to
             // the core now, and the next request is waited for with none (`serve_client`).
             crate::http::buffers::give_back(std::mem::take(buf));
@@ -372,7 +372,10 @@ impl Attempts<'_> {
                 keep_alive,
                 delivered,
             } => {
-                self.st.served = Some(cand.connection);
+                // A session is pinned to a connection that served an answer whole.
+                if matches!(delivered, Delivered::Clean) {
+                    self.st.served = Some(cand.connection);
+                }
                 match delivered {
                     Delivered::Clean if !success_counted => ctx.core.record_success(site),
                     Delivered::Failed(v) => ctx.core.record_failure(site, &v),

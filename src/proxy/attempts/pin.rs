@@ -1,11 +1,12 @@
 //! Session affinity in the attempt loop: the connection a session was pinned to goes first while
-//! it is usable, and a 2xx answer pins the session to the connection that served it.
+//! it is usable, and an answer delivered whole pins the session to the connection that served
+//! it.
 
 use crate::ids::ConnId;
 use crate::proxy::exchange::Ctx;
 
 /// Session affinity: the connection this session was pinned to goes first while usable, and
-/// a 2xx answer pins the session to the connection that served it.
+/// an answer delivered whole pins the session to the connection that served it.
 pub(super) struct Pin {
     key: Option<String>,
     ttl: u64,
@@ -26,10 +27,9 @@ impl Pin {
         Pin { key, ttl, had }
     }
 
+    /// `served`: the connection whose 2xx answer reached the client whole, if one did.
     pub(super) fn remember(&self, ctx: &Ctx<'_, '_>, served: Option<ConnId>) {
-        if let (Some(key), Some(conn)) = (&self.key, served)
-            && (200..300).contains(&ctx.record.status)
-        {
+        if let (Some(key), Some(conn)) = (&self.key, served) {
             let unix_now = crate::clock::unix_ms();
             ctx.core.pin(key, conn, self.ttl, self.had, unix_now);
         }

@@ -32,7 +32,7 @@ pub(super) struct LoopState {
     pub(super) refusal: Option<Box<Stop>>,
     /// Every eligible connection turned out to be leased by other sessions.
     pub(super) lease_capacity: Option<Box<Stop>>,
-    /// The connection that answered (for the session pin).
+    /// The connection whose answer reached the client whole (for the session pin).
     pub(super) served: Option<ConnId>,
 }
 
