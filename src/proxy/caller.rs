@@ -60,66 +60,69 @@ pub(super) fn cross_origin_form(head: &Head) -> Option<Stop> {
 /// or one under a suffix no public DNS serves: `.localhost`, `.local`, `.internal`, `.lan`,
 /// `.home.arpa`, `.localdomain`, `.svc`), or a name in `server.hosts`; else 421.
 pub(super) fn foreign_host(head: &Head, hosts: &[String]) -> Option<Stop> {
-    let host = head.get_str("host")?;
+    let host = head.get("host")?;
     (!local_host(host) && !listed(host, hosts)).then_some(Stop::MisdirectedHost)
 }
 
-/// The name in a `Host` value, without its port.
-/// (Byte-wise: a `Host` value is ASCII, and this runs for every request of an open port.)
-fn host_name(host: &str) -> &str {
+/// The name in a `Host` value, without its port and the trailing dots of a fully qualified name.
+/// (Bytes, not text: a `Host` value is ASCII, and this runs for every request of an open port.)
+fn host_name(host: &[u8]) -> &[u8] {
     let host = host.trim_ascii();
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match host.bytes().rposition(|b| b == b':') {
-        Some(i) if host.as_bytes()[i + 1..].iter().all(u8::is_ascii_digit) => &host[..i],
-        _ => host,
-    }
+    let name = if let Some(rest) = host.strip_prefix(b"[") {
+        rest.split(|b| *b == b']').next().unwrap_or(rest)
+    } else {
+        match host.iter().rposition(|b| *b == b':') {
+            Some(i) if host[i + 1..].iter().all(u8::is_ascii_digit) => &host[..i],
+            _ => host,
+        }
+    };
+    &name[..name.iter().rposition(|b| *b != b'.').map_or(0, |i| i + 1)]
 }
 
 /// An IP literal or a name no public DNS resolves.
-pub(super) fn local_host(host: &str) -> bool {
+pub(super) fn local_host(host: &[u8]) -> bool {
     let name = host_name(host);
-    // Without the trailing dots of a fully qualified name.
-    let name = &name[..name.bytes().rposition(|b| b != b'.').map_or(0, |i| i + 1)];
     if name.is_empty() {
         return false;
     }
     // IP literals first (the common case): digits and dots (no public DNS name is digits and
     // dots alone, and a browser takes such a host for an address), or an IPv6 literal.
-    if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+    if name.iter().all(|b| b.is_ascii_digit() || *b == b'.') {
         return true;
     }
-    if name.contains(':') {
-        return name.parse::<std::net::Ipv6Addr>().is_ok();
+    if name.contains(&b':') {
+        return std::str::from_utf8(name).is_ok_and(|n| n.parse::<std::net::Ipv6Addr>().is_ok());
     }
-    if !name.contains('.') {
+    if !name.contains(&b'.') {
         return true; // localhost, a container's or a Kubernetes service's short name
     }
-    const LOCAL: [&str; 7] = [
-        ".localhost",
-        ".local",
-        ".internal",
-        ".lan",
-        ".home.arpa",
-        ".localdomain",
-        ".svc",
+    const LOCAL: [&[u8]; 7] = [
+        b".localhost",
+        b".local",
+        b".internal",
+        b".lan",
+        b".home.arpa",
+        b".localdomain",
+        b".svc",
     ];
-    let lower = name.to_ascii_lowercase();
-    LOCAL.iter().any(|s| lower.ends_with(s))
+    LOCAL.iter().any(|s| ends_with_ignoring_case(name, s))
+}
+
+fn ends_with_ignoring_case(name: &[u8], suffix: &[u8]) -> bool {
+    name.len() >= suffix.len() && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
 }
 
 /// Whether `host` is named in `server.hosts` (lower case; `*.x` covers x's subdomains).
-fn listed(host: &str, hosts: &[String]) -> bool {
-    if hosts.is_empty() {
-        return false;
-    }
-    let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
+fn listed(host: &[u8], hosts: &[String]) -> bool {
+    let name = host_name(host);
     hosts.iter().any(|h| match h.strip_prefix("*.") {
-        Some(domain) => name
-            .strip_suffix(domain)
-            .is_some_and(|rest| rest.ends_with('.') && rest.len() > 1),
-        None => *h == name,
+        // A proper subdomain: at least one label, then a dot, then the domain.
+        Some(domain) => {
+            name.len() > domain.len() + 1
+                && ends_with_ignoring_case(name, domain.as_bytes())
+                && name[name.len() - domain.len() - 1] == b'.'
+        }
+        None => name.eq_ignore_ascii_case(h.as_bytes()),
     })
 }
 
@@ -144,7 +147,7 @@ mod tests {
             "localhost.:8080",
             " 10.0.0.1 ",
         ] {
-            assert!(local_host(ok), "{ok}");
+            assert!(local_host(ok.as_bytes()), "{ok}");
         }
         for bad in [
             "evil.example",
@@ -157,18 +160,18 @@ mod tests {
             "...",
             ":8080",
         ] {
-            assert!(!local_host(bad), "{bad}");
+            assert!(!local_host(bad.as_bytes()), "{bad}");
         }
     }
 
     #[test]
     fn listed_names_and_their_subdomains() {
         let hosts = vec!["llm.corp.example".to_string(), "*.ai.example".to_string()];
-        assert!(listed("llm.corp.example:443", &hosts));
-        assert!(listed("LLM.corp.example", &hosts));
-        assert!(listed("eu.ai.example", &hosts));
-        assert!(!listed("ai.example", &hosts));
-        assert!(!listed("evilai.example", &hosts));
-        assert!(!listed("x.llm.corp.example", &hosts));
+        assert!(listed(b"llm.corp.example:443", &hosts));
+        assert!(listed(b"LLM.corp.example", &hosts));
+        assert!(listed(b"eu.ai.example", &hosts));
+        assert!(!listed(b"ai.example", &hosts));
+        assert!(!listed(b"evilai.example", &hosts));
+        assert!(!listed(b"x.llm.corp.example", &hosts));
     }
 }
