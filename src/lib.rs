@@ -8,7 +8,7 @@
 //! | layer | what | modules |
 //! |---|---|---|
 //! | 0 | base: time, CPU features, a core's load, logging, names, digests, panic containment | `clock`, `timer`, `cpu`, `core_load`, `log`, `memory`, `names`, `secret`, `contain` |
-//! | 1 | wire formats | `http`, `sse`, `dialect` |
+//! | 1 | wire formats, and translation between the APIs' dialects | `http`, `sse`, `dialect`, `translate` |
 //! | 2 | state machines and stores, each owning its settings | `resilience`, `flow`, `clients`, `store`, `audit`, `metrics` |
 //! | 3 | the config file turned into typed settings | `config` |
 //! | 4 | routing: route tables, strategies, load | `route` |
@@ -60,4 +60,5 @@ pub mod store; // layer 2
 #[cfg(test)]
 pub mod test_driver; // layer 0
 pub mod timer; // layer 0
+pub mod translate; // layer 1
 pub mod upstream; // layer 5

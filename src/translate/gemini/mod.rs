@@ -1,0 +1,7 @@
+//! Google Gemini `generateContent`: requests written, answers read (clients do not speak it).
+
+mod answer;
+mod request;
+
+pub(super) use answer::read_answer;
+pub(super) use request::write_request;
