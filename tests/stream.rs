@@ -191,6 +191,28 @@ fn missing_terminal_marker_is_a_failure_after_commit(driver: &str) {
             .metrics()
             .contains("ringside_streams_failed_after_commit_total 1")
     );
+    // A Responses client gets the failure as the Responses API sends one (`response.failed`,
+    // which its SDKs and Codex read), not a Chat-shaped `data: {"error":…}`.
+    let r = proxy.post(
+        "/v1/responses",
+        &[],
+        r#"{"model":"m","stream":true,"input":"hi"}"#,
+    );
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    let last = text.trim_end().rsplit("\n\n").next().unwrap_or_default();
+    assert!(
+        last.starts_with("event: response.failed\ndata: {"),
+        "{text}"
+    );
+    let data: serde_json::Value =
+        serde_json::from_str(last.split_once("data: ").map_or("", |(_, d)| d)).unwrap();
+    assert_eq!(data["type"], "response.failed", "{data}");
+    assert_eq!(data["response"]["status"], "failed", "{data}");
+    assert_eq!(
+        data["response"]["error"]["code"], "upstream_no_terminal",
+        "{data}"
+    );
     // A healthy stream is untouched.
     let opts = SimOptions {
         events: 3,

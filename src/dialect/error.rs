@@ -1,6 +1,6 @@
 //! Errors Ringside itself produces, rendered in the client's dialect with a stable `code`.
 
-use super::Dialect;
+use super::{Dialect, Endpoint};
 use serde_json::json;
 
 /// An error answer: status, stable code, human message and retry guidance.
@@ -107,17 +107,47 @@ impl ApiError {
         serde_json::to_vec(&v).unwrap_or_default()
     }
 
-    /// The SSE event that ends a stream after commit, in the client's dialect.
-    pub fn sse_event(&self, dialect: Dialect, request_id: &str) -> Vec<u8> {
-        let body = self.body(dialect, request_id);
-        let mut out = Vec::with_capacity(body.len() + 32);
-        if dialect == Dialect::Anthropic {
-            out.extend_from_slice(b"event: error\n");
+    /// The SSE event that ends a stream after commit, as the client's API ends a failed
+    /// stream: Anthropic's `error` event, the Responses API's `response.failed` (its SDKs and
+    /// Codex read the failure from there; a Chat-shaped `data: {"error":…}` they cannot parse),
+    /// or Chat Completions' `data: {"error":…}`.
+    pub fn sse_event(&self, endpoint: Endpoint, request_id: &str) -> Vec<u8> {
+        let (name, body) = match endpoint {
+            Endpoint::Responses => ("response.failed", self.failed_response(request_id)),
+            e if e.dialect() == Dialect::Anthropic => {
+                ("error", self.body(Dialect::Anthropic, request_id))
+            }
+            _ => ("", self.body(Dialect::OpenAi, request_id)),
+        };
+        let mut out = Vec::with_capacity(body.len() + 40);
+        if !name.is_empty() {
+            out.extend_from_slice(b"event: ");
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'\n');
         }
         out.extend_from_slice(b"data: ");
         out.extend_from_slice(&body);
         out.extend_from_slice(b"\n\n");
         out
+    }
+
+    /// A Responses API `response.failed` event's data: the response, failed, with the error.
+    fn failed_response(&self, request_id: &str) -> Vec<u8> {
+        let mut err = json!({"code": self.code, "message": self.message});
+        merge(&mut err, &self.extra);
+        let v = json!({
+            "type": "response.failed",
+            "response": {
+                "id": format!("resp_{request_id}"),
+                "object": "response",
+                "status": "failed",
+                "error": err,
+                "incomplete_details": null,
+                "output": [],
+            },
+            "request_id": request_id,
+        });
+        serde_json::to_vec(&v).unwrap_or_default()
     }
 
     /// Headers that go with the body.
@@ -172,9 +202,18 @@ mod tests {
     #[test]
     fn sse_error_events() {
         let e = ApiError::new(502, "upstream_stream_failed", "cut");
-        let a = String::from_utf8(e.sse_event(Dialect::Anthropic, "r")).unwrap();
+        let a = String::from_utf8(e.sse_event(Endpoint::Messages, "r")).unwrap();
         assert!(a.starts_with("event: error\ndata: {") && a.ends_with("\n\n"));
-        let o = String::from_utf8(e.sse_event(Dialect::OpenAi, "r")).unwrap();
+        let o = String::from_utf8(e.sse_event(Endpoint::ChatCompletions, "r")).unwrap();
         assert!(o.starts_with("data: {\"error\""));
+        let r = String::from_utf8(e.sse_event(Endpoint::Responses, "r")).unwrap();
+        let data = r
+            .strip_prefix("event: response.failed\ndata: ")
+            .and_then(|d| d.strip_suffix("\n\n"))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(v["type"], "response.failed");
+        assert_eq!(v["response"]["status"], "failed");
+        assert_eq!(v["response"]["error"]["code"], "upstream_stream_failed");
     }
 }

@@ -66,7 +66,7 @@ pub(super) fn head_for_client(
     let never_length = status == 204 || status < 200;
     let bodiless = !carries_body(status);
     // The Anthropic SDKs read `request-id` (not `x-request-id`) as the request's id.
-    let mut has_request_id = r.dialect != Dialect::Anthropic;
+    let mut has_request_id = r.endpoint.dialect() != Dialect::Anthropic;
     let options = up.connection_options();
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)

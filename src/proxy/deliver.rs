@@ -93,7 +93,7 @@ pub(super) fn commit(
             let cfg = req.config();
             let r = Relay {
                 secrets: super::redact::Secrets::of(req.core, cfg, ready.cand.connection),
-                dialect: req.dialect,
+                endpoint: admitted.endpoint,
                 request_id: &req.record.request_id,
                 route: &entry.name,
                 connection_label: req.reveal.then_some(label),

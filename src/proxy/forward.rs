@@ -7,7 +7,7 @@ use super::client_head::{Shape, carries_body, head_for_client};
 use super::deadline::{Timer, before, set_timer};
 pub use super::relay_failure::RelayFailure;
 use super::watch::ClientWatch;
-use crate::dialect::{ApiError, Dialect};
+use crate::dialect::ApiError;
 use crate::http::Head;
 use crate::http::chunk::size_line;
 use crate::http::nowait::Push;
@@ -20,7 +20,8 @@ use std::time::Duration;
 
 /// What the client is owed and how to frame it.
 pub struct Relay<'a> {
-    pub dialect: Dialect,
+    /// The client's endpoint: a stream that fails after commit ends as its API ends one.
+    pub endpoint: crate::dialect::Endpoint,
     pub request_id: &'a str,
     pub route: &'a str,
     /// `provider/connection`; `None` when this client may not see it.
@@ -190,7 +191,7 @@ async fn send_error_event(
             "the upstream stream failed after it had started",
         )
     };
-    let ev = err.sse_event(r.dialect, r.request_id);
+    let ev = err.sse_event(r.endpoint, r.request_id);
     let mut bytes = if client_chunked { as_chunk(&ev) } else { ev };
     if client_chunked {
         bytes.extend_from_slice(b"0\r\n\r\n");

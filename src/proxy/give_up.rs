@@ -15,6 +15,7 @@ use serde_json::json;
 /// Pass an upstream answer through (restated status, our headers).
 async fn pass_through(
     ctx: &mut Request<'_>,
+    endpoint: crate::dialect::Endpoint,
     wr: &mut TcpOwnedWriteHalf,
     last: &LastFailure,
     resp: &Buffered,
@@ -30,7 +31,7 @@ async fn pass_through(
     let route = ctx.record.route.clone().unwrap_or_default();
     let r = Relay {
         secrets,
-        dialect: ctx.dialect,
+        endpoint,
         request_id: &ctx.record.request_id,
         route: &route,
         connection_label: ctx.reveal.then_some(last.label),
@@ -60,6 +61,7 @@ async fn pass_through(
 /// Build and send the final answer. Returns whether the connection stays open.
 pub(super) async fn give_up(
     ctx: &mut Request<'_>,
+    endpoint: crate::dialect::Endpoint,
     wr: &mut TcpOwnedWriteHalf,
     budget: &Budget,
     last: Option<LastFailure>,
@@ -78,7 +80,7 @@ pub(super) async fn give_up(
         && !l.verdict.retryable
         && let Some(resp) = &l.response
     {
-        return pass_through(ctx, wr, l, resp, false).await;
+        return pass_through(ctx, endpoint, wr, l, resp, false).await;
     }
     let stop = final_stop(budget, &timers, now);
     // The last failure has the last word: its own answer when there is one.
@@ -86,7 +88,7 @@ pub(super) async fn give_up(
         && let Some(l) = &last
         && let Some(resp) = &l.response
     {
-        return pass_through(ctx, wr, l, resp, false).await;
+        return pass_through(ctx, endpoint, wr, l, resp, false).await;
     }
     let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
     let err = super::answer::table(ctx, &stop, last.as_ref(), earliest);

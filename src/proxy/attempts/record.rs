@@ -170,7 +170,17 @@ pub(super) async fn conclude(
             }
         })
         .collect();
-    super::super::give_up::give_up(ctx, wr, budget, st.last.map(|l| *l), &st.excluded, excl).await
+    let endpoint = ctx.admitted.endpoint;
+    super::super::give_up::give_up(
+        ctx,
+        endpoint,
+        wr,
+        budget,
+        st.last.map(|l| *l),
+        &st.excluded,
+        excl,
+    )
+    .await
 }
 
 /// A connection's names, without copying (empty for a slot the generation does not name).

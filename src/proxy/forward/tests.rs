@@ -6,7 +6,7 @@ static JUDGING: std::sync::LazyLock<crate::resilience::settings::Settings> =
 
 fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSettings) -> Relay<'_> {
     Relay {
-        dialect: Dialect::OpenAi,
+        endpoint: crate::dialect::Endpoint::ChatCompletions,
         request_id: "r",
         route: "m",
         connection_label: Some("p/a"),
