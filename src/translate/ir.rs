@@ -198,6 +198,8 @@ pub struct Conversation {
     /// The end user, for the provider's abuse tracking.
     pub user: Option<String>,
     pub stream: bool,
+    /// A Chat client asked for the usage chunk at the stream's end (`stream_options`).
+    pub include_usage: bool,
     /// Parameters some APIs have and others do not (`seed`, `top_k`, `n`, ...), with the
     /// client's value: a writer takes those it has a place for, and the policy decides for the
     /// rest.

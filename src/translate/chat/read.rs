@@ -46,6 +46,11 @@ pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
         stop: stops(o.get("stop"))?,
         user: opt_string(o, "user", "")?,
         stream: opt_bool(o, "stream")?.unwrap_or(false),
+        include_usage: o
+            .get("stream_options")
+            .and_then(|s| s.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         parallel_tool_calls: opt_bool(o, "parallel_tool_calls")?,
         ..Default::default()
     };

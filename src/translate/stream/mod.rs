@@ -1,0 +1,209 @@
+//! A provider's event stream translated for the client, event by event: upstream bytes (split
+//! anywhere) are framed, each event is read into the neutral stream (`decode::Ev`) and written
+//! in the client's API. What the client reads is complete events only; the provider's end (its
+//! end marker, or Gemini's finish) becomes the client API's end, and an error inside the stream
+//! becomes the client API's error event.
+
+mod chat_out;
+mod decode;
+mod frame;
+mod messages_out;
+mod responses_out;
+
+pub use decode::Ev;
+
+use super::Api;
+use super::answer::Stamp;
+use super::ir::Usage;
+use crate::dialect::{ApiError, Endpoint};
+
+enum Encoder {
+    Chat(chat_out::ChatOut),
+    Messages(messages_out::MessagesOut),
+    Responses(responses_out::ResponsesOut),
+}
+
+/// How a translated stream stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    Open,
+    /// The provider ended it, and so did the client's stream.
+    Ended,
+    /// The provider reported an error inside it; the client has its API's error event.
+    Failed,
+}
+
+pub struct Translator {
+    from: Api,
+    to: Api,
+    framer: frame::Framer,
+    decoder: decode::Decoder,
+    encoder: Encoder,
+    model: String,
+    request_id: String,
+    created: u64,
+    standing: Standing,
+    /// Gemini has no end marker: a finish reason is its end.
+    finished: bool,
+}
+
+impl Translator {
+    /// `to` is the client's API (Chat, Responses or Messages); `model` the name the client
+    /// asked for; `include_usage`: a Chat client asked for the usage chunk.
+    pub fn new(
+        from: Api,
+        to: Api,
+        model: &str,
+        request_id: &str,
+        created: u64,
+        include_usage: bool,
+    ) -> Translator {
+        let encoder = match to {
+            Api::Messages | Api::Gemini => Encoder::Messages(Default::default()),
+            Api::Responses => Encoder::Responses(Default::default()),
+            Api::Chat => Encoder::Chat(chat_out::ChatOut::new(include_usage)),
+        };
+        Translator {
+            from,
+            to,
+            framer: Default::default(),
+            decoder: Default::default(),
+            encoder,
+            model: model.to_string(),
+            request_id: request_id.to_string(),
+            created,
+            standing: Standing::Open,
+            finished: false,
+        }
+    }
+
+    pub fn standing(&self) -> Standing {
+        self.standing
+    }
+
+    /// Upstream bytes in; the client's bytes appended to `out`.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+        let Translator {
+            from,
+            to,
+            framer,
+            decoder,
+            encoder,
+            model,
+            request_id,
+            created,
+            standing,
+            finished,
+        } = self;
+        let stamp = Stamp {
+            model,
+            created: *created,
+            request_id,
+        };
+        framer.feed(bytes, |f| {
+            if *standing != Standing::Open {
+                return;
+            }
+            decoder.event(*from, f.name, f.data, stamp, &mut |ev| {
+                on_event(encoder, *to, ev, stamp, standing, finished, out);
+            });
+        });
+    }
+
+    /// The upstream body ended. Returns the standing: `Open` means the provider stopped
+    /// without ending its stream (the caller ends the client's stream as a failure).
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Standing {
+        let Translator {
+            from,
+            to,
+            framer,
+            decoder,
+            encoder,
+            model,
+            request_id,
+            created,
+            standing,
+            finished,
+        } = self;
+        let stamp = Stamp {
+            model,
+            created: *created,
+            request_id,
+        };
+        framer.finish(|f| {
+            if *standing == Standing::Open {
+                decoder.event(*from, f.name, f.data, stamp, &mut |ev| {
+                    on_event(encoder, *to, ev, stamp, standing, finished, out);
+                });
+            }
+        });
+        if *standing == Standing::Open && *from == Api::Gemini && *finished {
+            on_event(encoder, *to, Ev::End, stamp, standing, finished, out);
+        }
+        *standing
+    }
+}
+
+fn on_event(
+    encoder: &mut Encoder,
+    to: Api,
+    ev: Ev,
+    stamp: Stamp,
+    standing: &mut Standing,
+    finished: &mut bool,
+    out: &mut Vec<u8>,
+) {
+    if *standing != Standing::Open {
+        return;
+    }
+    match ev {
+        Ev::Error(message) => {
+            let endpoint = match to {
+                Api::Chat => Endpoint::ChatCompletions,
+                Api::Responses => Endpoint::Responses,
+                Api::Messages | Api::Gemini => Endpoint::Messages,
+            };
+            let err = ApiError::new(502, "upstream_stream_error", message);
+            out.extend_from_slice(&err.sse_event(endpoint, stamp.request_id));
+            *standing = Standing::Failed;
+            return;
+        }
+        Ev::Finish(_) => *finished = true,
+        _ => {}
+    }
+    let end = ev == Ev::End;
+    match encoder {
+        Encoder::Chat(e) if end => e.end(stamp, out),
+        Encoder::Chat(e) => e.on(ev, stamp, out),
+        Encoder::Messages(e) if end => e.end(stamp, out),
+        Encoder::Messages(e) => e.on(ev, stamp, out),
+        Encoder::Responses(e) if end => e.end(stamp, out),
+        Encoder::Responses(e) => e.on(ev, stamp, out),
+    }
+    if end {
+        *standing = Standing::Ended;
+    }
+}
+
+/// A JSON string, escaped, written into the output.
+fn esc(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(out, s);
+}
+
+/// Usage reports replace what was known, field by field (Anthropic reports input at the start
+/// and output at the end; OpenAI everything at the end).
+fn merge_usage(have: &mut Usage, new: Usage) {
+    let keep = |h: &mut u64, n: u64| {
+        if n > 0 {
+            *h = n;
+        }
+    };
+    keep(&mut have.input, new.input);
+    keep(&mut have.output, new.output);
+    keep(&mut have.cache_read, new.cache_read);
+    keep(&mut have.cache_write, new.cache_write);
+    keep(&mut have.reasoning, new.reasoning);
+}
+
+#[cfg(test)]
+mod tests;
