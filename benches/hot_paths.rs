@@ -2,7 +2,7 @@
 
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use ringside::config::load_str;
-use ringside::dialect::{Dialect, facts};
+use ringside::dialect::facts;
 use ringside::flow::gate::Gate;
 use ringside::flow::tenant::{TenantLimits, Tenants};
 use ringside::http::chunk::ChunkTracker;
@@ -186,7 +186,7 @@ fn route_benches(c: &mut Criterion) {
             table
                 .candidates_where(
                     &e,
-                    Dialect::OpenAi,
+                    ringside::route::Reach::of(ringside::dialect::Endpoint::ChatCompletions),
                     &mut st,
                     &|_| Load::default(),
                     &mut |_| true,
@@ -198,7 +198,12 @@ fn route_benches(c: &mut Criterion) {
         b.iter(|| {
             let e = table.lookup(&cfg, black_box("r")).unwrap();
             table
-                .candidates(&e, Dialect::OpenAi, &mut st, &|_| Load::default())
+                .candidates(
+                    &e,
+                    ringside::route::Reach::of(ringside::dialect::Endpoint::ChatCompletions),
+                    &mut st,
+                    &|_| Load::default(),
+                )
                 .len()
         })
     });
@@ -266,10 +271,13 @@ fn filter_benches(c: &mut Criterion) {
                         model: "gpt-4o",
                         tenant: 0,
                     };
-                    let ordered =
-                        table.candidates_where(&e, Dialect::OpenAi, &mut st, &load, |c| {
-                            tables.blocked(s, site(c.connection), now).is_none()
-                        });
+                    let ordered = table.candidates_where(
+                        &e,
+                        ringside::route::Reach::of(ringside::dialect::Endpoint::ChatCompletions),
+                        &mut st,
+                        &load,
+                        |c| tables.blocked(s, site(c.connection), now).is_none(),
+                    );
                     ordered.iter().find_map(|c| {
                         tables
                             .admit(s, &probes, site(c.connection), now)

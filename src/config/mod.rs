@@ -180,6 +180,9 @@ pub struct OAuthRefresh {
 pub struct Provider {
     pub id: String,
     pub dialect: Dialect,
+    /// Azure OpenAI's `api-version` (the provider speaks OpenAI's APIs at Azure's paths, with
+    /// `api-key`); `None` for every other provider.
+    pub azure_api_version: Option<String>,
     pub auth: AuthKind,
     pub endpoint: Endpoint,
     pub anthropic_version: String,
@@ -247,6 +250,8 @@ pub struct RouteSpec {
     pub targets: Vec<schema::TargetSection>,
     /// Default request deadline for this route (else `resilience.deadline_ms`).
     pub deadline_ms: Option<u64>,
+    /// Targets of another API than the client's are tried, translated.
+    pub cross_dialect: bool,
 }
 
 /// The validated configuration every core reads (shared behind an `Arc`, never mutated).

@@ -7,8 +7,13 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct ProviderSection {
     pub id: String,
-    /// "openai" | "anthropic"
+    /// "openai" | "anthropic" | "gemini" | "azure" (OpenAI's APIs at Azure: `api-key`, the
+    /// deployment in the path)
     pub dialect: String,
+    /// Azure OpenAI: `api-version` (a date such as `2024-10-21`, `preview`, or `v1` for the
+    /// `/openai/v1/` API, which takes the deployment as the model).
+    #[serde(default)]
+    pub api_version: Option<String>,
     pub base_url: String,
     /// "api_key" | "oauth"
     #[serde(default = "default_auth")]
@@ -151,6 +156,14 @@ pub struct RouteSection {
     /// Default request deadline for this route (else `resilience.deadline_ms`).
     #[serde(default)]
     pub deadline_ms: Option<u64>,
+    /// Whether targets of another API than the client's are tried, the request and answer
+    /// translated (default true).
+    #[serde(default = "yes")]
+    pub cross_dialect: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_strategy() -> String {

@@ -45,7 +45,7 @@ fn loads_a_good_config() {
 fn reports_every_problem_with_its_location() {
     let bad = GOOD
         .replace("KEY_A", "MISSING_KEY")
-        .replace("\"openai\"", "\"gemini\"")
+        .replace("\"openai\"", "\"cohere\"")
         .replace("provider = \"oa\"", "provider = \"nope\"");
     let errs = load_str(&bad, "t.toml", &env).unwrap_err();
     let text: Vec<String> = errs.iter().map(|p| p.to_string()).collect();

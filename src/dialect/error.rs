@@ -92,7 +92,7 @@ impl ApiError {
     /// The JSON body in the client's dialect.
     pub fn body(&self, dialect: Dialect, request_id: &str) -> Vec<u8> {
         let v = match dialect {
-            Dialect::OpenAi => {
+            Dialect::OpenAi | Dialect::Gemini => {
                 let mut err =
                     json!({"message": self.message, "type": self.openai_type(), "code": self.code});
                 merge(&mut err, &self.extra);

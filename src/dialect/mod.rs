@@ -16,6 +16,8 @@ pub use facts::Facts;
 pub enum Dialect {
     OpenAi,
     Anthropic,
+    /// Google Gemini (providers only: reached by translation).
+    Gemini,
 }
 
 impl Dialect {
@@ -23,6 +25,7 @@ impl Dialect {
         match self {
             Dialect::OpenAi => "openai",
             Dialect::Anthropic => "anthropic",
+            Dialect::Gemini => "gemini",
         }
     }
 }

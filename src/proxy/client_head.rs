@@ -11,7 +11,7 @@ use crate::http::{Framing, Head};
 
 /// How the client's head is framed.
 #[derive(Clone, Copy)]
-pub(super) struct Shape {
+pub(crate) struct Shape {
     pub status: u16,
     /// A close-delimited body re-framed as chunks for a keep-alive client.
     pub rechunk: bool,
@@ -45,7 +45,7 @@ pub(super) fn client_head(
 
 /// The client's response head: the upstream's headers (hygiene applied) plus ours, framed as
 /// `shape` says; `extra` overrides headers.
-pub(super) fn head_for_client(
+pub(crate) fn head_for_client(
     up: &Head,
     r: &Relay,
     shape: &Shape,

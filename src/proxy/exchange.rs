@@ -137,6 +137,8 @@ pub(crate) struct Ctx<'r, 'a> {
     /// The request's dealings with a Claude subscription account's usage wall or an OAuth
     /// token (only when such an account was tried).
     pub lane: Option<Box<LaneRequest>>,
+    /// The request read for targets of another API (only when its route reaches one).
+    pub translation: Option<Box<crate::translate::session::Session>>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'_, 'a> {

@@ -301,6 +301,8 @@ pub(crate) struct Request<'x> {
     pub body: &'x mut Bytes,
     /// The head: an event stream keeps of it, from then on, only what the access log reads.
     pub head: &'x mut Head,
+    /// The answer is of another API, translated for the client as it is relayed.
+    pub translating: Option<Box<translated::Translating>>,
 }
 
 impl Request<'_> {
@@ -332,7 +334,7 @@ pub(crate) fn relay<B: BodyRead>(
             status: head.status,
             ..Default::default()
         };
-        let mut s = Stream::start(head, r, buf.len());
+        let mut s = Stream::start(head, r, buf.len(), request.translating.take());
         // Reads and writes each have one timer for the whole stream: it is moved, not remade.
         let mut timer = None;
         let mut send_timer = None;
@@ -421,5 +423,6 @@ pub(crate) fn relay<B: BodyRead>(
 mod stream;
 #[cfg(test)]
 mod tests;
+pub(crate) mod translated;
 
 use stream::{Next, Stream};

@@ -71,7 +71,7 @@ pub(super) async fn intake<'c>(
         Ok(checked) => checked,
         Err(e) => return refuse(ctx, wr, &e, true, other).await,
     };
-    let entry = match route_for(ctx, &model) {
+    let entry = match route_for(ctx, &model, crate::route::Reach::of(endpoint)) {
         Ok(entry) => entry,
         Err((e, route)) => return refuse(ctx, wr, &e, true, route).await,
     };
@@ -243,6 +243,7 @@ async fn check_request(
 fn route_for<'c>(
     ctx: &mut Request<'c>,
     model: &str,
+    reach: crate::route::Reach,
 ) -> Result<crate::route::Resolved<'c>, (Stop, usize)> {
     // A plain borrow: cloning the Arc here would bounce its refcount between cores per request.
     let generation: &'c crate::state::generation::CoreGen = ctx.generation;
@@ -251,8 +252,8 @@ fn route_for<'c>(
         return Err((Stop::ModelNotFound(model.to_string()), routes.other_index));
     };
     ctx.record.route = Some(entry.name.clone());
-    if !routes.serves(&entry, ctx.dialect) {
-        let why = if routes.other_dialect_only(&entry, ctx.dialect) {
+    if !routes.serves(&entry, reach) {
+        let why = if routes.other_dialect_only(&entry, reach) {
             format!(
                 "`{model}` is served only by providers of another dialect than {}",
                 ctx.dialect.as_str()

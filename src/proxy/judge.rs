@@ -65,6 +65,17 @@ pub async fn read_error_body(
     deadline: Instant,
     watch: &mut ClientWatch<'_>,
 ) -> Read<ErrorBody> {
+    read_whole_body(up, head, deadline, watch, MAX_ERROR_BODY).await
+}
+
+/// Read a whole body into memory, up to `max` bytes (`oversized` past that).
+pub async fn read_whole_body(
+    up: &mut UpConn,
+    head: &Head,
+    deadline: Instant,
+    watch: &mut ClientWatch<'_>,
+    max: usize,
+) -> Read<ErrorBody> {
     let whole = |body: Vec<u8>, complete: bool| {
         Read::Ok(ErrorBody {
             body: Bytes::from(body),
@@ -82,9 +93,9 @@ pub async fn read_error_body(
         if done {
             return whole(body, true);
         }
-        if up.buf.len() > MAX_ERROR_BODY {
+        if up.buf.len() > max {
             let mut body = body;
-            body.truncate(MAX_ERROR_BODY);
+            body.truncate(max);
             return Read::Ok(ErrorBody {
                 body: Bytes::from(body),
                 complete: false,

@@ -211,6 +211,8 @@ pub struct Marks<'a> {
     pub slow: bool,
     /// An OAuth access token refreshed at run time, sent instead of the connection's own.
     pub credential: Option<&'a str>,
+    /// The target's model (Azure names the deployment in the path).
+    pub model: &'a str,
 }
 
 impl Marks<'_> {
@@ -243,11 +245,7 @@ pub fn build(
     };
     h.extend_from_slice(method.as_bytes());
     h.push(b' ');
-    h.extend_from_slice(provider.endpoint.base_path.as_bytes());
-    h.extend_from_slice(endpoint.upstream_suffix().as_bytes());
-    if let Some(q) = client.query() {
-        push_query(&mut h, q);
-    }
+    push_path(&mut h, client, endpoint, provider, marks.model);
     h.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     provider.endpoint.write_authority(&mut h);
     h.extend_from_slice(b"\r\n");
@@ -315,6 +313,21 @@ pub fn build(
     }
 }
 
+/// The request target: the provider's base path and the endpoint's, with the client's query
+/// (its credentials left out); Azure's own path and query for an Azure provider.
+fn push_path(h: &mut Vec<u8>, client: &Head, endpoint: Endpoint, provider: &Provider, model: &str) {
+    if let Some(version) = &provider.azure_api_version {
+        // Azure takes its own query (`api-version`); the client's is not Azure's.
+        translated::azure_path(h, provider, version, endpoint.upstream_suffix(), model);
+        return;
+    }
+    h.extend_from_slice(provider.endpoint.base_path.as_bytes());
+    h.extend_from_slice(endpoint.upstream_suffix().as_bytes());
+    if let Some(q) = client.query() {
+        push_query(h, q);
+    }
+}
+
 /// `anthropic-beta: <ours>, <the client's>`, each beta name once (the client's values were
 /// parsed as header values: they carry no line breaks).
 fn merge_beta(h: &mut Vec<u8>, ours: &str, client: &[&[u8]]) {
@@ -336,10 +349,26 @@ fn merge_beta(h: &mut Vec<u8>, ours: &str, client: &[&[u8]]) {
 
 /// The connection's credential as its provider takes it, and Anthropic's version header when
 /// the client sent none.
-fn push_credential(h: &mut Vec<u8>, provider: &Provider, credential: &str, has_version: bool) {
+pub(super) fn push_credential(
+    h: &mut Vec<u8>,
+    provider: &Provider,
+    credential: &str,
+    has_version: bool,
+) {
+    let azure = provider.azure_api_version.is_some();
     match (provider.dialect, provider.auth) {
         (Dialect::Anthropic, AuthKind::ApiKey) => {
             h.extend_from_slice(b"x-api-key: ");
+            h.extend_from_slice(credential.as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+        (Dialect::Gemini, AuthKind::ApiKey) => {
+            h.extend_from_slice(b"x-goog-api-key: ");
+            h.extend_from_slice(credential.as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+        (Dialect::OpenAi, AuthKind::ApiKey) if azure => {
+            h.extend_from_slice(b"api-key: ");
             h.extend_from_slice(credential.as_bytes());
             h.extend_from_slice(b"\r\n");
         }
@@ -355,6 +384,9 @@ fn push_credential(h: &mut Vec<u8>, provider: &Provider, credential: &str, has_v
         h.extend_from_slice(b"\r\n");
     }
 }
+
+mod translated;
+pub use translated::build_translated;
 
 #[cfg(test)]
 mod tests;

@@ -93,7 +93,9 @@ pub fn handle(
                     admitted,
                     exec_deadline: None,
                     lane: None,
+                    translation: None,
                 };
+                super::attempts::translation_for(&mut ctx, &entry);
                 let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
                 drop(tenant_permit);
                 (keep, entry.index)

@@ -41,45 +41,50 @@ pub(super) fn select(
     let load = |c: ConnId| loads.load(c, &shared.in_flight, t);
     let mut tables = core.tables.borrow_mut();
     let mut selector = ctx.generation.selector.borrow_mut();
-    let ordered =
-        ctx.generation
-            .routes
-            .candidates_where(entry, ctx.dialect, &mut selector, &load, |c| {
-                let why = if seen.tried.contains(&c) {
-                    Some(Exclusion::Tried)
-                } else if seen.saturated.contains(&c) {
-                    Some(Exclusion::Ineligible(Ineligible::Saturated))
-                } else if ctx
-                    .admitted
-                    .client
-                    .as_ref()
-                    .is_some_and(|k| !k.may_use(c.connection))
-                {
-                    Some(Exclusion::Ineligible(Ineligible::NotAllowedForKey))
-                } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
-                    Some(Exclusion::Ineligible(why))
-                } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
-                    Some(e)
-                } else if seen.bound == Some(c.connection) {
-                    None
-                } else if let Some(until) = shared.leases.leased_until(c.connection, unix_now) {
-                    Some(Exclusion::Leased {
-                        ms: until - unix_now,
-                    })
-                } else if seen.bound.is_some() {
-                    // Usable and free, but not this request's lease: a place to move to.
-                    Some(Exclusion::Ineligible(Ineligible::NotThisLease))
-                } else {
-                    None
-                };
-                match why {
-                    Some(e) => {
-                        excluded.push((c, e));
-                        false
-                    }
-                    None => true,
+    let ordered = ctx.generation.routes.candidates_where(
+        entry,
+        crate::route::Reach::of(ctx.admitted.endpoint),
+        &mut selector,
+        &load,
+        |c| {
+            let why = if seen.tried.contains(&c) {
+                Some(Exclusion::Tried)
+            } else if seen.saturated.contains(&c) {
+                Some(Exclusion::Ineligible(Ineligible::Saturated))
+            } else if ctx
+                .admitted
+                .client
+                .as_ref()
+                .is_some_and(|k| !k.may_use(c.connection))
+            {
+                Some(Exclusion::Ineligible(Ineligible::NotAllowedForKey))
+            } else if let Err(why) = entry.targets[c.target].caps.admits(needs) {
+                Some(Exclusion::Ineligible(why))
+            } else if !translatable(ctx, entry, c) {
+                Some(Exclusion::Ineligible(Ineligible::Untranslatable))
+            } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
+                Some(e)
+            } else if seen.bound == Some(c.connection) {
+                None
+            } else if let Some(until) = shared.leases.leased_until(c.connection, unix_now) {
+                Some(Exclusion::Leased {
+                    ms: until - unix_now,
+                })
+            } else if seen.bound.is_some() {
+                // Usable and free, but not this request's lease: a place to move to.
+                Some(Exclusion::Ineligible(Ineligible::NotThisLease))
+            } else {
+                None
+            };
+            match why {
+                Some(e) => {
+                    excluded.push((c, e));
+                    false
                 }
-            });
+                None => true,
+            }
+        },
+    );
     let pinned_first = seen
         .pinned
         .and_then(|pc| ordered.iter().position(|c| c.connection == pc));
@@ -106,4 +111,15 @@ pub(super) fn site<'a>(ctx: &Ctx<'_, '_>, entry: &'a Entry, c: Candidate) -> Sit
         model: &entry.targets[c.target].model,
         tenant: ctx.tenant,
     }
+}
+
+/// Whether a candidate of another API than the client's can take the request translated (a
+/// candidate of the client's own API always can).
+fn translatable(ctx: &Ctx<'_, '_>, entry: &Entry, c: Candidate) -> bool {
+    let Some(session) = ctx.translation.as_deref() else {
+        return true;
+    };
+    let dialect = ctx.generation.routes.dialect_of(&entry.targets[c.target]);
+    crate::translate::session::target_api(ctx.admitted.endpoint, dialect)
+        .is_none_or(|api| session.admits(api))
 }

@@ -20,6 +20,10 @@ pub enum Ineligible {
     NotAllowedForKey,
     /// Not the connection the request's exclusive lease holds.
     NotThisLease,
+    /// Speaks another API than the client's, and the request cannot be translated for it (a
+    /// parameter with no equivalent, content it cannot take, or a body that does not read as
+    /// its API says; the decision record says which).
+    Untranslatable,
 }
 
 impl Ineligible {
@@ -34,6 +38,7 @@ impl Ineligible {
             Ineligible::Saturated => "saturated",
             Ineligible::NotAllowedForKey => "not_allowed_for_key",
             Ineligible::NotThisLease => "not_this_lease",
+            Ineligible::Untranslatable => "untranslatable",
         }
     }
 }

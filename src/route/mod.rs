@@ -50,6 +50,8 @@ pub struct Entry {
     pub slot: usize,
     /// Request deadline for this route, if it has its own.
     pub deadline_ms: Option<u64>,
+    /// Targets of another dialect may serve, translated.
+    pub cross_dialect: bool,
 }
 
 /// The route a request resolved to: a configured entry, or one made for a `provider/model`
@@ -67,6 +69,25 @@ impl std::ops::Deref for Resolved<'_> {
         match self {
             Resolved::Configured(e) => e,
             Resolved::Made(e) => e,
+        }
+    }
+}
+
+/// The targets a request can reach: those whose provider speaks its dialect, and, when its API
+/// can be translated (Chat Completions, Responses, Messages), every other one on a route that
+/// allows it (`cross_dialect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reach {
+    pub dialect: Dialect,
+    pub translatable: bool,
+}
+
+impl Reach {
+    pub fn of(endpoint: crate::dialect::Endpoint) -> Reach {
+        use crate::dialect::Endpoint as E;
+        Reach {
+            dialect: endpoint.dialect(),
+            translatable: matches!(endpoint, E::ChatCompletions | E::Responses | E::Messages),
         }
     }
 }
@@ -162,6 +183,7 @@ impl RouteTable {
             t.push(r.name.clone(), strategy, targets);
             if let Some(e) = t.entries.last_mut() {
                 e.deadline_ms = r.deadline_ms;
+                e.cross_dialect = r.cross_dialect;
             }
         }
         // Plain model names: every provider whose connections list the model.
@@ -223,6 +245,7 @@ impl RouteTable {
             index,
             slot,
             deadline_ms: None,
+            cross_dialect: true,
         });
     }
 
@@ -283,43 +306,55 @@ impl RouteTable {
             index: self.other_index,
             slot: self.slots,
             deadline_ms: None,
+            cross_dialect: true,
         })))
     }
 
-    /// Candidates in attempt order, restricted to providers speaking `dialect`.
+    /// Candidates in attempt order, restricted to the targets in `reach`.
     pub fn candidates(
         &self,
         entry: &Entry,
-        dialect: Dialect,
+        reach: Reach,
         st: &mut SelectorState,
         load: &dyn Fn(ConnId) -> Load,
     ) -> Vec<Candidate> {
-        self.candidates_where(entry, dialect, st, load, |_| true)
+        self.candidates_where(entry, reach, st, load, |_| true)
             .to_vec()
     }
 
-    /// Whether the entry has any connection for `dialect`.
-    pub fn serves(&self, entry: &Entry, dialect: Dialect) -> bool {
+    /// Whether a target is in reach.
+    #[inline]
+    fn reaches(&self, entry: &Entry, t: &Target, reach: Reach) -> bool {
+        self.dialects[t.provider] == reach.dialect || (reach.translatable && entry.cross_dialect)
+    }
+
+    /// The dialect a target's provider speaks.
+    pub fn dialect_of(&self, t: &Target) -> Dialect {
+        self.dialects[t.provider]
+    }
+
+    /// Whether the entry has any connection in reach.
+    pub fn serves(&self, entry: &Entry, reach: Reach) -> bool {
         entry
             .targets
             .iter()
-            .any(|t| self.dialects[t.provider] == dialect && !t.connections.is_empty())
+            .any(|t| self.reaches(entry, t, reach) && !t.connections.is_empty())
     }
 
-    /// The candidates `keep` accepts, grouped by target (targets of another dialect skipped),
-    /// with each one's priority and weight.
+    /// The candidates `keep` accepts, grouped by target (targets out of reach skipped), with
+    /// each one's priority and weight.
     #[inline]
     fn gather(
         &self,
         entry: &Entry,
-        dialect: Dialect,
+        reach: Reach,
         sc: &mut Scratch,
         keep: &mut impl FnMut(Candidate) -> bool,
     ) {
         sc.kept.clear();
         sc.groups.clear();
         for (ti, t) in entry.targets.iter().enumerate() {
-            if self.dialects[t.provider] != dialect {
+            if !self.reaches(entry, t, reach) {
                 continue;
             }
             let start = sc.kept.len();
@@ -345,13 +380,13 @@ impl RouteTable {
     pub fn candidates_where<'s>(
         &self,
         entry: &Entry,
-        dialect: Dialect,
+        reach: Reach,
         st: &'s mut SelectorState,
         load: &dyn Fn(ConnId) -> Load,
         mut keep: impl FnMut(Candidate) -> bool,
     ) -> &'s [Candidate] {
         let mut sc = std::mem::take(&mut st.scratch);
-        self.gather(entry, dialect, &mut sc, &mut keep);
+        self.gather(entry, reach, &mut sc, &mut keep);
         let needs_load = entry.strategy.needs_load();
         sc.gorder.clear();
         sc.gorder.extend(0..sc.groups.len());
@@ -416,13 +451,9 @@ impl RouteTable {
         &st.scratch.out
     }
 
-    /// Whether any target of the entry exists for another dialect (to explain a 404).
-    pub fn other_dialect_only(&self, entry: &Entry, dialect: Dialect) -> bool {
-        !entry.targets.is_empty()
-            && entry
-                .targets
-                .iter()
-                .all(|t| self.dialects[t.provider] != dialect)
+    /// Whether every target of the entry is out of reach (to explain a 404).
+    pub fn other_dialect_only(&self, entry: &Entry, reach: Reach) -> bool {
+        !entry.targets.is_empty() && entry.targets.iter().all(|t| !self.reaches(entry, t, reach))
     }
 
     /// Names clients may use in `model`, for `GET /v1/models`: (id, owner).

@@ -45,7 +45,7 @@ fn a_route_keeps_its_order_and_pins() {
     let (cfg, t) = setup();
     let e = t.lookup(&cfg, "smart").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
-    let c = t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default());
+    let c = t.candidates(&e, openai(), &mut st, &|_| Default::default());
     assert_eq!(
         c,
         vec![
@@ -68,10 +68,10 @@ fn a_plain_model_spreads_over_top_priority_and_keeps_backups_last() {
     let e = t.lookup(&cfg, "gpt-4o").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
     let first: Vec<ConnId> = (0..4)
-        .map(|_| t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default())[0].connection)
+        .map(|_| t.candidates(&e, openai(), &mut st, &|_| Default::default())[0].connection)
         .collect();
     assert_eq!(first, [0, 1, 0, 1].map(ConnId::new));
-    let all = t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default());
+    let all = t.candidates(&e, openai(), &mut st, &|_| Default::default());
     assert_eq!(
         all.last().unwrap().connection,
         ConnId::new(2),
@@ -89,10 +89,15 @@ fn provider_prefix_and_dialects() {
     let e = t.lookup(&cfg, "claude").unwrap();
     let mut st = SelectorState::new(t.slot_count(), 1);
     assert!(
-        t.candidates(&e, Dialect::OpenAi, &mut st, &|_| Default::default())
+        t.candidates(&e, openai(), &mut st, &|_| Default::default())
             .is_empty()
     );
-    assert!(t.other_dialect_only(&e, Dialect::OpenAi));
+    assert!(t.other_dialect_only(&e, openai()));
     let names: Vec<&str> = t.model_list().iter().map(|(n, _)| *n).collect();
     assert!(names.contains(&"smart") && names.contains(&"claude") && names.contains(&"an/claude"));
+}
+
+/// An OpenAI endpoint that is not translated (the tests of dialect matching).
+fn openai() -> crate::route::Reach {
+    crate::route::Reach::of(crate::dialect::Endpoint::Embeddings)
 }

@@ -182,6 +182,8 @@ impl Reasoning {
 /// A request in the neutral form.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Conversation {
+    /// The model the client named (its answer names it back).
+    pub model: String,
     /// System and developer instructions, in order.
     pub system: Vec<String>,
     pub turns: Vec<Turn>,

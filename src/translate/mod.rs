@@ -14,6 +14,7 @@ mod json;
 mod messages;
 pub mod policy;
 mod responses;
+pub mod session;
 pub mod stream;
 
 use crate::dialect::Endpoint;

@@ -43,17 +43,8 @@ fn provider(
     env: EnvLookup,
     index: &mut usize,
 ) -> Provider {
-    let dialect = match ps.dialect.as_str() {
-        "openai" => Dialect::OpenAi,
-        "anthropic" => Dialect::Anthropic,
-        other => {
-            p.add(
-                format!("{at}.dialect"),
-                format!("`{other}` is not one of openai, anthropic"),
-            );
-            Dialect::OpenAi
-        }
-    };
+    let dialect = dialect_of(p, at, ps);
+    let azure_api_version = azure_version(p, at, ps);
     let auth = match ps.auth.as_str() {
         "api_key" => AuthKind::ApiKey,
         "oauth" => AuthKind::OAuth,
@@ -106,6 +97,7 @@ fn provider(
     Provider {
         id: ps.id.clone(),
         dialect,
+        azure_api_version,
         auth,
         endpoint,
         anthropic_version: ps
@@ -343,4 +335,60 @@ pub(in crate::config) fn accounts(
         }
     }
     all
+}
+
+/// Azure's `api-version`: required for an `azure` provider (a date, `preview` or `v1`), refused
+/// on any other.
+fn azure_version(p: &mut Problems, at: &str, ps: &ProviderSection) -> Option<String> {
+    let v = ps.api_version.as_deref();
+    if ps.dialect != "azure" {
+        if v.is_some() {
+            p.add(
+                format!("{at}.api_version"),
+                "only an `azure` provider takes an api_version".to_string(),
+            );
+        }
+        return None;
+    }
+    let Some(v) = v else {
+        p.add(
+            format!("{at}.api_version"),
+            "an `azure` provider needs its api_version (such as `2024-10-21`, or `v1`)".to_string(),
+        );
+        return Some("v1".into());
+    };
+    let dated = v.len() >= 10
+        && v.as_bytes()[..10].iter().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                *b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        })
+        && v[10..]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !(dated || v == "v1" || v == "preview") {
+        p.add(
+            format!("{at}.api_version"),
+            format!("`{v}` is not a date (YYYY-MM-DD, maybe -preview), `preview` or `v1`"),
+        );
+    }
+    Some(v.to_string())
+}
+
+/// The API family a provider speaks (`azure` is OpenAI's, at Azure's paths).
+fn dialect_of(p: &mut Problems, at: &str, ps: &ProviderSection) -> Dialect {
+    match ps.dialect.as_str() {
+        "openai" | "azure" => Dialect::OpenAi,
+        "anthropic" => Dialect::Anthropic,
+        "gemini" => Dialect::Gemini,
+        other => {
+            p.add(
+                format!("{at}.dialect"),
+                format!("`{other}` is not one of openai, anthropic, gemini, azure"),
+            );
+            Dialect::OpenAi
+        }
+    }
 }

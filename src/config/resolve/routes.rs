@@ -68,6 +68,7 @@ pub(in crate::config) fn routes(
             name: r.name.clone(),
             targets: r.targets.clone(),
             deadline_ms: r.deadline_ms,
+            cross_dialect: r.cross_dialect,
         })
         .collect()
 }

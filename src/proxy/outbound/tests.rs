@@ -5,6 +5,7 @@ use crate::ids::ConnId;
 
 fn marks() -> Marks<'static> {
     Marks {
+        model: "m",
         request_id: "rid",
         trace: &TRACE,
         attempt: 0,
@@ -27,6 +28,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
         oauth: None,
     };
     let p = Provider {
+        azure_api_version: None,
         id: "p".into(),
         dialect,
         auth: AuthKind::ApiKey,

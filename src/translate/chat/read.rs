@@ -37,6 +37,7 @@ pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
         ));
     }
     let mut c = Conversation {
+        model: str_field(o, "model").unwrap_or("").to_string(),
         max_tokens: match opt_u64(o, "max_completion_tokens")? {
             Some(n) => Some(n),
             None => opt_u64(o, "max_tokens")?,

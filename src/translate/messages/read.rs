@@ -26,6 +26,7 @@ const KNOWN: [&str; 14] = [
 
 pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
     let mut c = Conversation {
+        model: str_field(o, "model").unwrap_or("").to_string(),
         max_tokens: opt_u64(o, "max_tokens")?,
         temperature: opt_f64(o, "temperature")?,
         top_p: opt_f64(o, "top_p")?,
