@@ -2,7 +2,8 @@
 
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use ringside::config::load_str;
-use ringside::dialect::facts;
+use ringside::dialect::{Endpoint, facts};
+const CHAT: ringside::route::Reach = ringside::route::Reach::of(Endpoint::ChatCompletions);
 use ringside::flow::gate::Gate;
 use ringside::flow::tenant::{TenantLimits, Tenants};
 use ringside::http::chunk::ChunkTracker;
@@ -184,13 +185,7 @@ fn route_benches(c: &mut Criterion) {
         let e = table.lookup(&cfg, "r").unwrap();
         b.iter(|| {
             table
-                .candidates_where(
-                    &e,
-                    ringside::route::Reach::of(ringside::dialect::Endpoint::ChatCompletions),
-                    &mut st,
-                    &|_| Load::default(),
-                    &mut |_| true,
-                )
+                .candidates_where(&e, CHAT, &mut st, &|_| Load::default(), &mut |_| true)
                 .len()
         })
     });
@@ -198,12 +193,7 @@ fn route_benches(c: &mut Criterion) {
         b.iter(|| {
             let e = table.lookup(&cfg, black_box("r")).unwrap();
             table
-                .candidates(
-                    &e,
-                    ringside::route::Reach::of(ringside::dialect::Endpoint::ChatCompletions),
-                    &mut st,
-                    &|_| Load::default(),
-                )
+                .candidates(&e, CHAT, &mut st, &|_| Load::default())
                 .len()
         })
     });
@@ -271,13 +261,9 @@ fn filter_benches(c: &mut Criterion) {
                         model: "gpt-4o",
                         tenant: 0,
                     };
-                    let ordered = table.candidates_where(
-                        &e,
-                        ringside::route::Reach::of(ringside::dialect::Endpoint::ChatCompletions),
-                        &mut st,
-                        &load,
-                        |c| tables.blocked(s, site(c.connection), now).is_none(),
-                    );
+                    let ordered = table.candidates_where(&e, CHAT, &mut st, &load, |c| {
+                        tables.blocked(s, site(c.connection), now).is_none()
+                    });
                     ordered.iter().find_map(|c| {
                         tables
                             .admit(s, &probes, site(c.connection), now)

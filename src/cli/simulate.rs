@@ -36,6 +36,10 @@ pub(super) struct SimArgs {
     /// How long the OAuth access tokens it issues last (Claude subscription mode).
     #[arg(long, default_value_t = 3_600, value_name = "SECONDS")]
     token_lifetime_s: u64,
+    /// Refuse (400) a body that breaks its API's rules, as a real provider would (Anthropic's
+    /// required max_tokens and alternating roles, Gemini's contents, tool results after calls).
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Run the simulator until SIGTERM or SIGINT.
@@ -49,6 +53,7 @@ pub(super) fn run(a: SimArgs) -> Result<(), String> {
         latency_ms: a.latency_ms,
         force_epoll: a.epoll,
         token_lifetime_s: a.token_lifetime_s,
+        strict: a.strict,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

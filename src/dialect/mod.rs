@@ -75,7 +75,7 @@ impl Endpoint {
         }
     }
 
-    pub fn dialect(self) -> Dialect {
+    pub const fn dialect(self) -> Dialect {
         match self {
             Endpoint::Messages | Endpoint::CountTokens => Dialect::Anthropic,
             _ => Dialect::OpenAi,

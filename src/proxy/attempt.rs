@@ -5,7 +5,6 @@
 use super::exchange::Buffered;
 use super::exchange::{AttemptEnd, Ctx, Failed};
 use super::judge::{self, Hold, Read, describe};
-use super::outbound::Outbound;
 use super::send::{HeadFail, send_and_await_head};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
@@ -55,7 +54,7 @@ pub(super) fn attempt(
             );
         };
         let model = &entry.targets[cand.target].model;
-        let out = match request_for(ctx, provider, conn, model) {
+        let out = match super::upstream_request::request_for(ctx, provider, conn, model) {
             Ok(out) => out,
             Err(end) => return *end,
         };
@@ -118,7 +117,7 @@ pub(super) fn attempt(
                 return end;
             }
         }
-        if is_translated(ctx) && !is_event_stream(&head) {
+        if super::translated::is_translated(ctx) && !is_event_stream(&head) {
             // Read whole and written for the client before the commit: an answer that does not
             // read as the provider's API says is retried elsewhere. (Boxed: rare.)
             let read = Box::pin(translated_answer(ctx, &aim, &mut up, &head, watch)).await;
@@ -280,82 +279,6 @@ impl Timing {
     }
 }
 
-/// The attempt's upstream request, with the connection's credential and lane.
-fn request_for(
-    ctx: &mut Ctx<'_, '_>,
-    provider: &Provider,
-    conn: &Connection,
-    model: &str,
-) -> Result<Outbound, Box<AttemptEnd>> {
-    let credential = super::oauth::token(ctx, conn);
-    let slow = super::usage_wall::slow(ctx, conn);
-    outbound_for(ctx, provider, conn, model, slow, credential.as_deref()).map_err(|c| {
-        // (Judged at selection for every target API: only a model-specific refusal reaches
-        // here, and it says nothing about the connection.)
-        let detail = format!("cannot translate: {} ({})", c.what, c.why);
-        let kind = AttemptOutcome::ProtocolError;
-        Box::new(failed(classify::transport(false), kind, detail, true))
-    })
-}
-
-/// The upstream request. The model is rewritten in place (its span found when the body was
-/// checked) only when the upstream's name differs; a target of another API gets the request
-/// written in its API (`Err`: it cannot take it).
-fn outbound_for(
-    ctx: &mut Ctx<'_, '_>,
-    provider: &Provider,
-    conn: &Connection,
-    model: &str,
-    slow: bool,
-    credential: Option<&str>,
-) -> Result<Outbound, crate::translate::Cannot> {
-    let target_api = crate::translate::session::target_api(ctx.admitted.endpoint, provider.dialect);
-    if let (Some(api), Some(session)) = (target_api, ctx.translation.as_deref_mut()) {
-        let body = session.body_for(api, model)?;
-        let marks = super::outbound::Marks {
-            request_id: &ctx.req.record.request_id,
-            trace: &ctx.req.record.trace,
-            attempt: ctx.req.record.attempts.len(),
-            slow,
-            credential,
-            model,
-        };
-        let secret = credential.unwrap_or(conn.secret.expose());
-        let stream = ctx.admitted.stream;
-        return Ok(super::outbound::build_translated(
-            provider, secret, api, stream, body, marks,
-        ));
-    }
-    if let Some(session) = ctx.translation.as_deref_mut() {
-        session.current = None;
-    }
-    // The body is rewritten where it names another model than the target's (a name the client
-    // spelt with escapes is written plainly: the same name).
-    let body = &ctx.admitted.body;
-    let span = (ctx.admitted.model_span.clone())
-        .map(|r| r.start as usize..r.end as usize)
-        .filter(|r| body.get(r.start + 1..r.end.saturating_sub(1)) != Some(model.as_bytes()));
-    let body = match span {
-        Some(span) => crate::dialect::facts::rewrite_model(body, &span, model),
-        None => body.clone(),
-    };
-    Ok(super::outbound::build(
-        ctx.head,
-        ctx.admitted.endpoint,
-        provider,
-        conn,
-        &body,
-        super::outbound::Marks {
-            request_id: &ctx.record.request_id,
-            trace: &ctx.record.trace,
-            attempt: ctx.record.attempts.len(),
-            slow,
-            credential,
-            model,
-        },
-    ))
-}
-
 /// A new upstream connection, within the attempt's deadline. A connect that finds this host
 /// out of descriptors or ports closes the core's idle upstream connections (the only ones
 /// Ringside can spare) and tries once more; failing again, it ends the attempt as Ringside's
@@ -509,7 +432,12 @@ fn error_answer(
         response: (!oversized).then(|| {
             Box::new(Buffered {
                 status: verdict.status,
-                body: in_client_api(ctx, aim, verdict.status, body),
+                body: super::translated::error_for_client(
+                    ctx,
+                    (aim.provider, aim.conn),
+                    verdict.status,
+                    body,
+                ),
                 head,
             })
         }),
@@ -530,46 +458,8 @@ fn learn_pacing(gate: &crate::flow::gate::Gate, limits: &RateLimits) {
     }
 }
 
-/// An error answer as the client reads it: the provider's own when it speaks the client's API,
-/// else its message in the client's error shape with Ringside's code for the status.
-fn in_client_api(
-    ctx: &Ctx<'_, '_>,
-    aim: &Aim<'_>,
-    status: u16,
-    body: bytes::Bytes,
-) -> bytes::Bytes {
-    let translated = ctx
-        .translation
-        .as_deref()
-        .is_some_and(|t| t.current.is_some());
-    if !translated {
-        return body;
-    }
-    let secrets = super::redact::Secrets::of(ctx.core, ctx.config(), aim.conn.index);
-    let message = crate::translate::answer::error_message(&secrets.redact(&body));
-    let code = crate::translate::session::error_code(status);
-    // Only a client that may see names is told which provider said it.
-    let message = if ctx.reveal {
-        format!("{}: {message}", aim.provider.id)
-    } else {
-        message
-    };
-    let err = crate::dialect::ApiError::new(status, code, message);
-    bytes::Bytes::from(err.body(ctx.dialect, &ctx.record.request_id))
-}
-
-/// The attempt in flight is translated.
-fn is_translated(ctx: &Ctx<'_, '_>) -> bool {
-    ctx.translation
-        .as_deref()
-        .is_some_and(|t| t.current.is_some())
-}
-
-/// The largest translated JSON answer read whole.
-const MAX_TRANSLATED_ANSWER: usize = 32 * 1024 * 1024;
-
-/// A translated attempt's JSON answer: read whole, written in the client's API, kept for the
-/// commit.
+/// A translated attempt's JSON answer: read whole (within the attempt's deadline) and written in
+/// the client's API before the commit (`translated::keep_answer`).
 async fn translated_answer(
     ctx: &mut Ctx<'_, '_>,
     aim: &Aim<'_>,
@@ -577,45 +467,20 @@ async fn translated_answer(
     head: &Head,
     watch: &mut ClientWatch<'_>,
 ) -> Result<(), AttemptEnd> {
-    let read = judge::read_whole_body(up, head, aim.time.deadline, watch, MAX_TRANSLATED_ANSWER);
-    let body = match read.await {
+    let max = super::translated::MAX_ANSWER;
+    let body = match judge::read_whole_body(up, head, aim.time.deadline, watch, max).await {
         Read::ClientGone => return Err(AttemptEnd::ClientGone),
         Read::Failed { detail, timeout } => {
             return Err(aim.time.failed(timeout, AttemptOutcome::Reset, detail));
         }
-        Read::Ok(b) if b.oversized => {
-            let detail = format!("a translated answer over {MAX_TRANSLATED_ANSWER} bytes");
-            return Err(failed(
-                classify::transport(false),
-                AttemptOutcome::ProtocolError,
-                detail,
-                false,
-            ));
-        }
         Read::Ok(b) => b,
     };
-    let request_id = ctx.req.record.request_id.clone();
-    let Some(session) = ctx.translation.as_deref_mut() else {
-        return Ok(());
-    };
-    let Some((api, _)) = session.current else {
-        return Ok(());
-    };
-    let stamp = crate::translate::answer::Stamp {
-        model: session.client_model(),
-        created: crate::clock::unix_ms() / 1000,
-        request_id: &request_id,
-    };
-    match crate::translate::answer::translate(api, session.client, &body.body, stamp) {
-        Ok(answer) => {
-            session.answer = Some((bytes::Bytes::from(answer), body.complete));
-            Ok(())
-        }
-        Err(garbled) => Err(failed(
+    super::translated::keep_answer(ctx, body).map_err(|detail| {
+        failed(
             classify::transport(false),
             AttemptOutcome::ProtocolError,
-            garbled.0,
+            detail,
             false,
-        )),
-    }
+        )
+    })
 }

@@ -3,8 +3,9 @@
 
 use super::exchange::{AttemptEnd, Ctx, Delivered, Failed};
 use super::forward::RelayFailure;
-use super::forward::{Relay, Relayed, Request, coalesce_for, ms32, relay, relay_buffered};
+use super::forward::{Relay, Relayed, Request, coalesce_for, ms32, relay};
 use super::judge;
+use super::translated::relay_whole;
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
 use crate::http::Head;
@@ -86,7 +87,7 @@ pub(super) fn commit(
         // When the relay began, in microseconds from the request's head (as an instant it took
         // 16 bytes; 64-bit, as a deadline may allow hours of waiting before it).
         let relay_from_us = crate::clock::since(ctx.started).as_micros() as u64;
-        let translating = translating_for(ctx);
+        let translating = super::translated::delivery(ctx);
         let (res, sse) = {
             let hard_deadline = ctx.exec_deadline;
             // The stages apart: the relay reads the head's facts and takes the admitted body.
@@ -112,7 +113,7 @@ pub(super) fn commit(
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body (and a stream's request head) go with the answer's first byte.
             let buf = &mut up.buf;
-            match Delivery::split(translating) {
+            match super::translated::Delivery::split(translating) {
                 // Boxed: rare, and its answer would otherwise take room in every relay's task.
                 Err(whole) => (Box::pin(relay_whole(wr, head, buf, &r, *whole)).await, None),
                 Ok(translating) => {
@@ -316,60 +317,6 @@ fn relay_ms(ctx: &Ctx<'_, '_>, relay_from_us: u64) -> u64 {
     now_us.saturating_sub(relay_from_us) / 1_000
 }
 
-/// How a translated attempt's answer goes to the client.
-enum Delivery {
-    /// A JSON answer, written for the client already; whether the provider's body ended cleanly;
-    /// the head lines that say it was translated.
-    Whole(Box<Whole>),
-    /// An event stream, translated as it is relayed.
-    Stream(Box<crate::proxy::forward::translated::Translating>),
-}
-
-/// The translated answer's delivery, when the attempt was translated (out of line: rare).
-#[inline(never)]
-fn translating_for(ctx: &mut Ctx<'_, '_>) -> Option<Delivery> {
-    let request_id = ctx.req.record.request_id.clone();
-    let session = ctx.translation.as_deref_mut()?;
-    let (api, _) = session.current.as_ref()?;
-    let api = *api;
-    let headers = crate::translate::session::headers(session);
-    if let Some((answer, complete)) = session.answer.take() {
-        return Some(Delivery::Whole(Box::new((answer, complete, headers))));
-    }
-    let created = crate::clock::unix_ms() / 1000;
-    let t = crate::translate::stream::Translator::new(
-        api,
-        session.client,
-        session.client_model(),
-        &request_id,
-        created,
-        session.include_usage(),
-    );
-    let t = crate::proxy::forward::translated::Translating::new(t, headers);
-    Some(Delivery::Stream(Box::new(t)))
-}
-
-/// A translated JSON answer, read and written for the client before the commit, relayed whole.
-async fn relay_whole(
-    wr: &mut TcpOwnedWriteHalf,
-    head: &Head,
-    buf: &mut bytes::BytesMut,
-    r: &Relay<'_>,
-    (answer, complete, extra): Whole,
-) -> Relayed {
-    let keep = relay_buffered(wr, head, head.status, &answer, r, &extra).await;
-    let _ = buf.split();
-    Relayed {
-        status: head.status,
-        body_bytes: answer.len() as u64,
-        upstream_complete: complete,
-        client_keep_alive: keep,
-        client_gone: !keep && r.client_keep_alive,
-        committed: true,
-        ..Default::default()
-    }
-}
-
 /// Nothing reached the client: the upstream's framing broke before the first byte.
 fn uncommitted(res: &Relayed) -> AttemptEnd {
     let detail = res
@@ -383,21 +330,4 @@ fn uncommitted(res: &Relayed) -> AttemptEnd {
         detail,
         false,
     ))
-}
-
-/// A whole translated answer: its bytes, whether the provider's body ended cleanly, head lines.
-type Whole = (bytes::Bytes, bool, Vec<(&'static str, String)>);
-
-/// A translated stream in the relay.
-type Translating = Box<crate::proxy::forward::translated::Translating>;
-
-impl Delivery {
-    /// The stream to translate (if any), or the whole answer to send.
-    fn split(d: Option<Delivery>) -> Result<Option<Translating>, Box<Whole>> {
-        match d {
-            Some(Delivery::Stream(t)) => Ok(Some(t)),
-            Some(Delivery::Whole(w)) => Err(w),
-            None => Ok(None),
-        }
-    }
 }

@@ -61,6 +61,8 @@ mod respond;
 mod select;
 mod send;
 mod stop;
+mod translated;
+mod upstream_request;
 mod usage_wall;
 pub mod watch;
 

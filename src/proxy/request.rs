@@ -95,7 +95,7 @@ pub fn handle(
                     lane: None,
                     translation: None,
                 };
-                super::attempts::translation_for(&mut ctx, &entry);
+                super::translated::prepare(&mut ctx, &entry);
                 let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
                 drop(tenant_permit);
                 (keep, entry.index)

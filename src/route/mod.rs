@@ -83,7 +83,7 @@ pub struct Reach {
 }
 
 impl Reach {
-    pub fn of(endpoint: crate::dialect::Endpoint) -> Reach {
+    pub const fn of(endpoint: crate::dialect::Endpoint) -> Reach {
         use crate::dialect::Endpoint as E;
         Reach {
             dialect: endpoint.dialect(),

@@ -46,14 +46,13 @@ pub(super) async fn answer(
     mut stream: TcpStream,
 ) -> Option<TcpStream> {
     let keep = head.keep_alive;
-    let Some(api) = Api::from_path(head.path()) else {
-        let b = body::error_body(Api::Chat, 404, "unknown path");
-        let _ = stream
-            .write_all(whole(404, "application/json", &[], &b, keep))
-            .await;
-        return Some(stream);
+    let (api, ask) = match read_ask(state, head, &body) {
+        Ok(asked) => asked,
+        Err(refusal) => {
+            let _ = stream.write_all(refusal).await;
+            return Some(stream);
+        }
     };
-    let ask = Ask::read(&body);
     let key = key_of(head);
     let seen = SeenRequest {
         head: head.clone(),
@@ -119,6 +118,32 @@ pub(super) async fn answer(
         extra,
     };
     respond(&reply, &fault, &body, &mut guard, stream).await
+}
+
+/// The request's API and what it asks for (Gemini says the model and whether to stream in its
+/// path), or the 404 of an unknown path, or, running strict, the 400 a real provider would give
+/// a body that breaks its API's rules.
+fn read_ask(
+    state: &SimState,
+    head: &crate::http::Head,
+    body: &[u8],
+) -> Result<(Api, Ask), Vec<u8>> {
+    let Some(api) = Api::from_path(head.path()) else {
+        let b = body::error_body(Api::Chat, 404, "unknown path");
+        return Err(whole(404, "application/json", &[], &b, head.keep_alive));
+    };
+    let mut ask = Ask::read(body);
+    if let Some((model, stream)) = super::gemini::call(head.path()) {
+        ask.model = Some(model.to_string());
+        ask.wants_stream = stream;
+    }
+    if state.opts.strict
+        && let Some(problem) = super::shape::problem(api, body)
+    {
+        let b = body::error_body(api, 400, &problem);
+        return Err(whole(400, "application/json", &[], &b, head.keep_alive));
+    }
+    Ok((api, ask))
 }
 
 /// What the answer to one request is made of.

@@ -12,13 +12,17 @@ pub enum Api {
     Messages,
     CountTokens,
     Models,
+    /// Google Gemini's `generateContent` (`:streamGenerateContent?alt=sse` streams).
+    Gemini,
 }
 
 impl Api {
     pub fn from_path(path: &str) -> Option<Api> {
         let p = path.split('?').next().unwrap_or(path);
         let p = p.trim_end_matches('/');
-        Some(if p.ends_with("/chat/completions") {
+        Some(if super::gemini::call(path).is_some() {
+            Api::Gemini
+        } else if p.ends_with("/chat/completions") {
             Api::Chat
         } else if p.ends_with("/messages/count_tokens") {
             Api::CountTokens
@@ -108,6 +112,7 @@ pub fn json_body(api: Api, model: &str, n: u32, seq: u64, base64: bool) -> Vec<u
             "usage": {"input_tokens": 9, "output_tokens": n}
         }),
         Api::CountTokens => json!({"input_tokens": 9}),
+        Api::Gemini => super::gemini::answer(model, &text, n, seq),
         Api::Models => {
             json!({"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "simulator"}]})
         }
@@ -133,6 +138,7 @@ pub fn sse_events(api: Api, model: &str, n: u32, seq: u64, include_usage: bool) 
         }
         Api::Responses => responses_events(&mut ev, model, n, seq),
         Api::Messages => messages_events(&mut ev, model, n, seq),
+        Api::Gemini => super::gemini::events(&mut ev, model, n, seq),
     }
     ev
 }
@@ -248,6 +254,8 @@ pub fn error_body(api: Api, status: u16, message: &str) -> Vec<u8> {
     };
     let v = if api.anthropic() {
         json!({"type": "error", "error": {"type": atype, "message": message}})
+    } else if api == Api::Gemini {
+        super::gemini::error(status, message)
     } else {
         json!({"error": {"message": message, "type": otype, "param": null, "code": null}})
     };

@@ -7,8 +7,10 @@ mod ask;
 pub mod body;
 mod control;
 pub mod fault;
+mod gemini;
 mod listen_queue;
 mod provider_head;
+mod shape;
 pub mod stats;
 mod stream;
 pub mod subscription;
@@ -44,6 +46,9 @@ pub struct SimOptions {
     pub force_epoll: bool,
     /// How long the OAuth access tokens the simulator issues last.
     pub token_lifetime_s: u64,
+    /// Refuse (400, in the API's error shape) a body that breaks its API's rules: what a real
+    /// provider refuses and a translator might get wrong (`shape`).
+    pub strict: bool,
 }
 
 impl Default for SimOptions {
@@ -57,6 +62,7 @@ impl Default for SimOptions {
             latency_ms: 0,
             force_epoll: false,
             token_lifetime_s: 3_600,
+            strict: false,
         }
     }
 }
@@ -229,7 +235,12 @@ fn key_of(head: &crate::http::Head) -> String {
     if let Some(v) = head.get_str("authorization") {
         return v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string();
     }
-    head.get_str("x-api-key").unwrap_or("-").to_string()
+    // Anthropic's, Gemini's and Azure's own headers.
+    ["x-api-key", "x-goog-api-key", "api-key"]
+        .iter()
+        .find_map(|h| head.get_str(h))
+        .unwrap_or("-")
+        .to_string()
 }
 
 /// The simulator's limits on what it reads (generous: it stands in for a provider).

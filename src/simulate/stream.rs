@@ -155,7 +155,7 @@ fn events_for(plan: &StreamPlan<'_>) -> Vec<Vec<u8>> {
 /// An in-band error event in the API's own shape: OpenAI's `data: {"error": …}`, else
 /// `event: error` with Anthropic's `{"type": "error", "error": …}`.
 fn error_event(api: Api, error: serde_json::Value) -> Vec<u8> {
-    if matches!(api, Api::Chat | Api::Completions) {
+    if matches!(api, Api::Chat | Api::Completions | Api::Gemini) {
         format!("data: {}\n\n", serde_json::json!({ "error": error })).into_bytes()
     } else {
         let err = serde_json::json!({"type": "error", "error": error});

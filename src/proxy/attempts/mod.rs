@@ -441,29 +441,3 @@ fn client_gone(ctx: &mut Ctx<'_, '_>) -> Step {
     ctx.record.outcome = crate::audit::Outcome::ClientGone;
     Step::End(End::Answered { keep_alive: false })
 }
-
-/// When the route reaches targets of another API than the client's, the request is read once
-/// for them (out of line: a pass-through request only looks at its targets' dialects).
-#[inline(never)]
-pub(super) fn translation_for(ctx: &mut Ctx<'_, '_>, entry: &Entry) {
-    use crate::translate::session::{Session, target_api};
-    let endpoint = ctx.admitted.endpoint;
-    let Some(client) = crate::translate::Api::of_endpoint(endpoint) else {
-        return;
-    };
-    if !entry.cross_dialect {
-        return;
-    }
-    let routes = &ctx.generation.routes;
-    let mut apis = Vec::new();
-    for t in &entry.targets {
-        if let Some(api) = target_api(endpoint, routes.dialect_of(t))
-            && !apis.contains(&api)
-        {
-            apis.push(api);
-        }
-    }
-    if !apis.is_empty() {
-        ctx.translation = Some(Box::new(Session::new(client, &ctx.admitted.body, apis)));
-    }
-}

@@ -43,18 +43,18 @@ struct Watched {
 
 /// One relayed response, between upstream reads.
 pub(super) struct Stream {
-    framing: Framing,
+    pub(super) framing: Framing,
     /// A close-delimited body re-framed as chunked for a keep-alive client.
-    rechunk: bool,
+    pub(super) rechunk: bool,
     /// An HTTP/1.0 client gets a chunked body without its framing, ended by closing (rare:
     /// boxed, so that it takes no room in every held stream's task).
-    dechunk: Option<Box<ChunkTracker>>,
-    keep_alive: bool,
+    pub(super) dechunk: Option<Box<ChunkTracker>>,
+    pub(super) keep_alive: bool,
     is_sse: bool,
-    client_chunked: bool,
+    pub(super) client_chunked: bool,
     end: BodyEnd,
     /// The client's head, until it goes out with the first body bytes.
-    pending_head: Option<Vec<u8>>,
+    pub(super) pending_head: Option<Vec<u8>>,
     pub(super) upstream_eof: bool,
     scanner: Option<Scanner>,
     /// A JSON answer with a length (chunk frames would interrupt the JSON) whose `usage` has
@@ -75,9 +75,9 @@ pub(super) struct Stream {
     watchdog: Option<Box<Watched>>,
     /// Whether an error event may still be appended (not after an upstream's trailers, nor
     /// past a Content-Length).
-    can_append: bool,
+    pub(super) can_append: bool,
     /// A stream of another API, translated for the client (rare: boxed).
-    translating: Option<Box<super::translated::Translating>>,
+    pub(super) translating: Option<Box<super::translated::Translating>>,
 }
 
 impl Stream {
@@ -163,42 +163,6 @@ impl Stream {
         }
     }
 
-    /// The stream is translated: the client reads the translator's events as chunks (HTTP/1.1)
-    /// under a head of its own. Out of line: once per translated stream.
-    #[inline(never)]
-    fn translate(
-        &mut self,
-        head: &Head,
-        r: &Relay<'_>,
-        mut t: Box<super::translated::Translating>,
-    ) {
-        t.frame(self.framing == Framing::Chunked, r.client_http11);
-        self.client_chunked = t.chunked;
-        self.rechunk = false;
-        self.dechunk = None;
-        self.keep_alive = r.client_keep_alive && t.chunked;
-        self.can_append = true;
-        let shape = crate::proxy::client_head::Shape {
-            status: head.status,
-            rechunk: t.chunked,
-            keep_alive: self.keep_alive,
-            is_sse: true,
-            length: None,
-            then: 0,
-        };
-        let mut h = crate::proxy::client_head::head_for_client(head, r, &shape, &t.headers);
-        // The provider's length, if it sent one, is not the client's.
-        if let Some(at) = find_header(&h, b"\r\ncontent-length:") {
-            let end = h[at + 2..]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .map_or(h.len(), |e| at + 2 + e);
-            h.drain(at..end);
-        }
-        self.pending_head = Some(h);
-        self.translating = Some(t);
-    }
-
     /// Take what the upstream sent so far as the next client write. Not inlined: the chunk
     /// tracker and the SSE scanner run in here per read, and inlined into the connection's
     /// whole future they ran a third more instructions (callgrind, PGO build, 2026-12-01).
@@ -272,45 +236,6 @@ impl Stream {
             data,
             done,
             edge_now,
-            ends_message,
-            first,
-        }
-    }
-
-    /// [`Stream::next_write`] for a translated stream: the translator's events, framed for
-    /// the client; a provider that stopped without ending its stream failed (`NoTerminal`),
-    /// and the relay appends the client API's error event.
-    #[inline(never)]
-    fn next_translated(&mut self, data: &[u8], done: bool, out: &mut Relayed) -> Next {
-        let Some(t) = self.translating.as_mut() else {
-            return Next::Stop;
-        };
-        let Ok((client, standing)) = t.step(data, done) else {
-            out.failure = Some(RelayFailure::BadFraming);
-            return if self.pending_head.is_some() {
-                Next::Unsent
-            } else {
-                Next::Stop
-            };
-        };
-        let ends_message = done && standing != crate::translate::stream::Standing::Open;
-        if done && !ends_message {
-            out.failure = Some(RelayFailure::NoTerminal);
-        }
-        out.committed = true;
-        let first = self.pending_head.is_some();
-        let data = match self.pending_head.take() {
-            Some(mut h) => {
-                h.extend_from_slice(&client);
-                Bytes::from(h)
-            }
-            None => Bytes::from(client),
-        };
-        Next::Write {
-            data,
-            done,
-            // The translator writes whole events only.
-            edge_now: true,
             ends_message,
             first,
         }
@@ -493,9 +418,4 @@ fn let_go_of_head(head: &mut Head, judging: &crate::resilience::settings::Settin
 #[inline(never)]
 pub(super) fn let_go_of_request_head(head: &mut Head) {
     head.keep_only(super::super::exchange::read_after_commit);
-}
-
-fn find_header(h: &[u8], name: &[u8]) -> Option<usize> {
-    h.windows(name.len())
-        .position(|w| w.eq_ignore_ascii_case(name))
 }

@@ -3,8 +3,12 @@
 //! HTTP/1.0 client). The stream guard reads the provider's own events, before translation, as
 //! on any stream; the translator says whether the provider ended its stream.
 
+use super::stream::{Next, Stream};
+use super::{Relay, RelayFailure, Relayed};
 use crate::http::chunk::{ChunkTracker, size_line};
+use crate::http::{Framing, Head};
 use crate::translate::stream::{Standing, Translator};
+use bytes::Bytes;
 
 /// What a translated stream carries in the relay (boxed: rare).
 pub(crate) struct Translating {
@@ -73,4 +77,81 @@ impl Translating {
         }
         Ok((client, standing))
     }
+}
+
+impl Stream {
+    /// The stream is translated: the client reads the translator's events as chunks (HTTP/1.1)
+    /// under a head of its own. Out of line: once per translated stream.
+    #[inline(never)]
+    pub(super) fn translate(&mut self, head: &Head, r: &Relay<'_>, mut t: Box<Translating>) {
+        t.frame(self.framing == Framing::Chunked, r.client_http11);
+        self.client_chunked = t.chunked;
+        self.rechunk = false;
+        self.dechunk = None;
+        self.keep_alive = r.client_keep_alive && t.chunked;
+        self.can_append = true;
+        let shape = crate::proxy::client_head::Shape {
+            status: head.status,
+            rechunk: t.chunked,
+            keep_alive: self.keep_alive,
+            is_sse: true,
+            length: None,
+            then: 0,
+        };
+        let mut h = crate::proxy::client_head::head_for_client(head, r, &shape, &t.headers);
+        // The provider's length, if it sent one, is not the client's.
+        if let Some(at) = find_header(&h, b"\r\ncontent-length:") {
+            let end = h[at + 2..]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map_or(h.len(), |e| at + 2 + e);
+            h.drain(at..end);
+        }
+        self.pending_head = Some(h);
+        self.translating = Some(t);
+    }
+
+    /// [`Stream::next_write`] for a translated stream: the translator's events, framed for
+    /// the client; a provider that stopped without ending its stream failed (`NoTerminal`),
+    /// and the relay appends the client API's error event.
+    #[inline(never)]
+    pub(super) fn next_translated(&mut self, data: &[u8], done: bool, out: &mut Relayed) -> Next {
+        let Some(t) = self.translating.as_mut() else {
+            return Next::Stop;
+        };
+        let Ok((client, standing)) = t.step(data, done) else {
+            out.failure = Some(RelayFailure::BadFraming);
+            return if self.pending_head.is_some() {
+                Next::Unsent
+            } else {
+                Next::Stop
+            };
+        };
+        let ends_message = done && standing != crate::translate::stream::Standing::Open;
+        if done && !ends_message {
+            out.failure = Some(RelayFailure::NoTerminal);
+        }
+        out.committed = true;
+        let first = self.pending_head.is_some();
+        let data = match self.pending_head.take() {
+            Some(mut h) => {
+                h.extend_from_slice(&client);
+                Bytes::from(h)
+            }
+            None => Bytes::from(client),
+        };
+        Next::Write {
+            data,
+            done,
+            // The translator writes whole events only.
+            edge_now: true,
+            ends_message,
+            first,
+        }
+    }
+}
+
+fn find_header(h: &[u8], name: &[u8]) -> Option<usize> {
+    h.windows(name.len())
+        .position(|w| w.eq_ignore_ascii_case(name))
 }
