@@ -86,15 +86,17 @@ fn anthropic_and_responses_streams(driver: &str) {
         r#"{"model":"gpt-4o-mini","stream":true,"input":"hi"}"#,
     );
     assert!(r.text().contains("event: response.completed"));
-    // An Anthropic request for an OpenAI-only model is refused in the Anthropic dialect.
+    // An Anthropic request for an OpenAI-only model is served by it, translated both ways
+    // (docs/dialects.md); before translation it was refused with a 404.
     let r = proxy.post(
         "/v1/messages",
         &[],
-        r#"{"model":"gpt-4o-mini","max_tokens":1,"messages":[]}"#,
+        r#"{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#,
     );
-    assert_eq!(r.status, 404);
-    assert_eq!(r.json()["type"], "error");
-    assert_eq!(r.json()["error"]["code"], "no_executable_targets");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-translated"), Some("messages->chat"));
+    assert_eq!(r.json()["type"], "message");
+    assert_eq!(r.json()["role"], "assistant");
 }
 
 fn first_event_is_not_buffered(driver: &str) {
