@@ -5,7 +5,9 @@
 # JSON requests and one of 20-event SSE streams is divided by its request count. Kernel time is
 # not included (see benches/e2e.sh for that). Where node is installed, a third row counts
 # 20-event streams from a TLS upstream (the independent mock over https, `tls_mock`), the path
-# every real provider takes. Bounded: about a minute and a half.
+# every real provider takes. Two more rows count the same JSON request and stream answered by a
+# provider of another API (Anthropic's Messages on the simulator), translated both ways, with
+# their ratio to the pass-through rows. Bounded: about two minutes.
 # Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing;
 #   ACCESS_LOG=true counts the access log too: its lines and its writer thread;
 #   RINGSIDE_BIN=PATH counts that binary instead of building this tree's; KEEP_CALLGRIND=DIR
@@ -25,11 +27,11 @@ trap cleanup EXIT
 
 $BIN simulate --listen 127.0.0.1:$SIM --events 20 >/dev/null 2>&1 &
 PIDS+=($!); disown
-KINDS="json sse"
+KINDS="json sse json-x sse-x"
 UPSTREAM=""
 if command -v node >/dev/null 2>&1; then
   tls_mock "$WORK" $((BASE+3)); PIDS+=($TLS_MOCK_PID); disown
-  KINDS="json sse tls"
+  KINDS="json sse json-x sse-x tls"
   # Under callgrind the first handshakes take seconds (new code is being translated): a
   # 5 s connect timeout would cool the connection and leave the counted run waiting.
   UPSTREAM=$(printf '[upstream]\nca_file = "%s"\nconnect_timeout_ms = 60000\n%s' \
@@ -45,8 +47,11 @@ driver = "uring"
 access_log = ${ACCESS_LOG:-false}
 $UPSTREAM
 $(bench_provider $SIM)
+$(bench_provider $SIM xlate xlate-model | sed 's/dialect = "openai"/dialect = "anthropic"/')
 TOML
 chat_scripts "$WORK"
+# The same requests for the Anthropic provider: translated (docs/dialects.md).
+for kind in json sse; do sed 's/bench-model/xlate-model/' "$WORK/$kind.lua" > "$WORK/$kind-x.lua"; done
 sed 's/bench-model/tls-model/' "$WORK/sse.lua" > "$WORK/tls.lua"
 
 BENCH_KEY=${BENCH_KEY:-sk-bench} valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
@@ -76,7 +81,14 @@ for kind in $KINDS; do
     grep -v '"msg":"access"' "$WORK/vg.log" | tail -5 >&2
     exit 1
   fi
-  printf '%-4s %7d requests  %9d instructions/request\n' "$kind" "$n" $((total / n))
+  per=$((total / n))
+  case $kind in json) JSON_PER=$per ;; sse) SSE_PER=$per ;; esac
+  ratio=""
+  case $kind in
+    json-x) ratio=$(awk -v a=$per -v b=${JSON_PER:-0} 'BEGIN { if (b) printf "  %.2fx the json row", a / b }') ;;
+    sse-x) ratio=$(awk -v a=$per -v b=${SSE_PER:-0} 'BEGIN { if (b) printf "  %.2fx the sse row", a / b }') ;;
+  esac
+  printf '%-6s %7d requests  %9d instructions/request%s\n' "$kind" "$n" $per "$ratio"
   # KEEP_CALLGRIND=DIR keeps each row's dumps, for callgrind_annotate (where they went).
   if [ -n "${KEEP_CALLGRIND:-}" ]; then
     mkdir -p "$KEEP_CALLGRIND/$kind"; cp "$WORK"/cg.*.[0-9]* "$KEEP_CALLGRIND/$kind/" 2>/dev/null || true
