@@ -18,7 +18,80 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-both_drivers!(real_sdk_clients_work_through_ringside);
+both_drivers!(
+    real_sdk_clients_work_through_ringside,
+    real_sdk_clients_cross_providers
+);
+
+/// The SDKs of one API answered by a provider of the other (docs/dialects.md): JSON, streams,
+/// images, schemas and tool history in the provider's shape (the simulator runs strict), a
+/// stream cut after a fallback seen as the SDK's own error.
+fn real_sdk_clients_cross_providers(driver: &str) {
+    if std::env::var_os("RINGSIDE_SKIP_SDK_TESTS").is_some_and(|v| v != "0") {
+        return;
+    }
+    let python = venv().unwrap_or_else(|e| panic!("{e}"));
+    let faults = [
+        "model:gpt-wall=429",
+        "model:claude-wall=529",
+        "model:gpt-cut=reset-mid-stream;after=5",
+        "model:claude-cut=reset-mid-stream;after=5",
+    ];
+    let sim = start_sim(SimOptions {
+        faults: faults
+            .iter()
+            .map(|f| parse_fault_arg(f).expect("fault spec"))
+            .collect(),
+        strict: true,
+        ..SimOptions::default()
+    });
+    let proxy = Proxy::start(driver, 2, "", &cross_config(sim.addr));
+    let base = format!("http://{}", proxy.addr);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_translation.py");
+    let (python, script) = (python.to_string_lossy(), script.to_string_lossy());
+    run_checks(
+        driver,
+        &python,
+        &[&script, &base],
+        "10 of 10 translation checks passed",
+    );
+}
+
+/// An OpenAI and an Anthropic provider on the simulator, a model of each at its wall, one
+/// healthy and one whose streams are cut; four routes from one to the other.
+fn cross_config(s: std::net::SocketAddr) -> String {
+    let mut c = "[resilience]\nmax_wait_ms = 0\n".to_string();
+    for (id, dialect, models) in [
+        ("oai", "openai", ["gpt-wall", "gpt-ok", "gpt-cut"]),
+        (
+            "ant",
+            "anthropic",
+            ["claude-wall", "claude-ok", "claude-cut"],
+        ),
+    ] {
+        c += &format!(
+            "[[providers]]\nid = \"{id}\"\ndialect = \"{dialect}\"\nbase_url = \"http://{s}/v1\"\n"
+        );
+        for (m, name) in models.iter().zip(["wall", "ok", "cut"]) {
+            c += &format!(
+                "  [[providers.connections]]\n  id = \"{name}\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"{m}\"]\n"
+            );
+        }
+    }
+    for (route, first, then) in [
+        ("gpt-to-claude", "oai/gpt-wall", "ant/claude-ok"),
+        ("claude-to-gpt", "ant/claude-wall", "oai/gpt-ok"),
+        ("gpt-to-claude-cut", "oai/gpt-wall", "ant/claude-cut"),
+        ("claude-to-gpt-cut", "ant/claude-wall", "oai/gpt-cut"),
+    ] {
+        c += &format!("[[routes]]\nname = \"{route}\"\n");
+        for t in [first, then] {
+            let (p, m) = t.split_once('/').unwrap_or_default();
+            c += &format!("[[routes.targets]]\nprovider = \"{p}\"\nmodel = \"{m}\"\n");
+        }
+    }
+    c
+}
 
 fn real_sdk_clients_work_through_ringside(driver: &str) {
     if std::env::var_os("RINGSIDE_SKIP_SDK_TESTS").is_some_and(|v| v != "0") {
