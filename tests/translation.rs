@@ -17,6 +17,7 @@ both_drivers!(
     a_route_can_forbid_crossing,
     a_request_no_other_api_can_take_stays_home,
     an_error_answer_reaches_the_client_in_its_own_shape,
+    routes_match_the_ids_agents_send,
 );
 
 /// One simulator standing in for every provider (strict), with faults by key.
@@ -307,5 +308,39 @@ fn an_error_answer_reaches_the_client_in_its_own_shape(driver: &str) {
     assert!(
         v.get("type").is_none(),
         "a Chat error, not Anthropic's: {v}"
+    );
+}
+
+fn routes_match_the_ids_agents_send(driver: &str) {
+    // Claude Code's and Codex's model ids change every release: a pattern route passes the
+    // client's id on (`model = "*"`), and a default route takes what no name or pattern does.
+    let sim = sim(&[]);
+    let mut body = config(sim.addr, &[], "");
+    body = body.replace("[[routes]]\nname = \"r\"\n", "");
+    body.push_str(
+        "[[routes]]\nname = \"*\"\n[[routes.targets]]\nprovider = \"oa\"\nmodel = \"gpt-x\"\n\
+         [[routes]]\nname = \"claude-*\"\n[[routes.targets]]\nprovider = \"an\"\nmodel = \"*\"\n",
+    );
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let msg = json!({"model": "claude-opus-4-8", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]});
+    let r = proxy.post("/v1/messages", &[], &msg.to_string());
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-route"), Some("claude-*"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("gpt-6.2-sol", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-route"), Some("*"));
+    let seen = ringside::demo::client::request(sim.addr, "GET", "/_sim/requests", &[], b"", T)
+        .unwrap()
+        .json();
+    let models: Vec<&str> = seen["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|q| q["model"].as_str())
+        .collect();
+    assert_eq!(
+        models,
+        ["claude-opus-4-8", "gpt-x"],
+        "the client's id passed on, the default's model used"
     );
 }

@@ -36,6 +36,8 @@ pub struct Target {
     /// Selector slot for ordering this target's connections.
     pub slot: usize,
     pub caps: Caps,
+    /// Pinned to one connection (`connection = ...`).
+    pub pinned: bool,
 }
 
 /// A resolvable name: a configured route, a plain model, or `provider/model`.
@@ -104,6 +106,9 @@ pub struct RouteTable {
     entries: Vec<Entry>,
     /// Built from the config only: a client's model name is looked up, never added.
     by_name: FxHashMap<String, usize>,
+    /// Routes whose name is a pattern (`claude-*`; `*` alone is the default route, tried last),
+    /// in config order: for names no exact entry has.
+    patterns: Vec<usize>,
     /// Metric index used for names that are not in the table.
     pub other_index: usize,
     slots: usize,
@@ -119,6 +124,24 @@ fn make_target(
     slot: usize,
     keep_names: bool,
 ) -> Target {
+    make_target_for(
+        cfg,
+        provider,
+        model,
+        pinned,
+        (slot, keep_names),
+        model == "*",
+    )
+}
+
+fn make_target_for(
+    cfg: &Config,
+    provider: usize,
+    model: &str,
+    pinned: Option<&str>,
+    (slot, keep_names): (usize, bool),
+    any_model: bool,
+) -> Target {
     let p = &cfg.providers[provider];
     let name = |s: String| if keep_names { keep(s) } else { Cow::Owned(s) };
     let caps = Caps {
@@ -131,7 +154,9 @@ fn make_target(
         .iter()
         .filter(|c| match pinned {
             Some(id) => c.id == id,
-            None => c.models.is_empty() || c.models.iter().any(|m| m == model),
+            // `*` (a pattern route's target that passes the client's model on): every
+            // connection of the provider, whatever models it lists.
+            None => any_model || c.models.is_empty() || c.models.iter().any(|m| m == model),
         })
         .collect();
     conns.sort_by_key(|c| c.priority);
@@ -144,6 +169,7 @@ fn make_target(
         weights: conns.iter().map(|c| c.weight).collect(),
         slot,
         caps,
+        pinned: pinned.is_some(),
     }
 }
 
@@ -152,6 +178,7 @@ impl RouteTable {
         let mut t = RouteTable {
             entries: Vec::new(),
             by_name: FxHashMap::default(),
+            patterns: Vec::new(),
             other_index: 0,
             slots: 0,
             dialects: cfg.providers.iter().map(|p| p.dialect).collect(),
@@ -184,6 +211,10 @@ impl RouteTable {
             if let Some(e) = t.entries.last_mut() {
                 e.deadline_ms = r.deadline_ms;
                 e.cross_dialect = r.cross_dialect;
+            }
+            if r.name.contains('*') {
+                t.by_name.remove(&r.name);
+                t.patterns.push(t.entries.len() - 1);
             }
         }
         // Plain model names: every provider whose connections list the model.
@@ -226,6 +257,9 @@ impl RouteTable {
             }
         }
         t.other_index = t.entries.len();
+        // The default route (`*`) after every other pattern, whatever the config's order.
+        let entries = &t.entries;
+        t.patterns.sort_by_key(|&i| entries[i].name == "*");
         t
     }
 
@@ -289,7 +323,41 @@ impl RouteTable {
         if let Some(&i) = self.by_name.get(model) {
             return Some(Resolved::Configured(&self.entries[i]));
         }
-        // `provider/model` for a model the provider's connections do not list.
+        if let Some(made) = self.made_for_provider(cfg, model) {
+            return Some(made);
+        }
+        let &i = self
+            .patterns
+            .iter()
+            .find(|&&i| glob(&self.entries[i].name, model))?;
+        Some(self.matched(cfg, &self.entries[i], model))
+    }
+
+    /// A pattern route matched `model`: as configured, or with `model` for its targets whose
+    /// model is `*` (the client's own, passed on).
+    fn matched<'a>(&'a self, cfg: &Config, e: &'a Entry, model: &str) -> Resolved<'a> {
+        if !e.targets.iter().any(|t| t.model == "*") {
+            return Resolved::Configured(e);
+        }
+        let mut made = e.clone();
+        for t in &mut made.targets {
+            if t.model == "*" {
+                let pinned = cfg.providers[t.provider]
+                    .connections
+                    .iter()
+                    .find(|c| t.connections.len() == 1 && c.index == t.connections[0])
+                    .filter(|_| t.pinned)
+                    .map(|c| c.id.as_str());
+                let caps = t.caps.clone();
+                *t = make_target_for(cfg, t.provider, model, pinned, (t.slot, false), true);
+                t.caps = caps;
+            }
+        }
+        Resolved::Made(Box::new(made))
+    }
+
+    /// `provider/model` for a model the provider's connections do not list.
+    fn made_for_provider<'a>(&'a self, cfg: &Config, model: &str) -> Option<Resolved<'a>> {
         let (pid, m) = model.split_once('/')?;
         let pi = self.provider_ids.iter().position(|p| p == pid)?;
         if m.is_empty() {
@@ -460,6 +528,7 @@ impl RouteTable {
     pub fn model_list(&self) -> Vec<(&str, &str)> {
         self.entries
             .iter()
+            .filter(|e| !e.name.contains('*'))
             .map(|e| {
                 let owner = match e.targets.as_slice() {
                     [one] => self.provider_ids[one.provider].as_str(),
@@ -473,3 +542,23 @@ impl RouteTable {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of characters (none included).
+pub fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty(); // no `*`: the whole name
+    };
+    for p in middle {
+        match rest.find(p) {
+            Some(at) => rest = &rest[at + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}

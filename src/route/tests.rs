@@ -101,3 +101,50 @@ fn provider_prefix_and_dialects() {
 fn openai() -> crate::route::Reach {
     crate::route::Reach::of(crate::dialect::Endpoint::Embeddings)
 }
+
+#[test]
+fn patterns_match_what_no_name_does_and_the_default_route_comes_last() {
+    let cfg_text = format!(
+        "{CFG}[[routes]]\nname = \"*\"\ntargets = [{{ provider = \"oa\", model = \"gpt-4o-mini\" }}]\n\
+         [[routes]]\nname = \"claude-*\"\ntargets = [{{ provider = \"an\", model = \"*\" }}, {{ provider = \"oa\", model = \"gpt-4o\" }}]\n"
+    );
+    let cfg = load_str(&cfg_text, "t", &|n| (n == "K").then(|| "k".to_string())).unwrap();
+    let t = RouteTable::build(&cfg);
+    // An exact name wins over any pattern.
+    assert_eq!(t.lookup(&cfg, "smart").unwrap().name, "smart");
+    assert_eq!(t.lookup(&cfg, "claude").unwrap().name, "claude");
+    // A pattern passes the client's model to its `*` targets, the others keep theirs.
+    let e = t.lookup(&cfg, "claude-opus-4-8").unwrap();
+    assert_eq!(e.name, "claude-*");
+    assert_eq!(e.targets[0].model, "claude-opus-4-8");
+    assert_eq!(
+        e.targets[0].connections,
+        [ConnId::new(3)],
+        "an's connection, models not listed"
+    );
+    assert_eq!(e.targets[1].model, "gpt-4o");
+    // Anything else: the default route, although it came first in the file.
+    let e = t.lookup(&cfg, "gpt-6.2-sol").unwrap();
+    assert_eq!(e.name, "*");
+    assert_eq!(e.targets[0].model, "gpt-4o-mini");
+    // Patterns are not model names a client lists.
+    assert!(t.model_list().iter().all(|(n, _)| !n.contains('*')));
+}
+
+#[test]
+fn glob_matches_runs_of_any_characters() {
+    for (p, n, want) in [
+        ("claude-*", "claude-opus-4-8", true),
+        ("claude-*", "claude-", true),
+        ("claude-*", "gpt-claude-x", false),
+        ("*", "", true),
+        ("gpt-*-mini", "gpt-4o-mini", true),
+        ("gpt-*-mini", "gpt-4o", false),
+        ("*sonnet*", "claude-sonnet-4", true),
+        ("a*a", "a", false),
+        ("exact", "exact", true),
+        ("exact", "exactly", false),
+    ] {
+        assert_eq!(glob(p, n), want, "{p} ~ {n}");
+    }
+}
