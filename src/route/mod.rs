@@ -173,6 +173,37 @@ fn make_target_for(
     }
 }
 
+/// A route's target as configured: its provider's connections for its model, and what it
+/// declares it supports.
+fn configured_target(
+    cfg: &Config,
+    provider: usize,
+    tg: &crate::config::schema::TargetSection,
+    slot: usize,
+) -> Target {
+    let mut target = make_target(
+        cfg,
+        provider,
+        &tg.model,
+        tg.connection.as_deref(),
+        slot,
+        true,
+    );
+    let caps = &mut target.caps;
+    caps.tools = tg.tools;
+    caps.vision = tg.vision;
+    caps.structured_output = tg.structured_output;
+    caps.context_window = tg.context_window;
+    if tg.region.is_some() {
+        caps.region = tg.region.clone();
+    }
+    if let Some(tags) = &tg.tags {
+        caps.tags = tags.clone();
+    }
+    caps.cost = tg.cost.unwrap_or(0.0);
+    target
+}
+
 impl RouteTable {
     pub fn build(cfg: &Config) -> RouteTable {
         let mut t = RouteTable {
@@ -190,21 +221,7 @@ impl RouteTable {
             for tg in &r.targets {
                 if let Some(pi) = cfg.providers.iter().position(|p| p.id == tg.provider) {
                     let slot = t.next_slot();
-                    let mut target =
-                        make_target(cfg, pi, &tg.model, tg.connection.as_deref(), slot, true);
-                    let caps = &mut target.caps;
-                    caps.tools = tg.tools;
-                    caps.vision = tg.vision;
-                    caps.structured_output = tg.structured_output;
-                    caps.context_window = tg.context_window;
-                    if tg.region.is_some() {
-                        caps.region = tg.region.clone();
-                    }
-                    if let Some(tags) = &tg.tags {
-                        caps.tags = tags.clone();
-                    }
-                    caps.cost = tg.cost.unwrap_or(0.0);
-                    targets.push(target);
+                    targets.push(configured_target(cfg, pi, tg, slot));
                 }
             }
             t.push(r.name.clone(), strategy, targets);
