@@ -112,7 +112,9 @@ pub(super) fn attempt(
         // streams back), so that a stream failing at once is retried, not delivered.
         let st = &cfg.stream;
         if st.guard && st.holdback_ms > 0 && is_event_stream(&head) {
-            let held = judge::hold_stream(&mut up, &head, st, aim.time.deadline, watch).await;
+            let marked_end = aim.provider.dialect != crate::dialect::Dialect::Gemini;
+            let until = (aim.time.deadline, marked_end);
+            let held = judge::hold_stream(&mut up, &head, st, until, watch).await;
             if let Some(end) = judge_hold(ctx, &aim, &head, held) {
                 return end;
             }

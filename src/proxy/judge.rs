@@ -145,12 +145,13 @@ pub fn hold_stream(
     up: &mut UpConn,
     head: &Head,
     st: &crate::sse::StreamSettings,
-    deadline: Instant,
+    (deadline, marked_end): (Instant, bool),
     watch: &mut ClientWatch<'_>,
 ) -> impl std::future::Future<Output = Read<Hold>> {
     async move {
         let start = crate::clock::instant();
         let mut held = Held {
+            marked_end,
             scanner: crate::sse::Scanner::default(),
             tracker: (head.framing == Framing::Chunked).then(ChunkTracker::new),
             fed: 0,
@@ -176,7 +177,8 @@ pub fn hold_stream(
                 Raced::ClientGone => return Read::ClientGone,
                 Raced::Done(Err(_)) => {} // a timer: decided at the top
                 Raced::Done(Ok(Ok(0))) | Raced::Done(Ok(Err(_))) => {
-                    if head.framing == Framing::Close && held.scanner.totals.terminal {
+                    let ended = held.scanner.totals.terminal || !held.marked_end;
+                    if head.framing == Framing::Close && ended {
                         return Read::Ok(Hold::Commit);
                     }
                     return Read::Failed {
@@ -193,6 +195,9 @@ pub fn hold_stream(
 /// A held stream so far: what the scanner saw, how far the bytes were read, and the times
 /// that end the hold.
 struct Held {
+    /// The provider ends its streams with a marker (every API but Gemini's, whose stream ends
+    /// with its body).
+    marked_end: bool,
     scanner: crate::sse::Scanner,
     tracker: Option<ChunkTracker>,
     /// Raw bytes of the buffer already scanned.
@@ -247,7 +252,7 @@ impl Held {
             };
             return Some(Read::Ok(Hold::Error(text)));
         }
-        if self.body_done && !t.terminal {
+        if self.body_done && !t.terminal && self.marked_end {
             // The whole stream arrived inside the window without its terminal marker: nothing
             // was committed, so it is retried rather than passed on as a success.
             return Some(Read::Failed {

@@ -216,6 +216,8 @@ pub struct Marks<'a> {
 }
 
 impl Marks<'_> {
+    // (Inlined: every request's head writes these; the translated builder is the other caller.)
+    #[inline(always)]
     fn write(&self, h: &mut Vec<u8>) {
         if self.slow {
             for part in [SLOW_HEADER.0, ": ", SLOW_HEADER.1, "\r\n"] {
@@ -349,6 +351,7 @@ fn merge_beta(h: &mut Vec<u8>, ours: &str, client: &[&[u8]]) {
 
 /// The connection's credential as its provider takes it, and Anthropic's version header when
 /// the client sent none.
+#[inline(always)]
 pub(super) fn push_credential(
     h: &mut Vec<u8>,
     provider: &Provider,

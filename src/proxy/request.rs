@@ -95,7 +95,9 @@ pub fn handle(
                     lane: None,
                     translation: None,
                 };
-                super::translated::prepare(&mut ctx, &entry);
+                if entry.crosses(crate::route::Reach::of(ctx.admitted.endpoint)) {
+                    super::translated::prepare(&mut ctx, &entry);
+                }
                 let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
                 drop(tenant_permit);
                 (keep, entry.index)

@@ -60,9 +60,9 @@ pub(super) fn request(
     slow: bool,
     credential: Option<&str>,
 ) -> Option<Result<Outbound, Cannot>> {
-    let api = target_api(ctx.admitted.endpoint, provider.dialect);
+    let endpoint = ctx.admitted.endpoint;
     let session = ctx.translation.as_deref_mut()?;
-    let Some(api) = api else {
+    let Some(api) = target_api(endpoint, provider.dialect) else {
         session.current = None;
         return None;
     };
@@ -157,9 +157,16 @@ impl Delivery {
     }
 }
 
-/// The translated answer's delivery, when the attempt was translated (out of line: rare).
-#[inline(never)]
+/// The translated answer's delivery, when the attempt was translated.
+#[inline(always)]
 pub(super) fn delivery(ctx: &mut Ctx<'_, '_>) -> Option<Delivery> {
+    ctx.translation.as_ref()?;
+    translated_delivery(ctx)
+}
+
+/// [`delivery`], out of line: rare.
+#[inline(never)]
+fn translated_delivery(ctx: &mut Ctx<'_, '_>) -> Option<Delivery> {
     let request_id = ctx.req.record.request_id.clone();
     let session = ctx.translation.as_deref_mut()?;
     let (api, _) = session.current.as_ref()?;

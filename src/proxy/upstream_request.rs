@@ -42,11 +42,11 @@ fn outbound_for(
     slow: bool,
     credential: Option<&str>,
 ) -> Result<Outbound, crate::translate::Cannot> {
-    if let Some(out) = super::translated::request(ctx, (provider, conn), model, slow, credential) {
+    if ctx.translation.is_some()
+        && let Some(out) =
+            super::translated::request(ctx, (provider, conn), model, slow, credential)
+    {
         return out;
-    }
-    if let Some(session) = ctx.translation.as_deref_mut() {
-        session.current = None;
     }
     // The body is rewritten where it names another model than the target's (a name the client
     // spelt with escapes is written plainly: the same name).

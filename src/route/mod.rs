@@ -54,6 +54,21 @@ pub struct Entry {
     pub deadline_ms: Option<u64>,
     /// Targets of another dialect may serve, translated.
     pub cross_dialect: bool,
+    /// The dialects its targets' providers speak (a bit per `Dialect`).
+    pub dialects: u8,
+}
+
+impl Entry {
+    /// Whether a request in `reach` may go to a target of another API than its own: only then
+    /// is it read for translation.
+    #[inline]
+    pub fn crosses(&self, reach: Reach) -> bool {
+        reach.translatable && self.cross_dialect && self.dialects & !dialect_bit(reach.dialect) != 0
+    }
+}
+
+fn dialect_bit(d: Dialect) -> u8 {
+    1 << (d as u8)
 }
 
 /// The route a request resolved to: a configured entry, or one made for a `provider/model`
@@ -289,6 +304,7 @@ impl RouteTable {
         let index = self.entries.len();
         let slot = self.next_slot();
         self.by_name.insert(name.clone(), index);
+        let dialects = self.dialects_of(&targets);
         self.entries.push(Entry {
             name: keep(name),
             strategy,
@@ -297,7 +313,14 @@ impl RouteTable {
             slot,
             deadline_ms: None,
             cross_dialect: true,
+            dialects,
         });
+    }
+
+    fn dialects_of(&self, targets: &[Target]) -> u8 {
+        targets
+            .iter()
+            .fold(0, |m, t| m | dialect_bit(self.dialects[t.provider]))
     }
 
     /// Number of selector slots a core needs.
@@ -392,6 +415,7 @@ impl RouteTable {
             slot: self.slots,
             deadline_ms: None,
             cross_dialect: true,
+            dialects: dialect_bit(self.dialects[pi]),
         })))
     }
 
