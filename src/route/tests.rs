@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::load_str;
 use crate::ids::ConnId;
+use crate::route::strategy::SelectorState;
 
 const CFG: &str = r#"
 [[providers]]
