@@ -3,5 +3,5 @@
 mod answer;
 mod request;
 
-pub(super) use answer::{finish_of, parts, read_answer, usage_of};
+pub(super) use answer::{finish_of, read_answer};
 pub(super) use request::write_request;

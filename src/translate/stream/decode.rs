@@ -1,9 +1,13 @@
-//! Provider stream events read into the neutral stream's events, for each provider API.
+//! Provider stream events read into the neutral stream's events, for each provider API. Each
+//! event is read into typed structs borrowed from its bytes (`wire`): nothing is built for the
+//! fields it does not need.
 
+use super::wire::{
+    AnthEvent, AnthUsage, ChatChunk, ChatUsage, GemFrame, GemUsage, RespEvent, RespUsage,
+};
 use crate::translate::answer::{Stamp, made_id};
 use crate::translate::ir::{Finish, Usage};
-use crate::translate::{Api, chat, gemini, messages, responses};
-use serde_json::Value;
+use crate::translate::{Api, chat, gemini, messages};
 
 /// One step of an answer being streamed, in the neutral form.
 #[derive(Debug, PartialEq)]
@@ -35,16 +39,19 @@ pub enum Ev<'a> {
     End,
 }
 
-/// A provider stream's reader state (tool numbering across Gemini's frames, made ids).
+const FAILED: &str = "the provider's stream failed";
+
+/// A provider stream's reader state (calls counted across events, made ids).
 #[derive(Default)]
 pub struct Decoder {
-    /// Gemini: calls seen so far (each frame's calls are numbered after the previous frames').
+    /// Calls begun so far (Gemini numbers them across frames; Responses' end needs to know).
     calls: usize,
     started: bool,
 }
 
 impl Decoder {
-    /// Read one event of a provider's stream.
+    /// Read one event of a provider's stream (an event that does not read is skipped: nothing
+    /// a client could be told).
     pub fn event(
         &mut self,
         api: Api,
@@ -56,180 +63,230 @@ impl Decoder {
         if data == b"[DONE]" {
             return out(Ev::End);
         }
-        let Ok(v) = serde_json::from_slice::<Value>(data) else {
-            return; // not JSON: nothing a client could be told
-        };
         match api {
-            Api::Chat => chat_event(&v, out),
-            Api::Messages => messages_event(name, &v, out),
-            Api::Responses => responses_event(name, &v, out),
-            Api::Gemini => self.gemini_event(&v, stamp, out),
+            Api::Chat => {
+                if let Ok(c) = serde_json::from_slice::<ChatChunk>(data) {
+                    chat_event(&c, out);
+                }
+            }
+            Api::Messages => {
+                if let Ok(e) = serde_json::from_slice::<AnthEvent>(data) {
+                    messages_event(name, &e, out);
+                }
+            }
+            Api::Responses => {
+                if let Ok(e) = serde_json::from_slice::<RespEvent>(data) {
+                    self.responses_event(name, &e, out);
+                }
+            }
+            Api::Gemini => {
+                if let Ok(f) = serde_json::from_slice::<GemFrame>(data) {
+                    self.gemini_event(&f, stamp, out);
+                }
+            }
         }
     }
 
-    fn gemini_event(&mut self, v: &Value, stamp: Stamp, out: &mut impl FnMut(Ev)) {
-        if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
-            return out(Ev::Error(m));
+    fn gemini_event(&mut self, f: &GemFrame, stamp: Stamp, out: &mut impl FnMut(Ev)) {
+        if let Some(e) = &f.error {
+            return out(Ev::Error(e.message.as_deref().unwrap_or(FAILED)));
         }
         if !self.started {
             self.started = true;
-            let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
+            let s = |t: &Option<std::borrow::Cow<str>>| t.as_deref().unwrap_or("").to_owned();
+            let (id, model) = (s(&f.response_id), s(&f.model_version));
             out(Ev::Start {
-                id: s("responseId"),
-                model: s("modelVersion"),
+                id: &id,
+                model: &model,
             });
         }
-        let cand = v.pointer("/candidates/0");
-        for p in cand.into_iter().flat_map(gemini::parts) {
-            if let Some(f) = p.get("functionCall") {
+        let cand = f.candidates.as_ref().and_then(|c| c.first());
+        let parts = cand
+            .and_then(|c| c.content.as_ref())
+            .and_then(|c| c.parts.as_ref());
+        for p in parts.into_iter().flat_map(|p| p.iter()) {
+            if let Some(call) = &p.function_call {
                 let index = self.calls;
                 self.calls += 1;
                 let made;
-                let id = match f
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                {
+                let id = match call.id.as_deref().filter(|s| !s.is_empty()) {
                     Some(id) => id,
                     None => {
                         made = made_id("call_", stamp, index);
                         made.as_str()
                     }
                 };
-                let name = f.get("name").and_then(Value::as_str).unwrap_or("");
+                let name = call.name.as_deref().unwrap_or("");
                 out(Ev::ToolStart { index, id, name });
-                let args = f
-                    .get("args")
-                    .map(Value::to_string)
-                    .unwrap_or_else(|| "{}".into());
-                out(Ev::ToolArgs { index, args: &args });
-            } else if let Some(t) = p.get("text").and_then(Value::as_str) {
-                if p.get("thought").and_then(Value::as_bool) == Some(true) {
-                    out(Ev::Thinking(t));
+                let args = call.args.map_or("{}", |a| a.get());
+                out(Ev::ToolArgs { index, args });
+            } else if let Some(t) = p.text.as_deref() {
+                out(if p.thought == Some(true) {
+                    Ev::Thinking(t)
                 } else {
-                    out(Ev::Text(t));
-                }
+                    Ev::Text(t)
+                });
             }
         }
-        if let Some(u) = v.get("usageMetadata") {
-            out(Ev::Usage(gemini::usage_of(u)));
+        if let Some(u) = &f.usage_metadata {
+            out(Ev::Usage(gem_usage(u)));
         }
-        if let Some(r) = cand
-            .and_then(|c| c.get("finishReason"))
-            .and_then(Value::as_str)
-        {
+        if let Some(r) = cand.and_then(|c| c.finish_reason.as_deref()) {
             out(Ev::Finish(gemini::finish_of(r, self.calls > 0)));
         }
     }
-}
 
-fn chat_event(v: &Value, out: &mut impl FnMut(Ev)) {
-    if let Some(e) = v.get("error") {
-        return out(Ev::Error(
-            e.get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the provider's stream failed"),
-        ));
-    }
-    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
-    out(Ev::Start {
-        id: s("id"),
-        model: s("model"),
-    });
-    if let Some(choice) = v.pointer("/choices/0") {
-        let delta = choice.get("delta");
-        let field = |k: &str| {
-            delta
-                .and_then(|d| d.get(k))
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
+    fn responses_event(&mut self, name: &str, v: &RespEvent, out: &mut impl FnMut(Ev)) {
+        let kind = if name.is_empty() {
+            v.kind.as_deref().unwrap_or("")
+        } else {
+            name
         };
-        if let Some(t) = field("reasoning_content") {
-            out(Ev::Thinking(t));
-        }
-        if let Some(t) = field("content") {
-            out(Ev::Text(t));
-        }
-        let calls = delta
-            .and_then(|d| d.get("tool_calls"))
-            .and_then(Value::as_array);
-        for (i, call) in calls.into_iter().flatten().enumerate() {
-            let index = call
-                .get("index")
-                .and_then(Value::as_u64)
-                .map_or(i, |n| n as usize);
-            let f = call.get("function");
-            let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
-            if let Some(id) = call.get("id").and_then(Value::as_str) {
-                out(Ev::ToolStart {
-                    index,
-                    id,
-                    name: name.unwrap_or(""),
+        let s = |t: &Option<std::borrow::Cow<'_, str>>| -> String {
+            t.as_deref().unwrap_or("").to_owned()
+        };
+        let index = v.output_index.unwrap_or(0) as usize;
+        let delta = v.delta.as_deref().unwrap_or("");
+        match kind {
+            "response.created" => {
+                let r = v.response.as_ref();
+                let (id, model) = (
+                    r.map(|r| s(&r.id)).unwrap_or_default(),
+                    r.map(|r| s(&r.model)).unwrap_or_default(),
+                );
+                out(Ev::Start {
+                    id: &id,
+                    model: &model,
                 });
             }
-            if let Some(a) = f
-                .and_then(|f| f.get("arguments"))
-                .and_then(Value::as_str)
-                .filter(|a| !a.is_empty())
-            {
-                out(Ev::ToolArgs { index, args: a });
+            "response.output_text.delta" => out(Ev::Text(delta)),
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                out(Ev::Thinking(delta))
+            }
+            "response.output_item.added" => {
+                if let Some(item) = v
+                    .item
+                    .as_ref()
+                    .filter(|i| i.kind.as_deref() == Some("function_call"))
+                {
+                    self.calls += 1;
+                    let id = item.call_id.as_deref().unwrap_or("");
+                    let name = item.name.as_deref().unwrap_or("");
+                    out(Ev::ToolStart { index, id, name });
+                }
+            }
+            "response.function_call_arguments.delta" => out(Ev::ToolArgs { index, args: delta }),
+            "response.completed" | "response.incomplete" => {
+                if let Some(r) = &v.response {
+                    if let Some(u) = &r.usage {
+                        out(Ev::Usage(resp_usage(u)));
+                    }
+                    let reason = r
+                        .incomplete_details
+                        .as_ref()
+                        .and_then(|d| d.reason.as_deref());
+                    out(Ev::Finish(match (r.status.as_deref(), reason) {
+                        (Some("incomplete"), Some("content_filter")) => Finish::ContentFilter,
+                        (Some("incomplete"), _) => Finish::Length,
+                        _ if self.calls > 0 => Finish::ToolCalls,
+                        _ => Finish::Stop,
+                    }));
+                }
+                out(Ev::End);
+            }
+            "response.failed" => {
+                let m = v
+                    .response
+                    .as_ref()
+                    .and_then(|r| r.error.as_ref())
+                    .and_then(|e| e.message.as_deref());
+                out(Ev::Error(m.unwrap_or("the provider's response failed")));
+            }
+            "error" => out(Ev::Error(v.message.as_deref().unwrap_or(FAILED))),
+            _ => {}
+        }
+    }
+}
+
+fn chat_event(c: &ChatChunk, out: &mut impl FnMut(Ev)) {
+    if let Some(e) = &c.error {
+        return out(Ev::Error(e.message.as_deref().unwrap_or(FAILED)));
+    }
+    let id = c.id.as_deref().unwrap_or("");
+    out(Ev::Start {
+        id,
+        model: c.model.as_deref().unwrap_or(""),
+    });
+    if let Some(choice) = c.choices.as_ref().and_then(|c| c.first()) {
+        if let Some(d) = &choice.delta {
+            if let Some(t) = d.reasoning_content.as_deref().filter(|t| !t.is_empty()) {
+                out(Ev::Thinking(t));
+            }
+            if let Some(t) = d.content.as_deref().filter(|t| !t.is_empty()) {
+                out(Ev::Text(t));
+            }
+            for (i, call) in d.tool_calls.iter().flat_map(|t| t.iter()).enumerate() {
+                let index = call.index.map_or(i, |n| n as usize);
+                let f = call.function.as_ref();
+                if let Some(id) = call.id.as_deref() {
+                    let name = f.and_then(|f| f.name.as_deref()).unwrap_or("");
+                    out(Ev::ToolStart { index, id, name });
+                }
+                if let Some(a) = f
+                    .and_then(|f| f.arguments.as_deref())
+                    .filter(|a| !a.is_empty())
+                {
+                    out(Ev::ToolArgs { index, args: a });
+                }
             }
         }
-        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+        if let Some(r) = choice.finish_reason.as_deref() {
             out(Ev::Finish(chat::finish_of(r)));
         }
     }
-    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        out(Ev::Usage(chat::usage_of(u)));
+    if let Some(u) = &c.usage {
+        out(Ev::Usage(chat_usage(u)));
     }
 }
 
-fn messages_event(name: &str, v: &Value, out: &mut impl FnMut(Ev)) {
+fn messages_event(name: &str, e: &AnthEvent, out: &mut impl FnMut(Ev)) {
     let kind = if name.is_empty() {
-        v.get("type").and_then(Value::as_str).unwrap_or("")
+        e.kind.as_deref().unwrap_or("")
     } else {
         name
     };
-    let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let index = e.index.unwrap_or(0) as usize;
     match kind {
         "message_start" => {
-            let m = v.get("message");
-            let s = |k: &str| {
-                m.and_then(|m| m.get(k))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            };
-            out(Ev::Start {
-                id: s("id"),
-                model: s("model"),
-            });
-            if let Some(u) = m.and_then(|m| m.get("usage")) {
-                out(Ev::Usage(messages::usage_of(u)));
+            let m = e.message.as_ref();
+            let id = m.and_then(|m| m.id.as_deref()).unwrap_or("");
+            let model = m.and_then(|m| m.model.as_deref()).unwrap_or("");
+            out(Ev::Start { id, model });
+            if let Some(u) = m.and_then(|m| m.usage.as_ref()) {
+                out(Ev::Usage(anth_usage(u)));
             }
         }
         "content_block_start" => {
-            let b = v.get("content_block");
-            if b.and_then(|b| b.get("type")).and_then(Value::as_str) == Some("tool_use") {
-                let s = |k: &str| {
-                    b.and_then(|b| b.get(k))
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                };
+            if let Some(b) = e
+                .content_block
+                .as_ref()
+                .filter(|b| b.kind.as_deref() == Some("tool_use"))
+            {
+                let id = b.id.as_deref().unwrap_or("");
                 out(Ev::ToolStart {
                     index,
-                    id: s("id"),
-                    name: s("name"),
+                    id,
+                    name: b.name.as_deref().unwrap_or(""),
                 });
             }
         }
         "content_block_delta" => {
-            let d = v.get("delta");
-            let s = |k: &str| d.and_then(|d| d.get(k)).and_then(Value::as_str);
-            match s("type") {
-                Some("text_delta") => out(Ev::Text(s("text").unwrap_or(""))),
-                Some("thinking_delta") => out(Ev::Thinking(s("thinking").unwrap_or(""))),
+            let Some(d) = &e.delta else { return };
+            match d.kind.as_deref() {
+                Some("text_delta") => out(Ev::Text(d.text.as_deref().unwrap_or(""))),
+                Some("thinking_delta") => out(Ev::Thinking(d.thinking.as_deref().unwrap_or(""))),
                 Some("input_json_delta") => {
-                    if let Some(a) = s("partial_json").filter(|a| !a.is_empty()) {
+                    if let Some(a) = d.partial_json.as_deref().filter(|a| !a.is_empty()) {
                         out(Ev::ToolArgs { index, args: a });
                     }
                 }
@@ -237,76 +294,79 @@ fn messages_event(name: &str, v: &Value, out: &mut impl FnMut(Ev)) {
             }
         }
         "message_delta" => {
-            if let Some(u) = v.get("usage") {
-                out(Ev::Usage(messages::usage_of(u)));
+            if let Some(u) = &e.usage {
+                out(Ev::Usage(anth_usage(u)));
             }
-            if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            if let Some(r) = e.delta.as_ref().and_then(|d| d.stop_reason.as_deref()) {
                 out(Ev::Finish(messages::finish_of(r)));
             }
         }
         "message_stop" => out(Ev::End),
         "error" => out(Ev::Error(
-            v.pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("the provider's stream failed"),
+            e.error
+                .as_ref()
+                .and_then(|e| e.message.as_deref())
+                .unwrap_or(FAILED),
         )),
         _ => {}
     }
 }
 
-fn responses_event(name: &str, v: &Value, out: &mut impl FnMut(Ev)) {
-    let kind = if name.is_empty() {
-        v.get("type").and_then(Value::as_str).unwrap_or("")
-    } else {
-        name
-    };
-    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0) as usize;
-    match kind {
-        "response.created" => out(Ev::Start {
-            id: s("/response/id"),
-            model: s("/response/model"),
-        }),
-        "response.output_text.delta" => out(Ev::Text(s("/delta"))),
-        "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-            out(Ev::Thinking(s("/delta")))
-        }
-        "response.output_item.added" if s("/item/type") == "function_call" => {
-            out(Ev::ToolStart {
-                index,
-                id: s("/item/call_id"),
-                name: s("/item/name"),
-            });
-        }
-        "response.function_call_arguments.delta" => out(Ev::ToolArgs {
-            index,
-            args: s("/delta"),
-        }),
-        "response.completed" | "response.incomplete" => {
-            if let Some(r) = v.get("response") {
-                if let Some(u) = r.get("usage") {
-                    out(Ev::Usage(responses::usage_of(u)));
-                }
-                let calls = r.get("output").and_then(Value::as_array).is_some_and(|o| {
-                    o.iter()
-                        .any(|i| i.get("type").and_then(Value::as_str) == Some("function_call"))
-                });
-                if let Some(o) = r.as_object() {
-                    out(Ev::Finish(responses::finish_of(o, calls)));
-                }
-            }
-            out(Ev::End);
-        }
-        "response.failed" => out(Ev::Error(
-            v.pointer("/response/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("the provider's response failed"),
-        )),
-        "error" => out(Ev::Error(
-            v.get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the provider's stream failed"),
-        )),
-        _ => {}
+fn chat_usage(u: &ChatUsage) -> Usage {
+    Usage {
+        input: u.prompt_tokens,
+        output: u.completion_tokens,
+        cache_read: u
+            .prompt_tokens_details
+            .as_ref()
+            .map_or(0, |d| d.cached_tokens),
+        cache_write: 0,
+        reasoning: u
+            .completion_tokens_details
+            .as_ref()
+            .map_or(0, |d| d.reasoning_tokens),
+    }
+}
+
+/// Anthropic's input count leaves out cache reads and writes; the neutral form counts them.
+fn anth_usage(u: &AnthUsage) -> Usage {
+    let (read, write) = (u.cache_read_input_tokens, u.cache_creation_input_tokens);
+    Usage {
+        input: if u.input_tokens > 0 {
+            u.input_tokens + read + write
+        } else {
+            0
+        },
+        output: u.output_tokens,
+        cache_read: read,
+        cache_write: write,
+        reasoning: 0,
+    }
+}
+
+fn resp_usage(u: &RespUsage) -> Usage {
+    Usage {
+        input: u.input_tokens,
+        output: u.output_tokens,
+        cache_read: u
+            .input_tokens_details
+            .as_ref()
+            .map_or(0, |d| d.cached_tokens),
+        cache_write: 0,
+        reasoning: u
+            .output_tokens_details
+            .as_ref()
+            .map_or(0, |d| d.reasoning_tokens),
+    }
+}
+
+/// Gemini's candidates count leaves out thoughts; the neutral form's output includes them.
+fn gem_usage(u: &GemUsage) -> Usage {
+    Usage {
+        input: u.prompt_token_count,
+        output: u.candidates_token_count + u.thoughts_token_count,
+        cache_read: u.cached_content_token_count,
+        cache_write: 0,
+        reasoning: u.thoughts_token_count,
     }
 }

@@ -18,44 +18,52 @@ pub struct Framer {
 }
 
 impl Framer {
-    /// Feed bytes; `on_frame` is called for each complete event.
+    /// Feed bytes; `on_frame` is called for each complete event. Lines whole in `bytes` are
+    /// read where they lie; only a line split across feeds is copied.
     pub fn feed(&mut self, bytes: &[u8], mut on_frame: impl FnMut(Frame)) {
-        for &b in bytes {
-            if b != b'\n' {
-                self.line.push(b);
-                continue;
-            }
-            if self.line.last() == Some(&b'\r') {
-                self.line.pop();
-            }
+        let mut rest = bytes;
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
             if self.line.is_empty() {
-                self.dispatch(&mut on_frame);
+                self.line_done(&rest[..nl], &mut on_frame);
             } else {
-                self.field();
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(&rest[..nl]);
+                self.line_done(&line, &mut on_frame);
+                line.clear();
+                self.line = line;
             }
-            self.line.clear();
+            rest = &rest[nl + 1..];
         }
+        self.line.extend_from_slice(rest);
     }
 
     /// The upstream ended: an event without its blank line still counts (Gemini's last frame
     /// may end at the close).
     pub fn finish(&mut self, mut on_frame: impl FnMut(Frame)) {
         if !self.line.is_empty() {
-            self.field();
-            self.line.clear();
+            let line = std::mem::take(&mut self.line);
+            self.line_done(&line, &mut on_frame);
         }
         self.dispatch(&mut on_frame);
     }
 
-    fn field(&mut self) {
-        let line = &self.line;
+    fn line_done(&mut self, line: &[u8], on_frame: &mut impl FnMut(Frame)) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            self.dispatch(on_frame);
+        } else {
+            self.field(line);
+        }
+    }
+
+    fn field(&mut self, line: &[u8]) {
         let (name, value) = match line.iter().position(|&b| b == b':') {
             Some(0) => return, // a comment
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
             }
-            None => (&line[..], &b""[..]),
+            None => (line, &b""[..]),
         };
         match name {
             b"data" => {

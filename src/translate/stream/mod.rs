@@ -9,6 +9,7 @@ mod decode;
 mod frame;
 mod messages_out;
 mod responses_out;
+mod wire;
 
 pub use decode::Ev;
 
