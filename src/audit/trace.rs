@@ -41,7 +41,9 @@ impl Trace {
         s.max(1).to_be_bytes()
     }
 
-    /// `traceparent: 00-<trace>-<span of attempt n>-<flags>` for the upstream.
+    /// `traceparent: 00-<trace>-<span of attempt n>-<flags>` for the upstream. (Inlined into
+    /// the request's head, which every attempt writes.)
+    #[inline]
     pub fn write_header(&self, n: usize, out: &mut Vec<u8>) {
         // Built on the stack and appended once (once per attempt, on the request path).
         const PREFIX: &[u8] = b"traceparent: 00-";

@@ -33,6 +33,7 @@ impl Pool {
     }
 
     /// The most recently returned live connection for `key`, if any.
+    #[inline]
     pub fn take(&mut self, key: usize, now_ms: u64) -> Option<UpConn> {
         let list = self.idle.get_mut(key)?;
         while let Some(idle) = list.pop_back() {
