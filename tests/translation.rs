@@ -344,3 +344,31 @@ fn routes_match_the_ids_agents_send(driver: &str) {
         "the client's id passed on, the default's model used"
     );
 }
+
+#[test]
+fn check_names_the_targets_translated_and_what_they_refuse() {
+    let dir = std::env::temp_dir().join(format!("ringside-check-x-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let addr = "127.0.0.1:9".parse().expect("addr");
+    std::fs::write(dir.join("x.toml"), config(addr, &["oa", "an", "gm"], "")).expect("write");
+    let out = std::process::Command::new(binary())
+        .args(["check", "--config", "x.toml"])
+        .current_dir(&dir)
+        .envs(proxy_env())
+        .output()
+        .expect("check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("oa/gpt-x: translated for messages as chat; refuses modalities"),
+        "{text}"
+    );
+    assert!(text.contains("an/claude-x: translated for chat as messages, responses as messages; refuses n, logprobs"), "{text}");
+    assert!(
+        text.contains(
+            "gm/gemini-x: translated for chat as gemini, responses as gemini, messages as gemini"
+        ),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

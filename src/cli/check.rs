@@ -71,6 +71,9 @@ pub fn run(path: &str) -> Result<(), String> {
                     r.strategy.as_str(),
                     r.targets.len()
                 );
+                if r.cross_dialect {
+                    print_translation(&cfg, r);
+                }
             }
             Ok(())
         }
@@ -163,5 +166,51 @@ fn writable(dir: &str) -> Result<&'static str, String> {
             "is not writable by this user ({} refuses writes)",
             at.display()
         )),
+    }
+}
+
+/// Which of a route's targets serve clients of another API, translated, and what they refuse.
+fn print_translation(cfg: &crate::config::Config, r: &crate::config::RouteSpec) {
+    use crate::dialect::Endpoint;
+    use crate::translate::session::target_api;
+    for t in &r.targets {
+        let Some(p) = cfg.providers.iter().find(|p| p.id == t.provider) else {
+            continue;
+        };
+        let clients: Vec<(&str, crate::translate::Api)> = [
+            Endpoint::ChatCompletions,
+            Endpoint::Responses,
+            Endpoint::Messages,
+        ]
+        .into_iter()
+        .filter_map(|e| {
+            Some((
+                crate::translate::Api::of_endpoint(e)?.as_str(),
+                target_api(e, p.dialect)?,
+            ))
+        })
+        .collect();
+        if clients.is_empty() {
+            continue;
+        }
+        let served: Vec<String> = clients
+            .iter()
+            .map(|(c, a)| format!("{c} as {}", a.as_str()))
+            .collect();
+        let mut refused: Vec<&str> = Vec::new();
+        for (_, a) in &clients {
+            for x in crate::translate::policy::refused_by(*a) {
+                if !refused.contains(&x) {
+                    refused.push(x);
+                }
+            }
+        }
+        println!(
+            "    {}/{}: translated for {}; refuses {} (docs/dialects.md)",
+            t.provider,
+            t.model,
+            served.join(", "),
+            refused.join(", ")
+        );
     }
 }

@@ -106,3 +106,25 @@ pub fn dropped_header(dropped: &[String]) -> String {
     }
     s
 }
+
+/// What a target of `api` refuses when a request of another API asks for it (for `check`).
+pub fn refused_by(api: super::Api) -> Vec<&'static str> {
+    use super::Api;
+    // What each writer takes as it is (`chat/write.rs`, `responses/request.rs`).
+    let takes: &[&str] = match api {
+        Api::Chat => &["n", "logprobs", "top_logprobs"],
+        Api::Responses => &["top_logprobs"],
+        Api::Messages | Api::Gemini => &[],
+    };
+    let mut v: Vec<&'static str> = REFUSE
+        .iter()
+        .copied()
+        .filter(|p| !takes.contains(p))
+        .collect();
+    match api {
+        Api::Responses => v.push("stop"),
+        Api::Chat => v.push("stop (more than 4)"),
+        _ => {}
+    }
+    v
+}
