@@ -31,12 +31,12 @@ pub(super) fn prepare(ctx: &mut Ctx<'_, '_>, entry: &Entry) {
         return;
     }
     let routes = &ctx.generation.routes;
-    let mut apis = Vec::new();
+    let mut apis: Vec<(Api, &str)> = Vec::new();
     for t in &entry.targets {
         if let Some(api) = target_api(endpoint, routes.dialect_of(t))
-            && !apis.contains(&api)
+            && !apis.iter().any(|(a, _)| *a == api)
         {
-            apis.push(api);
+            apis.push((api, &t.model));
         }
     }
     if !apis.is_empty() {

@@ -30,8 +30,9 @@ pub struct Session {
     pub client: Api,
     /// The client's request in the neutral form, or why it does not read as its API says.
     conv: Result<Conversation, Unreadable>,
-    /// Per target API (`Api as usize`): whether it can take the request.
-    verdicts: [Option<Result<(), Cannot>>; 4],
+    /// Per target API (`Api as usize`): the request written for its first target (the model
+    /// named), or why it cannot take it. The first attempt there sends these bytes.
+    verdicts: [Option<Result<(String, translate::Written), Cannot>>; 4],
     /// The attempt in flight is translated: for this API, these parameters dropped.
     pub current: Option<(Api, Vec<String>)>,
     /// A translated JSON answer, read whole and written for the client before the commit, and
@@ -40,13 +41,19 @@ pub struct Session {
 }
 
 impl Session {
-    /// The client's request read once, and judged for each target API it may go to.
-    pub fn new(client: Api, body: &[u8], targets: impl IntoIterator<Item = Api>) -> Session {
+    /// The client's request read once, and judged for each target API it may go to (written
+    /// for the first target of each, `(api, model)`).
+    pub fn new<'m>(
+        client: Api,
+        body: &[u8],
+        targets: impl IntoIterator<Item = (Api, &'m str)>,
+    ) -> Session {
         let conv = translate::read(client, body);
-        let mut verdicts: [Option<Result<(), Cannot>>; 4] = Default::default();
-        for api in targets {
+        let mut verdicts: [Option<Result<(String, translate::Written), Cannot>>; 4] =
+            Default::default();
+        for (api, model) in targets {
             verdicts[api as usize].get_or_insert_with(|| match &conv {
-                Ok(c) => translate::write(api, c, target("model")).map(drop),
+                Ok(c) => translate::write(api, c, target(model)).map(|w| (model.to_string(), w)),
                 Err(e) => Err(Cannot {
                     what: "body".into(),
                     why: unreadable_why(e),
@@ -64,7 +71,7 @@ impl Session {
 
     /// Whether a target of `api` can take the request.
     pub fn admits(&self, api: Api) -> bool {
-        matches!(self.verdicts[api as usize], Some(Ok(())))
+        matches!(self.verdicts[api as usize], Some(Ok(_)))
     }
 
     /// Why targets of another API were refused, for the decision record.
@@ -88,6 +95,12 @@ impl Session {
 
     /// The request written for a target of `api` serving `model`; remembered as the attempt's.
     pub fn body_for(&mut self, api: Api, model: &str) -> Result<Bytes, Cannot> {
+        if let Some(Ok((m, w))) = &self.verdicts[api as usize]
+            && m == model
+        {
+            self.current = Some((api, w.dropped.clone()));
+            return Ok(Bytes::copy_from_slice(&w.body));
+        }
         let conv = self.conv.as_ref().map_err(|e| Cannot {
             what: "body".into(),
             why: unreadable_why(e),
