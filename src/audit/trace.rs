@@ -43,7 +43,7 @@ impl Trace {
 
     /// `traceparent: 00-<trace>-<span of attempt n>-<flags>` for the upstream. (Inlined into
     /// the request's head, which every attempt writes.)
-    #[inline]
+    #[inline(always)]
     pub fn write_header(&self, n: usize, out: &mut Vec<u8>) {
         // Built on the stack and appended once (once per attempt, on the request path).
         const PREFIX: &[u8] = b"traceparent: 00-";
