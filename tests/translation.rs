@@ -18,6 +18,7 @@ both_drivers!(
     a_request_no_other_api_can_take_stays_home,
     an_error_answer_reaches_the_client_in_its_own_shape,
     routes_match_the_ids_agents_send,
+    a_fallback_that_cannot_honour_the_request_is_not_tried,
 );
 
 /// One simulator standing in for every provider (strict), with faults by key.
@@ -371,4 +372,33 @@ fn check_names_the_targets_translated_and_what_they_refuse() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn a_fallback_that_cannot_honour_the_request_is_not_tried(driver: &str) {
+    // claude-3-5-haiku has no structured output (the built-in table): a request with a JSON
+    // schema is not sent there when gpt-4o is at its wall; one without is.
+    let sim = sim(&["key:sk-sim-a=429"]);
+    let body = config(sim.addr, &["oa", "an"], "")
+        .replace("\"gpt-x\"", "\"gpt-4o\"")
+        .replace("\"claude-x\"", "\"claude-3-5-haiku-20241022\"");
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let schema = r#"{"model":"r","messages":[{"role":"user","content":"hi"}],
+        "response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object"}}}}"#;
+    let r = proxy.post("/v1/chat/completions", &[], schema);
+    assert_eq!(r.status, 429, "{}", r.text());
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    assert!(
+        proxy
+            .decision(&id)
+            .to_string()
+            .contains("no_structured_output")
+    );
+    let r = proxy.post("/v1/chat/completions", &[], &chat("r", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("an/k"));
+    // The operator's [[models]] overrides the table.
+    let body = body + "[[models]]\nname = \"claude-3-5-haiku*\"\nstructured_output = true\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], schema);
+    assert_eq!(r.status, 200, "{}", r.text());
 }

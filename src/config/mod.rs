@@ -262,6 +262,8 @@ pub struct Config {
     pub upstream: schema::UpstreamSection,
     pub providers: Vec<Provider>,
     pub routes: Vec<RouteSpec>,
+    /// `[[models]]`: what models support, over the built-in table (`route::eligibility`).
+    pub models: Vec<schema::ModelSection>,
     /// (provider index, index within the provider) by connection slot; `NO_SLOT` where a slot
     /// holds no connection of this config (removed by a reload).
     pub locator: Vec<(usize, usize)>,

@@ -34,6 +34,26 @@ pub struct FileConfig {
     pub session: SessionSection,
     #[serde(default)]
     pub fleet: FleetSection,
+    /// What models support, by name or pattern (`claude-*`): over the built-in table, judged
+    /// before a fallback to a provider of another API.
+    #[serde(default)]
+    pub models: Vec<ModelSection>,
+}
+
+/// `[[models]]`: what a model supports (unset: the built-in table's word, else unrestricted).
+#[derive(Debug, Default, Deserialize, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// A model name, or a pattern where `*` stands for any run of characters.
+    pub name: String,
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    #[serde(default)]
+    pub tools: Option<bool>,
+    #[serde(default)]
+    pub vision: Option<bool>,
+    #[serde(default)]
+    pub structured_output: Option<bool>,
 }
 
 /// Fleet mode: several instances share what they learn through Redis (or Valkey).

@@ -60,9 +60,93 @@ impl Caps {
     }
 }
 
+/// What a model supports: (pattern, context window, tools, vision, structured output).
+type Known = (&'static str, u64, bool, bool, bool);
+
+/// Well-known models, most specific pattern first (from the providers' model pages, 2026-12).
+/// The config's `[[models]]` come before these.
+const KNOWN: [Known; 20] = [
+    ("gpt-4.1*", 1_047_576, true, true, true),
+    ("gpt-4o*", 128_000, true, true, true),
+    ("gpt-4-turbo*", 128_000, true, true, false),
+    ("gpt-3.5-turbo*", 16_385, true, false, false),
+    ("gpt-5*", 400_000, true, true, true),
+    ("o1*", 200_000, true, true, true),
+    ("o3*", 200_000, true, true, true),
+    ("o4-mini*", 200_000, true, true, true),
+    ("claude-opus-4-5*", 200_000, true, true, true),
+    ("claude-sonnet-4-5*", 200_000, true, true, true),
+    ("claude-haiku-4-5*", 200_000, true, true, true),
+    ("claude-opus-4-1*", 200_000, true, true, true),
+    ("claude-opus-4*", 200_000, true, true, false),
+    ("claude-sonnet-4*", 200_000, true, true, false),
+    ("claude-3-7-sonnet*", 200_000, true, true, false),
+    ("claude-3-5-haiku*", 200_000, true, true, false),
+    ("claude-3*", 200_000, true, true, false),
+    ("gemini-2.5*", 1_048_576, true, true, true),
+    ("gemini-2.0*", 1_048_576, true, true, true),
+    ("gemini-1.5*", 1_048_576, true, true, true),
+];
+
+/// Fill what a target leaves unset from what its model is known to support: the config's
+/// `[[models]]` first (first match), then the built-in table. A model in neither stays
+/// unrestricted.
+pub fn fill_from_known(
+    caps: &mut Caps,
+    model: &str,
+    configured: &[crate::config::schema::ModelSection],
+) {
+    if let Some(m) = configured.iter().find(|m| super::glob(&m.name, model)) {
+        caps.tools = caps.tools.or(m.tools);
+        caps.vision = caps.vision.or(m.vision);
+        caps.structured_output = caps.structured_output.or(m.structured_output);
+        caps.context_window = caps.context_window.or(m.context_window);
+        return;
+    }
+    if let Some(&(_, window, tools, vision, structured)) =
+        KNOWN.iter().find(|k| super::glob(k.0, model))
+    {
+        caps.tools = caps.tools.or(Some(tools));
+        caps.vision = caps.vision.or(Some(vision));
+        caps.structured_output = caps.structured_output.or(Some(structured));
+        caps.context_window = caps.context_window.or(Some(window));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_models_fill_what_the_config_leaves_unset() {
+        let mut caps = Caps {
+            vision: Some(true),
+            ..Default::default()
+        };
+        fill_from_known(&mut caps, "gpt-3.5-turbo-0125", &[]);
+        assert_eq!(caps.vision, Some(true), "the config's word stays");
+        assert_eq!(caps.structured_output, Some(false));
+        assert_eq!(caps.context_window, Some(16_385));
+        let mine = crate::config::schema::ModelSection {
+            name: "claude-*".into(),
+            context_window: Some(1_000_000),
+            ..Default::default()
+        };
+        let mut caps = Caps::default();
+        fill_from_known(&mut caps, "claude-sonnet-4-5", std::slice::from_ref(&mine));
+        assert_eq!(
+            caps.context_window,
+            Some(1_000_000),
+            "[[models]] before the table"
+        );
+        assert_eq!(
+            caps.tools, None,
+            "what [[models]] leaves unset stays unrestricted"
+        );
+        let mut caps = Caps::default();
+        fill_from_known(&mut caps, "my-finetune", &[]);
+        assert_eq!(caps, Caps::default(), "an unknown model is unrestricted");
+    }
 
     #[test]
     fn contract() {

@@ -247,6 +247,13 @@ impl RouteTable {
             if let Some(e) = t.entries.last_mut() {
                 e.deadline_ms = r.deadline_ms;
                 e.cross_dialect = r.cross_dialect;
+                // A route across APIs judges each target by what its model supports before a
+                // fallback translates for it (the known table where the config says nothing).
+                if e.cross_dialect && e.dialects.count_ones() > 1 {
+                    for tg in &mut e.targets {
+                        eligibility::fill_from_known(&mut tg.caps, &tg.model, &cfg.models);
+                    }
+                }
             }
             if r.name.contains('*') {
                 t.by_name.remove(&r.name);

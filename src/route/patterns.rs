@@ -23,6 +23,9 @@ impl RouteTable {
                 let caps = t.caps.clone();
                 *t = make_target_for(cfg, t.provider, model, pinned, (t.slot, false), true);
                 t.caps = caps;
+                if made.cross_dialect && made.dialects.count_ones() > 1 {
+                    super::eligibility::fill_from_known(&mut t.caps, model, &cfg.models);
+                }
             }
         }
         Resolved::Made(Box::new(made))

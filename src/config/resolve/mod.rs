@@ -23,6 +23,11 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let mut providers = providers::providers(&mut p, &file, env);
     let accounts = providers::accounts(&mut p, &file, &mut providers);
     let routes = routes::routes(&mut p, &file, &providers);
+    for (i, m) in file.models.iter().enumerate() {
+        if m.name.is_empty() {
+            p.add(format!("models[{i}].name"), "must not be empty");
+        }
+    }
     let resilience = super::resilience::resolve(&mut p, &file, &providers, env);
     let stream = sections::stream(&mut p, &file.stream, env);
     let clients = sections::clients(&mut p, &file, &providers, env);
@@ -68,6 +73,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         upstream: file.upstream,
         providers,
         routes,
+        models: file.models,
         locator,
         resilience,
         flow_env: crate::flow::settings::Budgets::read_env(env),
