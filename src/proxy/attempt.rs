@@ -175,6 +175,7 @@ struct Aim<'a> {
 
 impl Aim<'_> {
     /// An idle connection to this provider from the core's pool, if one is there.
+    #[inline(always)]
     fn pooled(&self, core: &crate::state::core::Core) -> Option<UpConn> {
         core.pool
             .borrow_mut()
@@ -236,6 +237,7 @@ struct Timing {
 }
 
 impl Timing {
+    #[inline(always)]
     fn new(ctx: &Ctx<'_, '_>, budget: &Budget, first_byte_timeout_ms: u64) -> Timing {
         // One clock read for the budget, the deadlines, the send time and the pool.
         let sent_at = crate::clock::instant();

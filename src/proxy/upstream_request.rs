@@ -9,6 +9,7 @@ use crate::config::{Connection, Provider};
 use crate::resilience::classify;
 
 /// The attempt's upstream request, with the connection's credential and lane.
+#[inline(always)]
 pub(super) fn request_for(
     ctx: &mut Ctx<'_, '_>,
     provider: &Provider,
@@ -34,6 +35,7 @@ pub(super) fn request_for(
 /// The upstream request. The model is rewritten in place (its span found when the body was
 /// checked) only when the upstream's name differs; a target of another API gets the request
 /// written in its API (`Err`: it cannot take it).
+#[inline(never)]
 fn outbound_for(
     ctx: &mut Ctx<'_, '_>,
     provider: &Provider,
