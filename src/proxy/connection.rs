@@ -319,9 +319,9 @@ mod tests {
     /// request's context came in stages (`exchange::Request`, `Admitted`, `Ctx` holding the
     /// first by reference; the model's place in the body 32-bit); 3,472 once connection slots
     /// and target places had types of their own, 32-bit (`ids::ConnId`, `ids::TargetIdx`: a
-    /// candidate in 8 bytes, not 16, and a lease's connection in 4); 3,512 with translation
+    /// candidate in 8 bytes, not 16, and a lease's connection in 4); 3,504 with translation
     /// between APIs (the request's translation session, a translated stream in the relay and
-    /// its request, each boxed: 8 bytes apiece; the answer's delivery, 16).
+    /// its request, each boxed: 8 bytes apiece).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

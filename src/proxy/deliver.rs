@@ -5,7 +5,7 @@ use super::exchange::{AttemptEnd, Ctx, Delivered, Failed};
 use super::forward::RelayFailure;
 use super::forward::{Relay, Relayed, Request, coalesce_for, ms32, relay};
 use super::judge;
-use super::translated::relay_whole;
+use super::translated::{Delivery, relay_whole};
 use super::watch::ClientWatch;
 use crate::audit::{AttemptOutcome, AttemptRecord, Decision, Outcome};
 use crate::http::Head;
@@ -87,8 +87,7 @@ pub(super) fn commit(
         // When the relay began, in microseconds from the request's head (as an instant it took
         // 16 bytes; 64-bit, as a deadline may allow hours of waiting before it).
         let relay_from_us = crate::clock::since(ctx.started).as_micros() as u64;
-        let translating = super::translated::delivery(ctx);
-        let (res, sse) = {
+        let (res, sse) = 'relay: {
             let hard_deadline = ctx.exec_deadline;
             // The stages apart: the relay reads the head's facts and takes the admitted body.
             let (req, admitted) = (&mut *ctx.req, &mut ctx.admitted);
@@ -113,27 +112,30 @@ pub(super) fn commit(
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body (and a stream's request head) go with the answer's first byte.
             let buf = &mut up.buf;
-            match super::translated::Delivery::split(translating) {
-                // Boxed: rare, and its answer would otherwise take room in every relay's task.
-                Err(whole) => (Box::pin(relay_whole(wr, head, buf, &r, *whole)).await, None),
-                Ok(translating) => {
-                    let request = Request {
-                        body: &mut admitted.body,
-                        head: &mut *req.head,
-                        translating,
-                    };
-                    // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS
-                    // relay fits in the room the plain one takes in the task (boxed, it cost 2 KB per
-                    // TLS stream).
-                    match &mut up.stream {
-                        UpStream::Plain(s) => {
-                            relay(wr, watch, &mut PlainBody(s), buf, head, &r, request).await
-                        }
-                        UpStream::Tls(s) => {
-                            relay(wr, watch, &mut TlsBody(s), buf, head, &r, request).await
-                        }
+            let mut translating = None;
+            if let Some(session) = ctx.translation.as_deref_mut() {
+                match super::translated::delivery(session, r.request_id) {
+                    // Boxed: rare, and its answer would otherwise take room in every relay's task.
+                    Some(Delivery::Whole(w)) => {
+                        break 'relay (Box::pin(relay_whole(wr, head, buf, &r, *w)).await, None);
                     }
+                    Some(Delivery::Stream(t)) => translating = Some(t),
+                    None => {}
                 }
+            }
+            let request = Request {
+                body: &mut admitted.body,
+                head: &mut *req.head,
+                translating,
+            };
+            // Not boxed: a TLS read is hardly larger than a plain one (`BodyRead`), so a TLS
+            // relay fits in the room the plain one takes in the task (boxed, it cost 2 KB per
+            // TLS stream).
+            match &mut up.stream {
+                UpStream::Plain(s) => {
+                    relay(wr, watch, &mut PlainBody(s), buf, head, &r, request).await
+                }
+                UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, request).await,
             }
         };
         let (cand, head, core) = (ready.cand, &ready.head, ctx.core);

@@ -33,8 +33,15 @@ pub(super) enum Refreshed {
 
 /// The access token for a send on `conn` (`None`: the environment's, `conn.secret`), noting
 /// its version for the answer.
+#[inline(always)]
 pub(super) fn token(ctx: &mut Ctx<'_, '_>, conn: &Connection) -> Option<Arc<str>> {
     conn.oauth.as_ref()?;
+    refreshed_token(ctx, conn)
+}
+
+/// [`token`] for an OAuth connection (out of line: most connections hold a plain key).
+#[inline(never)]
+fn refreshed_token(ctx: &mut Ctx<'_, '_>, conn: &Connection) -> Option<Arc<str>> {
     let cell = ctx.core.shared.tokens.get(conn.index)?;
     let version = cell.version();
     let (used, token) = {

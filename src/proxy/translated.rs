@@ -146,29 +146,9 @@ pub(super) enum Delivery {
     Stream(Box<Translating>),
 }
 
-impl Delivery {
-    /// The stream to translate (if any), or the whole answer to send.
-    pub(super) fn split(d: Option<Delivery>) -> Result<Option<Box<Translating>>, Box<Whole>> {
-        match d {
-            Some(Delivery::Stream(t)) => Ok(Some(t)),
-            Some(Delivery::Whole(w)) => Err(w),
-            None => Ok(None),
-        }
-    }
-}
-
-/// The translated answer's delivery, when the attempt was translated.
-#[inline(always)]
-pub(super) fn delivery(ctx: &mut Ctx<'_, '_>) -> Option<Delivery> {
-    ctx.translation.as_ref()?;
-    translated_delivery(ctx)
-}
-
-/// [`delivery`], out of line: rare.
+/// The translated answer's delivery, when the attempt was translated (out of line: rare).
 #[inline(never)]
-fn translated_delivery(ctx: &mut Ctx<'_, '_>) -> Option<Delivery> {
-    let request_id = ctx.req.record.request_id.clone();
-    let session = ctx.translation.as_deref_mut()?;
+pub(super) fn delivery(session: &mut Session, request_id: &str) -> Option<Delivery> {
     let (api, _) = session.current.as_ref()?;
     let api = *api;
     let headers = crate::translate::session::headers(session);
@@ -179,7 +159,7 @@ fn translated_delivery(ctx: &mut Ctx<'_, '_>) -> Option<Delivery> {
         api,
         session.client,
         session.client_model(),
-        &request_id,
+        request_id,
         crate::clock::unix_ms() / 1000,
         session.include_usage(),
     );

@@ -20,14 +20,18 @@ use std::time::Instant;
 const MAX_SENDS: u8 = 16;
 
 /// Whether this attempt goes in the lane (noted for its answer).
+#[inline(always)]
 pub(super) fn slow(ctx: &mut Ctx<'_, '_>, conn: &Connection) -> bool {
     // A new attempt: the last answer's word is spent.
     if let Some(lane) = ctx.lane.as_mut() {
         lane.decision = None;
     }
-    if !conn.usage_wall.any() {
-        return false;
-    }
+    conn.usage_wall.any() && on_the_lane(ctx, conn)
+}
+
+/// [`slow`] for an account whose usage wall is opted in (out of line: rare).
+#[inline(never)]
+fn on_the_lane(ctx: &mut Ctx<'_, '_>, conn: &Connection) -> bool {
     let walls = &ctx.core.shared.usage_walls;
     let on = walls
         .get(conn.index)
