@@ -18,7 +18,29 @@ pub(super) fn request_for(
 ) -> Result<Outbound, Box<AttemptEnd>> {
     let credential = super::oauth::token(ctx, conn);
     let slow = super::usage_wall::slow(ctx, conn);
-    outbound_for(ctx, provider, conn, model, slow, credential.as_deref()).map_err(|c| {
+    if ctx.translation.is_none() {
+        return Ok(outbound_for(
+            ctx,
+            provider,
+            conn,
+            model,
+            slow,
+            credential.as_deref(),
+        ));
+    }
+    let to = (provider, conn);
+    let translated = super::translated::request(ctx, to, model, slow, credential.as_deref());
+    let Some(translated) = translated else {
+        return Ok(outbound_for(
+            ctx,
+            provider,
+            conn,
+            model,
+            slow,
+            credential.as_deref(),
+        ));
+    };
+    translated.map_err(|c| {
         // (Judged at selection for every target API: only a model-specific refusal reaches
         // here, and it says nothing about the connection.)
         let detail = format!("cannot translate: {} ({})", c.what, c.why);
@@ -32,24 +54,17 @@ pub(super) fn request_for(
     })
 }
 
-/// The upstream request. The model is rewritten in place (its span found when the body was
-/// checked) only when the upstream's name differs; a target of another API gets the request
-/// written in its API (`Err`: it cannot take it).
+/// The upstream request in the client's own API. The model is rewritten in place (its span
+/// found when the body was checked) only when the upstream's name differs.
 #[inline(never)]
 fn outbound_for(
-    ctx: &mut Ctx<'_, '_>,
+    ctx: &Ctx<'_, '_>,
     provider: &Provider,
     conn: &Connection,
     model: &str,
     slow: bool,
     credential: Option<&str>,
-) -> Result<Outbound, crate::translate::Cannot> {
-    if ctx.translation.is_some()
-        && let Some(out) =
-            super::translated::request(ctx, (provider, conn), model, slow, credential)
-    {
-        return out;
-    }
+) -> Outbound {
     // The body is rewritten where it names another model than the target's (a name the client
     // spelt with escapes is written plainly: the same name).
     let body = &ctx.admitted.body;
@@ -60,7 +75,7 @@ fn outbound_for(
         Some(span) => crate::dialect::facts::rewrite_model(body, &span, model),
         None => body.clone(),
     };
-    Ok(super::outbound::build(
+    super::outbound::build(
         ctx.head,
         ctx.admitted.endpoint,
         provider,
@@ -74,5 +89,5 @@ fn outbound_for(
             credential,
             model,
         },
-    ))
+    )
 }
