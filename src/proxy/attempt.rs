@@ -237,6 +237,7 @@ struct Timing {
 }
 
 impl Timing {
+    #[inline]
     fn new(ctx: &Ctx<'_, '_>, budget: &Budget, first_byte_timeout_ms: u64) -> Timing {
         // One clock read for the budget, the deadlines, the send time and the pool.
         let sent_at = crate::clock::instant();

@@ -4,7 +4,7 @@
 //! attempts), and the framing the client can read (chunked for HTTP/1.1, unframed for 1.0).
 
 use super::forward::Relay;
-use crate::dialect::Dialect;
+use crate::dialect::Endpoint;
 use crate::http::head::{is_hop_by_hop, is_ringside_header, listed_in};
 use crate::http::response::HeadWriter;
 use crate::http::{Framing, Head};
@@ -66,7 +66,7 @@ pub(crate) fn head_for_client(
     let never_length = status == 204 || status < 200;
     let bodiless = !carries_body(status);
     // The Anthropic SDKs read `request-id` (not `x-request-id`) as the request's id.
-    let mut has_request_id = r.endpoint.dialect() != Dialect::Anthropic;
+    let mut has_request_id = !matches!(r.endpoint, Endpoint::Messages | Endpoint::CountTokens);
     let options = up.connection_options();
     for (name, value) in up.iter() {
         if is_hop_by_hop(name)
