@@ -14,7 +14,6 @@ mod schema_providers;
 mod schema_resilience;
 mod strategy;
 pub use resolve::{available_cores, default_address_share, default_max_connections};
-
 pub use schema::FileConfig;
 pub use strategy::Strategy;
 
@@ -250,8 +249,7 @@ pub struct RouteSpec {
     pub targets: Vec<schema::TargetSection>,
     /// Default request deadline for this route (else `resilience.deadline_ms`).
     pub deadline_ms: Option<u64>,
-    /// Targets of another API than the client's are tried, translated.
-    pub cross_dialect: bool,
+    pub cross_dialect: bool, // targets of another API are tried, translated
 }
 
 /// The validated configuration every core reads (shared behind an `Arc`, never mutated).

@@ -83,6 +83,7 @@ pub struct Proxy {
 }
 
 pub mod apt;
+pub mod cross;
 pub mod leases;
 mod raw;
 mod requests;
