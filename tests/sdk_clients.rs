@@ -31,6 +31,28 @@ fn real_sdk_clients_cross_providers(driver: &str) {
         return;
     }
     let python = venv().unwrap_or_else(|e| panic!("{e}"));
+    let node_script = node_modules().unwrap_or_else(|e| panic!("{e}"));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_translation.py");
+    let (python, script) = (python.to_string_lossy(), script.to_string_lossy());
+    cross_checks(
+        driver,
+        &python,
+        &script,
+        "10 of 10 translation checks passed",
+    );
+    // The Node SDKs, from the copy beside their node_modules (as `node_modules` places it).
+    let node = node_script.with_file_name("check_translation.mjs");
+    cross_checks(
+        driver,
+        "node",
+        &node.to_string_lossy(),
+        "8 of 8 Node translation checks passed",
+    );
+}
+
+/// One language's translation checks against a proxy and simulator of their own (the walls and
+/// cuts they meet open breakers that another language's run would find open).
+fn cross_checks(driver: &str, program: &str, script: &str, passed: &str) {
     let faults = [
         "model:gpt-wall=429",
         "model:claude-wall=529",
@@ -47,14 +69,7 @@ fn real_sdk_clients_cross_providers(driver: &str) {
     });
     let proxy = Proxy::start(driver, 2, "", &cross_config(sim.addr));
     let base = format!("http://{}", proxy.addr);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_translation.py");
-    let (python, script) = (python.to_string_lossy(), script.to_string_lossy());
-    run_checks(
-        driver,
-        &python,
-        &[&script, &base],
-        "10 of 10 translation checks passed",
-    );
+    run_checks(driver, program, &[script, &base], passed);
 }
 
 /// An OpenAI and an Anthropic provider on the simulator, a model of each at its wall, one
@@ -264,8 +279,9 @@ fn install_node_sdks() -> Result<PathBuf, String> {
         )?;
         std::fs::write(&stamp, &lock).map_err(|e| e.to_string())?;
     }
-    let script = dir.join("check_clients.mjs");
-    std::fs::copy(src.join("check_clients.mjs"), &script)
-        .map_err(|e| format!("tests/sdk/check_clients.mjs: {e}"))?;
-    Ok(script)
+    for name in ["check_clients.mjs", "check_translation.mjs"] {
+        std::fs::copy(src.join(name), dir.join(name))
+            .map_err(|e| format!("tests/sdk/{name}: {e}"))?;
+    }
+    Ok(dir.join("check_clients.mjs"))
 }
