@@ -38,7 +38,7 @@ fn real_sdk_clients_cross_providers(driver: &str) {
         driver,
         &python,
         &script,
-        "10 of 10 translation checks passed",
+        "12 of 12 translation checks passed",
     );
     // The Node SDKs, from the copy beside their node_modules (as `node_modules` places it).
     let node = node_script.with_file_name("check_translation.mjs");
@@ -46,7 +46,7 @@ fn real_sdk_clients_cross_providers(driver: &str) {
         driver,
         "node",
         &node.to_string_lossy(),
-        "8 of 8 Node translation checks passed",
+        "10 of 10 Node translation checks passed",
     );
 }
 
@@ -65,6 +65,7 @@ fn cross_checks(driver: &str, program: &str, script: &str, passed: &str) {
             .map(|f| parse_fault_arg(f).expect("fault spec"))
             .collect(),
         strict: true,
+        call_tools: true,
         ..SimOptions::default()
     });
     let proxy = Proxy::start(driver, 2, "", &cross_config(sim.addr));

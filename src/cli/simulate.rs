@@ -40,6 +40,10 @@ pub(super) struct SimArgs {
     /// required max_tokens and alternating roles, Gemini's contents, tool results after calls).
     #[arg(long)]
     strict: bool,
+    /// Answer a request that offers tools with a call to its first tool (then text, once the
+    /// request carries the tool's result).
+    #[arg(long)]
+    call_tools: bool,
 }
 
 /// Run the simulator until SIGTERM or SIGINT.
@@ -54,6 +58,7 @@ pub(super) fn run(a: SimArgs) -> Result<(), String> {
         force_epoll: a.epoll,
         token_lifetime_s: a.token_lifetime_s,
         strict: a.strict,
+        call_tools: a.call_tools,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

@@ -116,6 +116,11 @@ pub(super) async fn answer(
         base64: ask.base64,
         include_usage: ask.include_usage,
         extra,
+        tool: state
+            .opts
+            .call_tools
+            .then(|| super::tools::to_call(api, &body))
+            .flatten(),
     };
     respond(&reply, &fault, &body, &mut guard, stream).await
 }
@@ -160,6 +165,8 @@ struct Reply {
     include_usage: bool,
     /// Headers for a success (a usage wall's lane).
     extra: Vec<(String, String)>,
+    /// The tool this answer calls (`--call-tools`).
+    tool: Option<String>,
 }
 
 /// Answer as the fault says: a status error, a reset, a hang, an event stream or a JSON body.
@@ -219,6 +226,7 @@ async fn respond(
                 fault,
                 keep,
                 extra: &r.extra,
+                tool: r.tool.as_deref(),
             };
             return stream::answer(plan, stream).await;
         }
@@ -232,7 +240,10 @@ async fn respond(
             return None;
         }
         _ => {
-            let b = body::json_body(api, &r.model, r.events, r.seq, r.base64);
+            let b = match &r.tool {
+                Some(name) => super::tools::answer(api, &r.model, r.seq, name),
+                None => body::json_body(api, &r.model, r.events, r.seq, r.base64),
+            };
             let own = super::provider_head::of_success(api, r.seq, fault);
             let mut extra: Vec<_> = own.iter().map(|(n, v)| (*n, v.as_str())).collect();
             extra.extend(r.extra.iter().map(|(n, v)| (n.as_str(), v.as_str())));

@@ -14,6 +14,7 @@ mod shape;
 pub mod stats;
 mod stream;
 pub mod subscription;
+mod tools;
 
 use crate::http::HeadLimits;
 use crate::http::response::whole;
@@ -49,6 +50,8 @@ pub struct SimOptions {
     /// Refuse (400, in the API's error shape) a body that breaks its API's rules: what a real
     /// provider refuses and a translator might get wrong (`shape`).
     pub strict: bool,
+    /// Answer a request that offers tools with a call to its first one (`tools`).
+    pub call_tools: bool,
 }
 
 impl Default for SimOptions {
@@ -63,6 +66,7 @@ impl Default for SimOptions {
             force_epoll: false,
             token_lifetime_s: 3_600,
             strict: false,
+            call_tools: false,
         }
     }
 }

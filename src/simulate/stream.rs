@@ -26,6 +26,8 @@ pub struct StreamPlan<'a> {
     pub keep: bool,
     /// More headers (a usage wall's lane).
     pub extra: &'a [(String, String)],
+    /// The tool the answer calls instead of writing text (`--call-tools`).
+    pub tool: Option<&'a str>,
 }
 
 /// Send the stream; returns the connection if it can serve another request.
@@ -107,7 +109,10 @@ pub async fn answer(plan: StreamPlan<'_>, mut stream: TcpStream) -> Option<TcpSt
 /// The events of the answer, after the fault has had its say.
 fn events_for(plan: &StreamPlan<'_>) -> Vec<Vec<u8>> {
     let (api, model, seq, fault) = (plan.api, plan.model, plan.seq, plan.fault);
-    let mut evs = body::sse_events(api, model, plan.events, seq, plan.include_usage);
+    let mut evs = match plan.tool {
+        Some(name) => super::tools::events(api, model, seq, name, plan.include_usage),
+        None => body::sse_events(api, model, plan.events, seq, plan.include_usage),
+    };
     match fault.kind {
         FaultKind::MalformedSse => {
             evs.truncate(2);

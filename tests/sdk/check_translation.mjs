@@ -88,6 +88,34 @@ check("anthropic_stream_answered_by_openai", async () => {
   assert.equal(final.stop_reason, "end_turn");
 });
 
+const TOOLS = [{ type: "function", function: { name: "weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+
+check("openai_tool_round_trip_through_anthropic", async () => {
+  const msgs = [{ role: "user", content: "weather in Paris?" }];
+  // The SDK's helper assembles the streamed call from its chunks.
+  const first = await oai.chat.completions.stream({ model: "gpt-to-claude", messages: msgs, tools: TOOLS }).finalChatCompletion();
+  assert.equal(first.choices[0].finish_reason, "tool_calls");
+  const call = first.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, "weather");
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: "Paris" });
+  msgs.push(first.choices[0].message, { role: "tool", tool_call_id: call.id, content: "18C" });
+  const final = await oai.chat.completions.create({ model: "gpt-to-claude", messages: msgs, tools: TOOLS });
+  assert.equal(final.choices[0].message.content, TEXT);
+});
+
+check("anthropic_tool_round_trip_through_openai", async () => {
+  const tools = [{ name: "weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }];
+  const msgs = [{ role: "user", content: "weather in Paris?" }];
+  const m = await ant.messages.stream({ model: "claude-to-gpt", max_tokens: 64, messages: msgs, tools }).finalMessage();
+  assert.equal(m.stop_reason, "tool_use");
+  const use = m.content.find((b) => b.type === "tool_use");
+  assert.deepEqual(use.input, { city: "Paris" });
+  msgs.push({ role: "assistant", content: m.content },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "18C" }] });
+  const final = await ant.messages.create({ model: "claude-to-gpt", max_tokens: 64, messages: msgs, tools });
+  assert.equal(final.content[0].text, TEXT);
+});
+
 check("openai_stream_cut_after_a_fallback_raises", async () => {
   const seen = [];
   const e = await raises(OpenAI.APIError, async () => {

@@ -9,6 +9,7 @@ strict, refusing what the real provider would): `gpt-to-claude` (OpenAI 429, the
 is reset after five events.
 """
 
+import json
 import sys
 import traceback
 import warnings
@@ -138,6 +139,55 @@ def anthropic_tool_history_reaches_openai_in_its_shape():
         ],
     )
     assert m.content[0].text == TEXT, m
+
+
+TOOLS = [{"type": "function", "function": {"name": "weather", "description": "The weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+@check
+def openai_tool_round_trip_through_anthropic():
+    # The simulator calls the first tool offered, then answers once the result is sent.
+    msgs = [{"role": "user", "content": "weather in Paris?"}]
+    c = oai.chat.completions.create(model="gpt-to-claude", messages=msgs, tools=TOOLS)
+    assert c.choices[0].finish_reason == "tool_calls", c
+    call = c.choices[0].message.tool_calls[0]
+    assert call.function.name == "weather" and json.loads(call.function.arguments) == {"city": "Paris"}, call
+    msgs += [c.choices[0].message.model_dump(exclude_none=True),
+             {"role": "tool", "tool_call_id": call.id, "content": "18C"}]
+    final = oai.chat.completions.create(model="gpt-to-claude", messages=msgs, tools=TOOLS)
+    assert final.choices[0].message.content == TEXT, final
+    # Streamed: the call's id and name on its first chunk, its arguments in pieces.
+    calls = {}
+    finish = None
+    for chunk in oai.chat.completions.create(model="gpt-to-claude", messages=msgs[:1], tools=TOOLS, stream=True):
+        if not chunk.choices:
+            continue
+        for tc in chunk.choices[0].delta.tool_calls or []:
+            got = calls.setdefault(tc.index, {"id": tc.id, "name": tc.function.name, "args": ""})
+            got["args"] += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls", finish
+    assert list(calls) == [0] and calls[0]["name"] == "weather", calls
+    assert json.loads(calls[0]["args"]) == {"city": "Paris"}, calls
+
+
+@check
+def anthropic_tool_round_trip_through_openai():
+    tools = [{"name": "weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    msgs = [{"role": "user", "content": "weather in Paris?"}]
+    m = ant.messages.create(model="claude-to-gpt", max_tokens=64, messages=msgs, tools=tools)
+    assert m.stop_reason == "tool_use", m
+    use = next(b for b in m.content if b.type == "tool_use")
+    assert use.name == "weather" and use.input == {"city": "Paris"}, use
+    msgs += [{"role": "assistant", "content": [b.model_dump() for b in m.content]},
+             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "18C"}]}]
+    final = ant.messages.create(model="claude-to-gpt", max_tokens=64, messages=msgs, tools=tools)
+    assert final.content[0].text == TEXT, final
+    with ant.messages.stream(model="claude-to-gpt", max_tokens=64, messages=msgs[:1], tools=tools) as s:
+        streamed = s.get_final_message()
+    use = next(b for b in streamed.content if b.type == "tool_use")
+    assert use.input == {"city": "Paris"} and streamed.stop_reason == "tool_use", streamed
 
 
 @check
