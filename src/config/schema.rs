@@ -48,6 +48,9 @@ pub struct ModelSection {
     pub name: String,
     #[serde(default)]
     pub context_window: Option<u64>,
+    /// The most output the model gives in one answer.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
     #[serde(default)]
     pub tools: Option<bool>,
     #[serde(default)]

@@ -11,6 +11,8 @@ pub struct Needs {
     pub structured_output: bool,
     /// Estimated prompt plus requested output tokens.
     pub context_tokens: u64,
+    /// The output the request asks for (`max_tokens` and its kin; 0: none said).
+    pub output_tokens: u64,
     /// From `x-ringside-region`.
     pub region: Option<String>,
     /// From `x-ringside-require-tags` (comma-separated).
@@ -105,6 +107,7 @@ pub fn needs(body: &[u8], head: &Head, full: bool) -> Needs {
         .unwrap_or(0);
     // About four bytes of JSON per token: a cheap, conservative-enough estimate.
     n.context_tokens = body.len() as u64 / 4 + output;
+    n.output_tokens = output;
     n
 }
 

@@ -20,6 +20,8 @@ pub enum Ineligible {
     NotAllowedForKey,
     /// Not the connection the request's exclusive lease holds.
     NotThisLease,
+    /// The request asks for more output than the model gives in one answer.
+    OutputTooLarge,
     /// Speaks another API than the client's, and the request cannot be translated for it (a
     /// parameter with no equivalent, content it cannot take, or a body that does not read as
     /// its API says; the decision record says which).
@@ -39,6 +41,7 @@ impl Ineligible {
             Ineligible::NotAllowedForKey => "not_allowed_for_key",
             Ineligible::NotThisLease => "not_this_lease",
             Ineligible::Untranslatable => "untranslatable",
+            Ineligible::OutputTooLarge => "output_too_large",
         }
     }
 }

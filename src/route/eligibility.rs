@@ -12,6 +12,8 @@ pub struct Caps {
     pub vision: Option<bool>,
     pub structured_output: Option<bool>,
     pub context_window: Option<u64>,
+    /// The most output the model gives in one answer.
+    pub max_output: Option<u64>,
     pub region: Option<String>,
     pub tags: Vec<String>,
     pub cost: f64,
@@ -24,6 +26,7 @@ impl Caps {
             || self.vision == Some(false)
             || self.structured_output == Some(false)
             || self.context_window.is_some()
+            || self.max_output.is_some()
     }
 
     /// `Err(reason)` when the target cannot serve the request.
@@ -41,6 +44,11 @@ impl Caps {
             && n.context_tokens > w
         {
             return Err(Ineligible::ContextWindowTooSmall);
+        }
+        if let Some(m) = self.max_output
+            && n.output_tokens > m
+        {
+            return Err(Ineligible::OutputTooLarge);
         }
         if let Some(r) = &n.region
             && self
@@ -60,32 +68,33 @@ impl Caps {
     }
 }
 
-/// What a model supports: (pattern, context window, tools, vision, structured output).
-type Known = (&'static str, u64, bool, bool, bool);
+/// What a model supports: (pattern, context window, most output, tools, vision, structured
+/// output).
+type Known = (&'static str, u64, u64, bool, bool, bool);
 
 /// Well-known models, most specific pattern first (from the providers' model pages, 2026-12).
 /// The config's `[[models]]` come before these.
 const KNOWN: [Known; 20] = [
-    ("gpt-4.1*", 1_047_576, true, true, true),
-    ("gpt-4o*", 128_000, true, true, true),
-    ("gpt-4-turbo*", 128_000, true, true, false),
-    ("gpt-3.5-turbo*", 16_385, true, false, false),
-    ("gpt-5*", 400_000, true, true, true),
-    ("o1*", 200_000, true, true, true),
-    ("o3*", 200_000, true, true, true),
-    ("o4-mini*", 200_000, true, true, true),
-    ("claude-opus-4-5*", 200_000, true, true, true),
-    ("claude-sonnet-4-5*", 200_000, true, true, true),
-    ("claude-haiku-4-5*", 200_000, true, true, true),
-    ("claude-opus-4-1*", 200_000, true, true, true),
-    ("claude-opus-4*", 200_000, true, true, false),
-    ("claude-sonnet-4*", 200_000, true, true, false),
-    ("claude-3-7-sonnet*", 200_000, true, true, false),
-    ("claude-3-5-haiku*", 200_000, true, true, false),
-    ("claude-3*", 200_000, true, true, false),
-    ("gemini-2.5*", 1_048_576, true, true, true),
-    ("gemini-2.0*", 1_048_576, true, true, true),
-    ("gemini-1.5*", 1_048_576, true, true, true),
+    ("gpt-4.1*", 1_047_576, 32_768, true, true, true),
+    ("gpt-4o*", 128_000, 16_384, true, true, true),
+    ("gpt-4-turbo*", 128_000, 4_096, true, true, false),
+    ("gpt-3.5-turbo*", 16_385, 4_096, true, false, false),
+    ("gpt-5*", 400_000, 128_000, true, true, true),
+    ("o1*", 200_000, 100_000, true, true, true),
+    ("o3*", 200_000, 100_000, true, true, true),
+    ("o4-mini*", 200_000, 100_000, true, true, true),
+    ("claude-opus-4-5*", 200_000, 64_000, true, true, true),
+    ("claude-sonnet-4-5*", 200_000, 64_000, true, true, true),
+    ("claude-haiku-4-5*", 200_000, 64_000, true, true, true),
+    ("claude-opus-4-1*", 200_000, 32_000, true, true, true),
+    ("claude-opus-4*", 200_000, 32_000, true, true, false),
+    ("claude-sonnet-4*", 200_000, 64_000, true, true, false),
+    ("claude-3-7-sonnet*", 200_000, 64_000, true, true, false),
+    ("claude-3-5-haiku*", 200_000, 8_192, true, true, false),
+    ("claude-3*", 200_000, 4_096, true, true, false),
+    ("gemini-2.5*", 1_048_576, 65_536, true, true, true),
+    ("gemini-2.0*", 1_048_576, 8_192, true, true, true),
+    ("gemini-1.5*", 1_048_576, 8_192, true, true, true),
 ];
 
 /// Fill what a target leaves unset from what its model is known to support: the config's
@@ -101,11 +110,13 @@ pub fn fill_from_known(
         caps.vision = caps.vision.or(m.vision);
         caps.structured_output = caps.structured_output.or(m.structured_output);
         caps.context_window = caps.context_window.or(m.context_window);
+        caps.max_output = caps.max_output.or(m.max_output_tokens);
         return;
     }
-    if let Some(&(_, window, tools, vision, structured)) =
+    if let Some(&(_, window, output, tools, vision, structured)) =
         KNOWN.iter().find(|k| super::glob(k.0, model))
     {
+        caps.max_output = caps.max_output.or(Some(output));
         caps.tools = caps.tools.or(Some(tools));
         caps.vision = caps.vision.or(Some(vision));
         caps.structured_output = caps.structured_output.or(Some(structured));
@@ -156,6 +167,7 @@ mod tests {
             vision: true,
             structured_output: true,
             context_tokens: 10_000,
+            output_tokens: 4_000,
             region: None,
             tags: vec![],
         };
@@ -165,6 +177,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(small.admits(&needs), Err(Ineligible::ContextWindowTooSmall));
+        let short = Caps {
+            max_output: Some(2_048),
+            ..Default::default()
+        };
+        assert_eq!(short.admits(&needs), Err(Ineligible::OutputTooLarge));
         let no_tools = Caps {
             tools: Some(false),
             ..Default::default()
