@@ -38,7 +38,7 @@ pub fn read(api: Api, body: &[u8], stamp: Stamp) -> Result<Answer, Garbled> {
 /// Write an answer in the client's API.
 pub fn write(api: Api, a: &Answer, stamp: Stamp) -> Vec<u8> {
     let v = match api {
-        Api::Chat => chat::write_answer(a, stamp),
+        Api::Chat => return chat::write_answer(a, stamp),
         Api::Responses => responses::write_answer(a, stamp),
         Api::Messages | Api::Gemini => messages::write_answer(a, stamp),
     };
