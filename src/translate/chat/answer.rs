@@ -3,7 +3,7 @@
 use crate::translate::answer::{Garbled, Stamp};
 use crate::translate::ir::{Answer, Block, Finish, Usage};
 use crate::translate::json::{Obj, str_field};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub fn read_answer(o: &Obj) -> Result<Answer, Garbled> {
     let choice = o
@@ -89,14 +89,19 @@ pub(in crate::translate) fn usage_of(u: &Value) -> Usage {
     }
 }
 
-pub(in crate::translate) fn usage_json(u: &Usage) -> Value {
-    json!({
-        "prompt_tokens": u.input,
-        "completion_tokens": u.output,
-        "total_tokens": u.input + u.output,
-        "prompt_tokens_details": {"cached_tokens": u.cache_read},
-        "completion_tokens_details": {"reasoning_tokens": u.reasoning},
-    })
+/// Chat's `usage` object (the answer's and the stream's last chunk).
+pub(in crate::translate) fn usage_out(u: &Usage) -> ChatUsageOut {
+    ChatUsageOut {
+        prompt_tokens: u.input,
+        completion_tokens: u.output,
+        total_tokens: u.input + u.output,
+        prompt_tokens_details: Cached {
+            cached_tokens: u.cache_read,
+        },
+        completion_tokens_details: Reasoning {
+            reasoning_tokens: u.reasoning,
+        },
+    }
 }
 
 /// A Chat answer as written: typed, so that serde writes it straight into bytes (a `Value`
@@ -143,7 +148,7 @@ struct ChatFunctionOut<'a> {
 }
 
 #[derive(serde::Serialize)]
-struct ChatUsageOut {
+pub(in crate::translate) struct ChatUsageOut {
     prompt_tokens: u64,
     completion_tokens: u64,
     total_tokens: u64,
@@ -192,7 +197,6 @@ pub fn write_answer(a: &Answer, stamp: Stamp) -> Vec<u8> {
         Finish::Stop if a.has_tool_calls() => Finish::ToolCalls,
         f => f,
     });
-    let u = &a.usage;
     let answer = ChatAnswer {
         id: &a.id,
         object: "chat.completion",
@@ -209,17 +213,7 @@ pub fn write_answer(a: &Answer, stamp: Stamp) -> Vec<u8> {
             logprobs: None,
             finish_reason: finish.map(finish_str).unwrap_or("stop"),
         }],
-        usage: ChatUsageOut {
-            prompt_tokens: u.input,
-            completion_tokens: u.output,
-            total_tokens: u.input + u.output,
-            prompt_tokens_details: Cached {
-                cached_tokens: u.cache_read,
-            },
-            completion_tokens_details: Reasoning {
-                reasoning_tokens: u.reasoning,
-            },
-        },
+        usage: usage_out(&a.usage),
     };
     serde_json::to_vec(&answer).unwrap_or_default()
 }

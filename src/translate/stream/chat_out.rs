@@ -5,7 +5,7 @@
 use super::decode::Ev;
 use super::{esc, merge_usage};
 use crate::translate::answer::Stamp;
-use crate::translate::chat::{finish_str, usage_json};
+use crate::translate::chat::{finish_str, usage_out};
 use crate::translate::ir::{Finish, Usage};
 use std::io::Write;
 
@@ -131,7 +131,7 @@ impl ChatOut {
             let head = self.prefix.len() - br#","choices":[{"index":0,"delta":"#.len();
             out.extend_from_slice(&self.prefix[..head]);
             out.extend_from_slice(br#","choices":[],"usage":"#);
-            let _ = serde_json::to_writer(&mut *out, &usage_json(&self.usage));
+            let _ = serde_json::to_writer(&mut *out, &usage_out(&self.usage));
             out.extend_from_slice(b"}\n\n");
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
