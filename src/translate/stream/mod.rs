@@ -35,14 +35,39 @@ pub enum Standing {
 }
 
 pub struct Translator {
-    from: Api,
-    to: Api,
     framer: frame::Framer,
+    flow: Flow,
+}
+
+/// What follows the framing: each event read and written for the client.
+struct Flow {
+    from: Api,
     decoder: decode::Decoder,
-    encoder: Encoder,
+    names: Names,
+    sink: Sink,
+}
+
+/// What every answer the client reads names: its model, the request, the time.
+struct Names {
     model: String,
     request_id: String,
     created: u64,
+}
+
+impl Names {
+    fn stamp(&self) -> Stamp<'_> {
+        Stamp {
+            model: &self.model,
+            created: self.created,
+            request_id: &self.request_id,
+        }
+    }
+}
+
+/// The client's side: its API's writer and how the stream stands.
+struct Sink {
+    to: Api,
+    encoder: Encoder,
     standing: Standing,
     /// Gemini has no end marker: a finish reason is its end.
     finished: bool,
@@ -64,125 +89,99 @@ impl Translator {
             Api::Responses => Encoder::Responses(Default::default()),
             Api::Chat => Encoder::Chat(chat_out::ChatOut::new(include_usage)),
         };
-        Translator {
-            from,
-            to,
-            framer: Default::default(),
-            decoder: Default::default(),
-            encoder,
+        let names = Names {
             model: model.to_string(),
             request_id: request_id.to_string(),
             created,
+        };
+        let sink = Sink {
+            to,
+            encoder,
             standing: Standing::Open,
             finished: false,
+        };
+        let decoder = Default::default();
+        Translator {
+            framer: Default::default(),
+            flow: Flow {
+                from,
+                decoder,
+                names,
+                sink,
+            },
         }
     }
 
     pub fn standing(&self) -> Standing {
-        self.standing
+        self.flow.sink.standing
     }
 
     /// Upstream bytes in; the client's bytes appended to `out`.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
-        let Translator {
-            from,
-            to,
-            framer,
-            decoder,
-            encoder,
-            model,
-            request_id,
-            created,
-            standing,
-            finished,
-        } = self;
-        let stamp = Stamp {
-            model,
-            created: *created,
-            request_id,
-        };
-        framer.feed(bytes, |f| {
-            if *standing != Standing::Open {
-                return;
-            }
-            decoder.event(*from, f.name, f.data, stamp, &mut |ev| {
-                on_event(encoder, *to, ev, stamp, standing, finished, out);
-            });
-        });
+        self.framer.feed(bytes, |f| self.flow.frame(f, out));
     }
 
     /// The upstream body ended. Returns the standing: `Open` means the provider stopped
     /// without ending its stream (the caller ends the client's stream as a failure).
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Standing {
-        let Translator {
-            from,
-            to,
-            framer,
-            decoder,
-            encoder,
-            model,
-            request_id,
-            created,
-            standing,
-            finished,
-        } = self;
-        let stamp = Stamp {
-            model,
-            created: *created,
-            request_id,
-        };
-        framer.finish(|f| {
-            if *standing == Standing::Open {
-                decoder.event(*from, f.name, f.data, stamp, &mut |ev| {
-                    on_event(encoder, *to, ev, stamp, standing, finished, out);
-                });
-            }
-        });
-        if *standing == Standing::Open && *from == Api::Gemini && *finished {
-            on_event(encoder, *to, Ev::End, stamp, standing, finished, out);
+        self.framer.finish(|f| self.flow.frame(f, out));
+        let Flow {
+            from, names, sink, ..
+        } = &mut self.flow;
+        if sink.standing == Standing::Open && *from == Api::Gemini && sink.finished {
+            sink.on(Ev::End, names.stamp(), out);
         }
-        *standing
+        sink.standing
     }
 }
 
-fn on_event(
-    encoder: &mut Encoder,
-    to: Api,
-    ev: Ev,
-    stamp: Stamp,
-    standing: &mut Standing,
-    finished: &mut bool,
-    out: &mut Vec<u8>,
-) {
-    if *standing != Standing::Open {
-        return;
-    }
-    match ev {
-        Ev::Error(message) => {
-            let endpoint = match to {
-                Api::Chat => Endpoint::ChatCompletions,
-                Api::Responses => Endpoint::Responses,
-                Api::Messages | Api::Gemini => Endpoint::Messages,
-            };
-            let err = ApiError::new(502, "upstream_stream_error", message);
-            out.extend_from_slice(&err.sse_event(endpoint, stamp.request_id));
-            *standing = Standing::Failed;
+impl Flow {
+    /// One provider event, read and written for the client (nothing once the stream ended).
+    fn frame(&mut self, f: frame::Frame, out: &mut Vec<u8>) {
+        if self.sink.standing != Standing::Open {
             return;
         }
-        Ev::Finish(_) => *finished = true,
-        _ => {}
+        let stamp = self.names.stamp();
+        let sink = &mut self.sink;
+        self.decoder
+            .event(self.from, f.name, f.data, stamp, &mut |ev| {
+                sink.on(ev, stamp, out)
+            });
     }
-    let end = ev == Ev::End;
-    match encoder {
-        Encoder::Chat(e) if end => e.end(stamp, out),
-        Encoder::Chat(e) => e.on(ev, stamp, out),
-        Encoder::Messages(e) if end => e.end(stamp, out),
-        Encoder::Messages(e) => e.on(ev, stamp, out),
-        Encoder::Responses(e) if end => e.end(stamp, out),
-        Encoder::Responses(e) => e.on(ev, stamp, out),
-    }
-    if end {
-        *standing = Standing::Ended;
+}
+
+impl Sink {
+    fn on(&mut self, ev: Ev, stamp: Stamp, out: &mut Vec<u8>) {
+        if self.standing != Standing::Open {
+            return;
+        }
+        match ev {
+            Ev::Error(message) => {
+                let endpoint = match self.to {
+                    Api::Chat => Endpoint::ChatCompletions,
+                    Api::Responses => Endpoint::Responses,
+                    Api::Messages | Api::Gemini => Endpoint::Messages,
+                };
+                let err = ApiError::new(502, "upstream_stream_error", message);
+                out.extend_from_slice(&err.sse_event(endpoint, stamp.request_id));
+                self.standing = Standing::Failed;
+                return;
+            }
+            Ev::Finish(_) => self.finished = true,
+            _ => {}
+        }
+        let end = ev == Ev::End;
+        match &mut self.encoder {
+            Encoder::Chat(e) if end => e.end(stamp, out),
+            Encoder::Chat(e) => e.on(ev, stamp, out),
+            Encoder::Messages(e) if end => e.end(stamp, out),
+            Encoder::Messages(e) => e.on(ev, stamp, out),
+            Encoder::Responses(e) if end => e.end(stamp, out),
+            Encoder::Responses(e) => e.on(ev, stamp, out),
+        }
+        if end {
+            self.standing = Standing::Ended;
+        }
     }
 }
 
