@@ -66,31 +66,18 @@ impl ResponsesOut {
             Ev::Finish(f) => self.finish = Some(f),
             Ev::Text(t) => {
                 let i = self.item(Kind::Message, "", "", stamp, out);
-                self.items[i].text.push_str(t);
-                let seq = self.next();
-                let id = &self.items[i].id;
-                event(out, "response.output_text.delta", |o| {
-                    let _ = write!(
-                        o,
-                        r#"{{"type":"response.output_text.delta","sequence_number":{seq},"item_id":"{id}","output_index":{i},"content_index":0,"delta":"#
-                    );
-                    esc(o, t);
-                    o.extend_from_slice(br#","logprobs":[]}"#);
-                });
+                self.delta(
+                    i,
+                    "response.output_text.delta",
+                    r#""content_index":0,"#,
+                    t,
+                    out,
+                );
             }
             Ev::Thinking(t) => {
                 let i = self.item(Kind::Reasoning, "", "", stamp, out);
-                self.items[i].text.push_str(t);
-                let seq = self.next();
-                let id = &self.items[i].id;
-                event(out, "response.reasoning_summary_text.delta", |o| {
-                    let _ = write!(
-                        o,
-                        r#"{{"type":"response.reasoning_summary_text.delta","sequence_number":{seq},"item_id":"{id}","output_index":{i},"summary_index":0,"delta":"#
-                    );
-                    esc(o, t);
-                    o.push(b'}');
-                });
+                let kind = "response.reasoning_summary_text.delta";
+                self.delta(i, kind, r#""summary_index":0,"#, t, out);
             }
             Ev::ToolStart { index, id, name } => {
                 self.close(out);
@@ -103,20 +90,29 @@ impl ResponsesOut {
                 else {
                     return; // providers send a call's arguments before the next call begins
                 };
-                self.items[i].text.push_str(args);
-                let seq = self.next();
-                let id = &self.items[i].id;
-                event(out, "response.function_call_arguments.delta", |o| {
-                    let _ = write!(
-                        o,
-                        r#"{{"type":"response.function_call_arguments.delta","sequence_number":{seq},"item_id":"{id}","output_index":{i},"delta":"#
-                    );
-                    esc(o, args);
-                    o.push(b'}');
-                });
+                self.delta(i, "response.function_call_arguments.delta", "", args, out);
             }
             Ev::Error(_) | Ev::End => {}
         }
+    }
+
+    /// A piece of item `i`'s text as its `kind` delta event (`part`: the part's index field,
+    /// if the item has parts), written straight into the output.
+    fn delta(&mut self, i: usize, kind: &str, part: &str, piece: &str, out: &mut Vec<u8>) {
+        self.items[i].text.push_str(piece);
+        let seq = self.next();
+        let id = &self.items[i].id;
+        event(out, kind, |o| {
+            let _ = write!(
+                o,
+                r#"{{"type":"{kind}","sequence_number":{seq},"item_id":"{id}","output_index":{i},{part}"delta":"#
+            );
+            esc(o, piece);
+            if kind == "response.output_text.delta" {
+                o.extend_from_slice(br#","logprobs":[]"#);
+            }
+            o.push(b'}');
+        });
     }
 
     fn next(&mut self) -> u64 {
