@@ -1,6 +1,7 @@
 //! Small readers over `serde_json` values, with the error a client sees when a field is wrong.
 
 use super::Unreadable;
+use super::ir::Tool;
 use serde_json::{Map, Value};
 
 pub type Obj = Map<String, Value>;
@@ -92,4 +93,20 @@ pub fn put_f64(o: &mut Obj, key: &str, v: Option<f64>) {
     if let Some(x) = v.and_then(serde_json::Number::from_f64) {
         o.insert(key.into(), Value::Number(x));
     }
+}
+
+/// A function tool's fields (`name`, `description`, its schema under `schema`, `strict`) from
+/// the object that holds them; `at` names it in the client's error.
+pub fn tool(o: &Obj, at: &str, schema: &str) -> Result<Tool, Unreadable> {
+    Ok(Tool {
+        name: str_field(o, "name")
+            .ok_or_else(|| Unreadable::new(format!("{at} needs a name")))?
+            .to_string(),
+        description: str_field(o, "description").map(str::to_string),
+        parameters: o
+            .get(schema)
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        strict: o.get("strict").and_then(Value::as_bool),
+    })
 }

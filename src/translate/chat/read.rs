@@ -224,17 +224,7 @@ fn read_tool(t: &Obj, i: usize) -> Result<Tool, Unreadable> {
         .get("function")
         .and_then(Value::as_object)
         .ok_or_else(|| Unreadable::new(format!("tools[{i}] needs function")))?;
-    Ok(Tool {
-        name: str_field(f, "name")
-            .ok_or_else(|| Unreadable::new(format!("tools[{i}].function needs a name")))?
-            .to_string(),
-        description: str_field(f, "description").map(str::to_string),
-        parameters: f
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object"})),
-        strict: f.get("strict").and_then(Value::as_bool),
-    })
+    crate::translate::json::tool(f, &format!("tools[{i}].function"), "parameters")
 }
 
 fn read_tool_choice(v: &Value) -> Result<Option<ToolChoice>, Unreadable> {

@@ -216,15 +216,5 @@ fn read_tool(t: &Obj, i: usize) -> Result<Tool, Unreadable> {
             "tools[{i}]: the server tool {ty:?} runs only at Anthropic"
         )));
     }
-    Ok(Tool {
-        name: str_field(t, "name")
-            .ok_or_else(|| Unreadable::new(format!("tools[{i}] needs a name")))?
-            .to_string(),
-        description: str_field(t, "description").map(str::to_string),
-        parameters: t
-            .get("input_schema")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object"})),
-        strict: t.get("strict").and_then(Value::as_bool),
-    })
+    crate::translate::json::tool(t, &format!("tools[{i}]"), "input_schema")
 }

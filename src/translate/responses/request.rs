@@ -202,17 +202,7 @@ fn read_tool(t: &Obj, i: usize) -> Result<Tool, Unreadable> {
             "tools[{i}]: only function tools can be translated to another provider's API"
         )));
     }
-    Ok(Tool {
-        name: str_field(t, "name")
-            .ok_or_else(|| Unreadable::new(format!("tools[{i}] needs a name")))?
-            .to_string(),
-        description: str_field(t, "description").map(str::to_string),
-        parameters: t
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object"})),
-        strict: t.get("strict").and_then(Value::as_bool),
-    })
+    crate::translate::json::tool(t, &format!("tools[{i}]"), "parameters")
 }
 
 /// Parameters the Responses API has a place for, taken as they are.
