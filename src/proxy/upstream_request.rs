@@ -18,27 +18,14 @@ pub(super) fn request_for(
 ) -> Result<Outbound, Box<AttemptEnd>> {
     let credential = super::oauth::token(ctx, conn);
     let slow = super::usage_wall::slow(ctx, conn);
-    if ctx.translation.is_none() {
-        return Ok(outbound_for(
-            ctx,
-            provider,
-            conn,
-            model,
-            slow,
-            credential.as_deref(),
-        ));
-    }
-    let to = (provider, conn);
-    let translated = super::translated::request(ctx, to, model, slow, credential.as_deref());
+    let credential = credential.as_deref();
+    // (The session is looked at first: a pass-through request goes straight to its builder.)
+    let translated = match ctx.translation {
+        Some(_) => super::translated::request(ctx, (provider, conn), model, slow, credential),
+        None => None,
+    };
     let Some(translated) = translated else {
-        return Ok(outbound_for(
-            ctx,
-            provider,
-            conn,
-            model,
-            slow,
-            credential.as_deref(),
-        ));
+        return Ok(outbound_for(ctx, provider, conn, model, slow, credential));
     };
     translated.map_err(|c| {
         // (Judged at selection for every target API: only a model-specific refusal reaches
