@@ -24,7 +24,7 @@ pub enum Ineligible {
     OutputTooLarge,
     /// Speaks another API than the client's, and the request cannot be translated for it (a
     /// parameter with no equivalent, content it cannot take, or a body that does not read as
-    /// its API says; the decision record says which).
+    /// its API says).
     Untranslatable,
 }
 

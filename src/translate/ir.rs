@@ -232,18 +232,6 @@ impl Conversation {
                 _ => None,
             })
     }
-
-    /// Whether any turn holds an image (the target must see).
-    pub fn has_images(&self) -> bool {
-        fn any(blocks: &[Block]) -> bool {
-            blocks.iter().any(|b| match b {
-                Block::Image(_) => true,
-                Block::ToolResult { content, .. } => any(content),
-                _ => false,
-            })
-        }
-        self.turns.iter().any(|t| any(&t.blocks))
-    }
 }
 
 /// A tool result's content as text (for APIs whose results take text; an error is said so).

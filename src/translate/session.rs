@@ -74,25 +74,6 @@ impl Session {
         matches!(self.verdicts[api as usize], Some(Ok(_)))
     }
 
-    /// Why targets of another API were refused, for the decision record.
-    pub fn refusals(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Err(e) = &self.conv {
-            out.push(format!(
-                "the request does not read as its API says: {}",
-                e.0
-            ));
-            return out;
-        }
-        for (i, v) in self.verdicts.iter().enumerate() {
-            if let Some(Err(c)) = v {
-                let api = [Api::Chat, Api::Responses, Api::Messages, Api::Gemini][i];
-                out.push(format!("{}: {} ({})", api.as_str(), c.what, c.why));
-            }
-        }
-        out
-    }
-
     /// The request written for a target of `api` serving `model`; remembered as the attempt's.
     pub fn body_for(&mut self, api: Api, model: &str) -> Result<Bytes, Cannot> {
         if let Some(Ok((m, w))) = &self.verdicts[api as usize]
