@@ -3,7 +3,7 @@
 //! `message_stop`. Deltas are written straight into the output: no allocation per event.
 
 use super::decode::Ev;
-use super::{esc, merge_usage};
+use super::{esc, event, merge_usage};
 use crate::translate::answer::Stamp;
 use crate::translate::ir::{Finish, Usage};
 use crate::translate::messages::{stop_reason, usage_json};
@@ -163,14 +163,6 @@ impl MessagesOut {
             o.extend_from_slice(br#"{"type":"message_stop"}"#)
         });
     }
-}
-
-fn event(out: &mut Vec<u8>, name: &str, data: impl FnOnce(&mut Vec<u8>)) {
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    data(out);
-    out.extend_from_slice(b"\n\n");
 }
 
 fn delta(out: &mut Vec<u8>, i: usize, body: impl FnOnce(&mut Vec<u8>)) {

@@ -185,6 +185,15 @@ impl Sink {
     }
 }
 
+/// A named event (`event: NAME`, its data written by `data`), as Anthropic and Responses send.
+fn event(out: &mut Vec<u8>, name: &str, data: impl FnOnce(&mut Vec<u8>)) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    data(out);
+    out.extend_from_slice(b"\n\n");
+}
+
 /// A JSON string, escaped, written into the output.
 fn esc(out: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(out, s);

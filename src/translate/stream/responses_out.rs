@@ -5,7 +5,7 @@
 //! grows in its own buffer (the done events and the final response repeat it).
 
 use super::decode::Ev;
-use super::{esc, merge_usage};
+use super::{esc, event, merge_usage};
 use crate::translate::answer::{Stamp, made_id};
 use crate::translate::ir::{Finish, Usage};
 use crate::translate::responses::{status_of, usage_json};
@@ -251,12 +251,4 @@ impl ResponsesOut {
         };
         self.emit(out, kind, json!({"response": r}));
     }
-}
-
-fn event(out: &mut Vec<u8>, name: &str, data: impl FnOnce(&mut Vec<u8>)) {
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    data(out);
-    out.extend_from_slice(b"\n\n");
 }
