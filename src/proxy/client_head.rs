@@ -21,6 +21,8 @@ pub(crate) struct Shape {
     pub length: Option<usize>,
     /// Room for the body bytes that follow the head in the same buffer.
     pub then: usize,
+    /// The body is not the upstream's (translated): its Content-Length does not hold.
+    pub rewritten: bool,
 }
 
 /// `first_body` is how many body bytes will be appended to the head (one write for both).
@@ -39,6 +41,7 @@ pub(super) fn client_head(
         is_sse,
         length: None,
         then: first_body,
+        rewritten: false,
     };
     head_for_client(up, r, &shape, &[])
 }
@@ -58,12 +61,14 @@ pub(crate) fn head_for_client(
         is_sse,
         length,
         then,
+        rewritten,
     } = *shape;
     let mut w = HeadWriter::with_capacity(status, up.raw().len() + 256 + then);
     // 1xx and 204 never carry Content-Length (RFC 9110 8.6): an upstream's would make a client
     // wait for a body that never comes. A 304 keeps the upstream's (the representation's
     // size) but gets none of ours.
     let never_length = status == 204 || status < 200;
+    let drop_length = length.is_some() || never_length || rewritten;
     let bodiless = !carries_body(status);
     // The Anthropic SDKs read `request-id` (not `x-request-id`) as the request's id.
     let mut has_request_id = !matches!(r.endpoint, Endpoint::Messages | Endpoint::CountTokens);
@@ -72,7 +77,7 @@ pub(crate) fn head_for_client(
         if is_hop_by_hop(name)
             || is_ringside_header(name)
             || listed_in(options, name)
-            || ((length.is_some() || never_length) && name.eq_ignore_ascii_case("content-length"))
+            || (drop_length && name.eq_ignore_ascii_case("content-length"))
             || extra.iter().any(|(n, _)| name.eq_ignore_ascii_case(n))
         {
             continue;

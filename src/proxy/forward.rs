@@ -124,6 +124,7 @@ pub async fn relay_buffered(
         is_sse: false,
         length: Some(body.len()),
         then: body.len(),
+        rewritten: false,
     };
     let mut h = head_for_client(up, r, &shape, extra);
     h.extend_from_slice(body);

@@ -45,17 +45,17 @@ impl Translating {
     /// When `done`, the stream's end: the client's last chunk goes out if the provider ended
     /// its stream (or reported an error, which the client has as its API's error event).
     pub(super) fn step(&mut self, data: &[u8], done: bool) -> Result<(Vec<u8>, Standing), ()> {
-        self.payload.clear();
+        self.out.clear();
         match self.dechunk.as_mut() {
             Some(t) => {
+                self.payload.clear();
                 let payload = &mut self.payload;
                 t.feed(data, |p| payload.extend_from_slice(p))
                     .map_err(drop)?;
+                self.translator.feed(&self.payload, &mut self.out);
             }
-            None => self.payload.extend_from_slice(data),
+            None => self.translator.feed(data, &mut self.out),
         }
-        self.out.clear();
-        self.translator.feed(&self.payload, &mut self.out);
         let mut standing = self.translator.standing();
         if done {
             standing = self.translator.finish(&mut self.out);
@@ -97,16 +97,10 @@ impl Stream {
             is_sse: true,
             length: None,
             then: 0,
+            // The provider's length, if it sent one, is not the client's.
+            rewritten: true,
         };
-        let mut h = crate::proxy::client_head::head_for_client(head, r, &shape, &t.headers);
-        // The provider's length, if it sent one, is not the client's.
-        if let Some(at) = find_header(&h, b"\r\ncontent-length:") {
-            let end = h[at + 2..]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .map_or(h.len(), |e| at + 2 + e);
-            h.drain(at..end);
-        }
+        let h = crate::proxy::client_head::head_for_client(head, r, &shape, &t.headers);
         self.pending_head = Some(h);
         self.translating = Some(t);
     }
@@ -149,9 +143,4 @@ impl Stream {
             first,
         }
     }
-}
-
-fn find_header(h: &[u8], name: &[u8]) -> Option<usize> {
-    h.windows(name.len())
-        .position(|w| w.eq_ignore_ascii_case(name))
 }

@@ -12,7 +12,7 @@ pub struct Frame<'a> {
 pub struct Framer {
     /// The current line so far.
     line: Vec<u8>,
-    name: String,
+    name: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
 }
@@ -75,7 +75,7 @@ impl Framer {
             }
             b"event" => {
                 self.name.clear();
-                self.name.push_str(&String::from_utf8_lossy(value));
+                self.name.extend_from_slice(value);
             }
             _ => {}
         }
@@ -84,7 +84,8 @@ impl Framer {
     fn dispatch(&mut self, on_frame: &mut impl FnMut(Frame)) {
         if self.has_data {
             on_frame(Frame {
-                name: &self.name,
+                // Every provider's event names are ASCII: one that is not names no event.
+                name: std::str::from_utf8(&self.name).unwrap_or(""),
                 data: &self.data,
             });
         }
