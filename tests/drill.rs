@@ -407,3 +407,47 @@ fn clients_that_hang_up_while_waiting_are_not_sent_upstream() {
         s["signals"]
     );
 }
+
+/// A route across APIs (Claude first, GPT behind it): with every Anthropic key at its usage
+/// wall, the Messages clients are answered by the OpenAI provider, translated; a config without
+/// such a route refuses the scenario by name.
+#[test]
+fn a_provider_at_its_wall_falls_back_to_another_api() {
+    let cfg = config(
+        1,
+        "",
+        "[[providers]]\nid = \"anthropic\"\ndialect = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1\"\n  [[providers.connections]]\n  id = \"claude-a\"\n  key_env = \"ANTHROPIC_KEY_A\"\n  models = [\"claude-sonnet-4-5\"]\n  [[providers.connections]]\n  id = \"claude-b\"\n  key_env = \"ANTHROPIC_KEY_B\"\n  models = [\"claude-sonnet-4-5\"]\n[[routes]]\nname = \"claude\"\ntargets = [{ provider = \"anthropic\", model = \"claude-sonnet-4-5\" }, { provider = \"openai\", model = \"gpt-4o\" }]\n",
+    );
+    let (code, doc, _d) = drill(&cfg, "provider-wall-cross-dialect", &[]);
+    let s = &doc["scenarios"][0];
+    assert_eq!(code, Some(0), "{s:#}");
+    assert_eq!(check(s, "success")["held"], true, "{s:#}");
+    assert_eq!(check(s, "amplification")["held"], true, "{s:#}");
+    // Both Anthropic keys were at the wall: requests of the fault's first moments went from
+    // them to the OpenAI provider (translated), as their decision records say.
+    let samples = s["samples"].as_array().cloned().unwrap_or_default();
+    assert!(
+        samples.iter().any(|r| {
+            let attempts = r["attempts"].as_array().cloned().unwrap_or_default();
+            attempts.len() > 1 && attempts.last().is_some_and(|a| a["provider"] == "openai")
+        }),
+        "{samples:#?}"
+    );
+
+    let dir = tempdir::new();
+    let path = dir.0.join("ringside.toml");
+    std::fs::write(&path, config(1, "", "")).expect("write config");
+    let out = Command::new(binary())
+        .args(["drill", "--config"])
+        .arg(&path)
+        .args(["--scenarios", "provider-wall-cross-dialect", "--phase", "1"])
+        .env_remove("RINGSIDE_CONFIG")
+        .output()
+        .expect("run the drill");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("no route of the config has targets of more than one API"),
+        "{said}"
+    );
+}

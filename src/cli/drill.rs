@@ -5,8 +5,9 @@ use clap::Args;
 
 pub(super) const AFTER_HELP: &str =
     "Scenarios (each: steady traffic, the fault, recovery): key-429-retry-after, key-429-no-hint,
-key-429-reset-headers, model-429, provider-outage, provider-resets, quota-wall-403,
-stream-fails-after-first-byte; a drill file adds your own and changes budgets:
+key-429-reset-headers, account-429, token-budget-429, model-429, primaries-fail-together,
+provider-wall-cross-dialect, provider-outage, provider-resets, quota-wall-403,
+stream-fails-after-first-byte, clients-cancel-mid-queue, slow-streams; a drill file adds your own and changes budgets:
 
   [budgets]
   max_amplification = 1.5      # upstream attempts per client request

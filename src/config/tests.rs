@@ -129,6 +129,8 @@ fn the_example_config_in_the_repo_is_valid() {
     let c = load_str(text, "ringside.example.toml", &any).unwrap();
     assert_eq!(c.providers.len(), 2);
     assert_eq!(c.routes[0].targets.len(), 2);
+    // The second route falls back from Claude to GPT: across APIs.
+    assert!(c.routes[1].cross_dialect && c.routes[1].targets.len() == 2);
 }
 
 #[test]

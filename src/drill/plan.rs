@@ -20,6 +20,9 @@ pub enum Scope {
     /// Every route's primary model at once, on every key: routes that share a fallback send it
     /// all their traffic together.
     Primaries,
+    /// Every key of the primary provider of the first route whose targets speak more than one
+    /// API: its fallback is translated (a config without such a route skips the scenario).
+    CrossDialect,
 }
 
 /// The limits a scenario's figures are held to.
@@ -181,7 +184,7 @@ impl Judged {
 }
 
 /// The built-in scenarios: name, what happens, the simulator fault, where, how judged.
-const BUILTIN: [(&str, &str, &str, Scope, Judged); 13] = [
+const BUILTIN: [(&str, &str, &str, Scope, Judged); 14] = [
     (
         "key-429-retry-after",
         "the first key answers 429 with Retry-After: 2",
@@ -229,6 +232,13 @@ const BUILTIN: [(&str, &str, &str, Scope, Judged); 13] = [
         "every route's primary model answers 429 at once (a shared fallback takes it all)",
         "429;retry-after=2",
         Scope::Primaries,
+        Judged::Absorbed,
+    ),
+    (
+        "provider-wall-cross-dialect",
+        "every key of the first cross-API route's provider is at a usage wall (429, Retry-After: 60); its fallback speaks another API",
+        "429;retry-after=60",
+        Scope::CrossDialect,
         Judged::Absorbed,
     ),
     (

@@ -33,6 +33,8 @@ pub struct Route {
     pub primary: (String, String, Option<String>),
     /// What the config says the primary target supports.
     pub declared: Declared,
+    /// Its targets speak more than one API: a fallback may be translated.
+    pub crosses: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -42,6 +44,17 @@ pub struct Stage {
     pub routes: Vec<Route>,
     /// What every target of every route declares it supports.
     pub declared: Vec<Declared>,
+}
+
+impl Stage {
+    /// The route a scope's fault hits: the first, or for `CrossDialect` the first whose
+    /// targets speak more than one API (none: the config has no such route).
+    pub fn route_for(&self, scope: super::plan::Scope) -> Option<&Route> {
+        match scope {
+            super::plan::Scope::CrossDialect => self.routes.iter().find(|r| r.crosses),
+            _ => self.routes.first(),
+        }
+    }
 }
 
 /// The made-up key for a `key_env` variable.
@@ -67,7 +80,7 @@ pub fn prepare(
         .map_err(|e| format!("the config is not TOML: {e}"))?;
     lean_server(&mut doc, ports, data_dir)?;
     let mut keys = Vec::new();
-    let mut anthropic_providers = Vec::new();
+    let mut apis = Vec::new();
     let mut regions = Vec::new();
     for p in tables_mut(&mut doc, "providers") {
         let id = str_of(p, "id");
@@ -77,9 +90,7 @@ pub fn prepare(
             tags: Some(strings(p.get("tags"))),
             ..Default::default()
         });
-        if str_of(p, "dialect") == "anthropic" {
-            anthropic_providers.push(id.clone());
-        }
+        apis.push((id.clone(), api_of(&str_of(p, "dialect"))));
         let url = str_of(p, "base_url");
         // `profile = "auto"` picks the local profile for a loopback upstream: the simulator
         // is one, the real provider is not. Keep the profile the real URL gets.
@@ -108,7 +119,7 @@ pub fn prepare(
             });
         }
     }
-    let (routes, declared) = routes_of(&mut doc, &keys, &anthropic_providers, &regions);
+    let (routes, declared) = routes_of(&mut doc, &keys, &apis, &regions);
     if routes.is_empty() {
         return Err("the config has no route and no connection serving a model".into());
     }
@@ -195,9 +206,11 @@ fn declared(target: &Table, providers: &[Declared]) -> Declared {
 fn routes_of(
     doc: &mut Table,
     keys: &[Key],
-    anthropic: &[String],
+    apis: &[(String, &'static str)],
     providers: &[Declared],
 ) -> (Vec<Route>, Vec<Declared>) {
+    let api = |p: &str| apis.iter().find(|(id, _)| id == p).map(|(_, a)| *a);
+    let anthropic = |p: &str| api(p) == Some("anthropic");
     let mut routes = Vec::new();
     let mut all = Vec::new();
     for r in tables_mut(doc, "routes") {
@@ -216,9 +229,13 @@ fn routes_of(
             continue;
         };
         let provider = str_of(first, "provider");
+        let crosses = targets
+            .iter()
+            .filter_map(Value::as_table)
+            .any(|t| api(&str_of(t, "provider")) != api(&provider));
         routes.push(Route {
             name: str_of(r, "name"),
-            anthropic: anthropic.contains(&provider),
+            anthropic: anthropic(&provider),
             primary: (
                 provider,
                 str_of(first, "model"),
@@ -228,6 +245,7 @@ fn routes_of(
                     .map(str::to_string),
             ),
             declared: declared(first, providers),
+            crosses,
         });
     }
     if routes.is_empty() {
@@ -239,9 +257,10 @@ fn routes_of(
                     target.insert("model".into(), m.clone().into());
                     routes.push(Route {
                         name: m.clone(),
-                        anthropic: anthropic.contains(&k.provider),
+                        anthropic: anthropic(&k.provider),
                         primary: (k.provider.clone(), m.clone(), None),
                         declared: declared(&target, providers),
+                        crosses: false,
                     });
                     all.push(declared(&target, providers));
                 }
@@ -249,6 +268,15 @@ fn routes_of(
         }
     }
     (routes, all)
+}
+
+/// The API a provider's dialect speaks (Azure OpenAI speaks OpenAI's).
+fn api_of(dialect: &str) -> &'static str {
+    match dialect {
+        "anthropic" => "anthropic",
+        "gemini" => "gemini",
+        _ => "openai",
+    }
 }
 
 /// `https://api.openai.com/v1` → `http://127.0.0.1:PORT/v1` (the path is kept).
