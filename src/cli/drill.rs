@@ -17,7 +17,7 @@ stream-fails-after-first-byte, clients-cancel-mid-queue, slow-streams; a drill f
   [[scenarios]]
   name = \"slow-key\"
   fault = \"slow-drip\"          # any simulator fault (docs/simulator.md)
-  scope = \"key\"                # key | provider | model
+  scope = \"key\"                # key | account | provider | model | primaries | cross_dialect
   fault_s = 10
 
 Real keys are never read: every key_env becomes a made-up key for the simulator.
