@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end load comparison on loopback: direct to the simulator, through nginx, through
 # Ringside (lean: no access log, unpinned) and Ringside with its shipped defaults, in one run,
-# the targets taking turns round after round; then the stream guard on against off, and fleet
-# mode (Redis on loopback) against the lean instance. Prints one markdown table and the ratios.
-# Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 2 x DUR x GUARD_ROUNDS for
-# the guard on/off rounds). Usage: benches/e2e.sh
+# the targets taking turns round after round; then the stream guard on against off, fleet
+# mode (Redis on loopback) against the lean instance, and translated requests (an Anthropic
+# upstream for a Chat client) against passed-through ones. Prints one markdown table and the
+# ratios. Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 8 x DUR x
+# GUARD_ROUNDS for the guard, fleet and translation rounds). Usage: benches/e2e.sh
 #   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false;
 #    BASELINE_BIN=path/to/an/older/ringside adds "this build / baseline" on JSON, lean configs)
 set -euo pipefail
@@ -38,6 +39,7 @@ access_log = false
 [upstream]
 pool_max_idle_per_upstream = 256
 $(bench_provider $SIM)
+$(bench_provider $SIM xlate xlate-model | sed 's/dialect = "openai"/dialect = "anthropic"/')
 TOML
 BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >/dev/null 2>&1 &
 RS_PID=$!; PIDS+=($RS_PID)
@@ -65,9 +67,9 @@ redis-server --port $REDIS --bind 127.0.0.1 --save '' --appendonly no --dir "$WO
 PIDS+=($!)
 sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSFLEET\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.0.1:$((BASE+16))\"/" \
   -e "s|data-lean|data-fleet|" "$WORK/ringside.toml" > "$WORK/ringside-fleet.toml"
-printf '[fleet]\nredis_url = "redis://127.0.0.1:%s"\ninstance_id = "bench"\n' "$REDIS" >> "$WORK/ringside-fleet.toml"
+printf '[fleet]\nredis_url = "redis://127.0.0.1:%s"\ninstance_id = "bench"\nsecret_env = "BENCH_FLEET_SECRET"\n' "$REDIS" >> "$WORK/ringside-fleet.toml"
 sleep 0.5
-BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-fleet.toml" >/dev/null 2>&1 &
+BENCH_FLEET_SECRET=bench-fleet-secret-of-at-least-32-characters BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-fleet.toml" >/dev/null 2>&1 &
 PIDS+=($!)
 
 # Optionally an older build with the same lean config, to price a change in one run.
@@ -222,6 +224,21 @@ for r in $(seq "$GROUNDS"); do
   fleet_total=$((fleet_total + $(reqs "$WORK/fleet.json.txt"))); lean_total=$((lean_total + $(reqs "$WORK/lean.json.txt")))
 done
 
+# Translated against passed through on the lean instance: the same Chat requests, answered by
+# the simulator's Anthropic Messages API (xlate-model) or its Chat API (bench-model), rounds
+# alternating; the proxy's CPU per request compared (docs/dialects.md).
+for kind in json sse; do sed 's/bench-model/xlate-model/' "$WORK/$kind.lua" > "$WORK/$kind-x.lua"; done
+declare -A X
+for r in $(seq "$GROUNDS"); do
+  for kind in json json-x sse sse-x; do
+    c0=$(cpu_ticks "$RS_PID")
+    timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/$kind.lua" "http://127.0.0.1:$RS/v1/chat/completions" > "$WORK/x.$kind.txt"
+    X[$kind.n]=$(( ${X[$kind.n]:-0} + $(reqs "$WORK/x.$kind.txt") ))
+    X[$kind.c]=$(( ${X[$kind.c]:-0} + $(cpu_ticks "$RS_PID") - c0 ))
+  done
+done
+xcpu() { awk -v t="${X[$1.c]}" -v hz="$hz" -v n="${X[$1.n]}" 'BEGIN{ if (n > 0) printf "%.1f", t/hz/n*1e6; else print "-" }'; }
+
 # This build vs the baseline build, JSON only, alternating rounds compared by totals.
 base_total=0; this_total=0
 if [ -n "${BASELINE_BIN:-}" ]; then
@@ -257,6 +274,7 @@ agent() {  # name: "req/s (proxy CPU µs per request)"
 }
 echo "agent-sized bodies ($AGENT_BYTES bytes, 64 conns): direct $(agent direct 0), nginx $(agent nginx 1), ringside $(agent ringside 1); ringside / nginx $(ratio "${R[ringside.na]}" "${R[nginx.na]}")x"
 echo "stream guard on / off (SSE streams, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
+echo "translated / passed through (Chat client, Anthropic upstream; $GROUNDS alternating rounds of ${DUR}s): JSON $(ratio "${X[json-x.n]}" "${X[json.n]}")x req/s, proxy CPU $(xcpu json-x) vs $(xcpu json) µs/req ($(ratio "$(xcpu json-x)" "$(xcpu json)")x); SSE $(ratio "${X[sse-x.n]}" "${X[sse.n]}")x streams/s, proxy CPU $(xcpu sse-x) vs $(xcpu sse) µs/stream ($(ratio "$(xcpu sse-x)" "$(xcpu sse)")x)"
 echo "fleet mode / lean (JSON, uncapped keys, Redis on loopback, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$fleet_total" "$lean_total")x ($fleet_total vs $lean_total requests)"
 [ -n "${BASELINE_BIN:-}" ] && echo "this build / baseline $BASELINE_BIN (JSON, lean, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$this_total" "$base_total")x ($this_total vs $base_total requests)"
 echo "(workers: ringside $RS_WORKERS (pinned: $RS_PIN), nginx $NGINX_WORKERS, simulator 1; $ROUNDS rounds of ${DUR}s per measure, targets taking turns; p50/p99: median over rounds; $(nproc) cores)"

@@ -22,16 +22,18 @@ pub struct Garbled(pub String);
 
 /// Read a provider's whole answer.
 pub fn read(api: Api, body: &[u8], stamp: Stamp) -> Result<Answer, Garbled> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| Garbled(format!("the provider's answer is not JSON: {e}")))?;
-    let o = v
-        .as_object()
-        .ok_or_else(|| Garbled("the provider's answer is not a JSON object".into()))?;
+    fn typed<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, Garbled> {
+        serde_json::from_slice(body).map_err(|e| {
+            Garbled(format!(
+                "the provider's answer does not read as its API's: {e}"
+            ))
+        })
+    }
     match api {
-        Api::Chat => chat::read_answer(o),
-        Api::Responses => responses::read_answer(o),
-        Api::Messages => messages::read_answer(o),
-        Api::Gemini => gemini::read_answer(o, stamp),
+        Api::Chat => chat::read_answer(&typed(body)?),
+        Api::Responses => responses::read_answer(&typed(body)?),
+        Api::Messages => messages::read_answer(&typed(body)?),
+        Api::Gemini => gemini::read_answer(&typed(body)?, stamp),
     }
 }
 

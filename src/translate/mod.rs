@@ -16,6 +16,7 @@ pub mod policy;
 mod responses;
 pub mod session;
 pub mod stream;
+mod wire;
 
 use crate::dialect::Endpoint;
 use ir::Conversation;

@@ -2,61 +2,42 @@
 
 use crate::translate::answer::{Garbled, Stamp};
 use crate::translate::ir::{Answer, Block, Finish, Usage};
-use crate::translate::json::{Obj, str_field};
-use serde_json::Value;
+use crate::translate::wire::{ChatAnswer, ChatUsage, Text};
 
-pub fn read_answer(o: &Obj) -> Result<Answer, Garbled> {
-    let choice = o
-        .get("choices")
-        .and_then(|c| c.get(0))
+pub fn read_answer(a: &ChatAnswer) -> Result<Answer, Garbled> {
+    let choice = a
+        .choices
+        .as_ref()
+        .and_then(|c| c.first())
         .ok_or_else(|| Garbled("the answer has no choices".into()))?;
-    let msg = choice.get("message").and_then(Value::as_object);
+    let text = |t: &Text| t.as_deref().unwrap_or("").to_string();
     let mut blocks = Vec::new();
-    if let Some(m) = msg {
-        if let Some(r) = str_field(m, "reasoning_content").filter(|r| !r.is_empty()) {
+    if let Some(m) = &choice.message {
+        if let Some(r) = m.reasoning_content.as_deref().filter(|r| !r.is_empty()) {
             blocks.push(Block::Thinking {
                 text: r.into(),
                 signature: None,
             });
         }
-        let text = str_field(m, "content")
-            .filter(|t| !t.is_empty())
-            .or_else(|| str_field(m, "refusal"));
-        if let Some(t) = text.filter(|t| !t.is_empty()) {
+        let said = m.content.as_deref().filter(|t| !t.is_empty());
+        if let Some(t) = said.or(m.refusal.as_deref()).filter(|t| !t.is_empty()) {
             blocks.push(Block::Text(t.into()));
         }
-        for call in m
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let f = call.get("function");
+        for call in m.tool_calls.iter().flatten() {
+            let f = call.function.as_ref();
             blocks.push(Block::ToolCall {
-                id: call.get("id").and_then(Value::as_str).unwrap_or("").into(),
-                name: f
-                    .and_then(|f| f.get("name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
-                arguments: f
-                    .and_then(|f| f.get("arguments"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
+                id: text(&call.id),
+                name: f.map(|f| text(&f.name)).unwrap_or_default(),
+                arguments: f.map(|f| text(&f.arguments)).unwrap_or_default(),
             });
         }
     }
-    let finish = choice
-        .get("finish_reason")
-        .and_then(Value::as_str)
-        .map(finish_of);
     Ok(Answer {
-        id: str_field(o, "id").unwrap_or("").into(),
-        model: str_field(o, "model").unwrap_or("").into(),
+        id: text(&a.id),
+        model: text(&a.model),
         blocks,
-        finish,
-        usage: o.get("usage").map(usage_of).unwrap_or_default(),
+        finish: choice.finish_reason.as_deref().map(finish_of),
+        usage: a.usage.as_ref().map(ChatUsage::neutral).unwrap_or_default(),
     })
 }
 
@@ -78,17 +59,6 @@ pub(in crate::translate) fn finish_str(f: Finish) -> &'static str {
     }
 }
 
-pub(in crate::translate) fn usage_of(u: &Value) -> Usage {
-    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-    Usage {
-        input: n(u.get("prompt_tokens")),
-        output: n(u.get("completion_tokens")),
-        cache_read: n(u.pointer("/prompt_tokens_details/cached_tokens")),
-        cache_write: 0,
-        reasoning: n(u.pointer("/completion_tokens_details/reasoning_tokens")),
-    }
-}
-
 /// Chat's `usage` object (the answer's and the stream's last chunk).
 pub(in crate::translate) fn usage_out(u: &Usage) -> ChatUsageOut {
     ChatUsageOut {
@@ -107,34 +77,34 @@ pub(in crate::translate) fn usage_out(u: &Usage) -> ChatUsageOut {
 /// A Chat answer as written: typed, so that serde writes it straight into bytes (a `Value`
 /// tree cost a translated JSON request about a third of its instructions).
 #[derive(serde::Serialize)]
-struct ChatAnswer<'a> {
+struct ChatAnswerOut<'a> {
     id: &'a str,
     object: &'static str,
     created: u64,
     model: &'a str,
-    choices: [ChatChoice<'a>; 1],
+    choices: [ChatChoiceOut<'a>; 1],
     usage: ChatUsageOut,
 }
 
 #[derive(serde::Serialize)]
-struct ChatChoice<'a> {
+struct ChatChoiceOut<'a> {
     index: u32,
-    message: ChatMessage<'a>,
+    message: ChatMessageOut<'a>,
     logprobs: Option<()>,
     finish_reason: &'static str,
 }
 
 #[derive(serde::Serialize)]
-struct ChatMessage<'a> {
+struct ChatMessageOut<'a> {
     role: &'static str,
     content: Option<String>,
     refusal: Option<()>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<ChatCall<'a>>,
+    tool_calls: Vec<ChatCallOut<'a>>,
 }
 
 #[derive(serde::Serialize)]
-struct ChatCall<'a> {
+struct ChatCallOut<'a> {
     id: &'a str,
     #[serde(rename = "type")]
     kind: &'static str,
@@ -167,7 +137,7 @@ struct Reasoning {
 }
 
 pub fn write_answer(a: &Answer, stamp: Stamp) -> Vec<u8> {
-    let tool_calls: Vec<ChatCall> = a
+    let tool_calls: Vec<ChatCallOut> = a
         .blocks
         .iter()
         .filter_map(|b| match b {
@@ -175,7 +145,7 @@ pub fn write_answer(a: &Answer, stamp: Stamp) -> Vec<u8> {
                 id,
                 name,
                 arguments,
-            } => Some(ChatCall {
+            } => Some(ChatCallOut {
                 id,
                 kind: "function",
                 function: ChatFunctionOut {
@@ -197,14 +167,14 @@ pub fn write_answer(a: &Answer, stamp: Stamp) -> Vec<u8> {
         Finish::Stop if a.has_tool_calls() => Finish::ToolCalls,
         f => f,
     });
-    let answer = ChatAnswer {
+    let answer = ChatAnswerOut {
         id: &a.id,
         object: "chat.completion",
         created: stamp.created,
         model: stamp.model,
-        choices: [ChatChoice {
+        choices: [ChatChoiceOut {
             index: 0,
-            message: ChatMessage {
+            message: ChatMessageOut {
                 role: "assistant",
                 content,
                 refusal: None,

@@ -2,48 +2,37 @@
 
 use crate::translate::answer::{Garbled, Stamp};
 use crate::translate::ir::{Answer, Block, Finish, Usage};
-use crate::translate::json::{Obj, str_field};
+use crate::translate::wire::{AnthUsage, MessagesAnswer, Text};
 use serde_json::{Value, json};
 
-pub fn read_answer(o: &Obj) -> Result<Answer, Garbled> {
-    let content = o
-        .get("content")
-        .and_then(Value::as_array)
+pub fn read_answer(a: &MessagesAnswer) -> Result<Answer, Garbled> {
+    let content = a
+        .content
+        .as_ref()
         .ok_or_else(|| Garbled("the answer has no content".into()))?;
+    let text = |t: &Text| t.as_deref().unwrap_or("").to_string();
     let mut blocks = Vec::new();
     for b in content {
-        match b.get("type").and_then(Value::as_str) {
-            Some("text") => blocks.push(Block::Text(
-                b.get("text").and_then(Value::as_str).unwrap_or("").into(),
-            )),
+        match b.kind.as_deref() {
+            Some("text") => blocks.push(Block::Text(text(&b.text))),
             Some("tool_use") => blocks.push(Block::ToolCall {
-                id: b.get("id").and_then(Value::as_str).unwrap_or("").into(),
-                name: b.get("name").and_then(Value::as_str).unwrap_or("").into(),
-                arguments: b
-                    .get("input")
-                    .map(Value::to_string)
-                    .unwrap_or_else(|| "{}".into()),
+                id: text(&b.id),
+                name: text(&b.name),
+                arguments: b.input.map_or("{}", |i| i.get()).to_string(),
             }),
             Some("thinking") => blocks.push(Block::Thinking {
-                text: b
-                    .get("thinking")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
-                signature: b
-                    .get("signature")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
+                text: text(&b.thinking),
+                signature: b.signature.as_deref().map(str::to_string),
             }),
             _ => {}
         }
     }
     Ok(Answer {
-        id: str_field(o, "id").unwrap_or("").into(),
-        model: str_field(o, "model").unwrap_or("").into(),
+        id: text(&a.id),
+        model: text(&a.model),
         blocks,
-        finish: str_field(o, "stop_reason").map(finish_of),
-        usage: o.get("usage").map(usage_of).unwrap_or_default(),
+        finish: a.stop_reason.as_deref().map(finish_of),
+        usage: a.usage.as_ref().map(AnthUsage::neutral).unwrap_or_default(),
     })
 }
 
@@ -62,22 +51,6 @@ pub(in crate::translate) fn stop_reason(f: Finish) -> &'static str {
         Finish::Length => "max_tokens",
         Finish::ToolCalls => "tool_use",
         Finish::ContentFilter => "refusal",
-    }
-}
-
-/// Anthropic's input count leaves out cache reads and writes; the neutral form counts them.
-pub(in crate::translate) fn usage_of(u: &Value) -> Usage {
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let (read, write) = (
-        n("cache_read_input_tokens"),
-        n("cache_creation_input_tokens"),
-    );
-    Usage {
-        input: n("input_tokens") + read + write,
-        output: n("output_tokens"),
-        cache_read: read,
-        cache_write: write,
-        reasoning: 0,
     }
 }
 

@@ -2,52 +2,36 @@
 
 use crate::translate::answer::{Garbled, Stamp, made_id};
 use crate::translate::ir::{Answer, Block, Finish, Usage};
-use crate::translate::json::{Obj, str_field};
+use crate::translate::wire::{RespUsage, ResponsesAnswer, Text};
 use serde_json::{Value, json};
 
-pub fn read_answer(o: &Obj) -> Result<Answer, Garbled> {
-    let output = o
-        .get("output")
-        .and_then(Value::as_array)
+pub fn read_answer(r: &ResponsesAnswer) -> Result<Answer, Garbled> {
+    let output = r
+        .output
+        .as_ref()
         .ok_or_else(|| Garbled("the answer has no output".into()))?;
+    let text = |t: &Text| t.as_deref().unwrap_or("").to_string();
     let mut blocks = Vec::new();
     for item in output {
-        let s = |k: &str| {
-            item.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        match item.get("type").and_then(Value::as_str) {
+        match item.kind.as_deref() {
             Some("message") => {
-                for part in item
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let text = part.get("text").or_else(|| part.get("refusal"));
-                    if let Some(t) = text.and_then(Value::as_str) {
+                for part in item.content.iter().flatten() {
+                    if let Some(t) = part.text.as_deref().or(part.refusal.as_deref()) {
                         blocks.push(Block::Text(t.into()));
                     }
                 }
             }
             Some("function_call") => blocks.push(Block::ToolCall {
-                id: s("call_id"),
-                name: s("name"),
-                arguments: s("arguments"),
+                id: text(&item.call_id),
+                name: text(&item.name),
+                arguments: text(&item.arguments),
             }),
             Some("reasoning") => {
-                let text: String = item
-                    .get("summary")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect();
-                if !text.is_empty() {
+                let summary = item.summary.iter().flatten();
+                let thought: String = summary.filter_map(|p| p.text.as_deref()).collect();
+                if !thought.is_empty() {
                     blocks.push(Block::Thinking {
-                        text,
+                        text: thought,
                         signature: None,
                     });
                 }
@@ -56,38 +40,31 @@ pub fn read_answer(o: &Obj) -> Result<Answer, Garbled> {
         }
     }
     let mut a = Answer {
-        id: str_field(o, "id").unwrap_or("").into(),
-        model: str_field(o, "model").unwrap_or("").into(),
+        id: text(&r.id),
+        model: text(&r.model),
         blocks,
         finish: None,
-        usage: o.get("usage").map(usage_of).unwrap_or_default(),
+        usage: r.usage.as_ref().map(RespUsage::neutral).unwrap_or_default(),
     };
-    a.finish = Some(finish_of(o, a.has_tool_calls()));
+    let reason = r
+        .incomplete_details
+        .as_ref()
+        .and_then(|d| d.reason.as_deref());
+    a.finish = Some(finish_of(r.status.as_deref(), reason, a.has_tool_calls()));
     Ok(a)
 }
 
 /// Responses has a status, not a finish reason: `incomplete` says why in its details.
-pub(in crate::translate) fn finish_of(o: &Obj, calls: bool) -> Finish {
-    let reason = o
-        .get("incomplete_details")
-        .and_then(|d| d.get("reason"))
-        .and_then(Value::as_str);
-    match (str_field(o, "status"), reason) {
+pub(in crate::translate) fn finish_of(
+    status: Option<&str>,
+    reason: Option<&str>,
+    calls: bool,
+) -> Finish {
+    match (status, reason) {
         (Some("incomplete"), Some("content_filter")) => Finish::ContentFilter,
         (Some("incomplete"), _) => Finish::Length,
         _ if calls => Finish::ToolCalls,
         _ => Finish::Stop,
-    }
-}
-
-pub(in crate::translate) fn usage_of(u: &Value) -> Usage {
-    let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-    Usage {
-        input: n("/input_tokens"),
-        output: n("/output_tokens"),
-        cache_read: n("/input_tokens_details/cached_tokens"),
-        cache_write: 0,
-        reasoning: n("/output_tokens_details/reasoning_tokens"),
     }
 }
 

@@ -3,5 +3,5 @@
 mod answer;
 mod request;
 
-pub(super) use answer::{read_answer, status_of, usage_json, write_answer};
+pub(super) use answer::{finish_of, read_answer, status_of, usage_json, write_answer};
 pub(super) use request::{read_request, write_request};

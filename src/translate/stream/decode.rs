@@ -2,12 +2,10 @@
 //! event is read into typed structs borrowed from its bytes (`wire`): nothing is built for the
 //! fields it does not need.
 
-use super::wire::{
-    AnthEvent, AnthUsage, ChatChunk, ChatUsage, GemFrame, GemUsage, RespEvent, RespUsage,
-};
+use super::wire::{AnthEvent, AnthUsage, ChatChunk, GemFrame, RespEvent};
 use crate::translate::answer::{Stamp, made_id};
 use crate::translate::ir::{Finish, Usage};
-use crate::translate::{Api, chat, gemini, messages};
+use crate::translate::{Api, chat, gemini, messages, responses};
 
 /// One step of an answer being streamed, in the neutral form.
 #[derive(Debug, PartialEq)]
@@ -129,7 +127,7 @@ impl Decoder {
             }
         }
         if let Some(u) = &f.usage_metadata {
-            out(Ev::Usage(gem_usage(u)));
+            out(Ev::Usage(u.neutral()));
         }
         if let Some(r) = cand.and_then(|c| c.finish_reason.as_deref()) {
             out(Ev::Finish(gemini::finish_of(r, self.calls > 0)));
@@ -179,18 +177,18 @@ impl Decoder {
             "response.completed" | "response.incomplete" => {
                 if let Some(r) = &v.response {
                     if let Some(u) = &r.usage {
-                        out(Ev::Usage(resp_usage(u)));
+                        out(Ev::Usage(u.neutral()));
                     }
                     let reason = r
                         .incomplete_details
                         .as_ref()
                         .and_then(|d| d.reason.as_deref());
-                    out(Ev::Finish(match (r.status.as_deref(), reason) {
-                        (Some("incomplete"), Some("content_filter")) => Finish::ContentFilter,
-                        (Some("incomplete"), _) => Finish::Length,
-                        _ if self.calls > 0 => Finish::ToolCalls,
-                        _ => Finish::Stop,
-                    }));
+                    let calls = self.calls > 0;
+                    out(Ev::Finish(responses::finish_of(
+                        r.status.as_deref(),
+                        reason,
+                        calls,
+                    )));
                 }
                 out(Ev::End);
             }
@@ -245,7 +243,7 @@ fn chat_event(c: &ChatChunk, out: &mut impl FnMut(Ev)) {
         }
     }
     if let Some(u) = &c.usage {
-        out(Ev::Usage(chat_usage(u)));
+        out(Ev::Usage(u.neutral()));
     }
 }
 
@@ -312,61 +310,12 @@ fn messages_event(name: &str, e: &AnthEvent, out: &mut impl FnMut(Ev)) {
     }
 }
 
-fn chat_usage(u: &ChatUsage) -> Usage {
-    Usage {
-        input: u.prompt_tokens,
-        output: u.completion_tokens,
-        cache_read: u
-            .prompt_tokens_details
-            .as_ref()
-            .map_or(0, |d| d.cached_tokens),
-        cache_write: 0,
-        reasoning: u
-            .completion_tokens_details
-            .as_ref()
-            .map_or(0, |d| d.reasoning_tokens),
-    }
-}
-
-/// Anthropic's input count leaves out cache reads and writes; the neutral form counts them.
+/// Anthropic reports input at the start and output at the end: a zero input is not known yet
+/// (the usage merge keeps what was).
 fn anth_usage(u: &AnthUsage) -> Usage {
-    let (read, write) = (u.cache_read_input_tokens, u.cache_creation_input_tokens);
-    Usage {
-        input: if u.input_tokens > 0 {
-            u.input_tokens + read + write
-        } else {
-            0
-        },
-        output: u.output_tokens,
-        cache_read: read,
-        cache_write: write,
-        reasoning: 0,
+    let mut n = u.neutral();
+    if u.input_tokens == 0 {
+        n.input = 0;
     }
-}
-
-fn resp_usage(u: &RespUsage) -> Usage {
-    Usage {
-        input: u.input_tokens,
-        output: u.output_tokens,
-        cache_read: u
-            .input_tokens_details
-            .as_ref()
-            .map_or(0, |d| d.cached_tokens),
-        cache_write: 0,
-        reasoning: u
-            .output_tokens_details
-            .as_ref()
-            .map_or(0, |d| d.reasoning_tokens),
-    }
-}
-
-/// Gemini's candidates count leaves out thoughts; the neutral form's output includes them.
-fn gem_usage(u: &GemUsage) -> Usage {
-    Usage {
-        input: u.prompt_token_count,
-        output: u.candidates_token_count + u.thoughts_token_count,
-        cache_read: u.cached_content_token_count,
-        cache_write: 0,
-        reasoning: u.thoughts_token_count,
-    }
+    n
 }

@@ -3,56 +3,10 @@
 //! holds an escape. (A `serde_json::Value` per event cost a third of a translated stream's
 //! instructions: a map per object, a string per key.)
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, SeqAccess, Visitor};
-use serde_json::value::RawValue;
-use std::borrow::Cow;
-
-type Text<'a> = Option<Cow<'a, str>>;
-
-/// Up to `N` elements of an array, the rest skipped (a chunk carries one choice and a few tool
-/// calls): no allocation.
-pub struct Few<T, const N: usize> {
-    items: [Option<T>; N],
-}
-
-impl<T, const N: usize> Few<T, N> {
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.items.iter().map_while(Option::as_ref)
-    }
-    pub fn first(&self) -> Option<&T> {
-        self.items.first().and_then(Option::as_ref)
-    }
-}
-
-impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Few<T, N> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T, const N: usize>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for V<T, N> {
-            type Value = Few<T, N>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an array")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Few<T, N>, A::Error> {
-                let mut items: [Option<T>; N] = std::array::from_fn(|_| None);
-                for slot in &mut items {
-                    match seq.next_element()? {
-                        Some(x) => *slot = Some(x),
-                        None => return Ok(Few { items }),
-                    }
-                }
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Few { items })
-            }
-        }
-        d.deserialize_seq(V(std::marker::PhantomData))
-    }
-}
-
-#[derive(serde::Deserialize)]
-pub struct ErrorObj<'a> {
-    #[serde(borrow, default)]
-    pub message: Text<'a>,
-}
+pub use crate::translate::wire::{
+    AnthUsage, ChatFunction, ChatUsage, ErrorObj, Few, GemPart, GemUsage, RespIncomplete,
+    RespUsage, Text,
+};
 
 // ---- Chat Completions chunks ----
 
@@ -96,38 +50,6 @@ pub struct ChatToolDelta<'a> {
     pub id: Text<'a>,
     #[serde(borrow, default)]
     pub function: Option<ChatFunction<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-pub struct ChatFunction<'a> {
-    #[serde(borrow, default)]
-    pub name: Text<'a>,
-    #[serde(borrow, default)]
-    pub arguments: Text<'a>,
-}
-
-#[derive(serde::Deserialize, Default)]
-pub struct ChatUsage {
-    #[serde(default)]
-    pub prompt_tokens: u64,
-    #[serde(default)]
-    pub completion_tokens: u64,
-    #[serde(default)]
-    pub prompt_tokens_details: Option<CachedTokens>,
-    #[serde(default)]
-    pub completion_tokens_details: Option<ReasoningTokens>,
-}
-
-#[derive(serde::Deserialize, Default)]
-pub struct CachedTokens {
-    #[serde(default)]
-    pub cached_tokens: u64,
-}
-
-#[derive(serde::Deserialize, Default)]
-pub struct ReasoningTokens {
-    #[serde(default)]
-    pub reasoning_tokens: u64,
 }
 
 // ---- Anthropic Messages events ----
@@ -184,18 +106,6 @@ pub struct AnthDelta<'a> {
     pub stop_reason: Text<'a>,
 }
 
-#[derive(serde::Deserialize, Default)]
-pub struct AnthUsage {
-    #[serde(default)]
-    pub input_tokens: u64,
-    #[serde(default)]
-    pub output_tokens: u64,
-    #[serde(default)]
-    pub cache_read_input_tokens: u64,
-    #[serde(default)]
-    pub cache_creation_input_tokens: u64,
-}
-
 // ---- Responses events ----
 
 #[derive(serde::Deserialize)]
@@ -240,24 +150,6 @@ pub struct RespResponse<'a> {
     pub error: Option<ErrorObj<'a>>,
 }
 
-#[derive(serde::Deserialize)]
-pub struct RespIncomplete<'a> {
-    #[serde(borrow, default)]
-    pub reason: Text<'a>,
-}
-
-#[derive(serde::Deserialize, Default)]
-pub struct RespUsage {
-    #[serde(default)]
-    pub input_tokens: u64,
-    #[serde(default)]
-    pub output_tokens: u64,
-    #[serde(default)]
-    pub input_tokens_details: Option<CachedTokens>,
-    #[serde(default)]
-    pub output_tokens_details: Option<ReasoningTokens>,
-}
-
 // ---- Gemini frames ----
 
 #[derive(serde::Deserialize)]
@@ -288,38 +180,4 @@ pub struct GemCandidate<'a> {
 pub struct GemContent<'a> {
     #[serde(borrow, default)]
     pub parts: Option<Few<GemPart<'a>, 16>>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GemPart<'a> {
-    #[serde(borrow, default)]
-    pub text: Text<'a>,
-    #[serde(default)]
-    pub thought: Option<bool>,
-    #[serde(borrow, default)]
-    pub function_call: Option<GemCall<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-pub struct GemCall<'a> {
-    #[serde(borrow, default)]
-    pub id: Text<'a>,
-    #[serde(borrow, default)]
-    pub name: Text<'a>,
-    #[serde(borrow, default)]
-    pub args: Option<&'a RawValue>,
-}
-
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct GemUsage {
-    #[serde(default)]
-    pub prompt_token_count: u64,
-    #[serde(default)]
-    pub candidates_token_count: u64,
-    #[serde(default)]
-    pub thoughts_token_count: u64,
-    #[serde(default)]
-    pub cached_content_token_count: u64,
 }
