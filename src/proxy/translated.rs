@@ -128,6 +128,7 @@ pub(super) fn keep_answer(
         model: session.client_model(),
         created: crate::clock::unix_ms() / 1000,
         request_id: &request_id,
+        tools: session.client_tools(),
     };
     let answer = crate::translate::answer::translate(api, session.client, &body.body, stamp)
         .map_err(|g| g.0)?;
@@ -162,6 +163,7 @@ pub(super) fn delivery(session: &mut Session, request_id: &str) -> Option<Delive
         request_id,
         crate::clock::unix_ms() / 1000,
         session.include_usage(),
+        session.client_tools().clone(),
     );
     Some(Delivery::Stream(Box::new(Translating::new(t, headers))))
 }

@@ -70,9 +70,15 @@ fn messages(v: &Value) -> Option<String> {
         return Some("messages: at least one message is required".into());
     };
     let mut last_calls: Vec<&str> = Vec::new();
+    // A `system` message between turns (Claude Code sends them, under a beta) takes no turn.
+    let mut turn = 0;
     for (i, m) in messages.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str);
-        let want = if i % 2 == 0 { "user" } else { "assistant" };
+        if role == Some("system") && i > 0 {
+            continue;
+        }
+        let want = if turn % 2 == 0 { "user" } else { "assistant" };
+        turn += 1;
         if role != Some(want) {
             return Some(format!(
                 "messages.{i}.role: roles must alternate, starting with user (got {role:?})"

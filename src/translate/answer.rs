@@ -1,7 +1,7 @@
 //! A provider's whole answer read into the neutral form and written in the client's API, and a
 //! provider's error read for the client's dialect.
 
-use super::ir::Answer;
+use super::ir::{Answer, ClientTools};
 use super::{Api, chat, gemini, messages, responses};
 use serde_json::Value;
 
@@ -14,6 +14,8 @@ pub struct Stamp<'a> {
     pub created: u64,
     /// Unique per request: made ids (a Gemini call without one) are built from it.
     pub request_id: &'a str,
+    /// The client's names for its tools, for the calls written back to it.
+    pub tools: &'a ClientTools,
 }
 
 /// The provider's answer does not read as its API says (a 502 for the client).

@@ -87,6 +87,61 @@ pub struct Tool {
     pub strict: Option<bool>,
 }
 
+/// The argument a free-form tool (Responses' `custom` tools) takes where the provider has only
+/// functions: the text, as a function's one string argument.
+pub const FREE_FORM_ARG: &str = "input";
+
+/// How the client named its tools where the neutral names differ, so that its calls come back
+/// in its own terms: free-form (`custom`) tools, which other providers see as a function of one
+/// string (`FREE_FORM_ARG`), and tools in a namespace, which they see as `namespace__name`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientTools {
+    /// Neutral names of the free-form tools.
+    pub free_form: Vec<String>,
+    /// (neutral name, namespace, name in the namespace)
+    pub namespaced: Vec<(String, String, String)>,
+}
+
+impl ClientTools {
+    pub const NONE: ClientTools = ClientTools {
+        free_form: Vec::new(),
+        namespaced: Vec::new(),
+    };
+
+    pub fn is_free_form(&self, name: &str) -> bool {
+        self.free_form.iter().any(|n| n == name)
+    }
+
+    /// The client's namespace (if any) and name for a neutral tool name.
+    pub fn client_name<'a>(&'a self, name: &'a str) -> (Option<&'a str>, &'a str) {
+        match self.namespaced.iter().find(|(n, _, _)| n == name) {
+            Some((_, ns, inner)) => (Some(ns), inner),
+            None => (None, name),
+        }
+    }
+
+    /// The neutral name of `name` in namespace `ns` (the default namespace, `functions`, adds
+    /// nothing).
+    pub fn neutral_name(ns: Option<&str>, name: &str) -> String {
+        match ns {
+            None | Some("" | "functions") => name.to_string(),
+            Some(ns) => format!("{ns}__{name}"),
+        }
+    }
+
+    /// The text of a free-form call from its neutral arguments (`{"input": "..."}`).
+    pub fn free_form_input(arguments: &str) -> String {
+        serde_json::from_str::<Value>(arguments)
+            .ok()
+            .and_then(|v| {
+                v.get(FREE_FORM_ARG)
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToolChoice {
     Auto,
@@ -202,6 +257,8 @@ pub struct Conversation {
     pub stream: bool,
     /// A Chat client asked for the usage chunk at the stream's end (`stream_options`).
     pub include_usage: bool,
+    /// The client's own names for its tools, where they differ from the neutral ones.
+    pub client_tools: ClientTools,
     /// Parameters some APIs have and others do not (`seed`, `top_k`, `n`, ...), with the
     /// client's value: a writer takes those it has a place for, and the policy decides for the
     /// rest.

@@ -96,6 +96,12 @@ impl Session {
         self.conv.as_ref().map_or("", |c| c.model.as_str())
     }
 
+    /// The client's own names for its tools (for the calls written back to it).
+    pub fn client_tools(&self) -> &crate::translate::ir::ClientTools {
+        static NONE: crate::translate::ir::ClientTools = crate::translate::ir::ClientTools::NONE;
+        self.conv.as_ref().map_or(&NONE, |c| &c.client_tools)
+    }
+
     /// Whether the client asked a Chat stream for its usage chunk.
     pub fn include_usage(&self) -> bool {
         self.conv.as_ref().is_ok_and(|c| c.include_usage)

@@ -34,17 +34,7 @@ pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
         stream: opt_bool(o, "stream")?.unwrap_or(false),
         ..Default::default()
     };
-    match o.get("system") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) => c.system.push(s.clone()),
-        Some(v) => {
-            for b in array(v, "system")? {
-                if let Some(t) = b.get("text").and_then(Value::as_str) {
-                    c.system.push(t.to_string());
-                }
-            }
-        }
-    }
+    read_system(&mut c, o.get("system").unwrap_or(&Value::Null), "system")?;
     let messages = o
         .get("messages")
         .ok_or_else(|| Unreadable::new("messages is required"))?;
@@ -53,9 +43,19 @@ pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
         let role = match str_field(m, "role") {
             Some("user") => Role::User,
             Some("assistant") => Role::Assistant,
+            // A system message between turns (Claude Code's, under a beta): every other API
+            // takes instructions once, so it joins the system prompt (docs/dialects.md).
+            Some("system") => {
+                read_system(
+                    &mut c,
+                    m.get("content").unwrap_or(&Value::Null),
+                    "messages[]",
+                )?;
+                continue;
+            }
             r => {
                 return Err(Unreadable::new(format!(
-                    "messages[{i}]: role must be user or assistant, not {r:?}"
+                    "messages[{i}]: role must be user, assistant or system, not {r:?}"
                 )));
             }
         };
@@ -93,6 +93,22 @@ pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
         }
     }
     Ok(c)
+}
+
+/// System text: a string or text blocks.
+fn read_system(c: &mut Conversation, v: &Value, at: &str) -> Result<(), Unreadable> {
+    match v {
+        Value::Null => {}
+        Value::String(s) => c.system.push(s.clone()),
+        v => {
+            for b in array(v, at)? {
+                if let Some(t) = b.get("text").and_then(Value::as_str) {
+                    c.system.push(t.to_string());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn read_thinking(o: &Obj) -> Result<Option<Reasoning>, Unreadable> {

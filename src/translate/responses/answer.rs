@@ -1,7 +1,7 @@
 //! An OpenAI Responses answer read into the neutral form, and written from it.
 
 use crate::translate::answer::{Garbled, Stamp, made_id};
-use crate::translate::ir::{Answer, Block, Finish, Usage};
+use crate::translate::ir::{Answer, Block, ClientTools, Finish, Usage};
 use crate::translate::wire::{RespUsage, ResponsesAnswer, Text};
 use serde_json::{Value, json};
 
@@ -104,13 +104,32 @@ pub(in crate::translate) fn output_items(a: &Answer, stamp: Stamp) -> Vec<Value>
             arguments,
         } = b
         {
-            items.push(json!({
-                "id": made_id("fc_", stamp, items.len()), "type": "function_call", "status": "completed",
-                "call_id": id, "name": name, "arguments": if arguments.is_empty() { "{}" } else { arguments },
-            }));
+            items.push(call_item(stamp, items.len(), id, name, arguments));
         }
     }
     items
+}
+
+/// A call as the client named its tool: a free-form tool's call carries its text (`input`), a
+/// namespaced tool's its namespace.
+fn call_item(stamp: Stamp, n: usize, id: &str, name: &str, arguments: &str) -> Value {
+    let (namespace, client_name) = stamp.tools.client_name(name);
+    let mut item = if stamp.tools.is_free_form(name) {
+        json!({"id": made_id("ctc_", stamp, n), "type": "custom_tool_call", "status": "completed",
+            "call_id": id, "name": client_name, "input": ClientTools::free_form_input(arguments)})
+    } else {
+        let arguments = if arguments.is_empty() {
+            "{}"
+        } else {
+            arguments
+        };
+        json!({"id": made_id("fc_", stamp, n), "type": "function_call", "status": "completed",
+            "call_id": id, "name": client_name, "arguments": arguments})
+    };
+    if let Some(ns) = namespace {
+        item["namespace"] = ns.into();
+    }
+    item
 }
 
 /// `status` and `incomplete_details` for a finish.

@@ -1,9 +1,9 @@
 //! An OpenAI Responses request read into the neutral form, and written from it.
 
-use crate::translate::ir::result_text;
 use crate::translate::ir::{
-    Block, Conversation, Effort, Image, OutputFormat, Reasoning, Role, Tool, ToolChoice,
+    Block, Conversation, Effort, Image, OutputFormat, Reasoning, Role, ToolChoice,
 };
+use crate::translate::ir::{ClientTools, FREE_FORM_ARG, result_text};
 use crate::translate::json::{
     Obj, array, object, opt_bool, opt_f64, opt_string, opt_u64, put_f64, str_field,
 };
@@ -52,9 +52,7 @@ pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
         }
     }
     if let Some(tools) = o.get("tools").filter(|v| !v.is_null()) {
-        for (i, t) in array(tools, "tools")?.iter().enumerate() {
-            c.tools.push(read_tool(object(t, "tools[]")?, i)?);
-        }
+        super::tools::read_tools(&mut c, tools, None)?;
     }
     c.tool_choice = match o.get("tool_choice") {
         None | Some(Value::Null) => None,
@@ -115,15 +113,28 @@ fn read_item(c: &mut Conversation, it: &Obj, i: usize) -> Result<(), Unreadable>
                 r => return Err(Unreadable::new(format!("input[{i}]: unknown role {r:?}"))),
             }
         }
-        Some("function_call") => c.push(
-            Role::Assistant,
-            vec![Block::ToolCall {
+        Some(kind @ ("function_call" | "custom_tool_call")) => {
+            let name = str_field(it, "name").unwrap_or("");
+            let arguments = if kind == "custom_tool_call" {
+                let input = str_field(it, "input").unwrap_or("");
+                json!({ FREE_FORM_ARG: input }).to_string()
+            } else {
+                str_field(it, "arguments").unwrap_or("").to_string()
+            };
+            let call = Block::ToolCall {
                 id: str_field(it, "call_id").unwrap_or("").to_string(),
-                name: str_field(it, "name").unwrap_or("").to_string(),
-                arguments: str_field(it, "arguments").unwrap_or("").to_string(),
-            }],
-        ),
-        Some("function_call_output") => {
+                name: ClientTools::neutral_name(str_field(it, "namespace"), name),
+                arguments,
+            };
+            c.push(Role::Assistant, vec![call]);
+        }
+        // Tools given mid-conversation (Codex's): tools like any other.
+        Some("additional_tools") => {
+            if let Some(tools) = it.get("tools") {
+                super::tools::read_tools(c, tools, None)?;
+            }
+        }
+        Some("function_call_output" | "custom_tool_call_output") => {
             let content = match it.get("output") {
                 Some(Value::String(s)) => vec![Block::Text(s.clone())],
                 Some(v @ Value::Array(_)) => read_content(v, i)?,
@@ -194,15 +205,6 @@ fn read_content(v: &Value, i: usize) -> Result<Vec<Block>, Unreadable> {
             "input[{i}].content must be a string or an array"
         ))),
     }
-}
-
-fn read_tool(t: &Obj, i: usize) -> Result<Tool, Unreadable> {
-    if str_field(t, "type") != Some("function") {
-        return Err(Unreadable::new(format!(
-            "tools[{i}]: only function tools can be translated to another provider's API"
-        )));
-    }
-    crate::translate::json::tool(t, &format!("tools[{i}]"), "parameters")
 }
 
 /// Parameters the Responses API has a place for, taken as they are.

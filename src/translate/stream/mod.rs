@@ -15,7 +15,7 @@ pub use decode::Ev;
 
 use super::Api;
 use super::answer::Stamp;
-use super::ir::Usage;
+use super::ir::{ClientTools, Usage};
 use crate::dialect::{ApiError, Endpoint};
 
 enum Encoder {
@@ -52,6 +52,7 @@ struct Names {
     model: String,
     request_id: String,
     created: u64,
+    tools: ClientTools,
 }
 
 impl Names {
@@ -60,6 +61,7 @@ impl Names {
             model: &self.model,
             created: self.created,
             request_id: &self.request_id,
+            tools: &self.tools,
         }
     }
 }
@@ -75,7 +77,8 @@ struct Sink {
 
 impl Translator {
     /// `to` is the client's API (Chat, Responses or Messages); `model` the name the client
-    /// asked for; `include_usage`: a Chat client asked for the usage chunk.
+    /// asked for; `include_usage`: a Chat client asked for the usage chunk; `tools`: the
+    /// client's names for its tools.
     pub fn new(
         from: Api,
         to: Api,
@@ -83,6 +86,7 @@ impl Translator {
         request_id: &str,
         created: u64,
         include_usage: bool,
+        tools: ClientTools,
     ) -> Translator {
         let encoder = match to {
             Api::Messages | Api::Gemini => Encoder::Messages(Default::default()),
@@ -93,6 +97,7 @@ impl Translator {
             model: model.to_string(),
             request_id: request_id.to_string(),
             created,
+            tools,
         };
         let sink = Sink {
             to,

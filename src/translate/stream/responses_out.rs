@@ -7,7 +7,7 @@
 use super::decode::Ev;
 use super::{esc, event, merge_usage};
 use crate::translate::answer::{Stamp, made_id};
-use crate::translate::ir::{Finish, Usage};
+use crate::translate::ir::{ClientTools, Finish, Usage};
 use crate::translate::responses::{status_of, usage_json};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -26,7 +26,11 @@ struct Item {
     /// The text, the summary, or the arguments so far.
     text: String,
     call_id: String,
+    /// The client's name for the tool called, and its namespace.
     name: String,
+    namespace: Option<String>,
+    /// A call of a free-form tool: its text goes out whole when the call is done.
+    free_form: bool,
 }
 
 impl Item {
@@ -40,8 +44,23 @@ impl Item {
             Kind::Reasoning => json!({"id": self.id, "type": "reasoning",
                 "summary": if status == "in_progress" { json!([]) } else {
                     json!([{"type": "summary_text", "text": self.text}]) }}),
-            Kind::Call(_) => json!({"id": self.id, "type": "function_call", "status": status,
-                "call_id": self.call_id, "name": self.name, "arguments": self.text}),
+            Kind::Call(_) => {
+                let mut v = if self.free_form {
+                    let input = match status {
+                        "in_progress" => String::new(),
+                        _ => ClientTools::free_form_input(&self.text),
+                    };
+                    json!({"id": self.id, "type": "custom_tool_call", "status": status,
+                        "call_id": self.call_id, "name": self.name, "input": input})
+                } else {
+                    json!({"id": self.id, "type": "function_call", "status": status,
+                        "call_id": self.call_id, "name": self.name, "arguments": self.text})
+                };
+                if let Some(ns) = &self.namespace {
+                    v["namespace"] = ns.as_str().into();
+                }
+                v
+            }
         }
     }
 }
@@ -90,6 +109,11 @@ impl ResponsesOut {
                 else {
                     return; // providers send a call's arguments before the next call begins
                 };
+                if self.items[i].free_form {
+                    // Its text is one field of these arguments: read when they are whole.
+                    self.items[i].text.push_str(args);
+                    return;
+                }
                 self.delta(i, "response.function_call_arguments.delta", "", args, out);
             }
             Ev::Error(_) | Ev::End => {}
@@ -168,12 +192,16 @@ impl ResponsesOut {
             Kind::Reasoning => "rs_",
             Kind::Call(_) => "fc_",
         };
+        let (namespace, client_name) = stamp.tools.client_name(name);
+        let free_form = matches!(kind, Kind::Call(_)) && stamp.tools.is_free_form(name);
         self.items.push(Item {
             kind,
-            id: made_id(prefix, stamp, i),
+            id: made_id(if free_form { "ctc_" } else { prefix }, stamp, i),
             text: String::new(),
             call_id: call_id.into(),
-            name: name.into(),
+            name: client_name.into(),
+            namespace: namespace.map(str::to_string),
+            free_form,
         });
         self.open = Some(i);
         let (item, id) = (self.items[i].json("in_progress"), self.items[i].id.clone());
@@ -215,6 +243,13 @@ impl ResponsesOut {
                 );
                 self.emit(out, "response.reasoning_summary_part.done", json!({"item_id": id,
                     "output_index": i, "summary_index": 0, "part": {"type": "summary_text", "text": text}}));
+            }
+            Kind::Call(_) if self.items[i].free_form => {
+                let input = ClientTools::free_form_input(&text);
+                let delta = json!({"item_id": id, "output_index": i, "delta": input});
+                self.emit(out, "response.custom_tool_call_input.delta", delta);
+                let done = json!({"item_id": id, "output_index": i, "input": input});
+                self.emit(out, "response.custom_tool_call_input.done", done);
             }
             Kind::Call(_) => self.emit(
                 out,

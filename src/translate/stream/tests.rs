@@ -42,7 +42,15 @@ event: response.function_call_arguments.delta\ndata: {\"type\":\"response.functi
 event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"output\":[{\"type\":\"message\"},{\"type\":\"function_call\"}],\"usage\":{\"input_tokens\":11,\"output_tokens\":7,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens_details\":{\"reasoning_tokens\":0}}}}\n\n";
 
 fn run(from: Api, to: Api, upstream: &str) -> (String, Standing) {
-    let mut t = Translator::new(from, to, "client-model", "req-1", 7, true);
+    let mut t = Translator::new(
+        from,
+        to,
+        "client-model",
+        "req-1",
+        7,
+        true,
+        Default::default(),
+    );
     let mut out = Vec::new();
     t.feed(upstream.as_bytes(), &mut out);
     let s = t.finish(&mut out);
@@ -280,7 +288,15 @@ fn the_same_bytes_split_anywhere_translate_the_same() {
             let (whole, _) = run(from, to, upstream);
             let bytes = upstream.as_bytes();
             for cut in 1..bytes.len() {
-                let mut t = Translator::new(from, to, "client-model", "req-1", 7, true);
+                let mut t = Translator::new(
+                    from,
+                    to,
+                    "client-model",
+                    "req-1",
+                    7,
+                    true,
+                    Default::default(),
+                );
                 let mut out = Vec::new();
                 t.feed(&bytes[..cut], &mut out);
                 t.feed(&bytes[cut..], &mut out);

@@ -7,6 +7,7 @@ const STAMP: Stamp = Stamp {
     model: "client-model",
     created: 1_700_000_000,
     request_id: "req-42",
+    tools: &crate::translate::ir::ClientTools::NONE,
 };
 
 fn tr(from: Api, to: Api, body: Value) -> Value {

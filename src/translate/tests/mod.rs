@@ -2,6 +2,7 @@
 //! examples, the policy on parameters without an equivalent, and round trips A → B → A.
 
 mod answers;
+mod codex;
 mod requests;
 mod roundtrip;
 

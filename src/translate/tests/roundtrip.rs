@@ -133,7 +133,7 @@ proptest! {
             finish: Some(if calls > 0 { Finish::ToolCalls } else { Finish::Stop }),
             usage: Usage { input: input + cached, output, cache_read: cached, cache_write: 0, reasoning: 0 },
         };
-        let stamp = Stamp { model: "m", created: 1, request_id: "r" };
+        let stamp = Stamp { model: "m", created: 1, request_id: "r", tools: &crate::translate::ir::ClientTools::NONE };
         let in_a = answer::write(a, &ans, stamp);
         let in_b = answer::translate(a, b, &in_a, stamp).unwrap();
         let back = answer::read(a, &answer::translate(b, a, &in_b, stamp).unwrap(), stamp).unwrap();
