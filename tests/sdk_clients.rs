@@ -260,26 +260,7 @@ fn node_modules() -> Result<PathBuf, String> {
 
 fn install_node_sdks() -> Result<PathBuf, String> {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
-    let read = |name: &str| {
-        std::fs::read_to_string(src.join(name)).map_err(|e| format!("tests/sdk/{name}: {e}"))
-    };
-    let (manifest, lock) = (read("package.json")?, read("package-lock.json")?);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-node");
-    let stamp = dir.join("installed.txt");
-    if !(std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock)
-        && dir.join("node_modules").exists())
-    {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        std::fs::write(dir.join("package.json"), &manifest).map_err(|e| e.to_string())?;
-        std::fs::write(dir.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
-        common::venv::run(
-            Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&dir),
-        )?;
-        std::fs::write(&stamp, &lock).map_err(|e| e.to_string())?;
-    }
+    let dir = common::node::install("sdk-node", "tests/sdk")?;
     for name in ["check_clients.mjs", "check_translation.mjs"] {
         std::fs::copy(src.join(name), dir.join(name))
             .map_err(|e| format!("tests/sdk/{name}: {e}"))?;

@@ -85,6 +85,7 @@ pub struct Proxy {
 pub mod apt;
 pub mod cross;
 pub mod leases;
+pub mod node;
 mod raw;
 mod requests;
 #[allow(unused_imports)] // not every test binary uses raw sockets

@@ -64,7 +64,15 @@ pub fn read_request(o: &Obj) -> Result<Conversation, Unreadable> {
     }
     if let Some(tools) = o.get("tools").filter(|v| !v.is_null()) {
         for (i, t) in array(tools, "tools")?.iter().enumerate() {
-            c.tools.push(read_tool(object(t, "tools[]")?, i)?);
+            let t = object(t, "tools[]")?;
+            match str_field(t, "type").filter(|ty| *ty != "custom") {
+                // A server tool (web search, code execution, ...) runs at Anthropic: another
+                // provider answers without it, and says so (`x-ringside-dropped: tools:<type>`).
+                Some(ty) => c
+                    .params
+                    .push((format!("tools:{ty}"), Value::Object(t.clone()))),
+                None => c.tools.push(read_tool(t, i)?),
+            }
         }
     }
     if let Some(tc) = o.get("tool_choice").and_then(Value::as_object) {
@@ -226,11 +234,5 @@ fn read_image(o: &Obj, i: usize) -> Result<Image, Unreadable> {
 }
 
 fn read_tool(t: &Obj, i: usize) -> Result<Tool, Unreadable> {
-    // Server tools (web search, code execution, ...) carry a type and run at Anthropic.
-    if let Some(ty) = str_field(t, "type").filter(|ty| *ty != "custom") {
-        return Err(Unreadable::new(format!(
-            "tools[{i}]: the server tool {ty:?} runs only at Anthropic"
-        )));
-    }
     crate::translate::json::tool(t, &format!("tools[{i}]"), "input_schema")
 }

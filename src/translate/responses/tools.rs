@@ -40,9 +40,14 @@ pub(super) fn read_tools(
                 let inner = t.get("tools").unwrap_or(&Value::Null);
                 read_tools(c, inner, Some(name))?;
             }
+            // A built-in tool (web search, file search, a shell, ...) runs at OpenAI: another
+            // provider answers without it, and says so (`x-ringside-dropped: tools:<type>`).
+            Some(ty) if ns.is_none() => c
+                .params
+                .push((format!("tools:{ty}"), Value::Object(t.clone()))),
             _ => {
                 return Err(Unreadable::new(format!(
-                    "tools[{i}]: only function and custom tools can be translated to another provider's API"
+                    "tools[{i}]: a tool needs a type; a namespace holds functions and custom tools"
                 )));
             }
         }
