@@ -116,7 +116,11 @@ fn local(
         &format!("[server]\nadmin_token_env = \"{ADMIN_ENV}\""),
         1,
     );
-    let cfg = crate::config::load_str(&stage.text, &o.config, &stage::env).map_err(|p| {
+    let env = |var: &str| match var {
+        ADMIN_ENV => Some(stage::fake_key(var)),
+        _ => stage.env(var),
+    };
+    let cfg = crate::config::load_str(&stage.text, &o.config, &env).map_err(|p| {
         let all: Vec<String> = p.iter().map(|x| x.to_string()).collect();
         format!("the config cannot run: {}", all.join("; "))
     })?;

@@ -44,6 +44,8 @@ pub struct Stage {
     pub routes: Vec<Route>,
     /// What every target of every route declares it supports.
     pub declared: Vec<Declared>,
+    /// The variables the config names (`*_env`), and whether each is an expiry.
+    pub vars: Vec<(String, bool)>,
 }
 
 impl Stage {
@@ -62,10 +64,40 @@ pub fn fake_key(var: &str) -> String {
     format!("sk-drill-{}", var.to_ascii_lowercase())
 }
 
-/// The drill's environment: every variable a config names is a made-up key; the `RINGSIDE_*`
-/// overrides are not read (the drill sets its own ports and data dir).
-pub fn env(var: &str) -> Option<String> {
-    (!var.starts_with("RINGSIDE_")).then(|| fake_key(var))
+/// A time far ahead (2100-01-01), for the expiry variables an OAuth seat names.
+const FAR_EXPIRY: &str = "4102444800";
+
+impl Stage {
+    /// The drill's environment: every variable the config names in a `*_env` field is a
+    /// made-up key (an `expires_at_env` a time far ahead), whatever its name; nothing else is
+    /// read (the `RINGSIDE_*` overrides and the budgets' variables: the drill sets its own
+    /// ports and data dir).
+    pub fn env(&self, var: &str) -> Option<String> {
+        let (_, expiry) = self.vars.iter().find(|(v, _)| v == var)?;
+        Some(if *expiry {
+            FAR_EXPIRY.to_string()
+        } else {
+            fake_key(var)
+        })
+    }
+}
+
+/// Every variable a `*_env` field names, and whether it is an expiry (`expires_at_env`).
+fn named_vars(t: &Table, out: &mut Vec<(String, bool)>) {
+    for (k, v) in t {
+        match v {
+            Value::String(var) if k.ends_with("_env") => {
+                out.push((var.clone(), k == "expires_at_env"));
+            }
+            Value::Table(inner) => named_vars(inner, out),
+            Value::Array(items) => {
+                for inner in items.iter().filter_map(Value::as_table) {
+                    named_vars(inner, out);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Rewrite `text` (the operator's config) for a drill against the simulator at `sim`.
@@ -125,11 +157,14 @@ pub fn prepare(
     }
     let text =
         toml::to_string(&doc).map_err(|e| format!("cannot write the drill's config: {e}"))?;
+    let mut vars = Vec::new();
+    named_vars(&doc, &mut vars);
     Ok(Stage {
         text,
         keys,
         routes,
         declared,
+        vars,
     })
 }
 
@@ -351,9 +386,16 @@ targets = [{ provider = "openai", model = "gpt-4o" }]
         assert_eq!(s.keys[0].max_concurrent, Some(4));
         assert_eq!(s.routes[0].name, "smart");
         assert_eq!(
-            env("OPENAI_KEY_A").as_deref(),
+            s.env("OPENAI_KEY_A").as_deref(),
             Some("sk-drill-openai_key_a")
         );
-        assert_eq!(env("RINGSIDE_LISTEN"), None);
+        assert_eq!(s.env("RINGSIDE_LISTEN"), None);
+        // A key whose variable starts with RINGSIDE_ is a key like any other.
+        let named = CONFIG.replace("OPENAI_KEY_A", "RINGSIDE_OPENAI_KEY");
+        let s = prepare(&named, sim, (1, 2), "/tmp/d").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.env("RINGSIDE_OPENAI_KEY").as_deref(),
+            Some("sk-drill-ringside_openai_key")
+        );
     }
 }
