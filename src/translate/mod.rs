@@ -109,7 +109,13 @@ pub fn write(api: Api, conv: &Conversation, target: TargetModel) -> Result<Writt
     let v = match api {
         Api::Chat => chat::write_request(conv, target, &mut out)?,
         Api::Responses => responses::write_request(conv, target, &mut out)?,
-        Api::Messages => messages::write_request(conv, target, &mut out)?,
+        Api::Messages => {
+            let body = messages::write_request(conv, target, &mut out)?;
+            return Ok(Written {
+                body,
+                dropped: out.dropped,
+            });
+        }
         Api::Gemini => gemini::write_request(conv, target, &mut out)?,
     };
     Ok(Written {

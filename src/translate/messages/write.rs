@@ -1,19 +1,142 @@
-//! A conversation written as an Anthropic Messages request.
+//! A conversation written as an Anthropic Messages request: typed, so that serde writes it
+//! straight into bytes (a `serde_json::Value` tree built a map per object and hashed every key:
+//! most of a translated request's writing).
 
+use crate::translate::Cannot;
+use crate::translate::TargetModel;
 use crate::translate::ir::{
     Block, Conversation, Image, OutputFormat, Reasoning, Role, Tool, ToolChoice,
 };
-use crate::translate::json::put_f64;
 use crate::translate::policy::Out;
-use crate::translate::{Cannot, TargetModel, json::arguments_object};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Parameters the Messages API has a place for, taken as they are.
 const TAKES: [&str; 3] = ["top_k", "service_tier", "container"];
 
-pub fn write_request(c: &Conversation, t: TargetModel, out: &mut Out) -> Result<Value, Cannot> {
-    let mut o = Map::new();
-    o.insert("model".into(), t.model.into());
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Choice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfig<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_tier: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: Vec<Part<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text {
+        text: &'a str,
+    },
+    Image {
+        source: Source<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a RawValue,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: Vec<Part<'a>>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Source<'a> {
+    Url { url: &'a str },
+    Base64 { media_type: &'a str, data: &'a str },
+}
+
+#[derive(Serialize)]
+struct ToolOut<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    disable_parallel_tool_use: bool,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct OutputConfig<'a> {
+    format: Format<'a>,
+}
+
+#[derive(Serialize)]
+struct Format<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    user_id: &'a str,
+}
+
+/// `{"type": "object"}`, the schema of a plain JSON object answer.
+static ANY_OBJECT: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| serde_json::json!({"type": "object"}));
+
+/// An empty call's arguments.
+const NO_ARGUMENTS: &str = "{}";
+
+pub fn write_request(c: &Conversation, t: TargetModel, out: &mut Out) -> Result<Vec<u8>, Cannot> {
     let thinking = c.reasoning.and_then(Reasoning::budget);
     // Anthropic requires a cap; the thinking budget must fit under it.
     let mut max_tokens = c.max_tokens.unwrap_or(t.default_max_tokens).max(1);
@@ -27,67 +150,64 @@ pub fn write_request(c: &Conversation, t: TargetModel, out: &mut Out) -> Result<
             }
         }
     }
-    o.insert("max_tokens".into(), max_tokens.into());
-    if !c.system.is_empty() {
-        o.insert("system".into(), c.system.join("\n\n").into());
-    }
-    let messages = write_turns(c)?;
-    o.insert("messages".into(), messages.into());
-    if !c.tools.is_empty() {
-        let tools: Vec<Value> = c.tools.iter().map(write_tool).collect();
-        o.insert("tools".into(), tools.into());
-    }
-    if let Some(tc) = write_tool_choice(c) {
-        o.insert("tool_choice".into(), tc);
-    }
     let thinking_on = thinking.is_some_and(|b| max_tokens > b.max(1024));
-    if thinking_on {
-        let budget = thinking.unwrap_or(1024).max(1024);
-        o.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
-    }
     // With thinking on, Anthropic refuses a temperature other than 1 and any top_k.
-    match c.temperature {
-        Some(_) if thinking_on => out.drop("temperature"),
+    let temperature = match c.temperature.filter(|x| x.is_finite()) {
+        Some(_) if thinking_on => {
+            out.drop("temperature");
+            None
+        }
         Some(x) if x > 1.0 => {
             out.drop("temperature");
-            o.insert("temperature".into(), 1.into());
+            Some(1.0)
         }
-        x => put_f64(&mut o, "temperature", x),
-    }
-    put_f64(&mut o, "top_p", c.top_p);
-    if !c.stop.is_empty() {
-        o.insert("stop_sequences".into(), json!(c.stop));
-    }
-    if let Some(f) = &c.output {
-        let schema = match f {
-            OutputFormat::JsonObject => json!({"type": "object"}),
-            OutputFormat::JsonSchema { schema, .. } => schema.clone(),
-        };
-        o.insert(
-            "output_config".into(),
-            json!({"format": {"type": "json_schema", "schema": schema}}),
-        );
-    }
-    if let Some(u) = &c.user {
-        o.insert("metadata".into(), json!({"user_id": u}));
-    }
-    if c.stream {
-        o.insert("stream".into(), true.into());
-    }
-    for (name, v) in &c.params {
-        if TAKES.contains(&name.as_str()) && !(thinking_on && name == "top_k") {
-            o.insert(name.clone(), v.clone());
-        }
-    }
+        x => x,
+    };
+    let param = |name: &str| {
+        c.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .filter(|_| !(thinking_on && name == "top_k"))
+    };
+    let request = Request {
+        model: t.model,
+        max_tokens,
+        system: (!c.system.is_empty()).then(|| c.system.join("\n\n")),
+        messages: write_turns(c)?,
+        tools: c.tools.iter().map(write_tool).collect(),
+        tool_choice: write_tool_choice(c),
+        thinking: thinking_on.then(|| Thinking {
+            kind: "enabled",
+            budget_tokens: thinking.unwrap_or(1024).max(1024),
+        }),
+        temperature,
+        top_p: c.top_p.filter(|x| x.is_finite()),
+        stop_sequences: &c.stop,
+        output_config: c.output.as_ref().map(|f| OutputConfig {
+            format: Format {
+                kind: "json_schema",
+                schema: match f {
+                    OutputFormat::JsonObject => &ANY_OBJECT,
+                    OutputFormat::JsonSchema { schema, .. } => schema,
+                },
+            },
+        }),
+        metadata: c.user.as_deref().map(|user_id| Metadata { user_id }),
+        stream: c.stream,
+        top_k: param("top_k"),
+        service_tier: param("service_tier"),
+        container: param("container"),
+    };
     out.rest(&c.params, &TAKES)?;
-    Ok(Value::Object(o))
+    serde_json::to_vec(&request).map_err(|_| Cannot {
+        what: "body".into(),
+        why: "the request could not be written",
+    })
 }
 
-fn write_turns(c: &Conversation) -> Result<Vec<Value>, Cannot> {
-    let mut messages: Vec<Value> = Vec::new();
+fn write_turns(c: &Conversation) -> Result<Vec<Message<'_>>, Cannot> {
+    let mut messages: Vec<Message> = Vec::new();
     for turn in &c.turns {
         let mut blocks = Vec::new();
         // Tool results first in a user turn: Anthropic wants them right after the calls.
@@ -112,31 +232,50 @@ fn write_turns(c: &Conversation) -> Result<Vec<Value>, Cannot> {
             Role::Assistant => "assistant",
         };
         match messages.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(a) = last["content"].as_array_mut() {
-                    a.extend(blocks);
-                }
-            }
-            _ => messages.push(json!({"role": role, "content": blocks})),
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(Message {
+                role,
+                content: blocks,
+            }),
         }
     }
     Ok(messages)
 }
 
-fn write_block(b: &Block, role: Role) -> Result<Option<Value>, Cannot> {
+/// A call's arguments as the JSON object they must be (kept as written).
+fn arguments(args: &str) -> Result<&RawValue, Cannot> {
+    let cannot = Cannot {
+        what: "tool_calls".into(),
+        why: "tool-call arguments are not a JSON object",
+    };
+    let args = args.trim();
+    let args = if args.is_empty() { NO_ARGUMENTS } else { args };
+    match serde_json::from_str::<&RawValue>(args) {
+        Ok(raw) if raw.get().starts_with('{') => Ok(raw),
+        _ => Err(cannot),
+    }
+}
+
+fn write_block(b: &Block, role: Role) -> Result<Option<Part<'_>>, Cannot> {
     Ok(Some(match b {
         // Anthropic refuses empty text blocks.
         Block::Text(t) if t.is_empty() => return Ok(None),
-        Block::Text(t) => json!({"type": "text", "text": t}),
-        Block::Image(i) => write_image(i),
+        Block::Text(t) => Part::Text { text: t },
+        Block::Image(i) => Part::Image {
+            source: match i {
+                Image::Url { url, .. } => Source::Url { url },
+                Image::Inline { media_type, data } => Source::Base64 { media_type, data },
+            },
+        },
         Block::ToolCall {
             id,
             name,
-            arguments,
-        } => json!({
-            "type": "tool_use", "id": id, "name": name,
-            "input": arguments_object(arguments).map_err(|why| Cannot { what: "tool_calls".into(), why })?,
-        }),
+            arguments: args,
+        } => Part::ToolUse {
+            id,
+            name,
+            input: arguments(args)?,
+        },
         Block::ToolResult {
             id,
             content,
@@ -148,54 +287,51 @@ fn write_block(b: &Block, role: Role) -> Result<Option<Value>, Cannot> {
                     parts.push(v);
                 }
             }
-            let mut r = json!({"type": "tool_result", "tool_use_id": id, "content": parts});
-            if *is_error {
-                r["is_error"] = true.into();
+            Part::ToolResult {
+                tool_use_id: id,
+                content: parts,
+                is_error: *is_error,
             }
-            r
         }
         // A signature binds thinking to Anthropic; thinking without one came from elsewhere and
         // cannot be replayed (Anthropic would refuse the block).
         Block::Thinking {
             text,
             signature: Some(s),
-        } if role == Role::Assistant => {
-            json!({"type": "thinking", "thinking": text, "signature": s})
-        }
+        } if role == Role::Assistant => Part::Thinking {
+            thinking: text,
+            signature: s,
+        },
         Block::Thinking { .. } => return Ok(None),
     }))
 }
 
-fn write_image(i: &Image) -> Value {
-    match i {
-        Image::Url { url, .. } => json!({"type": "image", "source": {"type": "url", "url": url}}),
-        Image::Inline { media_type, data } => json!({
-            "type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}
-        }),
+fn write_tool(t: &Tool) -> ToolOut<'_> {
+    ToolOut {
+        name: &t.name,
+        description: t.description.as_deref(),
+        input_schema: &t.parameters,
     }
 }
 
-fn write_tool(t: &Tool) -> Value {
-    let mut v = json!({"name": t.name, "input_schema": t.parameters});
-    if let Some(d) = &t.description {
-        v["description"] = d.clone().into();
-    }
-    v
-}
-
-fn write_tool_choice(c: &Conversation) -> Option<Value> {
-    let mut v = match &c.tool_choice {
-        None if c.parallel_tool_calls == Some(false) && !c.tools.is_empty() => {
-            json!({"type": "auto"})
-        }
+fn write_tool_choice(c: &Conversation) -> Option<Choice<'_>> {
+    let (kind, name) = match &c.tool_choice {
+        None if c.parallel_tool_calls == Some(false) && !c.tools.is_empty() => ("auto", None),
         None => return None,
-        Some(ToolChoice::Auto) => json!({"type": "auto"}),
-        Some(ToolChoice::Required) => json!({"type": "any"}),
-        Some(ToolChoice::None) => return Some(json!({"type": "none"})),
-        Some(ToolChoice::Named(n)) => json!({"type": "tool", "name": n}),
+        Some(ToolChoice::Auto) => ("auto", None),
+        Some(ToolChoice::Required) => ("any", None),
+        Some(ToolChoice::None) => {
+            return Some(Choice {
+                kind: "none",
+                name: None,
+                disable_parallel_tool_use: false,
+            });
+        }
+        Some(ToolChoice::Named(n)) => ("tool", Some(n.as_str())),
     };
-    if c.parallel_tool_calls == Some(false) {
-        v["disable_parallel_tool_use"] = true.into();
-    }
-    Some(v)
+    Some(Choice {
+        kind,
+        name,
+        disable_parallel_tool_use: c.parallel_tool_calls == Some(false),
+    })
 }
