@@ -8,7 +8,7 @@ use super::{Relay, RelayFailure, Relayed};
 use crate::http::chunk::{ChunkTracker, size_line};
 use crate::http::{Framing, Head};
 use crate::translate::stream::{Standing, Translator};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 /// What a translated stream carries in the relay (boxed: rare).
 pub(crate) struct Translating {
@@ -21,6 +21,9 @@ pub(crate) struct Translating {
     pub(super) chunked: bool,
     payload: Vec<u8>,
     out: Vec<u8>,
+    /// What the client is sent, framed: each write is split off it, and its memory comes back
+    /// once that write is done (no allocation per read once it has grown).
+    framed: BytesMut,
 }
 
 impl Translating {
@@ -32,6 +35,7 @@ impl Translating {
             chunked: true,
             payload: Vec::new(),
             out: Vec::new(),
+            framed: BytesMut::new(),
         }
     }
 
@@ -44,7 +48,7 @@ impl Translating {
     /// Upstream bytes (as framed by the provider) in; the client's bytes out, framed for it.
     /// When `done`, the stream's end: the client's last chunk goes out if the provider ended
     /// its stream (or reported an error, which the client has as its API's error event).
-    pub(super) fn step(&mut self, data: &[u8], done: bool) -> Result<(Vec<u8>, Standing), ()> {
+    pub(super) fn step(&mut self, data: &[u8], done: bool) -> Result<(Bytes, Standing), ()> {
         self.out.clear();
         match self.dechunk.as_mut() {
             Some(t) => {
@@ -60,7 +64,8 @@ impl Translating {
         if done {
             standing = self.translator.finish(&mut self.out);
         }
-        let mut client = Vec::with_capacity(self.out.len() + 24);
+        let client = &mut self.framed;
+        client.reserve(self.out.len() + 24);
         if !self.out.is_empty() {
             if self.chunked {
                 let mut line = [0u8; 18];
@@ -75,7 +80,7 @@ impl Translating {
         if done && standing != Standing::Open && self.chunked {
             client.extend_from_slice(b"0\r\n\r\n");
         }
-        Ok((client, standing))
+        Ok((client.split().freeze(), standing))
     }
 }
 
@@ -132,7 +137,7 @@ impl Stream {
                 h.extend_from_slice(&client);
                 Bytes::from(h)
             }
-            None => Bytes::from(client),
+            None => client,
         };
         Next::Write {
             data,
