@@ -7,6 +7,7 @@
 //! every budget held.
 
 mod contract;
+mod env;
 mod honesty;
 pub mod plan;
 mod report;
@@ -198,7 +199,7 @@ fn drive(
     };
     let mut verdicts = Vec::new();
     for s in scenarios {
-        if stage.route_for(s.scope).is_none() {
+        if route_for(stage, s.scope).is_none() {
             if !o.scenarios.is_empty() {
                 return Err(format!(
                     "{}: no route of the config has targets of more than one API",
@@ -273,9 +274,18 @@ fn clean_slate(stage: &Stage, admin: SocketAddr, token: &str) {
     }
 }
 
+/// The route a scope's fault hits: the first, or for `CrossDialect` the first whose targets
+/// speak more than one API (none: the config has no such route).
+fn route_for(stage: &Stage, scope: Scope) -> Option<&stage::Route> {
+    match scope {
+        Scope::CrossDialect => stage.routes.iter().find(|r| r.crosses),
+        _ => stage.routes.first(),
+    }
+}
+
 /// The simulator fault bodies a scenario sets (and later clears).
 fn fault_bodies(stage: &Stage, s: &Scenario) -> Vec<String> {
-    let Some(route) = stage.route_for(s.scope) else {
+    let Some(route) = route_for(stage, s.scope) else {
         return Vec::new();
     };
     let (provider, model, connection) = &route.primary;

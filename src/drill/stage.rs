@@ -6,6 +6,8 @@
 //! beside it.
 
 use super::contract::Declared;
+use super::env::FAR_EXPIRY;
+pub use super::env::fake_key;
 use std::net::SocketAddr;
 use toml::{Table, Value};
 
@@ -49,25 +51,6 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// The route a scope's fault hits: the first, or for `CrossDialect` the first whose
-    /// targets speak more than one API (none: the config has no such route).
-    pub fn route_for(&self, scope: super::plan::Scope) -> Option<&Route> {
-        match scope {
-            super::plan::Scope::CrossDialect => self.routes.iter().find(|r| r.crosses),
-            _ => self.routes.first(),
-        }
-    }
-}
-
-/// The made-up key for a `key_env` variable.
-pub fn fake_key(var: &str) -> String {
-    format!("sk-drill-{}", var.to_ascii_lowercase())
-}
-
-/// A time far ahead (2100-01-01), for the expiry variables an OAuth seat names.
-const FAR_EXPIRY: &str = "4102444800";
-
-impl Stage {
     /// The drill's environment: every variable the config names in a `*_env` field is a
     /// made-up key (an `expires_at_env` a time far ahead), whatever its name; nothing else is
     /// read (the `RINGSIDE_*` overrides and the budgets' variables: the drill sets its own
@@ -79,24 +62,6 @@ impl Stage {
         } else {
             fake_key(var)
         })
-    }
-}
-
-/// Every variable a `*_env` field names, and whether it is an expiry (`expires_at_env`).
-fn named_vars(t: &Table, out: &mut Vec<(String, bool)>) {
-    for (k, v) in t {
-        match v {
-            Value::String(var) if k.ends_with("_env") => {
-                out.push((var.clone(), k == "expires_at_env"));
-            }
-            Value::Table(inner) => named_vars(inner, out),
-            Value::Array(items) => {
-                for inner in items.iter().filter_map(Value::as_table) {
-                    named_vars(inner, out);
-                }
-            }
-            _ => {}
-        }
     }
 }
 
@@ -158,7 +123,7 @@ pub fn prepare(
     let text =
         toml::to_string(&doc).map_err(|e| format!("cannot write the drill's config: {e}"))?;
     let mut vars = Vec::new();
-    named_vars(&doc, &mut vars);
+    super::env::named_vars(&doc, &mut vars);
     Ok(Stage {
         text,
         keys,
