@@ -2,6 +2,7 @@
 
 use super::Unreadable;
 use super::ir::Tool;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 pub type Obj = Map<String, Value>;
@@ -76,6 +77,8 @@ pub fn stops(v: Option<&Value>) -> Result<Vec<String>, Unreadable> {
     }
 }
 
+const NOT_AN_OBJECT: &str = "tool-call arguments are not a JSON object";
+
 /// Tool-call arguments as JSON text of an object: an empty text is `{}` (a call without
 /// arguments streams none).
 pub fn arguments_object(args: &str) -> Result<Value, &'static str> {
@@ -84,7 +87,17 @@ pub fn arguments_object(args: &str) -> Result<Value, &'static str> {
     }
     match serde_json::from_str::<Value>(args) {
         Ok(v @ Value::Object(_)) => Ok(v),
-        _ => Err("tool-call arguments are not a JSON object"),
+        _ => Err(NOT_AN_OBJECT),
+    }
+}
+
+/// The same check, the arguments kept as written (key order included) for a typed writer.
+pub fn arguments_raw(args: &str) -> Result<&RawValue, &'static str> {
+    let args = args.trim();
+    let args = if args.is_empty() { "{}" } else { args };
+    match serde_json::from_str::<&RawValue>(args) {
+        Ok(raw) if raw.get().starts_with('{') => Ok(raw),
+        _ => Err(NOT_AN_OBJECT),
     }
 }
 

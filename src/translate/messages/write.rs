@@ -7,6 +7,7 @@ use crate::translate::TargetModel;
 use crate::translate::ir::{
     Block, Conversation, Image, OutputFormat, Reasoning, Role, Tool, ToolChoice,
 };
+use crate::translate::json::arguments_raw;
 use crate::translate::policy::Out;
 use serde::Serialize;
 use serde_json::Value;
@@ -133,9 +134,6 @@ struct Metadata<'a> {
 static ANY_OBJECT: std::sync::LazyLock<Value> =
     std::sync::LazyLock::new(|| serde_json::json!({"type": "object"}));
 
-/// An empty call's arguments.
-const NO_ARGUMENTS: &str = "{}";
-
 pub fn write_request(c: &Conversation, t: TargetModel, out: &mut Out) -> Result<Vec<u8>, Cannot> {
     let thinking = c.reasoning.and_then(Reasoning::budget);
     // Anthropic requires a cap; the thinking budget must fit under it.
@@ -242,20 +240,6 @@ fn write_turns(c: &Conversation) -> Result<Vec<Message<'_>>, Cannot> {
     Ok(messages)
 }
 
-/// A call's arguments as the JSON object they must be (kept as written).
-fn arguments(args: &str) -> Result<&RawValue, Cannot> {
-    let cannot = Cannot {
-        what: "tool_calls".into(),
-        why: "tool-call arguments are not a JSON object",
-    };
-    let args = args.trim();
-    let args = if args.is_empty() { NO_ARGUMENTS } else { args };
-    match serde_json::from_str::<&RawValue>(args) {
-        Ok(raw) if raw.get().starts_with('{') => Ok(raw),
-        _ => Err(cannot),
-    }
-}
-
 fn write_block(b: &Block, role: Role) -> Result<Option<Part<'_>>, Cannot> {
     Ok(Some(match b {
         // Anthropic refuses empty text blocks.
@@ -274,7 +258,10 @@ fn write_block(b: &Block, role: Role) -> Result<Option<Part<'_>>, Cannot> {
         } => Part::ToolUse {
             id,
             name,
-            input: arguments(args)?,
+            input: arguments_raw(args).map_err(|why| Cannot {
+                what: "tool_calls".into(),
+                why,
+            })?,
         },
         Block::ToolResult {
             id,
