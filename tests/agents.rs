@@ -39,9 +39,10 @@ fn config(sim: std::net::SocketAddr, name: &str, first: &str, then: &str) -> Str
             "[[providers]]\nid = \"{id}\"\ndialect = \"{dialect}\"\nbase_url = \"http://{sim}/v1\"\n  [[providers.connections]]\n  id = \"k\"\n  key_env = \"SIM_KEY_{key}\"\n"
         );
     }
-    for (route, targets) in [(name, [first, then]), ("*", ["oai/gpt-ok", "oai/gpt-ok"])] {
+    let routes: [(&str, &[&str]); 2] = [(name, &[first, then]), ("*", &["oai/gpt-ok"])];
+    for (route, targets) in routes {
         c += &format!("[[routes]]\nname = \"{route}\"\n");
-        for t in &targets[..if route == "*" { 1 } else { 2 }] {
+        for t in targets {
             let (p, m) = t.split_once('/').unwrap_or_default();
             c += &format!("[[routes.targets]]\nprovider = \"{p}\"\nmodel = \"{m}\"\n");
         }
@@ -137,6 +138,15 @@ fn codex(bin: &std::path::Path, proxy: &Proxy, model: &str) -> Output {
 
 const ANSWER: &str = "Hello from the Ringside upstream simulator";
 
+/// The agent ended well and printed the simulator's answer.
+fn assert_answered(out: &Output) {
+    assert!(
+        out.status.success() && said(out).contains(ANSWER),
+        "{}",
+        said(out)
+    );
+}
+
 fn claude_code_across_providers(driver: &str) {
     let Some(bin) = agents() else { return };
     // Claude at its wall: GPT answers, in Anthropic's API.
@@ -145,11 +155,7 @@ fn claude_code_across_providers(driver: &str) {
         config(s, "claude-wall", "ant/claude-wall", "oai/gpt-ok")
     });
     let out = claude(&bin, &proxy, "claude-wall");
-    assert!(
-        out.status.success() && said(&out).contains(ANSWER),
-        "{}",
-        said(&out)
-    );
+    assert_answered(&out);
     let first = outcomes(&proxy).into_iter().next();
     assert_eq!(first, Some(("oai/gpt-ok".into(), "ok".into())));
     // The fallback's stream cut after five events: Claude Code meets Anthropic's error event,
@@ -159,11 +165,7 @@ fn claude_code_across_providers(driver: &str) {
         config(s, "claude-wall", "ant/claude-wall", "oai/gpt-cut")
     });
     let out = claude(&bin, &proxy, "claude-wall");
-    assert!(
-        out.status.success() && said(&out).contains(ANSWER),
-        "{}",
-        said(&out)
-    );
+    assert_answered(&out);
     let seen = outcomes(&proxy);
     assert_eq!(
         seen.first(),
@@ -185,11 +187,7 @@ fn codex_across_providers(driver: &str) {
         config(s, "gpt-wall", "oai/gpt-wall", "ant/claude-ok")
     });
     let out = codex(&bin, &proxy, "gpt-wall");
-    assert!(
-        out.status.success() && said(&out).contains(ANSWER),
-        "{}",
-        said(&out)
-    );
+    assert_answered(&out);
     assert_eq!(
         outcomes(&proxy).first(),
         Some(&("ant/claude-ok".into(), "ok".into()))
