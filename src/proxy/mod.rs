@@ -54,7 +54,6 @@ mod limit_reset;
 mod models;
 pub mod oauth;
 pub mod outbound;
-pub mod prober;
 mod redact;
 mod relay_failure;
 pub mod request;
