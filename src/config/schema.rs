@@ -103,8 +103,8 @@ impl Default for FleetSection {
 #[serde(deny_unknown_fields, default)]
 pub struct SessionSection {
     /// Pin a session (`x-ringside-session`, `x-session-id`, `x-codex-session-id`, the agents'
-    /// `x-claude-code-session-id` and `session-id`) to the
-    /// connection it used for this long; 0 disables.
+    /// `x-claude-code-session-id` and `session-id`) to the connection it used for this long;
+    /// 0 disables.
     pub affinity_ttl_ms: u64,
     /// Default TTL of an exclusive session lease (0 = 120 s; clamped to 1 s - 30 min).
     pub lease_ttl_ms: u64,

@@ -118,7 +118,7 @@ fn local(
         1,
     );
     let env = |var: &str| match var {
-        ADMIN_ENV => Some(stage::fake_key(var)),
+        ADMIN_ENV => Some(env::fake_key(var)),
         _ => stage.env(var),
     };
     let cfg = crate::config::load_str(&stage.text, &o.config, &env).map_err(|p| {
@@ -138,7 +138,7 @@ fn local(
         proxy: SocketAddr::from(([127, 0, 0, 1], proxy_port)),
         admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
         simulator: sim_addr,
-        admin_token: Some(stage::fake_key(ADMIN_ENV)),
+        admin_token: Some(env::fake_key(ADMIN_ENV)),
     };
     let result = drive(o, &stage, scenarios, &remote, models);
     server.shutdown();

@@ -7,7 +7,7 @@
 
 use super::contract::Declared;
 use super::env::FAR_EXPIRY;
-pub use super::env::fake_key;
+use super::env::fake_key;
 use std::net::SocketAddr;
 use toml::{Table, Value};
 
