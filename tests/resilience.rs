@@ -1,5 +1,5 @@
 //! The resilience engine end to end, with 2 workers, on io_uring and on epoll: cooldowns learned
-//! from Retry-After, the breaker and its single probe, restatement, pass-through of bad
+//! from Retry-After, the breaker (its recovery: tests/recovery.rs), restatement, pass-through of bad
 //! requests, the attempt budget, the deadline, and cross-core replication.
 
 mod common;
@@ -12,7 +12,6 @@ both_drivers!(
     retry_after_moves_traffic_off_a_key,
     every_key_429_is_hit_once_per_window,
     short_cooldown_is_waited_out,
-    breaker_opens_and_one_probe_closes_it,
     restated_relay_error_fails_over,
     in_band_stream_error_fails_over_before_commit,
     bad_request_is_passed_through_untried_elsewhere,
@@ -129,74 +128,6 @@ fn short_cooldown_is_waited_out(driver: &str) {
     let id = r.header("x-request-id").unwrap_or_default().to_string();
     let d = proxy.decision(&id);
     assert!(d["waited_ms"].as_u64().unwrap_or(0) >= 900, "{d}");
-}
-
-fn breaker_opens_and_one_probe_closes_it(driver: &str) {
-    let sim = sim_with(&["key:sk-sim-a=503;times=3"]);
-    let extra = "  [providers.breaker]\n  open_at = 3\n  open_ms = 1000\n  [providers.cooldown]\n  base_ms = 0\n";
-    let body = priority_keys(sim.addr, &["a"], extra);
-    let proxy = Proxy::start(driver, 2, "", &(body + "[upstream]\nmax_attempts = 1\n"));
-    for _ in 0..3 {
-        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
-        assert_eq!(r.status, 503);
-    }
-    // Open: nothing reaches the upstream.
-    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
-    assert_eq!(r.status, 503);
-    assert_eq!(
-        r.json()["error"]["code"],
-        "all_targets_cooling_down",
-        "{}",
-        r.text()
-    );
-    assert_eq!(
-        r.json()["error"]["diagnostics"]["excluded"][0]["reason"],
-        "circuit_open"
-    );
-    assert_eq!(attempts_for(&sim, "sk-sim-a"), 3);
-    let (_, b) = proxy.admin("GET", "/admin/breakers");
-    assert_eq!(b["breakers"][0]["state"], "open", "{b}");
-    // Half-open: of a burst of concurrent requests exactly one probes the upstream.
-    // Past the open time at its longest: 1 s plus the default jitter (±20%), plus a margin.
-    std::thread::sleep(Duration::from_millis(1_400));
-    let addr = proxy.addr;
-    let burst: Vec<_> = (0..6)
-        .map(|_| {
-            std::thread::spawn(move || {
-                ringside::demo::client::request(
-                    addr,
-                    "POST",
-                    "/v1/chat/completions",
-                    // The probe is slow, so that the whole burst arrives while it runs
-                    // even on a loaded machine.
-                    &[("x-sim-latency-ms", "1000")],
-                    chat("m", false).as_bytes(),
-                    T,
-                )
-                .map(|r| r.status)
-                .unwrap_or(0)
-            })
-        })
-        .collect();
-    let statuses: Vec<u16> = burst.into_iter().map(|h| h.join().unwrap_or(0)).collect();
-    assert_eq!(
-        statuses.iter().filter(|&&s| s == 200).count(),
-        1,
-        "{statuses:?}"
-    );
-    assert_eq!(
-        statuses.iter().filter(|&&s| s == 503).count(),
-        5,
-        "{statuses:?}"
-    );
-    assert_eq!(attempts_for(&sim, "sk-sim-a"), 4, "one probe");
-    // The probe's success closed the breaker on every core.
-    for _ in 0..6 {
-        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
-        assert_eq!(r.status, 200);
-    }
-    let (_, b) = proxy.admin("GET", "/admin/breakers");
-    assert_eq!(b["breakers"][0]["state"], "closed", "{b}");
 }
 
 fn restated_relay_error_fails_over(driver: &str) {

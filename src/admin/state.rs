@@ -128,7 +128,7 @@ impl AdminState {
                     "provider": p,
                     "connection": c,
                     "state": state,
-                    "cooling_ms": st.until.saturating_sub(now),
+                    "cooling_ms": st.cool_end().saturating_sub(now),
                     "backoff_level": st.level(),
                     "last_error": st.has_error().then(|| json!({
                         "reason": st.last.reason.map(|r| r.as_str()),

@@ -247,6 +247,6 @@ fn log_conn(g: &Gen, i: ConnId, to: ConnTo, st: &ConnState, now: u64) {
         level,
         msg,
         json!({"provider": p, "connection": c, "reason": reason, "status": st.last.status,
-            "for_ms": st.until.saturating_sub(now)}),
+            "for_ms": st.cool_end().saturating_sub(now)}),
     );
 }

@@ -60,6 +60,14 @@ fn policy(
     if let Some(v) = b.open_ms {
         pol.breaker.open_ms = out.clamped(&format!("{at}.breaker.open_ms"), v, 100, 86_400_000);
     }
+    if let Some(v) = b.probe_interval_ms
+        && v > 0
+    {
+        pol.breaker.probe_interval_ms =
+            out.clamped(&format!("{at}.breaker.probe_interval_ms"), v, 50, 3_600_000);
+    } else if b.probe_interval_ms == Some(0) {
+        pol.breaker.probe_interval_ms = 0;
+    }
     if let Some(v) = ps.cooldown.base_ms {
         pol.cooldown.base_ms = out.clamped(&format!("{at}.cooldown.base_ms"), v, 0, 86_400_000);
     }

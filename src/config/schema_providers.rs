@@ -61,7 +61,11 @@ fn default_profile() -> String {
 pub struct BreakerOverride {
     pub degraded_at: Option<u32>,
     pub open_at: Option<u32>,
+    /// The first opening's time (each consecutive one doubles it, up to the profile's cap).
     pub open_ms: Option<u64>,
+    /// How often the prober asks whether the provider is back while it is in trouble (0: it
+    /// does not; the open times and cooldowns alone decide).
+    pub probe_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]

@@ -10,6 +10,7 @@ use crate::resilience::classify::Reason;
 use crate::resilience::cooldown::ConnState;
 use crate::resilience::lockout::{Lock, LockScope};
 use crate::state::generation::Gen;
+pub use clocks::Clocks;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,6 +66,10 @@ pub enum Fact {
     BreakerReset {
         provider: String,
     },
+    BreakerProbeOk {
+        provider: String,
+        at: u64,
+    },
     GateFailure {
         provider: String,
         at: u64,
@@ -97,6 +102,7 @@ impl Fact {
             Fact::BreakerFailure { provider, .. }
             | Fact::BreakerSuccess { provider, .. }
             | Fact::BreakerReset { provider }
+            | Fact::BreakerProbeOk { provider, .. }
             | Fact::GateFailure { provider, .. }
             | Fact::GateSuccess { provider } => crate::names::valid_id(provider),
         }
@@ -210,43 +216,6 @@ impl Names {
     }
 }
 
-/// This process's monotonic milliseconds against the wall clock, read once per batch.
-#[derive(Clone, Copy, Debug)]
-pub struct Clocks {
-    /// Unix ms minus monotonic ms.
-    offset: i128,
-}
-
-impl Clocks {
-    pub fn now() -> Clocks {
-        Clocks::at(crate::clock::now_ms(), crate::clock::unix_ms())
-    }
-
-    pub fn at(mono_ms: u64, unix_ms: u64) -> Clocks {
-        Clocks {
-            offset: i128::from(unix_ms) - i128::from(mono_ms),
-        }
-    }
-
-    /// 0 stays 0 (never).
-    pub fn to_unix(self, t: u64) -> u64 {
-        if t == 0 {
-            0
-        } else {
-            (i128::from(t) + self.offset).max(1) as u64
-        }
-    }
-
-    /// 0 stays 0; a time before this process began is its first millisecond.
-    pub fn to_mono(self, t: u64) -> u64 {
-        if t == 0 {
-            0
-        } else {
-            (i128::from(t) - self.offset).clamp(1, i128::from(u64::MAX)) as u64
-        }
-    }
-}
-
 fn state_times(s: &ConnState, f: impl Fn(u64) -> u64) -> ConnState {
     let mut s = *s;
     s.until = f(s.until);
@@ -314,6 +283,10 @@ pub fn outgoing(ev: &Event, names: &Names, clocks: Clocks) -> Option<Fact> {
         Event::BreakerReset { provider } => Fact::BreakerReset {
             provider: names.provider(*provider)?,
         },
+        Event::BreakerProbeOk { provider, at } => Fact::BreakerProbeOk {
+            provider: names.provider(*provider)?,
+            at: clocks.to_unix(*at),
+        },
         Event::GateFailure { provider, at } => Fact::GateFailure {
             provider: names.provider(*provider)?,
             at: clocks.to_unix(*at),
@@ -378,6 +351,10 @@ pub fn incoming(f: Fact, names: &Names, clocks: Clocks) -> Option<Event> {
         Fact::BreakerReset { provider: p } => Event::BreakerReset {
             provider: provider(&p)?,
         },
+        Fact::BreakerProbeOk { provider: p, at } => Event::BreakerProbeOk {
+            provider: provider(&p)?,
+            at: clocks.to_mono(at),
+        },
         Fact::GateFailure { provider: p, at } => Event::GateFailure {
             provider: provider(&p)?,
             at: clocks.to_mono(at),
@@ -387,6 +364,8 @@ pub fn incoming(f: Fact, names: &Names, clocks: Clocks) -> Option<Event> {
         },
     })
 }
+
+mod clocks;
 
 #[cfg(test)]
 mod tests;

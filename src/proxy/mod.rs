@@ -54,6 +54,7 @@ mod limit_reset;
 mod models;
 pub mod oauth;
 pub mod outbound;
+pub mod prober;
 mod redact;
 mod relay_failure;
 pub mod request;

@@ -1,12 +1,17 @@
-//! The provider circuit breaker (closed / degraded / open / half-open) and the opt-in provider
-//! window gate. Only server errors and transport failures count; a 429 is neutral.
+//! The provider circuit breaker (closed / degraded / open / half-open). Only server errors and
+//! transport failures count; a 429 is neutral.
 //!
 //! Each core keeps its own copy, fed with every failure and success any core observed (the
 //! events carry the time they happened, so the copies agree). The one half-open probe is
 //! claimed through a shared atomic so that exactly one core sends it.
+//!
+//! An open breaker ends when its open time is over or, sooner, when a synthetic probe (the
+//! prober's cheap request, `proxy::prober`) found the provider answering again: recovery
+//! follows the provider, not a timer. Open times grow with consecutive openings (a half-open
+//! probe that fails, or an opening soon after the last close), so a flapping provider is
+//! probed less and less often.
 
 use serde::Serialize;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -26,6 +31,9 @@ pub struct BreakerProfile {
     /// Open cycles before the open time starts doubling.
     pub escalate_after: u32,
     pub max_multiplier: u64,
+    /// How often a synthetic probe asks whether the provider is back while the breaker is
+    /// open (0: never; the open time alone decides). Doubles with each consecutive opening.
+    pub probe_interval_ms: u64,
     /// How long a claimed probe may stay unanswered before another core may probe.
     pub probe_timeout_ms: u64,
     /// Distinct clients (tenants) whose failures it takes to open the breaker: with 2 or more,
@@ -42,6 +50,12 @@ pub struct Breaker {
     pub opened_at: u64,
     pub open_cycles: u32,
     pub last_failure: u64,
+    /// When a synthetic probe last found the provider answering (0: never).
+    pub probe_ok_at: u64,
+    /// When the breaker last closed after an opening, and the open cycles it had then: an
+    /// opening soon after resumes the count (a flapping provider waits longer each time).
+    closed_at: u64,
+    closed_cycles: u32,
     /// The distinct tenants among the failures counted since the breaker was last clean (the
     /// first few; enough to compare with `min_tenants`).
     #[serde(skip)]
@@ -71,6 +85,9 @@ impl Default for Breaker {
             opened_at: 0,
             open_cycles: 0,
             last_failure: 0,
+            probe_ok_at: 0,
+            closed_at: 0,
+            closed_cycles: 0,
             tenants: [0; MAX_TENANTS],
             distinct: 0,
         }
@@ -93,19 +110,59 @@ impl Breaker {
         super::jitter::spread(ms, p.jitter_pct, self.opened_at)
     }
 
-    /// Lazy open -> half-open once the open time has passed.
+    /// The longest the breaker stays open (the open time's cap).
+    pub fn max_open_ms(p: &BreakerProfile) -> u64 {
+        p.open_ms.saturating_mul(p.max_multiplier.max(1))
+    }
+
+    /// How often the prober asks while the breaker is open (`None`: it does not): the
+    /// profile's interval, doubled with each consecutive opening, never above the open time.
+    pub fn probe_every(&self, p: &BreakerProfile) -> Option<u64> {
+        if p.probe_interval_ms == 0 {
+            return None;
+        }
+        let shift = self.open_cycles.saturating_sub(1).min(20);
+        Some((p.probe_interval_ms << shift).min(self.open_ms(p).max(p.probe_interval_ms)))
+    }
+
+    /// Lazy open -> half-open once the open time has passed or a synthetic probe found the
+    /// provider answering since the breaker opened.
     pub fn refresh(&mut self, now: u64, p: &BreakerProfile) {
-        if self.state == BreakerState::Open && now >= self.opened_at + self.open_ms(p) {
+        if self.state == BreakerState::Open
+            && (now >= self.opened_at + self.open_ms(p) || self.probe_ok_at > self.opened_at)
+        {
             self.state = BreakerState::HalfOpen;
         }
     }
 
-    /// Remaining open time (0 unless open).
+    /// The next chance of success while open, in ms (0 unless open): the next synthetic
+    /// probe's answer where the provider is probed, else the rest of the open time. This is
+    /// what clients are told to wait, never the longest timer.
     pub fn retry_after(&self, now: u64, p: &BreakerProfile) -> u64 {
         match self.state {
-            BreakerState::Open => (self.opened_at + self.open_ms(p)).saturating_sub(now),
+            BreakerState::Open => {
+                let rest = (self.opened_at + self.open_ms(p)).saturating_sub(now);
+                self.probe_every(p).map_or(rest, |every| rest.min(every))
+            }
             _ => 0,
         }
+    }
+
+    /// A synthetic probe found the provider answering at `at` (from any core).
+    pub fn on_probe_ok(&mut self, at: u64, p: &BreakerProfile) {
+        self.probe_ok_at = self.probe_ok_at.max(at);
+        self.refresh(at, p);
+    }
+
+    /// Open at `at`: one more consecutive opening (resuming the count of an opening that closed
+    /// a short while ago).
+    fn open(&mut self, at: u64, p: &BreakerProfile) {
+        let recent =
+            self.closed_cycles > 0 && at.saturating_sub(self.closed_at) < Self::max_open_ms(p);
+        let resumed = if recent { self.closed_cycles } else { 0 };
+        self.open_cycles = self.open_cycles.max(resumed) + 1;
+        self.state = BreakerState::Open;
+        self.opened_at = at;
     }
 
     /// Whether a request may go; half-open admits the single probe claimed in `probe`.
@@ -152,19 +209,13 @@ impl Breaker {
         match self.state {
             // Failures while open never extend the open time.
             BreakerState::Open => {}
-            BreakerState::HalfOpen => {
-                self.open_cycles += 1;
-                self.state = BreakerState::Open;
-                self.opened_at = at;
-            }
+            BreakerState::HalfOpen => self.open(at, p),
             BreakerState::Closed | BreakerState::Degraded => {
                 self.failures += 1;
                 let tenants = self.note_tenant(tenant);
                 let enough_tenants = tenants >= p.min_tenants.clamp(1, MAX_TENANTS as u32);
                 if self.failures >= p.open_at && enough_tenants {
-                    self.state = BreakerState::Open;
-                    self.opened_at = at;
-                    self.open_cycles += 1;
+                    self.open(at, p);
                 } else if self.failures >= p.degraded_at {
                     self.state = BreakerState::Degraded;
                 }
@@ -172,13 +223,18 @@ impl Breaker {
         }
     }
 
-    /// A success; returns whether it changed anything (worth telling other cores).
-    pub fn on_success(&mut self, p: &BreakerProfile) -> bool {
+    /// A success at `at`; returns whether it changed anything (worth telling other cores).
+    pub fn on_success(&mut self, at: u64, p: &BreakerProfile) -> bool {
         match self.state {
             // A success of a request sent before the breaker opened proves nothing.
             BreakerState::Open => false,
             BreakerState::HalfOpen => {
-                *self = Breaker::default();
+                // Closed; the openings are remembered for a while (see `open`).
+                *self = Breaker {
+                    closed_at: at,
+                    closed_cycles: self.open_cycles,
+                    ..Breaker::default()
+                };
                 true
             }
             BreakerState::Closed | BreakerState::Degraded => {
@@ -234,56 +290,6 @@ impl Drop for ProbeGuard<'_> {
         if let Some(claim) = self.0 {
             release_probe(claim);
         }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct GateProfile {
-    pub threshold: u32,
-    pub window_ms: u64,
-    pub cooldown_ms: u64,
-}
-
-/// Opt-in provider window gate: `threshold` failures within `window_ms` close the provider
-/// for `cooldown_ms` after the last one; a success clears the window.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct WindowGate {
-    failures: VecDeque<u64>,
-}
-
-impl WindowGate {
-    const KEEP: usize = 200;
-
-    pub fn on_failure(&mut self, at: u64, p: &GateProfile) {
-        self.failures.push_back(at);
-        while self.failures.front().is_some_and(|&t| t + p.window_ms < at)
-            || self.failures.len() > Self::KEEP
-        {
-            self.failures.pop_front();
-        }
-    }
-
-    pub fn on_success(&mut self) {
-        self.failures.clear();
-    }
-
-    /// Remaining closed time, if closed.
-    pub fn closed_for(&self, now: u64, p: &GateProfile) -> Option<u64> {
-        let last = *self.failures.back()?;
-        let recent = self
-            .failures
-            .iter()
-            .filter(|&&t| t + p.window_ms >= last)
-            .count();
-        if recent < p.threshold as usize {
-            return None;
-        }
-        let end = last + p.cooldown_ms;
-        (end > now).then(|| end - now)
-    }
-
-    pub fn count(&self) -> usize {
-        self.failures.len()
     }
 }
 

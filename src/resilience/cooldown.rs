@@ -3,9 +3,13 @@
 //! operator resets them.
 //!
 //! The state merges like a join-semilattice so that cores can replicate it by events in any
-//! order: the latest failure record wins (ties: the higher level), `until` and `ok_at` take the
-//! maximum, a terminal status is sticky, and an operator reset raises the epoch, which discards
-//! everything older.
+//! order: the latest failure record wins (ties: the higher level) and brings its `until` (equal
+//! records: the later `until`), `ok_at` takes the maximum, a terminal status is sticky, and an
+//! operator reset raises the epoch, which discards everything older.
+//!
+//! A cooldown for the provider's own trouble (a 5xx, an overload, a timeout, a refused
+//! connection) ends as soon as a later success shows the key serving again, a probe's
+//! (`proxy::prober`) or a request's: recovery follows the provider, not the timer.
 
 use super::classify::{Reason, Verdict};
 use serde::Serialize;
@@ -80,8 +84,18 @@ impl ConnState {
         self.last.reason.is_some() && self.ok_at < self.last.at
     }
 
+    /// A cooldown for the provider's own trouble, ended early by a later success.
+    pub fn lifted(&self) -> bool {
+        self.ok_at >= self.last.at && self.last.reason.is_some_and(Reason::trips_breaker)
+    }
+
+    /// When the cooldown ends (0: it was lifted).
+    pub fn cool_end(&self) -> u64 {
+        if self.lifted() { 0 } else { self.until }
+    }
+
     pub fn cooling(&self, now: u64) -> bool {
-        self.until > now
+        self.cool_end() > now
     }
 
     /// Merge another replica's snapshot (idempotent, commutative).
@@ -95,10 +109,18 @@ impl ConnState {
                 ..Default::default()
             };
         }
-        self.until = self.until.max(other.until);
         self.ok_at = self.ok_at.max(other.ok_at);
-        if (other.last.at, other.last.level) > (self.last.at, self.last.level) {
+        // `until` belongs to the failure it was computed for: a lifted cooldown's old end does
+        // not outlast a newer, shorter one.
+        let (theirs, ours) = (
+            (other.last.at, other.last.level),
+            (self.last.at, self.last.level),
+        );
+        if theirs > ours {
             self.last = other.last;
+            self.until = other.until;
+        } else if theirs == ours {
+            self.until = self.until.max(other.until);
         }
         if self.terminal.is_none() {
             self.terminal = other.terminal;
@@ -145,7 +167,8 @@ impl ConnState {
         };
         match terminal {
             Some(t) => self.terminal = Some(t),
-            None => self.until = self.until.max(now + cooldown),
+            // (Not cooling here: an earlier end is over, or was lifted.)
+            None => self.until = now + cooldown,
         }
         Some(*self)
     }

@@ -11,14 +11,16 @@ mod exclusion;
 pub mod hints;
 pub mod jitter;
 pub mod lockout;
+pub mod probe;
 pub mod rate_limit_scope;
 pub mod restate;
 mod rules;
 pub mod settings;
 pub mod usage_wall;
+pub mod window_gate;
 
 use crate::ids::ConnId;
-use breaker::{Admit, Breaker, BreakerState, WindowGate};
+use breaker::{Admit, Breaker, BreakerState};
 use classify::{Reason, Scope, Verdict};
 use cooldown::ConnState;
 pub use exclusion::{Exclusion, Ineligible};
@@ -26,6 +28,7 @@ use lockout::{Lock, LockScope, Lockouts};
 pub use settings::Settings;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use window_gate::WindowGate;
 
 /// A fact learned by one core, replicated to the others. Merging is idempotent for state
 /// snapshots (`Conn`, `Lock`); counted facts (breaker, gate) are delivered once per core.
@@ -47,6 +50,11 @@ pub enum Event {
     },
     BreakerReset {
         provider: usize,
+    },
+    /// A synthetic probe found the provider answering (`proxy::prober`).
+    BreakerProbeOk {
+        provider: usize,
+        at: u64,
     },
     GateFailure {
         provider: usize,
@@ -177,7 +185,14 @@ impl Tables {
                 {
                     // A probe's success: this replica may not have noticed the half-open yet.
                     b.refresh(*at, &p.breaker);
-                    b.on_success(&p.breaker);
+                    b.on_success(*at, &p.breaker);
+                }
+            }
+            Event::BreakerProbeOk { provider, at } => {
+                if let (Some(b), Some(p)) =
+                    (self.breakers.get_mut(*provider), s.providers.get(*provider))
+                {
+                    b.on_probe_ok(*at, &p.breaker);
                 }
             }
             Event::BreakerReset { provider } => {
@@ -254,10 +269,11 @@ impl Tables {
                 worst = Some(e);
             }
         };
+        let policy = &s.providers[site.provider];
         if c.cooling(now) {
             consider(Exclusion::Cooling {
                 reason: c.last.reason,
-                ms: c.until - now,
+                ms: cooling_ms(c, policy, s.provider_conns[site.provider].len(), now),
             });
         }
         if let Some(l) = self.lockouts.locked(site.conn, site.model, site.model, now) {
@@ -266,7 +282,6 @@ impl Tables {
                 ms: l.until - now,
             });
         }
-        let policy = &s.providers[site.provider];
         if s.gate_enabled
             && let Some(ms) = self.gates[site.provider].closed_for(now, &policy.gate)
         {
@@ -398,7 +413,7 @@ impl Tables {
             });
         }
         let policy = &s.providers[site.provider];
-        if self.breakers[site.provider].on_success(&policy.breaker) {
+        if self.breakers[site.provider].on_success(now, &policy.breaker) {
             emit(Event::BreakerSuccess {
                 provider: site.provider,
                 at: now,
@@ -417,6 +432,19 @@ impl Tables {
                 model: Arc::from(site.model),
             });
         }
+    }
+}
+
+/// How long a cooling key is out, as its next chance: a cooldown for the provider's own trouble
+/// ends at the prober's next success, which comes round to this key within one interval per key
+/// of the provider; any other cooldown runs its time.
+fn cooling_ms(c: &ConnState, policy: &settings::ProviderPolicy, keys: usize, now: u64) -> u64 {
+    let rest = c.cool_end().saturating_sub(now);
+    let every = policy.breaker.probe_interval_ms;
+    if every > 0 && c.last.reason.is_some_and(Reason::trips_breaker) {
+        rest.min(every.saturating_mul(keys.max(1) as u64))
+    } else {
+        rest
     }
 }
 

@@ -1,11 +1,12 @@
 //! Resolved resilience settings: per-provider profiles (OAuth, API key, local) with operator
 //! overrides, the lockout settings, rule tables and request budget defaults.
 
-use super::breaker::{BreakerProfile, GateProfile};
+use super::breaker::BreakerProfile;
 use super::classify::{Rule, builtin_rules};
 use super::cooldown::CooldownProfile;
 use super::lockout::LockoutSettings;
 use super::restate::RestateRule;
+use super::window_gate::GateProfile;
 use crate::ids::ConnId;
 use serde::Serialize;
 
@@ -48,13 +49,17 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
         ProfileKind::ApiKey => (3_000, 5),
         ProfileKind::Local => (2_000, 3),
     };
+    // Open times start short and double with each consecutive opening up to the reference
+    // gateway's longest (480 s, 120 s, 60 s): with the prober asking every few hundred ms,
+    // they bound only how long a provider that answers probes but fails requests waits.
     let breaker = match kind {
         ProfileKind::OAuth => BreakerProfile {
             degraded_at: 5,
             open_at: 8,
-            open_ms: 60_000,
-            escalate_after: 2,
-            max_multiplier: 8,
+            open_ms: 5_000,
+            escalate_after: 1,
+            max_multiplier: 96,
+            probe_interval_ms: 500,
             probe_timeout_ms: 30_000,
             min_tenants: 1,
             jitter_pct: DEFAULT_JITTER_PCT,
@@ -62,9 +67,10 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
         ProfileKind::ApiKey => BreakerProfile {
             degraded_at: 7,
             open_at: 12,
-            open_ms: 30_000,
-            escalate_after: 3,
-            max_multiplier: 4,
+            open_ms: 3_000,
+            escalate_after: 1,
+            max_multiplier: 40,
+            probe_interval_ms: 300,
             probe_timeout_ms: 30_000,
             min_tenants: 1,
             jitter_pct: DEFAULT_JITTER_PCT,
@@ -72,9 +78,10 @@ pub fn profile(kind: ProfileKind, max_cooldown_ms: u64, quota_ms: u64) -> Provid
         ProfileKind::Local => BreakerProfile {
             degraded_at: 2,
             open_at: 2,
-            open_ms: 15_000,
-            escalate_after: 3,
-            max_multiplier: 4,
+            open_ms: 1_000,
+            escalate_after: 1,
+            max_multiplier: 60,
+            probe_interval_ms: 250,
             probe_timeout_ms: 30_000,
             min_tenants: 1,
             jitter_pct: DEFAULT_JITTER_PCT,
@@ -228,7 +235,7 @@ mod tests {
                 o.breaker.open_at,
                 o.breaker.open_ms
             ),
-            (5_000, 5, 8, 60_000)
+            (5_000, 5, 8, 5_000)
         );
         assert_eq!(
             (o.gate.threshold, o.gate.window_ms, o.gate.cooldown_ms),
@@ -242,14 +249,21 @@ mod tests {
                 a.breaker.open_at,
                 a.breaker.open_ms
             ),
-            (3_000, 7, 12, 30_000)
+            (3_000, 7, 12, 3_000)
         );
         assert_eq!(
             (a.gate.threshold, a.gate.window_ms, a.gate.cooldown_ms),
             (15, 1_800_000, 600_000)
         );
         let l = profile(ProfileKind::Local, 1_800_000, 3_600_000);
-        assert_eq!((l.breaker.open_at, l.breaker.open_ms), (2, 15_000));
+        assert_eq!((l.breaker.open_at, l.breaker.open_ms), (2, 1_000));
+        // The longest opening stays the reference gateway's.
+        let longest =
+            |p: &ProviderPolicy| crate::resilience::breaker::Breaker::max_open_ms(&p.breaker);
+        assert_eq!(
+            (longest(&o), longest(&a), longest(&l)),
+            (480_000, 120_000, 60_000)
+        );
     }
 
     #[test]

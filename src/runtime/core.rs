@@ -52,6 +52,10 @@ pub(super) async fn run(
     let core = Rc::new(new_core(id, shared, generation, metrics, connector, inbox));
     let _ = ready.send(Ok(driver));
     monoio::spawn(tick(core.clone()));
+    if id == 0 {
+        // One prober for the process: one probe per provider at a time.
+        monoio::spawn(crate::proxy::prober::run(core.clone()));
+    }
     monoio::spawn(crate::flow::run_doorbell(bell, core.flow.clone()));
     // The pump lives as long as the core: queued requests keep being served while draining.
     monoio::spawn(crate::flow::run_pump(

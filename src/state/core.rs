@@ -337,6 +337,26 @@ impl Core {
         t.on_success(s, site, now, &mut |ev| self.emit(ev));
     }
 
+    /// A synthetic probe's answer for `conn` of the provider in `slot`; whether it changed
+    /// anything (a breaker half-opened, a key lifted).
+    pub fn record_probe(
+        &self,
+        slot: usize,
+        conn: ConnId,
+        answer: crate::resilience::probe::ProbeAnswer,
+    ) -> bool {
+        let generation = self.generation();
+        let s = &generation.config.resilience;
+        let now = crate::clock::now_ms();
+        let mut changed = false;
+        let mut t = self.tables.borrow_mut();
+        t.on_probe(s, slot, conn, answer, now, &mut |ev| {
+            changed = true;
+            self.emit(ev)
+        });
+        changed
+    }
+
     /// A new request id: process prefix, core, sequence.
     pub fn next_request_id(&self) -> String {
         let n = self.request_seq.get() + 1;

@@ -1,5 +1,5 @@
 //! One small JSON call to a provider's side endpoints (the OAuth token refresh, the usage
-//! status and the limit reset claim), on a connection of its own that is closed after it: the
+//! status, the limit reset claim and the prober's model list), on a connection of its own that is closed after it: the
 //! request path's pooled connections carry only model traffic.
 
 use super::Connector;
@@ -41,6 +41,24 @@ async fn exchange(
     c: &Call<'_>,
     end: Instant,
 ) -> Option<(u16, serde_json::Value)> {
+    let (mut up, head) = send(connector, c).await?;
+    let left = end.saturating_duration_since(crate::clock::instant());
+    let body = read_body(&mut up.stream, &mut up.buf, head.framing, MAX_ANSWER, left)
+        .await
+        .ok()?;
+    let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    Some((head.status, json))
+}
+
+/// One call's status alone (its body is not read: a provider's model list may be long), or
+/// `None` when it failed or did not answer by `end`.
+pub async fn status(connector: &Connector, c: &Call<'_>, end: Instant) -> Option<u16> {
+    let exchange = Box::pin(async { Some(send(connector, c).await?.1.status) });
+    timer::timeout_at(end, exchange).await.ok().flatten()
+}
+
+/// Connect, send the call, and read the answer's head.
+async fn send(connector: &Connector, c: &Call<'_>) -> Option<(super::UpConn, Head)> {
     let mut up = connector.connect(c.endpoint).await.ok()?;
     let mut h = Vec::with_capacity(512 + c.headers.len());
     for part in [c.method, " ", c.path, " HTTP/1.1\r\nhost: "] {
@@ -62,12 +80,7 @@ async fn exchange(
     let (r, _) = monoio::io::AsyncWriteRentExt::write_all(&mut up.stream, h).await;
     r.ok()?;
     let head = read_head(&mut up).await?;
-    let left = end.saturating_duration_since(crate::clock::instant());
-    let body = read_body(&mut up.stream, &mut up.buf, head.framing, MAX_ANSWER, left)
-        .await
-        .ok()?;
-    let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-    Some((head.status, json))
+    Some((up, head))
 }
 
 async fn read_head(up: &mut super::UpConn) -> Option<Head> {

@@ -6,6 +6,7 @@ const API_KEY: BreakerProfile = BreakerProfile {
     open_ms: 30_000,
     escalate_after: 3,
     max_multiplier: 4,
+    probe_interval_ms: 0,
     probe_timeout_ms: 10_000,
     min_tenants: 1,
     jitter_pct: 0,
@@ -28,7 +29,7 @@ fn one_tenant_alone_cannot_open_a_multi_tenant_breaker() {
     // Once clean again, the tenants seen are forgotten.
     let mut b = Breaker::default();
     b.on_failure(1, 7, &p);
-    assert!(b.on_success(&p));
+    assert!(b.on_success(5, &p));
     for i in 0..20 {
         b.on_failure(10 + i, 9, &p);
     }
@@ -88,8 +89,8 @@ fn exactly_one_probe_across_cores() {
     release_probe(&probe);
     assert_eq!(b.admit(t + 2, &API_KEY, &probe), Admit::Probe);
     // The probe succeeds: every core closes.
-    assert!(b.on_success(&API_KEY));
-    assert!(a.on_success(&API_KEY));
+    assert!(b.on_success(50_000, &API_KEY));
+    assert!(a.on_success(50_000, &API_KEY));
     assert_eq!(
         (a.state, b.state),
         (BreakerState::Closed, BreakerState::Closed)
@@ -136,39 +137,60 @@ fn successes_recover_gradually_and_are_ignored_while_open() {
         b.on_failure(i, 1, &API_KEY);
     }
     assert_eq!(b.state, BreakerState::Degraded);
-    assert!(b.on_success(&API_KEY));
+    assert!(b.on_success(50_000, &API_KEY));
     assert_eq!((b.state, b.failures), (BreakerState::Closed, 7));
     let mut b = Breaker::default();
     for i in 0..12 {
         b.on_failure(i, 1, &API_KEY);
     }
-    assert!(!b.on_success(&API_KEY));
+    assert!(!b.on_success(50_000, &API_KEY));
     assert_eq!(b.state, BreakerState::Open);
     assert!(
-        !Breaker::default().on_success(&API_KEY),
+        !Breaker::default().on_success(50_000, &API_KEY),
         "nothing to report"
     );
 }
 
 #[test]
-fn window_gate() {
-    let p = GateProfile {
-        threshold: 3,
-        window_ms: 10_000,
-        cooldown_ms: 5_000,
+fn a_provider_that_flaps_waits_longer_each_time() {
+    let p = BreakerProfile {
+        open_ms: 1_000,
+        escalate_after: 1,
+        max_multiplier: 8,
+        probe_interval_ms: 100,
+        ..API_KEY
     };
-    let mut g = WindowGate::default();
-    g.on_failure(0, &p);
-    g.on_failure(4_000, &p);
-    assert_eq!(g.closed_for(4_000, &p), None);
-    g.on_failure(20_000, &p); // the first two fell out of the window
-    assert_eq!(g.closed_for(20_000, &p), None);
-    g.on_failure(21_000, &p);
-    g.on_failure(22_000, &p);
-    assert_eq!(g.closed_for(23_000, &p), Some(4_000));
-    assert_eq!(g.closed_for(27_000, &p), None);
-    g.on_failure(28_000, &p);
-    assert!(g.closed_for(28_000, &p).is_some());
-    g.on_success();
-    assert_eq!(g.closed_for(28_000, &p), None);
+    let probe = AtomicU64::new(0);
+    let mut b = Breaker::default();
+    let mut t = 0;
+    let mut opens = Vec::new();
+    let mut probes = Vec::new();
+    for _ in 0..5 {
+        for _ in 0..12 {
+            t += 1;
+            b.on_failure(t, 1, &p);
+        }
+        assert_eq!(b.state, BreakerState::Open);
+        opens.push(b.open_ms(&p));
+        probes.push(b.probe_every(&p));
+        // A probe finds it answering; the real request let through succeeds: closed.
+        b.on_probe_ok(t + 10, &p);
+        assert_eq!(b.admit(t + 11, &p, &probe), Admit::Probe);
+        release_probe(&probe);
+        assert!(b.on_success(t + 12, &p));
+        t += 100;
+    }
+    // Each opening soon after a close counts on: longer open times, sparser probes (capped).
+    assert_eq!(opens, [1_000, 2_000, 4_000, 8_000, 8_000]);
+    assert_eq!(
+        probes,
+        [Some(100), Some(200), Some(400), Some(800), Some(1_600)]
+    );
+    // Quiet for longer than the longest opening: the count starts again.
+    t += Breaker::max_open_ms(&p);
+    for _ in 0..12 {
+        t += 1;
+        b.on_failure(t, 1, &p);
+    }
+    assert_eq!((b.open_ms(&p), b.probe_every(&p)), (1_000, Some(100)));
 }

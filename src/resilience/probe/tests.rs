@@ -1,0 +1,166 @@
+//! Probes on a manual clock: when a provider is probed, with which key, and what an answer ends.
+
+use super::super::tests::{settings, verdict};
+use super::*;
+use crate::resilience::breaker::Admit;
+use crate::resilience::{Probes, Site};
+
+fn site(conn: usize) -> Site<'static> {
+    Site {
+        provider: 0,
+        conn: ConnId::new(conn),
+        model: "m",
+        tenant: 1,
+    }
+}
+
+fn keys() -> Vec<ConnId> {
+    vec![ConnId::new(0), ConnId::new(1)]
+}
+
+/// Two keys of one provider; `fail` 500s on key 0 from t = 1000.
+fn failing(fail: u64) -> (Settings, Tables, Vec<Event>) {
+    let s = settings(1, 2);
+    let mut t = Tables::new(1, 2);
+    let mut events = Vec::new();
+    for i in 0..fail {
+        let v = verdict(500, "internal error");
+        t.on_failure(&s, site(0), &v, 1_000 + i, &mut |e| events.push(e));
+    }
+    (s, t, events)
+}
+
+#[test]
+fn a_healthy_provider_is_not_probed() {
+    let s = settings(1, 2);
+    let mut t = Tables::new(1, 2);
+    assert_eq!(t.probe_need(&s, 0, &keys(), 5_000), None);
+    // Probes off for the provider: never, whatever its state.
+    let (mut s, mut t, _) = failing(1);
+    s.providers[0].breaker.probe_interval_ms = 0;
+    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+}
+
+#[test]
+fn a_key_cooling_for_a_5xx_is_probed_and_lifted_by_an_answer() {
+    let (s, mut t, _) = failing(1);
+    let need = t.probe_need(&s, 0, &keys(), 1_100).expect("probed");
+    assert_eq!(need.keys, vec![ConnId::new(0)], "the cooling key first");
+    assert_eq!(need.every_ms, s.providers[0].breaker.probe_interval_ms);
+    // What a client is told about the key: the next probe, not the 3 s cooldown.
+    let e = t.blocked(&s, site(0), 1_100).expect("cooling");
+    assert_eq!(e.remaining_ms(), Some(600), "2 keys x 300 ms");
+    // A 5xx answer changes nothing.
+    let mut events = Vec::new();
+    t.on_probe(
+        &s,
+        0,
+        ConnId::new(0),
+        ProbeAnswer::of_status(503),
+        1_200,
+        &mut |e| events.push(e),
+    );
+    assert!(events.is_empty());
+    assert!(t.blocked(&s, site(0), 1_200).is_some());
+    // An answer: the key serves at once, on this core and (by the event) on the others.
+    t.on_probe(
+        &s,
+        0,
+        ConnId::new(0),
+        ProbeAnswer::of_status(200),
+        1_500,
+        &mut |e| events.push(e),
+    );
+    assert!(
+        t.blocked(&s, site(0), 1_500).is_none(),
+        "lifted 1.5 s early"
+    );
+    let mut other = Tables::new(1, 2);
+    let v = verdict(500, "internal error");
+    other.on_failure(&s, site(0), &v, 1_000, &mut |_| {});
+    for e in &events {
+        other.apply(e, &s);
+    }
+    assert!(other.blocked(&s, site(0), 1_500).is_none(), "replicated");
+    assert_eq!(
+        t.probe_need(&s, 0, &keys(), 1_500),
+        None,
+        "nothing left to ask"
+    );
+}
+
+#[test]
+fn a_refused_key_or_a_rate_limit_is_not_lifted() {
+    let (s, mut t, _) = failing(1);
+    let mut events = Vec::new();
+    t.on_probe(
+        &s,
+        0,
+        ConnId::new(0),
+        ProbeAnswer::of_status(401),
+        1_200,
+        &mut |e| events.push(e),
+    );
+    assert!(
+        t.blocked(&s, site(0), 1_200).is_some(),
+        "401: the key is not proven"
+    );
+    // A 429's cooldown is the key's own limit: a probe does not end it, nor is it probed.
+    let mut t = Tables::new(1, 2);
+    t.on_failure(&s, site(1), &verdict(429, "rate limit"), 1_000, &mut |_| {});
+    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+    t.on_probe(
+        &s,
+        0,
+        ConnId::new(1),
+        ProbeAnswer::of_status(200),
+        1_200,
+        &mut |_| {},
+    );
+    assert!(t.blocked(&s, site(1), 1_200).is_some());
+}
+
+#[test]
+fn an_open_breaker_half_opens_on_a_probe_and_grows_its_spacing_when_it_flaps() {
+    let (s, mut t, _) = failing(12);
+    let p = &s.providers[0].breaker;
+    assert_eq!(t.breakers[0].state, BreakerState::Open);
+    let need = t.probe_need(&s, 0, &keys(), 1_100).expect("probed");
+    assert_eq!(need.every_ms, p.probe_interval_ms);
+    // Told: the next probe, not the open time.
+    let e = t.blocked(&s, site(1), 1_100).expect("open");
+    assert_eq!(e.remaining_ms(), Some(p.probe_interval_ms));
+    let mut events = Vec::new();
+    t.on_probe(
+        &s,
+        0,
+        ConnId::new(0),
+        ProbeAnswer::of_status(200),
+        1_300,
+        &mut |e| events.push(e),
+    );
+    assert_eq!(
+        t.breakers[0].state,
+        BreakerState::HalfOpen,
+        "long before 3 s"
+    );
+    // The one real request let through fails: open again, probed half as often.
+    let probe = std::sync::atomic::AtomicU64::new(0);
+    assert_eq!(
+        t.check(&s, &Probes(vec![probe]), site(1), 1_301),
+        Ok(Admit::Probe)
+    );
+    t.on_failure(
+        &s,
+        site(1),
+        &verdict(500, "internal error"),
+        1_400,
+        &mut |_| {},
+    );
+    assert_eq!(t.breakers[0].state, BreakerState::Open);
+    let need = t.probe_need(&s, 0, &keys(), 1_500).expect("probed");
+    assert_eq!(need.every_ms, 2 * p.probe_interval_ms);
+    // A probe's answer from before this opening proves nothing about it.
+    t.breakers[0].on_probe_ok(1_350, p);
+    assert_eq!(t.breakers[0].state, BreakerState::Open);
+}
