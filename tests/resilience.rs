@@ -85,7 +85,14 @@ fn every_key_429_is_hit_once_per_window(driver: &str) {
         first.status, 429,
         "the last upstream word stands when the budget is spent"
     );
-    assert_eq!(first.header("x-should-retry"), Some("false"));
+    // Told when a key is back (the upstream said 3 s), and that retrying then is worth it:
+    // `Retry-After` and `x-should-retry` never contradict each other.
+    assert_eq!(first.header("x-should-retry"), Some("true"));
+    let ra: u64 = first
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!((1..=3).contains(&ra), "retry-after {ra}");
     assert_eq!(attempt_count(&first), 3);
     for _ in 0..10 {
         let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
@@ -363,12 +370,13 @@ fn terminal_and_model_cooldown_answers(driver: &str) {
     let v = r.json();
     assert_eq!(v["error"]["code"], "model_cooldown", "{v}");
     assert_eq!(v["error"]["model"], "m");
-    assert!(r.header("retry-after").is_some());
+    assert!(v["error"]["reset_seconds"].as_u64() > Some(60), "{v}");
     assert_eq!(
         r.header("x-should-retry"),
         Some("false"),
         "a two-minute lock is not worth an SDK retry"
     );
+    assert_eq!(r.header("retry-after"), None, "nor told a time to retry at");
 }
 
 /// A fail-over's record stays in the admin ring while a flood of plain successes scrolls

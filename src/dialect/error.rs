@@ -153,13 +153,20 @@ impl ApiError {
     /// Headers that go with the body.
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         let mut h = Vec::new();
-        if let Some(s) = self.retry_after {
+        // A client told not to retry is not told when to: the two never contradict.
+        let retry = self.should_retry != Some(false);
+        if let Some(s) = self.retry_after.filter(|_| retry) {
             h.push(("retry-after", s.to_string()));
         }
         if let Some(r) = self.should_retry {
             h.push(("x-should-retry", r.to_string()));
         }
-        h.extend(self.extra_headers.iter().cloned());
+        h.extend(
+            self.extra_headers
+                .iter()
+                .filter(|(n, _)| retry || !n.starts_with("retry-after"))
+                .cloned(),
+        );
         h
     }
 }

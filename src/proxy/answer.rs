@@ -7,7 +7,6 @@
 
 use super::exchange::{Buffered, Request};
 pub(crate) use super::stop::Stop;
-use super::stop::secs;
 use crate::dialect::ApiError;
 use crate::flow::Refused;
 use crate::flow::tenant::OverQuota;
@@ -147,10 +146,10 @@ fn given_up(
                         ctx.record.request_id
                     )
                 };
-                let e = error_for_reason(&l.verdict, &shown).should_retry(false);
-                match earliest {
-                    Some(ms) => e.retry_after(secs(ms)),
-                    None => e,
+                let e = error_for_reason(&l.verdict, &shown);
+                match super::stop::retry_advice(earliest) {
+                    Some(s) => e.retry_after(s).should_retry(true),
+                    None => e.should_retry(false),
                 }
             }
             None => ApiError::new(503, "no_upstream_response", "no upstream was tried"),
@@ -180,7 +179,7 @@ fn given_up(
             )
             .extra(json!({"model": model, "reset_seconds": s}))
             .retry_after(s)
-            .should_retry(s <= 60)
+            .should_retry(s <= super::stop::SDK_RETRY_MAX_SECS)
         }
         Stop::AllCooling { secs: s } => ApiError::new(
             503,
@@ -188,7 +187,7 @@ fn given_up(
             format!("every target is cooling down; the first recovers in {s}s"),
         )
         .retry_after(s)
-        .should_retry(s <= 60),
+        .should_retry(s <= super::stop::SDK_RETRY_MAX_SECS),
         // Local overload: every usable key is at its concurrency cap (reject policy).
         Stop::Saturated => refused_error(Refused::Saturated, ctx),
         Stop::NoExecutableTargets => ApiError::new(

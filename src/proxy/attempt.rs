@@ -432,8 +432,9 @@ fn error_answer(
         kind,
         detail,
         restated_from: restated.as_ref().map(|r| r.from),
-        // An oversized body is answered with Ringside's own error, never relayed.
-        response: (!oversized).then(|| {
+        // An oversized body, or one that is not the API's JSON (a load balancer's HTML page,
+        // which may name internal hosts), is answered with Ringside's own error, never relayed.
+        response: (!oversized && judge::api_shaped(&body)).then(|| {
             Box::new(Buffered {
                 status: verdict.status,
                 body: super::translated::error_for_client(

@@ -47,7 +47,7 @@ pub(super) fn client_head(
 }
 
 /// The client's response head: the upstream's headers (hygiene applied) plus ours, framed as
-/// `shape` says; `extra` overrides headers.
+/// `shape` says; `extra` overrides headers (an empty value drops the upstream's).
 pub(crate) fn head_for_client(
     up: &Head,
     r: &Relay,
@@ -103,7 +103,7 @@ pub(crate) fn head_for_client(
         w.header("x-ringside-connection", label);
     }
     w.header("x-ringside-attempts", r.attempts);
-    for (n, v) in extra {
+    for (n, v) in extra.iter().filter(|(_, v)| !v.is_empty()) {
         w.header(n, v);
     }
     if bodiless {

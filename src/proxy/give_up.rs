@@ -6,27 +6,34 @@ use super::answer::LastFailure;
 use super::exchange::{Buffered, Request};
 use super::forward::{Relay, relay_buffered};
 use super::respond::finish_error;
-use super::stop::{Stop, final_stop, secs};
+use super::stop::{Stop, final_stop, retry_advice};
 use crate::resilience::Exclusion;
 use crate::resilience::budget::Budget;
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use serde_json::json;
 
-/// Pass an upstream answer through (restated status, our headers).
+/// Pass an upstream answer through (restated status, our headers). `wait_ms`: Ringside's next
+/// chance of success, which replaces the upstream's own retry advice (`stop::retry_advice`).
 async fn pass_through(
     ctx: &mut Request<'_>,
     endpoint: crate::dialect::Endpoint,
     wr: &mut TcpOwnedWriteHalf,
     last: &LastFailure,
     resp: &Buffered,
-    should_retry: bool,
+    wait_ms: Option<u64>,
 ) -> bool {
     let secrets = super::redact::Secrets::of(ctx.core, ctx.config(), last.conn);
     let body = secrets.redact(&resp.body);
-    let mut extra: Vec<(&str, String)> = vec![("x-should-retry", should_retry.to_string())];
-    if let Some(ms) = last.verdict.hint.map(|h| h.ms).or(last.verdict.cooldown_ms) {
-        extra.push(("retry-after", secs(ms).to_string()));
-    }
+    let advice = retry_advice(wait_ms);
+    let extra: [(&str, String); 3] = [
+        ("x-should-retry", advice.is_some().to_string()),
+        (
+            "retry-after",
+            advice.map(|s| s.to_string()).unwrap_or_default(),
+        ),
+        // The upstream's own is for one key; dropped (an empty value) for the answer above.
+        ("retry-after-ms", String::new()),
+    ];
     let attempts = ctx.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
     let r = Relay {
@@ -80,17 +87,19 @@ pub(super) async fn give_up(
         && !l.verdict.retryable
         && let Some(resp) = &l.response
     {
-        return pass_through(ctx, endpoint, wr, l, resp, false).await;
+        return pass_through(ctx, endpoint, wr, l, resp, None).await;
     }
     let stop = final_stop(budget, &timers, now);
+    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
     // The last failure has the last word: its own answer when there is one.
     if stop == Stop::LastWord
         && let Some(l) = &last
         && let Some(resp) = &l.response
     {
-        return pass_through(ctx, endpoint, wr, l, resp, false).await;
+        let own = l.verdict.hint.map(|h| h.ms).or(l.verdict.cooldown_ms);
+        let wait = earliest.or(own.filter(|ms| *ms > 0));
+        return pass_through(ctx, endpoint, wr, l, resp, wait).await;
     }
-    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
     let err = super::answer::table(ctx, &stop, last.as_ref(), earliest);
     let diag = diagnostics_for(ctx, last.as_ref());
     let attempts = ctx.attempts_header(None);

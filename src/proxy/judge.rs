@@ -389,6 +389,15 @@ pub(super) fn describe(body: &[u8], head: &Head, secrets: &Secrets<'_>) -> Strin
     }
 }
 
+/// Whether an error body reads as an API's own answer (JSON, or nothing at all) rather than
+/// a page some box on the way wrote.
+pub(super) fn api_shaped(body: &[u8]) -> bool {
+    matches!(
+        body.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[') | None
+    )
+}
+
 /// Redacted before it is shortened: a key cut at the limit would no longer match in full.
 pub(super) fn clean(s: &str, secrets: &Secrets<'_>) -> String {
     let line = s.lines().next().unwrap_or("");

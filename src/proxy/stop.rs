@@ -86,6 +86,18 @@ impl Stop {
     }
 }
 
+/// The longest wait an SDK's automatic retry honours (the OpenAI and Anthropic SDKs ignore a
+/// longer `Retry-After`): beyond it the client is told not to retry by itself.
+pub(crate) const SDK_RETRY_MAX_SECS: u64 = 60;
+
+/// What a give-up tells the client about retrying, from Ringside's next chance of success
+/// (`wait_ms`: when the first candidate recovers): `Retry-After` with `x-should-retry: true`
+/// when that is soon enough for an SDK's retry, else `x-should-retry: false` and no
+/// `Retry-After`. The two never contradict each other.
+pub(crate) fn retry_advice(wait_ms: Option<u64>) -> Option<u64> {
+    wait_ms.map(secs).filter(|s| *s <= SDK_RETRY_MAX_SECS)
+}
+
 /// Whole seconds to wait, at least one.
 pub(crate) fn secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
