@@ -210,6 +210,7 @@ fn cooling() -> Verdict {
         retryable: true,
         rule: None,
         lasting: true,
+        mid_stream: false,
     }
 }
 

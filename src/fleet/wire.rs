@@ -220,6 +220,7 @@ fn state_times(s: &ConnState, f: impl Fn(u64) -> u64) -> ConnState {
     let mut s = *s;
     s.until = f(s.until);
     s.ok_at = f(s.ok_at);
+    s.probe_ok_at = f(s.probe_ok_at);
     s.last.at = f(s.last.at);
     s
 }

@@ -182,7 +182,11 @@ fn judge_delivery(
         ) => {
             return (Delivered::Unjudged, None);
         }
-        Some(f) => return (Delivered::Failed(classify::transport(f.is_timeout())), None),
+        Some(f) => {
+            let mut v = classify::transport(f.is_timeout());
+            v.mid_stream = true;
+            return (Delivered::Failed(v), None);
+        }
         None => {}
     }
     let Some(text) = &res.upstream_error else {
@@ -196,7 +200,9 @@ fn judge_delivery(
     // own (an answer that quotes the request, a validation error, comes before any byte), and
     // words alone earn a short cooldown at most.
     let b = judge::in_band(ctx, provider, conn, head, text);
-    (Delivered::Failed(b.verdict.clone()), Some(b))
+    let mut v = b.verdict.clone();
+    v.mid_stream = true;
+    (Delivered::Failed(v), Some(b))
 }
 
 /// What was delivered, for the record.

@@ -134,6 +134,11 @@ pub struct Verdict {
     /// client's input, so they earn a short cooldown at most.
     #[serde(skip)]
     pub lasting: bool,
+    /// The failure came after the first byte went to the client (a cut stream, an error event):
+    /// it says something about this stream, little about whether the provider answers, so a
+    /// probe's answer does not end its cooldown (`cooldown::ConnState::probe_may_lift`).
+    #[serde(skip)]
+    pub mid_stream: bool,
 }
 
 /// One classification rule: all given conditions must hold.
@@ -262,6 +267,7 @@ pub fn classify(operator: &[Rule], builtin: &[Rule], a: &Answer) -> Verdict {
         retryable: true,
         rule: None,
         lasting: true,
+        mid_stream: false,
     };
     let fields = structured_fields(a.lower);
     let found = operator
@@ -353,6 +359,7 @@ pub fn transport(timeout: bool) -> Verdict {
         retryable: true,
         rule: None,
         lasting: true,
+        mid_stream: false,
     }
 }
 

@@ -47,6 +47,9 @@ pub struct Failure {
     pub reason: Option<Reason>,
     pub auth_failures: u8,
     pub rejections: u8,
+    /// After the first byte went to the client (`Verdict::mid_stream`).
+    #[serde(default)]
+    pub mid_stream: bool,
 }
 
 /// One connection's resilience state; also the replication event (a full snapshot).
@@ -58,6 +61,10 @@ pub struct ConnState {
     pub last: Failure,
     /// Last success (monotonic ms): clears level and counters of older failures.
     pub ok_at: u64,
+    /// Last probe answer that lifted the cooldown (`proxy::prober`): ends it, but keeps the
+    /// level, so a key that answers probes and fails requests backs off all the same.
+    #[serde(default)]
+    pub probe_ok_at: u64,
     pub terminal: Option<Terminal>,
 }
 
@@ -86,7 +93,26 @@ impl ConnState {
 
     /// A cooldown for the provider's own trouble, ended early by a later success.
     pub fn lifted(&self) -> bool {
-        self.ok_at >= self.last.at && self.last.reason.is_some_and(Reason::trips_breaker)
+        self.ok_at.max(self.probe_ok_at) >= self.last.at
+            && self.last.reason.is_some_and(Reason::trips_breaker)
+    }
+
+    /// Whether a probe's answer may end this cooldown: it is for the provider's own trouble
+    /// (5xx, overload, timeout, transport) met before the first byte went to the client, or
+    /// while the provider's breaker is open. A stream cut after its first byte says little
+    /// about whether the provider answers: its timer runs.
+    pub fn probe_may_lift(&self, breaker_open: bool) -> bool {
+        self.has_error()
+            && self.last.reason.is_some_and(Reason::trips_breaker)
+            && (breaker_open || !self.last.mid_stream)
+    }
+
+    /// When a probe may first lift this cooldown, probes `every_ms` apart: at once after a
+    /// first failure, then later for each failure in a row (1, 3, 7 … probe spacings after
+    /// it), so a key that answers probes but fails requests is tried less and less often.
+    pub fn probe_due(&self, every_ms: u64) -> u64 {
+        let steps = (1u64 << self.level().saturating_sub(1).min(10)) - 1;
+        self.last.at.saturating_add(every_ms.saturating_mul(steps))
     }
 
     /// When the cooldown ends (0: it was lifted).
@@ -110,6 +136,7 @@ impl ConnState {
             };
         }
         self.ok_at = self.ok_at.max(other.ok_at);
+        self.probe_ok_at = self.probe_ok_at.max(other.probe_ok_at);
         // `until` belongs to the failure it was computed for: a lifted cooldown's old end does
         // not outlast a newer, shorter one.
         let (theirs, ours) = (
@@ -164,6 +191,7 @@ impl ConnState {
             } else {
                 0
             },
+            mid_stream: v.mid_stream,
         };
         match terminal {
             Some(t) => self.terminal = Some(t),
@@ -179,6 +207,16 @@ impl ConnState {
             return None;
         }
         self.ok_at = now.max(self.last.at);
+        Some(*self)
+    }
+
+    /// A probe's answer lifts the cooldown (the caller checked `probe_may_lift`); `None` when
+    /// it was lifted already.
+    pub fn on_probe_ok(&mut self, now: u64) -> Option<ConnState> {
+        if self.terminal.is_some() || self.lifted() {
+            return None;
+        }
+        self.probe_ok_at = now.max(self.last.at);
         Some(*self)
     }
 

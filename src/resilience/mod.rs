@@ -273,7 +273,15 @@ impl Tables {
         if c.cooling(now) {
             consider(Exclusion::Cooling {
                 reason: c.last.reason,
-                ms: cooling_ms(c, policy, s.provider_conns[site.provider].len(), now),
+                ms: cooling_ms(
+                    c,
+                    policy,
+                    (
+                        s.provider_conns[site.provider].len(),
+                        self.breakers[site.provider].state == breaker::BreakerState::Open,
+                    ),
+                    now,
+                ),
             });
         }
         if let Some(l) = self.lockouts.locked(site.conn, site.model, site.model, now) {
@@ -435,14 +443,22 @@ impl Tables {
     }
 }
 
-/// How long a cooling key is out, as its next chance: a cooldown for the provider's own trouble
-/// ends at the prober's next success, which comes round to this key within one interval per key
-/// of the provider; any other cooldown runs its time.
-fn cooling_ms(c: &ConnState, policy: &settings::ProviderPolicy, keys: usize, now: u64) -> u64 {
+/// How long a cooling key is out, as its next chance: a cooldown a probe may lift (the
+/// provider's own trouble, `ConnState::probe_may_lift`) ends at the prober's next success, which
+/// comes round to this key within one interval per key of the provider (`keys`, with whether
+/// the breaker is open) once the key is due (`ConnState::probe_due`); any other cooldown runs
+/// its time.
+fn cooling_ms(
+    c: &ConnState,
+    policy: &settings::ProviderPolicy,
+    (keys, open): (usize, bool),
+    now: u64,
+) -> u64 {
     let rest = c.cool_end().saturating_sub(now);
     let every = policy.breaker.probe_interval_ms;
-    if every > 0 && c.last.reason.is_some_and(Reason::trips_breaker) {
-        rest.min(every.saturating_mul(keys.max(1) as u64))
+    if every > 0 && c.probe_may_lift(open) {
+        let due = c.probe_due(every).saturating_sub(now);
+        rest.min(due + every.saturating_mul(keys.max(1) as u64))
     } else {
         rest
     }

@@ -31,8 +31,8 @@ impl ProbeAnswer {
 /// Why a provider is probed now, with the probe's spacing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeNeed {
-    /// The keys to ask with, best first: those cooling for the provider's trouble (each probe
-    /// may lift one), else, for an open breaker, keys that are not cooling at all.
+    /// The keys to ask with, best first: those cooling for the provider's trouble that a probe
+    /// may lift (`ConnState::probe_may_lift`), else, for an open breaker, keys that are not cooling at all.
     pub keys: Vec<ConnId>,
     /// How long after this probe the next one may go.
     pub every_ms: u64,
@@ -70,7 +70,9 @@ impl Tables {
             .filter(live)
             .filter(|c| {
                 let st = &self.conns[c.index()];
-                st.cooling(now) && st.last.reason.is_some_and(super::Reason::trips_breaker)
+                st.cooling(now)
+                    && st.probe_may_lift(open)
+                    && st.probe_due(profile.probe_interval_ms) <= now
             })
             .copied()
             .collect();
@@ -108,9 +110,11 @@ impl Tables {
         let ProbeAnswer::Up { key_ok } = answer else {
             return;
         };
+        let mut was_open = false;
         if let (Some(b), Some(p)) = (self.breakers.get_mut(slot), s.providers.get(slot)) {
             b.refresh(now, &p.breaker);
             if b.state == BreakerState::Open {
+                was_open = true;
                 b.on_probe_ok(now, &p.breaker);
                 emit(Event::BreakerProbeOk {
                     provider: slot,
@@ -120,8 +124,8 @@ impl Tables {
         }
         if key_ok
             && let Some(st) = self.conns.get_mut(conn.index())
-            && st.last.reason.is_some_and(super::Reason::trips_breaker)
-            && let Some(state) = st.on_success(now)
+            && st.probe_may_lift(was_open)
+            && let Some(state) = st.on_probe_ok(now)
         {
             emit(Event::Conn { conn, state });
         }

@@ -28,8 +28,9 @@ fn reset_before_headers_fails_over(driver: &str) {
     }
     assert!(attempts_for(&sim, "sk-sim-a") >= 1);
     assert_eq!(attempts_for(&sim, "sk-sim-b"), 4);
-    // Every key failing: both cool, the (local-profile) breaker opens, and the client hears
-    // a precise 503 in its dialect with Retry-After and the reasons.
+    // Every key failing: both cool and the (local-profile) breaker opens for a second; the
+    // request waits for that chance (the half-open breaker's one real request), which fails
+    // too, and the client hears the upstream's failure in its dialect, told when to come back.
     let mut opts = SimOptions::default();
     opts.faults
         .push(parse_fault_arg("key:sk-sim-a=reset").unwrap());
@@ -37,10 +38,18 @@ fn reset_before_headers_fails_over(driver: &str) {
         .push(parse_fault_arg("key:sk-sim-b=reset").unwrap());
     let (_sim, proxy) = sim_proxy(driver, opts);
     let r = proxy.post("/v1/chat/completions", &[], &chat("smart", false));
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert_eq!(r.json()["error"]["code"], "all_targets_cooling_down");
+    assert_eq!(r.status, 502, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["error"]["code"], "upstream_unavailable", "{v}");
+    assert_eq!(
+        v["error"]["diagnostics"]["excluded"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
     assert!(r.header("retry-after").is_some());
-    assert_eq!(attempt_count(&r), 2);
+    assert_eq!(r.header("x-should-retry"), Some("true"));
+    assert_eq!(attempt_count(&r), 3);
 }
 
 fn tls_failure_fails_over(driver: &str) {

@@ -37,6 +37,7 @@ fn a_cooldown_crosses_to_an_instance_with_other_slots_and_another_clock() {
             ..Default::default()
         },
         ok_at: 0,
+        probe_ok_at: 0,
         terminal: None,
     };
     let fact = outgoing(

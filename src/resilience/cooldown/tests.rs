@@ -25,6 +25,7 @@ fn v(reason: Reason, status: u16, hint: Option<u64>) -> Verdict {
         retryable: true,
         rule: None,
         lasting: true,
+        mid_stream: false,
     }
 }
 

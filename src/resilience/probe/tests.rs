@@ -164,3 +164,45 @@ fn an_open_breaker_half_opens_on_a_probe_and_grows_its_spacing_when_it_flaps() {
     t.breakers[0].on_probe_ok(1_350, p);
     assert_eq!(t.breakers[0].state, BreakerState::Open);
 }
+
+#[test]
+fn a_stream_cut_after_its_first_byte_runs_its_timer() {
+    let s = settings(1, 2);
+    let mut t = Tables::new(1, 2);
+    let mut v = crate::resilience::classify::transport(false);
+    v.mid_stream = true;
+    t.on_failure(&s, site(0), &v, 1_000, &mut |_| {});
+    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+    let e = t.blocked(&s, site(0), 1_100).expect("cooling");
+    assert_eq!(e.remaining_ms(), Some(2_900), "the cooldown's own time");
+    let mut events = Vec::new();
+    let up = ProbeAnswer::of_status(200);
+    t.on_probe(&s, 0, ConnId::new(0), up, 1_200, &mut |e| events.push(e));
+    assert!(events.is_empty() && t.blocked(&s, site(0), 1_200).is_some());
+}
+
+#[test]
+fn a_key_that_answers_probes_but_fails_requests_is_tried_less_and_less() {
+    let (s, mut t, _) = failing(1);
+    let every = s.providers[0].breaker.probe_interval_ms;
+    let up = ProbeAnswer::of_status(200);
+    let v = verdict(500, "internal error");
+    let mut now = 1_000;
+    let mut gaps = Vec::new();
+    for _ in 0..4 {
+        // Probed from the first tick it is due, lifted, then its first request fails again.
+        let due = (now..now + 60_000)
+            .step_by(50)
+            .find(|at| t.probe_need(&s, 0, &keys(), *at).is_some())
+            .expect("probed within a minute");
+        gaps.push(due - now);
+        t.on_probe(&s, 0, ConnId::new(0), up, due, &mut |_| {});
+        assert!(t.blocked(&s, site(0), due).is_none(), "lifted");
+        now = due + 10;
+        t.on_failure(&s, site(0), &v, now, &mut |_| {});
+    }
+    assert_eq!(gaps, vec![0, every, 3 * every, 7 * every]);
+    // What a client is told follows the same schedule (2 keys: one probe round after it).
+    let e = t.blocked(&s, site(0), now).expect("cooling");
+    assert_eq!(e.remaining_ms(), Some(15 * every + 2 * every));
+}
