@@ -51,6 +51,7 @@ pub mod proxy; // layer 7
 pub mod resilience; // layer 2
 pub mod route; // layer 4
 pub mod runtime; // layer 8
+pub mod saved; // layer 7
 pub mod secret; // layer 0
 pub mod server; // layer 9
 pub mod simulate; // layer 9

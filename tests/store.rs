@@ -8,6 +8,7 @@ both_drivers!(
     terminal_states_and_admin_settings_survive_a_restart,
     session_affinity_pins_and_repins,
     a_stream_broken_off_pins_no_session,
+    a_cooldown_survives_a_kill_with_the_time_it_has_left,
 );
 
 fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
@@ -176,4 +177,37 @@ fn a_stream_broken_off_pins_no_session(driver: &str) {
         Some("sim/a"),
         "a broken stream pinned its session"
     );
+}
+
+/// SIGKILL, no drain: a key the provider rate limited for 30 s is still cooling after the
+/// restart, with about the time it had left, and is not asked again (a crash loop must not
+/// hammer it).
+fn a_cooldown_survives_a_kill_with_the_time_it_has_left(driver: &str) {
+    let mut opts = SimOptions::default();
+    opts.faults
+        .push(parse_fault_arg("key:sk-sim-a=429;retry-after=30").unwrap());
+    let sim = start_sim(opts);
+    let body = priority_keys(sim.addr, &["a", "b"], "");
+    let mut proxy = Proxy::start(driver, 2, "", &body);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 1);
+    // The state is written once a second, off the request path.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let _ = proxy.child.kill();
+    let _ = proxy.child.wait();
+    let dir = std::mem::replace(&mut proxy.dir, tempdir::new());
+    drop(proxy);
+
+    let proxy = Proxy::start_in(driver, 2, "", &body, dir);
+    let (_, c) = proxy.admin("GET", "/admin/connections");
+    let a = &c["connections"][0];
+    assert_eq!(a["state"], "cooling", "{c}");
+    let left = a["cooling_ms"].as_u64().unwrap_or(0);
+    assert!((10_000..=30_000).contains(&left), "{left} ms left: {c}");
+    for _ in 0..3 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    }
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 1, "not asked again");
 }

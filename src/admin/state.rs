@@ -51,6 +51,7 @@ impl AdminState {
         for (i, st) in shared.stored_terminals(&generation) {
             tables.conns[i] = st;
         }
+        crate::saved::restore(shared.store, &generation, &mut tables);
         let mut transitions = super::transitions::Transitions::default();
         transitions.fit(&generation);
         AdminState {

@@ -11,10 +11,10 @@
 //! probe that fails, or an opening soon after the last close), so a flapping provider is
 //! probed less and less often.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerState {
     Closed,
@@ -43,7 +43,7 @@ pub struct BreakerProfile {
     pub jitter_pct: u8,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Breaker {
     pub state: BreakerState,
     pub failures: u32,
@@ -98,6 +98,26 @@ impl Default for Breaker {
 pub const PROBE_OUT_RETRY_MS: u64 = 1_000;
 
 impl Breaker {
+    /// The same breaker with each of its times passed through `f` (0, never, stays 0): to
+    /// keep it across a restart on the wall clock (`runtime::saved`).
+    pub fn with_times(&self, f: impl Fn(u64) -> u64) -> Breaker {
+        let mut b = self.clone();
+        for t in [
+            &mut b.opened_at,
+            &mut b.last_failure,
+            &mut b.probe_ok_at,
+            &mut b.closed_at,
+        ] {
+            *t = f(*t);
+        }
+        b
+    }
+
+    /// Whether there is anything worth keeping across a restart.
+    pub fn troubled(&self) -> bool {
+        self.state != BreakerState::Closed || self.failures > 0
+    }
+
     /// How long the breaker stays open, jittered by the moment it opened (so every core,
     /// applying the same events, computes the same time).
     pub fn open_ms(&self, p: &BreakerProfile) -> u64 {

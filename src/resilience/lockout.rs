@@ -248,6 +248,11 @@ impl Lockouts {
             .map(|l| l.until)
     }
 
+    /// Every lock on record (ended ones too: their counts are escalation memory).
+    pub fn iter(&self) -> impl Iterator<Item = &Lock> {
+        self.by_conn.iter().flatten()
+    }
+
     /// Merge a lock (from this core or another): the later end and the higher count win.
     pub fn merge(&mut self, lock: Lock) {
         let Some(list) = self.by_conn.get_mut(lock.conn.index()) else {

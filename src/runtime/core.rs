@@ -55,6 +55,8 @@ pub(super) async fn run(
     if id == 0 {
         // One prober for the process: one probe per provider at a time.
         monoio::spawn(crate::proxy::prober::run(core.clone()));
+        // And one writer of the state that outlives a restart.
+        monoio::spawn(crate::saved::run(core.clone()));
     }
     monoio::spawn(crate::flow::run_doorbell(bell, core.flow.clone()));
     // The pump lives as long as the core: queued requests keep being served while draining.
@@ -113,6 +115,8 @@ fn new_core(
     for (i, st) in shared.stored_terminals(&generation) {
         tables.conns[i] = st;
     }
+    // So do cooldowns, lockouts and open breakers, with the time they have left.
+    crate::saved::restore(shared.store, &generation, &mut tables);
     Core {
         id,
         metrics,

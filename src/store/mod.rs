@@ -1,8 +1,8 @@
 //! The durable store: one LMDB (heed) environment under `data_dir`, opened once. Cores and the
 //! admin read it inline with read transactions that never cross an `.await`; only the store
 //! writer thread writes, batching everything queued into one commit. What lives here survives a
-//! restart: terminal connection states (with their reset epochs) and settings changed through
-//! the admin API.
+//! restart: terminal connection states (with their reset epochs), settings changed through
+//! the admin API, and the resilience state with time left on it (`saved`).
 
 pub mod lease_book;
 pub mod lease_view;

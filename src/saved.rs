@@ -1,0 +1,126 @@
+//! Resilience state that survives a restart: cooling keys, model and quota lockouts and
+//! troubled breakers are kept in the store (`saved/…`) on the wall clock, and every core starts
+//! from them with their remaining time, so a crash loop does not hammer a key the provider rate
+//! limited a second ago. (Terminal states have their own entries, `terminal/…`, kept until an
+//! operator resets them.)
+//!
+//! Off the request path: core 0, whose tables replicate every core's events, compares its
+//! tables with what it last wrote once a second and writes only what changed. A state is named
+//! as the fleet names it (`fleet::wire`: `provider/connection` with the key's fingerprint), so
+//! a key replaced in the config starts clean.
+
+use crate::fleet::wire::{Clocks, Fact, Names, incoming, outgoing};
+use crate::resilience::breaker::Breaker;
+use crate::resilience::{Event, Tables};
+use crate::state::core::Core;
+use crate::state::generation::Gen;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The store's prefix for these entries.
+const PREFIX: &str = "saved/";
+/// How often core 0 writes what changed (what a SIGKILL may lose at most).
+const EVERY: Duration = Duration::from_secs(1);
+
+/// What the tables hold worth keeping now, by store key.
+fn entries(t: &Tables, generation: &Gen, names: &Names, now: u64) -> BTreeMap<String, Value> {
+    let clocks = Clocks::now();
+    let mut out = BTreeMap::new();
+    let mut fact = |ev: Event| {
+        if let Some(f) = outgoing(&ev, names, clocks)
+            && let Some((kind, field)) = f.field()
+            && let Ok(v) = serde_json::to_value(&f)
+        {
+            out.insert(format!("{PREFIX}{kind}/{field}"), v);
+        }
+    };
+    for (i, c) in t.conns.iter().enumerate() {
+        if c.terminal.is_none() && c.cooling(now) {
+            let conn = crate::ids::ConnId::new(i);
+            fact(Event::Conn { conn, state: *c });
+        }
+    }
+    for l in t.lockouts.iter().filter(|l| l.until > now) {
+        fact(Event::Lock(l.clone()));
+    }
+    for p in &generation.config.providers {
+        let Some(b) = t.breakers.get(p.slot).filter(|b| b.troubled()) else {
+            continue;
+        };
+        if let Ok(v) = serde_json::to_value(b.with_times(|x| clocks.to_unix(x))) {
+            out.insert(format!("{PREFIX}breaker/{}", p.id), v);
+        }
+    }
+    out
+}
+
+/// Core 0's task: write what changed once a second until shutdown (then once more).
+pub async fn run(core: Rc<Core>) {
+    let store = core.shared.store;
+    let mut written: BTreeMap<String, Value> = store.scan(PREFIX).into_iter().collect();
+    let mut names: Option<Names> = None;
+    loop {
+        monoio::time::sleep(EVERY).await;
+        let generation = core.generation();
+        let g = &generation.generation;
+        if names.as_ref().is_none_or(|n| n.generation != g.number) {
+            names = Some(Names::of(g));
+        }
+        let Some(names) = names.as_ref() else {
+            continue;
+        };
+        let now = crate::clock::now_ms();
+        let fresh = entries(&core.tables.borrow(), g, names, now);
+        for (k, v) in &fresh {
+            if written.get(k) != Some(v) {
+                store.put(k.clone(), v.clone());
+            }
+        }
+        for k in written.keys().filter(|k| !fresh.contains_key(*k)) {
+            store.delete(k.clone());
+        }
+        written = fresh;
+        if core.shared.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+    }
+}
+
+/// Start `tables` from the saved states, with the time each has left.
+pub fn restore(store: &crate::store::Store, generation: &Gen, tables: &mut Tables) {
+    let saved = store.scan(PREFIX);
+    if saved.is_empty() {
+        return;
+    }
+    let names = Names::of(generation);
+    let clocks = Clocks::now();
+    let s = &generation.config.resilience;
+    for (key, value) in saved {
+        if let Some(provider) = key
+            .strip_prefix(PREFIX)
+            .and_then(|k| k.strip_prefix("breaker/"))
+        {
+            let slot = generation
+                .config
+                .providers
+                .iter()
+                .find(|p| p.id == provider)
+                .map(|p| p.slot);
+            if let (Some(slot), Ok(b)) = (slot, serde_json::from_value::<Breaker>(value))
+                && let Some(mine) = tables.breakers.get_mut(slot)
+            {
+                *mine = b.with_times(|x| clocks.to_mono(x));
+            }
+            continue;
+        }
+        let Ok(fact) = serde_json::from_value::<Fact>(value) else {
+            continue; // written by another version: its timers are not worth a refusal
+        };
+        if let Some(ev) = incoming(fact, &names, clocks) {
+            tables.apply(&ev, s);
+        }
+    }
+}
