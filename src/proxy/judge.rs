@@ -308,7 +308,8 @@ pub fn judge(s: &Settings, x: &Exchange, now_unix: u64) -> (Verdict, Option<rest
             None => s,
         },
     };
-    let mut hint = hints::from_limits(x.limits).or_else(|| hints::from_text(&lower));
+    let mut hint = hints::from_limits(x.limits)
+        .or_else(|| hints::from_text(&String::from_utf8_lossy(body), now_unix));
     if hint.is_none()
         && let Some(r) = &restated
     {

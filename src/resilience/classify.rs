@@ -20,6 +20,10 @@ pub enum Reason {
     Banned,
     CreditsExhausted,
     ModelNotFound,
+    /// A 404 with no evidence of what is missing (no model-not-found words or code): often a
+    /// wrong path or base URL. The key cools briefly and the request moves on; no model is
+    /// locked on so little.
+    NotFound,
     ContextOverflow,
     BadRequest,
     Timeout,
@@ -40,6 +44,7 @@ impl Reason {
             Reason::Banned => "banned",
             Reason::CreditsExhausted => "credits_exhausted",
             Reason::ModelNotFound => "model_not_found",
+            Reason::NotFound => "not_found",
             Reason::ContextOverflow => "context_overflow",
             Reason::BadRequest => "bad_request",
             Reason::Timeout => "timeout",
@@ -49,7 +54,7 @@ impl Reason {
     }
 
     pub fn parse(s: &str) -> Option<Reason> {
-        const ALL: [Reason; 14] = [
+        const ALL: [Reason; 15] = [
             Reason::RateLimited,
             Reason::QuotaExhausted,
             Reason::Overloaded,
@@ -59,6 +64,7 @@ impl Reason {
             Reason::Banned,
             Reason::CreditsExhausted,
             Reason::ModelNotFound,
+            Reason::NotFound,
             Reason::ContextOverflow,
             Reason::BadRequest,
             Reason::Timeout,
@@ -334,7 +340,7 @@ pub fn by_status(status: u16) -> Reason {
         401 => Reason::AuthFailure,
         402 => Reason::CreditsExhausted,
         403 => Reason::Rejected,
-        404 => Reason::ModelNotFound,
+        404 => Reason::NotFound,
         408 => Reason::Timeout,
         413 => Reason::ContextOverflow,
         429 => Reason::RateLimited,

@@ -104,8 +104,10 @@ pub fn daily_reset(lower: &str, now_unix_ms: u64) -> Option<Hint> {
     hint(DAY_MS - into_day, HintSource::DailyReset)
 }
 
-/// Phrases such as "please retry in 1.5s", "try again in 20 seconds", "resets in 2h3m".
-pub fn from_text(text: &str) -> Option<Hint> {
+/// Phrases such as "please retry in 1.5s", "try again in 20 seconds", "resets in 2h3m",
+/// "try again in 1m30s", and times to retry at: "retry after 2026-12-05T07:00:00Z", "available
+/// at Sat, 05 Dec 2026 07:00:00 GMT" (RFC 3339 or an HTTP-date; `now_unix_ms` makes it a wait).
+pub fn from_text(text: &str, now_unix_ms: u64) -> Option<Hint> {
     let lower = text.to_ascii_lowercase();
     // Google's RetryInfo detail: `"retryDelay": "37s"`.
     if let Some(pos) = lower.find("\"retrydelay\"") {
@@ -130,7 +132,41 @@ pub fn from_text(text: &str) -> Option<Hint> {
             return hint(ms, HintSource::Body);
         }
     }
+    for phrase in [
+        "retry after ",
+        "retry at ",
+        "try again at ",
+        "try again after ",
+        "available at ",
+        "available after ",
+        "resets at ",
+        "reset at ",
+    ] {
+        let Some(pos) = lower.find(phrase) else {
+            continue;
+        };
+        // (ASCII lower-casing kept every byte where it was: the original's case parses.)
+        let rest = text.get(pos + phrase.len()..).unwrap_or("");
+        if let Some(at) = time_phrase(rest) {
+            return hint(at.saturating_sub(now_unix_ms), HintSource::Body);
+        }
+    }
     None
+}
+
+/// An RFC 3339 time or an HTTP-date at the start of `s`, as Unix milliseconds.
+fn time_phrase(s: &str) -> Option<u64> {
+    let token = s
+        .split_whitespace()
+        .next()?
+        .trim_end_matches(['.', ',', ';', ')', '"', '\'']);
+    if let Some(at) = parse_rfc3339(token) {
+        return Some(at);
+    }
+    // An HTTP-date is 29 characters: `Sat, 05 Dec 2026 07:00:00 GMT`.
+    let date = s.get(..29)?;
+    let t = httpdate::parse_http_date(date).ok()?;
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64)
 }
 
 /// `1.5s`, `20 seconds`, `2h3m4s`, `5 minutes` at the start of `s`.
@@ -139,6 +175,10 @@ fn duration_phrase(s: &str) -> Option<u64> {
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == ' ')
         .collect();
+    // A date or a time of day (`2026-12-05T…`, `07:00`) is a time to retry at, not a wait.
+    if s[token.len()..].starts_with(['-', ':', '/']) {
+        return None;
+    }
     let mut words = token.split_whitespace();
     let first = words.next()?.trim_end_matches('.');
     if let Some(ms) = parse_duration(first)

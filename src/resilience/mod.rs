@@ -377,7 +377,10 @@ impl Tables {
                 tenant: site.tenant,
             });
         }
-        if s.gate_enabled && v.scope != Scope::Request && v.reason != Reason::ModelNotFound {
+        if s.gate_enabled
+            && v.scope != Scope::Request
+            && !matches!(v.reason, Reason::ModelNotFound | Reason::NotFound)
+        {
             self.gates[site.provider].on_failure(now, &policy.gate);
             emit(Event::GateFailure {
                 provider: site.provider,

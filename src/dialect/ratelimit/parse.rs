@@ -15,11 +15,15 @@ fn ms_from_secs(f: f64) -> u64 {
     (f * 1000.0).min(MAX_HINT_MS as f64).ceil() as u64
 }
 
-/// `Retry-After`: delay-seconds (a float is tolerated) or an HTTP-date.
+/// `Retry-After`: delay-seconds (a float is tolerated) or an HTTP-date (an RFC 3339 time,
+/// which some gateways send there, is read too).
 pub fn parse_retry_after(v: &str, now_unix_ms: u64) -> Option<u64> {
     let v = v.trim();
     if let Some(f) = number(v) {
         return Some(ms_from_secs(f));
+    }
+    if let Some(at) = parse_rfc3339(v) {
+        return Some(at.saturating_sub(now_unix_ms));
     }
     let t = httpdate::parse_http_date(v).ok()?;
     let at = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64;

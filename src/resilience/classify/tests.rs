@@ -98,7 +98,21 @@ fn statuses_without_markers() {
         (v.reason, v.scope, v.retryable),
         (Reason::BadRequest, Scope::Request, false)
     );
-    let v = judge(404, "");
+    // A bare 404 is no evidence that the model is missing (a wrong path answers the same):
+    // the key cools briefly, the request moves on, no model is locked.
+    for body in ["", "<html>404 Not Found</html>", r#"{"error":"Not Found"}"#] {
+        let v = judge(404, body);
+        assert_eq!(
+            (v.reason, v.scope, v.retryable),
+            (Reason::NotFound, Scope::Connection, true),
+            "{body}"
+        );
+    }
+    // With evidence it is the model's.
+    let v = judge(
+        404,
+        r#"{"error":{"code":"model_not_found","message":"nope"}}"#,
+    );
     assert_eq!((v.reason, v.scope), (Reason::ModelNotFound, Scope::Model));
 }
 
@@ -190,7 +204,7 @@ fn google_resource_exhausted_is_a_quota_wall_not_spent_credits() {
     assert_eq!(v.scope, Scope::Connection);
     assert_eq!(v.rule.as_deref(), Some("resource_exhausted"));
     // Its RetryInfo is a retry hint.
-    let hint = crate::resilience::hints::from_text(&body).map(|h| h.ms);
+    let hint = crate::resilience::hints::from_text(&body, 0).map(|h| h.ms);
     assert_eq!(hint, Some(37_000));
 }
 

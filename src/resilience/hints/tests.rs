@@ -19,6 +19,8 @@ fn retry_after_seconds_float_and_date() {
     assert_eq!(parse_retry_after("-5", NOW), None);
     assert_eq!(parse_retry_after("soon", NOW), None);
     assert_eq!(parse_retry_after("NaN", NOW), None);
+    // An ISO 8601 / RFC 3339 time where an HTTP-date belongs.
+    assert_eq!(parse_retry_after("2025-08-21T12:24:00Z", NOW), Some(40_000));
 }
 
 #[test]
@@ -123,15 +125,34 @@ fn garbage_is_ignored_and_absurd_is_clamped() {
 
 #[test]
 fn body_phrases() {
-    let ms = |t: &str| from_text(t).map(|h| h.ms);
+    let ms = |t: &str| from_text(t, 0).map(|h| h.ms);
     assert_eq!(ms("Rate limit reached. Please retry in 1.5s."), Some(1_500));
     assert_eq!(ms("Please try again in 20 seconds"), Some(20_000));
     assert_eq!(ms("quota resets in 2h3m4s"), Some(7_384_000));
     assert_eq!(ms("Retry after 5 minutes"), Some(300_000));
     assert_eq!(ms("try again in 547ms"), Some(547));
     assert_eq!(ms("try again later"), None);
+    assert_eq!(ms("Rate limited. Please try again in 1m30s."), Some(90_000));
+    // Times to retry at, as a wait from now.
+    let now = 1_796_083_200_000; // 2026-12-01T00:00:00Z
+    let at = |t: &str| from_text(t, now).map(|h| h.ms);
     assert_eq!(
-        from_text("retry in 3s").map(|h| h.source),
+        at("Quota exceeded; retry after 2026-12-01T00:01:30Z."),
+        Some(90_000)
+    );
+    assert_eq!(
+        at("retry at 2026-12-01T01:00:00.000+01:00"),
+        None,
+        "in the past"
+    );
+    assert_eq!(
+        at("Capacity available at Tue, 01 Dec 2026 00:00:45 GMT, try then"),
+        Some(45_000)
+    );
+    assert_eq!(at("Try again after 2026-12-01T00:00:10Z"), Some(10_000));
+    assert_eq!(at("retry after tomorrow"), None);
+    assert_eq!(
+        from_text("retry in 3s", 0).map(|h| h.source),
         Some(HintSource::Body)
     );
 }
