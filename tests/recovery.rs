@@ -16,6 +16,7 @@ both_drivers!(
     back_within_a_second_of_a_500_burst,
     back_within_a_second_of_a_killed_upstream,
     breaker_opens_and_one_probe_closes_it,
+    every_anthropic_target_overloaded_is_a_529_to_an_anthropic_client,
 );
 
 /// The bound on "within a second": the prober's spacing (300 ms for API keys) plus a loaded
@@ -233,4 +234,43 @@ fn breaker_opens_and_one_probe_closes_it(driver: &str) {
     }
     let (_, b) = proxy.admin("GET", "/admin/breakers");
     assert_eq!(b["breakers"][0]["state"], "closed", "{b}");
+}
+
+/// Every Anthropic key overloaded: an Anthropic client hears Anthropic's own 529
+/// `overloaded_error` (its SDK's and Claude Code's overload handling start on it), told when to
+/// come back; an OpenAI client of the same route hears Ringside's 503.
+fn every_anthropic_target_overloaded_is_a_529_to_an_anthropic_client(driver: &str) {
+    let mut opts = SimOptions::default();
+    for key in ["sk-sim-a", "sk-sim-b"] {
+        let spec = format!("key:{key}=529;retry-after=20");
+        opts.faults.push(parse_fault_arg(&spec).expect("fault"));
+    }
+    let sim = start_sim(opts);
+    let body = priority_keys(sim.addr, &["a", "b"], "")
+        .replace("dialect = \"openai\"", "dialect = \"anthropic\"");
+    let proxy = Proxy::start(driver, 2, "", &(body + "[resilience]\nmax_wait_ms = 0\n"));
+    let msg = r#"{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#;
+    // The first request meets both overloads: the last upstream word, as Anthropic said it.
+    let r = proxy.post("/v1/messages", &[], msg);
+    assert_eq!(r.status, 529, "{}", r.text());
+    // Both keys cooling for the overload: Ringside's own answer, in Anthropic's terms.
+    let r = proxy.post("/v1/messages", &[], msg);
+    assert_eq!(r.status, 529, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["type"], "error", "{v}");
+    assert_eq!(v["error"]["type"], "overloaded_error", "{v}");
+    assert_eq!(r.header("x-should-retry"), Some("true"));
+    let wait: u64 = r
+        .header("retry-after")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!((1..=20).contains(&wait), "retry-after {wait}");
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a") + attempts_for(&sim, "sk-sim-b"),
+        2
+    );
+    // An OpenAI client has no 529: the route's 503.
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "all_targets_cooling_down");
 }

@@ -101,12 +101,50 @@ pub(super) async fn give_up(
         return pass_through(ctx, endpoint, wr, l, resp, wait).await;
     }
     let err = super::answer::table(ctx, &stop, last.as_ref(), earliest);
+    let err = overloaded_for_anthropic(err, endpoint, &timers, last.as_ref());
     let diag = diagnostics_for(ctx, last.as_ref());
     let attempts = ctx.attempts_header(None);
     let err = err
         .extra(json!({"diagnostics": diag}))
         .header("x-ringside-attempts", attempts);
     finish_error(ctx, wr, &err, true).await
+}
+
+/// Every target overloaded, said as Anthropic says it to an Anthropic client: a 529
+/// `overloaded_error` (Claude Code's `--fallback-model` and the SDKs' overload handling start
+/// on it), not Ringside's 503. Overloaded: each candidate cools for an overload or sits behind
+/// an open breaker, and at least one overload was seen.
+fn overloaded_for_anthropic(
+    mut err: crate::dialect::ApiError,
+    endpoint: crate::dialect::Endpoint,
+    timers: &[&Exclusion],
+    last: Option<&LastFailure>,
+) -> crate::dialect::ApiError {
+    use crate::resilience::classify::Reason::Overloaded;
+    let overload = |e: &&&Exclusion| {
+        matches!(
+            e,
+            Exclusion::Cooling {
+                reason: Some(Overloaded),
+                ..
+            } | Exclusion::Lockout {
+                reason: Overloaded,
+                ..
+            }
+        )
+    };
+    let seen =
+        timers.iter().any(|e| overload(&e)) || last.is_some_and(|l| l.verdict.reason == Overloaded);
+    let all = timers
+        .iter()
+        .all(|e| overload(&e) || matches!(e, Exclusion::BreakerOpen { .. }));
+    if endpoint.dialect() == crate::dialect::Dialect::Anthropic && err.status == 503 && seen && all
+    {
+        err.status = 529;
+        err.code = "overloaded";
+        err.message = format!("every target is overloaded; {}", err.message);
+    }
+    err
 }
 
 /// Names and upstream text are for the operator; a tenant gets the count and its request id
