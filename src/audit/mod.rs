@@ -87,10 +87,14 @@ pub struct Record {
     /// The lease generation the request was fenced with (never the owner value).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_generation: Option<u64>,
-    /// The client said this request is its retry number N (`resilience.client_retry_header`):
-    /// its attempt budget was smaller by N.
+    /// The client's retry: its attempt budget was smaller by N, the retry number its header
+    /// said (`resilience.client_retry_header`) or the attempts the same request cost before.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_retry: Option<u32>,
+    /// Known as a retry by what it sent: the same request from the same client or session
+    /// was given up on within `resilience.retry_window_ms` (`resilience::repeats`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub same_request_retry: bool,
     /// What the SSE scanner saw in a streamed answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_stats: Option<StreamStats>,

@@ -126,6 +126,7 @@ pub(super) fn resolve(
     s.gate_enabled = r.provider_gate;
     s.rate_limit_scope = rate_limit_scope(out, &r.rate_limit_scope);
     s.client_retry_header = client_retry_header(out, &r.client_retry_header);
+    s.retry_window_ms = out.clamped("resilience.retry_window_ms", r.retry_window_ms, 0, 600_000);
     s.lockout = lockout(out, &r.lockout);
     let known = |p: &Option<String>| {
         p.as_ref()

@@ -33,6 +33,10 @@ pub struct ResilienceSection {
     /// The request header that says a request is a client's retry, with its retry number (the
     /// OpenAI and Anthropic SDKs send `x-stainless-retry-count`; "" turns this off).
     pub client_retry_header: String,
+    /// How long (ms) a request Ringside gave up on is remembered: the same request (same
+    /// client or session, same body) again within it is the client's retry, and gets only what
+    /// is left of the first one's attempts (0 turns this off).
+    pub retry_window_ms: u64,
     /// Jitter on the waits Ringside computes (backoff cooldowns, breaker open time, lease
     /// `Retry-After`), ± this fraction (0 to 0.5; 0 turns it off). Waits an upstream announced
     /// are honoured as given.
@@ -56,6 +60,7 @@ impl Default for ResilienceSection {
             decision_ring_plain: 64,
             breaker_min_tenants: None,
             client_retry_header: "x-stainless-retry-count".into(),
+            retry_window_ms: crate::resilience::settings::DEFAULT_RETRY_WINDOW_MS,
             jitter: 0.2,
             lockout: LockoutSection::default(),
             rules: Vec::new(),

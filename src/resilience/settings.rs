@@ -40,6 +40,10 @@ pub struct ProviderPolicy {
 
 /// Built-in profile defaults (where they differ from the reference gateway's, these are the
 /// ones Ringside ships, chosen for its own behaviour).
+/// `resilience.retry_window_ms`'s default: an SDK's or an agent's retries of one request come
+/// within a minute.
+pub const DEFAULT_RETRY_WINDOW_MS: u64 = 60_000;
+
 /// `resilience.jitter`'s default: computed waits vary by ±20 %.
 pub const DEFAULT_JITTER_PCT: u8 = 20;
 
@@ -147,6 +151,9 @@ pub struct Settings {
     pub decision_ring_plain: usize,
     /// The header a client's retry number comes in (lower case; empty: not read).
     pub client_retry_header: String,
+    /// How long a request given up on is remembered, so that the same request again is known
+    /// as the client's retry (`repeats`; 0: never).
+    pub retry_window_ms: u64,
     /// Jitter on computed waits, ± percent (`resilience.jitter`).
     pub jitter_pct: u8,
 }
@@ -169,6 +176,7 @@ impl Default for Settings {
             decision_ring: 1024,
             decision_ring_plain: 64,
             client_retry_header: "x-stainless-retry-count".into(),
+            retry_window_ms: DEFAULT_RETRY_WINDOW_MS,
             jitter_pct: DEFAULT_JITTER_PCT,
         }
     }

@@ -87,6 +87,7 @@ pub(super) fn build(
         fleet: Default::default(),
         usage_walls,
         tokens,
+        repeats: Default::default(),
     });
     let inboxes = inboxes.into_iter().zip(bell_readers).collect();
     Ok((shared, (inboxes, admin_inbox, fleet_inbox)))

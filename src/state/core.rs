@@ -63,6 +63,8 @@ pub struct Shared {
     pub usage_walls: crate::resilience::usage_wall::walls::Walls,
     /// OAuth access tokens refreshed at run time, per connection slot.
     pub tokens: crate::upstream::tokens::Tokens,
+    /// The requests given up on lately, to know a client's retry of one (`resilience::repeats`).
+    pub repeats: crate::resilience::repeats::Repeats,
 }
 
 impl Shared {

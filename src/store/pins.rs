@@ -7,13 +7,15 @@ use super::Store;
 
 /// Where a session's id is found: Ringside's own header and the common ones (never forwarded
 /// upstream), then the coding agents' own, which go on to the provider as the agent sent them:
-/// Claude Code's and Codex's (`session-id`).
-const SESSION_HEADERS: [&str; 5] = [
+/// Claude Code's and Codex's (`session-id` or `session_id`, and its `thread-id`).
+const SESSION_HEADERS: [&str; 7] = [
     "x-ringside-session",
     "x-session-id",
     "x-codex-session-id",
     "x-claude-code-session-id",
     "session-id",
+    "session_id",
+    "thread-id",
 ];
 
 /// The session key a request carries, as a stable store key.

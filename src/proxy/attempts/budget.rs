@@ -26,10 +26,15 @@ pub(super) fn budget_for(ctx: &mut Ctx<'_, '_>, entry: &Entry) -> Budget {
     );
     let mut max_attempts = ctx.config().upstream.max_attempts;
     // A client's own retry gets what is left of one budget, so that an SDK that retries
-    // anyway (`x-should-retry: false` notwithstanding) cannot multiply upstream attempts.
-    if let Some(n) = client_retry(ctx.head, &s.client_retry_header) {
-        ctx.record.client_retry = Some(n);
-        max_attempts = max_attempts.saturating_sub(n).max(1);
+    // anyway (`x-should-retry: false` notwithstanding) cannot multiply upstream attempts: known
+    // by its header, or by being the same request as one given up on a moment ago.
+    let said = client_retry(ctx.head, &s.client_retry_header).unwrap_or(0);
+    let repeated = repeat_spent(ctx, s.retry_window_ms).unwrap_or(0);
+    ctx.record.same_request_retry = repeated > 0;
+    let less = said.max(repeated);
+    if less > 0 {
+        ctx.record.client_retry = Some(less);
+        max_attempts = max_attempts.saturating_sub(less).max(1);
     }
     Budget::new(
         max_attempts,
@@ -46,4 +51,27 @@ fn client_retry(head: &crate::http::Head, header: &str) -> Option<u32> {
     }
     let n: u32 = head.get_str(header)?.trim().parse().ok()?;
     (n > 0).then_some(n.min(100))
+}
+
+/// The digest by which a request's repeat is known: who sent it (tenant and session) and what
+/// it asked (endpoint and body).
+pub(crate) fn repeat_digest(ctx: &Ctx<'_, '_>) -> u64 {
+    let session = crate::store::pins::session_key(ctx.head).unwrap_or_default();
+    ctx.core.shared.repeats.digest(
+        ctx.tenant,
+        session.as_bytes(),
+        ctx.head.path().as_bytes(),
+        &ctx.admitted.body,
+    )
+}
+
+/// The upstream attempts the same request cost within the window, if it was given up on then.
+/// Nothing is hashed unless some request was given up on lately (one atomic load).
+fn repeat_spent(ctx: &Ctx<'_, '_>, window_ms: u64) -> Option<u32> {
+    let now = crate::clock::now_ms();
+    let repeats = &ctx.core.shared.repeats;
+    if window_ms == 0 || !repeats.any_within(now, window_ms) {
+        return None;
+    }
+    repeats.spent(repeat_digest(ctx), now, window_ms)
 }

@@ -171,6 +171,7 @@ pub(super) async fn conclude(
         })
         .collect();
     let endpoint = ctx.admitted.endpoint;
+    remember_given_up(ctx, st.last.as_ref().map(|l| l.verdict.retryable));
     super::super::give_up::give_up(
         ctx,
         endpoint,
@@ -264,4 +265,17 @@ fn larger_context(at: &Tried<'_>) -> bool {
             (Some(_), None) => true,
             (None, _) => false,
         })
+}
+
+/// A request given up on is remembered for a while, so that the client's retry of it is known
+/// (`resilience::repeats`); one the client must change first (a bad request) is not.
+fn remember_given_up(ctx: &Ctx<'_, '_>, retryable: Option<bool>) {
+    let window_ms = ctx.config().resilience.retry_window_ms;
+    let spent = ctx.record.attempts.len() as u32;
+    if window_ms == 0 || spent == 0 || retryable == Some(false) {
+        return;
+    }
+    let digest = super::budget::repeat_digest(ctx);
+    let now = crate::clock::now_ms();
+    ctx.core.shared.repeats.note(digest, spent, now, window_ms);
 }
