@@ -253,6 +253,16 @@ fn every_anthropic_target_overloaded_is_a_529_to_an_anthropic_client(driver: &st
     // The first request meets both overloads: the last upstream word, as Anthropic said it.
     let r = proxy.post("/v1/messages", &[], msg);
     assert_eq!(r.status, 529, "{}", r.text());
+    // The decision record says what each failure was taken to mean, by which rule, and where
+    // the wait came from.
+    let id = r.header("x-request-id").unwrap_or_default().to_string();
+    let d = proxy.decision(&id);
+    let first = &d["attempts"][0];
+    assert_eq!(first["reason"], "overloaded", "{d}");
+    assert_eq!(first["scope"], "connection", "{d}");
+    assert_eq!(first["rule"], "overloaded", "{d}");
+    assert_eq!(first["hint_source"], "retry_after", "{d}");
+    assert_eq!(first["retry_after_ms"], 20_000, "{d}");
     // Both keys cooling for the overload: Ringside's own answer, in Anthropic's terms.
     let r = proxy.post("/v1/messages", &[], msg);
     assert_eq!(r.status, 529, "{}", r.text());

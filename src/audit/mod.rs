@@ -21,6 +21,20 @@ pub struct AttemptRecord {
     /// Classified reason of a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+    /// What the failure was judged to say something about: `request`, `model` (the model on
+    /// this key), `connection` (the key; its account's keys too for an account-wide limit) or
+    /// `provider`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<&'static str>,
+    /// The rule that decided (an operator's or a built-in's id; `status_default` when none
+    /// matched and the status alone did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Where `retry_after_ms` came from: `retry_after_ms`, `retry_after`, `openai_reset`,
+    /// `anthropic_reset`, `rate_limit_reset`, `body`, `restated`, `daily_reset`, or `rule` (a
+    /// rule's fixed cooldown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint_source: Option<&'static str>,
     /// Status before a restatement rule changed it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restated_from: Option<u16>,

@@ -91,8 +91,23 @@ pub(super) fn select(
     let order = pinned_first
         .into_iter()
         .chain((0..ordered.len()).filter(|&k| Some(k) != pinned_first));
-    for k in order {
-        let c = ordered[k];
+    // A half-open breaker's one real request goes where success is likely: a key that has not
+    // failed lately goes before one that has (the key that opened it is tried last).
+    let mut doubtful: Option<Candidate> = None;
+    for k in order.chain(std::iter::once(usize::MAX)) {
+        let c = match ordered.get(k) {
+            Some(&c)
+                if doubtful.is_none() && ordered.len() > 1 && doubtful_probe(ctx, &tables, c) =>
+            {
+                doubtful = Some(c);
+                continue;
+            }
+            Some(&c) => c,
+            None => match doubtful.take() {
+                Some(c) => c,
+                None => break,
+            },
+        };
         match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
             Ok(admit) => {
                 return Some((c, admit));
@@ -101,6 +116,23 @@ pub(super) fn select(
         }
     }
     None
+}
+
+/// Whether `c` would be a half-open breaker's probe with a key that failed lately.
+fn doubtful_probe(ctx: &Ctx<'_, '_>, tables: &crate::resilience::Tables, c: Candidate) -> bool {
+    let p = ctx.config().provider_of(c.connection).unwrap_or(0);
+    tables
+        .breakers
+        .get(p)
+        // (An open breaker whose time is up half-opens when it is asked.)
+        .is_some_and(|b| {
+            use crate::resilience::breaker::BreakerState::{HalfOpen, Open};
+            matches!(b.state, Open | HalfOpen)
+        })
+        && tables
+            .conns
+            .get(c.connection.index())
+            .is_some_and(|st| st.has_error())
 }
 
 /// Where an attempt on `c` would go: its provider, connection, model and the tenant.

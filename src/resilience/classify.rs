@@ -110,6 +110,33 @@ pub enum Scope {
 }
 
 impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Request => "request",
+            Scope::Model => "model",
+            Scope::Connection => "connection",
+            Scope::Provider => "provider",
+        }
+    }
+}
+
+impl Verdict {
+    /// The rule that decided, as the decision record names it.
+    pub fn rule_id(&self) -> String {
+        self.rule.clone().unwrap_or_else(|| "status_default".into())
+    }
+
+    /// Where the wait came from: the rule's fixed cooldown, else the hint's source.
+    pub fn wait_source(&self) -> Option<&'static str> {
+        if self.cooldown_ms.is_some() {
+            Some("rule")
+        } else {
+            self.hint.map(|h| h.source.as_str())
+        }
+    }
+}
+
+impl Scope {
     pub fn parse(s: &str) -> Option<Scope> {
         Some(match s {
             "request" => Scope::Request,

@@ -38,6 +38,14 @@ pub struct CooldownProfile {
     pub jitter_pct: u8,
 }
 
+/// How widely a provider is in trouble (`resilience::Tables::trouble`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trouble {
+    pub breaker_open: bool,
+    /// Every usable key of the provider is down for the provider's trouble.
+    pub every_key_down: bool,
+}
+
 /// The most recent failure of a connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Failure {
@@ -98,13 +106,22 @@ impl ConnState {
     }
 
     /// Whether a probe's answer may end this cooldown: it is for the provider's own trouble
-    /// (5xx, overload, timeout, transport) met before the first byte went to the client, or
-    /// while the provider's breaker is open. A stream cut after its first byte says little
-    /// about whether the provider answers: its timer runs.
-    pub fn probe_may_lift(&self, breaker_open: bool) -> bool {
+    /// (5xx, overload, timeout, transport) and the trouble is the provider's as a whole: its
+    /// breaker is open, or every key of it is down the same way before the first byte. A model
+    /// list that answers says nothing about one key's or one model's trouble while the
+    /// provider's other keys serve, nor about a stream cut after its first byte: those timers
+    /// run.
+    pub fn probe_may_lift(&self, trouble: Trouble) -> bool {
         self.has_error()
             && self.last.reason.is_some_and(Reason::trips_breaker)
-            && (breaker_open || !self.last.mid_stream)
+            && (trouble.breaker_open || (trouble.every_key_down && !self.last.mid_stream))
+    }
+
+    /// Whether this key is down for the provider's own trouble met before the first byte.
+    pub fn down_before_first_byte(&self, now: u64) -> bool {
+        self.cooling(now)
+            && self.last.reason.is_some_and(Reason::trips_breaker)
+            && !self.last.mid_stream
     }
 
     /// When a probe may first lift this cooldown, probes `every_ms` apart: at once after a

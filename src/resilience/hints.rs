@@ -17,6 +17,7 @@ pub use crate::dialect::ratelimit::{
 pub enum HintSource {
     RetryAfterMs,
     RetryAfter,
+    #[serde(rename = "openai_reset")]
     OpenAiReset,
     AnthropicReset,
     RateLimitReset,
@@ -28,6 +29,19 @@ pub enum HintSource {
 }
 
 impl HintSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HintSource::RetryAfterMs => "retry_after_ms",
+            HintSource::RetryAfter => "retry_after",
+            HintSource::OpenAiReset => "openai_reset",
+            HintSource::AnthropicReset => "anthropic_reset",
+            HintSource::RateLimitReset => "rate_limit_reset",
+            HintSource::Body => "body",
+            HintSource::Restated => "restated",
+            HintSource::DailyReset => "daily_reset",
+        }
+    }
+
     /// Header hints are the upstream's own word; body prose is a guess.
     pub fn is_header(self) -> bool {
         !matches!(

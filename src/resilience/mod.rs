@@ -279,7 +279,7 @@ impl Tables {
                     policy,
                     (
                         s.provider_conns[site.provider].len(),
-                        self.breakers[site.provider].state == breaker::BreakerState::Open,
+                        self.trouble(s, site.provider, now),
                     ),
                     now,
                 ),
@@ -449,18 +449,18 @@ impl Tables {
 
 /// How long a cooling key is out, as its next chance: a cooldown a probe may lift (the
 /// provider's own trouble, `ConnState::probe_may_lift`) ends at the prober's next success, which
-/// comes round to this key within one interval per key of the provider (`keys`, with whether
-/// the breaker is open) once the key is due (`ConnState::probe_due`); any other cooldown runs
+/// comes round to this key within one interval per key of the provider (`keys`, with how widely
+/// the provider is in trouble) once the key is due (`ConnState::probe_due`); any other cooldown runs
 /// its time.
 fn cooling_ms(
     c: &ConnState,
     policy: &settings::ProviderPolicy,
-    (keys, open): (usize, bool),
+    (keys, trouble): (usize, cooldown::Trouble),
     now: u64,
 ) -> u64 {
     let rest = c.cool_end().saturating_sub(now);
     let every = policy.breaker.probe_interval_ms;
-    if every > 0 && c.probe_may_lift(open) {
+    if every > 0 && c.probe_may_lift(trouble) {
         let due = c.probe_due(every).saturating_sub(now);
         rest.min(due + every.saturating_mul(keys.max(1) as u64))
     } else {

@@ -4,6 +4,7 @@
 //! connection): one answer from the provider then ends what a timer would otherwise hold.
 
 use super::breaker::BreakerState;
+use super::cooldown::Trouble;
 use super::{Event, Settings, Tables};
 use crate::ids::ConnId;
 
@@ -65,13 +66,14 @@ impl Tables {
                 .get(c.index())
                 .is_some_and(|st| st.terminal.is_none())
         };
+        let trouble = self.trouble(s, slot, now);
         let troubled: Vec<ConnId> = keys
             .iter()
             .filter(live)
             .filter(|c| {
                 let st = &self.conns[c.index()];
                 st.cooling(now)
-                    && st.probe_may_lift(open)
+                    && st.probe_may_lift(trouble)
                     && st.probe_due(profile.probe_interval_ms) <= now
             })
             .copied()
@@ -96,6 +98,27 @@ impl Tables {
         (!keys.is_empty()).then_some(ProbeNeed { keys, every_ms })
     }
 
+    /// How widely the provider in `slot` is in trouble now (`ConnState::probe_may_lift`).
+    pub fn trouble(&self, s: &Settings, slot: usize, now: u64) -> Trouble {
+        let breaker_open = self
+            .breakers
+            .get(slot)
+            .is_some_and(|b| b.state == BreakerState::Open);
+        let mut live = s
+            .provider_conns
+            .get(slot)
+            .map_or(&[][..], |k| &k[..])
+            .iter()
+            .filter_map(|c| self.conns.get(c.index()))
+            .filter(|st| st.terminal.is_none())
+            .peekable();
+        let every_key_down = live.peek().is_some() && live.all(|st| st.down_before_first_byte(now));
+        Trouble {
+            breaker_open,
+            every_key_down,
+        }
+    }
+
     /// Apply a probe's answer for `conn` of the provider in `slot`; each resulting event goes
     /// to `emit` (for the other cores).
     pub fn on_probe(
@@ -110,11 +133,10 @@ impl Tables {
         let ProbeAnswer::Up { key_ok } = answer else {
             return;
         };
-        let mut was_open = false;
+        let trouble = self.trouble(s, slot, now);
         if let (Some(b), Some(p)) = (self.breakers.get_mut(slot), s.providers.get(slot)) {
             b.refresh(now, &p.breaker);
             if b.state == BreakerState::Open {
-                was_open = true;
                 b.on_probe_ok(now, &p.breaker);
                 emit(Event::BreakerProbeOk {
                     provider: slot,
@@ -124,7 +146,7 @@ impl Tables {
         }
         if key_ok
             && let Some(st) = self.conns.get_mut(conn.index())
-            && st.probe_may_lift(was_open)
+            && st.probe_may_lift(trouble)
             && let Some(state) = st.on_probe_ok(now)
         {
             emit(Event::Conn { conn, state });

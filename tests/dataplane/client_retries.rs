@@ -32,8 +32,11 @@ fn client_retries_get_a_smaller_budget(driver: &str) {
     let proxy = Proxy::start(driver, 2, "", &body);
     let (max_attempts, retries) = (3, 2);
     let attempts = || sim_stats(&sim)["total"].as_u64().unwrap_or(0);
-    for _ in 0..10 {
-        let r = proxy.post("/v1/chat/completions", &[], &chat("gpt-4o-mini", false));
+    // Each a question of its own: the same request again would be known as a retry by what
+    // it sends (tests/client_retries.rs), which this test leaves aside.
+    let ask = |i: usize| chat("gpt-4o-mini", false).replace("\"hi\"", &format!("\"q{i}\""));
+    for i in 0..10 {
+        let r = proxy.post("/v1/chat/completions", &[], &ask(i));
         assert_eq!(r.status, 429, "{}", r.text());
     }
     assert_eq!(
@@ -44,8 +47,8 @@ fn client_retries_get_a_smaller_budget(driver: &str) {
     let retry_count = retries.to_string();
     let retry = [("x-stainless-retry-count", retry_count.as_str())];
     let mut id = String::new();
-    for _ in 0..100 {
-        let r = proxy.post("/v1/chat/completions", &retry, &chat("gpt-4o-mini", false));
+    for i in 0..100 {
+        let r = proxy.post("/v1/chat/completions", &retry, &ask(100 + i));
         assert_eq!(r.status, 429, "{}", r.text());
         id = r.header("x-request-id").unwrap_or_default().to_string();
     }

@@ -410,11 +410,13 @@ fn one_tenant_cannot_open_a_breaker_for_all(driver: &str) {
     };
     // One tenant's requests fail upstream, again and again (its own poison requests).
     let noisy_auth = format!("Bearer {noisy}");
-    for _ in 0..4 {
+    for i in 0..4 {
+        // (Four requests of its own: the same one again would be a retry, with one attempt.)
+        let body = chat("m", false).replace("\"hi\"", &format!("\"q{i}\""));
         let r = proxy.post(
             "/v1/chat/completions",
             &[("authorization", &noisy_auth), ("x-sim-fault", "500")],
-            &chat("m", false),
+            &body,
         );
         assert_eq!(r.status, 500, "{}", r.text());
         assert_eq!(attempt_count(&r), 3);

@@ -30,11 +30,25 @@ fn failing(fail: u64) -> (Settings, Tables, Vec<Event>) {
     (s, t, events)
 }
 
+/// Both keys of the provider down with 500s from t = 1000 (key 0 `fail` times).
+fn both_failing(fail: u64) -> (Settings, Tables) {
+    let (s, mut t, _) = failing(fail);
+    let v = verdict(500, "internal error");
+    t.on_failure(&s, site(1), &v, 1_000, &mut |_| {});
+    (s, t)
+}
+
 #[test]
 fn a_healthy_provider_is_not_probed() {
     let s = settings(1, 2);
     let mut t = Tables::new(1, 2);
     assert_eq!(t.probe_need(&s, 0, &keys(), 5_000), None);
+    // One key down while the other serves: the trouble is the key's (or its model's), which a
+    // model list cannot speak for; its timer runs.
+    let (s, mut t, _) = failing(1);
+    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+    let e = t.blocked(&s, site(0), 1_100).expect("cooling");
+    assert_eq!(e.remaining_ms(), Some(2_900), "the cooldown's own time");
     // Probes off for the provider: never, whatever its state.
     let (mut s, mut t, _) = failing(1);
     s.providers[0].breaker.probe_interval_ms = 0;
@@ -43,9 +57,13 @@ fn a_healthy_provider_is_not_probed() {
 
 #[test]
 fn a_key_cooling_for_a_5xx_is_probed_and_lifted_by_an_answer() {
-    let (s, mut t, _) = failing(1);
+    let (s, mut t) = both_failing(1);
     let need = t.probe_need(&s, 0, &keys(), 1_100).expect("probed");
-    assert_eq!(need.keys, vec![ConnId::new(0)], "the cooling key first");
+    assert_eq!(
+        need.keys,
+        keys(),
+        "the keys cooling for the provider's trouble"
+    );
     assert_eq!(need.every_ms, s.providers[0].breaker.probe_interval_ms);
     // What a client is told about the key: the next probe, not the 3 s cooldown.
     let e = t.blocked(&s, site(0), 1_100).expect("cooling");
@@ -183,17 +201,21 @@ fn a_stream_cut_after_its_first_byte_runs_its_timer() {
 
 #[test]
 fn a_key_that_answers_probes_but_fails_requests_is_tried_less_and_less() {
-    let (s, mut t, _) = failing(1);
+    // A provider of one key: its trouble is the provider's.
+    let s = settings(1, 1);
+    let mut t = Tables::new(1, 1);
+    let one = [ConnId::new(0)];
     let every = s.providers[0].breaker.probe_interval_ms;
     let up = ProbeAnswer::of_status(200);
     let v = verdict(500, "internal error");
     let mut now = 1_000;
+    t.on_failure(&s, site(0), &v, now, &mut |_| {});
     let mut gaps = Vec::new();
     for _ in 0..4 {
         // Probed from the first tick it is due, lifted, then its first request fails again.
         let due = (now..now + 60_000)
-            .step_by(50)
-            .find(|at| t.probe_need(&s, 0, &keys(), *at).is_some())
+            .step_by(10)
+            .find(|at| t.probe_need(&s, 0, &one, *at).is_some())
             .expect("probed within a minute");
         gaps.push(due - now);
         t.on_probe(&s, 0, ConnId::new(0), up, due, &mut |_| {});
@@ -202,7 +224,7 @@ fn a_key_that_answers_probes_but_fails_requests_is_tried_less_and_less() {
         t.on_failure(&s, site(0), &v, now, &mut |_| {});
     }
     assert_eq!(gaps, vec![0, every, 3 * every, 7 * every]);
-    // What a client is told follows the same schedule (2 keys: one probe round after it).
+    // What a client is told follows the same schedule (one key: one probe spacing after it).
     let e = t.blocked(&s, site(0), now).expect("cooling");
-    assert_eq!(e.remaining_ms(), Some(15 * every + 2 * every));
+    assert_eq!(e.remaining_ms(), Some(15 * every + every));
 }
