@@ -192,6 +192,9 @@ fn attempt(out: &mut Vec<u8>, a: &AttemptRecord) {
     o.word(k!("outcome"), a.outcome.as_str());
     o.opt_num(k!("status"), a.status.map(u64::from));
     o.opt_str(k!("reason"), a.reason);
+    o.opt_str(k!("scope"), a.scope);
+    o.opt_str(k!("rule"), a.rule.as_deref());
+    o.opt_str(k!("hint_source"), a.hint_source);
     o.opt_num(k!("restated_from"), a.restated_from.map(u64::from));
     o.opt_num(k!("retry_after_ms"), a.retry_after_ms);
     o.word(k!("decision"), a.decision.as_str());
@@ -264,6 +267,9 @@ pub(super) fn write(r: &Record, client: &LogClient<'_>, out: &mut Vec<u8>) {
     o.num(k!("ts_ms"), r.ts_ms);
     o.opt_num(k!("lease_generation"), r.lease_generation);
     o.opt_num(k!("client_retry"), r.client_retry.map(u64::from));
+    if r.same_request_retry {
+        o.bool(k!("same_request_retry"), true);
+    }
     if let Some(s) = &r.stream_stats {
         number(
             out_first(o.key(k!("stream_stats")), "\"events\":"),

@@ -50,6 +50,29 @@ fn expected(r: &Record, c: &LogClient<'_>, time: &str) -> Value {
     v
 }
 
+/// A failed attempt with every field its line may say.
+fn failed_attempt() -> AttemptRecord {
+    AttemptRecord {
+        provider: "openai",
+        connection: "key-a",
+        model: "gpt-4o".into(),
+        outcome: AttemptOutcome::Http429,
+        status: Some(429),
+        reason: Some("rate_limited"),
+        scope: Some("connection"),
+        rule: Some("status_default".into()),
+        hint_source: Some("retry_after"),
+        restated_from: Some(403),
+        retry_after_ms: Some(2_000),
+        decision: Decision::Next,
+        via: Some("slot-busy"),
+        attempts_left: 2,
+        ms_left: 59_000,
+        detail: Some("tab\there".into()),
+        ms: 3,
+    }
+}
+
 fn rich() -> Record {
     let mut r = Record {
         request_id: "req-\"quoted\"\\back\u{1}\n".into(),
@@ -73,6 +96,7 @@ fn rich() -> Record {
         ts_ms: 1_796_162_739_922,
         lease_generation: Some(3),
         client_retry: Some(2),
+        same_request_retry: true,
         stream_stats: Some(StreamStats {
             events: 20,
             text_bytes: 400,
@@ -93,22 +117,7 @@ fn rich() -> Record {
         )),
         ..Default::default()
     };
-    r.attempts.push(AttemptRecord {
-        provider: "openai",
-        connection: "key-a",
-        model: "gpt-4o".into(),
-        outcome: AttemptOutcome::Http429,
-        status: Some(429),
-        reason: Some("rate_limited"),
-        restated_from: Some(403),
-        retry_after_ms: Some(2_000),
-        decision: Decision::Next,
-        via: Some("slot-busy"),
-        attempts_left: 2,
-        ms_left: 59_000,
-        detail: Some("tab\there".into()),
-        ms: 3,
-    });
+    r.attempts.push(failed_attempt());
     r.attempts.push(AttemptRecord {
         provider: "openai",
         connection: "key-b",
