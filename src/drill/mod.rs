@@ -8,6 +8,7 @@
 
 mod contract;
 mod env;
+mod findings;
 mod honesty;
 pub mod plan;
 mod report;
@@ -198,7 +199,7 @@ fn drive(
         },
     };
     let mut verdicts = Vec::new();
-    for s in scenarios {
+    for (n, s) in scenarios.iter().enumerate() {
         if route_for(stage, s.scope).is_none() {
             if !o.scenarios.is_empty() {
                 return Err(format!(
@@ -213,7 +214,25 @@ fn drive(
             );
             continue;
         }
-        verdicts.push(d.scenario(s)?);
+        // Progress on stderr (stdout carries the table): a drill takes minutes.
+        let phases: f64 = s.phases_s.iter().sum();
+        eprintln!(
+            "drill: [{}/{}] {} ({phases:.0} s or more) ...",
+            n + 1,
+            scenarios.len(),
+            s.name
+        );
+        let began = std::time::Instant::now();
+        let v = d.scenario(s)?;
+        eprintln!(
+            "drill: [{}/{}] {} {} in {:.0} s",
+            n + 1,
+            scenarios.len(),
+            s.name,
+            if v.held { "held" } else { "FAILED" },
+            began.elapsed().as_secs_f64()
+        );
+        verdicts.push(v);
     }
     Ok(verdicts)
 }

@@ -45,6 +45,14 @@ pub fn table(verdicts: &[Verdict]) -> String {
         };
         let _ = writeln!(out, "  {}: {}{tail}", v.scenario.name, shown.join(", "));
     }
+    if verdicts.iter().any(|v| !v.findings.is_empty()) {
+        out.push_str("\nWhat to change (the likely cause of a budget that did not hold):\n");
+        for v in verdicts {
+            for f in &v.findings {
+                let _ = writeln!(out, "  {}: {f}", v.scenario.name);
+            }
+        }
+    }
     if verdicts.iter().any(|v| !v.logged.is_empty()) {
         out.push_str("\nWhat the logs said (operational messages that fired):\n");
         for v in verdicts.iter().filter(|v| !v.logged.is_empty()) {
@@ -240,6 +248,13 @@ pub fn html(verdicts: &[Verdict], config: &str) -> String {
             out.push_str("<p>What the metrics showed:</p><ul>");
             for (series, d) in &v.signals {
                 let _ = write!(out, "<li><code>{}</code> +{d}</li>", esc(series));
+            }
+            out.push_str("</ul>");
+        }
+        if !v.findings.is_empty() {
+            out.push_str("<p>What to change:</p><ul>");
+            for f in &v.findings {
+                let _ = write!(out, "<li>{}</li>", esc(f));
             }
             out.push_str("</ul>");
         }

@@ -80,6 +80,7 @@ impl Drive<'_> {
         v.samples = samples(decisions);
         v.signals = signals;
         v.logged = signals::logged(&crate::log::take_captured());
+        v.findings = super::findings::of(&v, self.stage);
         Ok(v)
     }
 

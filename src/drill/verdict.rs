@@ -76,6 +76,8 @@ pub struct Verdict {
     pub signals: Vec<(String, f64)>,
     /// The operational log messages that fired (only when the drill ran Ringside itself).
     pub logged: Vec<super::signals::Logged>,
+    /// For a budget that did not hold: its likely cause and the config change that removes it.
+    pub findings: Vec<String>,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -230,6 +232,7 @@ pub fn judge(scenario: Scenario, figures: Figures) -> Verdict {
         samples: Vec::new(),
         signals: Vec::new(),
         logged: Vec::new(),
+        findings: Vec::new(),
     }
 }
 
