@@ -58,9 +58,22 @@ fn stall_before_the_first_event_retries_elsewhere(driver: &str) {
             .contains("stream_readiness_timeout")
             || attempt_count(&r) == 2
     );
-    // A readiness timeout does not cool the key.
+    // One rule for stalls, before the first byte as after it: the key cools for a timeout,
+    // and the next request goes straight to the other key instead of waiting out the silence.
     let (_, c) = proxy.admin("GET", "/admin/connections");
-    assert_eq!(c["connections"][0]["state"], "active", "{c}");
+    assert_eq!(c["connections"][0]["state"], "cooling", "{c}");
+    assert_eq!(
+        c["connections"][0]["last_error"]["reason"], "timeout",
+        "{c}"
+    );
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert_eq!(
+        attempt_count(&r),
+        1,
+        "{:?}",
+        r.header("x-ringside-attempts")
+    );
 }
 
 fn slow_drip_is_aborted_by_the_watchdog(driver: &str) {

@@ -343,15 +343,15 @@ fn judge_hold(
             detail,
         )),
         Read::Ok(Hold::Stalled) => {
-            // Nothing useful in time: retried elsewhere; says nothing certain about the key
-            // (a slow-thinking model), so nothing is cooled.
+            // Nothing useful in time: retried elsewhere, and the key cools for a timeout as
+            // the same stall after the first byte does (one rule for stalls: the next request
+            // should not wait out the same silence). Unless the request's own deadline cut it.
             let ms = ctx.config().stream.readiness_timeout_ms;
-            Some(failed(
-                classify::transport(true),
-                AttemptOutcome::StreamReadinessTimeout,
-                format!("no useful stream event within {ms} ms"),
-                true,
-            ))
+            let detail = format!("no useful stream event within {ms} ms");
+            Some(
+                aim.time
+                    .failed(true, AttemptOutcome::StreamReadinessTimeout, detail),
+            )
         }
         Read::Ok(Hold::Error(text)) => Some(in_band_error(ctx, aim, head, &text)),
         Read::Ok(Hold::Commit) => None,
