@@ -164,3 +164,68 @@ fn caps_fall_back_to_a_local_share_while_redis_is_away_and_come_back() {
     until_share(&b, 1);
     assert_eq!(served_by(&b), "sim/a");
 }
+
+/// Redis comes back empty while both instances have more waiting than their fallback share:
+/// neither takes the whole cap before the other holds slots again, so the shares the two
+/// gates admit by never add up to more than the cap (each instance's link comes back on its own
+/// backoff; the first back used to take it all while the other still admitted its fallback).
+#[test]
+fn back_from_a_redis_outage_the_shares_never_add_up_past_the_cap() {
+    let redis_port = port();
+    let redis = Redis::start_on(redis_port);
+    let sim = start_sim(SimOptions {
+        latency_ms: 400,
+        ..Default::default()
+    });
+    let body = priority_keys(sim.addr, &["a"], "")
+        .replace("  priority = 0\n", "  priority = 0\n  max_concurrent = 4\n");
+    let a = Proxy::start("uring", 1, "", &(body.clone() + &with_fleet(&redis, "a")));
+    let b = Proxy::start("epoll", 1, "", &(body + &with_fleet(&redis, "b")));
+    until_share(&a, 1);
+    until_share(&b, 1);
+    std::thread::sleep(Duration::from_millis(2_500));
+    drop(redis);
+    until_share(&a, 2);
+    until_share(&b, 2);
+    // Steady demand of 4 on each instance, more than its fallback share of 2.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = [a.addr, b.addr]
+        .into_iter()
+        .flat_map(|addr| std::iter::repeat_n(addr, 4))
+        .map(|addr| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = chat("m", false);
+                    let _ = ringside::demo::client::request(
+                        addr,
+                        "POST",
+                        "/v1/chat/completions",
+                        &[],
+                        body.as_bytes(),
+                        Duration::from_secs(30),
+                    );
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let _redis = Redis::start_on(redis_port);
+    let t0 = Instant::now();
+    let mut worst = 0;
+    while t0.elapsed() < Duration::from_secs(10) {
+        let sum = fleet_share(&a).unwrap_or(0) + fleet_share(&b).unwrap_or(0);
+        worst = worst.max(sum);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in load {
+        let _ = t.join();
+    }
+    eprintln!("the most the two shares added up to after Redis came back: {worst} (cap 4)");
+    assert!(worst <= 4, "over-admitted: shares added up to {worst}");
+    let peak = sim_stats(&sim)["keys"]["sk-sim-a"]["peak_concurrency"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(peak <= 4, "the cap held at the upstream: peak {peak}");
+}

@@ -5,6 +5,10 @@
 //! thread, never from a request: the request path reads one more atomic for a capped
 //! connection, and an uncapped one touches nothing. Redis away: each instance falls back to
 //! the cap divided by the instances last seen (at least 1), or to none (`when_unavailable`).
+//! When Redis comes back (empty, or with the others' entries expired), an instance keeps its
+//! fallback share until every instance it last saw holds slots again (or `REJOIN_GRACE`
+//! passes): the others still admit their fallback shares until their own link is back, so a
+//! first instance that took the whole cap at once would over-admit (`Rejoin`).
 
 use super::link::{Backoff, Link, describe};
 use super::wire::Names;
@@ -53,6 +57,31 @@ const TTL_MS: u64 = 3_000;
 const REFRESH: Duration = Duration::from_secs(1);
 /// A share above demand is kept this long before it is given back (no thrash on bursts).
 const LINGER: Duration = Duration::from_millis(200);
+/// After Redis returns, how long an instance waits at most for the others it last saw to hold
+/// slots again: their link's longest backoff (5 s, +25 % jitter) and a refresh.
+const REJOIN_GRACE: Duration = Duration::from_secs(8);
+
+/// Back from a Redis outage with a fallback share: asked for no more until `instances` hold
+/// slots again or `until` (set when Redis answers again) passes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Rejoin {
+    share: u32,
+    instances: u32,
+    until: Option<Instant>,
+}
+
+impl Rejoin {
+    /// The share to ask for now (`want` clamped while rejoining).
+    fn clamp(&mut self, want: u32, now: Instant) -> u32 {
+        self.until.get_or_insert(now + REJOIN_GRACE);
+        want.min(self.share.max(1))
+    }
+
+    /// Whether the fleet agrees again: every instance last seen is back, or the grace is over.
+    fn over(&self, instances: u32, now: Instant) -> bool {
+        instances >= self.instances || self.until.is_some_and(|u| now >= u)
+    }
+}
 
 pub(super) struct Caps {
     pub link: Link,
@@ -69,6 +98,8 @@ struct Held {
     surplus_since: Option<Instant>,
     /// Instances holding slots when last seen (for the fallback share).
     instances: u32,
+    /// Back from an outage, until the fleet agrees again.
+    rejoin: Option<Rejoin>,
 }
 
 /// The shares before the instance serves: from Redis, or the fallback when it is away.
@@ -191,9 +222,12 @@ fn round(
     for g in capped(c, names) {
         let h = held.entry(g.key.clone()).or_default();
         busy |= g.queued > 0;
-        let Some(want) = wanted(h, g.gate.running() + g.queued, g.cap, now) else {
+        let Some(mut want) = wanted(h, g.gate.running() + g.queued, g.cap, now) else {
             continue;
         };
+        if let Some(r) = h.rejoin.as_mut() {
+            want = r.clamp(want, now);
+        }
         // Lowered here first, so that no start takes a slot about to be given back.
         let want = if want < h.share {
             want.max(g.gate.set_fleet_share(want))
@@ -203,6 +237,9 @@ fn round(
         let (granted, instances) = share(con, &g.key, &c.settings.instance_id, want, g.cap)?;
         h.share = granted;
         h.instances = instances.max(1);
+        if h.rejoin.is_some_and(|r| r.over(h.instances, now)) {
+            h.rejoin = None;
+        }
         h.synced = Some(now);
         let before = g.gate.fleet_share();
         g.gate.set_fleet_share(granted);
@@ -278,6 +315,15 @@ fn unavailable(
             FleetUnavailable::LocalShare => (g.cap / h.instances.max(1)).max(1),
             FleetUnavailable::Reject => 0,
         };
+        // (Rejecting, the others admit nothing meanwhile: nothing to wait for on return.)
+        if c.settings.when_unavailable == FleetUnavailable::LocalShare && h.instances > 1 {
+            let instances = h.rejoin.map_or(h.instances, |r| r.instances);
+            h.rejoin = Some(Rejoin {
+                share: h.share,
+                instances,
+                until: None,
+            });
+        }
         h.synced = None;
         g.gate.set_fleet_share(h.share);
     }
@@ -289,5 +335,35 @@ fn release_uncapped(gates: &[Gate], capped: &[ConnId]) {
         if !capped.contains(&ConnId::new(i)) && g.fleet_share() != NO_SHARE {
             g.set_fleet_share(NO_SHARE);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_from_an_outage_the_fallback_share_holds_until_the_fleet_agrees() {
+        let t0 = Instant::now();
+        // Two instances were seen; the fallback share of a cap of 6 was 3.
+        let mut r = Rejoin {
+            share: 3,
+            instances: 2,
+            until: None,
+        };
+        // Redis answers again, empty: this instance alone holds slots; it asks for 3, not 6.
+        assert_eq!(r.clamp(6, t0), 3);
+        assert!(!r.over(1, t0 + Duration::from_secs(1)));
+        // The other instance holds slots again: the fleet agrees, shares follow demand.
+        assert!(r.over(2, t0 + Duration::from_secs(1)));
+        // Or it never comes back: the grace ends it.
+        assert!(r.over(1, t0 + REJOIN_GRACE));
+        // A fallback share of 0 still keeps one slot at hand.
+        let mut none = Rejoin {
+            share: 0,
+            instances: 3,
+            until: None,
+        };
+        assert_eq!(none.clamp(4, t0), 1);
     }
 }
