@@ -22,6 +22,9 @@ pub struct LastFailure {
     /// `provider/connection`.
     pub label: &'static str,
     pub conn: ConnId,
+    /// When the soonest of the candidates this request tried may serve again (ms from the
+    /// give-up): Ringside's next chance, told as `Retry-After`.
+    pub next_chance_ms: Option<u64>,
 }
 
 /// The answer for `stop`, as this client may see it (the names behind a give-up only for the
@@ -147,7 +150,11 @@ fn given_up(
                     )
                 };
                 let e = error_for_reason(&l.verdict, &shown);
-                match super::stop::retry_advice(earliest) {
+                let soonest = match (earliest, l.next_chance_ms) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                match super::stop::retry_advice(soonest) {
                     Some(s) => e.retry_after(s).should_retry(true),
                     None => e.should_retry(false),
                 }

@@ -97,7 +97,11 @@ pub(super) async fn give_up(
         && let Some(resp) = &l.response
     {
         let own = l.verdict.hint.map(|h| h.ms).or(l.verdict.cooldown_ms);
-        let wait = earliest.or(own.filter(|ms| *ms > 0));
+        let soonest = match (earliest, l.next_chance_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let wait = soonest.or(own.filter(|ms| *ms > 0));
         return pass_through(ctx, endpoint, wr, l, resp, wait).await;
     }
     let err = super::answer::table(ctx, &stop, last.as_ref(), earliest);

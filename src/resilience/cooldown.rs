@@ -58,6 +58,9 @@ pub struct Failure {
     /// After the first byte went to the client (`Verdict::mid_stream`).
     #[serde(default)]
     pub mid_stream: bool,
+    /// The upstream said how long to wait (a header's hint): its word, not a guess.
+    #[serde(default)]
+    pub hinted: bool,
 }
 
 /// One connection's resilience state; also the replication event (a full snapshot).
@@ -110,9 +113,10 @@ impl ConnState {
     /// breaker is open, or every key of it is down the same way before the first byte. A model
     /// list that answers says nothing about one key's or one model's trouble while the
     /// provider's other keys serve, nor about a stream cut after its first byte: those timers
-    /// run.
+    /// run. Nor does a probe overrule the provider's own `Retry-After`.
     pub fn probe_may_lift(&self, trouble: Trouble) -> bool {
         self.has_error()
+            && !self.last.hinted
             && self.last.reason.is_some_and(Reason::trips_breaker)
             && (trouble.breaker_open || (trouble.every_key_down && !self.last.mid_stream))
     }
@@ -209,6 +213,7 @@ impl ConnState {
                 0
             },
             mid_stream: v.mid_stream,
+            hinted: v.hint.is_some_and(|h| h.source.is_header()),
         };
         match terminal {
             Some(t) => self.terminal = Some(t),

@@ -25,6 +25,20 @@ impl RouteTable {
         self.dialects[t.provider] == reach.dialect || (reach.translatable && entry.cross_dialect)
     }
 
+    /// Every candidate of the entry in reach, in the config's order (no strategy applied).
+    pub fn all_candidates(&self, entry: &Entry, reach: Reach) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for (ti, t) in entry.targets.iter().enumerate() {
+            if self.reaches(entry, t, reach) {
+                out.extend(t.connections.iter().map(|&c| Candidate {
+                    target: TargetIdx::new(ti),
+                    connection: c,
+                }));
+            }
+        }
+        out
+    }
+
     /// The dialect a target's provider speaks.
     pub fn dialect_of(&self, t: &Target) -> Dialect {
         self.dialects[t.provider]

@@ -66,6 +66,7 @@ impl LoopState {
             response: f.response,
             label: label(ctx, cand),
             conn: cand.connection,
+            next_chance_ms: None,
         }));
     }
 
@@ -172,12 +173,16 @@ pub(super) async fn conclude(
         .collect();
     let endpoint = ctx.admitted.endpoint;
     remember_given_up(ctx, st.last.as_ref().map(|l| l.verdict.retryable));
+    let mut last = st.last;
+    if let Some(l) = last.as_mut() {
+        l.next_chance_ms = next_chance(ctx, entry, &st.excluded);
+    }
     super::super::give_up::give_up(
         ctx,
         endpoint,
         wr,
         budget,
-        st.last.map(|l| *l),
+        last.map(|l| *l),
         &st.excluded,
         excl,
     )
@@ -281,4 +286,38 @@ fn remember_given_up(ctx: &Ctx<'_, '_>, retryable: Option<bool>) {
     let digest = super::budget::repeat_digest(ctx);
     let now = crate::clock::now_ms();
     ctx.core.shared.repeats.note(digest, spent, now, window_ms);
+}
+
+/// When the soonest of the route's candidates may serve again, as the tables say now (fresher
+/// than what each exclusion said when it was made: a key's later failure may have shown the
+/// whole provider down, which a probe may end sooner): a cooldown's end or the next probe that
+/// may lift it; at once for one this request never reached (its budget ran out first). One
+/// that just failed here and is not cooling (its failure cools nothing) is no chance.
+fn next_chance(
+    ctx: &Ctx<'_, '_>,
+    entry: &Entry,
+    excluded: &[(Candidate, Exclusion)],
+) -> Option<u64> {
+    let s = &ctx.config().resilience;
+    let now = crate::clock::now_ms();
+    let mut tables = ctx.core.tables.borrow_mut();
+    let reach = crate::route::Reach::of(ctx.admitted.endpoint);
+    let mut soonest: Option<u64> = None;
+    for c in ctx.generation.routes.all_candidates(entry, reach) {
+        let why = excluded.iter().find(|(x, _)| *x == c).map(|(_, e)| e);
+        if matches!(why, Some(Exclusion::Ineligible(_) | Exclusion::Terminal(_))) {
+            continue;
+        }
+        let site = crate::proxy::select::site(ctx, entry, c);
+        let ms = match tables.blocked(s, site, now) {
+            Some(e) => e.remaining_ms(),
+            None if why.is_none() => Some(0),
+            None => None,
+        };
+        soonest = match (soonest, ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    soonest
 }
