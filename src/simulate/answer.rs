@@ -60,11 +60,12 @@ pub(super) async fn answer(
         model: ask.model.clone(),
         body_bytes: body.len(),
     };
-    let seq = state.stats.begin(seen);
+    let (seq, counted) = state.stats.begin(seen);
     let mut guard = InFlight {
         stats: &state.stats,
         key,
         status: 0,
+        counted,
     };
     let picked = if state.accounts.expired(&guard.key) {
         super::fault::Fault::parse("expired-token")

@@ -7,7 +7,11 @@ use std::sync::Mutex;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct KeyStats {
+    /// Inference requests (a model list is not one: `model_lists`).
     pub attempts: u64,
+    /// Model lists asked with the key (Ringside's probes, SDKs' listings).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub model_lists: u64,
     pub in_flight: u64,
     pub peak_concurrency: u64,
     /// By status code (a JSON object keyed by the code as a string).
@@ -54,20 +58,34 @@ struct Inner {
     keys: BTreeMap<String, KeyStats>,
     recent: VecDeque<SeenRequest>,
     total: u64,
+    model_lists: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 const RECENT: usize = 512;
 
 impl Stats {
-    pub fn begin(&self, seen: SeenRequest) -> u64 {
+    /// Count a request as it begins; whether it is an inference request (counted in `total`,
+    /// its key's attempts and concurrency: what a test or the drill calls upstream attempts),
+    /// else a model list, counted apart.
+    pub fn begin(&self, seen: SeenRequest) -> (u64, bool) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.head.path().trim_end_matches('/').ends_with("/models") {
+            g.model_lists += 1;
+            let total = g.total;
+            g.keys.entry(seen.key.clone()).or_default().model_lists += 1;
+            return (total, false);
+        }
         g.total += 1;
         let total = g.total;
         if !g.keys.contains_key(&seen.key) {
             g.keys.insert(seen.key.clone(), KeyStats::default());
         }
         let Some(k) = g.keys.get_mut(&seen.key) else {
-            return total;
+            return (total, true);
         };
         k.attempts += 1;
         k.in_flight += 1;
@@ -83,7 +101,7 @@ impl Stats {
             g.recent.pop_front();
         }
         g.recent.push_back(seen);
-        total
+        (total, true)
     }
 
     pub fn end(&self, key: &str, status: u16) {
@@ -101,7 +119,7 @@ impl Stats {
 
     pub fn to_json(&self) -> serde_json::Value {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        serde_json::json!({"total": g.total, "keys": g.keys})
+        serde_json::json!({"total": g.total, "model_lists": g.model_lists, "keys": g.keys})
     }
 
     pub fn recent_json(&self) -> serde_json::Value {
@@ -116,10 +134,14 @@ pub struct InFlight<'a> {
     pub stats: &'a Stats,
     pub key: String,
     pub status: u16,
+    /// Counted as an inference request (`Stats::begin`).
+    pub counted: bool,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.stats.end(&self.key, self.status);
+        if self.counted {
+            self.stats.end(&self.key, self.status);
+        }
     }
 }
