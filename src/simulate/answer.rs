@@ -61,12 +61,7 @@ pub(super) async fn answer(
         body_bytes: body.len(),
     };
     let (seq, counted) = state.stats.begin(seen);
-    let mut guard = InFlight {
-        stats: &state.stats,
-        key,
-        status: 0,
-        counted,
-    };
+    let mut guard = InFlight::new(&state.stats, key, counted);
     let picked = if state.accounts.expired(&guard.key) {
         super::fault::Fault::parse("expired-token")
     } else {

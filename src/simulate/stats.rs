@@ -138,6 +138,17 @@ pub struct InFlight<'a> {
     pub counted: bool,
 }
 
+impl<'a> InFlight<'a> {
+    pub fn new(stats: &'a Stats, key: String, counted: bool) -> Self {
+        InFlight {
+            stats,
+            key,
+            status: 0,
+            counted,
+        }
+    }
+}
+
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if self.counted {
