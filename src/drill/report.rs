@@ -32,6 +32,11 @@ pub fn table(verdicts: &[Verdict]) -> String {
             }
         );
     }
+    out.push_str("\nUpstream attempts per request, by phase (steady / fault / recovery):\n");
+    for v in verdicts {
+        let [s, f, r] = v.figures.phase_amplification;
+        let _ = writeln!(out, "  {}: {s:.2} / {f:.2} / {r:.2}", v.scenario.name);
+    }
     out.push_str("\nWhat the metrics showed (the counters that moved, a few per scenario):\n");
     for v in verdicts {
         let shown: Vec<String> = (v.signals.iter().take(4))
@@ -97,6 +102,39 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;")
         .replace('\'', "&#39;")
+}
+
+/// What the metrics, the findings and the logs said, and a few decision records.
+fn notes(out: &mut String, v: &Verdict) {
+    if !v.signals.is_empty() {
+        out.push_str("<p>What the metrics showed:</p><ul>");
+        for (series, d) in &v.signals {
+            let _ = write!(out, "<li><code>{}</code> +{d}</li>", esc(series));
+        }
+        out.push_str("</ul>");
+    }
+    if !v.findings.is_empty() {
+        out.push_str("<p>What to change:</p><ul>");
+        for f in &v.findings {
+            let _ = write!(out, "<li>{}</li>", esc(f));
+        }
+        out.push_str("</ul>");
+    }
+    if !v.logged.is_empty() {
+        out.push_str("<p>What the logs said:</p><ul>");
+        for l in &v.logged {
+            let _ = write!(out, "<li>{}</li>", esc(&logged_line(l)));
+        }
+        out.push_str("</ul>");
+    }
+    if !v.samples.is_empty() {
+        out.push_str("<details><summary>sample decision records</summary>");
+        for r in &v.samples {
+            let text = serde_json::to_string_pretty(r).unwrap_or_default();
+            let _ = write!(out, "<pre>{}</pre>", esc(&text));
+        }
+        out.push_str("</details>");
+    }
 }
 
 /// Requests per second by outcome as stacked bars (ok, 429, other failures).
@@ -241,38 +279,17 @@ pub fn html(verdicts: &[Verdict], config: &str) -> String {
         }
         let _ = write!(
             out,
-            "</table><p>{} requests, {} sent by clients (retries included), {} upstream attempts; p50 {:.0} ms, p99 {:.0} ms.</p></section>",
-            f.requests, f.client_sends, f.upstream_attempts, f.p50_ms, f.p99_ms
+            "</table><p>{} requests, {} sent by clients (retries included), {} upstream attempts (per request: steady {:.2}, fault {:.2}, recovery {:.2}); p50 {:.0} ms, p99 {:.0} ms.</p></section>",
+            f.requests,
+            f.client_sends,
+            f.upstream_attempts,
+            f.phase_amplification[0],
+            f.phase_amplification[1],
+            f.phase_amplification[2],
+            f.p50_ms,
+            f.p99_ms
         );
-        if !v.signals.is_empty() {
-            out.push_str("<p>What the metrics showed:</p><ul>");
-            for (series, d) in &v.signals {
-                let _ = write!(out, "<li><code>{}</code> +{d}</li>", esc(series));
-            }
-            out.push_str("</ul>");
-        }
-        if !v.findings.is_empty() {
-            out.push_str("<p>What to change:</p><ul>");
-            for f in &v.findings {
-                let _ = write!(out, "<li>{}</li>", esc(f));
-            }
-            out.push_str("</ul>");
-        }
-        if !v.logged.is_empty() {
-            out.push_str("<p>What the logs said:</p><ul>");
-            for l in &v.logged {
-                let _ = write!(out, "<li>{}</li>", esc(&logged_line(l)));
-            }
-            out.push_str("</ul>");
-        }
-        if !v.samples.is_empty() {
-            out.push_str("<details><summary>sample decision records</summary>");
-            for r in &v.samples {
-                let text = serde_json::to_string_pretty(r).unwrap_or_default();
-                let _ = write!(out, "<pre>{}</pre>", esc(&text));
-            }
-            out.push_str("</details>");
-        }
+        notes(&mut out, v);
     }
     out.push_str("</body></html>\n");
     out

@@ -26,8 +26,8 @@ struct Seen {
     /// lengthened while the breaker was open).
     took: Duration,
     phases: [f64; 3],
-    /// Upstream attempts counted at the simulator while the fault was on.
-    fault_attempts: u64,
+    /// Upstream attempts counted at the simulator in each phase (the fault's is judged).
+    phase_attempts: [u64; 3],
 }
 
 impl Drive<'_> {
@@ -64,14 +64,17 @@ impl Drive<'_> {
         figures.sent_after_cancel =
             verdict::sent_after_cancel(&seen.done, &decisions, s.cancel_after_ms);
         figures.states = watch::states(&seen.watched);
-        let fault =
-            Duration::from_secs_f64(phases[0])..Duration::from_secs_f64(phases[0] + phases[1]);
-        let in_fault = seen
-            .done
-            .iter()
-            .filter(|d| fault.contains(&d.started))
-            .count();
-        figures.fault_amplification = seen.fault_attempts as f64 / in_fault.max(1) as f64;
+        let edges = [0.0, phases[0], phases[0] + phases[1], f64::INFINITY];
+        for (i, attempts) in seen.phase_attempts.iter().enumerate() {
+            let (from, to) = (edges[i], edges[i + 1]);
+            let started = seen
+                .done
+                .iter()
+                .filter(|d| (from..to).contains(&d.started.as_secs_f64()))
+                .count();
+            figures.phase_amplification[i] = *attempts as f64 / started.max(1) as f64;
+        }
+        figures.fault_amplification = figures.phase_amplification[1];
         let scenario = Scenario {
             phases_s: phases,
             ..s.clone()
@@ -101,7 +104,7 @@ impl Drive<'_> {
         let ms = |d: Duration| d.as_millis() as u64;
         let until = traffic::Until::new(ms(steady + fault + recovery));
         let mut watched = Vec::new();
-        let mut fault_attempts = 0;
+        let mut phase_attempts = [0u64; 3];
         let routes = &self.stage.routes;
         let total = || -> Result<u64, String> {
             Ok(call(sim, "GET", "/_sim/stats", "", None)?["total"]
@@ -124,7 +127,9 @@ impl Drive<'_> {
                 }
                 call(sim, "POST", "/_sim/faults", &v.to_string(), None)?;
             }
-            fault_attempts = total()?.saturating_sub(before);
+            let after = total()?;
+            phase_attempts[0] = before;
+            phase_attempts[1] = after.saturating_sub(before);
             if s.waits_for_breaker {
                 let open = breaker_open_for(self, admin);
                 let end = ms(t0.elapsed()) + open + ms(recovery);
@@ -134,13 +139,16 @@ impl Drive<'_> {
             watched = sampler.join().unwrap_or_default();
             Ok(())
         })?;
+        // (The traffic has ended with the scope: what came after the fault is recovery's.)
+        let end = total()?;
+        phase_attempts[2] = end.saturating_sub(phase_attempts[0] + phase_attempts[1]);
         let done = done.lock().unwrap_or_else(|e| e.into_inner()).clone();
         Ok(Seen {
             done,
             watched,
             took: t0.elapsed(),
             phases,
-            fault_attempts,
+            phase_attempts,
         })
     }
 }

@@ -36,6 +36,9 @@ pub struct Figures {
     /// figure: healthy phases would dilute it, and once a breaker fails requests fast the
     /// whole scenario's falls below 1 whatever happened during the fault).
     pub fault_amplification: f64,
+    /// Upstream attempts per client request started in each phase: steady, fault, recovery
+    /// (what the fault cost, and whether recovery went back to one attempt per request).
+    pub phase_amplification: [f64; 3],
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub after_deadline: u64,
@@ -126,6 +129,7 @@ pub fn figures(
             up.attempts as f64 / requests as f64
         },
         fault_amplification: 0.0,
+        phase_amplification: [0.0; 3],
         p50_ms: quantile(&lat, 0.5),
         p99_ms: quantile(&lat, 0.99),
         after_deadline: mine
