@@ -100,14 +100,10 @@ async fn probe(core: Rc<Core>, generation: Rc<CoreGen>, conn: ConnId, _out: Out)
         .map_or(ProbeAnswer::Down, ProbeAnswer::of_status);
     let changed = core.record_probe(provider.slot, conn, answer);
     if changed {
-        let label = generation
-            .conn_names
-            .get(conn.index())
-            .map_or("", |n| n.label);
         crate::log::event(
             "info",
             "probe: provider answers again",
-            serde_json::json!({"provider": provider.id, "connection": label}),
+            serde_json::json!({"provider": provider.id, "connection": connection.id}),
         );
     }
 }
