@@ -214,24 +214,10 @@ fn drive(
             );
             continue;
         }
-        // Progress on stderr (stdout carries the table): a drill takes minutes.
-        let phases: f64 = s.phases_s.iter().sum();
-        eprintln!(
-            "drill: [{}/{}] {} ({phases:.0} s or more) ...",
-            n + 1,
-            scenarios.len(),
-            s.name
-        );
-        let began = std::time::Instant::now();
+        let at = (n + 1, scenarios.len());
+        let began = report::progress(at, s, None);
         let v = d.scenario(s)?;
-        eprintln!(
-            "drill: [{}/{}] {} {} in {:.0} s",
-            n + 1,
-            scenarios.len(),
-            s.name,
-            if v.held { "held" } else { "FAILED" },
-            began.elapsed().as_secs_f64()
-        );
+        report::progress(at, s, Some((v.held, began)));
         verdicts.push(v);
     }
     Ok(verdicts)

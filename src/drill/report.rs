@@ -88,6 +88,28 @@ fn failed(v: &Verdict) -> String {
     format!("FAILED: {}", broken.join("; "))
 }
 
+/// Progress on stderr (stdout carries the table), as a drill takes minutes: a scenario's start
+/// (`done` none; returns the time it began), then how it ended.
+pub fn progress(
+    (n, of): (usize, usize),
+    s: &super::plan::Scenario,
+    done: Option<(bool, std::time::Instant)>,
+) -> std::time::Instant {
+    let name = &s.name;
+    match done {
+        None => {
+            let phases: f64 = s.phases_s.iter().sum();
+            eprintln!("drill: [{n}/{of}] {name} ({phases:.0} s or more) ...");
+        }
+        Some((held, began)) => {
+            let verdict = if held { "held" } else { "FAILED" };
+            let took = began.elapsed().as_secs_f64();
+            eprintln!("drill: [{n}/{of}] {name} {verdict} in {took:.0} s");
+        }
+    }
+    std::time::Instant::now()
+}
+
 /// The JSON document.
 pub fn json(verdicts: &[Verdict]) -> serde_json::Value {
     serde_json::json!({
