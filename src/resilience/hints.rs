@@ -130,23 +130,20 @@ pub fn from_text(text: &str, now_unix_ms: u64) -> Option<Hint> {
             return hint(ms, HintSource::Body);
         }
     }
-    for phrase in [
+    let waits = [
         "retry in ",
         "try again in ",
         "retry after ",
         "resets in ",
         "reset after ",
         "resets after ",
-    ] {
-        let Some(pos) = lower.find(phrase) else {
-            continue;
-        };
-        let rest = &lower[pos + phrase.len()..];
-        if let Some(ms) = duration_phrase(rest) {
+    ];
+    for at in after(&lower, &waits) {
+        if let Some(ms) = duration_phrase(&lower[at..]) {
             return hint(ms, HintSource::Body);
         }
     }
-    for phrase in [
+    let times = [
         "retry after ",
         "retry at ",
         "try again at ",
@@ -155,17 +152,22 @@ pub fn from_text(text: &str, now_unix_ms: u64) -> Option<Hint> {
         "available after ",
         "resets at ",
         "reset at ",
-    ] {
-        let Some(pos) = lower.find(phrase) else {
-            continue;
-        };
+    ];
+    for at in after(&lower, &times) {
         // (ASCII lower-casing kept every byte where it was: the original's case parses.)
-        let rest = text.get(pos + phrase.len()..).unwrap_or("");
+        let rest = text.get(at..).unwrap_or("");
         if let Some(at) = time_phrase(rest) {
             return hint(at.saturating_sub(now_unix_ms), HintSource::Body);
         }
     }
     None
+}
+
+/// Where the words after each of `phrases` found in `lower` begin, in the phrases' order.
+fn after<'a>(lower: &'a str, phrases: &'a [&str]) -> impl Iterator<Item = usize> + 'a {
+    phrases
+        .iter()
+        .filter_map(move |p| lower.find(p).map(|pos| pos + p.len()))
 }
 
 /// An RFC 3339 time or an HTTP-date at the start of `s`, as Unix milliseconds.
