@@ -81,7 +81,7 @@ pub(super) fn attempt(
         let head =
             match send_and_await_head(&mut up, &out, aim.time.first_byte, stream, watch).await {
                 Ok(head) => head,
-                Err(fail) => return aim.send_failed(&up, fail),
+                Err(fail) => return aim.send_failed(core, &up, fail),
             };
         // What the head says about limits, read once: the load and pacing tables take it now;
         // an error answer's judge later (boxed: 8 bytes in every attempt's state, not 400).
@@ -186,7 +186,12 @@ impl Aim<'_> {
     /// it idled fails at once, before any byte of the answer: the request is sent again on
     /// another connection, as a new attempt of its own. Never after a timeout: the upstream
     /// may have started on the request, and it must not run twice.
-    fn send_failed(&self, up: &UpConn, fail: HeadFail) -> AttemptEnd {
+    fn send_failed(
+        &self,
+        core: &crate::state::core::Core,
+        up: &UpConn,
+        fail: HeadFail,
+    ) -> AttemptEnd {
         match fail {
             HeadFail::ClientGone => AttemptEnd::ClientGone,
             // Cut by the drain: nothing learned about the upstream.
@@ -213,6 +218,9 @@ impl Aim<'_> {
                 {
                     f.stale_pooled = true;
                     f.self_inflicted = true;
+                    // Its siblings idled as long beside it: an upstream that restarted or
+                    // resets everything closed them too. Fresh connections say which.
+                    core.pool.borrow_mut().forget(self.provider_index);
                     f.detail = format!("{} (a pooled connection closed while idle)", f.detail);
                 }
                 end

@@ -95,6 +95,13 @@ impl Pool {
         }
     }
 
+    /// Drop every idle connection to the upstream `key` (one of them was found closed).
+    pub fn forget(&mut self, key: usize) {
+        if let Some(list) = self.idle.get_mut(key) {
+            list.clear();
+        }
+    }
+
     pub fn clear(&mut self) {
         self.idle.clear();
     }
