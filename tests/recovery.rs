@@ -17,6 +17,7 @@ both_drivers!(
     back_within_a_second_of_a_killed_upstream,
     breaker_opens_and_one_probe_closes_it,
     every_anthropic_target_overloaded_is_a_529_to_an_anthropic_client,
+    a_half_open_breaker_tries_the_key_that_did_not_fail,
 );
 
 /// The bound on "within a second": the prober's spacing (300 ms for API keys) plus a loaded
@@ -285,4 +286,36 @@ fn every_anthropic_target_overloaded_is_a_529_to_an_anthropic_client(driver: &st
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], "all_targets_cooling_down");
+}
+
+/// The first-choice key keeps failing; the second failed once with it and opened the breaker.
+/// When the breaker half-opens, its one real request goes to the key that has not failed since,
+/// not to the first choice (which would reopen it for longer while the healthy key waits).
+fn a_half_open_breaker_tries_the_key_that_did_not_fail(driver: &str) {
+    let mut opts = SimOptions::default();
+    for f in ["key:sk-sim-a=500", "key:sk-sim-b=500;times=1"] {
+        opts.faults.push(parse_fault_arg(f).expect("fault"));
+    }
+    let sim = start_sim(opts);
+    // Keys never cool (only the breaker decides), and no prober: the open time alone.
+    let extra = "  [providers.breaker]\n  open_at = 2\n  open_ms = 1000\n  probe_interval_ms = 0\n  [providers.cooldown]\n  base_ms = 0\n";
+    let body = priority_keys(sim.addr, &["a", "b"], extra);
+    let proxy = Proxy::start(driver, 2, "", &(body + "[resilience]\nmax_wait_ms = 0\n"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert!(r.status >= 500, "{}", r.text());
+    let (_, b) = proxy.admin("GET", "/admin/breakers");
+    assert_eq!(b["breakers"][0]["state"], "open", "{b}");
+    // Past the open time at its longest (1 s and the default jitter of 20 %).
+    std::thread::sleep(Duration::from_millis(1_400));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert_eq!(
+        attempt_count(&r),
+        1,
+        "{:?}",
+        r.header("x-ringside-attempts")
+    );
+    let (_, b) = proxy.admin("GET", "/admin/breakers");
+    assert_eq!(b["breakers"][0]["state"], "closed", "{b}");
 }
