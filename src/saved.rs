@@ -1,7 +1,8 @@
 //! Resilience state that survives a restart: cooling keys, model and quota lockouts and
 //! troubled breakers are kept in the store (`saved/…`) on the wall clock, and every core starts
 //! from them with their remaining time, so a crash loop does not hammer a key the provider rate
-//! limited a second ago. (Terminal states have their own entries, `terminal/…`, kept until an
+//! limited a second ago; and the spacing learned from a key's rate-limit headers (until its
+//! window resets). (Terminal states have their own entries, `terminal/…`, kept until an
 //! operator resets them.)
 //!
 //! Off the request path: core 0, whose tables replicate every core's events, compares its
@@ -10,6 +11,7 @@
 //! a key replaced in the config starts clean.
 
 use crate::fleet::wire::{Clocks, Fact, Names, incoming, outgoing};
+use crate::flow::gate::Gate;
 use crate::resilience::breaker::Breaker;
 use crate::resilience::{Event, Tables};
 use crate::state::core::Core;
@@ -17,7 +19,7 @@ use crate::state::generation::Gen;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::Ordering::{self, Relaxed};
 use std::time::Duration;
 
 /// The store's prefix for these entries.
@@ -25,10 +27,28 @@ const PREFIX: &str = "saved/";
 /// How often core 0 writes what changed (what a SIGKILL may lose at most).
 const EVERY: Duration = Duration::from_secs(1);
 
-/// What the tables hold worth keeping now, by store key.
-fn entries(t: &Tables, generation: &Gen, names: &Names, now: u64) -> BTreeMap<String, Value> {
+/// What the tables and the keys' gates hold worth keeping now, by store key.
+fn entries(
+    (t, gates): (&Tables, &[Gate]),
+    generation: &Gen,
+    names: &Names,
+    now: u64,
+) -> BTreeMap<String, Value> {
     let clocks = Clocks::now();
     let mut out = BTreeMap::new();
+    for (i, g) in gates.iter().enumerate() {
+        let (spacing, until) = (
+            g.learned_spacing_ms.load(Relaxed),
+            g.learned_until_ms.load(Relaxed),
+        );
+        if spacing > 0
+            && until > now
+            && let Some(name) = names.label_with_key(crate::ids::ConnId::new(i))
+        {
+            let v = serde_json::json!({"spacing_ms": spacing, "until": clocks.to_unix(until)});
+            out.insert(format!("{PREFIX}pace/{name}"), v);
+        }
+    }
     let mut fact = |ev: Event| {
         if let Some(f) = outgoing(&ev, names, clocks)
             && let Some((kind, field)) = f.field()
@@ -73,7 +93,8 @@ pub async fn run(core: Rc<Core>) {
             continue;
         };
         let now = crate::clock::now_ms();
-        let fresh = entries(&core.tables.borrow(), g, names, now);
+        let gates = &core.shared.flow.gates;
+        let fresh = entries((&core.tables.borrow(), gates), g, names, now);
         for (k, v) in &fresh {
             if written.get(k) != Some(v) {
                 store.put(k.clone(), v.clone());
@@ -121,6 +142,32 @@ pub fn restore(store: &crate::store::Store, generation: &Gen, tables: &mut Table
         };
         if let Some(ev) = incoming(fact, &names, clocks) {
             tables.apply(&ev, s);
+        }
+    }
+}
+
+/// Give each key's gate back the spacing it had learned, for the time its window has left
+/// (before the cores serve: the gates are shared).
+pub fn restore_pacing(store: &crate::store::Store, generation: &Gen, gates: &[Gate]) {
+    let saved = store.scan(&format!("{PREFIX}pace/"));
+    if saved.is_empty() {
+        return;
+    }
+    let names = Names::of(generation);
+    let clocks = Clocks::now();
+    for (key, v) in saved {
+        let name = key
+            .strip_prefix(PREFIX)
+            .and_then(|k| k.strip_prefix("pace/"));
+        let Some(slot) = name.and_then(|n| names.slot_of_label_with_key(n)) else {
+            continue; // a connection gone, or its key replaced
+        };
+        let (Some(spacing), Some(until)) = (v["spacing_ms"].as_u64(), v["until"].as_u64()) else {
+            continue;
+        };
+        if let Some(g) = gates.get(slot.index()) {
+            g.learned_until_ms.store(clocks.to_mono(until), Relaxed);
+            g.learned_spacing_ms.store(spacing.min(60_000), Relaxed);
         }
     }
 }

@@ -9,6 +9,7 @@ both_drivers!(
     session_affinity_pins_and_repins,
     a_stream_broken_off_pins_no_session,
     a_cooldown_survives_a_kill_with_the_time_it_has_left,
+    learned_pacing_survives_a_kill,
 );
 
 fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
@@ -210,4 +211,38 @@ fn a_cooldown_survives_a_kill_with_the_time_it_has_left(driver: &str) {
         assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
     }
     assert_eq!(attempts_for(&sim, "sk-sim-a"), 1, "not asked again");
+}
+
+/// The spacing a key learned from its rate-limit headers (1 request left of 60, the window
+/// resetting in 30 s: one request every 15 s) is still in force after a SIGKILL and restart.
+fn learned_pacing_survives_a_kill(driver: &str) {
+    let body = r#"{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-ratelimit-limit-requests: 60\r\nx-ratelimit-remaining-requests: 1\r\nx-ratelimit-reset-requests: 30s\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let up = raw_upstream(answer.into_bytes(), false);
+    let config = format!(
+        "[[providers]]\nid = \"raw\"\ndialect = \"openai\"\nbase_url = \"http://{}/v1\"\n  [[providers.connections]]\n  id = \"k\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n",
+        up.addr
+    );
+    let learned = |p: &Proxy| {
+        let (_, q) = p.admin("GET", "/admin/queues");
+        q["queues"][0]["learned_spacing_ms"].as_u64().unwrap_or(0)
+    };
+    let mut proxy = Proxy::start(driver, 1, "", &config);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(learned(&proxy), 15_000);
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let _ = proxy.child.kill();
+    let _ = proxy.child.wait();
+    let dir = std::mem::replace(&mut proxy.dir, tempdir::new());
+    drop(proxy);
+    let proxy = Proxy::start_in(driver, 1, "", &config, dir);
+    assert_eq!(
+        learned(&proxy),
+        15_000,
+        "the spacing came back with the restart"
+    );
 }

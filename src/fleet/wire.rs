@@ -189,6 +189,13 @@ impl Names {
         self.conn(slot).map(|(l, k)| format!("{l}#{k}"))
     }
 
+    /// The slot named `provider/connection#key` (`label_with_key`'s inverse): none when the key
+    /// changed since the name was written.
+    pub fn slot_of_label_with_key(&self, name: &str) -> Option<ConnId> {
+        let (label, key) = name.rsplit_once('#')?;
+        self.slot(label, key)
+    }
+
     /// The slot of `provider/connection`, whatever its key (session pins name no key).
     pub fn slot_of_label(&self, label: &str) -> Option<ConnId> {
         self.conns

@@ -39,6 +39,8 @@ pub(super) fn build(
     let max_unauthenticated = config.server.max_unauthenticated_per_address;
     let address_share = config.server.max_connections_per_address;
     let generation = Arc::new(Gen::build(1, config, &mut slots));
+    // Spacing learned from rate-limit headers before a restart, with its window's time left.
+    crate::saved::restore_pacing(store, &generation, &flow.gates);
     let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
         .map(|_| Arc::new(CoreMetrics::new(slots.route_capacity, slots.conn_capacity)))
         .collect();
