@@ -276,6 +276,15 @@ fn every_anthropic_target_overloaded_is_a_529_to_an_anthropic_client(driver: &st
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     assert!((1..=20).contains(&wait), "retry-after {wait}");
+    // The same wait to the millisecond (the OpenAI SDK prefers it): whole seconds overstate.
+    let ms: u64 = r
+        .header("retry-after-ms")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        ms > (wait - 1) * 1_000 && ms <= wait * 1_000,
+        "{ms} ms, {wait} s"
+    );
     // (The prober may ask the model list meanwhile: the provider's own `Retry-After` stands.)
     assert_eq!(
         r.header("x-ringside-attempts"),

@@ -210,7 +210,7 @@ fn one(
             Ok(r) => {
                 status = r.status;
                 if matches!(r.status, 429 | 503)
-                    && let Some(s) = r.header("retry-after").and_then(|v| v.trim().parse().ok())
+                    && let Some(s) = told_wait(r)
                 {
                     told_retry_after.push((t0.elapsed(), s));
                 }
@@ -240,6 +240,17 @@ fn one(
     }
 }
 
+/// The wait an answer told, in seconds, as the OpenAI SDK reads it: `retry-after-ms` first.
+fn told_wait(r: &client::Reply) -> Option<f64> {
+    let ms = r
+        .header("retry-after-ms")
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    ms.map(|ms| ms / 1_000.0).or_else(|| {
+        r.header("retry-after")
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    })
+}
+
 /// Whether (and after how long) an SDK would retry this answer.
 fn retry_wait(r: &client::Reply, sends: u32) -> Option<Duration> {
     if r.header("x-should-retry") == Some("false") {
@@ -249,9 +260,7 @@ fn retry_wait(r: &client::Reply, sends: u32) -> Option<Duration> {
     if r.header("x-should-retry") != Some("true") && !retryable {
         return None;
     }
-    let hinted = r
-        .header("retry-after")
-        .and_then(|v| v.trim().parse::<f64>().ok())
+    let hinted = told_wait(r)
         .filter(|s| (0.0..=60.0).contains(s))
         .map(Duration::from_secs_f64);
     Some(hinted.unwrap_or_else(|| backoff(sends)))

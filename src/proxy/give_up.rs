@@ -25,14 +25,18 @@ async fn pass_through(
     let secrets = super::redact::Secrets::of(ctx.core, ctx.config(), last.conn);
     let body = secrets.redact(&resp.body);
     let advice = retry_advice(wait_ms);
+    // (An empty value drops the upstream's own: it spoke for one key.)
+    let ms = wait_ms.filter(|_| advice.is_some()).map(|ms| ms.max(1));
     let extra: [(&str, String); 3] = [
         ("x-should-retry", advice.is_some().to_string()),
         (
             "retry-after",
             advice.map(|s| s.to_string()).unwrap_or_default(),
         ),
-        // The upstream's own is for one key; dropped (an empty value) for the answer above.
-        ("retry-after-ms", String::new()),
+        (
+            "retry-after-ms",
+            ms.map(|ms| ms.to_string()).unwrap_or_default(),
+        ),
     ];
     let attempts = ctx.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
@@ -106,12 +110,39 @@ pub(super) async fn give_up(
     }
     let err = super::answer::table(ctx, &stop, last.as_ref(), earliest);
     let err = overloaded_for_anthropic(err, endpoint, &timers, last.as_ref());
+    let fresh = last.as_ref().and_then(|l| l.next_chance_ms);
+    let err = precise_wait(err, soonest(earliest, fresh));
     let diag = diagnostics_for(ctx, last.as_ref());
     let attempts = ctx.attempts_header(None);
     let err = err
         .extra(json!({"diagnostics": diag}))
         .header("x-ringside-attempts", attempts);
     finish_error(ctx, wr, &err, true).await
+}
+
+/// The sooner of two known waits.
+fn soonest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// An answer that says when to come back says it to the millisecond too (`retry-after-ms`,
+/// which the OpenAI SDK prefers): `Retry-After`'s whole seconds overstate a wait by up to one.
+/// `wait_ms`: the freshest known wait, which may also lower the seconds.
+fn precise_wait(
+    mut err: crate::dialect::ApiError,
+    wait_ms: Option<u64>,
+) -> crate::dialect::ApiError {
+    if let (Some(secs), Some(ms)) = (err.retry_after, wait_ms)
+        && err.should_retry != Some(false)
+        && ms <= secs.saturating_mul(1_000)
+    {
+        err.retry_after = Some(super::stop::secs(ms));
+        err = err.header("retry-after-ms", ms.max(1).to_string());
+    }
+    err
 }
 
 /// Every target overloaded, said as Anthropic says it to an Anthropic client: a 529
