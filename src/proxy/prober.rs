@@ -52,12 +52,8 @@ pub(crate) async fn run(core: Rc<Core>) {
             if slot.out.get() || now < slot.next_at {
                 continue;
             }
-            let keys: Vec<ConnId> = provider.connections.iter().map(|c| c.index).collect();
             let s = &generation.config.resilience;
-            let need = core
-                .tables
-                .borrow_mut()
-                .probe_need(s, provider.slot, &keys, now);
+            let need = core.tables.borrow_mut().probe_need(s, provider.slot, now);
             let Some(need) = need else {
                 continue;
             };

@@ -40,16 +40,11 @@ pub struct ProbeNeed {
 }
 
 impl Tables {
-    /// Whether the provider in `slot` (with its `keys`) needs a probe now; `None` when nothing
-    /// is waiting on the provider, or probes are off for it.
-    pub fn probe_need(
-        &mut self,
-        s: &Settings,
-        slot: usize,
-        keys: &[ConnId],
-        now: u64,
-    ) -> Option<ProbeNeed> {
+    /// Whether the provider in `slot` needs a probe now; `None` when nothing is waiting on the
+    /// provider, or probes are off for it.
+    pub fn probe_need(&mut self, s: &Settings, slot: usize, now: u64) -> Option<ProbeNeed> {
         let profile = &s.providers.get(slot)?.breaker;
+        let keys = s.provider_conns.get(slot)?;
         if profile.probe_interval_ms == 0 {
             return None;
         }

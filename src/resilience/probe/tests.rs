@@ -42,23 +42,23 @@ fn both_failing(fail: u64) -> (Settings, Tables) {
 fn a_healthy_provider_is_not_probed() {
     let s = settings(1, 2);
     let mut t = Tables::new(1, 2);
-    assert_eq!(t.probe_need(&s, 0, &keys(), 5_000), None);
+    assert_eq!(t.probe_need(&s, 0, 5_000), None);
     // One key down while the other serves: the trouble is the key's (or its model's), which a
     // model list cannot speak for; its timer runs.
     let (s, mut t, _) = failing(1);
-    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+    assert_eq!(t.probe_need(&s, 0, 1_100), None);
     let e = t.blocked(&s, site(0), 1_100).expect("cooling");
     assert_eq!(e.remaining_ms(), Some(2_900), "the cooldown's own time");
     // Probes off for the provider: never, whatever its state.
     let (mut s, mut t, _) = failing(1);
     s.providers[0].breaker.probe_interval_ms = 0;
-    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+    assert_eq!(t.probe_need(&s, 0, 1_100), None);
 }
 
 #[test]
 fn a_key_cooling_for_a_5xx_is_probed_and_lifted_by_an_answer() {
     let (s, mut t) = both_failing(1);
-    let need = t.probe_need(&s, 0, &keys(), 1_100).expect("probed");
+    let need = t.probe_need(&s, 0, 1_100).expect("probed");
     assert_eq!(
         need.keys,
         keys(),
@@ -100,11 +100,7 @@ fn a_key_cooling_for_a_5xx_is_probed_and_lifted_by_an_answer() {
         other.apply(e, &s);
     }
     assert!(other.blocked(&s, site(0), 1_500).is_none(), "replicated");
-    assert_eq!(
-        t.probe_need(&s, 0, &keys(), 1_500),
-        None,
-        "nothing left to ask"
-    );
+    assert_eq!(t.probe_need(&s, 0, 1_500), None, "nothing left to ask");
 }
 
 #[test]
@@ -126,7 +122,7 @@ fn a_refused_key_or_a_rate_limit_is_not_lifted() {
     // A 429's cooldown is the key's own limit: a probe does not end it, nor is it probed.
     let mut t = Tables::new(1, 2);
     t.on_failure(&s, site(1), &verdict(429, "rate limit"), 1_000, &mut |_| {});
-    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+    assert_eq!(t.probe_need(&s, 0, 1_100), None);
     t.on_probe(
         &s,
         0,
@@ -143,7 +139,7 @@ fn an_open_breaker_half_opens_on_a_probe_and_grows_its_spacing_when_it_flaps() {
     let (s, mut t, _) = failing(12);
     let p = &s.providers[0].breaker;
     assert_eq!(t.breakers[0].state, BreakerState::Open);
-    let need = t.probe_need(&s, 0, &keys(), 1_100).expect("probed");
+    let need = t.probe_need(&s, 0, 1_100).expect("probed");
     assert_eq!(need.every_ms, p.probe_interval_ms);
     // Told: the next probe, not the open time.
     let e = t.blocked(&s, site(1), 1_100).expect("open");
@@ -176,7 +172,7 @@ fn an_open_breaker_half_opens_on_a_probe_and_grows_its_spacing_when_it_flaps() {
         &mut |_| {},
     );
     assert_eq!(t.breakers[0].state, BreakerState::Open);
-    let need = t.probe_need(&s, 0, &keys(), 1_500).expect("probed");
+    let need = t.probe_need(&s, 0, 1_500).expect("probed");
     assert_eq!(need.every_ms, 2 * p.probe_interval_ms);
     // A probe's answer from before this opening proves nothing about it.
     t.breakers[0].on_probe_ok(1_350, p);
@@ -190,7 +186,7 @@ fn a_stream_cut_after_its_first_byte_runs_its_timer() {
     let mut v = crate::resilience::classify::transport(false);
     v.mid_stream = true;
     t.on_failure(&s, site(0), &v, 1_000, &mut |_| {});
-    assert_eq!(t.probe_need(&s, 0, &keys(), 1_100), None);
+    assert_eq!(t.probe_need(&s, 0, 1_100), None);
     let e = t.blocked(&s, site(0), 1_100).expect("cooling");
     assert_eq!(e.remaining_ms(), Some(2_900), "the cooldown's own time");
     let mut events = Vec::new();
@@ -204,7 +200,6 @@ fn a_key_that_answers_probes_but_fails_requests_is_tried_less_and_less() {
     // A provider of one key: its trouble is the provider's.
     let s = settings(1, 1);
     let mut t = Tables::new(1, 1);
-    let one = [ConnId::new(0)];
     let every = s.providers[0].breaker.probe_interval_ms;
     let up = ProbeAnswer::of_status(200);
     let v = verdict(500, "internal error");
@@ -215,7 +210,7 @@ fn a_key_that_answers_probes_but_fails_requests_is_tried_less_and_less() {
         // Probed from the first tick it is due, lifted, then its first request fails again.
         let due = (now..now + 60_000)
             .step_by(10)
-            .find(|at| t.probe_need(&s, 0, &one, *at).is_some())
+            .find(|at| t.probe_need(&s, 0, *at).is_some())
             .expect("probed within a minute");
         gaps.push(due - now);
         t.on_probe(&s, 0, ConnId::new(0), up, due, &mut |_| {});
