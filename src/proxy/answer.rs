@@ -150,11 +150,7 @@ fn given_up(
                     )
                 };
                 let e = error_for_reason(&l.verdict, &shown);
-                let soonest = match (earliest, l.next_chance_ms) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                match super::stop::retry_advice(soonest) {
+                match super::stop::retry_advice(earliest) {
                     Some(s) => e.retry_after(s).should_retry(true),
                     None => e.should_retry(false),
                 }

@@ -6,7 +6,7 @@ use super::answer::LastFailure;
 use super::exchange::{Buffered, Request};
 use super::forward::{Relay, relay_buffered};
 use super::respond::finish_error;
-use super::stop::{Stop, final_stop, retry_advice};
+use super::stop::{Stop, final_stop, retry_advice, soonest};
 use crate::resilience::Exclusion;
 use crate::resilience::budget::Budget;
 use monoio::net::tcp::TcpOwnedWriteHalf;
@@ -94,38 +94,27 @@ pub(super) async fn give_up(
         return pass_through(ctx, endpoint, wr, l, resp, None).await;
     }
     let stop = final_stop(budget, &timers, now);
+    // The soonest a candidate may serve: as each exclusion said, or as the tables say now.
     let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
+    let earliest = soonest(earliest, last.as_ref().and_then(|l| l.next_chance_ms));
     // The last failure has the last word: its own answer when there is one.
     if stop == Stop::LastWord
         && let Some(l) = &last
         && let Some(resp) = &l.response
     {
         let own = l.verdict.hint.map(|h| h.ms).or(l.verdict.cooldown_ms);
-        let soonest = match (earliest, l.next_chance_ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let wait = soonest.or(own.filter(|ms| *ms > 0));
+        let wait = earliest.or(own.filter(|ms| *ms > 0));
         return pass_through(ctx, endpoint, wr, l, resp, wait).await;
     }
     let err = super::answer::table(ctx, &stop, last.as_ref(), earliest);
     let err = overloaded_for_anthropic(err, endpoint, &timers, last.as_ref());
-    let fresh = last.as_ref().and_then(|l| l.next_chance_ms);
-    let err = precise_wait(err, soonest(earliest, fresh));
+    let err = precise_wait(err, earliest);
     let diag = diagnostics_for(ctx, last.as_ref());
     let attempts = ctx.attempts_header(None);
     let err = err
         .extra(json!({"diagnostics": diag}))
         .header("x-ringside-attempts", attempts);
     finish_error(ctx, wr, &err, true).await
-}
-
-/// The sooner of two known waits.
-fn soonest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// An answer that says when to come back says it to the millisecond too (`retry-after-ms`,

@@ -98,6 +98,14 @@ pub(crate) fn retry_advice(wait_ms: Option<u64>) -> Option<u64> {
     wait_ms.map(secs).filter(|s| *s <= SDK_RETRY_MAX_SECS)
 }
 
+/// The sooner of two known waits (either may be unknown).
+pub(crate) fn soonest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Whole seconds to wait, at least one.
 pub(crate) fn secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)

@@ -314,10 +314,7 @@ fn next_chance(
             None if why.is_none() => Some(0),
             None => None,
         };
-        soonest = match (soonest, ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        soonest = crate::proxy::stop::soonest(soonest, ms);
     }
     soonest
 }
