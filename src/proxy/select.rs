@@ -94,28 +94,25 @@ pub(super) fn select(
     // A half-open breaker's one real request goes where success is likely: a key that has not
     // failed lately goes before one that has (the key that opened it is tried last).
     let mut doubtful: Option<Candidate> = None;
-    for k in order.chain(std::iter::once(usize::MAX)) {
-        let c = match ordered.get(k) {
-            Some(&c)
-                if doubtful.is_none() && ordered.len() > 1 && doubtful_probe(ctx, &tables, c) =>
-            {
-                doubtful = Some(c);
-                continue;
-            }
-            Some(&c) => c,
-            None => match doubtful.take() {
-                Some(c) => c,
-                None => break,
-            },
-        };
+    for k in order {
+        let c = ordered[k];
+        if doubtful.is_none() && ordered.len() > 1 && doubtful_probe(ctx, &tables, c) {
+            doubtful = Some(c);
+            continue;
+        }
         match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
-            Ok(admit) => {
-                return Some((c, admit));
-            }
+            Ok(admit) => return Some((c, admit)),
             Err(e) => excluded.push((c, e)),
         }
     }
-    None
+    let c = doubtful?;
+    match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
+        Ok(admit) => Some((c, admit)),
+        Err(e) => {
+            excluded.push((c, e));
+            None
+        }
+    }
 }
 
 /// Whether `c` would be a half-open breaker's probe with a key that failed lately.
