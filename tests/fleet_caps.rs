@@ -139,13 +139,20 @@ fn until_share(proxy: &Proxy, want: u64) {
     }
 }
 
-#[test]
-fn caps_fall_back_to_a_local_share_while_redis_is_away_and_come_back() {
+/// Two instances (uring and epoll) sharing a key capped at `cap` through Redis on a port of its
+/// own, each having seen the other; then Redis goes away and each falls back to half the cap.
+/// Returns Redis's port (to start it again), the simulator and the two instances.
+fn two_instances_then_redis_away(
+    sim: SimOptions,
+    cap: u64,
+) -> (u16, ringside::simulate::Simulator, Proxy, Proxy) {
     let redis_port = port();
     let redis = Redis::start_on(redis_port);
-    let sim = start_sim(SimOptions::default());
-    let body = priority_keys(sim.addr, &["a"], "")
-        .replace("  priority = 0\n", "  priority = 0\n  max_concurrent = 6\n");
+    let sim = start_sim(sim);
+    let body = priority_keys(sim.addr, &["a"], "").replace(
+        "  priority = 0\n",
+        &format!("  priority = 0\n  max_concurrent = {cap}\n"),
+    );
     let a = Proxy::start("uring", 1, "", &(body.clone() + &with_fleet(&redis, "a")));
     let b = Proxy::start("epoll", 1, "", &(body + &with_fleet(&redis, "b")));
     // Idle: one slot at hand each.
@@ -155,8 +162,14 @@ fn caps_fall_back_to_a_local_share_while_redis_is_away_and_come_back() {
     std::thread::sleep(Duration::from_millis(2_500));
     // Redis away: the cap divided by the two instances last seen.
     drop(redis);
-    until_share(&a, 3);
-    until_share(&b, 3);
+    until_share(&a, cap / 2);
+    until_share(&b, cap / 2);
+    (redis_port, sim, a, b)
+}
+
+#[test]
+fn caps_fall_back_to_a_local_share_while_redis_is_away_and_come_back() {
+    let (redis_port, _sim, a, b) = two_instances_then_redis_away(SimOptions::default(), 6);
     assert_eq!(served_by(&a), "sim/a", "still serving");
     // Back: shares follow demand again.
     let _redis = Redis::start_on(redis_port);
@@ -171,22 +184,11 @@ fn caps_fall_back_to_a_local_share_while_redis_is_away_and_come_back() {
 /// backoff; the first back used to take it all while the other still admitted its fallback).
 #[test]
 fn back_from_a_redis_outage_the_shares_never_add_up_past_the_cap() {
-    let redis_port = port();
-    let redis = Redis::start_on(redis_port);
-    let sim = start_sim(SimOptions {
+    let slow = SimOptions {
         latency_ms: 400,
         ..Default::default()
-    });
-    let body = priority_keys(sim.addr, &["a"], "")
-        .replace("  priority = 0\n", "  priority = 0\n  max_concurrent = 4\n");
-    let a = Proxy::start("uring", 1, "", &(body.clone() + &with_fleet(&redis, "a")));
-    let b = Proxy::start("epoll", 1, "", &(body + &with_fleet(&redis, "b")));
-    until_share(&a, 1);
-    until_share(&b, 1);
-    std::thread::sleep(Duration::from_millis(2_500));
-    drop(redis);
-    until_share(&a, 2);
-    until_share(&b, 2);
+    };
+    let (redis_port, sim, a, b) = two_instances_then_redis_away(slow, 4);
     // Steady demand of 4 on each instance, more than its fallback share of 2.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load: Vec<_> = [a.addr, b.addr]
