@@ -31,10 +31,9 @@ const EVERY: Duration = Duration::from_secs(1);
 fn entries(
     (t, gates): (&Tables, &[Gate]),
     generation: &Gen,
-    names: &Names,
+    (names, clocks): (&Names, Clocks),
     now: u64,
 ) -> BTreeMap<String, Value> {
-    let clocks = Clocks::now();
     let mut out = BTreeMap::new();
     for (i, g) in gates.iter().enumerate() {
         let (spacing, until) = (
@@ -81,20 +80,20 @@ fn entries(
 pub async fn run(core: Rc<Core>) {
     let store = core.shared.store;
     let mut written: BTreeMap<String, Value> = store.scan(PREFIX).into_iter().collect();
-    let mut names: Option<Names> = None;
+    let mut names = Names::default();
+    // Read once: an unchanged state then maps to the same wall-clock times every second, and
+    // is not written again (two clock reads a second apart differ by a millisecond or so).
+    let clocks = Clocks::now();
     loop {
         monoio::time::sleep(EVERY).await;
         let generation = core.generation();
         let g = &generation.generation;
-        if names.as_ref().is_none_or(|n| n.generation != g.number) {
-            names = Some(Names::of(g));
+        if names.generation != g.number {
+            names = Names::of(g);
         }
-        let Some(names) = names.as_ref() else {
-            continue;
-        };
         let now = crate::clock::now_ms();
         let gates = &core.shared.flow.gates;
-        let fresh = entries((&core.tables.borrow(), gates), g, names, now);
+        let fresh = entries((&core.tables.borrow(), gates), g, (&names, clocks), now);
         for (k, v) in &fresh {
             if written.get(k) != Some(v) {
                 store.put(k.clone(), v.clone());
