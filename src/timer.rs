@@ -163,6 +163,24 @@ pub fn sleep_until(at: Instant) -> Sleep {
 }
 
 impl Sleep {
+    /// A sleep with no deadline yet (until [`Sleep::reset`]); never polled as it is.
+    pub fn unset() -> Sleep {
+        Sleep {
+            tick: u64::MAX,
+            id: NONE,
+            lead: 0,
+            _core_local: std::marker::PhantomData,
+        }
+    }
+
+    /// Let the wheel's entry go (a sleep that fired and is not polled again), as a drop would.
+    pub fn let_go(&mut self) {
+        if self.id != NONE {
+            let id = std::mem::replace(&mut self.id, NONE);
+            with(|c| c.wheel.remove(id));
+        }
+    }
+
     /// Wait until `at` instead (fired or not). Later than where the wheel's entry sits: the
     /// entry is left there (see [`Sleep`]).
     pub fn reset(&mut self, at: Instant) {

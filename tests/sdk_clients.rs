@@ -141,7 +141,7 @@ fn real_sdk_clients_work_through_ringside(driver: &str) {
         driver,
         &python,
         &[&script, &base],
-        "17 of 17 SDK checks passed",
+        "19 of 19 SDK checks passed",
     );
     let node_script = node_script.to_string_lossy().into_owned();
     run_checks(
@@ -235,6 +235,16 @@ base_url = "http://{s}/v1"
   id = "claude-cut-3"
   key_env = "SIM_KEY_B"
   models = ["claude-mid"]
+
+# Waiting streams kept alive (the SDKs' short read timeout checks).
+[[routes]]
+name = "patient"
+keepalive_ms = 300
+targets = [{{ provider = "oai", model = "gpt-4o-mini", connection = "healthy" }}]
+[[routes]]
+name = "patient-claude"
+keepalive_ms = 300
+targets = [{{ provider = "ant", model = "claude-sonnet-4-5" }}]
 "#
     )
 }

@@ -267,6 +267,9 @@ pub(super) fn write(r: &Record, client: &LogClient<'_>, out: &mut Vec<u8>) {
     o.num(k!("ts_ms"), r.ts_ms);
     o.opt_num(k!("lease_generation"), r.lease_generation);
     o.opt_num(k!("client_retry"), r.client_retry.map(u64::from));
+    if r.early_head {
+        o.bool(k!("early_head"), true);
+    }
     if r.same_request_retry {
         o.bool(k!("same_request_retry"), true);
     }

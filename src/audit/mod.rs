@@ -109,6 +109,10 @@ pub struct Record {
     /// was given up on within `resilience.retry_window_ms` (`resilience::repeats`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub same_request_retry: bool,
+    /// The client had a waiting stream's head and keep-alives before the answer (its status
+    /// went out as an event of that stream: `stream.keepalive_ms`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub early_head: bool,
     /// What the SSE scanner saw in a streamed answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_stats: Option<StreamStats>,

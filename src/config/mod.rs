@@ -13,14 +13,13 @@ pub mod schema;
 mod schema_providers;
 mod schema_resilience;
 mod strategy;
-pub use resolve::{available_cores, default_address_share, default_max_connections};
-pub use schema::FileConfig;
-pub use strategy::Strategy;
-
 use crate::dialect::Dialect;
 use crate::ids::ConnId;
+pub use resolve::{available_cores, default_address_share, default_max_connections};
+pub use schema::FileConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
+pub use strategy::Strategy;
 
 /// A credential. Its Debug and Display never show the value.
 #[derive(Clone, PartialEq, Eq)]
@@ -250,6 +249,7 @@ pub struct RouteSpec {
     /// Default request deadline for this route (else `resilience.deadline_ms`).
     pub deadline_ms: Option<u64>,
     pub cross_dialect: bool, // targets of another API are tried, translated
+    pub keepalive_ms: Option<u32>, // keep-alive of its waiting streams (`stream.keepalive_ms`)
 }
 
 /// The validated configuration every core reads (shared behind an `Arc`, never mutated).

@@ -198,6 +198,11 @@ pub struct StreamSection {
     /// The share of the last second (percent) a core may wait for a CPU before it counts as
     /// busy; quiet again at half of it (`core_load::cpu_wait`).
     pub coalesce_busy_wait_percent: u64,
+    /// A streaming request with nothing to send for this long (a queue, a cooldown, a slow
+    /// first byte) gets its head and then the dialect's keep-alive every this many ms, so
+    /// that read timeouts of SDKs and load balancers do not fire; 0 = off (a route's own
+    /// `keepalive_ms` wins).
+    pub keepalive_ms: u64,
 }
 
 impl Default for StreamSection {
@@ -216,6 +221,7 @@ impl Default for StreamSection {
             coalesce_events: crate::sse::Coalesce::WhenBusy,
             coalesce_busy_lag_ms: 4,
             coalesce_busy_wait_percent: crate::core_load::WAIT_MARK_PERCENT.into(),
+            keepalive_ms: 0,
         }
     }
 }

@@ -164,6 +164,9 @@ pub struct RouteSection {
     /// translated (default true).
     #[serde(default = "yes")]
     pub cross_dialect: bool,
+    /// This route's keep-alive for waiting streams (else `stream.keepalive_ms`; 0 = off).
+    #[serde(default)]
+    pub keepalive_ms: Option<u64>,
 }
 
 fn yes() -> bool {

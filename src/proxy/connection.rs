@@ -321,7 +321,9 @@ mod tests {
     /// and target places had types of their own, 32-bit (`ids::ConnId`, `ids::TargetIdx`: a
     /// candidate in 8 bytes, not 16, and a lease's connection in 4); 3,504 with translation
     /// between APIs (the request's translation session, a translated stream in the relay and
-    /// its request, each boxed: 8 bytes apiece).
+    /// its request, each boxed: 8 bytes apiece); 2026-12-05: 3,520 with a waiting stream's
+    /// keep-alive in the client watch (boxed, 8 bytes), once the watch's arming timer was no
+    /// longer an `Option` (8 bytes fewer).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

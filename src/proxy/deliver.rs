@@ -74,19 +74,15 @@ pub(super) fn commit(
         // read again after it (each kept took room in every held stream's task).
         let names = ctx.generation.conn_names.get(ready.cand.connection.index());
         let Some(&ConnNames { label, .. }) = names else {
-            let failed = Failed::new(
-                classify::transport(false),
-                AttemptOutcome::ProtocolError,
-                "unknown connection".into(),
-                true,
-            );
-            return (AttemptEnd::Failed(failed), false);
+            return (unknown_connection(), false);
         };
         let attempts = ctx.attempts_header(Some((label, ready.head.status)));
         ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
         // When the relay began, in microseconds from the request's head (as an instant it took
         // 16 bytes; 64-bit, as a deadline may allow hours of waiting before it).
         let relay_from_us = crate::clock::since(ctx.started).as_micros() as u64;
+        // A waiting stream's keep-alives stop while its answer goes out.
+        let head_sent = watch.pause_keepalive(true);
         let (res, sse) = 'relay: {
             let hard_deadline = ctx.exec_deadline;
             // The stages apart: the relay reads the head's facts and takes the admitted body.
@@ -101,6 +97,7 @@ pub(super) fn commit(
                 attempts: &attempts,
                 client_keep_alive: req.keep_alive,
                 client_http11: req.head.version_minor >= 1,
+                head_sent,
                 coalesce: coalesce_for(admitted.client.as_deref(), &cfg.stream),
                 idle_timeout_ms: ms32(cfg.upstream.idle_read_timeout_ms),
                 send_timeout_ms: ms32(cfg.limits.client_send_timeout_ms),
@@ -140,6 +137,7 @@ pub(super) fn commit(
         };
         let (cand, head, core) = (ready.cand, &ready.head, ctx.core);
         if !res.committed {
+            watch.pause_keepalive(false);
             return (uncommitted(&res), false);
         }
         let (delivered, in_band) = judge_delivery(ctx, cand, head, &res);
@@ -159,6 +157,17 @@ pub(super) fn commit(
         };
         (done, reusable)
     }
+}
+
+/// A connection slot the generation does not name (never expected): nothing was sent.
+fn unknown_connection() -> AttemptEnd {
+    let failed = Failed::new(
+        classify::transport(false),
+        AttemptOutcome::ProtocolError,
+        "unknown connection".into(),
+        true,
+    );
+    AttemptEnd::Failed(failed)
 }
 
 /// The attempt's final verdict, from how its body ended. An in-band error event is judged by

@@ -88,6 +88,9 @@ pub(crate) struct Request<'a> {
     /// answers (the operator: open mode or an `admin`-scoped key). Tenants' keys get the
     /// request id instead; the decision record keeps everything.
     pub reveal: bool,
+    /// A waiting stream's head went out (`proxy::keepalive`): the request's last words are
+    /// an event of this endpoint's stream, not an answer of their own.
+    pub early_head: Option<Endpoint>,
 }
 
 impl<'a> Request<'a> {

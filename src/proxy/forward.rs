@@ -32,6 +32,9 @@ pub struct Relay<'a> {
     pub secrets: super::redact::Secrets<'a>,
     pub client_keep_alive: bool,
     pub client_http11: bool,
+    /// The client has its head already (a waiting stream's, `proxy::keepalive`): the answer
+    /// goes out as chunks of that body.
+    pub head_sent: bool,
     /// When the stream's writes are joined into fuller segments (`stream.coalesce_events`,
     /// or the client key's own choice).
     pub coalesce: crate::sse::Coalesce,
@@ -117,6 +120,12 @@ pub async fn relay_buffered(
     extra: &[(&str, String)],
 ) -> bool {
     let body = if carries_body(status) { body } else { &[] };
+    if r.head_sent {
+        // A waiting stream's head went out: the body is its last chunk.
+        let mut h = as_chunk(body);
+        h.extend_from_slice(b"0\r\n\r\n");
+        return write(wr, Bytes::from(h)).await && r.client_keep_alive;
+    }
     let shape = Shape {
         status,
         rechunk: false,

@@ -24,6 +24,15 @@ async fn pass_through(
 ) -> bool {
     let secrets = super::redact::Secrets::of(ctx.core, ctx.config(), last.conn);
     let body = secrets.redact(&resp.body);
+    if ctx.early_head.is_some() {
+        // A waiting stream's head went out: the answer's error is the stream's error event.
+        let message = crate::translate::answer::error_message(&body);
+        let code = crate::translate::session::error_code(resp.status);
+        let err = crate::dialect::ApiError::new(resp.status, code, message);
+        let keep = finish_error(ctx, wr, &err, true).await;
+        record_passed(ctx, last, resp.status, body.len());
+        return keep;
+    }
     let advice = retry_advice(wait_ms);
     // (An empty value drops the upstream's own: it spoke for one key.)
     let ms = wait_ms.filter(|_| advice.is_some()).map(|ms| ms.max(1));
@@ -38,6 +47,7 @@ async fn pass_through(
             ms.map(|ms| ms.to_string()).unwrap_or_default(),
         ),
     ];
+    record_passed(ctx, last, resp.status, body.len());
     let attempts = ctx.attempts_header(None);
     let route = ctx.record.route.clone().unwrap_or_default();
     let r = Relay {
@@ -49,6 +59,7 @@ async fn pass_through(
         attempts: &attempts,
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
+        head_sent: false,
         coalesce: crate::sse::Coalesce::Never,
         idle_timeout_ms: 1_000,
         send_timeout_ms: super::forward::ms32(ctx.config().limits.client_send_timeout_ms),
@@ -57,7 +68,12 @@ async fn pass_through(
         client_fd: ctx.conn.fd,
         judging: &ctx.config().resilience,
     };
-    ctx.record.status = resp.status;
+    relay_buffered(wr, &resp.head, resp.status, &body, &r, &extra).await
+}
+
+/// The decision record of an upstream answer passed on.
+fn record_passed(ctx: &mut Request<'_>, last: &LastFailure, status: u16, bytes: usize) {
+    ctx.record.status = status;
     ctx.record.outcome = if last.verdict.retryable {
         crate::audit::Outcome::Failed
     } else {
@@ -65,8 +81,7 @@ async fn pass_through(
     };
     ctx.record.error_code = Some(last.verdict.reason.as_str());
     ctx.record.connection = Some(last.label);
-    ctx.record.bytes_out = body.len() as u64;
-    relay_buffered(wr, &resp.head, resp.status, &body, &r, &extra).await
+    ctx.record.bytes_out = bytes as u64;
 }
 
 /// Build and send the final answer. Returns whether the connection stays open.

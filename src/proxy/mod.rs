@@ -49,6 +49,7 @@ pub mod forward;
 mod give_up;
 mod intake;
 pub mod judge;
+mod keepalive;
 pub mod lease;
 mod limit_reset;
 mod models;

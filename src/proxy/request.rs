@@ -58,6 +58,7 @@ pub fn handle(
             priority,
             conn: conn.link,
             reveal: true,
+            early_head: None,
         };
         // The guard borrows the request (moving it into the guard would copy it).
         // The in-flight gauge counts the request from here to its finalisation (no await between

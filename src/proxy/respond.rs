@@ -58,6 +58,11 @@ pub(crate) async fn finish_error(
     if ctx.record.ttfb_ms.is_none() {
         ctx.record.ttfb_ms = Some(crate::clock::since(ctx.started).as_millis() as u32);
     }
+    if let Some(endpoint) = ctx.early_head {
+        let bytes = error_event(err, endpoint, &ctx.record.request_id);
+        let (res, _) = wr.write_all(bytes).await;
+        return res.is_ok() && ctx.keep_alive && body_ok;
+    }
     respond_error_to(
         wr,
         ctx.dialect,
@@ -67,6 +72,23 @@ pub(crate) async fn finish_error(
         ctx.head.method() == "HEAD",
     )
     .await
+}
+
+/// An error as a waiting stream's last words (`proxy::keepalive`): the dialect's error event
+/// as a chunk, and the body's last chunk.
+pub(crate) fn error_event(
+    err: &ApiError,
+    e: crate::dialect::Endpoint,
+    request_id: &str,
+) -> Vec<u8> {
+    let ev = err.sse_event(e, request_id);
+    let mut line = [0u8; 18];
+    let n = crate::http::chunk::size_line(ev.len(), &mut line);
+    let mut out = Vec::with_capacity(n + ev.len() + 7);
+    out.extend_from_slice(&line[..n]);
+    out.extend_from_slice(&ev);
+    out.extend_from_slice(b"\r\n0\r\n\r\n");
+    out
 }
 
 /// A small JSON success response.

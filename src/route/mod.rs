@@ -58,6 +58,8 @@ pub struct Entry {
     pub deadline_ms: Option<u64>,
     /// Targets of another dialect may serve, translated.
     pub cross_dialect: bool,
+    /// Keep-alive for waiting streams, if the route has its own (`stream.keepalive_ms`).
+    pub keepalive_ms: Option<u32>,
     /// The dialects its targets' providers speak (a bit per `Dialect`).
     pub dialects: u8,
 }
@@ -247,6 +249,7 @@ impl RouteTable {
             if let Some(e) = t.entries.last_mut() {
                 e.deadline_ms = r.deadline_ms;
                 e.cross_dialect = r.cross_dialect;
+                e.keepalive_ms = r.keepalive_ms;
                 // A route across APIs judges each target by what its model supports before a
                 // fallback translates for it (the known table where the config says nothing).
                 if e.cross_dialect && e.dialects.count_ones() > 1 {
@@ -323,6 +326,7 @@ impl RouteTable {
             index,
             slot,
             deadline_ms: None,
+            keepalive_ms: None,
             cross_dialect: true,
             dialects,
         });
@@ -402,6 +406,7 @@ impl RouteTable {
             index: self.other_index,
             slot: self.slots,
             deadline_ms: None,
+            keepalive_ms: None,
             cross_dialect: true,
             dialects: dialect_bit(self.dialects[pi]),
         })))

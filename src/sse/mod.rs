@@ -32,6 +32,8 @@ pub struct StreamSettings {
     /// The share of the last second, in percent, a core may wait for a CPU before it counts
     /// as busy (`core_load::cpu_wait`).
     pub coalesce_busy_wait_percent: u8,
+    /// The keep-alive spacing for waiting streams, in ms (0 = off; `proxy::keepalive`).
+    pub keepalive_ms: u32,
 }
 
 impl StreamSettings {
@@ -47,6 +49,7 @@ impl StreamSettings {
         coalesce_events: Coalesce::WhenBusy,
         coalesce_busy_lag_ms: crate::core_load::LATE_MARK.as_millis() as u32,
         coalesce_busy_wait_percent: crate::core_load::WAIT_MARK_PERCENT,
+        keepalive_ms: 0,
     };
 }
 

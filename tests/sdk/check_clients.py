@@ -20,6 +20,10 @@ BASE = sys.argv[1]
 oai = openai.OpenAI(base_url=BASE + "/v1", api_key="client-key", max_retries=0, timeout=20)
 ant = anthropic.Anthropic(base_url=BASE, api_key="client-key", max_retries=0, timeout=20)
 HI = [{"role": "user", "content": "hi"}]
+# Clients that give up on a read after a second, and an upstream that takes 2.5 s to answer.
+oai_impatient = openai.OpenAI(base_url=BASE + "/v1", api_key="client-key", max_retries=0, timeout=1.0)
+ant_impatient = anthropic.Anthropic(base_url=BASE, api_key="client-key", max_retries=0, timeout=1.0)
+SLOW = {"x-sim-latency-ms": "2500"}
 TEXT = "Hello from the Ringside upstream simulator, friend"
 BIG = "x" * (17 << 20)  # over the default max_body_bytes (16 MiB)
 CHECKS = []
@@ -218,6 +222,40 @@ def anthropic_oversize_body_is_a_413_not_a_connection_error():
         assert e.body["error"]["type"] == "request_too_large", e.body
     else:
         raise AssertionError("a body over max_body_bytes was accepted")
+
+
+@check
+def openai_stream_kept_alive_past_a_short_read_timeout():
+    # Route `patient` keeps a waiting stream alive every 300 ms (`keepalive_ms`).
+    parts = []
+    for chunk in oai_impatient.chat.completions.create(
+        model="patient", messages=HI, stream=True, extra_headers=SLOW
+    ):
+        if chunk.choices and chunk.choices[0].delta.content:
+            parts.append(chunk.choices[0].delta.content)
+    assert "".join(parts) == TEXT, parts
+    # The same wait on a route without keep-alives: the client gives up, as it would without
+    # Ringside's help (so the check above is not one that cannot fail).
+    try:
+        for _ in oai_impatient.chat.completions.create(
+            model="gpt-4o-mini", messages=HI, stream=True, extra_headers=SLOW
+        ):
+            pass
+    except openai.APITimeoutError:
+        pass
+    else:
+        raise AssertionError("a silent 2.5 s wait did not time a 1 s read timeout out")
+
+
+@check
+def anthropic_stream_kept_alive_past_a_short_read_timeout():
+    with ant_impatient.messages.stream(
+        model="patient-claude", max_tokens=64, messages=HI, extra_headers=SLOW
+    ) as s:
+        text = "".join(s.text_stream)
+        final = s.get_final_message()
+    assert text == TEXT, text
+    assert final.stop_reason == "end_turn", final
 
 
 failed = []

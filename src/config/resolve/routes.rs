@@ -63,12 +63,16 @@ pub(in crate::config) fn routes(
 
     file.routes
         .iter()
-        .map(|r| RouteSpec {
+        .enumerate()
+        .map(|(i, r)| RouteSpec {
             strategy: Strategy::parse(&r.strategy).unwrap_or(Strategy::Priority),
             name: r.name.clone(),
             targets: r.targets.clone(),
             deadline_ms: r.deadline_ms,
             cross_dialect: r.cross_dialect,
+            keepalive_ms: r
+                .keepalive_ms
+                .map(|v| super::sections::keepalive_ms(p, &format!("routes[{i}].keepalive_ms"), v)),
         })
         .collect()
 }

@@ -142,7 +142,16 @@ pub(in crate::config) fn stream(
             0,
             100,
         ) as u8,
+        keepalive_ms: keepalive_ms(out, "stream.keepalive_ms", st.keepalive_ms),
     }
+}
+
+/// A keep-alive spacing: 0 (off), else 100 ms to 10 minutes.
+pub(in crate::config) fn keepalive_ms(out: &mut Problems, at: &str, v: u64) -> u32 {
+    if v == 0 {
+        return 0;
+    }
+    out.clamped(at, v, 100, 600_000) as u32
 }
 
 /// Client keys, validated; keys from the environment are hashed here and never kept.

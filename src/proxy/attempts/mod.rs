@@ -56,7 +56,7 @@ pub(super) fn run(
             // the core now, and the next request is waited for with none (`serve_client`).
             crate::http::buffers::give_back(std::mem::take(buf));
         }
-        let mut watch = ClientWatch::start(rd, std::mem::take(buf));
+        let mut watch = super::keepalive::watch(ctx, entry, rd, std::mem::take(buf));
         let mut run = Attempts {
             entry,
             budget: budget_for(ctx, entry),
@@ -132,8 +132,7 @@ pub(super) fn run(
                 break answered;
             }
         };
-        let wait;
-        (*buf, wait) = watch.finish();
+        let wait = super::keepalive::settle(ctx, watch, buf);
         ctx.conn.next_wait.set(wait);
         pin.remember(ctx, run.st.served);
         match answered {

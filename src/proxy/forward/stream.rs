@@ -96,6 +96,9 @@ impl Stream {
         if let Some(t) = translating {
             s.translate(head, r, t);
         }
+        if r.head_sent {
+            s.after_early_head();
+        }
         if s.is_sse {
             let_go_of_head(head, r.judging);
         }
@@ -163,6 +166,20 @@ impl Stream {
         }
     }
 
+    /// The client has a waiting stream's head (chunked, `proxy::keepalive`): no head of this
+    /// answer goes out, and a body the upstream did not chunk is chunked for it. Out of line:
+    /// once per such stream.
+    #[inline(never)]
+    fn after_early_head(&mut self) {
+        self.pending_head = Some(Vec::new());
+        if self.translating.is_none() && !self.client_chunked {
+            self.rechunk = true;
+            self.client_chunked = true;
+            self.dechunk = None;
+            self.can_append = true;
+        }
+    }
+
     /// Take what the upstream sent so far as the next client write. Not inlined: the chunk
     /// tracker and the SSE scanner run in here per read, and inlined into the connection's
     /// whole future they ran a third more instructions (callgrind, PGO build, 2026-12-01).
@@ -209,9 +226,12 @@ impl Stream {
         }
         // (A last chunk held back above leaves the chunks before it whole: the tracker is done.)
         let edge_now = self.edge.between_events() && self.end.between_chunks();
-        let ends_message = done && !self.held_back_last_chunk && !self.rechunk;
-        let data = if self.rechunk && !data.is_empty() {
-            Bytes::from(as_chunk(&data))
+        // A re-chunked body that ends by its length (after a waiting stream's head) ends with
+        // the last chunk; a close-delimited one ends at the upstream's close.
+        let last_chunk = self.rechunk && done && !self.held_back_last_chunk;
+        let ends_message = done && !self.held_back_last_chunk && (!self.rechunk || last_chunk);
+        let data = if self.rechunk && (!data.is_empty() || last_chunk) {
+            Bytes::from(rechunked(&data, last_chunk))
         } else if let Some(t) = self.dechunk.as_mut() {
             let mut payload = Vec::with_capacity(data.len());
             if t.feed(&data, |p| payload.extend_from_slice(p)).is_err() {
@@ -265,6 +285,9 @@ impl Stream {
         let last_chunk_here = data.ends_with(b"0\r\n\r\n") && (n == 5 || data[n - 6] == b'\n');
         if self.framing == Framing::Chunked && last_chunk_here {
             data.truncate(n - 5);
+            self.held_back_last_chunk = true;
+        } else if self.rechunk {
+            // Ours to end: the error event goes with the last chunk.
             self.held_back_last_chunk = true;
         } else {
             self.can_append = false;
@@ -402,6 +425,19 @@ impl Stream {
             keep_alive && !out.client_gone && (out.failure.is_none() || ended_whole);
         self.scanner.take().map(|s| s.totals)
     }
+}
+
+/// Body bytes as one chunk (none when empty), and the last chunk when the body ends here.
+fn rechunked(data: &[u8], last: bool) -> Vec<u8> {
+    let mut v = if data.is_empty() {
+        Vec::with_capacity(5)
+    } else {
+        as_chunk(data)
+    };
+    if last {
+        v.extend_from_slice(b"0\r\n\r\n");
+    }
+    v
 }
 
 /// [`Stream::start`]'s trim of the upstream's head, out of line: it runs once per event
