@@ -10,6 +10,7 @@ both_drivers!(
     a_stream_broken_off_pins_no_session,
     a_cooldown_survives_a_kill_with_the_time_it_has_left,
     learned_pacing_survives_a_kill,
+    a_429_teaches_its_key_no_pacing,
 );
 
 fn terminal_states_and_admin_settings_survive_a_restart(driver: &str) {
@@ -245,4 +246,26 @@ fn learned_pacing_survives_a_kill(driver: &str) {
         15_000,
         "the spacing came back with the restart"
     );
+}
+
+/// A 429's rate-limit headers (no request left, the window resetting in 20 s) cool or lock the
+/// key by their hint; they do not also space it, which held requests that had already chosen
+/// the key for the whole window while its siblings were free.
+fn a_429_teaches_its_key_no_pacing(driver: &str) {
+    let mut opts = SimOptions::default();
+    opts.faults
+        .push(parse_fault_arg("key:sk-sim-a=429;ratelimit-headers").expect("fault"));
+    let sim = start_sim(opts);
+    let proxy = Proxy::start(driver, 1, "", &priority_keys(sim.addr, &["a", "b"], ""));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    let (_, q) = proxy.admin("GET", "/admin/queues");
+    let spacing: Vec<u64> = q["queues"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["learned_spacing_ms"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(spacing, [0, 0], "{q}");
 }

@@ -37,10 +37,10 @@ pub(super) struct DrillArgs {
     /// Only these scenarios (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     scenarios: Vec<String>,
-    /// Each phase's length (steady, fault, recovery).
-    #[arg(long, default_value_t = 4.0, value_name = "SECONDS")]
+    /// The fault's and the recovery's length (the steady traffic before them: half of it).
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
     phase: f64,
-    /// Each scenario's whole length instead (its three phases a third each).
+    /// Each scenario's whole length instead (steady a fifth, fault and recovery two each).
     #[arg(long, value_name = "SECONDS", conflicts_with = "phase")]
     duration: Option<f64>,
     /// The size of each request's prompt, like your traffic's (0: a one-word prompt).
@@ -90,9 +90,11 @@ fn address(url: &str) -> Result<std::net::SocketAddr, String> {
 }
 
 pub(super) fn run(a: DrillArgs) -> Result<Exit, String> {
-    let phase = a.duration.map_or(a.phase, |d| d / 3.0);
+    let phase = a.duration.map_or(a.phase, |d| d / 2.5);
     if !(phase > 0.0 && phase <= 3600.0) {
-        return Err("--phase: between 0 and 3600 seconds (--duration: three times that)".into());
+        return Err(
+            "--phase: between 0 and 3600 seconds (--duration: two and a half times that)".into(),
+        );
     }
     if a.body_bytes > 1 << 20 {
         return Err("--body-bytes: at most 1 MiB".into());

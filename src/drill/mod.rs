@@ -244,8 +244,15 @@ fn metrics(admin: SocketAddr, token: &str) -> std::collections::BTreeMap<String,
 }
 
 /// A few decision records of requests that did not simply succeed: first those whose client
-/// hung up, then other failures, then requests that needed more than one attempt.
+/// hung up, then other failures, then requests that needed more than one attempt, and the
+/// slowest request when it took seconds.
 fn samples(all: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    // The slowest request too, when it waited seconds: what it waited for is in its record.
+    let slowest = all
+        .iter()
+        .filter(|r| r["total_ms"].as_u64().unwrap_or(0) > 2_000)
+        .max_by_key(|r| r["total_ms"].as_u64().unwrap_or(0))
+        .cloned();
     let (mut failed, other): (Vec<_>, Vec<_>) = all
         .into_iter()
         .partition(|r| r["status"].as_u64().unwrap_or(0) >= 400 || r["outcome"] != "ok");
@@ -257,6 +264,7 @@ fn samples(all: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
             .filter(|r| r["attempts"].as_array().is_some_and(|a| a.len() > 1))
             .take(2),
     );
+    failed.extend(slowest);
     failed
 }
 

@@ -9,8 +9,7 @@ use super::send::{HeadFail, send_and_await_head};
 use super::watch::{ClientWatch, Raced};
 use crate::audit::AttemptOutcome;
 use crate::config::{Connection, Provider};
-use crate::dialect::ratelimit::unified::Unified;
-use crate::dialect::ratelimit::{Family, RateLimits};
+use crate::dialect::ratelimit::RateLimits;
 use crate::http::Head;
 use crate::resilience::budget::Budget;
 use crate::resilience::classify::{self, Verdict};
@@ -85,7 +84,7 @@ pub(super) fn attempt(
             };
         // What the head says about limits, read once: the load and pacing tables take it now;
         // an error answer's judge later (boxed: 8 bytes in every attempt's state, not 400).
-        let (limits, wall) = learn_from_head(core, cand, &head, conn.usage_wall.any());
+        let (limits, wall) = super::learn::from_head(core, cand, &head, conn.usage_wall.any());
         if wall.is_some() || (head.status == 401 && conn.oauth.is_some()) {
             // A Claude subscription account's usage wall reads every answer's head: a success
             // counts as served on the lane (or shows the window rolled over), a wall answer may
@@ -134,29 +133,6 @@ pub(super) fn attempt(
             provider_index: aim.provider_index,
         }
     }
-}
-
-/// What every answer's head teaches, read in one pass: the connection's quota figures and its
-/// pacing; for an account whose usage wall is opted in (`with_wall`), what the wall's headers
-/// say. An error answer's figures are kept for its judge (retry hints), when it had any.
-/// (Boxed: 8 bytes each in every attempt's state, not 400 and 140.)
-fn learn_from_head(
-    core: &crate::state::core::Core,
-    cand: Candidate,
-    head: &Head,
-    with_wall: bool,
-) -> (Option<Box<RateLimits>>, Option<Box<Unified>>) {
-    let mut wall = with_wall.then(Box::<Unified>::default);
-    let limits = RateLimits::read_with(head, crate::clock::unix_ms(), wall.as_deref_mut());
-    if !limits.any() {
-        return (None, wall);
-    }
-    core.loads
-        .borrow_mut()
-        .observe_quota(cand.connection, &limits, now());
-    learn_pacing(&core.shared.flow.gates[cand.connection], &limits);
-    let kept = (!(200..300).contains(&head.status)).then(|| Box::new(limits));
-    (kept, wall)
 }
 
 fn is_event_stream(head: &Head) -> bool {
@@ -458,17 +434,6 @@ fn error_answer(
         self_inflicted: false,
         stale_pooled: false,
     })
-}
-
-/// Let the connection's gate learn from the upstream's rate-limit headers.
-fn learn_pacing(gate: &crate::flow::gate::Gate, limits: &RateLimits) {
-    let window = [Family::OpenAiRequests, Family::AnthropicRequests]
-        .into_iter()
-        .map(|f| limits.window(f))
-        .find(|w| w.remaining.is_some());
-    if let Some(w) = window {
-        gate.learn(w.remaining, w.limit, w.reset_ms);
-    }
 }
 
 /// A translated attempt's JSON answer: read whole (within the attempt's deadline) and written in

@@ -50,6 +50,7 @@ mod give_up;
 mod intake;
 pub mod judge;
 mod keepalive;
+mod learn;
 pub mod lease;
 mod limit_reset;
 mod models;
