@@ -10,7 +10,9 @@ pub mod gate;
 pub mod live;
 mod pump;
 pub mod queue;
+pub mod price;
 pub mod settings;
+pub mod spend;
 pub mod tenant;
 
 use crate::ids::ConnId;
