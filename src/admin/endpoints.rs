@@ -69,6 +69,11 @@ pub(super) async fn answer(
                 "tenants": shared.flow.tenants.snapshot(crate::clock::now_ms()),
             }),
         )),
+        ("GET", "/admin/spend") => as_json(super::spend::view(shared)),
+        ("POST", p) if p.starts_with("/admin/spend/") && p.ends_with("/reset") => {
+            let tenant = &p["/admin/spend/".len()..p.len() - "/reset".len()];
+            as_json(super::spend::reset(shared, tenant))
+        }
         ("GET", "/admin/settings") => as_json(flow::settings(shared)),
         ("GET", "/admin/config") => as_json(super::config_view::config(shared)),
         ("GET", "/admin/fleet") => as_json(fleet_view(shared)),
@@ -108,6 +113,7 @@ fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
     super::usage_wall::metrics(&mut text, shared, &generation.config);
     text.push_str(&admin.borrow_mut().metrics());
     text.push_str(&flow::metrics(shared));
+    super::spend::metrics(&mut text, shared);
     text.push_str(&format!(
         "# HELP ringside_admin_auth_failures_total Admin requests refused for a missing or wrong credential.\n# TYPE ringside_admin_auth_failures_total counter\nringside_admin_auth_failures_total {}\n",
         access::AUTH_FAILURES.load(Ordering::Relaxed)

@@ -12,6 +12,7 @@ pub mod leases;
 mod oauth;
 mod page;
 mod shortage;
+mod spend;
 pub mod state;
 mod transitions;
 mod usage_wall;

@@ -73,6 +73,14 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ),
     ("GET /admin/tenants", "per-tenant usage against the quotas"),
     (
+        "GET /admin/spend",
+        "configured tenants' spend this day and month against their budgets",
+    ),
+    (
+        "POST /admin/spend/{tenant}/reset",
+        "start a tenant's day and month over",
+    ),
+    (
         "GET /admin/settings",
         "queue budgets in force and where each comes from",
     ),

@@ -286,6 +286,11 @@ pub(super) fn write(r: &Record, client: &LogClient<'_>, out: &mut Vec<u8>) {
     if !r.tokens.is_empty() {
         tokens(o.key(k!("tokens")), &r.tokens);
     }
+    if let Some(usd) = r.cost_usd {
+        // Micro-dollar precision, as the spend is counted (`flow::spend`).
+        let out = o.key(k!("cost_usd"));
+        out.extend_from_slice(format!("{usd:.6}").as_bytes());
+    }
     o.num(k!("total_us"), r.total_us);
     o.num(k!("upstream_us"), u64::from(r.upstream_us));
     o.nonzero(k!("waits_us"), r.waits_us);

@@ -119,6 +119,9 @@ pub struct Record {
     /// What the answer's `usage` said (JSON answers and streams).
     #[serde(skip_serializing_if = "Tokens::is_empty")]
     pub tokens: Tokens,
+    /// What the request cost its tenant, in dollars (only where a budget counts it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// The request from its head to its end, in microseconds.
     pub total_us: u64,
     /// Time spent in upstream attempts, in microseconds (u32 like the three below: 71

@@ -4,12 +4,14 @@
 mod fleet;
 mod parse;
 mod problems;
+pub use problems::Problem;
 mod renumber;
 pub use fleet::{FleetSettings, FleetUnavailable};
 pub use renumber::NO_SLOT;
 mod resilience;
 mod resolve;
 pub mod schema;
+mod schema_budgets;
 mod schema_providers;
 mod schema_resilience;
 mod strategy;
@@ -37,42 +39,6 @@ impl Secret {
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(***)")
-    }
-}
-
-/// One problem found in a config, with where it is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    pub at: String,
-    pub message: String,
-}
-
-impl Problem {
-    /// What the problem says without the file's own text: where it is, and the message's
-    /// first line with every quoted value left out. A reload's problems go to the log and the
-    /// admin API, which others may read, and the offending line may hold a secret pasted
-    /// where it does not belong; `ringside check` shows the line to whoever runs it.
-    pub fn without_source(&self) -> String {
-        let first = self.message.lines().next().unwrap_or("");
-        let mut out = String::with_capacity(first.len());
-        let mut quoted = false;
-        for c in first.chars() {
-            if c == '"' {
-                if !quoted {
-                    out.push_str("\"…");
-                }
-                quoted = !quoted;
-            } else if !quoted {
-                out.push(c);
-            }
-        }
-        format!("{}: {out}", self.at)
-    }
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.at, self.message)
     }
 }
 
@@ -272,6 +238,8 @@ pub struct Config {
     /// Upstream accounts with limits of their own (`[[providers.accounts]]`).
     pub accounts: Vec<crate::flow::account::AccountLimits>,
     pub tenant_limits: crate::flow::tenant::TenantLimits,
+    pub tenants: resolve::budgets::TenantRules, // `[[tenants]]`: minute limits and budgets
+    pub prices: crate::flow::price::Prices,     // `[[prices]]`, over the built-in table
     pub stream: crate::sse::StreamSettings,
     /// Client keys (empty: open, sidecar mode).
     pub clients: crate::clients::Clients,

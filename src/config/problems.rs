@@ -1,8 +1,6 @@
 //! The one collector of what is wrong with a config: every problem with where it is, so that
 //! `ringside check` reports them all in one run, not just the first.
 
-use super::Problem;
-
 #[derive(Debug, Default)]
 pub(super) struct Problems(pub(super) Vec<Problem>);
 
@@ -141,5 +139,41 @@ mod tests {
         assert!(p.secret_env("x.key_env", "SET", &env).is_some());
         assert!(p.secret_env("x.key_env", "BROKEN", &env).is_none());
         assert!(format!("{:?}", p.0).contains("control character"));
+    }
+}
+
+/// One problem found in a config, with where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub at: String,
+    pub message: String,
+}
+
+impl Problem {
+    /// What the problem says without the file's own text: where it is, and the message's
+    /// first line with every quoted value left out. A reload's problems go to the log and the
+    /// admin API, which others may read, and the offending line may hold a secret pasted
+    /// where it does not belong; `ringside check` shows the line to whoever runs it.
+    pub fn without_source(&self) -> String {
+        let first = self.message.lines().next().unwrap_or("");
+        let mut out = String::with_capacity(first.len());
+        let mut quoted = false;
+        for c in first.chars() {
+            if c == '"' {
+                if !quoted {
+                    out.push_str("\"…");
+                }
+                quoted = !quoted;
+            } else if !quoted {
+                out.push(c);
+            }
+        }
+        format!("{}: {out}", self.at)
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.message)
     }
 }

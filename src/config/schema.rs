@@ -4,6 +4,7 @@ use serde::Deserialize;
 
 // The `[resilience]` section and its rules are in `schema_resilience.rs`; providers, their
 // connections and accounts, and routes in `schema_providers.rs`.
+pub use super::schema_budgets::*;
 pub use super::schema_providers::*;
 pub use super::schema_resilience::*;
 
@@ -38,6 +39,11 @@ pub struct FileConfig {
     /// before a fallback to a provider of another API.
     #[serde(default)]
     pub models: Vec<ModelSection>,
+    /// Tenants' limits and budgets, and what tokens cost (`schema_budgets.rs`).
+    #[serde(default)]
+    pub tenants: Vec<TenantSection>,
+    #[serde(default)]
+    pub prices: Vec<PriceSection>,
 }
 
 /// `[[models]]`: what a model supports (unset: the built-in table's word, else unrestricted).

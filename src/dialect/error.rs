@@ -13,6 +13,10 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// `x-should-retry` (the OpenAI and Anthropic SDKs honour it).
     pub should_retry: Option<bool>,
+    /// Seconds until a spent budget's period starts again: sent as `Retry-After` even with
+    /// `x-should-retry: false` (the SDKs read the latter first and do not retry; the wait is
+    /// for whoever decides when to come back).
+    pub reset_after: Option<u64>,
     /// Extra fields merged into the error object (diagnostics). Boxed: rare, and an error
     /// travels in `Result`s on the request path.
     pub extra: Option<Box<serde_json::Value>>,
@@ -28,6 +32,7 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             should_retry: None,
+            reset_after: None,
             extra: None,
             extra_headers: Vec::new(),
         }
@@ -38,6 +43,10 @@ impl ApiError {
     }
     pub fn retry_after(mut self, secs: u64) -> Self {
         self.retry_after = Some(secs.max(1));
+        self
+    }
+    pub fn reset_after(mut self, secs: u64) -> Self {
+        self.reset_after = Some(secs.max(1));
         self
     }
     pub fn should_retry(mut self, v: bool) -> Self {
@@ -155,7 +164,7 @@ impl ApiError {
         let mut h = Vec::new();
         // A client told not to retry is not told when to: the two never contradict.
         let retry = self.should_retry != Some(false);
-        if let Some(s) = self.retry_after.filter(|_| retry) {
+        if let Some(s) = self.retry_after.filter(|_| retry).or(self.reset_after) {
             h.push(("retry-after", s.to_string()));
         }
         if let Some(r) = self.should_retry {

@@ -8,9 +8,9 @@ pub mod account;
 mod acquire;
 pub mod gate;
 pub mod live;
+pub mod price;
 mod pump;
 pub mod queue;
-pub mod price;
 pub mod settings;
 pub mod spend;
 pub mod tenant;
@@ -86,6 +86,8 @@ pub struct FlowShared {
     pub conns: Vec<live::LiveConnFlow>,
     pub budgets: Budgets,
     pub tenants: tenant::Tenants,
+    /// What each tenant spent against its budgets (`[[tenants]]`).
+    pub spend: spend::Ledgers,
     pub accounts: account::Accounts,
     /// Write ends; one byte wakes that core's queue pump.
     doorbells: Vec<UnixStream>,
@@ -115,6 +117,7 @@ impl FlowShared {
     ) -> Self {
         FlowShared {
             tenants: tenant::Tenants::new(limits),
+            spend: spend::Ledgers::default(),
             gates: conns.iter().map(gate_for).collect(),
             conns: conns.iter().map(live::LiveConnFlow::new).collect(),
             budgets,

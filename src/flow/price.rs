@@ -76,13 +76,11 @@ impl Prices {
     pub fn of(&self, provider: &str, model: &str) -> Option<Price> {
         let own = |p: &Option<String>| p.as_deref() == Some(provider);
         let configured = |by_provider: bool| {
-            let it = self.entries.iter().filter(move |(p, _, _)| {
-                if by_provider {
-                    own(p)
-                } else {
-                    p.is_none()
-                }
-            });
+            let it = self.entries.iter().filter(
+                move |(p, _, _)| {
+                    if by_provider { own(p) } else { p.is_none() }
+                },
+            );
             best(model, it.map(|(_, m, price)| (m.as_str(), *price)))
         };
         configured(true).or_else(|| configured(false)).or_else(|| {
@@ -106,7 +104,10 @@ mod tests {
     #[test]
     fn dated_snapshots_take_their_models_price_and_the_longest_name_wins() {
         let p = Prices::default();
-        assert_eq!(p.of("openai", "gpt-4o-2024-08-06"), p.of("openai", "gpt-4o"));
+        assert_eq!(
+            p.of("openai", "gpt-4o-2024-08-06"),
+            p.of("openai", "gpt-4o")
+        );
         let mini = p.of("openai", "gpt-4o-mini").expect("known");
         assert_eq!(mini.input, 0.15);
         assert_eq!(p.of("openai", "gpt-4o-mini-2024-07-18"), Some(mini));

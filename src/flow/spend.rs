@@ -79,6 +79,8 @@ struct Ledger {
     day: AtomicU64,
     month: AtomicU64,
     used: [AtomicU64; 4],
+    /// Micro-dollars billed since the process started (never reset: the metric's counter).
+    billed: AtomicU64,
 }
 
 /// The periods `now` (Unix ms) falls in: its day and its month (months since year 0).
@@ -93,7 +95,10 @@ pub fn period_ends(now: u64) -> (u64, u64) {
     let day = now / DAY_MS;
     let (y, m, _) = civil(day as i64);
     let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-    ((day + 1) * DAY_MS, days_from_civil(ny, nm, 1) as u64 * DAY_MS)
+    (
+        (day + 1) * DAY_MS,
+        days_from_civil(ny, nm, 1) as u64 * DAY_MS,
+    )
 }
 
 /// Year, month, day of a day number since 1970-01-01 (Howard Hinnant's algorithm).
@@ -261,6 +266,15 @@ impl Ledgers {
         })
     }
 
+    /// Micro-dollars tenant `id` was billed since the process started.
+    pub fn billed(&self, id: u64) -> u64 {
+        let id = id.max(1);
+        self.slots
+            .iter()
+            .find(|l| l.id.load(Acquire) == id)
+            .map_or(0, |l| l.billed.load(Acquire))
+    }
+
     /// Start tenant `id`'s current periods over (the admin API's reset).
     pub fn reset(&self, id: u64) {
         if let Some(l) = self.slots.iter().find(|l| l.id.load(Acquire) == id.max(1)) {
@@ -278,7 +292,11 @@ impl Ledgers {
         let (today, this_month) = self.roll(i, now);
         let l = &self.slots[i];
         for (c, v) in used.into_iter().enumerate() {
-            let current = if c < 2 { day == today } else { month == this_month };
+            let current = if c < 2 {
+                day == today
+            } else {
+                month == this_month
+            };
             if current {
                 l.used[c].fetch_max(v, AcqRel);
             }
@@ -292,7 +310,13 @@ impl Hold {
     pub fn settle(mut self, actual: Spent, now: u64) {
         let (day, month) = self.ledgers.roll(self.slot, now);
         let l = &self.ledgers.slots[self.slot];
-        let same = [day == self.day, day == self.day, month == self.month, month == self.month];
+        let same = [
+            day == self.day,
+            day == self.day,
+            month == self.month,
+            month == self.month,
+        ];
+        l.billed.fetch_add(actual.micro_usd, AcqRel);
         for (c, add) in actual.counters().into_iter().enumerate() {
             let back = if same[c] { self.reserved[c] } else { 0 };
             let _ = l.used[c].fetch_update(AcqRel, Acquire, |n| {
@@ -310,7 +334,12 @@ impl Drop for Hold {
         }
         let (day, month) = periods(crate::clock::unix_ms());
         let l = &self.ledgers.slots[self.slot];
-        let same = [day == self.day, day == self.day, month == self.month, month == self.month];
+        let same = [
+            day == self.day,
+            day == self.day,
+            month == self.month,
+            month == self.month,
+        ];
         for (c, back) in self.reserved.into_iter().enumerate() {
             if same[c] {
                 let _ = l.used[c].fetch_update(AcqRel, Acquire, |n| Some(n.saturating_sub(back)));

@@ -182,7 +182,17 @@ impl Tenants {
 
     /// Count a new request of `tokens` estimated tokens for tenant `id` at `now` (ms).
     pub fn admit(&'static self, id: u64, tokens: u64, now: u64) -> Result<TenantPermit, OverQuota> {
-        let l = self.limits;
+        self.admit_with(id, tokens, now, self.limits)
+    }
+
+    /// [`Tenants::admit`] under a configured tenant's own limits (`[[tenants]]`).
+    pub fn admit_with(
+        &'static self,
+        id: u64,
+        tokens: u64,
+        now: u64,
+        l: TenantLimits,
+    ) -> Result<TenantPermit, OverQuota> {
         let i = self.slot(id);
         let s = &self.slots[i];
         if l.max_concurrent > 0 {

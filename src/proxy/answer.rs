@@ -63,7 +63,8 @@ pub(crate) fn table(
         | Stop::InvalidModel(_)
         | Stop::ModelNotFound(_)
         | Stop::NoTargetFor(_)
-        | Stop::TenantQuota(_) => refused_on_intake(ctx, stop),
+        | Stop::TenantQuota(_)
+        | Stop::TenantBudget(_) => refused_on_intake(ctx, stop),
     }
 }
 
@@ -94,6 +95,7 @@ fn refused_on_intake(ctx: &Request<'_>, stop: &Stop) -> ApiError {
         Stop::ModelNotFound(model) => (404, "model_not_found", format!("no route or model named `{model}`")),
         Stop::NoTargetFor(why) => (404, "no_executable_targets", why.clone()),
         Stop::TenantQuota(over) => return tenant_quota(*over),
+        Stop::TenantBudget(spent) => return tenant_budget(*spent),
         // `table` sends every other stop to its own row: this one has nothing to say.
         _ => return no_row(),
     };
@@ -113,6 +115,22 @@ fn tenant_quota(over: OverQuota) -> ApiError {
     )
     .retry_after(retry_ms.div_ceil(1000))
     .should_retry(retry_ms <= 60_000)
+}
+
+/// A spent budget: the client should not retry (`x-should-retry: false`), and `Retry-After`
+/// says when the budget's period starts again (hours away, for the operator and the caller).
+fn tenant_budget(spent: crate::flow::spend::Exhausted) -> ApiError {
+    let secs = spent.retry_ms.div_ceil(1000);
+    ApiError::new(
+        429,
+        "tenant_budget_exhausted",
+        format!(
+            "this tenant has spent its {} budget; it starts again in {secs} s",
+            spent.limit.as_str()
+        ),
+    )
+    .should_retry(false)
+    .reset_after(secs)
 }
 
 fn error_for_reason(v: &Verdict, detail: &str) -> ApiError {

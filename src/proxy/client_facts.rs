@@ -45,6 +45,19 @@ pub(super) fn tenant_of(client: Option<IpAddr>) -> u64 {
     }
 }
 
+/// The tenant a trusted fronting gateway names (`x-ringside-tenant`, only from
+/// `server.trusted_proxies`): short and printable, else ignored.
+pub(super) fn gateway_tenant(ctx: &super::exchange::Request<'_>) -> Option<u64> {
+    let trusted = &ctx.config().server.trusted_proxies;
+    let peer = ctx.conn.ticket.peer?;
+    if !trusted.iter().any(|net| net.contains(&peer)) {
+        return None;
+    }
+    let v = ctx.head.get_str("x-ringside-tenant")?.trim();
+    let ok = !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic());
+    ok.then(|| crate::clients::tenant_id(v))
+}
+
 /// `x-ringside-priority`: 0 (first) to 9; the default when absent or unreadable.
 pub(super) fn priority_of(head: &Head) -> u8 {
     head.get_str("x-ringside-priority")

@@ -2,6 +2,7 @@
 //! before the body is read), the body and its facts (model, stream), the lease fence, the route
 //! and the tenant's quota. Each refusal is answered here in the client's dialect.
 
+use super::bill::TenantHold;
 use super::client_body::{drain_body, drain_small_body, read_client_body};
 use super::exchange::{Admitted, Request};
 use super::models::models;
@@ -10,7 +11,6 @@ use super::stop::Stop;
 use crate::dialect::Endpoint;
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::needs::Needs;
-use crate::flow::tenant::TenantPermit;
 use crate::route::Entry;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
@@ -26,7 +26,7 @@ pub(super) enum Intake<'c> {
         admitted: Admitted,
         entry: crate::route::Resolved<'c>,
         needs: Needs,
-        tenant_permit: Option<TenantPermit>,
+        tenant: Option<Box<TenantHold>>,
     },
 }
 
@@ -61,6 +61,9 @@ pub(super) async fn intake<'c>(
         crate::clients::Auth::Known(c) => Some(take_client(ctx, c)),
         _ => None,
     };
+    if let Some(t) = super::client_facts::gateway_tenant(ctx) {
+        ctx.tenant = t;
+    }
     if endpoint == Endpoint::Models {
         return Intake::Answered {
             keep: models(ctx, wr).await,
@@ -75,12 +78,17 @@ pub(super) async fn intake<'c>(
         Ok(entry) => entry,
         Err((e, route)) => return refuse(ctx, wr, &e, true, route).await,
     };
-    match tenant_quota(ctx, &admitted.body, &entry).await {
-        Ok((needs, tenant_permit)) => Intake::Admitted {
+    let tenant = tenant_quota(ctx, &admitted.body, &entry).await;
+    let tenant = tenant.and_then(|(needs, mut hold)| {
+        super::bill::reserve(ctx, &entry, &needs, &mut hold)?;
+        Ok((needs, hold))
+    });
+    match tenant {
+        Ok((needs, tenant)) => Intake::Admitted {
             admitted,
             entry,
             needs,
-            tenant_permit,
+            tenant,
         },
         Err(e) => refuse(ctx, wr, &e, true, entry.index).await,
     }
@@ -272,12 +280,15 @@ async fn tenant_quota(
     ctx: &Request<'_>,
     body: &Bytes,
     entry: &Entry,
-) -> Result<(Needs, Option<TenantPermit>), Stop> {
+) -> Result<(Needs, Option<Box<TenantHold>>), Stop> {
     let tenants = &ctx.core.shared.flow.tenants;
-    let counts_tokens = tenants.limits.tokens_per_minute > 0;
+    // A configured tenant's own limits, else `[flow]`'s.
+    let rule = ctx.config().tenants.of(ctx.tenant);
+    let limits = rule.map_or(tenants.limits, |r| r.limits);
+    let counts_tokens = limits.tokens_per_minute > 0 || rule.is_some_and(|r| r.budget.any());
     let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
     let needs = crate::dialect::needs::needs(body, ctx.head, restricted);
-    if !tenants.limits.any() {
+    if !limits.any() {
         return Ok((needs, None));
     }
     let now = crate::clock::now_ms();
@@ -286,10 +297,10 @@ async fn tenant_quota(
     let admitted = if tenants.counted_elsewhere() {
         Box::pin(tenants.admit_fleet(ctx.tenant, needs.context_tokens, now)).await
     } else {
-        tenants.admit(ctx.tenant, needs.context_tokens, now)
+        tenants.admit_with(ctx.tenant, needs.context_tokens, now, limits)
     };
     match admitted {
-        Ok(p) => Ok((needs, Some(p))),
+        Ok(p) => Ok((needs, Some(Box::new(TenantHold::new(Some(p)))))),
         Err(over) => Err(Stop::TenantQuota(over)),
     }
 }

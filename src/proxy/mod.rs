@@ -35,6 +35,7 @@ mod admit;
 pub mod answer;
 pub mod attempt;
 pub mod attempts;
+mod bill;
 mod body_end;
 mod caller;
 mod client_body;

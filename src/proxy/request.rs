@@ -79,15 +79,14 @@ pub fn handle(
             Some(ep) => 'admitted: {
                 // Taken apart in a statement of its own, so that the intake's answer is not kept in
                 // this future's state for the whole request.
-                let (entry, needs, tenant_permit, admitted) = match intake(r, ep, rd, wr, buf).await
-                {
+                let (entry, needs, tenant, admitted) = match intake(r, ep, rd, wr, buf).await {
                     Intake::Answered { keep, route } => break 'admitted (keep, route),
                     Intake::Admitted {
                         entry,
                         needs,
-                        tenant_permit,
+                        tenant,
                         admitted,
-                    } => (entry, needs, tenant_permit, admitted),
+                    } => (entry, needs, tenant, admitted),
                 };
                 let mut ctx = Ctx {
                     req: r,
@@ -100,7 +99,7 @@ pub fn handle(
                     super::translated::prepare(&mut ctx, &entry);
                 }
                 let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
-                drop(tenant_permit);
+                super::bill::settle(ctx.req, tenant);
                 (keep, entry.index)
             }
         };

@@ -46,6 +46,8 @@ pub(crate) enum Stop {
     NoTargetFor(String),
     /// The tenant is over a quota.
     TenantQuota(OverQuota),
+    /// The tenant's token or money budget for the day or the month is spent.
+    TenantBudget(crate::flow::spend::Exhausted),
     // Flow control, Ringside's own overload (never counted against an upstream).
     Refused(Refused),
     // The attempt loop: each ends the request where it happened, whatever budget is left.

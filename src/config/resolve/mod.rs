@@ -2,6 +2,7 @@
 //! first): one resolver per section (`server`, `providers`, `routes`; `[resilience]`, `[stream]`
 //! and `[[clients]]` in `config::resilience`).
 
+pub mod budgets;
 mod oauth;
 mod providers;
 mod routes;
@@ -32,6 +33,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let stream = sections::stream(&mut p, &file.stream, env);
     let clients = sections::clients(&mut p, &file, &providers, env);
     let fleet = super::fleet::resolve(&mut p, &file.fleet, &server, env);
+    let (tenant_limits, tenants, prices) = budgets::resolve(&mut p, &file);
     // With client keys (several tenants) a breaker opens only on failures of at least two of
     // them, unless the operator says otherwise; an open (single-tenant) instance keeps one.
     let min_tenants = file
@@ -78,11 +80,9 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         resilience,
         flow_env: crate::flow::settings::Budgets::read_env(env),
         accounts,
-        tenant_limits: crate::flow::tenant::TenantLimits {
-            requests_per_minute: file.flow.tenant_requests_per_minute,
-            tokens_per_minute: file.flow.tenant_tokens_per_minute,
-            max_concurrent: file.flow.tenant_max_concurrent,
-        },
+        tenant_limits,
+        tenants,
+        prices,
         stream,
         clients,
         store_map_size: (file.store.map_size_mb.clamp(1, 1 << 20) as usize) << 20,
