@@ -2,7 +2,8 @@
 //! troubled breakers are kept in the store (`saved/…`) on the wall clock, and every core starts
 //! from them with their remaining time, so a crash loop does not hammer a key the provider rate
 //! limited a second ago; and the spacing learned from a key's rate-limit headers (until its
-//! window resets). (Terminal states have their own entries, `terminal/…`, kept until an
+//! window resets); and what each configured tenant spent this day and this month against its
+//! budgets (`flow::spend`), so that a restart does not hand a tenant a fresh budget. (Terminal states have their own entries, `terminal/…`, kept until an
 //! operator resets them.)
 //!
 //! Off the request path: core 0, whose tables replicate every core's events, compares its
@@ -12,6 +13,7 @@
 
 use crate::fleet::wire::{Clocks, Fact, Names, incoming, outgoing};
 use crate::flow::gate::Gate;
+use crate::flow::spend::Ledgers;
 use crate::resilience::breaker::Breaker;
 use crate::resilience::{Event, Tables};
 use crate::state::core::Core;
@@ -76,6 +78,46 @@ fn entries(
     out
 }
 
+/// Each budgeted tenant's counters in the periods now running (none while it spent nothing).
+fn spend_entries(generation: &Gen, spend: &Ledgers) -> BTreeMap<String, Value> {
+    let now = crate::clock::unix_ms();
+    let (day, month) = crate::flow::spend::periods(now);
+    let rules = generation.config.tenants.rules.iter();
+    rules
+        .filter(|r| r.budget.any())
+        .filter_map(|r| {
+            let used = spend.spent(crate::clients::tenant_id(&r.name), now);
+            let v = serde_json::json!({"day": day, "month": month, "used": used});
+            (used != [0; 4]).then(|| (format!("{PREFIX}spend/{}", r.name), v))
+        })
+        .collect()
+}
+
+/// Give each budgeted tenant back what it spent in the periods still running.
+pub fn restore_spend(store: &crate::store::Store, generation: &Gen, spend: &Ledgers) {
+    let now = crate::clock::unix_ms();
+    for (key, v) in store.scan(&format!("{PREFIX}spend/")) {
+        let Some(name) = key
+            .strip_prefix(PREFIX)
+            .and_then(|k| k.strip_prefix("spend/"))
+        else {
+            continue;
+        };
+        let known = generation
+            .config
+            .tenants
+            .rules
+            .iter()
+            .any(|r| r.name == name);
+        let used: Option<[u64; 4]> = serde_json::from_value(v["used"].clone()).ok();
+        if let (true, Some(day), Some(month), Some(used)) =
+            (known, v["day"].as_u64(), v["month"].as_u64(), used)
+        {
+            spend.restore(crate::clients::tenant_id(name), day, month, used, now);
+        }
+    }
+}
+
 /// Core 0's task: write what changed once a second until shutdown (then once more).
 pub async fn run(core: Rc<Core>) {
     let store = core.shared.store;
@@ -93,7 +135,8 @@ pub async fn run(core: Rc<Core>) {
         }
         let now = crate::clock::now_ms();
         let gates = &core.shared.flow.gates;
-        let fresh = entries((&core.tables.borrow(), gates), g, (&names, clocks), now);
+        let mut fresh = entries((&core.tables.borrow(), gates), g, (&names, clocks), now);
+        fresh.extend(spend_entries(g, &core.shared.flow.spend));
         for (k, v) in &fresh {
             if written.get(k) != Some(v) {
                 store.put(k.clone(), v.clone());

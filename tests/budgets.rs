@@ -12,6 +12,7 @@ both_drivers!(
     a_tenant_over_its_days_tokens_is_refused_while_another_is_served,
     a_streams_usage_is_billed_at_the_models_price,
     a_trusted_gateway_names_the_tenant,
+    spend_survives_a_kill,
 );
 
 /// Keys a and b on the simulator, client keys `alpha` and `beta` (each its own tenant), and
@@ -53,11 +54,16 @@ fn a_tenant_over_its_days_tokens_is_refused_while_another_is_served(driver: &str
         "[[tenants]]\nid = \"alpha\"\ntokens_per_day = 80\n",
     );
     let proxy = Proxy::start(driver, 2, "", &body);
-    // 17 tokens a request: the 5th reaches 85, the 6th is refused.
-    let statuses: Vec<u16> = (0..6)
-        .map(|_| ask(&proxy, "alpha", &chat("m", false)).status)
+    // 17 tokens a request: the 5th reaches 85, the 6th is refused; from 80 % spent the
+    // answers say so.
+    let replies: Vec<_> = (0..6)
+        .map(|_| ask(&proxy, "alpha", &chat("m", false)))
         .collect();
+    let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
     assert_eq!(statuses, [200, 200, 200, 200, 200, 429], "{statuses:?}");
+    assert!(replies[0].header("x-ringside-budget-warning").is_none());
+    let warned = replies[4].header("x-ringside-budget-warning").unwrap_or("");
+    assert!(warned.ends_with("% of tokens_per_day"), "{warned}");
     let r = ask(&proxy, "alpha", &chat("m", false));
     assert_eq!(r.status, 429);
     let e = r.json();
@@ -159,4 +165,29 @@ fn a_trusted_gateway_names_the_tenant(driver: &str) {
             .status,
         200
     );
+}
+
+fn spend_survives_a_kill(driver: &str) {
+    let sim = start_sim(Default::default());
+    let body = config(
+        sim.addr,
+        "[[tenants]]\nid = \"alpha\"\ntokens_per_day = 80\n",
+    );
+    let mut proxy = Proxy::start(driver, 1, "", &body);
+    for _ in 0..3 {
+        assert_eq!(ask(&proxy, "alpha", &chat("m", false)).status, 200);
+    }
+    // Written once a second off the request path.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let _ = proxy.child.kill();
+    let _ = proxy.child.wait();
+    let dir = std::mem::replace(&mut proxy.dir, tempdir::new());
+    drop(proxy);
+    let proxy = Proxy::start_in(driver, 1, "", &body, dir);
+    let (_, spend) = proxy.admin("GET", "/admin/spend");
+    assert_eq!(spend["tenants"][0]["day"]["tokens"], 51, "{spend}");
+    let statuses: Vec<u16> = (0..3)
+        .map(|_| ask(&proxy, "alpha", &chat("m", false)).status)
+        .collect();
+    assert_eq!(statuses, [200, 200, 429], "the budget went on where it was");
 }

@@ -286,8 +286,9 @@ pub(super) fn write(r: &Record, client: &LogClient<'_>, out: &mut Vec<u8>) {
     if !r.tokens.is_empty() {
         tokens(o.key(k!("tokens")), &r.tokens);
     }
-    if let Some(usd) = r.cost_usd {
+    if r.cost_micro_usd > 0 {
         // Micro-dollar precision, as the spend is counted (`flow::spend`).
+        let usd = f64::from(r.cost_micro_usd) / 1e6;
         let out = o.key(k!("cost_usd"));
         out.extend_from_slice(format!("{usd:.6}").as_bytes());
     }

@@ -119,9 +119,15 @@ pub struct Record {
     /// What the answer's `usage` said (JSON answers and streams).
     #[serde(skip_serializing_if = "Tokens::is_empty")]
     pub tokens: Tokens,
-    /// What the request cost its tenant, in dollars (only where a budget counts it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
+    /// What the request cost its tenant, in micro-dollars (only where a budget counts it;
+    /// 32-bit, saturating at $4,294: the record lives in every held stream's task), shown in
+    /// dollars as `cost_usd`.
+    #[serde(
+        rename = "cost_usd",
+        skip_serializing_if = "is_zero32",
+        serialize_with = "micro_as_usd"
+    )]
+    pub cost_micro_usd: u32,
     /// The request from its head to its end, in microseconds.
     pub total_us: u64,
     /// Time spent in upstream attempts, in microseconds (u32 like the three below: 71
@@ -176,6 +182,10 @@ pub struct StreamStats {
 
 fn is_zero32(v: &u32) -> bool {
     *v == 0
+}
+
+fn micro_as_usd<S: serde::Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(f64::from(*v) / 1e6)
 }
 
 /// Microseconds of a duration, as a record keeps them (at most 71 minutes).

@@ -266,6 +266,20 @@ impl Ledgers {
         })
     }
 
+    /// The budget of `budget` tenant `id` has spent the most of, when that is 80 % or more:
+    /// its share in percent (capped at 255).
+    pub fn warning(&self, id: u64, budget: &Budget, now: u64) -> Option<(u8, Limit)> {
+        let used = self.spent(id, now);
+        budget
+            .limits()
+            .into_iter()
+            .zip(used)
+            .filter(|((_, max), _)| *max > 0)
+            .map(|((limit, max), n)| ((n.saturating_mul(100) / max).min(255) as u8, limit))
+            .max_by_key(|(p, _)| *p)
+            .filter(|(p, _)| *p >= 80)
+    }
+
     /// Micro-dollars tenant `id` was billed since the process started.
     pub fn billed(&self, id: u64) -> u64 {
         let id = id.max(1);

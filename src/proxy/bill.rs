@@ -33,7 +33,7 @@ impl TenantHold {
 
 /// Reserve the request's estimate on its tenant's budgets; `Err`: one is spent.
 pub(super) fn reserve(
-    ctx: &Request<'_>,
+    ctx: &mut Request<'_>,
     entry: &Entry,
     needs: &Needs,
     hold: &mut Option<Box<TenantHold>>,
@@ -63,6 +63,8 @@ pub(super) fn reserve(
         .map_err(Stop::TenantBudget)?;
     hold.get_or_insert_with(|| Box::new(TenantHold::new(None)))
         .spend = Some((reserved, estimate));
+    // The answer says so when 80 % of a budget or more is spent (this request's share too).
+    ctx.budget_warning = ledgers.warning(ctx.tenant, &rule.budget, now);
     Ok(())
 }
 
@@ -72,9 +74,7 @@ pub(super) fn settle(ctx: &mut Request<'_>, hold: Option<Box<TenantHold>>) {
         return;
     };
     let spent = bill(ctx, estimate);
-    if spent.micro_usd > 0 {
-        ctx.record.cost_usd = Some(spent.micro_usd as f64 / 1e6);
-    }
+    ctx.record.cost_micro_usd = spent.micro_usd.min(u64::from(u32::MAX)) as u32;
     reserved.settle(spent, crate::clock::unix_ms());
 }
 

@@ -103,6 +103,10 @@ pub(crate) fn head_for_client(
         w.header("x-ringside-connection", label);
     }
     w.header("x-ringside-attempts", r.attempts);
+    if let Some((percent, limit)) = r.budget_warning {
+        let v = format!("{percent}% of {}", limit.as_str());
+        w.header("x-ringside-budget-warning", &v);
+    }
     for (n, v) in extra.iter().filter(|(_, v)| !v.is_empty()) {
         w.header(n, v);
     }

@@ -323,7 +323,9 @@ mod tests {
     /// between APIs (the request's translation session, a translated stream in the relay and
     /// its request, each boxed: 8 bytes apiece); 2026-12-05: 3,520 with a waiting stream's
     /// keep-alive in the client watch (boxed, 8 bytes), once the watch's arming timer was no
-    /// longer an `Option` (8 bytes fewer).
+    /// longer an `Option` (8 bytes fewer); 3,520 still with tenant budgets (the tenant's quota
+    /// place and budget reservation one boxed hold, 8 bytes fewer than the quota permit was;
+    /// a request's cost a 32-bit count of micro-dollars in its record).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

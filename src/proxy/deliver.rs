@@ -98,6 +98,7 @@ pub(super) fn commit(
                 client_keep_alive: req.keep_alive,
                 client_http11: req.head.version_minor >= 1,
                 head_sent,
+                budget_warning: req.budget_warning,
                 coalesce: coalesce_for(admitted.client.as_deref(), &cfg.stream),
                 idle_timeout_ms: ms32(cfg.upstream.idle_read_timeout_ms),
                 send_timeout_ms: ms32(cfg.limits.client_send_timeout_ms),

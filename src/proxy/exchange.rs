@@ -91,6 +91,9 @@ pub(crate) struct Request<'a> {
     /// A waiting stream's head went out (`proxy::keepalive`): the request's last words are
     /// an event of this endpoint's stream, not an answer of their own.
     pub early_head: Option<Endpoint>,
+    /// The tenant has spent this share (percent, 80 or more) of this budget: said on the
+    /// answer (`x-ringside-budget-warning`).
+    pub budget_warning: Option<(u8, crate::flow::spend::Limit)>,
 }
 
 impl<'a> Request<'a> {

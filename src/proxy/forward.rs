@@ -35,6 +35,8 @@ pub struct Relay<'a> {
     /// The client has its head already (a waiting stream's, `proxy::keepalive`): the answer
     /// goes out as chunks of that body.
     pub head_sent: bool,
+    /// The tenant has spent this share (percent, 80 or more) of this budget.
+    pub budget_warning: Option<(u8, crate::flow::spend::Limit)>,
     /// When the stream's writes are joined into fuller segments (`stream.coalesce_events`,
     /// or the client key's own choice).
     pub coalesce: crate::sse::Coalesce,

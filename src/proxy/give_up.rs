@@ -60,6 +60,7 @@ async fn pass_through(
         client_keep_alive: ctx.keep_alive,
         client_http11: ctx.head.version_minor >= 1,
         head_sent: false,
+        budget_warning: ctx.budget_warning,
         coalesce: crate::sse::Coalesce::Never,
         idle_timeout_ms: 1_000,
         send_timeout_ms: super::forward::ms32(ctx.config().limits.client_send_timeout_ms),

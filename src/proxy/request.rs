@@ -59,6 +59,7 @@ pub fn handle(
             conn: conn.link,
             reveal: true,
             early_head: None,
+            budget_warning: None,
         };
         // The guard borrows the request (moving it into the guard would copy it).
         // The in-flight gauge counts the request from here to its finalisation (no await between

@@ -41,6 +41,7 @@ pub(super) fn build(
     let generation = Arc::new(Gen::build(1, config, &mut slots));
     // Spacing learned from rate-limit headers before a restart, with its window's time left.
     crate::saved::restore_pacing(store, &generation, &flow.gates);
+    crate::saved::restore_spend(store, &generation, &flow.spend);
     let metrics: Vec<Arc<CoreMetrics>> = (0..workers)
         .map(|_| Arc::new(CoreMetrics::new(slots.route_capacity, slots.conn_capacity)))
         .collect();

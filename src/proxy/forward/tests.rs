@@ -15,6 +15,7 @@ fn relay_with(hard_deadline: Option<Instant>, stream: &crate::sse::StreamSetting
         client_keep_alive: true,
         client_http11: true,
         head_sent: false,
+        budget_warning: None,
         coalesce: stream.coalesce_events,
         idle_timeout_ms: 600_000,
         send_timeout_ms: 60_000,
