@@ -75,6 +75,7 @@ pub fn run(path: &str) -> Result<(), String> {
                     print_translation(&cfg, r);
                 }
             }
+            print_tenants(&cfg);
             Ok(())
         }
         Err(problems) => {
@@ -211,6 +212,46 @@ fn print_translation(cfg: &crate::config::Config, r: &crate::config::RouteSpec) 
             t.model,
             served.join(", "),
             refused.join(", ")
+        );
+    }
+}
+
+/// The tenants' budgets, and the served models without a price (billed $0 against a dollar
+/// budget: the operator adds them to `[[prices]]`).
+fn print_tenants(cfg: &crate::config::Config) {
+    for r in &cfg.tenants.rules {
+        let b = r.budget;
+        println!(
+            "  tenant {}: {} tokens/day, {} tokens/month, ${}/day, ${}/month (0: none)",
+            r.name,
+            b.tokens_per_day,
+            b.tokens_per_month,
+            b.micro_usd_per_day as f64 / 1e6,
+            b.micro_usd_per_month as f64 / 1e6
+        );
+    }
+    let mut unpriced: Vec<String> = Vec::new();
+    for p in &cfg.providers {
+        let routed = cfg.routes.iter().flat_map(|r| &r.targets);
+        let models = p.connections.iter().flat_map(|c| &c.models);
+        let targets = routed.filter(|t| t.provider == p.id).map(|t| &t.model);
+        for m in models.chain(targets).filter(|m| m.as_str() != "*") {
+            let name = format!("{}/{m}", p.id);
+            if cfg.prices.of(&p.id, m).is_none() && !unpriced.contains(&name) {
+                unpriced.push(name);
+            }
+        }
+    }
+    if !unpriced.is_empty() {
+        let dollars = cfg
+            .tenants
+            .rules
+            .iter()
+            .any(|r| r.budget.micro_usd_per_day > 0 || r.budget.micro_usd_per_month > 0);
+        let what = if dollars { "warning" } else { "note" };
+        println!(
+            "  {what}: no price for {} (billed $0 against dollar budgets; add them to [[prices]])",
+            unpriced.join(", ")
         );
     }
 }
