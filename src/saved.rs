@@ -86,7 +86,7 @@ fn spend_entries(generation: &Gen, spend: &Ledgers) -> BTreeMap<String, Value> {
     rules
         .filter(|r| r.budget.any())
         .filter_map(|r| {
-            let used = spend.spent(crate::clients::tenant_id(&r.name), now);
+            let used = spend.spent(r.id, now);
             let v = serde_json::json!({"day": day, "month": month, "used": used});
             (used != [0; 4]).then(|| (format!("{PREFIX}spend/{}", r.name), v))
         })
@@ -103,17 +103,13 @@ pub fn restore_spend(store: &crate::store::Store, generation: &Gen, spend: &Ledg
         else {
             continue;
         };
-        let known = generation
-            .config
-            .tenants
-            .rules
-            .iter()
-            .any(|r| r.name == name);
+        let rules = &generation.config.tenants.rules;
+        let rule = rules.iter().find(|r| r.name == name);
         let used: Option<[u64; 4]> = serde_json::from_value(v["used"].clone()).ok();
-        if let (true, Some(day), Some(month), Some(used)) =
-            (known, v["day"].as_u64(), v["month"].as_u64(), used)
+        if let (Some(rule), Some(day), Some(month), Some(used)) =
+            (rule, v["day"].as_u64(), v["month"].as_u64(), used)
         {
-            spend.restore(crate::clients::tenant_id(name), day, month, used, now);
+            spend.restore(rule.id, day, month, used, now);
         }
     }
 }

@@ -21,7 +21,7 @@ pub(super) fn view(shared: &Shared) -> (u16, Value) {
         .rules
         .iter()
         .map(|r| {
-            let id = crate::clients::tenant_id(&r.name);
+            let id = r.id;
             let [dt, du, mt, mu] = shared.flow.spend.spent(id, now);
             let b = r.budget;
             json!({
@@ -47,18 +47,13 @@ pub(super) fn view(shared: &Shared) -> (u16, Value) {
 /// `POST /admin/spend/{tenant}/reset`: the tenant's day and month start over.
 pub(super) fn reset(shared: &Shared, tenant: &str) -> (u16, Value) {
     let generation = shared.current();
-    let known = generation
-        .config
-        .tenants
-        .rules
-        .iter()
-        .any(|r| r.name == tenant);
-    if !known {
+    let rules = &generation.config.tenants.rules;
+    let Some(rule) = rules.iter().find(|r| r.name == tenant) else {
         let err =
             json!({"error": {"message": "no configured tenant of that name", "code": "not_found"}});
         return (404, err);
-    }
-    shared.flow.spend.reset(crate::clients::tenant_id(tenant));
+    };
+    shared.flow.spend.reset(rule.id);
     crate::log::event(
         "info",
         "admin: a tenant's spend reset for the day and the month",
@@ -76,7 +71,7 @@ pub(super) fn metrics(text: &mut String, shared: &Shared) {
     }
     text.push_str("# HELP ringside_tenant_spend_usd_total Dollars billed to each configured tenant since the process started (priced usage).\n# TYPE ringside_tenant_spend_usd_total counter\n");
     for r in rules {
-        let micro = shared.flow.spend.billed(crate::clients::tenant_id(&r.name));
+        let micro = shared.flow.spend.billed(r.id);
         let name = crate::metrics::escape(&r.name);
         text.push_str(&format!(
             "ringside_tenant_spend_usd_total{{tenant=\"{name}\"}} {}\n",

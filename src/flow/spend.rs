@@ -163,16 +163,31 @@ impl Spent {
 }
 
 impl Ledgers {
+    /// The slots a tenant's id may be in, in the order they are claimed.
+    fn probe(id: u64) -> impl Iterator<Item = usize> {
+        let start = id.max(1) as usize % SLOTS;
+        (0..SLOTS).map(move |k| (start + k) % SLOTS)
+    }
+
     /// The tenant's slot (claimed on first sight); `None` when the table is full.
     fn slot(&self, id: u64) -> Option<usize> {
         let id = id.max(1);
-        let start = id as usize % SLOTS;
-        (0..SLOTS).map(|k| (start + k) % SLOTS).find(|&i| {
-            match self.slots[i].id.compare_exchange(0, id, AcqRel, Acquire) {
+        Self::probe(id).find(
+            |&i| match self.slots[i].id.compare_exchange(0, id, AcqRel, Acquire) {
                 Ok(_) => true,
                 Err(cur) => cur == id,
-            }
-        })
+            },
+        )
+    }
+
+    /// The tenant's ledger, if it has one: slots are never given back, so it lies before the
+    /// first free slot of its probe (a request's warning reads it: a step or two, not a scan).
+    fn find(&self, id: u64) -> Option<&Ledger> {
+        let id = id.max(1);
+        Self::probe(id)
+            .map(|i| &self.slots[i])
+            .take_while(|l| l.id.load(Acquire) != 0)
+            .find(|l| l.id.load(Acquire) == id)
     }
 
     /// Start the slot's periods over where `now` is in new ones.
@@ -250,8 +265,7 @@ impl Ledgers {
     /// What tenant `id` spent in the periods of `now`: day tokens, day micro-dollars, month
     /// tokens, month micro-dollars (reservations of requests still running included).
     pub fn spent(&self, id: u64, now: u64) -> [u64; 4] {
-        let id = id.max(1);
-        let Some(l) = self.slots.iter().find(|l| l.id.load(Acquire) == id) else {
+        let Some(l) = self.find(id) else {
             return [0; 4];
         };
         let (day, month) = periods(now);
@@ -282,16 +296,12 @@ impl Ledgers {
 
     /// Micro-dollars tenant `id` was billed since the process started.
     pub fn billed(&self, id: u64) -> u64 {
-        let id = id.max(1);
-        self.slots
-            .iter()
-            .find(|l| l.id.load(Acquire) == id)
-            .map_or(0, |l| l.billed.load(Acquire))
+        self.find(id).map_or(0, |l| l.billed.load(Acquire))
     }
 
     /// Start tenant `id`'s current periods over (the admin API's reset).
     pub fn reset(&self, id: u64) {
-        if let Some(l) = self.slots.iter().find(|l| l.id.load(Acquire) == id.max(1)) {
+        if let Some(l) = self.find(id) {
             for c in &l.used {
                 c.store(0, Release);
             }
@@ -304,14 +314,10 @@ impl Ledgers {
             return;
         };
         let (today, this_month) = self.roll(i, now);
+        let current = [day == today, month == this_month];
         let l = &self.slots[i];
         for (c, v) in used.into_iter().enumerate() {
-            let current = if c < 2 {
-                day == today
-            } else {
-                month == this_month
-            };
-            if current {
+            if current[c / 2] {
                 l.used[c].fetch_max(v, AcqRel);
             }
         }
@@ -322,20 +328,25 @@ impl Hold {
     /// The request spent `actual`: it replaces the reservation (in the periods the request
     /// started in; a period that began since counts it as its own).
     pub fn settle(mut self, actual: Spent, now: u64) {
+        self.ledgers.slots[self.slot]
+            .billed
+            .fetch_add(actual.micro_usd, AcqRel);
+        self.replace(actual.counters(), now);
+    }
+
+    /// Take the reservation back and count `add` instead, on each counter: the reservation
+    /// only where its period still runs (one that began since was started over without it).
+    fn replace(&mut self, add: [u64; 4], now: u64) {
         let (day, month) = self.ledgers.roll(self.slot, now);
+        let same = [day == self.day, month == self.month];
         let l = &self.ledgers.slots[self.slot];
-        let same = [
-            day == self.day,
-            day == self.day,
-            month == self.month,
-            month == self.month,
-        ];
-        l.billed.fetch_add(actual.micro_usd, AcqRel);
-        for (c, add) in actual.counters().into_iter().enumerate() {
-            let back = if same[c] { self.reserved[c] } else { 0 };
-            let _ = l.used[c].fetch_update(AcqRel, Acquire, |n| {
-                Some(n.saturating_sub(back).saturating_add(add))
-            });
+        for (c, add) in add.into_iter().enumerate() {
+            let back = if same[c / 2] { self.reserved[c] } else { 0 };
+            if back != 0 || add != 0 {
+                let _ = l.used[c].fetch_update(AcqRel, Acquire, |n| {
+                    Some(n.saturating_sub(back).saturating_add(add))
+                });
+            }
         }
         self.reserved = [0; 4];
     }
@@ -343,21 +354,8 @@ impl Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        if self.reserved == [0; 4] {
-            return;
-        }
-        let (day, month) = periods(crate::clock::unix_ms());
-        let l = &self.ledgers.slots[self.slot];
-        let same = [
-            day == self.day,
-            day == self.day,
-            month == self.month,
-            month == self.month,
-        ];
-        for (c, back) in self.reserved.into_iter().enumerate() {
-            if same[c] {
-                let _ = l.used[c].fetch_update(AcqRel, Acquire, |n| Some(n.saturating_sub(back)));
-            }
+        if self.reserved != [0; 4] {
+            self.replace([0; 4], crate::clock::unix_ms());
         }
     }
 }

@@ -11,6 +11,8 @@ use std::collections::HashMap;
 #[derive(Clone, Debug)]
 pub struct TenantRule {
     pub name: String,
+    /// The tenant id requests carry (`clients::tenant_id` of the name).
+    pub id: u64,
     pub limits: TenantLimits,
     pub budget: Budget,
 }
@@ -71,6 +73,7 @@ fn tenants(p: &mut Problems, file: &FileConfig, defaults: TenantLimits) -> Tenan
         }
         let rule = TenantRule {
             name: t.id.clone(),
+            id,
             limits: TenantLimits {
                 requests_per_minute: t
                     .requests_per_minute
