@@ -2,7 +2,7 @@
 //! reserves an estimate on every budget the tenant has (its prompt and requested output, at
 //! the dearest price among the route's targets), and the request's end settles it with what
 //! the provider billed: the usage its answer or stream reported, priced for the model that
-//! served (`flow::price`). An answer that reported no usage is billed by estimate (the prompt's
+//! served (`flow::price`). An answer that reported no usage is billed by estimate (the admission's
 //! estimate, and a stream's text at four bytes a token); a request that reached no upstream
 //! answer bills nothing. The cost goes to the decision record and the access log.
 
@@ -91,7 +91,8 @@ fn bill(ctx: &Request<'_>, estimate: Spent) -> Spent {
     let t = &r.tokens;
     let (prompt, completion) = match (t.prompt, t.completion) {
         (None, None) => {
-            // No usage reported: the prompt's estimate, and the text a stream carried.
+            // No usage reported: the admission estimate (prompt and requested output), and the
+            // text a stream carried.
             let streamed = r.stream_stats.as_ref().map_or(0, |s| s.text_bytes / 4);
             (estimate.tokens, streamed)
         }
