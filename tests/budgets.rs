@@ -13,6 +13,7 @@ both_drivers!(
     a_streams_usage_is_billed_at_the_models_price,
     a_trusted_gateway_names_the_tenant,
     spend_survives_a_kill,
+    a_request_cap_stops_a_fallback,
 );
 
 /// Keys a and b on the simulator, client keys `alpha` and `beta` (each its own tenant), and
@@ -190,4 +191,75 @@ fn spend_survives_a_kill(driver: &str) {
         .map(|_| ask(&proxy, "alpha", &chat("m", false)).status)
         .collect();
     assert_eq!(statuses, [200, 200, 429], "the budget went on where it was");
+}
+
+/// A route over a cheap model (limited for 30 s) and a dear one: a request whose own cost cap
+/// the dear one's attempt could exceed gets the cheap one's attempt and then
+/// `request_budget_exhausted`, never the dear one; a token cap below the request's estimate is
+/// refused before any attempt; without a cap the dear one serves.
+fn a_request_cap_stops_a_fallback(driver: &str) {
+    let mut opts = ringside::simulate::SimOptions::default();
+    opts.faults.push(
+        ringside::simulate::parse_fault_arg("model:cheap=429;retry-after=30").expect("fault"),
+    );
+    let sim = start_sim(opts);
+    let config = format!(
+        "[[providers]]\nid = \"sim\"\ndialect = \"openai\"\nbase_url = \"http://{}/v1\"\n\
+         [[providers.connections]]\nid = \"a\"\nkey_env = \"SIM_KEY_A\"\nmodels = [\"cheap\"]\n\
+         [[providers.connections]]\nid = \"b\"\nkey_env = \"SIM_KEY_B\"\nmodels = [\"dear\"]\n\
+         [[routes]]\nname = \"r\"\n\
+         [[routes.targets]]\nprovider = \"sim\"\nmodel = \"cheap\"\n\
+         [[routes.targets]]\nprovider = \"sim\"\nmodel = \"dear\"\n\
+         [[prices]]\nmodel = \"cheap\"\ninput = 1.0\noutput = 1.0\n\
+         [[prices]]\nmodel = \"dear\"\ninput = 1000.0\noutput = 1000.0\n",
+        sim.addr
+    );
+    let proxy = Proxy::start(driver, 1, "", &config);
+    // About 120 tokens: $0.00012 on the cheap model, $0.12 on the dear one.
+    let body = r#"{"model":"r","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#;
+    let capped = |name: &str, value: &str, id: &str| {
+        proxy.post(
+            "/v1/chat/completions",
+            &[(name, value), ("x-request-id", id)],
+            body,
+        )
+    };
+    let r = capped("x-ringside-max-cost-usd", "0.01", "cap-cost");
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(
+        r.text().contains("request_budget_exhausted"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.header("x-should-retry"), Some("false"));
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 1);
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-b"),
+        0,
+        "the cap let the dear fallback through"
+    );
+    let d = proxy.decision("cap-cost");
+    assert!(
+        d.to_string().contains("over_request_budget"),
+        "the record says why the fallback was passed over: {d}"
+    );
+    // A token cap below the request's own estimate: refused before any attempt.
+    let r = capped("x-ringside-max-tokens-budget", "50", "cap-tokens");
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(
+        r.text().contains("request_budget_exhausted"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(attempts_for(&sim, "sk-sim-a"), 1);
+    // A cap that does not read is the client's error.
+    let r = capped("x-ringside-max-cost-usd", "a lot", "cap-bad");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("invalid_header"), "{}", r.text());
+    // Without a cap the dear fallback serves; with a cap that covers it, too.
+    let r = capped("x-ringside-max-cost-usd", "1", "cap-enough");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(attempts_for(&sim, "sk-sim-b"), 1);
+    let d = proxy.decision("cap-enough");
+    assert!(d["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{d}");
 }

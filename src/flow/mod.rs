@@ -6,6 +6,7 @@
 
 pub mod account;
 mod acquire;
+pub mod bill;
 pub mod gate;
 pub mod live;
 pub mod price;

@@ -45,6 +45,7 @@ pub(crate) fn table(
         | Stop::ModelCooldown { .. }
         | Stop::AllCooling { .. }
         | Stop::Saturated
+        | Stop::RequestBudget
         | Stop::NoExecutableTargets => given_up(ctx, stop, last, earliest),
         Stop::MethodNotAllowed
         | Stop::UnknownEndpoint
@@ -59,6 +60,7 @@ pub(crate) fn table(
         | Stop::TruncatedBody
         | Stop::InvalidJson(_)
         | Stop::InvalidField(_)
+        | Stop::InvalidHeader(_)
         | Stop::MissingModel
         | Stop::InvalidModel(_)
         | Stop::ModelNotFound(_)
@@ -90,6 +92,7 @@ fn refused_on_intake(ctx: &Request<'_>, stop: &Stop) -> ApiError {
         Stop::TruncatedBody => return ApiError::bad_request("truncated_body", "the request body ended early"),
         Stop::InvalidJson(m) => return ApiError::bad_request("invalid_json", format!("request body is not a JSON object: {m}")),
         Stop::InvalidField(f) => return ApiError::bad_request("invalid_field", format!("`{f}` has the wrong type")),
+        Stop::InvalidHeader(h) => return ApiError::bad_request("invalid_header", format!("`{h}` must be a non-negative number")),
         Stop::MissingModel => return ApiError::bad_request("missing_model", "the request has no `model`"),
         Stop::InvalidModel(why) => return ApiError::bad_request("invalid_model", *why),
         Stop::ModelNotFound(model) => (404, "model_not_found", format!("no route or model named `{model}`")),
@@ -211,6 +214,17 @@ fn given_up(
         .should_retry(s <= super::stop::SDK_RETRY_MAX_SECS),
         // Local overload: every usable key is at its concurrency cap (reject policy).
         Stop::Saturated => refused_error(Refused::Saturated, ctx),
+        Stop::RequestBudget => ApiError::new(
+            429,
+            "request_budget_exhausted",
+            format!(
+                "no target's next attempt fits this request's own budget \
+                 ({} / {}) after {n} attempt(s)",
+                crate::flow::bill::MAX_TOKENS_HEADER,
+                crate::flow::bill::MAX_COST_HEADER
+            ),
+        )
+        .should_retry(false),
         Stop::NoExecutableTargets => ApiError::new(
             404,
             "no_executable_targets",

@@ -2,33 +2,39 @@
 //! reserves an estimate on every budget the tenant has (its prompt and requested output, at
 //! the dearest price among the route's targets), and the request's end settles it with what
 //! the provider billed: the usage its answer or stream reported, priced for the model that
-//! served (`flow::price`). An answer that reported no usage is billed by estimate (the admission's
-//! estimate, and a stream's text at four bytes a token); a request that reached no upstream
-//! answer bills nothing. The cost goes to the decision record and the access log.
+//! served (`flow::price`). An answer that reported no usage is billed by estimate (the prompt's
+//! estimate, and the text it carried at four bytes a token); a request that reached no
+//! upstream answer bills nothing. The cost goes to the decision record and the access log.
+//!
+//! A request may carry its own cap (`x-ringside-max-tokens-budget`, `x-ringside-max-cost-usd`):
+//! a target whose attempt could cost more (the prompt and the requested output, at that
+//! target's price) is passed over (`Ineligible::OverRequestBudget`), and a request no target
+//! fits is refused (`request_budget_exhausted`).
 
 use super::exchange::Request;
 use super::stop::Stop;
 use crate::dialect::needs::Needs;
-use crate::flow::spend::{Hold, Spent};
-use crate::flow::tenant::TenantPermit;
+use crate::flow::bill::RequestBill;
+use crate::flow::spend::Spent;
 use crate::route::Entry;
 
-/// What a request holds of its tenant until it ends: its place under the minute quotas and
-/// its reservation on the budgets (boxed, and only made when either is configured: every
-/// request's task carries it).
-pub(super) struct TenantHold {
-    /// Held for its drop, which gives the tenant's place under its quotas back.
-    _permit: Option<TenantPermit>,
-    spend: Option<(Hold, Spent)>,
-}
-
-impl TenantHold {
-    pub fn new(permit: Option<TenantPermit>) -> TenantHold {
-        TenantHold {
-            _permit: permit,
-            spend: None,
-        }
-    }
+/// Whether the request's own cap admits an attempt on target `c` (always, without a cap).
+pub(super) fn within_cap(
+    ctx: &super::exchange::Ctx<'_, '_>,
+    entry: &Entry,
+    needs: &Needs,
+    c: crate::route::Candidate,
+) -> bool {
+    let Some(cap) = ctx.bill.as_ref().and_then(|b| b.cap) else {
+        return true;
+    };
+    let cfg = ctx.config();
+    let t = &entry.targets[c.target];
+    let price = cfg
+        .providers
+        .get(t.provider)
+        .and_then(|p| cfg.prices.of(&p.id, &t.model));
+    cap.admits(needs, price)
 }
 
 /// Reserve the request's estimate on its tenant's budgets; `Err`: one is spent.
@@ -36,7 +42,7 @@ pub(super) fn reserve(
     ctx: &mut Request<'_>,
     entry: &Entry,
     needs: &Needs,
-    hold: &mut Option<Box<TenantHold>>,
+    hold: &mut Option<Box<RequestBill>>,
 ) -> Result<(), Stop> {
     let cfg = ctx.config();
     let Some(rule) = cfg.tenants.of(ctx.tenant).filter(|r| r.budget.any()) else {
@@ -61,25 +67,27 @@ pub(super) fn reserve(
     let reserved = ledgers
         .reserve(ctx.tenant, &rule.budget, estimate, now)
         .map_err(Stop::TenantBudget)?;
-    hold.get_or_insert_with(|| Box::new(TenantHold::new(None)))
-        .spend = Some((reserved, estimate));
+    hold.get_or_insert_with(|| Box::new(RequestBill::default()))
+        .spend = Some(reserved);
     // The answer says so when 80 % of a budget or more is spent (this request's share too).
     ctx.budget_warning = ledgers.warning(ctx.tenant, &rule.budget, now);
     Ok(())
 }
 
 /// The request ended: its bill settles its reservation, and goes to its record.
-pub(super) fn settle(ctx: &mut Request<'_>, hold: Option<Box<TenantHold>>) {
-    let Some((reserved, estimate)) = hold.and_then(|h| h.spend) else {
+pub(super) fn settle(ctx: &mut Request<'_>, hold: Option<Box<RequestBill>>, needs: &Needs) {
+    let Some(hold) = hold.filter(|h| h.spend.is_some() || h.cap.is_some()) else {
         return;
     };
-    let spent = bill(ctx, estimate);
+    let spent = bill(ctx, needs);
     ctx.record.cost_micro_usd = spent.micro_usd.min(u64::from(u32::MAX)) as u32;
-    reserved.settle(spent, crate::clock::unix_ms());
+    if let Some(reserved) = hold.spend {
+        reserved.settle(spent, crate::clock::unix_ms());
+    }
 }
 
 /// What the request spent: the usage its answer reported, priced for the model that served.
-fn bill(ctx: &Request<'_>, estimate: Spent) -> Spent {
+fn bill(ctx: &Request<'_>, needs: &Needs) -> Spent {
     let r = &ctx.record;
     let Some(target) = r
         .target
@@ -91,10 +99,14 @@ fn bill(ctx: &Request<'_>, estimate: Spent) -> Spent {
     let t = &r.tokens;
     let (prompt, completion) = match (t.prompt, t.completion) {
         (None, None) => {
-            // No usage reported: the admission estimate (prompt and requested output), and the
-            // text a stream carried.
-            let streamed = r.stream_stats.as_ref().map_or(0, |s| s.text_bytes / 4);
-            (estimate.tokens, streamed)
+            // No usage reported: the prompt's estimate, and the text the answer carried (a
+            // stream's text, or a JSON answer's body) at four bytes a token.
+            let text = r
+                .stream_stats
+                .as_ref()
+                .map_or(r.bytes_out, |s| s.text_bytes);
+            let prompt = needs.context_tokens.saturating_sub(needs.output_tokens);
+            (prompt, text / 4)
         }
         (p, c) => (u64::from(p.unwrap_or(0)), u64::from(c.unwrap_or(0))),
     };

@@ -145,6 +145,9 @@ pub(crate) struct Ctx<'r, 'a> {
     pub lane: Option<Box<LaneRequest>>,
     /// The request read for targets of another API (only when its route reaches one).
     pub translation: Option<Box<crate::translate::session::Session>>,
+    /// The request's bill: its tenant's quota place and budget reservation, its own cap
+    /// (only when one of them applies, `proxy::bill`).
+    pub bill: Option<Box<crate::flow::bill::RequestBill>>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'_, 'a> {

@@ -256,5 +256,12 @@ mod tests {
             final_stop(&budget, &[&no_tools], 10),
             Stop::NoExecutableTargets
         );
+        // The request's own cap passed a candidate over: said before any timer.
+        let over_cap = Exclusion::Ineligible(Ineligible::OverRequestBudget);
+        assert_eq!(
+            final_stop(&budget, &[&cooling, &over_cap], 10),
+            Stop::RequestBudget
+        );
+        assert_eq!(final_stop(&spent, &[&over_cap], 10), Stop::LastWord);
     }
 }

@@ -2,7 +2,6 @@
 //! before the body is read), the body and its facts (model, stream), the lease fence, the route
 //! and the tenant's quota. Each refusal is answered here in the client's dialect.
 
-use super::bill::TenantHold;
 use super::client_body::{drain_body, drain_small_body, read_client_body};
 use super::exchange::{Admitted, Request};
 use super::models::models;
@@ -11,6 +10,7 @@ use super::stop::Stop;
 use crate::dialect::Endpoint;
 use crate::dialect::facts::{FactsError, scan};
 use crate::dialect::needs::Needs;
+use crate::flow::bill::RequestBill;
 use crate::route::Entry;
 use bytes::{Bytes, BytesMut};
 use monoio::net::tcp::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
@@ -26,7 +26,7 @@ pub(super) enum Intake<'c> {
         admitted: Admitted,
         entry: crate::route::Resolved<'c>,
         needs: Needs,
-        tenant: Option<Box<TenantHold>>,
+        tenant: Option<Box<RequestBill>>,
     },
 }
 
@@ -280,16 +280,18 @@ async fn tenant_quota(
     ctx: &Request<'_>,
     body: &Bytes,
     entry: &Entry,
-) -> Result<(Needs, Option<Box<TenantHold>>), Stop> {
+) -> Result<(Needs, Option<Box<RequestBill>>), Stop> {
     let tenants = &ctx.core.shared.flow.tenants;
     // A configured tenant's own limits, else `[flow]`'s.
     let rule = ctx.config().tenants.of(ctx.tenant);
     let limits = rule.map_or(tenants.limits, |r| r.limits);
-    let counts_tokens = limits.tokens_per_minute > 0 || rule.is_some_and(|r| r.budget.any());
+    let cap = crate::flow::bill::RequestCap::from_head(ctx.head).map_err(Stop::InvalidHeader)?;
+    let counts_tokens =
+        limits.tokens_per_minute > 0 || rule.is_some_and(|r| r.budget.any()) || cap.is_some();
     let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
     let needs = crate::dialect::needs::needs(body, ctx.head, restricted);
     if !limits.any() {
-        return Ok((needs, None));
+        return Ok((needs, RequestBill::new(None, cap)));
     }
     let now = crate::clock::now_ms();
     // Fleet mode asks Redis too: boxed, so that every request's task does not carry room for
@@ -300,7 +302,7 @@ async fn tenant_quota(
         tenants.admit_with(ctx.tenant, needs.context_tokens, now, limits)
     };
     match admitted {
-        Ok(p) => Ok((needs, Some(Box::new(TenantHold::new(Some(p)))))),
+        Ok(p) => Ok((needs, RequestBill::new(Some(p), cap))),
         Err(over) => Err(Stop::TenantQuota(over)),
     }
 }

@@ -95,12 +95,14 @@ pub fn handle(
                     exec_deadline: None,
                     lane: None,
                     translation: None,
+                    bill: tenant,
                 };
                 if entry.crosses(crate::route::Reach::of(ctx.admitted.endpoint)) {
                     super::translated::prepare(&mut ctx, &entry);
                 }
                 let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
-                super::bill::settle(ctx.req, tenant);
+                let hold = ctx.bill.take();
+                super::bill::settle(ctx.req, hold, &needs);
                 (keep, entry.index)
             }
         };

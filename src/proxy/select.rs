@@ -62,6 +62,8 @@ pub(super) fn select(
                 Some(Exclusion::Ineligible(why))
             } else if !translatable(ctx, entry, c) {
                 Some(Exclusion::Ineligible(Ineligible::Untranslatable))
+            } else if !super::bill::within_cap(ctx, entry, needs, c) {
+                Some(Exclusion::Ineligible(Ineligible::OverRequestBudget))
             } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
                 Some(e)
             } else if seen.bound == Some(c.connection) {

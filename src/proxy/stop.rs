@@ -37,6 +37,8 @@ pub(crate) enum Stop {
     TruncatedBody,
     InvalidJson(String),
     InvalidField(&'static str),
+    /// A Ringside request header whose value does not read (its name).
+    InvalidHeader(&'static str),
     MissingModel,
     InvalidModel(&'static str),
     // Routing and quotas.
@@ -48,6 +50,8 @@ pub(crate) enum Stop {
     TenantQuota(OverQuota),
     /// The tenant's token or money budget for the day or the month is spent.
     TenantBudget(crate::flow::spend::Exhausted),
+    /// No target's attempt fits the request's own cap (`x-ringside-max-…`).
+    RequestBudget,
     // Flow control, Ringside's own overload (never counted against an upstream).
     Refused(Refused),
     // The attempt loop: each ends the request where it happened, whatever budget is left.
@@ -122,6 +126,14 @@ pub(crate) fn final_stop(budget: &Budget, timers: &[&Exclusion], now: u64) -> St
         Stop::DeadlineExceeded
     } else if timers.is_empty() || budget.attempts_left() == 0 {
         Stop::LastWord
+    } else if timers.iter().any(|e| {
+        matches!(
+            e,
+            Exclusion::Ineligible(crate::resilience::Ineligible::OverRequestBudget)
+        )
+    }) {
+        // The client's own cap is why the request goes no further: said before any timer.
+        Stop::RequestBudget
     } else if let Exclusion::Terminal(first) = timers[0]
         && timers.iter().all(|e| matches!(e, Exclusion::Terminal(_)))
     {

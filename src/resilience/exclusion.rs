@@ -26,6 +26,8 @@ pub enum Ineligible {
     /// parameter with no equivalent, content it cannot take, or a body that does not read as
     /// its API says).
     Untranslatable,
+    /// An attempt on it could cost more than the request's own cap allows.
+    OverRequestBudget,
 }
 
 impl Ineligible {
@@ -42,6 +44,7 @@ impl Ineligible {
             Ineligible::NotThisLease => "not_this_lease",
             Ineligible::Untranslatable => "untranslatable",
             Ineligible::OutputTooLarge => "output_too_large",
+            Ineligible::OverRequestBudget => "over_request_budget",
         }
     }
 }
