@@ -137,6 +137,8 @@ pub enum Outcome {
     ClientGone,
     /// Still running when the drain's grace ended: cut, with an error event.
     Shutdown,
+    /// A duplicate under an `Idempotency-Key`: the first request's answer, sent again.
+    Replayed,
 }
 
 impl Outcome {
@@ -150,6 +152,7 @@ impl Outcome {
             Outcome::FailedAfterCommit => "failed_after_commit",
             Outcome::ClientGone => "client_gone",
             Outcome::Shutdown => "shutdown",
+            Outcome::Replayed => "replayed",
         }
     }
 }

@@ -240,6 +240,7 @@ pub struct Config {
     pub tenant_limits: crate::flow::tenant::TenantLimits,
     pub tenants: resolve::budgets::TenantRules, // `[[tenants]]`: minute limits and budgets
     pub prices: crate::flow::price::Prices,     // `[[prices]]`, over the built-in table
+    pub idempotency: schema::IdempotencySection, // `[idempotency]`, within its bounds
     pub stream: crate::sse::StreamSettings,
     /// Client keys (empty: open, sidecar mode).
     pub clients: crate::clients::Clients,

@@ -44,6 +44,8 @@ pub struct FileConfig {
     pub tenants: Vec<TenantSection>,
     #[serde(default)]
     pub prices: Vec<PriceSection>,
+    #[serde(default)]
+    pub idempotency: IdempotencySection,
 }
 
 /// `[[models]]`: what a model supports (unset: the built-in table's word, else unrestricted).

@@ -1,5 +1,6 @@
-//! `[[tenants]]` and `[[prices]]` as operators write them: what each tenant may spend and use,
-//! and what tokens cost (`flow::spend`, `flow::price`).
+//! `[[tenants]]`, `[[prices]]` and `[idempotency]` as operators write them: what each tenant
+//! may spend and use, what tokens cost (`flow::spend`, `flow::price`), and how long one
+//! request's answer is kept for its duplicates (`proxy::idempotent`).
 
 use serde::Deserialize;
 
@@ -29,4 +30,38 @@ pub struct PriceSection {
     pub output: f64,
     /// Prompt tokens read from the provider's cache (else the input price).
     pub cached_input: Option<f64>,
+}
+
+/// `[idempotency]`: one answer per `Idempotency-Key` (per tenant).
+#[derive(Debug, Deserialize, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdempotencySection {
+    /// How long a completed JSON answer is replayed to a duplicate, in seconds (0: the header
+    /// is not honoured); at most a day.
+    pub window_s: u64,
+    /// The most keys kept at once (answers nearest their end make way).
+    pub max_keys: usize,
+    /// A larger answer is not kept (a later duplicate goes upstream again).
+    pub max_answer_bytes: usize,
+}
+
+impl Default for IdempotencySection {
+    fn default() -> Self {
+        IdempotencySection {
+            window_s: 300,
+            max_keys: 10_000,
+            max_answer_bytes: 1 << 20,
+        }
+    }
+}
+
+impl IdempotencySection {
+    /// Within its bounds (a day, a million keys, 16 MiB).
+    pub fn clamped(&self) -> IdempotencySection {
+        IdempotencySection {
+            window_s: self.window_s.min(86_400),
+            max_keys: self.max_keys.clamp(1, 1_000_000),
+            max_answer_bytes: self.max_answer_bytes.clamp(1 << 10, 16 << 20),
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! What one request holds of its bill until it ends (`proxy::bill` reserves and settles it):
 //! its tenant's place under the minute quotas, its reservation on the tenant's budgets
 //! (`spend`), and the cap its client set on it (`x-ringside-max-tokens-budget`,
-//! `x-ringside-max-cost-usd`).
+//! `x-ringside-max-cost-usd`), and its `Idempotency-Key` claim (one bill per request).
 
 use super::price::Price;
 use super::spend::Hold;
@@ -17,6 +17,8 @@ pub struct RequestBill {
     _permit: Option<TenantPermit>,
     pub spend: Option<Hold>,
     pub cap: Option<RequestCap>,
+    /// Its `Idempotency-Key` claim (`proxy::idempotent`).
+    pub idempotency: Option<crate::store::idempotency::Claim>,
 }
 
 impl RequestBill {
@@ -27,6 +29,7 @@ impl RequestBill {
                 _permit: permit,
                 spend: None,
                 cap,
+                idempotency: None,
             })
         })
     }

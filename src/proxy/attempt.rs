@@ -118,10 +118,12 @@ pub(super) fn attempt(
                 return end;
             }
         }
-        if super::translated::is_translated(ctx) && !is_event_stream(&head) {
-            // Read whole and written for the client before the commit: an answer that does not
-            // read as the provider's API says is retried elsewhere. (Boxed: rare.)
-            let read = Box::pin(translated_answer(ctx, &aim, &mut up, &head, watch)).await;
+        let translated = super::translated::is_translated(ctx);
+        if (translated || super::idempotent::keeps_answer(ctx)) && !is_event_stream(&head) {
+            // Read whole before the commit: a translated answer is written for the client (one
+            // that does not read as the provider's API says is retried elsewhere); a key's
+            // owner keeps its answer for duplicates. (Boxed: rare.)
+            let read = Box::pin(whole_answer(ctx, &aim, &mut up, &head, watch)).await;
             if let Err(end) = read {
                 return end;
             }
@@ -436,9 +438,9 @@ fn error_answer(
     })
 }
 
-/// A translated attempt's JSON answer: read whole (within the attempt's deadline) and written in
-/// the client's API before the commit (`translated::keep_answer`).
-async fn translated_answer(
+/// A JSON answer read whole (within the attempt's deadline) before the commit: a translated
+/// one written in the client's API (`translated::keep_answer`), a key owner's kept as it is.
+async fn whole_answer(
     ctx: &mut Ctx<'_, '_>,
     aim: &Aim<'_>,
     up: &mut UpConn,
@@ -453,6 +455,10 @@ async fn translated_answer(
         }
         Read::Ok(b) => b,
     };
+    if !super::translated::is_translated(ctx) && !body.oversized {
+        super::idempotent::keep(ctx, body.body, body.complete);
+        return Ok(());
+    }
     super::translated::keep_answer(ctx, body).map_err(|detail| {
         failed(
             classify::transport(false),

@@ -110,17 +110,14 @@ pub(super) fn commit(
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body (and a stream's request head) go with the answer's first byte.
             let buf = &mut up.buf;
-            let mut translating = None;
-            if let Some(session) = ctx.translation.as_deref_mut() {
-                match super::translated::delivery(session, r.request_id) {
-                    // Boxed: rare, and its answer would otherwise take room in every relay's task.
-                    Some(Delivery::Whole(w)) => {
-                        break 'relay (Box::pin(relay_whole(wr, head, buf, &r, *w)).await, None);
-                    }
-                    Some(Delivery::Stream(t)) => translating = Some(t),
-                    None => {}
+            let translating = match delivery(&mut ctx.translation, &mut ctx.bill, r.request_id) {
+                // Boxed: rare, and its answer would otherwise take room in every relay's task.
+                Some(Delivery::Whole(w)) => {
+                    break 'relay (Box::pin(relay_whole(wr, head, buf, &r, *w)).await, None);
                 }
-            }
+                Some(Delivery::Stream(t)) => Some(t),
+                None => None,
+            };
             let request = Request {
                 body: &mut admitted.body,
                 head: &mut *req.head,
@@ -158,6 +155,24 @@ pub(super) fn commit(
         };
         (done, reusable)
     }
+}
+
+/// How the answer goes out when not as the upstream sends it: translated (whole or as a
+/// stream), or read whole already for a key's owner (and kept as sent, for its duplicates).
+fn delivery(
+    translation: &mut Option<Box<crate::translate::session::Session>>,
+    bill: &mut Option<Box<crate::flow::bill::RequestBill>>,
+    request_id: &str,
+) -> Option<Delivery> {
+    if let Some(session) = translation.as_deref_mut() {
+        let d = super::translated::delivery(session, request_id);
+        if let Some(Delivery::Whole(w)) = &d {
+            super::idempotent::sent(bill, &w.0);
+        }
+        return d;
+    }
+    let (answer, complete) = super::idempotent::take_whole(bill)?;
+    Some(Delivery::Whole(Box::new((answer, complete, Vec::new()))))
 }
 
 /// A connection slot the generation does not name (never expected): nothing was sent.

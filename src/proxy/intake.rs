@@ -78,19 +78,53 @@ pub(super) async fn intake<'c>(
         Ok(entry) => entry,
         Err((e, route)) => return refuse(ctx, wr, &e, true, route).await,
     };
+    let claim = match idempotency(ctx, &admitted, &entry, wr).await {
+        Ok(claim) => claim,
+        Err(keep) => {
+            let route = entry.index;
+            return Intake::Answered { keep, route };
+        }
+    };
     let tenant = tenant_quota(ctx, &admitted.body, &entry).await;
     let tenant = tenant.and_then(|(needs, mut hold)| {
         super::bill::reserve(ctx, &entry, &needs, &mut hold)?;
         Ok((needs, hold))
     });
     match tenant {
-        Ok((needs, tenant)) => Intake::Admitted {
-            admitted,
-            entry,
-            needs,
-            tenant,
-        },
+        Ok((needs, mut tenant)) => {
+            if let Some(claim) = claim {
+                tenant.get_or_insert_with(Default::default).idempotency = Some(claim);
+            }
+            Intake::Admitted {
+                admitted,
+                entry,
+                needs,
+                tenant,
+            }
+        }
         Err(e) => refuse(ctx, wr, &e, true, entry.index).await,
+    }
+}
+
+/// The request's `Idempotency-Key` claim, if it carries one (`Err`: answered, a replay or a
+/// refusal; whether the connection stays open). Boxed: rare.
+async fn idempotency(
+    ctx: &mut Request<'_>,
+    admitted: &Admitted,
+    entry: &Entry,
+    wr: &mut TcpOwnedWriteHalf,
+) -> Result<Option<crate::store::idempotency::Claim>, bool> {
+    use super::idempotent::{Begun, HEADER, begin};
+    if ctx.head.get(HEADER).is_none() {
+        return Ok(None);
+    }
+    let deadline_ms = entry
+        .deadline_ms
+        .unwrap_or(ctx.config().resilience.deadline_ms);
+    match Box::pin(begin(ctx, admitted, wr, deadline_ms)).await {
+        Begun::Unguarded => Ok(None),
+        Begun::Claimed(claim) => Ok(Some(claim)),
+        Begun::Answered(keep) => Err(keep),
     }
 }
 

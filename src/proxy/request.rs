@@ -101,6 +101,7 @@ pub fn handle(
                     super::translated::prepare(&mut ctx, &entry);
                 }
                 let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
+                super::idempotent::finish(&mut ctx.bill, ctx.req.record.status);
                 let hold = ctx.bill.take();
                 super::bill::settle(ctx.req, hold, &needs);
                 (keep, entry.index)

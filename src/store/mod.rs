@@ -4,12 +4,14 @@
 //! restart: terminal connection states (with their reset epochs), settings changed through
 //! the admin API, and the resilience state with time left on it (`saved`).
 
+pub mod idempotency;
 pub mod lease_book;
 pub mod lease_view;
 pub mod leases;
 pub mod pins;
 pub mod remote;
 pub mod sealed;
+mod writer;
 
 use heed::types::{SerdeJson, Str};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
@@ -24,6 +26,12 @@ enum Op {
     Lease(leases::Op, Reply),
     /// From now on, keep this view of leased connections up to date.
     AttachView(&'static leases::LeaseView),
+    /// An `Idempotency-Key` claim or finish, decided by the writer's book (a claim answered
+    /// after its commit).
+    Idempotency(
+        idempotency::Op,
+        Option<futures_channel::oneshot::Sender<idempotency::Outcome>>,
+    ),
 }
 
 pub struct Store {
@@ -78,7 +86,7 @@ pub fn open(dir: &str, map_size: usize, fast: bool) -> Result<&'static Store, St
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::Builder::new()
         .name("ringside-store".into())
-        .spawn(move || writer(env, db, rx))
+        .spawn(move || writer::writer(env, db, rx))
         .map_err(|e| format!("cannot start the store writer: {e}"))?;
     Ok(Box::leak(Box::new(Store {
         env,
@@ -132,116 +140,6 @@ pub fn read_saved(
     Ok(rows)
 }
 
-fn load_book(env: &Env<WithoutTls>, db: Database<'static, Str, SerdeJson<Value>>) -> leases::Book {
-    let Ok(r) = env.read_txn() else {
-        return leases::Book::default();
-    };
-    let Ok(iter) = db.prefix_iter(&r, "lease/") else {
-        return leases::Book::default();
-    };
-    leases::Book::load(
-        iter.filter_map(Result::ok)
-            .filter_map(|(_, v)| serde_json::from_value(v).ok()),
-    )
-}
-
-/// The writer's state: the lease book and the view it keeps current.
-struct Writer {
-    book: leases::Book,
-    view: Option<&'static leases::LeaseView>,
-    last_prune: u64,
-}
-
-impl Writer {
-    fn refresh_view(&self, conns: impl IntoIterator<Item = String>, now: u64) {
-        if let Some(v) = self.view {
-            for c in conns {
-                v.set(&c, self.book.until(&c, now));
-            }
-        }
-    }
-}
-
-fn writer(
-    env: &'static Env<WithoutTls>,
-    db: Database<'static, Str, SerdeJson<Value>>,
-    rx: crossbeam_channel::Receiver<Op>,
-) {
-    let mut w = Writer {
-        book: load_book(env, db),
-        view: None,
-        last_prune: 0,
-    };
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        // One commit (one fsync) for everything queued, up to a bound that keeps replies prompt.
-        batch.extend(rx.try_iter().take(1023));
-        let now = crate::clock::unix_ms();
-        let mut flushes = Vec::new();
-        let mut replies = Vec::new();
-        let mut touched = Vec::new();
-        let pruned = if now.saturating_sub(w.last_prune) > 600_000 {
-            w.last_prune = now;
-            w.book.prune(now)
-        } else {
-            Vec::new()
-        };
-        let result = (|| -> heed::Result<()> {
-            let mut txn = env.write_txn()?;
-            for owner in &pruned {
-                db.delete(&mut txn, &leases::Lease::store_key(owner))?;
-            }
-            for op in batch {
-                match op {
-                    Op::Put(k, v) => db.put(&mut txn, &k, &v)?,
-                    Op::Delete(k) => {
-                        db.delete(&mut txn, &k)?;
-                    }
-                    Op::Flush(s) => flushes.push(s),
-                    Op::Lease(op, reply) => {
-                        let (outcome, changed) = w.book.apply(op, now);
-                        for l in changed {
-                            let v = serde_json::to_value(&l).unwrap_or(Value::Null);
-                            db.put(&mut txn, &leases::Lease::store_key(&l.owner), &v)?;
-                            touched.push(l.connection);
-                        }
-                        replies.push((reply, outcome));
-                    }
-                    Op::AttachView(v) => {
-                        w.view = Some(v);
-                        let conns: Vec<String> =
-                            w.book.all().map(|l| l.connection.clone()).collect();
-                        touched.extend(conns);
-                    }
-                }
-            }
-            txn.commit()
-        })();
-        if let Err(e) = result {
-            crate::log::event(
-                "error",
-                "store commit failed",
-                serde_json::json!({"error": e.to_string()}),
-            );
-            // Nothing of this batch is on disk: the book goes back to what is.
-            w.book = load_book(env, db);
-            touched.extend(w.book.all().map(|l| l.connection.clone()));
-            for (_, o) in &mut replies {
-                *o = leases::Outcome::Unavailable;
-            }
-        }
-        // The view changes before anyone hears the answer, so a request that follows an
-        // acknowledged acquire already sees the connection taken.
-        w.refresh_view(touched, now);
-        for (reply, outcome) in replies {
-            reply.send(outcome);
-        }
-        for s in flushes {
-            let _ = s.send(());
-        }
-    }
-}
-
 impl Store {
     /// Queue a write (never blocks the caller).
     pub fn put(&self, key: String, value: Value) {
@@ -267,6 +165,22 @@ impl Store {
         let (tx, rx) = futures_channel::oneshot::channel();
         self.send_lease(op, Reply::Task(tx));
         rx
+    }
+
+    /// An `Idempotency-Key` operation: a claim's answer comes after its commit (a finish has
+    /// none; a dropped answer reads as unavailable).
+    pub fn idempotency(
+        &self,
+        op: idempotency::Op,
+    ) -> futures_channel::oneshot::Receiver<idempotency::Outcome> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        let _ = self.tx.send(Op::Idempotency(op, Some(tx)));
+        rx
+    }
+
+    /// An `Idempotency-Key` finish (nobody waits for it).
+    pub fn idempotency_nowait(&self, op: idempotency::Op) {
+        let _ = self.tx.send(Op::Idempotency(op, None));
     }
 
     /// A lease operation whose answer nobody waits for (revocations).

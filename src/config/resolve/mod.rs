@@ -83,6 +83,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
         tenant_limits,
         tenants,
         prices,
+        idempotency: file.idempotency.clamped(),
         stream,
         clients,
         store_map_size: (file.store.map_size_mb.clamp(1, 1 << 20) as usize) << 20,
