@@ -14,6 +14,7 @@ both_drivers!(
     a_trusted_gateway_names_the_tenant,
     spend_survives_a_kill,
     a_request_cap_stops_a_fallback,
+    a_stream_is_asked_for_its_usage_and_its_client_sees_none,
 );
 
 /// Keys a and b on the simulator, client keys `alpha` and `beta` (each its own tenant), and
@@ -262,4 +263,32 @@ fn a_request_cap_stops_a_fallback(driver: &str) {
     assert_eq!(attempts_for(&sim, "sk-sim-b"), 1);
     let d = proxy.decision("cap-enough");
     assert!(d["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{d}");
+}
+
+/// A tenant with a budget streams without asking for usage: Ringside asks the provider for it,
+/// bills exactly what it reported, and the client's stream has no usage chunk; a tenant without
+/// a budget gets its stream as the provider sent it.
+fn a_stream_is_asked_for_its_usage_and_its_client_sees_none(driver: &str) {
+    let sim = start_sim(Default::default());
+    let tenants = "[[tenants]]\nid = \"alpha\"\ntokens_per_day = 1000\n";
+    let proxy = Proxy::start(driver, 1, "", &config(sim.addr, tenants));
+    let r = ask(&proxy, "alpha", &chat("m", true));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let text = r.text();
+    assert!(text.contains("[DONE]"), "{text}");
+    assert!(text.contains("Hello"), "{text}");
+    assert!(
+        !text.contains("prompt_tokens"),
+        "the client did not ask for usage: {text}"
+    );
+    let (_, spend) = proxy.admin("GET", "/admin/spend");
+    // The provider's own count (9 + 8), not the estimate of the text.
+    assert_eq!(spend["tenants"][0]["day"]["tokens"], 17, "{spend}");
+    // A client that asks for usage sees it.
+    let asked = r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}"#;
+    let r = ask(&proxy, "alpha", asked);
+    assert!(r.text().contains("prompt_tokens"), "{}", r.text());
+    // Without a budget nothing is asked: the stream is the provider's.
+    let r = ask(&proxy, "beta", &chat("m", true));
+    assert!(r.text().contains("[DONE]") && !r.text().contains("prompt_tokens"));
 }

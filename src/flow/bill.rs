@@ -19,6 +19,9 @@ pub struct RequestBill {
     pub cap: Option<RequestCap>,
     /// Its `Idempotency-Key` claim (`proxy::idempotent`).
     pub idempotency: Option<crate::store::idempotency::Claim>,
+    /// Ringside asked the provider for a stream's usage chunk the client did not ask for: it is
+    /// left out of what the client reads.
+    pub usage_asked: bool,
 }
 
 impl RequestBill {
@@ -30,6 +33,7 @@ impl RequestBill {
                 spend: None,
                 cap,
                 idempotency: None,
+                usage_asked: false,
             })
         })
     }

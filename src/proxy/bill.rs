@@ -37,6 +37,45 @@ pub(super) fn within_cap(
     cap.admits(needs, price)
 }
 
+/// A Chat stream with a bill asks the provider for its usage chunk when the client did not
+/// (`stream_options.include_usage`), so that what the provider billed is counted; the chunk is
+/// left out of what the client reads (`forward::translated`). A body that says anything of
+/// `stream_options` is sent as it is.
+pub(super) fn ask_for_usage(ctx: &mut super::exchange::Ctx<'_, '_>) {
+    let Some(bill) = ctx
+        .bill
+        .as_mut()
+        .filter(|b| b.spend.is_some() || b.cap.is_some())
+    else {
+        return;
+    };
+    let a = &mut ctx.admitted;
+    if !a.stream || a.endpoint != crate::dialect::Endpoint::ChatCompletions {
+        return;
+    }
+    if memchr::memmem::find(&a.body, b"\"stream_options\"").is_some() {
+        return;
+    }
+    let Some(open) = a.body.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return;
+    };
+    if a.body[open] != b'{' {
+        return;
+    }
+    // (A chat request has a model and messages: a comma always follows.)
+    const ASK: &[u8] = b"\"stream_options\":{\"include_usage\":true},";
+    let mut body = Vec::with_capacity(a.body.len() + ASK.len());
+    body.extend_from_slice(&a.body[..=open]);
+    body.extend_from_slice(ASK);
+    body.extend_from_slice(&a.body[open + 1..]);
+    a.body = bytes::Bytes::from(body);
+    if let Some(span) = a.model_span.as_mut() {
+        let n = ASK.len() as u32;
+        *span = span.start + n..span.end + n;
+    }
+    bill.usage_asked = true;
+}
+
 /// Reserve the request's estimate on its tenant's budgets; `Err`: one is spent.
 pub(super) fn reserve(
     ctx: &mut Request<'_>,

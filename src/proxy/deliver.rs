@@ -110,7 +110,9 @@ pub(super) fn commit(
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body (and a stream's request head) go with the answer's first byte.
             let buf = &mut up.buf;
-            let translating = match delivery(&mut ctx.translation, &mut ctx.bill, r.request_id) {
+            let sse = is_event_stream(head);
+            let translating = match delivery(&mut ctx.translation, &mut ctx.bill, r.request_id, sse)
+            {
                 // Boxed: rare, and its answer would otherwise take room in every relay's task.
                 Some(Delivery::Whole(w)) => {
                     break 'relay (Box::pin(relay_whole(wr, head, buf, &r, *w)).await, None);
@@ -159,20 +161,36 @@ pub(super) fn commit(
 
 /// How the answer goes out when not as the upstream sends it: translated (whole or as a
 /// stream), or read whole already for a key's owner (and kept as sent, for its duplicates).
+/// An event stream whose usage chunk Ringside asked for goes out without it.
 fn delivery(
     translation: &mut Option<Box<crate::translate::session::Session>>,
     bill: &mut Option<Box<crate::flow::bill::RequestBill>>,
     request_id: &str,
+    event_stream: bool,
 ) -> Option<Delivery> {
-    if let Some(session) = translation.as_deref_mut() {
-        let d = super::translated::delivery(session, request_id);
-        if let Some(Delivery::Whole(w)) = &d {
+    let translated = translation
+        .as_deref_mut()
+        .and_then(|session| super::translated::delivery(session, request_id));
+    if let Some(d) = translated {
+        if let Delivery::Whole(w) = &d {
             super::idempotent::sent(bill, &w.0);
         }
-        return d;
+        return Some(d);
     }
-    let (answer, complete) = super::idempotent::take_whole(bill)?;
-    Some(Delivery::Whole(Box::new((answer, complete, Vec::new()))))
+    if let Some((answer, complete)) = super::idempotent::take_whole(bill) {
+        return Some(Delivery::Whole(Box::new((answer, complete, Vec::new()))));
+    }
+    if event_stream && bill.as_ref().is_some_and(|b| b.usage_asked) {
+        let t = crate::translate::stream::Translator::without_usage(request_id);
+        let t = crate::proxy::forward::translated::Translating::new(t, Vec::new());
+        return Some(Delivery::Stream(Box::new(t)));
+    }
+    None
+}
+
+fn is_event_stream(head: &crate::http::Head) -> bool {
+    head.get("content-type")
+        .is_some_and(|v| v.starts_with(b"text/event-stream"))
 }
 
 /// A connection slot the generation does not name (never expected): nothing was sent.

@@ -97,9 +97,7 @@ pub fn handle(
                     translation: None,
                     bill: tenant,
                 };
-                if entry.crosses(crate::route::Reach::of(ctx.admitted.endpoint)) {
-                    super::translated::prepare(&mut ctx, &entry);
-                }
+                before_attempts(&mut ctx, &entry);
                 let keep = super::attempts::run(&mut ctx, &entry, &needs, rd, wr, buf).await;
                 super::idempotent::finish(&mut ctx.bill, ctx.req.record.status);
                 let hold = ctx.bill.take();
@@ -110,6 +108,17 @@ pub fn handle(
         req.route = route_index;
         drop(req);
         keep && !core.drain.is_draining()
+    }
+}
+
+/// Before the first attempt: the request read for targets of another API, then (the
+/// translation having read the client's own body) a billed chat stream asks for its usage.
+fn before_attempts(ctx: &mut Ctx<'_, '_>, entry: &crate::route::Entry) {
+    if entry.crosses(crate::route::Reach::of(ctx.admitted.endpoint)) {
+        super::translated::prepare(ctx, entry);
+    }
+    if ctx.bill.is_some() {
+        super::bill::ask_for_usage(ctx);
     }
 }
 

@@ -8,6 +8,7 @@ mod chat_out;
 mod decode;
 mod frame;
 mod messages_out;
+mod pass;
 mod responses_out;
 mod wire;
 
@@ -41,6 +42,9 @@ pub struct Translator {
 
 /// What follows the framing: each event read and written for the client.
 struct Flow {
+    /// A Chat stream passed through as the provider wrote it, but for the usage chunk the
+    /// client did not ask for (`Translator::without_usage`).
+    pass: bool,
     from: Api,
     decoder: decode::Decoder,
     names: Names,
@@ -109,12 +113,29 @@ impl Translator {
         Translator {
             framer: Default::default(),
             flow: Flow {
+                pass: false,
                 from,
                 decoder,
                 names,
                 sink,
             },
         }
+    }
+
+    /// A Chat stream relayed as the provider sent it, without the usage chunk Ringside asked
+    /// for on a client's behalf (to bill it): the client sees the stream it asked for.
+    pub fn without_usage(request_id: &str) -> Translator {
+        let mut t = Translator::new(
+            Api::Chat,
+            Api::Chat,
+            "",
+            request_id,
+            0,
+            false,
+            ClientTools::default(),
+        );
+        t.flow.pass = true;
+        t
     }
 
     pub fn standing(&self) -> Standing {
@@ -144,6 +165,10 @@ impl Flow {
     /// One provider event, read and written for the client (nothing once the stream ended).
     fn frame(&mut self, f: frame::Frame, out: &mut Vec<u8>) {
         if self.sink.standing != Standing::Open {
+            return;
+        }
+        if self.pass {
+            self.sink.standing = pass::frame(f, out);
             return;
         }
         let stamp = self.names.stamp();
