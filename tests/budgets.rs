@@ -15,6 +15,7 @@ both_drivers!(
     spend_survives_a_kill,
     a_request_cap_stops_a_fallback,
     a_stream_is_asked_for_its_usage_and_its_client_sees_none,
+    a_stream_cut_after_its_first_words_is_billed,
 );
 
 /// Keys a and b on the simulator, client keys `alpha` and `beta` (each its own tenant), and
@@ -291,4 +292,31 @@ fn a_stream_is_asked_for_its_usage_and_its_client_sees_none(driver: &str) {
     // Without a budget nothing is asked: the stream is the provider's.
     let r = ask(&proxy, "beta", &chat("m", true));
     assert!(r.text().contains("[DONE]") && !r.text().contains("prompt_tokens"));
+}
+
+/// A stream the provider cuts after its first events failed for the client, but the provider
+/// produced (and bills) what it sent: the tenant is billed the prompt's estimate and the text.
+fn a_stream_cut_after_its_first_words_is_billed(driver: &str) {
+    let mut opts = ringside::simulate::SimOptions::default();
+    opts.faults.push(
+        ringside::simulate::parse_fault_arg("key:sk-sim-a=reset-mid-stream;after=3")
+            .expect("fault"),
+    );
+    let sim = start_sim(opts);
+    let tenants = "[[tenants]]\nid = \"alpha\"\ntokens_per_day = 1000\n";
+    let mut c = priority_keys(sim.addr, &["a"], "");
+    c += &format!(
+        "[[clients]]\nid = \"alpha\"\nkey_sha256 = \"{}\"\n{tenants}",
+        key_sha256("sk-alpha")
+    );
+    let proxy = Proxy::start(driver, 1, "", &c);
+    let r = ask(&proxy, "alpha", &chat("m", true));
+    assert_eq!(r.status, 200);
+    assert!(!r.text().contains("[DONE]"), "the stream was cut: {}", r.text());
+    let (_, spend) = proxy.admin("GET", "/admin/spend");
+    let tokens = spend["tenants"][0]["day"]["tokens"].as_u64().unwrap_or(0);
+    // The prompt's estimate (a quarter of its bytes) and the words that came.
+    assert!((10..100).contains(&tokens), "{spend}");
+    let d = proxy.admin("GET", "/admin/decisions?limit=5").1;
+    assert!(d.to_string().contains("failed_after_commit"), "{d}");
 }
