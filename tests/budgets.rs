@@ -312,7 +312,11 @@ fn a_stream_cut_after_its_first_words_is_billed(driver: &str) {
     let proxy = Proxy::start(driver, 1, "", &c);
     let r = ask(&proxy, "alpha", &chat("m", true));
     assert_eq!(r.status, 200);
-    assert!(!r.text().contains("[DONE]"), "the stream was cut: {}", r.text());
+    assert!(
+        !r.text().contains("[DONE]"),
+        "the stream was cut: {}",
+        r.text()
+    );
     let (_, spend) = proxy.admin("GET", "/admin/spend");
     let tokens = spend["tenants"][0]["day"]["tokens"].as_u64().unwrap_or(0);
     // The prompt's estimate (a quarter of its bytes) and the words that came.

@@ -272,3 +272,43 @@ fn a_cooldown_reaches_the_other_instances_in_milliseconds() {
     // The target is 50 ms at p99 on a quiet loopback; a loaded 2-core test machine gets slack.
     assert!(p99 < Duration::from_millis(500), "p99 {p99:?}");
 }
+
+/// Two instances (both drivers) share one tenant's day budget through Redis: requests alternate
+/// between them, and together they admit what one instance would (each alone would admit the
+/// whole budget again).
+#[test]
+fn a_tenant_budget_holds_across_the_fleet() {
+    let redis = Redis::start();
+    let sim = start_sim(SimOptions::default());
+    // Each answer bills 17 tokens: 12 requests fit under 200 (the 12th ends over it).
+    let tenant = format!(
+        "[[clients]]\nid = \"alpha\"\nkey_sha256 = \"{}\"\n\
+         [[tenants]]\nid = \"alpha\"\ntokens_per_day = 200\n",
+        key_sha256("sk-alpha")
+    );
+    let instances: Vec<Proxy> = [("uring", "a"), ("epoll", "b")]
+        .iter()
+        .map(|(d, n)| {
+            let body = priority_keys(sim.addr, &["a"], "") + &tenant + &with_fleet(&redis, n);
+            Proxy::start(d, 1, "", &body)
+        })
+        .collect();
+    let mut served = 0;
+    for i in 0..24 {
+        let r = instances[i % 2].post(
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-alpha")],
+            &chat("m", false),
+        );
+        match r.status {
+            200 => served += 1,
+            429 => assert!(r.text().contains("tenant_budget_exhausted"), "{}", r.text()),
+            s => panic!("unexpected {s}: {}", r.text()),
+        }
+    }
+    eprintln!("the fleet served {served} requests of 17 tokens against 200 a day");
+    assert!(
+        (12..=13).contains(&served),
+        "one budget across the fleet: {served} served"
+    );
+}

@@ -174,7 +174,6 @@ fn keepers(
         link: link.clone(),
         stop: stop.clone(),
         settings: s.clone(),
-        limits: tenants.limits,
         rx: quota_rx,
     };
     let (to_pace, pace_rx) = crossbeam_channel::unbounded();

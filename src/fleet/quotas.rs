@@ -3,10 +3,14 @@
 //! script call in Redis (counted and checked at once, so the fleet never admits past a quota);
 //! a request at once is a holder entry that expires if its instance dies. Redis away or slow:
 //! the instance decides on its own count (each instance then holds the full quota).
+//!
+//! Tenants' token and dollar budgets (`[[tenants]]`) are shared the same way: a request's
+//! estimate is reserved on the tenant's day and month counters in one script call while each
+//! budget is under its limit, and its end corrects the counters by what it really spent.
 
 use super::link::{Backoff, Link};
 use crate::config::FleetSettings;
-use crate::flow::tenant::{OverQuota, TenantAsk, TenantLimits};
+use crate::flow::tenant::{OverQuota, TenantAsk};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::*};
@@ -39,6 +43,23 @@ end
 return 0
 "#;
 
+/// Check every budgeted counter, then reserve on all four: {0} reserved, {i} the i-th spent.
+const RESERVE: &str = r#"
+for i = 1, 4 do
+  local max = tonumber(ARGV[i])
+  if max > 0 and tonumber(redis.call('GET', KEYS[i]) or '0') >= max then return i end
+end
+for i = 1, 4 do
+  redis.call('INCRBY', KEYS[i], ARGV[4 + i])
+  redis.call('PEXPIRE', KEYS[i], ARGV[9 + math.floor((i - 1) / 2)])
+end
+return 0
+"#;
+
+/// A day's counters outlive their day by one, a month's by five days.
+const DAY_KEEP_MS: u64 = 2 * 86_400_000;
+const MONTH_KEEP_MS: u64 = 36 * 86_400_000;
+
 /// A request at once counts for at most this long if its instance dies before it ends.
 const HOLD_MS: u64 = 600_000;
 
@@ -46,7 +67,6 @@ pub(super) struct Quotas {
     pub link: Link,
     pub stop: Arc<AtomicBool>,
     pub settings: FleetSettings,
-    pub limits: TenantLimits,
     pub rx: Receiver<TenantAsk>,
 }
 
@@ -93,6 +113,19 @@ fn keys(q: &Quotas, tenant: u64) -> [String; 3] {
     ]
 }
 
+/// A tenant's spend counters, in the ledger's order: day tokens, day micro-dollars, month
+/// tokens, month micro-dollars.
+fn spend_keys(q: &Quotas, tenant: u64, (day, month): (u64, u64)) -> [String; 4] {
+    let t = format!("{tenant:016x}");
+    [
+        q.settings.key(&format!("spend:{t}:day:{day}:tokens")),
+        q.settings.key(&format!("spend:{t}:day:{day}:micro_usd")),
+        q.settings.key(&format!("spend:{t}:month:{month}:tokens")),
+        q.settings
+            .key(&format!("spend:{t}:month:{month}:micro_usd")),
+    ]
+}
+
 fn answer(
     q: &Quotas,
     con: &mut redis::Connection,
@@ -102,12 +135,12 @@ fn answer(
     match ask {
         TenantAsk::Admit {
             tenant,
+            limits: l,
             tokens,
             holder,
             reply,
         } => {
             let [req, tok, run] = keys(q, tenant);
-            let l = q.limits;
             let code: u8 = redis::cmd("EVAL")
                 .arg(ADMIT)
                 .arg(3)
@@ -133,6 +166,38 @@ fn answer(
                 2 => Some(OverQuota::RequestsPerMinute { retry_ms }),
                 _ => Some(OverQuota::TokensPerMinute { retry_ms }),
             });
+        }
+        TenantAsk::Reserve {
+            tenant,
+            limits,
+            ask,
+            periods,
+            reply,
+        } => {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(RESERVE).arg(4);
+            for k in spend_keys(q, tenant, periods) {
+                cmd.arg(k);
+            }
+            cmd.arg(&limits[..])
+                .arg(&ask[..])
+                .arg(DAY_KEEP_MS)
+                .arg(MONTH_KEEP_MS);
+            let code: usize = cmd.query(con)?;
+            let _ = reply.send(code.checked_sub(1));
+        }
+        TenantAsk::Settle {
+            tenant,
+            periods,
+            delta,
+        } => {
+            let mut pipe = redis::pipe();
+            for (k, d) in spend_keys(q, tenant, periods).iter().zip(delta) {
+                if d != 0 {
+                    pipe.cmd("INCRBY").arg(k).arg(d).ignore();
+                }
+            }
+            pipe.query::<()>(con)?;
         }
         TenantAsk::Release { holder } => {
             if let Some(tenant) = running.remove(&holder) {

@@ -4,8 +4,8 @@
 //! `x-ringside-max-cost-usd`), and its `Idempotency-Key` claim (one bill per request).
 
 use super::price::Price;
-use super::spend::Hold;
-use super::tenant::TenantPermit;
+use super::spend::{Budget, Exhausted, Hold, Spent, period_ends};
+use super::tenant::{TenantAsk, TenantPermit};
 use crate::dialect::needs::Needs;
 
 /// What a request holds of its bill until it ends: its tenant's place under the minute quotas,
@@ -19,6 +19,8 @@ pub struct RequestBill {
     pub cap: Option<RequestCap>,
     /// Its `Idempotency-Key` claim (`proxy::idempotent`).
     pub idempotency: Option<crate::store::idempotency::Claim>,
+    /// Its reservation on the fleet's spend counters (fleet mode, when Redis answered).
+    pub fleet_spend: Option<FleetHold>,
     /// Ringside asked the provider for a stream's usage chunk the client did not ask for: it is
     /// left out of what the client reads.
     pub usage_asked: bool,
@@ -33,6 +35,7 @@ impl RequestBill {
                 spend: None,
                 cap,
                 idempotency: None,
+                fleet_spend: None,
                 usage_asked: false,
             })
         })
@@ -84,6 +87,90 @@ impl RequestCap {
         };
         let prompt = needs.context_tokens.saturating_sub(needs.output_tokens);
         p.micro_usd(prompt, 0, needs.output_tokens) <= max
+    }
+}
+
+/// How long admission waits for the fleet's spend before deciding on this instance's alone.
+const FLEET_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A request's reservation on its tenant's spend across the fleet (Redis, through the fleet's
+/// quota keeper): settled by what it spent, given back if dropped unsettled.
+#[derive(Debug)]
+pub struct FleetHold {
+    to: crossbeam_channel::Sender<TenantAsk>,
+    tenant: u64,
+    periods: (u64, u64),
+    reserved: [u64; 4],
+}
+
+impl FleetHold {
+    /// Reserve what the local reservation `local` holds, on the fleet's counters too, while
+    /// each budget is under its limit fleet-wide. `Ok(None)`: the fleet did not answer in time
+    /// (Redis away): this instance's own count decides.
+    pub async fn reserve(
+        to: &crossbeam_channel::Sender<TenantAsk>,
+        tenant: u64,
+        budget: &Budget,
+        local: &Hold,
+        now: u64,
+    ) -> Result<Option<FleetHold>, Exhausted> {
+        let (ask, periods) = local.reserved();
+        let limits = budget.limits();
+        let (reply, answer) = futures_channel::oneshot::channel();
+        let asked = to.send(TenantAsk::Reserve {
+            tenant,
+            limits: limits.map(|(_, max)| max),
+            ask,
+            periods,
+            reply,
+        });
+        if asked.is_err() {
+            return Ok(None);
+        }
+        match crate::timer::timeout(FLEET_WAIT, answer).await {
+            Ok(Ok(None)) => Ok(Some(FleetHold {
+                to: to.clone(),
+                tenant,
+                periods,
+                reserved: ask,
+            })),
+            Ok(Ok(Some(i))) => {
+                let limit = limits[i.min(3)].0;
+                let (day_end, month_end) = period_ends(now);
+                let end = if limit.monthly() { month_end } else { day_end };
+                Err(Exhausted {
+                    limit,
+                    retry_ms: end.saturating_sub(now),
+                })
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The request spent `actual`: the fleet's counters take it in place of the reservation.
+    pub fn settle(mut self, actual: Spent) {
+        let add = actual.counters();
+        self.correct(add);
+    }
+
+    fn correct(&mut self, add: [u64; 4]) {
+        let delta: [i64; 4] =
+            std::array::from_fn(|c| add[c] as i64 - std::mem::take(&mut self.reserved[c]) as i64);
+        if delta != [0; 4] {
+            let _ = self.to.send(TenantAsk::Settle {
+                tenant: self.tenant,
+                periods: self.periods,
+                delta,
+            });
+        }
+    }
+}
+
+impl Drop for FleetHold {
+    fn drop(&mut self) {
+        if self.reserved != [0; 4] {
+            self.correct([0; 4]);
+        }
     }
 }
 

@@ -26,7 +26,7 @@ impl Budget {
     }
 
     /// Each budget with its name, in the ledger's counter order.
-    fn limits(&self) -> [(Limit, u64); 4] {
+    pub fn limits(&self) -> [(Limit, u64); 4] {
         [
             (Limit::TokensPerDay, self.tokens_per_day),
             (Limit::UsdPerDay, self.micro_usd_per_day),
@@ -56,7 +56,7 @@ impl Limit {
         }
     }
 
-    fn monthly(self) -> bool {
+    pub fn monthly(self) -> bool {
         matches!(self, Limit::TokensPerMonth | Limit::UsdPerMonth)
     }
 }
@@ -157,7 +157,9 @@ pub struct Spent {
 }
 
 impl Spent {
-    fn counters(self) -> [u64; 4] {
+    /// In the ledger's counter order: day tokens, day micro-dollars, month tokens, month
+    /// micro-dollars.
+    pub fn counters(self) -> [u64; 4] {
         [self.tokens, self.micro_usd, self.tokens, self.micro_usd]
     }
 }
@@ -325,6 +327,11 @@ impl Ledgers {
 }
 
 impl Hold {
+    /// What it reserved on each counter, and the periods (day, month) it reserved them in.
+    pub fn reserved(&self) -> ([u64; 4], (u64, u64)) {
+        (self.reserved, (self.day, self.month))
+    }
+
     /// The request spent `actual`: it replaces the reservation (in the periods the request
     /// started in; a period that began since counts it as its own).
     pub fn settle(mut self, actual: Spent, now: u64) {

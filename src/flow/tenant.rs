@@ -55,6 +55,8 @@ pub struct Tenants {
 pub enum TenantAsk {
     Admit {
         tenant: u64,
+        /// The tenant's own limits (`[[tenants]]`, else `[flow]`'s).
+        limits: TenantLimits,
         tokens: u64,
         holder: u64,
         /// `None`: counted; `Some`: refused; dropped unanswered: the fleet could not be asked.
@@ -62,6 +64,22 @@ pub enum TenantAsk {
     },
     /// The request counted under `holder` ended (the keeper knows its tenant).
     Release { holder: u64 },
+    /// Reserve `ask` on the tenant's fleet-wide spend counters of `periods` (day, month) while
+    /// each budgeted one (`limits`, 0 = none; the ledger's counter order) is under its limit;
+    /// the answer is the index of the first spent (`None`: reserved).
+    Reserve {
+        tenant: u64,
+        limits: [u64; 4],
+        ask: [u64; 4],
+        periods: (u64, u64),
+        reply: futures_channel::oneshot::Sender<Option<usize>>,
+    },
+    /// Correct a reservation by what the request really spent (negative: give back).
+    Settle {
+        tenant: u64,
+        periods: (u64, u64),
+        delta: [i64; 4],
+    },
 }
 
 /// How long admission waits for the fleet's count before deciding on this instance's alone.
@@ -120,6 +138,11 @@ impl Tenants {
         let _ = self.remote.set(to);
     }
 
+    /// The fleet's quota and spend keeper, in fleet mode.
+    pub fn fleet(&self) -> Option<&crossbeam_channel::Sender<TenantAsk>> {
+        self.remote.get()
+    }
+
     /// Whether quotas are counted across a fleet (`admit_fleet`).
     pub fn counted_elsewhere(&self) -> bool {
         self.remote.get().is_some()
@@ -132,8 +155,9 @@ impl Tenants {
         id: u64,
         tokens: u64,
         now: u64,
+        limits: TenantLimits,
     ) -> Result<TenantPermit, OverQuota> {
-        let mut permit = self.admit(id, tokens, now)?;
+        let mut permit = self.admit_with(id, tokens, now, limits)?;
         let Some(to) = self.remote.get() else {
             return Ok(permit);
         };
@@ -141,6 +165,7 @@ impl Tenants {
         let (reply, answer) = futures_channel::oneshot::channel();
         let asked = to.send(TenantAsk::Admit {
             tenant: id,
+            limits,
             tokens,
             holder,
             reply,

@@ -14,7 +14,7 @@
 use super::exchange::Request;
 use super::stop::Stop;
 use crate::dialect::needs::Needs;
-use crate::flow::bill::RequestBill;
+use crate::flow::bill::{FleetHold, RequestBill};
 use crate::flow::spend::Spent;
 use crate::route::Entry;
 
@@ -113,6 +113,30 @@ pub(super) fn reserve(
     Ok(())
 }
 
+/// Whether the request's budget reservation is to be made across the fleet too.
+pub(super) fn in_fleet(ctx: &Request<'_>, hold: &Option<Box<RequestBill>>) -> bool {
+    hold.as_ref().is_some_and(|h| h.spend.is_some())
+        && ctx.core.shared.flow.tenants.fleet().is_some()
+}
+
+/// The reservation made on this instance's ledger, made on the fleet's counters too (fleet
+/// mode): refused when a budget is spent fleet-wide; Redis away, this instance's count decides.
+pub(super) async fn reserve_in_fleet(
+    ctx: &Request<'_>,
+    mut hold: Option<Box<RequestBill>>,
+) -> Result<Option<Box<RequestBill>>, Stop> {
+    let (Some(bill), Some(to)) = (hold.as_mut(), ctx.core.shared.flow.tenants.fleet()) else {
+        return Ok(hold);
+    };
+    let (Some(local), Some(rule)) = (&bill.spend, ctx.config().tenants.of(ctx.tenant)) else {
+        return Ok(hold);
+    };
+    let now = crate::clock::unix_ms();
+    let fleet = FleetHold::reserve(to, ctx.tenant, &rule.budget, local, now).await;
+    bill.fleet_spend = fleet.map_err(Stop::TenantBudget)?;
+    Ok(hold)
+}
+
 /// The request ended: its bill settles its reservation, and goes to its record.
 pub(super) fn settle(ctx: &mut Request<'_>, hold: Option<Box<RequestBill>>, needs: &Needs) {
     let Some(hold) = hold.filter(|h| h.spend.is_some() || h.cap.is_some()) else {
@@ -120,8 +144,12 @@ pub(super) fn settle(ctx: &mut Request<'_>, hold: Option<Box<RequestBill>>, need
     };
     let spent = bill(ctx, needs);
     ctx.record.cost_micro_usd = spent.micro_usd.min(u64::from(u32::MAX)) as u32;
+    let hold = *hold;
     if let Some(reserved) = hold.spend {
         reserved.settle(spent, crate::clock::unix_ms());
+    }
+    if let Some(fleet) = hold.fleet_spend {
+        fleet.settle(spent);
     }
 }
 

@@ -90,6 +90,14 @@ pub(super) async fn intake<'c>(
         super::bill::reserve(ctx, &entry, &needs, &mut hold)?;
         Ok((needs, hold))
     });
+    let tenant = match tenant {
+        // The fleet's spend is asked only in fleet mode, for a tenant with budgets.
+        Ok((needs, hold)) if super::bill::in_fleet(ctx, &hold) => {
+            let hold = Box::pin(super::bill::reserve_in_fleet(ctx, hold)).await;
+            hold.map(|h| (needs, h))
+        }
+        other => other,
+    };
     match tenant {
         Ok((needs, mut tenant)) => {
             if let Some(claim) = claim {
@@ -331,7 +339,7 @@ async fn tenant_quota(
     // Fleet mode asks Redis too: boxed, so that every request's task does not carry room for
     // the wait (`proxy::connection`'s size bound).
     let admitted = if tenants.counted_elsewhere() {
-        Box::pin(tenants.admit_fleet(ctx.tenant, needs.context_tokens, now)).await
+        Box::pin(tenants.admit_fleet(ctx.tenant, needs.context_tokens, now, limits)).await
     } else {
         tenants.admit_with(ctx.tenant, needs.context_tokens, now, limits)
     };
