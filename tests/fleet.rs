@@ -312,3 +312,51 @@ fn a_tenant_budget_holds_across_the_fleet() {
         "one budget across the fleet: {served} served"
     );
 }
+
+/// One `Idempotency-Key` across the fleet: a duplicate sent to another instance while the first
+/// runs waits for it and gets its answer; the upstream is asked once; another body is a 422.
+#[test]
+fn an_idempotency_key_holds_across_the_fleet() {
+    let redis = Redis::start();
+    let sim = start_sim(SimOptions::default());
+    let client = format!(
+        "[[clients]]\nid = \"alpha\"\nkey_sha256 = \"{}\"\n",
+        key_sha256("sk-alpha")
+    );
+    let instances: Vec<Proxy> = [("uring", "a"), ("epoll", "b")]
+        .iter()
+        .map(|(d, n)| {
+            let body = priority_keys(sim.addr, &["a"], "") + &client + &with_fleet(&redis, n);
+            Proxy::start(d, 1, "", &body)
+        })
+        .collect();
+    let post = |i: usize, body: &str, latency: &str| {
+        instances[i].post(
+            "/v1/chat/completions",
+            &[
+                ("authorization", "Bearer sk-alpha"),
+                ("idempotency-key", "fleet-order-1"),
+                ("x-sim-latency-ms", latency),
+            ],
+            body,
+        )
+    };
+    let body = chat("m", false);
+    let (first, second) = std::thread::scope(|s| {
+        let first = s.spawn(|| post(0, &body, "800"));
+        std::thread::sleep(Duration::from_millis(250));
+        let second = post(1, &body, "0");
+        (first.join().expect("first"), second)
+    });
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(second.status, 200, "{}", second.text());
+    assert_eq!(first.text(), second.text());
+    assert_eq!(second.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        attempts_for(&sim, "sk-sim-a"),
+        1,
+        "the upstream was asked once"
+    );
+    let other = post(1, &body.replace("hi", "hello"), "0");
+    assert_eq!(other.status, 422, "{}", other.text());
+}

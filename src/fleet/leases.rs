@@ -79,7 +79,7 @@ pub(super) fn run(mut l: Leases) {
         let ok = match con.as_mut() {
             Some(c) => answer(&mut l, c, req),
             None => {
-                refuse(req);
+                refuse(&l, req);
                 true
             }
         };
@@ -90,8 +90,9 @@ pub(super) fn run(mut l: Leases) {
     }
 }
 
-/// Redis is away: the asker hears that the book cannot be reached.
-fn refuse(req: Remote) {
+/// Redis is away: the asker hears that the book cannot be reached (an idempotency key goes to
+/// the instance's own book).
+fn refuse(l: &Leases, req: Remote) {
     match req {
         Remote::Lease(_, reply) => reply.send(Outcome::Unavailable),
         Remote::Row(_, tx) => {
@@ -100,6 +101,7 @@ fn refuse(req: Remote) {
         Remote::Rows(tx) => {
             let _ = tx.send(Err(BookUnavailable));
         }
+        Remote::Idempotency(op, reply) => l.shared.store.idempotency_here(op, reply),
     }
 }
 
@@ -124,6 +126,18 @@ fn answer(l: &mut Leases, con: &mut redis::Connection, req: Remote) -> bool {
             let _ = tx.send(rows.map_err(|_| BookUnavailable));
             ok
         }
+        Remote::Idempotency(op, reply) => match super::idempotency::apply(l, con, &op) {
+            Ok(outcome) => {
+                if let Some(reply) = reply {
+                    let _ = reply.send(outcome);
+                }
+                true
+            }
+            Err(_) => {
+                l.shared.store.idempotency_here(op, reply);
+                false
+            }
+        },
     }
 }
 

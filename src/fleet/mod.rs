@@ -13,6 +13,7 @@
 //! back to a share of their own; quotas to the instance's own count; leases fail closed.
 
 mod caps;
+mod idempotency;
 mod kv;
 mod leases;
 mod link;

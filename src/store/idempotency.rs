@@ -35,6 +35,15 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The key the operation is about.
+    pub fn key(&self) -> &str {
+        match self {
+            Op::Claim { key, .. } | Op::Finish { key, .. } => key,
+        }
+    }
+}
+
 /// A completed answer, as kept and replayed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answer {
@@ -125,12 +134,14 @@ impl Drop for Claim {
     }
 }
 
-/// A completed answer's row in the store.
+/// A key's row: in the store a completed answer; in the fleet's Redis a claim in flight too.
 #[derive(Serialize, Deserialize)]
 struct Row {
     digest: u64,
     until: u64,
-    answer: Answer,
+    /// `None`: a claim in flight.
+    #[serde(default)]
+    answer: Option<Answer>,
 }
 
 enum Entry {
@@ -175,15 +186,16 @@ impl Book {
                 continue;
             };
             if row.until > now {
-                let (digest, until, answer) = (row.digest, row.until, row.answer);
-                entries.insert(
-                    key.to_string(),
-                    Entry::Done {
+                let (digest, until) = (row.digest, row.until);
+                let entry = match row.answer {
+                    Some(answer) => Entry::Done {
                         digest,
                         until,
                         answer,
                     },
-                );
+                    None => Entry::InFlight { digest, until },
+                };
+                entries.insert(key.to_string(), entry);
             }
         }
         Book { entries }
@@ -218,7 +230,7 @@ impl Book {
                         let row = Row {
                             digest,
                             until,
-                            answer: answer.clone(),
+                            answer: Some(answer.clone()),
                         };
                         let v = serde_json::to_value(&row).unwrap_or(serde_json::Value::Null);
                         changes.push(Change::Put(store_key(&key), v));
@@ -297,6 +309,24 @@ impl Book {
             }
             live
         });
+    }
+
+    /// `key`'s entry as a row (a claim in flight too) and when it ends; `None`: no entry.
+    pub fn row(&self, key: &str) -> Option<(serde_json::Value, u64)> {
+        let (digest, until, answer) = match self.entries.get(key)? {
+            Entry::InFlight { digest, until } => (*digest, *until, None),
+            Entry::Done {
+                digest,
+                until,
+                answer,
+            } => (*digest, *until, Some(answer.clone())),
+        };
+        let row = Row {
+            digest,
+            until,
+            answer,
+        };
+        Some((serde_json::to_value(&row).ok()?, until))
     }
 
     pub fn len(&self) -> usize {

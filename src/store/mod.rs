@@ -174,13 +174,39 @@ impl Store {
         op: idempotency::Op,
     ) -> futures_channel::oneshot::Receiver<idempotency::Outcome> {
         let (tx, rx) = futures_channel::oneshot::channel();
-        let _ = self.tx.send(Op::Idempotency(op, Some(tx)));
+        self.send_idempotency(op, Some(tx));
         rx
     }
 
     /// An `Idempotency-Key` finish (nobody waits for it).
     pub fn idempotency_nowait(&self, op: idempotency::Op) {
-        let _ = self.tx.send(Op::Idempotency(op, None));
+        self.send_idempotency(op, None);
+    }
+
+    /// To the fleet in fleet mode (its book is shared), else to the writer.
+    fn send_idempotency(
+        &self,
+        op: idempotency::Op,
+        reply: Option<futures_channel::oneshot::Sender<idempotency::Outcome>>,
+    ) {
+        let Some(to) = self.remote.get() else {
+            return self.idempotency_here(op, reply);
+        };
+        if let Err(e) = to.send(remote::Remote::Idempotency(op, reply))
+            && let remote::Remote::Idempotency(op, reply) = e.0
+        {
+            self.idempotency_here(op, reply);
+        }
+    }
+
+    /// An `Idempotency-Key` operation on this instance's own book (the fleet's when Redis is
+    /// away).
+    pub fn idempotency_here(
+        &self,
+        op: idempotency::Op,
+        reply: Option<futures_channel::oneshot::Sender<idempotency::Outcome>>,
+    ) {
+        let _ = self.tx.send(Op::Idempotency(op, reply));
     }
 
     /// A lease operation whose answer nobody waits for (revocations).

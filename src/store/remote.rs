@@ -24,6 +24,11 @@ pub enum Remote {
     ),
     /// Every row (the admin's listing).
     Rows(crossbeam_channel::Sender<Result<Vec<Lease>, BookUnavailable>>),
+    /// An `Idempotency-Key` operation on the fleet's book (Redis away: the instance's own).
+    Idempotency(
+        super::idempotency::Op,
+        Option<futures_channel::oneshot::Sender<super::idempotency::Outcome>>,
+    ),
 }
 
 /// The store entries every instance of a fleet shares: session pins and managed client keys.
