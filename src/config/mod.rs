@@ -17,6 +17,7 @@ mod schema_resilience;
 mod strategy;
 use crate::dialect::Dialect;
 use crate::ids::ConnId;
+pub use resolve::budgets::prices_in;
 pub use resolve::{available_cores, default_address_share, default_max_connections};
 pub use schema::FileConfig;
 use std::net::SocketAddr;

@@ -14,6 +14,7 @@ pub mod plan;
 mod report;
 mod scenario;
 mod signals;
+mod spend;
 mod stage;
 mod traffic;
 mod verdict;
@@ -197,6 +198,7 @@ fn drive(
             cancel_after: None,
             body_bytes: o.body_bytes,
         },
+        prices: spend::prices(&stage.text),
     };
     let mut verdicts = Vec::new();
     for (n, s) in scenarios.iter().enumerate() {

@@ -32,10 +32,15 @@ pub fn table(verdicts: &[Verdict]) -> String {
             }
         );
     }
-    out.push_str("\nUpstream attempts per request, by phase (steady / fault / recovery):\n");
+    out.push_str("\nUpstream attempts per request, by phase (steady / fault / recovery), and what was spent:\n");
     for v in verdicts {
         let [s, f, r] = v.figures.phase_amplification;
-        let _ = writeln!(out, "  {}: {s:.2} / {f:.2} / {r:.2}", v.scenario.name);
+        let spent = v.figures.spent;
+        let _ = writeln!(
+            out,
+            "  {}: {s:.2} / {f:.2} / {r:.2}; {} tokens, ${:.4}",
+            v.scenario.name, spent.tokens, spent.usd
+        );
     }
     out.push_str("\nWhat the metrics showed (the counters that moved, a few per scenario):\n");
     for v in verdicts {

@@ -16,6 +16,8 @@ pub(super) struct Drive<'a> {
     pub token: String,
     pub supports: contract::Supports,
     pub clients: traffic::Shape,
+    /// What tokens cost (the config's prices over the built-in table).
+    pub prices: crate::flow::price::Prices,
 }
 
 /// What the clients and the admin samples saw during a scenario.
@@ -52,7 +54,9 @@ impl Drive<'_> {
         let decisions = call(admin, "GET", path, "", Some(&self.token))
             .map(|d| d["decisions"].as_array().cloned().unwrap_or_default())
             .unwrap_or_default();
-        let signals = signals::moved(&before, &metrics(admin, &self.token));
+        let after = metrics(admin, &self.token);
+        let signals = signals::moved(&before, &after);
+        let tokens = signals::tokens_moved(&before, &after);
         let mut figures = verdict::figures(
             &seen.done,
             (Duration::ZERO, seen.took),
@@ -61,6 +65,7 @@ impl Drive<'_> {
             upstream(self.stage, &self.supports, &stats),
         );
         figures.queues = watch::queue_figures(&seen.watched);
+        figures.spent = super::spend::spent(&tokens, &self.stage.keys, &self.prices);
         figures.sent_after_cancel =
             verdict::sent_after_cancel(&seen.done, &decisions, s.cancel_after_ms);
         figures.states = watch::states(&seen.watched);

@@ -14,11 +14,15 @@ const WATCHED: [&str; 6] = [
     "ringside_queue_rejections_total",
 ];
 
-/// The watched samples of a Prometheus text exposition, by series (name and labels).
+/// Tokens the upstream reported, by connection and kind: what a scenario spent.
+const TOKENS: &str = "ringside_tokens_total";
+
+/// The watched samples of a Prometheus text exposition, by series (name and labels), and the
+/// tokens reported.
 pub fn scrape(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
-        .filter(|l| WATCHED.iter().any(|w| l.starts_with(w)))
+        .filter(|l| WATCHED.iter().any(|w| l.starts_with(w)) || l.starts_with(TOKENS))
         .filter_map(|l| {
             let (series, value) = l.rsplit_once(' ')?;
             Some((series.to_string(), value.parse().ok()?))
@@ -37,14 +41,61 @@ pub fn moved(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> V
         .collect()
 }
 
-/// Answers that went well are traffic, not a signal.
+/// Answers that went well, and tokens spent, are traffic, not a signal.
 fn is_plain_success(series: &str) -> bool {
-    series.starts_with("ringside_requests_total") && series.contains("status=\"200\"")
+    (series.starts_with("ringside_requests_total") && series.contains("status=\"200\""))
+        || series.starts_with(TOKENS)
+}
+
+/// What the upstreams reported spending between two scrapes, by connection (`provider/
+/// connection`): prompt, completion and cached prompt tokens.
+pub fn tokens_moved(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, [u64; 3]> {
+    let mut out: BTreeMap<String, [u64; 3]> = BTreeMap::new();
+    for (series, v) in after.range(TOKENS.to_string()..) {
+        if !series.starts_with(TOKENS) {
+            break;
+        }
+        let d = v - before.get(series).copied().unwrap_or(0.0);
+        let label = |name: &str| {
+            let at = series.find(&format!("{name}=\""))? + name.len() + 2;
+            let len = series[at..].find('"')?;
+            Some(&series[at..at + len])
+        };
+        let (Some(p), Some(c), Some(kind)) =
+            (label("provider"), label("connection"), label("kind"))
+        else {
+            continue;
+        };
+        let k = match kind {
+            "prompt" => 0,
+            "completion" => 1,
+            "cached" => 2,
+            _ => continue,
+        };
+        out.entry(format!("{p}/{c}")).or_default()[k] += d.max(0.0) as u64;
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_are_spend_not_signals() {
+        let before =
+            scrape("ringside_tokens_total{provider=\"p\",connection=\"a\",kind=\"prompt\"} 10\n");
+        let after = scrape(
+            "ringside_tokens_total{provider=\"p\",connection=\"a\",kind=\"prompt\"} 30\n\
+             ringside_tokens_total{provider=\"p\",connection=\"a\",kind=\"completion\"} 8\n",
+        );
+        assert!(moved(&before, &after).is_empty());
+        let spent = tokens_moved(&before, &after);
+        assert_eq!(spent.get("p/a"), Some(&[20, 8, 0]));
+    }
 
     #[test]
     fn only_watched_counters_that_moved_are_signals() {

@@ -119,6 +119,10 @@ fn body(route: &Route, stream: bool, needs: &[String], bytes: usize) -> (&'stati
             r#","response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object"}}}"#
         });
     }
+    if stream && !route.anthropic {
+        // (Usage at a Chat stream's end, as clients that count their tokens ask for it.)
+        extra.push_str(r#","stream_options":{"include_usage":true}"#);
+    }
     if route.anthropic {
         (
             "/v1/messages",

@@ -57,6 +57,9 @@ pub struct Figures {
     pub states: Vec<super::watch::StateSecond>,
     /// Requests by status over time: (second from the scenario's start, status, count).
     pub timeline: Vec<(u32, u16, u32)>,
+    /// What the scenario spent: tokens the upstreams reported, and their price in dollars
+    /// (each connection's tokens at its first model's price; unpriced models count $0).
+    pub spent: super::spend::Spent,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -148,6 +151,7 @@ pub fn figures(
             .into_iter()
             .map(|((s, st), n)| (s, st, n))
             .collect(),
+        spent: Default::default(),
     }
 }
 

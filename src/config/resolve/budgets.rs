@@ -94,6 +94,12 @@ fn tenants(p: &mut Problems, file: &FileConfig, defaults: TenantLimits) -> Tenan
     out
 }
 
+/// The price table a config file states (over the built-in table), its invalid rows left out
+/// (`check` says them).
+pub fn prices_in(file: &FileConfig) -> Prices {
+    prices(&mut Problems::default(), file)
+}
+
 fn prices(p: &mut Problems, file: &FileConfig) -> Prices {
     let mut out = Prices::default();
     for (i, s) in file.prices.iter().enumerate() {
