@@ -31,7 +31,8 @@ fn the_status_page_shows_state_live_escapes_upstream_text_and_resets() {
     });
     let evil = markup_in_errors();
     let body = priority_keys(sim.addr, &["a", "b"], "")
-        + &openai_provider("evil", evil.addr, &[("e", "SIM_KEY_C")], "\"x\"");
+        + &openai_provider("evil", evil.addr, &[("e", "SIM_KEY_C")], "\"x\"")
+        + "[[tenants]]\nid = \"team-red\"\ntokens_per_day = 1000\n";
     let proxy = Proxy::start("uring", 2, "", &body);
     // Key a is cooling (its 429), b serves.
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));

@@ -68,6 +68,8 @@ with sync_playwright() as p:
     assert page.evaluate("window.__pwned === undefined"), "the upstream's markup ran"
     assert page.evaluate("document.querySelectorAll('#decisions script, #decisions img').length") == 0
     assert page.evaluate("performance.getEntriesByType('navigation').length") == before, "the page reloaded"
+    # A tenant's budget, against what it spent today.
+    expect(page.locator("#spend tr", has_text="team-red")).to_contain_text("0 / 1000")
     # Traffic charts are drawn.
     expect(page.locator("#charts svg")).to_have_count(3)
     # Reset the cooling key with the page's button (the confirmation is accepted).
