@@ -11,7 +11,8 @@
 # Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing;
 #   ACCESS_LOG=true counts the access log too: its lines and its writer thread;
 #   RINGSIDE_BIN=PATH counts that binary instead of building this tree's; KEEP_CALLGRIND=DIR
-#   keeps the dumps for callgrind_annotate)
+#   keeps the dumps for callgrind_annotate; BUDGETS=true bills every request to a tenant with
+#   day and month budgets, named by a trusted gateway's x-ringside-tenant: what budgets cost)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/lib.sh
@@ -45,11 +46,16 @@ workers = 1
 pin_workers = false
 driver = "uring"
 access_log = ${ACCESS_LOG:-false}
+$([ "${BUDGETS:-false}" = true ] && echo 'trusted_proxies = ["127.0.0.1/32"]')
 $UPSTREAM
 $(bench_provider $SIM)
 $(bench_provider $SIM xlate xlate-model | sed 's/dialect = "openai"/dialect = "anthropic"/')
+$([ "${BUDGETS:-false}" = true ] && printf '[[tenants]]\nid = "bench"\ntokens_per_day = 1000000000000\nusd_per_month = 1000000000\n')
 TOML
 chat_scripts "$WORK"
+if [ "${BUDGETS:-false}" = true ]; then
+  for f in "$WORK"/*.lua; do echo 'wrk.headers["x-ringside-tenant"]="bench"' >> "$f"; done
+fi
 # The same requests for the Anthropic provider: translated (docs/dialects.md).
 for kind in json sse; do sed 's/bench-model/xlate-model/' "$WORK/$kind.lua" > "$WORK/$kind-x.lua"; done
 sed 's/bench-model/tls-model/' "$WORK/sse.lua" > "$WORK/tls.lua"
