@@ -2,10 +2,10 @@
 # End-to-end load comparison on loopback: direct to the simulator, through nginx, through
 # Ringside (lean: no access log, unpinned) and Ringside with its shipped defaults, in one run,
 # the targets taking turns round after round; then the stream guard on against off, fleet
-# mode (Redis on loopback) against the lean instance, and translated requests (an Anthropic
-# upstream for a Chat client) against passed-through ones. Prints one markdown table and the
-# ratios. Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 8 x DUR x
-# GUARD_ROUNDS for the guard, fleet and translation rounds). Usage: benches/e2e.sh
+# mode (Redis on loopback) against the lean instance, translated requests (an Anthropic
+# upstream for a Chat client) against passed-through ones, and budgets on against off. Prints one markdown table and the
+# ratios. Bounded in time (about 4 x DUR x ROUNDS seconds per target, plus 12 x DUR x
+# GUARD_ROUNDS for the guard, fleet, translation and budget rounds). Usage: benches/e2e.sh
 #   (env: DUR=5 ROUNDS=3 GUARD_ROUNDS=3 RS_WORKERS=1 NGINX_WORKERS=1 RS_PIN=false;
 #    BASELINE_BIN=path/to/an/older/ringside adds "this build / baseline" on JSON, lean configs)
 set -euo pipefail
@@ -71,6 +71,16 @@ printf '[fleet]\nredis_url = "redis://127.0.0.1:%s"\ninstance_id = "bench"\nsecr
 sleep 0.5
 BENCH_FLEET_SECRET=bench-fleet-secret-of-at-least-32-characters BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-fleet.toml" >/dev/null 2>&1 &
 PIDS+=($!)
+
+# The lean instance again billing every request to a tenant with day and month budgets, named
+# by a trusted gateway (docs/budgets.md), to price budgets: JSON and SSE against the lean one.
+RSBUDGET=$((BASE+19))
+sed -e "s/127.0.0.1:$RS\"/127.0.0.1:$RSBUDGET\"/" -e "s/127.0.0.1:$RSADMIN\"/127.0.0.1:$((BASE+20))\"/" \
+  -e "s|data-lean|data-budgets|" -e 's/^\[server\]$/[server]\ntrusted_proxies = ["127.0.0.1\/32"]/' \
+  "$WORK/ringside.toml" > "$WORK/ringside-budgets.toml"
+printf '[[tenants]]\nid = "bench"\ntokens_per_day = 1000000000000\nusd_per_month = 1000000000\n' >> "$WORK/ringside-budgets.toml"
+BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-budgets.toml" >/dev/null 2>&1 &
+RSBUDGET_PID=$!; PIDS+=($RSBUDGET_PID)
 
 # Optionally an older build with the same lean config, to price a change in one run.
 if [ -n "${BASELINE_BIN:-}" ]; then
@@ -239,6 +249,25 @@ for r in $(seq "$GROUNDS"); do
 done
 xcpu() { awk -v t="${X[$1.c]}" -v hz="$hz" -v n="${X[$1.n]}" 'BEGIN{ if (n > 0) printf "%.1f", t/hz/n*1e6; else print "-" }'; }
 
+# Budgets on against off: the same requests, the billed ones naming their tenant; rounds
+# alternating, the proxy's CPU per request compared (the issue's bound: 5 % more).
+for kind in json sse; do
+  { cat "$WORK/$kind.lua"; echo 'wrk.headers["x-ringside-tenant"]="bench"'; } > "$WORK/$kind-b.lua"
+done
+declare -A B
+for r in $(seq "$GROUNDS"); do
+  for kind in json sse; do
+    for side in off on; do
+      if [ $side = on ]; then pid=$RSBUDGET_PID; port=$RSBUDGET; script=$kind-b; else pid=$RS_PID; port=$RS; script=$kind; fi
+      c0=$(cpu_ticks "$pid")
+      timeout $((DUR+10)) wrk -t1 -c64 -d${DUR}s -s "$WORK/$script.lua" "http://127.0.0.1:$port/v1/chat/completions" > "$WORK/b.txt"
+      B[$kind.$side.n]=$(( ${B[$kind.$side.n]:-0} + $(reqs "$WORK/b.txt") ))
+      B[$kind.$side.c]=$(( ${B[$kind.$side.c]:-0} + $(cpu_ticks "$pid") - c0 ))
+    done
+  done
+done
+bcpu() { awk -v t="${B[$1.c]}" -v hz="$hz" -v n="${B[$1.n]}" 'BEGIN{ if (n > 0) printf "%.1f", t/hz/n*1e6; else print "-" }'; }
+
 # This build vs the baseline build, JSON only, alternating rounds compared by totals.
 base_total=0; this_total=0
 if [ -n "${BASELINE_BIN:-}" ]; then
@@ -272,6 +301,7 @@ agent() {  # name: "req/s (proxy CPU µs per request)"
   awk -v n="$n" -v s=$secs -v t="${R[$1.ca]}" -v hz="$hz" -v proxy="$2" 'BEGIN{
     printf "%.0f req/s", n/s; if (proxy && n > 0) printf " (proxy %.1f µs/req)", t/hz/n*1e6 }'
 }
+echo "budgets on / off, proxy CPU µs per request: JSON $(bcpu json.on) / $(bcpu json.off) = $(ratio "$(bcpu json.on)" "$(bcpu json.off)")x, SSE $(bcpu sse.on) / $(bcpu sse.off) = $(ratio "$(bcpu sse.on)" "$(bcpu sse.off)")x"
 echo "agent-sized bodies ($AGENT_BYTES bytes, 64 conns): direct $(agent direct 0), nginx $(agent nginx 1), ringside $(agent ringside 1); ringside / nginx $(ratio "${R[ringside.na]}" "${R[nginx.na]}")x"
 echo "stream guard on / off (SSE streams, $GROUNDS alternating rounds of ${DUR}s): $(ratio "$on_total" "$off_total")x ($on_total vs $off_total streams)"
 echo "translated / passed through (Chat client, Anthropic upstream; $GROUNDS alternating rounds of ${DUR}s): JSON $(ratio "${X[json-x.n]}" "${X[json.n]}")x req/s, proxy CPU $(xcpu json-x) vs $(xcpu json) µs/req ($(ratio "$(xcpu json-x)" "$(xcpu json)")x); SSE $(ratio "${X[sse-x.n]}" "${X[sse.n]}")x streams/s, proxy CPU $(xcpu sse-x) vs $(xcpu sse) µs/stream ($(ratio "$(xcpu sse-x)" "$(xcpu sse)")x)"

@@ -93,7 +93,10 @@ fn a_healthy_config_holds_every_budget() {
         assert_eq!(s["held"], true, "{s}");
         // What it spent: the simulator reports 17 tokens per answer (9 + 8).
         let tokens = f["spent"]["tokens"].as_f64().unwrap_or(0.0);
-        assert!(tokens >= 17.0 * f["succeeded"].as_f64().unwrap_or(0.0) * 0.5, "{f}");
+        assert!(
+            tokens >= 17.0 * f["succeeded"].as_f64().unwrap_or(0.0) * 0.5,
+            "{f}"
+        );
         assert!(f["spent"]["usd"].as_f64().is_some(), "{f}");
     }
     // What an operator would have seen: the limited key started cooling.

@@ -2,6 +2,8 @@
 //! policy tags), read by scanning the body bytes: no parse, no allocation beyond the result.
 
 use crate::http::Head;
+use memchr::memmem::Finder;
+use std::sync::LazyLock;
 
 /// What one request needs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,11 +21,47 @@ pub struct Needs {
     pub tags: Vec<String>,
 }
 
-fn find(h: &[u8], n: &[u8]) -> Option<usize> {
-    h.windows(n.len()).position(|w| w == n)
+/// The keys a request is scanned for, each found by SIMD (`memmem`) with its searcher built
+/// once: built per call, or compared window by window, they cost more than the rest of the
+/// request's intake.
+struct Keys {
+    tools: [Finder<'static>; 2],
+    structured: [Finder<'static>; 2],
+    vision: [Finder<'static>; 4],
+    output: [Finder<'static>; 3],
 }
 
-/// After the key at `pos` (pointing at its opening quote), the first byte of its value.
+static KEYS: LazyLock<Keys> = LazyLock::new(|| Keys {
+    tools: [Finder::new(b"\"tools\""), Finder::new(b"\"functions\"")],
+    structured: [
+        Finder::new(b"\"json_schema\""),
+        Finder::new(b"\"json_object\""),
+    ],
+    vision: [
+        Finder::new(b"\"image_url\""),
+        Finder::new(b"\"input_image\""),
+        Finder::new(b"\"type\":\"image\""),
+        Finder::new(b"\"type\": \"image\""),
+    ],
+    output: [
+        Finder::new(b"\"max_tokens\""),
+        Finder::new(b"\"max_completion_tokens\""),
+        Finder::new(b"\"max_output_tokens\""),
+    ],
+});
+
+/// How much of the body a request's route needs read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scan {
+    /// Headers only: nothing restricts capabilities, nothing counts tokens.
+    Headers,
+    /// The token estimate too: a quota, budget or cap counts tokens.
+    Tokens,
+    /// Capabilities too: a target of the route serves only some.
+    Full,
+}
+
+/// After the key ending at `key_end`, the first byte of its value.
 fn value_start(body: &[u8], key_end: usize) -> Option<usize> {
     let mut i = key_end;
     while body.get(i)?.is_ascii_whitespace() {
@@ -40,10 +78,10 @@ fn value_start(body: &[u8], key_end: usize) -> Option<usize> {
 }
 
 /// A key whose value is a non-empty array (`"tools": [ {...} ]`).
-fn non_empty_array(body: &[u8], key: &[u8]) -> bool {
+fn non_empty_array(body: &[u8], key: &Finder<'_>) -> bool {
     let mut from = 0;
-    while let Some(p) = find(&body[from..], key) {
-        let end = from + p + key.len();
+    while let Some(p) = key.find(&body[from..]) {
+        let end = from + p + key.needle().len();
         if let Some(v) = value_start(body, end)
             && body[v] == b'['
         {
@@ -60,19 +98,26 @@ fn non_empty_array(body: &[u8], key: &[u8]) -> bool {
     false
 }
 
-fn number_after(body: &[u8], key: &[u8]) -> Option<u64> {
-    let p = find(body, key)?;
-    let v = value_start(body, p + key.len())?;
-    let digits: Vec<u8> = body[v..]
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .copied()
-        .collect();
-    std::str::from_utf8(&digits).ok()?.parse().ok()
+/// The whole number after the key, at most `u32::MAX`: a huge `max_tokens` is a huge need, not
+/// none, and stays small enough to price.
+fn number_after(body: &[u8], key: &Finder<'_>) -> Option<u64> {
+    let p = key.find(body)?;
+    let v = value_start(body, p + key.needle().len())?;
+    let digits = body[v..].iter().take_while(|b| b.is_ascii_digit());
+    let mut n: u64 = 0;
+    let mut any = false;
+    for d in digits {
+        n = n
+            .saturating_mul(10)
+            .saturating_add(u64::from(d - b'0'))
+            .min(u64::from(u32::MAX));
+        any = true;
+    }
+    any.then_some(n)
 }
 
-/// Scan the request. `full` false skips the body checks (no target restricts capabilities).
-pub fn needs(body: &[u8], head: &Head, full: bool) -> Needs {
+/// Scan the request as deep as `scan` says.
+pub fn needs(body: &[u8], head: &Head, scan: Scan) -> Needs {
     let mut n = Needs {
         region: head
             .get_str("x-ringside-region")
@@ -91,19 +136,20 @@ pub fn needs(body: &[u8], head: &Head, full: bool) -> Needs {
             .unwrap_or_default(),
         ..Default::default()
     };
-    if !full {
+    if scan == Scan::Headers {
         return n;
     }
-    n.tools = non_empty_array(body, b"\"tools\"") || non_empty_array(body, b"\"functions\"");
-    n.structured_output =
-        find(body, b"\"json_schema\"").is_some() || find(body, b"\"json_object\"").is_some();
-    n.vision = find(body, b"\"image_url\"").is_some()
-        || find(body, b"\"input_image\"").is_some()
-        || find(body, b"\"type\":\"image\"").is_some()
-        || find(body, b"\"type\": \"image\"").is_some();
-    let output = number_after(body, b"\"max_tokens\"")
-        .or_else(|| number_after(body, b"\"max_completion_tokens\""))
-        .or_else(|| number_after(body, b"\"max_output_tokens\""))
+    let keys = &*KEYS;
+    if scan == Scan::Full {
+        let found = |f: &Finder<'_>| f.find(body).is_some();
+        n.tools = keys.tools.iter().any(|k| non_empty_array(body, k));
+        n.structured_output = keys.structured.iter().any(found);
+        n.vision = keys.vision.iter().any(found);
+    }
+    let output = keys
+        .output
+        .iter()
+        .find_map(|k| number_after(body, k))
         .unwrap_or(0);
     // About four bytes of JSON per token: a cheap, conservative-enough estimate.
     n.context_tokens = body.len() as u64 / 4 + output;
@@ -134,7 +180,7 @@ mod tests {
         let n = needs(
             b,
             &head("x-ringside-region: eu\r\nx-ringside-require-tags: zdr, hipaa\r\n"),
-            true,
+            Scan::Full,
         );
         assert!(n.tools && n.vision && n.structured_output);
         assert_eq!(n.context_tokens, b.len() as u64 / 4 + 100);
@@ -143,9 +189,28 @@ mod tests {
         let n = needs(
             br#"{"model":"m","tools": [ ],"messages":[]}"#,
             &head(""),
-            true,
+            Scan::Full,
         );
         assert!(!n.tools && !n.vision && !n.structured_output);
-        assert_eq!(needs(b, &head(""), false), Needs::default());
+        assert_eq!(needs(b, &head(""), Scan::Headers), Needs::default());
+        // Counting tokens reads the output asked for, not the capabilities.
+        let n = needs(b, &head(""), Scan::Tokens);
+        assert!(!n.tools && !n.vision && !n.structured_output);
+        assert_eq!(
+            (n.output_tokens, n.context_tokens),
+            (100, b.len() as u64 / 4 + 100)
+        );
+        let huge = br#"{"max_tokens": 99999999999999999999999}"#;
+        assert_eq!(
+            needs(huge, &head(""), Scan::Tokens).output_tokens,
+            u64::from(u32::MAX)
+        );
+        // The first key that carries a number counts.
+        let n = needs(
+            br#"{"max_tokens":"x","max_output_tokens":7}"#,
+            &head(""),
+            Scan::Tokens,
+        );
+        assert_eq!(n.output_tokens, 7);
     }
 }

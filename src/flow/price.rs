@@ -3,6 +3,8 @@
 //! micro-dollars, `flow::spend`). A model is found by its exact name, else by the longest known
 //! name it starts with followed by `-` (dated snapshots: `gpt-4o-2024-08-06` is `gpt-4o`).
 
+use rustc_hash::FxHashMap;
+
 use serde::Serialize;
 
 /// A model's price, in dollars per million tokens.
@@ -30,6 +32,10 @@ impl Price {
 #[derive(Clone, Debug, Default)]
 pub struct Prices {
     pub entries: Vec<(Option<String>, String, Price)>,
+    /// Each configured provider's models, priced once when the config is read: finding a
+    /// price by name (a walk over the table, prefix by prefix) ran for every target of every
+    /// billed request.
+    known: FxHashMap<String, FxHashMap<String, Option<Price>>>,
 }
 
 /// Dollars per million tokens, 2026-12 list prices: (model, input, output, cached input).
@@ -71,9 +77,27 @@ fn best<'a, T>(model: &str, candidates: impl Iterator<Item = (&'a str, T)>) -> O
 }
 
 impl Prices {
+    /// Price these (provider, model) pairs now (the config's providers and their models).
+    pub fn remember<'a>(&mut self, pairs: impl Iterator<Item = (&'a str, &'a str)>) {
+        for (provider, model) in pairs {
+            let price = self.find(provider, model);
+            self.known
+                .entry(provider.to_string())
+                .or_default()
+                .insert(model.to_string(), price);
+        }
+    }
+
     /// The price of `model` served by `provider`: the config's (a provider's own first), else
     /// the built-in table's.
     pub fn of(&self, provider: &str, model: &str) -> Option<Price> {
+        match self.known.get(provider).and_then(|m| m.get(model)) {
+            Some(&price) => price,
+            None => self.find(provider, model),
+        }
+    }
+
+    fn find(&self, provider: &str, model: &str) -> Option<Price> {
         let own = |p: &Option<String>| p.as_deref() == Some(provider);
         let configured = |by_provider: bool| {
             let it = self.entries.iter().filter(
@@ -102,6 +126,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_remembered_price_is_the_one_found() {
+        let mut p = Prices::default();
+        let own = Price {
+            input: 1.0,
+            output: 2.0,
+            cached_input: 0.5,
+        };
+        p.entries.push((Some("acme".into()), "gpt-4o".into(), own));
+        let asked = [
+            ("acme", "gpt-4o-2024"),
+            ("openai", "gpt-4o"),
+            ("x", "unknown"),
+        ];
+        let found: Vec<_> = asked.iter().map(|&(pr, m)| p.of(pr, m)).collect();
+        p.remember(asked.iter().copied());
+        let remembered: Vec<_> = asked.iter().map(|&(pr, m)| p.of(pr, m)).collect();
+        assert_eq!(found, remembered);
+        assert_eq!(remembered[0], Some(own));
+        assert_eq!(remembered[2], None);
+        // A pair not remembered is still found.
+        assert_eq!(p.of("acme", "gpt-4o"), Some(own));
+    }
+
+    #[test]
     fn dated_snapshots_take_their_models_price_and_the_longest_name_wins() {
         let p = Prices::default();
         assert_eq!(
@@ -128,6 +176,7 @@ mod tests {
                 (Some("azure".into()), "gpt-4o".into(), price(2.0)),
                 (None, "llama-3".into(), price(0.2)),
             ],
+            ..Default::default()
         };
         assert_eq!(p.of("openai", "gpt-4o").map(|p| p.input), Some(1.0));
         assert_eq!(p.of("azure", "gpt-4o").map(|p| p.input), Some(2.0));

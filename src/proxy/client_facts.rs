@@ -55,7 +55,7 @@ pub(super) fn gateway_tenant(ctx: &super::exchange::Request<'_>) -> Option<u64> 
     }
     let v = ctx.head.get_str("x-ringside-tenant")?.trim();
     let ok = !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic());
-    ok.then(|| crate::clients::tenant_id(v))
+    ok.then(|| ctx.config().tenants.id_of(v))
 }
 
 /// `x-ringside-priority`: 0 (first) to 9; the default when absent or unreadable.

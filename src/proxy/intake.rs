@@ -330,8 +330,15 @@ async fn tenant_quota(
     let cap = crate::flow::bill::RequestCap::from_head(ctx.head).map_err(Stop::InvalidHeader)?;
     let counts_tokens =
         limits.tokens_per_minute > 0 || rule.is_some_and(|r| r.budget.any()) || cap.is_some();
-    let restricted = entry.targets.iter().any(|t| t.caps.restricts()) || counts_tokens;
-    let needs = crate::dialect::needs::needs(body, ctx.head, restricted);
+    use crate::dialect::needs::{Scan, needs};
+    let scan = if entry.targets.iter().any(|t| t.caps.restricts()) {
+        Scan::Full
+    } else if counts_tokens {
+        Scan::Tokens
+    } else {
+        Scan::Headers
+    };
+    let needs = needs(body, ctx.head, scan);
     if !limits.any() {
         return Ok((needs, RequestBill::new(None, cap)));
     }

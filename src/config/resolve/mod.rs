@@ -64,6 +64,8 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     for (i, pr) in providers.iter_mut().enumerate() {
         pr.slot = i;
     }
+    let mut prices = prices;
+    budgets::price_served(&mut prices, &providers);
     let locator = providers
         .iter()
         .enumerate()

@@ -56,7 +56,7 @@ pub(super) struct Stream {
     /// The client's head, until it goes out with the first body bytes.
     pub(super) pending_head: Option<Vec<u8>>,
     pub(super) upstream_eof: bool,
-    scanner: Option<Scanner>,
+    pub(super) scanner: Option<Scanner>,
     /// A JSON answer with a length (chunk frames would interrupt the JSON) whose `usage` has
     /// not been read yet: each read is searched for its key (SIMD), the figures read by
     /// theirs (`dialect::usage`; skimming the whole body cost ~15% more instructions per
@@ -92,7 +92,7 @@ impl Stream {
         buffered: usize,
         translating: Option<Box<super::translated::Translating>>,
     ) -> Stream {
-        let mut s = Stream::new(head, r, buffered);
+        let mut s = Stream::new(head, r, buffered, translating.is_none());
         if let Some(t) = translating {
             s.translate(head, r, t);
         }
@@ -105,10 +105,11 @@ impl Stream {
         s
     }
 
-    /// `buffered`: the body bytes read with the head. (Inlined, so that the stream is built
-    /// where the relay keeps it: it holds the 832-byte scanner.)
+    /// `buffered`: the body bytes read with the head; `with_head`: the client's head is made
+    /// here (a translated stream makes its own). (Inlined, so that the stream is built where
+    /// the relay keeps it: it holds the 832-byte scanner.)
     #[inline(always)]
-    pub(super) fn new(head: &Head, r: &Relay<'_>, buffered: usize) -> Stream {
+    pub(super) fn new(head: &Head, r: &Relay<'_>, buffered: usize, with_head: bool) -> Stream {
         let framing = head.framing;
         let rechunk = framing == Framing::Close && r.client_keep_alive && r.client_http11;
         let mut keep_alive = r.client_keep_alive;
@@ -129,9 +130,8 @@ impl Stream {
         };
         // The body bytes already read go out with the head (plus a chunk frame when re-chunked).
         let first_body = buffered + if rechunk { 20 } else { 0 };
-        let pending_head = Some(client_head(
-            head, r, rechunk, keep_alive, is_sse, first_body,
-        ));
+        let pending_head =
+            with_head.then(|| client_head(head, r, rechunk, keep_alive, is_sse, first_body));
         let scanner = (is_sse && r.stream.guard).then(Scanner::default);
         let json = head
             .get("content-type")

@@ -48,11 +48,21 @@ impl Translating {
     /// Upstream bytes (as framed by the provider) in; the client's bytes out, framed for it.
     /// When `done`, the stream's end: the client's last chunk goes out if the provider ended
     /// its stream (or reported an error, which the client has as its API's error event).
-    pub(super) fn step(&mut self, data: &[u8], done: bool) -> Result<(Bytes, Standing), ()> {
+    /// `guard`: how the stream guard says the stream stands, for a stream passed through.
+    pub(super) fn step(
+        &mut self,
+        data: &[u8],
+        done: bool,
+        guard: impl FnOnce(bool) -> Standing,
+    ) -> Result<(Bytes, Standing), ()> {
         self.out.clear();
+        // Room for the whole read at once: grown by doubling, the buffers of each new stream
+        // cost more than the rest of passing it through.
+        self.out.reserve(data.len() + 64);
         match self.dechunk.as_mut() {
             Some(t) => {
                 self.payload.clear();
+                self.payload.reserve(data.len());
                 let payload = &mut self.payload;
                 t.feed(data, |p| payload.extend_from_slice(p))
                     .map_err(drop)?;
@@ -63,6 +73,9 @@ impl Translating {
         let mut standing = self.translator.standing();
         if done {
             standing = self.translator.finish(&mut self.out);
+        }
+        if self.translator.passes_through() {
+            standing = guard(done);
         }
         let client = &mut self.framed;
         client.reserve(self.out.len() + 24);
@@ -118,7 +131,9 @@ impl Stream {
         let Some(t) = self.translating.as_mut() else {
             return Next::Stop;
         };
-        let Ok((client, standing)) = t.step(data, done) else {
+        let scanner = &mut self.scanner;
+        let Ok((client, standing)) = t.step(data, done, |done| guard_standing(scanner, done))
+        else {
             out.failure = Some(RelayFailure::BadFraming);
             return if self.pending_head.is_some() {
                 Next::Unsent
@@ -147,5 +162,28 @@ impl Stream {
             ends_message,
             first,
         }
+    }
+}
+
+/// How a stream passed through stands, as the stream guard read the provider's events: an
+/// error event failed it, the end marker ended it. Without the guard, its end is the upstream
+/// body's, as on any stream.
+fn guard_standing(scanner: &mut Option<crate::sse::Scanner>, done: bool) -> Standing {
+    let Some(sc) = scanner.as_mut() else {
+        return if done {
+            Standing::Ended
+        } else {
+            Standing::Open
+        };
+    };
+    if done {
+        sc.finish(|_| {});
+    }
+    if sc.totals.errors > 0 {
+        Standing::Failed
+    } else if sc.totals.terminal {
+        Standing::Ended
+    } else {
+        Standing::Open
     }
 }

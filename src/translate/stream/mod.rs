@@ -26,8 +26,9 @@ enum Encoder {
 }
 
 /// How a translated stream stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Standing {
+    #[default]
     Open,
     /// The provider ended it, and so did the client's stream.
     Ended,
@@ -38,13 +39,13 @@ pub enum Standing {
 pub struct Translator {
     framer: frame::Framer,
     flow: Flow,
+    /// A Chat stream passed through as the provider wrote it, but for the usage chunk the
+    /// client did not ask for (`Translator::without_usage`): no framing, no decoding.
+    pass: Option<Box<pass::Pass>>,
 }
 
 /// What follows the framing: each event read and written for the client.
 struct Flow {
-    /// A Chat stream passed through as the provider wrote it, but for the usage chunk the
-    /// client did not ask for (`Translator::without_usage`).
-    pass: bool,
     from: Api,
     decoder: decode::Decoder,
     names: Names,
@@ -113,12 +114,12 @@ impl Translator {
         Translator {
             framer: Default::default(),
             flow: Flow {
-                pass: false,
                 from,
                 decoder,
                 names,
                 sink,
             },
+            pass: None,
         }
     }
 
@@ -134,22 +135,38 @@ impl Translator {
             false,
             ClientTools::default(),
         );
-        t.flow.pass = true;
+        t.pass = Some(Box::default());
         t
     }
 
+    /// How the stream stands (a stream passed through: always `Open`, its end is the stream
+    /// guard's to tell).
     pub fn standing(&self) -> Standing {
-        self.flow.sink.standing
+        match &self.pass {
+            Some(_) => Standing::Open,
+            None => self.flow.sink.standing,
+        }
+    }
+
+    /// Whether the stream is passed through (`without_usage`) rather than translated.
+    pub fn passes_through(&self) -> bool {
+        self.pass.is_some()
     }
 
     /// Upstream bytes in; the client's bytes appended to `out`.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
-        self.framer.feed(bytes, |f| self.flow.frame(f, out));
+        match &mut self.pass {
+            Some(p) => p.feed(bytes, out),
+            None => self.framer.feed(bytes, |f| self.flow.frame(f, out)),
+        }
     }
 
     /// The upstream body ended. Returns the standing: `Open` means the provider stopped
     /// without ending its stream (the caller ends the client's stream as a failure).
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Standing {
+        if let Some(p) = &mut self.pass {
+            return p.finish(out);
+        }
         self.framer.finish(|f| self.flow.frame(f, out));
         let Flow {
             from, names, sink, ..
@@ -165,10 +182,6 @@ impl Flow {
     /// One provider event, read and written for the client (nothing once the stream ended).
     fn frame(&mut self, f: frame::Frame, out: &mut Vec<u8>) {
         if self.sink.standing != Standing::Open {
-            return;
-        }
-        if self.pass {
-            self.sink.standing = pass::frame(f, out);
             return;
         }
         let stamp = self.names.stamp();
