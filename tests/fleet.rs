@@ -311,6 +311,34 @@ fn a_tenant_budget_holds_across_the_fleet() {
         (12..=13).contains(&served),
         "one budget across the fleet: {served} served"
     );
+    // Each instance shows what the whole fleet spent, its own count beside it.
+    let (status, view) = instances[0].admin("GET", "/admin/spend");
+    assert_eq!(status, 200, "{view}");
+    let alpha = &view["tenants"][0];
+    let fleet_day = alpha["fleet"]["day"]["tokens"]
+        .as_u64()
+        .expect("fleet spend");
+    let own_day = alpha["day"]["tokens"].as_u64().expect("own spend");
+    assert!(fleet_day >= 200 && fleet_day > own_day, "{view}");
+    assert_eq!(view["fleet_mode"], true);
+    // A reset on one instance starts the fleet's day over: the other serves the tenant again.
+    let (status, _) = instances[0].admin("POST", "/admin/spend/alpha/reset");
+    assert_eq!(status, 200);
+    let mut again = 0;
+    for _ in 0..20 {
+        let r = instances[1].post(
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-alpha")],
+            &chat("m", false),
+        );
+        if r.status == 200 {
+            again += 1;
+            break;
+        }
+        // (The reset reaches Redis through the fleet's keeper: a moment.)
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(again, 1, "served again after the fleet's reset");
 }
 
 /// One `Idempotency-Key` across the fleet: a duplicate sent to another instance while the first

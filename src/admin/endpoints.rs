@@ -69,7 +69,7 @@ pub(super) async fn answer(
                 "tenants": shared.flow.tenants.snapshot(crate::clock::now_ms()),
             }),
         )),
-        ("GET", "/admin/spend") => as_json(super::spend::view(shared)),
+        ("GET", "/admin/spend") => as_json(super::spend::view(shared).await),
         ("POST", p) if p.starts_with("/admin/spend/") && p.ends_with("/reset") => {
             let tenant = &p["/admin/spend/".len()..p.len() - "/reset".len()];
             as_json(super::spend::reset(shared, tenant))

@@ -15,6 +15,8 @@ pub struct Needs {
     pub context_tokens: u64,
     /// The output the request asks for (`max_tokens` and its kin; 0: none said).
     pub output_tokens: u64,
+    /// The body's size, the prompt's estimate before a provider's ratio (`flow::estimate`).
+    pub prompt_bytes: u64,
     /// From `x-ringside-region`.
     pub region: Option<String>,
     /// From `x-ringside-require-tags` (comma-separated).
@@ -152,8 +154,9 @@ pub fn needs(body: &[u8], head: &Head, scan: Scan) -> Needs {
         .find_map(|k| number_after(body, k))
         .unwrap_or(0);
     // About four bytes of JSON per token: a cheap, conservative-enough estimate.
-    n.context_tokens = body.len() as u64 / 4 + output;
+    n.context_tokens = (body.len() as u64 / 4).saturating_add(output);
     n.output_tokens = output;
+    n.prompt_bytes = body.len() as u64;
     n
 }
 

@@ -167,6 +167,20 @@ fn answer(
                 _ => Some(OverQuota::TokensPerMinute { retry_ms }),
             });
         }
+        TenantAsk::Release { holder } => {
+            if let Some(tenant) = running.remove(&holder) {
+                let [_, _, run] = keys(q, tenant);
+                redis::cmd("ZREM").arg(run).arg(holder).query::<()>(con)?;
+            }
+        }
+        spend => answer_spend(q, con, spend)?,
+    }
+    Ok(())
+}
+
+/// The asks on a tenant's spend counters (budgets): reserve, settle, read, reset.
+fn answer_spend(q: &Quotas, con: &mut redis::Connection, ask: TenantAsk) -> redis::RedisResult<()> {
+    match ask {
         TenantAsk::Reserve {
             tenant,
             limits,
@@ -199,12 +213,25 @@ fn answer(
             }
             pipe.query::<()>(con)?;
         }
-        TenantAsk::Release { holder } => {
-            if let Some(tenant) = running.remove(&holder) {
-                let [_, _, run] = keys(q, tenant);
-                redis::cmd("ZREM").arg(run).arg(holder).query::<()>(con)?;
-            }
+        TenantAsk::Spent {
+            tenant,
+            periods,
+            reply,
+        } => {
+            // (A settled counter may dip below zero between a give-back and its reservation.)
+            let got: Vec<Option<i64>> = redis::cmd("MGET")
+                .arg(&spend_keys(q, tenant, periods)[..])
+                .query(con)?;
+            let _ = reply.send(std::array::from_fn(|c| {
+                got.get(c).copied().flatten().unwrap_or(0).max(0) as u64
+            }));
         }
+        TenantAsk::Reset { tenant, periods } => {
+            redis::cmd("DEL")
+                .arg(&spend_keys(q, tenant, periods)[..])
+                .query::<()>(con)?;
+        }
+        TenantAsk::Admit { .. } | TenantAsk::Release { .. } => {}
     }
     Ok(())
 }

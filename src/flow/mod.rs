@@ -7,6 +7,7 @@
 pub mod account;
 mod acquire;
 pub mod bill;
+pub mod estimate;
 pub mod gate;
 pub mod live;
 pub mod price;
@@ -89,6 +90,8 @@ pub struct FlowShared {
     pub tenants: tenant::Tenants,
     /// What each tenant spent against its budgets (`[[tenants]]`).
     pub spend: spend::Ledgers,
+    /// Bytes per prompt token, learned per provider (budget reservations).
+    pub ratios: estimate::Ratios,
     pub accounts: account::Accounts,
     /// Write ends; one byte wakes that core's queue pump.
     doorbells: Vec<UnixStream>,
@@ -119,6 +122,7 @@ impl FlowShared {
         FlowShared {
             tenants: tenant::Tenants::new(limits),
             spend: spend::Ledgers::default(),
+            ratios: estimate::Ratios::default(),
             gates: conns.iter().map(gate_for).collect(),
             conns: conns.iter().map(live::LiveConnFlow::new).collect(),
             budgets,

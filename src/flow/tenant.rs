@@ -80,6 +80,15 @@ pub enum TenantAsk {
         periods: (u64, u64),
         delta: [i64; 4],
     },
+    /// What the tenant spent fleet-wide in `periods` (the ledger's counter order), for the
+    /// admin API.
+    Spent {
+        tenant: u64,
+        periods: (u64, u64),
+        reply: futures_channel::oneshot::Sender<[u64; 4]>,
+    },
+    /// The tenant's fleet-wide day and month start over (an admin's reset).
+    Reset { tenant: u64, periods: (u64, u64) },
 }
 
 /// How long admission waits for the fleet's count before deciding on this instance's alone.

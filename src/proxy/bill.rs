@@ -87,20 +87,7 @@ pub(super) fn reserve(
     let Some(rule) = cfg.tenants.of(ctx.tenant).filter(|r| r.budget.any()) else {
         return Ok(());
     };
-    // The dearest target the request may reach prices the estimate.
-    let dearest = entry
-        .targets
-        .iter()
-        .filter_map(|t| {
-            let provider = &cfg.providers.get(t.provider)?.id;
-            cfg.prices.of(provider, &t.model)
-        })
-        .map(|p| p.input.max(p.output))
-        .fold(0.0, f64::max);
-    let estimate = Spent {
-        tokens: needs.context_tokens,
-        micro_usd: (needs.context_tokens as f64 * dearest).round() as u64,
-    };
+    let estimate = estimate(ctx, entry, needs);
     let ledgers = &ctx.core.shared.flow.spend;
     let now = crate::clock::unix_ms();
     let reserved = ledgers
@@ -111,6 +98,28 @@ pub(super) fn reserve(
     // The answer says so when 80 % of a budget or more is spent (this request's share too).
     ctx.budget_warning = ledgers.warning(ctx.tenant, &rule.budget, now);
     Ok(())
+}
+
+/// What the request may cost at most on its route: its prompt (at the bytes per token each
+/// target's provider has shown, `flow::estimate`) and the output it asks for, at the dearest
+/// target.
+fn estimate(ctx: &Request<'_>, entry: &Entry, needs: &Needs) -> Spent {
+    let cfg = ctx.config();
+    let ratios = &ctx.core.shared.flow.ratios;
+    let mut most = Spent::default();
+    for t in &entry.targets {
+        let tokens = ratios
+            .tokens(t.provider, needs.prompt_bytes)
+            .saturating_add(needs.output_tokens);
+        let price = cfg
+            .providers
+            .get(t.provider)
+            .and_then(|p| cfg.prices.of(&p.id, &t.model))
+            .map_or(0.0, |p| p.input.max(p.output));
+        most.tokens = most.tokens.max(tokens);
+        most.micro_usd = most.micro_usd.max((tokens as f64 * price).round() as u64);
+    }
+    most
 }
 
 /// Whether the request's budget reservation is to be made across the fleet too.
@@ -164,6 +173,9 @@ fn bill(ctx: &Request<'_>, needs: &Needs) -> Spent {
         return Spent::default();
     };
     let t = &r.tokens;
+    let (provider, model) = target.split_once('/').unwrap_or(("", target));
+    let slot = ctx.config().providers.iter().position(|p| p.id == provider);
+    let ratios = &ctx.core.shared.flow.ratios;
     let (prompt, completion) = match (t.prompt, t.completion) {
         (None, None) => {
             // No usage reported: the prompt's estimate, and the text the answer carried (a
@@ -172,13 +184,15 @@ fn bill(ctx: &Request<'_>, needs: &Needs) -> Spent {
                 .stream_stats
                 .as_ref()
                 .map_or(r.bytes_out, |s| s.text_bytes);
-            let prompt = needs.context_tokens.saturating_sub(needs.output_tokens);
+            let prompt = ratios.tokens(slot.unwrap_or(usize::MAX), needs.prompt_bytes);
             (prompt, text / 4)
         }
         (p, c) => (u64::from(p.unwrap_or(0)), u64::from(c.unwrap_or(0))),
     };
+    if let (Some(slot), Some(p)) = (slot, t.prompt) {
+        ratios.learn(slot, needs.prompt_bytes, u64::from(p));
+    }
     let cached = u64::from(t.cached.unwrap_or(0));
-    let (provider, model) = target.split_once('/').unwrap_or(("", target));
     let micro_usd = ctx
         .config()
         .prices

@@ -168,6 +168,7 @@ mod tests {
             structured_output: true,
             context_tokens: 10_000,
             output_tokens: 4_000,
+            prompt_bytes: 24_000,
             region: None,
             tags: vec![],
         };
