@@ -3,6 +3,7 @@
 
 mod process;
 mod times;
+mod upstream;
 
 use crate::audit::AttemptOutcome;
 use crate::ids::ConnId;
@@ -74,6 +75,8 @@ pub struct CoreMetrics {
     pub finalized: AtomicU64,
     /// Client requests by how many upstream attempts they made: 0, 1, 2, 3, 4 or more.
     pub attempts_per_request: [AtomicU64; 5],
+    /// TLS handshakes with upstreams: full, resumed.
+    pub tls_handshakes: [AtomicU64; 2],
     /// Per route: how long requests took, Ringside's own share, time to first token.
     route_times: Vec<times::RouteTimes>,
     /// Per connection: time to the upstream's response head, attempt durations, tokens.
@@ -98,6 +101,7 @@ impl CoreMetrics {
             log_lines_dropped: AtomicU64::new(0),
             finalized: AtomicU64::new(0),
             attempts_per_request: Default::default(),
+            tls_handshakes: Default::default(),
             route_times: (0..routes).map(|_| Default::default()).collect(),
             conn_times: (0..connections).map(|_| Default::default()).collect(),
         }
@@ -297,6 +301,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         .map(|c| c.streams_failed_after_commit.load(Relaxed))
         .sum();
     let _ = writeln!(out, "ringside_streams_failed_after_commit_total {n}");
+    upstream::tls_handshakes(out, cores);
     let n: u64 = cores
         .iter()
         .map(|c| c.log_lines_dropped.load(Relaxed))
@@ -312,7 +317,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
     let n: u64 = cores.iter().map(|c| c.finalized.load(Relaxed)).sum();
     out.push_str("# HELP ringside_requests_finalized_total Requests whose finalisation ran (exactly once each).\n# TYPE ringside_requests_finalized_total counter\n");
     let _ = writeln!(out, "ringside_requests_finalized_total {n}");
-    amplification(out, cores);
+    upstream::amplification(out, cores);
 }
 
 /// Each core's loop lag and busy flag (`core_load`).
@@ -365,36 +370,4 @@ pub fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
-}
-
-/// `ringside_upstream_attempts_per_request`: a histogram of upstream attempts per client
-/// request (how much Ringside's retries, and a client's, multiply the upstream's load).
-fn amplification(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
-    out.push_str("# HELP ringside_upstream_attempts_per_request Upstream attempts made per client request.\n# TYPE ringside_upstream_attempts_per_request histogram\n");
-    let counts: Vec<u64> = (0..5)
-        .map(|i| {
-            cores
-                .iter()
-                .map(|c| c.attempts_per_request[i].load(Relaxed))
-                .sum()
-        })
-        .collect();
-    let mut cumulative = 0;
-    for (le, n) in counts.iter().take(4).enumerate() {
-        cumulative += n;
-        let _ = writeln!(
-            out,
-            "ringside_upstream_attempts_per_request_bucket{{le=\"{le}\"}} {cumulative}"
-        );
-    }
-    let total: u64 = counts.iter().sum();
-    let _ = writeln!(
-        out,
-        "ringside_upstream_attempts_per_request_bucket{{le=\"+Inf\"}} {total}"
-    );
-    // The sum counts a request of 4 or more as 4: the exact total is in
-    // `ringside_upstream_attempts_total`.
-    let sum: u64 = counts.iter().enumerate().map(|(i, n)| i as u64 * n).sum();
-    let _ = writeln!(out, "ringside_upstream_attempts_per_request_sum {sum}");
-    let _ = writeln!(out, "ringside_upstream_attempts_per_request_count {total}");
 }

@@ -46,6 +46,7 @@ pub(super) async fn run(
         resolver,
         dns: RefCell::default(),
         tls,
+        metrics: metrics.clone(),
         connect_timeout: Duration::from_millis(generation.config.upstream.connect_timeout_ms),
         dns_ttl_ms: generation.config.upstream.dns_ttl_ms,
     };

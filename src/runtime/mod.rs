@@ -88,7 +88,8 @@ pub fn start(config: Config, access_log: Option<LogSink>) -> Result<Running, Str
     let mut handles = Vec::new();
     for (id, inbox) in inboxes.into_iter().enumerate() {
         let shared = shared.clone();
-        let tls = tls.clone();
+        // Each core resumes the TLS sessions its own connections made.
+        let tls = crate::upstream::tls::for_core(&tls);
         let resolver = resolver.clone();
         let ready = ready_tx.clone();
         let h = std::thread::Builder::new()

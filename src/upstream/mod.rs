@@ -5,6 +5,7 @@ pub mod dns;
 pub mod pool;
 pub mod stream;
 pub mod tls;
+pub mod tls_sessions;
 pub mod tls_stream;
 pub mod tokens;
 
@@ -14,6 +15,7 @@ use bytes::BytesMut;
 use monoio::net::TcpStream;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 pub use stream::UpStream;
 
@@ -93,7 +95,10 @@ impl std::fmt::Display for ConnectError {
 pub struct Connector {
     pub resolver: dns::Resolver,
     pub dns: std::cell::RefCell<dns::DnsCache>,
+    /// The core's own copy, with the core's TLS sessions (`tls::for_core`).
     pub tls: Arc<rustls::ClientConfig>,
+    /// The core's counters (TLS handshakes, full and resumed).
+    pub metrics: Arc<crate::metrics::CoreMetrics>,
     pub connect_timeout: Duration,
     pub dns_ttl_ms: u64,
 }
@@ -134,7 +139,11 @@ impl Connector {
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
                 let handshake = tls_stream::TlsStream::connect(tcp, self.tls.clone(), name);
                 match timer::timeout_at(deadline, handshake).await {
-                    Ok(Ok(s)) => UpStream::Tls(Box::new(s)),
+                    Ok(Ok(s)) => {
+                        let kind = usize::from(s.resumed());
+                        self.metrics.tls_handshakes[kind].fetch_add(1, Ordering::Relaxed);
+                        UpStream::Tls(Box::new(s))
+                    }
                     Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
                     Err(_) => return Err(ConnectError::Timeout),
                 }

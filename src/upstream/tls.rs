@@ -22,6 +22,15 @@ fn add_pem_file(roots: &mut RootCertStore, path: &str) -> Result<usize, String> 
     Ok(added)
 }
 
+/// A core's own copy of the client config, with its own TLS session store
+/// (`tls_sessions`): a burst of new connections resumes what the core's earlier ones made.
+pub fn for_core(base: &rustls::ClientConfig) -> Arc<rustls::ClientConfig> {
+    let mut cfg = base.clone();
+    let sessions = Arc::new(super::tls_sessions::Sessions::default());
+    cfg.resumption = rustls::client::Resumption::store(sessions);
+    Arc::new(cfg)
+}
+
 /// Build the client config. `roots` is "webpki", "system" or "both".
 pub fn client_config(
     roots: &str,

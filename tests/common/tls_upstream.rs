@@ -40,6 +40,8 @@ pub struct TlsUpstream {
     pub ca_file: std::path::PathBuf,
     pub accepted: Arc<AtomicUsize>,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Handshakes completed: full, resumed.
+    pub handshakes: Arc<[AtomicUsize; 2]>,
     _dir: tempdir::Dir,
 }
 
@@ -54,12 +56,15 @@ impl TlsUpstream {
         let accepted = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (acc, log) = (accepted.clone(), seen.clone());
+        let handshakes: Arc<[AtomicUsize; 2]> = Arc::default();
+        let kinds = handshakes.clone();
         let answers = Arc::new(answers);
         std::thread::spawn(move || {
             for tcp in listener.incoming().flatten() {
                 acc.fetch_add(1, Ordering::SeqCst);
                 let (config, log, answers) = (config.clone(), log.clone(), answers.clone());
-                std::thread::spawn(move || serve(config, tcp, &log, &answers));
+                let kinds = kinds.clone();
+                std::thread::spawn(move || serve(config, tcp, &log, &answers, &kinds));
             }
         });
         TlsUpstream {
@@ -67,6 +72,7 @@ impl TlsUpstream {
             ca_file,
             accepted,
             seen,
+            handshakes,
             _dir: dir,
         }
     }
@@ -120,16 +126,28 @@ fn server_config(tls12_only: bool) -> (Arc<rustls::ServerConfig>, String) {
 }
 
 /// Answer requests on one TLS connection until the client closes it.
-fn serve(config: Arc<rustls::ServerConfig>, tcp: TcpStream, log: &Mutex<Vec<Seen>>, a: &Answers) {
+fn serve(
+    config: Arc<rustls::ServerConfig>,
+    tcp: TcpStream,
+    log: &Mutex<Vec<Seen>>,
+    a: &Answers,
+    handshakes: &[AtomicUsize; 2],
+) {
     let Ok(conn) = rustls::ServerConnection::new(config) else {
         return;
     };
     let mut tls = rustls::StreamOwned::new(conn, tcp);
     let mut buf = Vec::new();
+    let mut first = true;
     loop {
         let Some((head, body_len)) = read_request(&mut tls, &mut buf) else {
             return;
         };
+        if std::mem::take(&mut first) {
+            // The handshake is done by the first request: counted once per connection.
+            let resumed = tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            handshakes[usize::from(resumed)].fetch_add(1, Ordering::SeqCst);
+        }
         let stream = String::from_utf8_lossy(&buf[..body_len]).contains("\"stream\":true");
         buf.drain(..body_len);
         log.lock().expect("log").push(Seen {

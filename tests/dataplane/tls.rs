@@ -17,6 +17,7 @@ both_drivers!(
     a_tls_stream_cut_mid_way_ends_with_an_error_event,
     a_tls12_upstream_and_a_large_answer,
     tls_upstream_with_an_untrusted_ca_is_refused,
+    a_burst_of_new_tls_connections_resumes_sessions,
 );
 
 const JSON: &str = r#"{"id":"chatcmpl-tls","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"over tls"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
@@ -155,4 +156,49 @@ fn tls_upstream_with_an_untrusted_ca_is_refused(driver: &str) {
         "{}",
         proxy.metrics()
     );
+}
+
+/// A burst of new upstream connections resumes the TLS sessions earlier ones made, far beyond
+/// rustls's own 8 tickets per server: the second burst's new connections (beyond what the pool
+/// holds idle) resume, and the proxy's metric counts what the server saw.
+fn a_burst_of_new_tls_connections_resumes_sessions(driver: &str) {
+    let up = TlsUpstream::start(Answers {
+        interval: Duration::from_millis(150),
+        ..answers()
+    });
+    let proxy = Proxy::start(driver, 1, "", &up.trusted_provider("m"));
+    let burst = |n: usize| {
+        std::thread::scope(|s| {
+            let streams: Vec<_> = (0..n)
+                .map(|_| s.spawn(|| proxy.post("/v1/chat/completions", &[], &chat("m", true))))
+                .collect();
+            for t in streams {
+                let r = t.join().expect("stream");
+                assert_eq!(r.status, 200, "{}", r.text());
+                assert_eq!(r.text(), EVENTS.concat());
+            }
+        })
+    };
+    burst(24);
+    let [full_first, resumed_first] = [0, 1].map(|i| up.handshakes[i].load(Ordering::SeqCst));
+    // Twice as many at once: as many again as the pool holds need new connections.
+    burst(48);
+    let [full, resumed] = [0, 1].map(|i| up.handshakes[i].load(Ordering::SeqCst));
+    let (full_later, resumed_later) = (full - full_first, resumed - resumed_first);
+    eprintln!(
+        "{driver}: first burst {full_first} full, {resumed_first} resumed; second {full_later} full, {resumed_later} resumed"
+    );
+    assert!(
+        resumed_later >= 20,
+        "the second burst's new connections resume: {resumed_later}"
+    );
+    assert!(
+        resumed_later * 10 >= (full_later + resumed_later) * 9,
+        "at least 90 % resumed: {full_later} full, {resumed_later} resumed"
+    );
+    let text = proxy.metrics();
+    for (kind, n) in [("full", full), ("resumed", resumed)] {
+        let line = format!("ringside_upstream_tls_handshakes_total{{kind=\"{kind}\"}} {n}");
+        assert!(text.contains(&line), "{line} in\n{text}");
+    }
 }

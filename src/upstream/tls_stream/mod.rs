@@ -86,6 +86,11 @@ impl TlsStream {
         }
     }
 
+    /// Whether the handshake resumed an earlier session (rather than a full one).
+    pub fn resumed(&self) -> bool {
+        self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+    }
+
     /// The next decrypted bytes into `buf`. `park`: hold no pooled buffer while waiting for
     /// them (a held event stream waits far longer than it reads): `buf` takes one only when
     /// the socket has bytes. `standing`: an event stream's read, whose owner releases the

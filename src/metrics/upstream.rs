@@ -1,0 +1,54 @@
+//! The upstream side's process-wide figures: how many attempts each request made, and how the
+//! TLS handshakes with upstreams went.
+
+use super::CoreMetrics;
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// `ringside_upstream_attempts_per_request`: a histogram of upstream attempts per client
+/// request (how much Ringside's retries, and a client's, multiply the upstream's load).
+pub(super) fn amplification(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+    out.push_str("# HELP ringside_upstream_attempts_per_request Upstream attempts made per client request.\n# TYPE ringside_upstream_attempts_per_request histogram\n");
+    let counts: Vec<u64> = (0..5)
+        .map(|i| {
+            cores
+                .iter()
+                .map(|c| c.attempts_per_request[i].load(Relaxed))
+                .sum()
+        })
+        .collect();
+    let mut cumulative = 0;
+    for (le, n) in counts.iter().take(4).enumerate() {
+        cumulative += n;
+        let _ = writeln!(
+            out,
+            "ringside_upstream_attempts_per_request_bucket{{le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let total: u64 = counts.iter().sum();
+    let _ = writeln!(
+        out,
+        "ringside_upstream_attempts_per_request_bucket{{le=\"+Inf\"}} {total}"
+    );
+    // The sum counts a request of 4 or more as 4: the exact total is in
+    // `ringside_upstream_attempts_total`.
+    let sum: u64 = counts.iter().enumerate().map(|(i, n)| i as u64 * n).sum();
+    let _ = writeln!(out, "ringside_upstream_attempts_per_request_sum {sum}");
+    let _ = writeln!(out, "ringside_upstream_attempts_per_request_count {total}");
+}
+
+/// `ringside_upstream_tls_handshakes_total{kind}`: full, or resuming an earlier session
+/// (`upstream::tls_sessions`).
+pub(super) fn tls_handshakes(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+    out.push_str("# HELP ringside_upstream_tls_handshakes_total TLS handshakes with upstreams, full or resuming an earlier session.\n# TYPE ringside_upstream_tls_handshakes_total counter\n");
+    for (i, kind) in ["full", "resumed"].iter().enumerate() {
+        let n: u64 = cores
+            .iter()
+            .map(|c| c.tls_handshakes[i].load(Relaxed))
+            .sum();
+        let _ = writeln!(
+            out,
+            "ringside_upstream_tls_handshakes_total{{kind=\"{kind}\"}} {n}"
+        );
+    }
+}
