@@ -94,6 +94,13 @@ fn provider(p: &crate::config::Provider) -> Value {
         "id": p.id,
         "dialect": p.dialect.as_str(),
         "base_url": format!("{scheme}://{}:{}{}", p.endpoint.host, p.endpoint.port, p.endpoint.base_path),
+        // The egress proxy, if any: where it is and where it came from, its credentials only
+        // as whether there are any.
+        "proxy": p.endpoint.via.as_ref().map(|v| json!({
+            "address": format!("{}:{}", v.host, v.port),
+            "from": v.from,
+            "authorization": if v.authorization.is_some() { "set" } else { "not set" },
+        })),
         "connections": p.connections.iter().map(|k| json!({
             "id": k.id,
             "key_sha256_prefix": &crate::secret::hex(&crate::secret::digest(k.secret.expose().as_bytes()))[..12],

@@ -18,6 +18,7 @@ mod strategy;
 use crate::dialect::Dialect;
 use crate::ids::ConnId;
 pub use resolve::budgets::prices_in;
+pub use resolve::egress::{Egress, bypassed};
 pub use resolve::{available_cores, default_address_share, default_max_connections};
 pub use schema::FileConfig;
 use std::net::SocketAddr;
@@ -75,6 +76,8 @@ pub struct Endpoint {
     pub port: u16,
     /// Path prefix without a trailing slash, e.g. "/v1" or "".
     pub base_path: String,
+    /// The egress proxy its connections tunnel through, if any.
+    pub via: Option<Egress>,
 }
 
 impl Endpoint {

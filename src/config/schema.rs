@@ -360,6 +360,9 @@ pub struct UpstreamSection {
     pub dns_ttl_ms: u64,
     /// Most upstream attempts per client request (retries and fallbacks together).
     pub max_attempts: u32,
+    /// `https://` providers without a `proxy` of their own go through `HTTPS_PROXY` unless
+    /// `NO_PROXY` names them (loopback hosts never do).
+    pub proxy_from_env: bool,
 }
 
 impl Default for UpstreamSection {
@@ -374,6 +377,7 @@ impl Default for UpstreamSection {
             ca_file: None,
             dns_ttl_ms: 30_000,
             max_attempts: 3,
+            proxy_from_env: true,
         }
     }
 }

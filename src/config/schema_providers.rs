@@ -50,6 +50,13 @@ pub struct ProviderSection {
     /// Limits of an upstream account (organisation) shared by the keys that name it.
     #[serde(default)]
     pub accounts: Vec<AccountSection>,
+    /// An HTTP CONNECT proxy to reach the provider through (`http://host:port`), or `none`
+    /// (direct, whatever `HTTPS_PROXY` says); unset: `HTTPS_PROXY`/`NO_PROXY` decide.
+    #[serde(default)]
+    pub proxy: Option<String>,
+    /// The variable holding the proxy's `user:password`.
+    #[serde(default)]
+    pub proxy_auth_env: Option<String>,
 }
 
 fn default_profile() -> String {

@@ -8,6 +8,7 @@ pub mod tls;
 pub mod tls_sessions;
 pub mod tls_stream;
 pub mod tokens;
+mod tunnel;
 
 use crate::config::Endpoint;
 use crate::timer;
@@ -105,15 +106,14 @@ pub struct Connector {
 
 impl Connector {
     pub async fn connect(&self, ep: &Endpoint) -> Result<UpConn, ConnectError> {
-        let addrs = dns::DnsCache::resolve(
-            &self.dns,
-            &self.resolver,
-            &ep.host,
-            ep.port,
-            self.dns_ttl_ms,
-        )
-        .await
-        .map_err(ConnectError::Dns)?;
+        // Through an egress proxy, the connection is to the proxy (`tunnel`).
+        let (host, port) = ep
+            .via
+            .as_ref()
+            .map_or((&ep.host, ep.port), |v| (&v.host, v.port));
+        let addrs = dns::DnsCache::resolve(&self.dns, &self.resolver, host, port, self.dns_ttl_ms)
+            .await
+            .map_err(ConnectError::Dns)?;
         let deadline = crate::clock::instant() + self.connect_timeout;
         let mut last = ConnectError::Timeout;
         for addr in addrs {
@@ -133,6 +133,14 @@ impl Connector {
                 Err(_) => return Err(ConnectError::Timeout),
             };
             let _ = tcp.set_nodelay(true);
+            let mut tcp = tcp;
+            if let Some(via) = &ep.via {
+                match timer::timeout_at(deadline, tunnel::open(&mut tcp, ep, via)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(ConnectError::Connect(e)),
+                    Err(_) => return Err(ConnectError::Timeout),
+                }
+            }
             let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
             let stream = if ep.tls {
                 let name = rustls_pki_types::ServerName::try_from(ep.host.clone())

@@ -306,6 +306,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 1,
                 base_path: "/t".into(),
+                via: None,
             },
             client_id: "c".into(),
             expires_at_ms: expires,

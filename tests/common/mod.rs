@@ -91,6 +91,7 @@ mod requests;
 #[allow(unused_imports)] // not every test binary uses raw sockets
 pub use raw::*;
 pub use requests::*;
+pub mod connect_proxy;
 pub mod redis;
 pub mod tls_upstream;
 pub mod venv;

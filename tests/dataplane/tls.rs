@@ -18,6 +18,7 @@ both_drivers!(
     a_tls12_upstream_and_a_large_answer,
     tls_upstream_with_an_untrusted_ca_is_refused,
     a_burst_of_new_tls_connections_resumes_sessions,
+    a_provider_is_reached_through_an_egress_proxy,
 );
 
 const JSON: &str = r#"{"id":"chatcmpl-tls","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"over tls"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
@@ -201,4 +202,60 @@ fn a_burst_of_new_tls_connections_resumes_sessions(driver: &str) {
         let line = format!("ringside_upstream_tls_handshakes_total{{kind=\"{kind}\"}} {n}");
         assert!(text.contains(&line), "{line} in\n{text}");
     }
+}
+
+/// A provider behind an enterprise's egress proxy: the connection tunnels through it
+/// (`CONNECT localhost:PORT` with the proxy's credentials from `proxy_auth_env`), TLS and the
+/// request go through the tunnel as on a direct connection; a proxy that refuses the
+/// credentials is an upstream failure the client hears of, its credentials nowhere in it.
+fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
+    use crate::common::connect_proxy::ConnectProxy;
+    use base64::Engine;
+    let up = TlsUpstream::start(answers());
+    // `SIM_KEY_C` (sk-sim-c) stands for the proxy's `user:password`.
+    let want = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("sk-sim-c")
+    );
+    let egress = ConnectProxy::start(Some(want));
+    let through = |auth_env: &str| {
+        up.trusted_provider("m").replace(
+            "\n  [[providers.connections]]",
+            &format!(
+                "\nproxy = \"http://127.0.0.1:{}\"\nproxy_auth_env = \"{auth_env}\"\n  [[providers.connections]]",
+                egress.addr.port()
+            ),
+        )
+    };
+    let proxy = Proxy::start(driver, 1, "", &through("SIM_KEY_C"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), JSON);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.text(), EVENTS.concat());
+    let heads = egress.heads.lock().expect("heads").clone();
+    assert_eq!(heads.len(), 1, "one tunnel, pooled: {heads:?}");
+    let port = up.addr.port();
+    assert!(
+        heads[0].starts_with(&format!("CONNECT localhost:{port} HTTP/1.1\r\n")),
+        "{heads:?}"
+    );
+    let seen = up.seen.lock().expect("log").clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[0].sni.as_deref(),
+        Some("localhost"),
+        "SNI is the provider's"
+    );
+
+    // Other credentials: the proxy answers 407 and the client hears of an upstream failure.
+    let refused = Proxy::start(driver, 1, "", &through("SIM_KEY_D"));
+    let r = refused.post("/v1/chat/completions", &[], &chat("m", false));
+    assert!(r.status >= 500, "{} {}", r.status, r.text());
+    assert!(!r.text().contains("sk-sim-d"), "{}", r.text());
+    assert_eq!(
+        up.seen.lock().expect("log").len(),
+        2,
+        "nothing reached the provider"
+    );
 }

@@ -3,6 +3,7 @@
 //! and `[[clients]]` in `config::resilience`).
 
 pub mod budgets;
+pub mod egress;
 mod oauth;
 mod providers;
 mod routes;

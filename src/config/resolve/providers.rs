@@ -30,7 +30,11 @@ pub(in crate::config) fn providers(
                 format!("duplicate provider id `{}`", ps.id),
             );
         }
-        providers.push(provider(p, &at, ps, env, &mut index));
+        let mut provider = provider(p, &at, ps, env, &mut index);
+        let e = &provider.endpoint;
+        let from_env = file.upstream.proxy_from_env;
+        provider.endpoint.via = super::egress::egress(p, &at, ps, (&e.host, e.tls), from_env, env);
+        providers.push(provider);
     }
     providers
 }
@@ -67,6 +71,7 @@ fn provider(
             host: "invalid".into(),
             port: 1,
             base_path: String::new(),
+            via: None,
         }
     });
     if ps.connections.is_empty() {
@@ -284,6 +289,7 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
         host,
         port,
         base_path: path.trim_end_matches('/').to_string(),
+        via: None,
     })
 }
 

@@ -37,6 +37,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
             host: "127.0.0.1".into(),
             port: 9000,
             base_path: "/v1".into(),
+            via: None,
         },
         anthropic_version: "2023-06-01".into(),
         oauth_beta: String::new(),

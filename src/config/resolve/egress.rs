@@ -1,0 +1,179 @@
+//! How a provider is reached through an enterprise's egress proxy: an HTTP `CONNECT` tunnel,
+//! named per provider (`proxy`, `proxy_auth_env`) or taken from `HTTPS_PROXY` and `NO_PROXY`
+//! as curl and the providers' SDKs read them (`[upstream] proxy_from_env`, on by default; for
+//! `https://` providers, never for a loopback host).
+
+use super::super::problems::Problems;
+use super::super::schema::ProviderSection;
+use super::super::{EnvLookup, Secret};
+use base64::Engine;
+
+/// An HTTP proxy a provider's connections tunnel through (`CONNECT host:port`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Egress {
+    pub host: String,
+    pub port: u16,
+    /// The `Proxy-Authorization` value (`Basic …`), when the proxy asks for credentials.
+    pub authorization: Option<Secret>,
+    /// Where it came from, for `check` and the admin view: `config` or the variable's name.
+    pub from: &'static str,
+}
+
+/// The egress proxy of provider `ps` (at `at`) whose upstream is `host` (`tls`: `https://`).
+pub(in crate::config) fn egress(
+    p: &mut Problems,
+    at: &str,
+    ps: &ProviderSection,
+    (host, tls): (&str, bool),
+    from_env: bool,
+    env: EnvLookup,
+) -> Option<Egress> {
+    let auth = ps
+        .proxy_auth_env
+        .as_deref()
+        .and_then(|name| p.secret_env(&format!("{at}.proxy_auth_env"), name, env))
+        .map(|s| basic(s.expose()));
+    match ps.proxy.as_deref() {
+        Some("none") => None,
+        Some(url) => match parse(url) {
+            Ok((h, port, userinfo)) => Some(Egress {
+                host: h,
+                port,
+                authorization: auth.or_else(|| userinfo.map(|u| basic(&u))),
+                from: "config",
+            }),
+            Err(e) => {
+                p.add(format!("{at}.proxy"), format!("`{}` {e}", redacted(url)));
+                None
+            }
+        },
+        None if from_env && tls && !loopback(host) => from_environment(p, at, host, env),
+        None => None,
+    }
+}
+
+/// `HTTPS_PROXY` (or `https_proxy`), unless `NO_PROXY` (or `no_proxy`) names `host`.
+fn from_environment(p: &mut Problems, at: &str, host: &str, env: EnvLookup) -> Option<Egress> {
+    let (name, url) = ["HTTPS_PROXY", "https_proxy"]
+        .into_iter()
+        .find_map(|n| env(n).filter(|v| !v.trim().is_empty()).map(|v| (n, v)))?;
+    let no_proxy = env("NO_PROXY")
+        .or_else(|| env("no_proxy"))
+        .unwrap_or_default();
+    if bypassed(&no_proxy, host) {
+        return None;
+    }
+    match parse(url.trim()) {
+        Ok((h, port, userinfo)) => Some(Egress {
+            host: h,
+            port,
+            authorization: userinfo.map(|u| basic(&u)),
+            from: name,
+        }),
+        Err(e) => {
+            p.add(
+                format!("{at}.proxy"),
+                format!(
+                    "{name} `{}` {e} (set `proxy = \"none\"` to go direct)",
+                    redacted(&url)
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn basic(userinfo: &str) -> Secret {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(userinfo);
+    Secret::new(format!("Basic {encoded}"))
+}
+
+/// `http://[user:password@]host[:port][/]`: the host, the port (80 unless given), the
+/// credentials (percent-decoded).
+fn parse(url: &str) -> Result<(String, u16, Option<String>), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or("must start with http:// (a CONNECT proxy spoken to in plain HTTP)")?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.contains(['/', '?', '#']) {
+        return Err("must be the proxy's address only, without a path".into());
+    }
+    let (userinfo, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(percent_decoded(u)?), h),
+        None => (None, authority),
+    };
+    let (host, port) = match hostport.strip_prefix('[') {
+        // `[v6]` or `[v6]:port`
+        Some(v6) => {
+            let (h, after) = v6.split_once(']').ok_or("has an unclosed `[`")?;
+            (h, after.strip_prefix(':'))
+        }
+        None => match hostport.rsplit_once(':') {
+            Some((h, port)) => (h, Some(port)),
+            None => (hostport, None),
+        },
+    };
+    let port = match port {
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| format!("has a bad port `{p}`"))?,
+        None => 80,
+    };
+    if host.is_empty() || port == 0 {
+        return Err("has an empty host or port 0".into());
+    }
+    Ok((host.to_string(), port, userinfo))
+}
+
+fn percent_decoded(s: &str) -> Result<String, String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex: String = bytes.by_ref().take(2).map(char::from).collect();
+            let v = u8::from_str_radix(&hex, 16).map_err(|_| "has a bad %-escape".to_string())?;
+            out.push(v);
+        } else {
+            out.push(b);
+        }
+    }
+    let s = String::from_utf8(out).map_err(|_| "has credentials that are not UTF-8")?;
+    if s.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err("has a control character in its credentials".into());
+    }
+    Ok(s)
+}
+
+/// The URL as problems may show it: without its credentials.
+fn redacted(url: &str) -> String {
+    match (url.split_once("://"), url.rsplit_once('@')) {
+        (Some((scheme, _)), Some((_, host))) => format!("{scheme}://***@{host}"),
+        _ => url.to_string(),
+    }
+}
+
+fn loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether `NO_PROXY` names `host`: `*`, the host itself, or a domain it is in (`example.com`
+/// and `.example.com` both cover `api.example.com`); ports and CIDR ranges are not read.
+pub fn bypassed(no_proxy: &str, host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    no_proxy.split(',').map(str::trim).any(|entry| {
+        let entry = entry.split(':').next().unwrap_or(entry);
+        let entry = entry.trim_start_matches("*.").trim_start_matches('.');
+        let entry = entry.to_ascii_lowercase();
+        entry == "*"
+            || (!entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}"))))
+    })
+}
+
+#[cfg(test)]
+#[path = "egress_tests.rs"]
+mod tests;
