@@ -52,6 +52,27 @@ pub(in crate::config) fn egress(
     }
 }
 
+/// Set provider `pr`'s egress proxy (at `at`, from section `ps`), and its OAuth keys' token
+/// endpoints' (reached the same way; their problems were said once, for the provider).
+pub(in crate::config) fn route_through(
+    p: &mut Problems,
+    at: &str,
+    ps: &ProviderSection,
+    pr: &mut super::super::Provider,
+    from_env: bool,
+    env: EnvLookup,
+) {
+    let e = &pr.endpoint;
+    pr.endpoint.via = egress(p, at, ps, (&e.host, e.tls), from_env, env);
+    for c in &mut pr.connections {
+        if let Some(o) = c.oauth.as_mut() {
+            let t = &o.token_url;
+            let quiet = &mut Problems::default();
+            o.token_url.via = egress(quiet, at, ps, (&t.host, t.tls), from_env, env);
+        }
+    }
+}
+
 /// `HTTPS_PROXY` (or `https_proxy`), unless `NO_PROXY` (or `no_proxy`) names `host`.
 fn from_environment(p: &mut Problems, at: &str, host: &str, env: EnvLookup) -> Option<Egress> {
     let (name, url) = ["HTTPS_PROXY", "https_proxy"]

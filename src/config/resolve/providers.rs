@@ -31,9 +31,8 @@ pub(in crate::config) fn providers(
             );
         }
         let mut provider = provider(p, &at, ps, env, &mut index);
-        let e = &provider.endpoint;
         let from_env = file.upstream.proxy_from_env;
-        provider.endpoint.via = super::egress::egress(p, &at, ps, (&e.host, e.tls), from_env, env);
+        super::egress::route_through(p, &at, ps, &mut provider, from_env, env);
         providers.push(provider);
     }
     providers
