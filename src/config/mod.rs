@@ -78,6 +78,29 @@ pub struct Endpoint {
     pub base_path: String,
     /// The egress proxy its connections tunnel through, if any.
     pub via: Option<Egress>,
+    /// The provider's own TLS settings, if any.
+    pub own_tls: Option<std::sync::Arc<ProviderTls>>,
+}
+
+/// A provider's own TLS settings (`ca_file`, `client_cert_file` and `client_key_file`,
+/// `tls_server_name`), read and checked with the config: the files' contents, not their paths,
+/// so that a core builds its TLS config without touching the disk.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderTls {
+    pub ca_pem: Option<Vec<u8>>,
+    pub client_cert_pem: Option<Vec<u8>>,
+    pub client_key_pem: Option<Secret>,
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for ProviderTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_certificate", &self.client_cert_pem.is_some())
+            .field("server_name", &self.server_name)
+            .finish()
+    }
 }
 
 impl Endpoint {

@@ -57,6 +57,18 @@ pub struct ProviderSection {
     /// The variable holding the proxy's `user:password`.
     #[serde(default)]
     pub proxy_auth_env: Option<String>,
+    /// A PEM CA file trusted for this provider only (beside `[upstream]`'s roots).
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// A client certificate chain and its key (PEM) for providers that ask for one (mTLS).
+    #[serde(default)]
+    pub client_cert_file: Option<String>,
+    #[serde(default)]
+    pub client_key_file: Option<String>,
+    /// The name sent in SNI and checked on the certificate, when not the URL's host (a private
+    /// endpoint reached by address).
+    #[serde(default)]
+    pub tls_server_name: Option<String>,
 }
 
 fn default_profile() -> String {

@@ -16,7 +16,7 @@ use std::time::Duration;
 pub(super) async fn run(
     id: usize,
     shared: Arc<Shared>,
-    tls: Arc<rustls::ClientConfig>,
+    tls: crate::upstream::tls::CoreTls,
     resolver: Resolver,
     inbox: Inbox,
     ready: Ready,
@@ -46,6 +46,7 @@ pub(super) async fn run(
         resolver,
         dns: RefCell::default(),
         tls,
+        own_tls: RefCell::default(),
         metrics: metrics.clone(),
         connect_timeout: Duration::from_millis(generation.config.upstream.connect_timeout_ms),
         dns_ttl_ms: generation.config.upstream.dns_ttl_ms,

@@ -169,7 +169,7 @@ const EPOLL_EVENTS: u32 = 1024;
 fn worker(
     id: usize,
     shared: Arc<Shared>,
-    tls: Arc<rustls::ClientConfig>,
+    tls: crate::upstream::tls::CoreTls,
     resolver: Resolver,
     inbox: Inbox,
     ready: Ready,

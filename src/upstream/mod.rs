@@ -97,7 +97,11 @@ pub struct Connector {
     pub resolver: dns::Resolver,
     pub dns: std::cell::RefCell<dns::DnsCache>,
     /// The core's own copy, with the core's TLS sessions (`tls::for_core`).
-    pub tls: Arc<rustls::ClientConfig>,
+    pub tls: tls::CoreTls,
+    /// Providers' own TLS configs built on this core (`tls::for_provider`), by their settings
+    /// (a few: one per provider with settings of its own).
+    pub own_tls:
+        std::cell::RefCell<Vec<(Arc<crate::config::ProviderTls>, Arc<rustls::ClientConfig>)>>,
     /// The core's counters (TLS handshakes, full and resumed).
     pub metrics: Arc<crate::metrics::CoreMetrics>,
     pub connect_timeout: Duration,
@@ -143,9 +147,10 @@ impl Connector {
             }
             let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
             let stream = if ep.tls {
-                let name = rustls_pki_types::ServerName::try_from(ep.host.clone())
+                let (config, name) = self.tls_for(ep)?;
+                let name = rustls_pki_types::ServerName::try_from(name.to_string())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
-                let handshake = tls_stream::TlsStream::connect(tcp, self.tls.clone(), name);
+                let handshake = tls_stream::TlsStream::connect(tcp, config, name);
                 match timer::timeout_at(deadline, handshake).await {
                     Ok(Ok(s)) => {
                         let kind = usize::from(s.resumed());
@@ -167,5 +172,28 @@ impl Connector {
             });
         }
         Err(last)
+    }
+
+    /// The TLS config and server name for `ep`: the core's, or the provider's own (built on
+    /// this core the first time, from settings read with the config).
+    fn tls_for<'e>(
+        &self,
+        ep: &'e Endpoint,
+    ) -> Result<(Arc<rustls::ClientConfig>, &'e str), ConnectError> {
+        let Some(own) = &ep.own_tls else {
+            return Ok((self.tls.config.clone(), &ep.host));
+        };
+        let name = own.server_name.as_deref().unwrap_or(&ep.host);
+        let mut built = self.own_tls.borrow_mut();
+        if let Some((_, c)) = built.iter().find(|(s, _)| **s == **own) {
+            return Ok((c.clone(), name));
+        }
+        let config = tls::for_provider(&self.tls.roots, own).map_err(ConnectError::Tls)?;
+        // Reloads make new settings: the oldest built go first.
+        if built.len() >= 32 {
+            built.remove(0);
+        }
+        built.push((own.clone(), config.clone()));
+        Ok((config, name))
     }
 }

@@ -1,9 +1,11 @@
 //! The rustls client configuration, built once per process: ring provider, ALPN http/1.1,
-//! webpki and/or system roots, plus an optional extra CA for private upstreams.
+//! webpki and/or system roots, plus an optional extra CA for private upstreams; each core's own
+//! copy (its own TLS sessions), and a provider's own (its CA, its client certificate).
 
+use crate::config::ProviderTls;
 use rustls::RootCertStore;
-use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::sync::Arc;
 
 const SYSTEM_BUNDLES: [&str; 4] = [
@@ -22,20 +24,28 @@ fn add_pem_file(roots: &mut RootCertStore, path: &str) -> Result<usize, String> 
     Ok(added)
 }
 
-/// A core's own copy of the client config, with its own TLS session store
-/// (`tls_sessions`): a burst of new connections resumes what the core's earlier ones made.
-pub fn for_core(base: &rustls::ClientConfig) -> Arc<rustls::ClientConfig> {
-    let mut cfg = base.clone();
-    let sessions = Arc::new(super::tls_sessions::Sessions::default());
-    cfg.resumption = rustls::client::Resumption::store(sessions);
-    Arc::new(cfg)
+/// What a core opens TLS connections with: the client config (its own session store) and the
+/// trusted roots, from which a provider with TLS settings of its own gets its config.
+#[derive(Clone)]
+pub struct CoreTls {
+    pub config: Arc<rustls::ClientConfig>,
+    pub roots: Arc<RootCertStore>,
 }
 
-/// Build the client config. `roots` is "webpki", "system" or "both".
-pub fn client_config(
-    roots: &str,
-    ca_file: Option<&str>,
-) -> Result<Arc<rustls::ClientConfig>, String> {
+/// A core's own copy of the client config, with its own TLS session store
+/// (`tls_sessions`): a burst of new connections resumes what the core's earlier ones made.
+pub fn for_core(base: &CoreTls) -> CoreTls {
+    let mut cfg = (*base.config).clone();
+    let sessions = Arc::new(super::tls_sessions::Sessions::default());
+    cfg.resumption = rustls::client::Resumption::store(sessions);
+    CoreTls {
+        config: Arc::new(cfg),
+        roots: base.roots.clone(),
+    }
+}
+
+/// The trusted roots. `roots` is "webpki", "system" or "both"; `ca_file` adds a private CA.
+fn root_store(roots: &str, ca_file: Option<&str>) -> Result<RootCertStore, String> {
     let mut store = RootCertStore::empty();
     if roots == "webpki" || roots == "both" {
         store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -56,12 +66,55 @@ pub fn client_config(
     {
         return Err(format!("CA file {f} holds no usable certificate"));
     }
+    Ok(store)
+}
+
+fn builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+    rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
-        .with_root_certificates(store)
+        .map_err(|e| format!("TLS setup failed: {e}"))
+}
+
+/// Build the process's client config. `roots` is "webpki", "system" or "both".
+pub fn client_config(roots: &str, ca_file: Option<&str>) -> Result<CoreTls, String> {
+    let store = root_store(roots, ca_file)?;
+    let mut cfg = builder()?
+        .with_root_certificates(store.clone())
         .with_no_client_auth();
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(CoreTls {
+        config: Arc::new(cfg),
+        roots: Arc::new(store),
+    })
+}
+
+/// A provider's own client config (on a core: its own session store): the roots plus its CA,
+/// and its client certificate (mTLS). The PEMs were read and checked with the config.
+pub fn for_provider(
+    roots: &RootCertStore,
+    own: &ProviderTls,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut store = roots.clone();
+    if let Some(pem) = &own.ca_pem {
+        let certs = CertificateDer::pem_slice_iter(pem).filter_map(Result::ok);
+        store.add_parsable_certificates(certs);
+    }
+    let b = builder()?.with_root_certificates(store);
+    let mut cfg = match (&own.client_cert_pem, &own.client_key_pem) {
+        (Some(cert), Some(key)) => {
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
+                .filter_map(Result::ok)
+                .collect();
+            let key = PrivateKeyDer::from_pem_slice(key.expose().as_bytes())
+                .map_err(|e| format!("the client key does not read: {e}"))?;
+            b.with_client_auth_cert(chain, key)
+                .map_err(|e| format!("the client certificate does not fit its key: {e}"))?
+        }
+        _ => b.with_no_client_auth(),
+    };
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let sessions = Arc::new(super::tls_sessions::Sessions::default());
+    cfg.resumption = rustls::client::Resumption::store(sessions);
     Ok(Arc::new(cfg))
 }

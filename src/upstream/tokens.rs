@@ -307,6 +307,7 @@ mod tests {
                 port: 1,
                 base_path: "/t".into(),
                 via: None,
+                own_tls: None,
             },
             client_id: "c".into(),
             expires_at_ms: expires,

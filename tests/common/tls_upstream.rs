@@ -19,6 +19,8 @@ pub struct Seen {
     pub alpn: Option<Vec<u8>>,
     pub authorization: Option<String>,
     pub body_len: usize,
+    /// The client presented a certificate (mTLS).
+    pub client_certificate: bool,
 }
 
 /// How the upstream answers.
@@ -42,15 +44,32 @@ pub struct TlsUpstream {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// Handshakes completed: full, resumed.
     pub handshakes: Arc<[AtomicUsize; 2]>,
+    /// With [`Self::start_mtls`]: a client certificate and key (PEM files) its CA signed.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
     _dir: tempdir::Dir,
 }
 
 impl TlsUpstream {
     pub fn start(answers: Answers) -> TlsUpstream {
-        let (config, ca_pem) = server_config(answers.tls12_only);
+        Self::start_with(answers, false)
+    }
+
+    /// [`Self::start`], asking every client for a certificate its CA signed (mTLS).
+    pub fn start_mtls(answers: Answers) -> TlsUpstream {
+        Self::start_with(answers, true)
+    }
+
+    fn start_with(answers: Answers, mtls: bool) -> TlsUpstream {
+        let (config, ca_pem, client) = server_config(answers.tls12_only, mtls);
         let dir = tempdir::new();
         let ca_file = dir.0.join("ca.pem");
         std::fs::write(&ca_file, ca_pem).expect("write CA file");
+        let client_cert = client.map(|(cert, key)| {
+            let (c, k) = (dir.0.join("client.pem"), dir.0.join("client.key"));
+            std::fs::write(&c, cert).expect("write client certificate");
+            std::fs::write(&k, key).expect("write client key");
+            (c, k)
+        });
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -73,6 +92,7 @@ impl TlsUpstream {
             accepted,
             seen,
             handshakes,
+            client_cert,
             _dir: dir,
         }
     }
@@ -93,8 +113,13 @@ impl TlsUpstream {
     }
 }
 
-/// A server config for `localhost` and the PEM of the CA that signed it.
-fn server_config(tls12_only: bool) -> (Arc<rustls::ServerConfig>, String) {
+/// What [`server_config`] makes: the config, the CA's PEM, and with mTLS a client certificate
+/// and key (PEM) the CA signed.
+type Made = (Arc<rustls::ServerConfig>, String, Option<(String, String)>);
+
+/// A server config for `localhost` and the PEM of the CA that signed it; `mtls`: clients must
+/// present a certificate the CA signed.
+fn server_config(tls12_only: bool, mtls: bool) -> Made {
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -115,14 +140,29 @@ fn server_config(tls12_only: bool) -> (Arc<rustls::ServerConfig>, String) {
     } else {
         rustls::DEFAULT_VERSIONS
     };
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
-        .expect("TLS versions")
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .expect("server config");
+        .expect("TLS versions");
+    let (builder, client) = if mtls {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca_cert.der().clone()).expect("CA root");
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .expect("client verifier");
+        let client_key = KeyPair::generate().expect("client key");
+        let client_cert = CertificateParams::new(vec!["ringside-client".to_string()])
+            .expect("client params")
+            .signed_by(&client_key, &issuer)
+            .expect("client certificate");
+        let made = (client_cert.pem(), client_key.serialize_pem());
+        (builder.with_client_cert_verifier(verifier), Some(made))
+    } else {
+        (builder.with_no_client_auth(), None)
+    };
+    let mut config = builder.with_single_cert(chain, key).expect("server config");
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (Arc::new(config), ca_cert.pem())
+    (Arc::new(config), ca_cert.pem(), client)
 }
 
 /// Answer requests on one TLS connection until the client closes it.
@@ -155,6 +195,7 @@ fn serve(
             alpn: tls.conn.alpn_protocol().map(<[u8]>::to_vec),
             authorization: header(&head, "authorization"),
             body_len,
+            client_certificate: tls.conn.peer_certificates().is_some(),
         });
         let sent = if stream {
             send_events(&mut tls, a)

@@ -19,6 +19,7 @@ both_drivers!(
     tls_upstream_with_an_untrusted_ca_is_refused,
     a_burst_of_new_tls_connections_resumes_sessions,
     a_provider_is_reached_through_an_egress_proxy,
+    a_providers_own_tls_settings_hold_for_it_alone,
 );
 
 const JSON: &str = r#"{"id":"chatcmpl-tls","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"over tls"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
@@ -258,4 +259,49 @@ fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
         2,
         "nothing reached the provider"
     );
+}
+
+/// A private endpoint reached by address, with TLS settings of its own: its CA trusted for it
+/// alone (not `[upstream] ca_file`), the name its certificate carries sent in SNI and checked,
+/// and a client certificate presented to a provider that asks for one (mTLS).
+fn a_providers_own_tls_settings_hold_for_it_alone(driver: &str) {
+    let up = TlsUpstream::start_mtls(answers());
+    let (cert, key) = up.client_cert.clone().expect("client certificate");
+    let provider = |client_cert: bool| {
+        let mut own = format!(
+            "ca_file = \"{}\"\ntls_server_name = \"localhost\"\n",
+            up.ca_file.display()
+        );
+        if client_cert {
+            own += &format!(
+                "client_cert_file = \"{}\"\nclient_key_file = \"{}\"\n",
+                cert.display(),
+                key.display()
+            );
+        }
+        format!(
+            "[[providers]]\nid = \"private\"\ndialect = \"openai\"\nbase_url = \"https://127.0.0.1:{}/v1\"\n{own}  [[providers.connections]]\n  id = \"t\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n",
+            up.addr.port()
+        )
+    };
+    let proxy = Proxy::start(driver, 1, "", &provider(true));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), JSON);
+    let seen = up.seen.lock().expect("log").clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].sni.as_deref(),
+        Some("localhost"),
+        "the configured name in SNI"
+    );
+    assert!(
+        seen[0].client_certificate,
+        "the client certificate was presented"
+    );
+    // Without its certificate the provider refuses the handshake: nothing reaches it.
+    let without = Proxy::start(driver, 1, "", &provider(false));
+    let r = without.post("/v1/chat/completions", &[], &chat("m", false));
+    assert!(r.status >= 500, "{} {}", r.status, r.text());
+    assert_eq!(up.seen.lock().expect("log").len(), 1);
 }

@@ -52,8 +52,9 @@ pub(in crate::config) fn egress(
     }
 }
 
-/// Set provider `pr`'s egress proxy (at `at`, from section `ps`), and its OAuth keys' token
-/// endpoints' (reached the same way; their problems were said once, for the provider).
+/// How provider `pr` (at `at`, from section `ps`) is reached: its own TLS settings
+/// (`provider_tls`), its egress proxy, and its OAuth keys' token endpoints' proxy (reached the
+/// same way; their problems were said once, for the provider).
 pub(in crate::config) fn route_through(
     p: &mut Problems,
     at: &str,
@@ -62,6 +63,8 @@ pub(in crate::config) fn route_through(
     from_env: bool,
     env: EnvLookup,
 ) {
+    let e = &pr.endpoint;
+    pr.endpoint.own_tls = super::provider_tls::provider_tls(p, at, ps, e.tls);
     let e = &pr.endpoint;
     pr.endpoint.via = egress(p, at, ps, (&e.host, e.tls), from_env, env);
     for c in &mut pr.connections {

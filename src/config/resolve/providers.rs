@@ -31,8 +31,7 @@ pub(in crate::config) fn providers(
             );
         }
         let mut provider = provider(p, &at, ps, env, &mut index);
-        let from_env = file.upstream.proxy_from_env;
-        super::egress::route_through(p, &at, ps, &mut provider, from_env, env);
+        super::egress::route_through(p, &at, ps, &mut provider, file.upstream.proxy_from_env, env);
         providers.push(provider);
     }
     providers
@@ -71,6 +70,7 @@ fn provider(
             port: 1,
             base_path: String::new(),
             via: None,
+            own_tls: None,
         }
     });
     if ps.connections.is_empty() {
@@ -289,6 +289,7 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
         port,
         base_path: path.trim_end_matches('/').to_string(),
         via: None,
+        own_tls: None,
     })
 }
 

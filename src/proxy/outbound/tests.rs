@@ -38,6 +38,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
             port: 9000,
             base_path: "/v1".into(),
             via: None,
+            own_tls: None,
         },
         anthropic_version: "2023-06-01".into(),
         oauth_beta: String::new(),
