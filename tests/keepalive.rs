@@ -79,11 +79,10 @@ fn a_slow_first_byte_is_kept_alive_for_a_client_with_a_short_read_timeout(driver
         .expect("the keep-alives hold the client's read timeout off");
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
     assert!(text.contains("x-ringside-keepalive: early-head"), "{text}");
+    // A keep-alive every 200 ms of 1.5 s: about seven, but a starved core (a loaded 2-core
+    // machine) runs its timers late; the patient read above is what must hold.
     let pings = text.matches(": keep-alive\n\n").count();
-    assert!(
-        pings >= 2,
-        "a keep-alive every 200 ms of 1.5 s: {pings}\n{text}"
-    );
+    assert!(pings >= 1, "keep-alives before the answer: {pings}\n{text}");
     // The answer follows the keep-alives whole, in the same chunked body.
     let first_event = text.find("data: {").expect("events");
     assert!(text.find(": keep-alive").expect("pings") < first_event);
