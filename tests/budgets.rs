@@ -16,7 +16,6 @@ both_drivers!(
     a_request_cap_stops_a_fallback,
     a_stream_is_asked_for_its_usage_and_its_client_sees_none,
     a_stream_cut_after_its_first_words_is_billed,
-    the_estimate_learns_the_providers_bytes_per_token,
 );
 
 /// Keys a and b on the simulator, client keys `alpha` and `beta` (each its own tenant), and
@@ -324,66 +323,4 @@ fn a_stream_cut_after_its_first_words_is_billed(driver: &str) {
     assert!((10..100).contains(&tokens), "{spend}");
     let d = proxy.admin("GET", "/admin/decisions?limit=5").1;
     assert!(d.to_string().contains("failed_after_commit"), "{d}");
-}
-
-/// What a slow request of `body` reserves while it runs: the tenant's day tokens during it, less
-/// those before it.
-fn reservation(proxy: &Proxy, body: &str) -> u64 {
-    let day = || {
-        let (status, view) = proxy.admin("GET", "/admin/spend");
-        assert_eq!(status, 200, "{view}");
-        view["tenants"][0]["day"]["tokens"]
-            .as_u64()
-            .expect("day tokens")
-    };
-    let before = day();
-    let during = std::thread::scope(|s| {
-        let slow = s.spawn(|| {
-            proxy.post(
-                "/v1/chat/completions",
-                &[
-                    ("authorization", "Bearer sk-alpha"),
-                    ("x-sim-latency-ms", "3000"),
-                ],
-                body,
-            )
-        });
-        // Until the reservation shows (a loaded machine may take a while to admit it).
-        let mut during = day();
-        for _ in 0..40 {
-            if during > before {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            during = day();
-        }
-        assert_eq!(slow.join().expect("slow request").status, 200);
-        during
-    });
-    during - before
-}
-
-/// Admission reserves a prompt at four bytes a token until the provider has reported: then at
-/// the bytes per token its usage showed (the simulator counts 9 prompt tokens for a body of
-/// about 60 bytes: 6 to 7 bytes a token).
-fn the_estimate_learns_the_providers_bytes_per_token(driver: &str) {
-    let sim = start_sim(Default::default());
-    let tenants = "[[tenants]]\nid = \"alpha\"\ntokens_per_day = 1000000\n";
-    let proxy = Proxy::start(driver, 1, "", &config(sim.addr, tenants));
-    let body = chat("m", false);
-    let first = reservation(&proxy, &body);
-    assert_eq!(
-        first,
-        (body.len() as u64).div_ceil(4),
-        "four bytes a token at first"
-    );
-    for _ in 0..30 {
-        assert_eq!(ask(&proxy, "alpha", &body).status, 200);
-    }
-    let learned = reservation(&proxy, &body);
-    eprintln!(
-        "{} bytes: {first} tokens reserved at first, {learned} once learned",
-        body.len()
-    );
-    assert!((9..first).contains(&learned), "{learned} against {first}");
 }

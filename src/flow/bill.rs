@@ -24,6 +24,9 @@ pub struct RequestBill {
     /// Ringside asked the provider for a stream's usage chunk the client did not ask for: it is
     /// left out of what the client reads.
     pub usage_asked: bool,
+    /// What attempts that failed before the commit produced (billed by their providers all
+    /// the same): added to the request's bill.
+    pub unbilled: super::spend::Spent,
 }
 
 impl RequestBill {
@@ -37,6 +40,7 @@ impl RequestBill {
                 idempotency: None,
                 fleet_spend: None,
                 usage_asked: false,
+                unbilled: Default::default(),
             })
         })
     }

@@ -114,7 +114,8 @@ pub(super) fn attempt(
             let marked_end = aim.provider.dialect != crate::dialect::Dialect::Gemini;
             let until = (aim.time.deadline, marked_end);
             let held = judge::hold_stream(&mut up, &head, st, until, watch).await;
-            if let Some(end) = judge_hold(ctx, &aim, &head, held) {
+            let model = &entry.targets[cand.target].model;
+            if let Some(end) = judge_hold(ctx, &aim, &head, held, model) {
                 return end;
             }
         }
@@ -316,10 +317,11 @@ async fn connect(
 
 /// What holding a 2xx event stream found: `None` to commit it, or the attempt's end.
 fn judge_hold(
-    ctx: &Ctx<'_, '_>,
+    ctx: &mut Ctx<'_, '_>,
     aim: &Aim<'_>,
     head: &Head,
     held: Read<Hold>,
+    model: &str,
 ) -> Option<AttemptEnd> {
     match held {
         Read::ClientGone => Some(AttemptEnd::ClientGone),
@@ -340,6 +342,11 @@ fn judge_hold(
             )
         }
         Read::Ok(Hold::Error(text)) => Some(in_band_error(ctx, aim, head, &text)),
+        Read::Ok(Hold::Cut { detail, produced }) => {
+            // Retried elsewhere, and billed: the provider billed what it produced.
+            super::bill::produced_before_commit(ctx, (aim.provider_index, model), produced);
+            Some(aim.time.failed(false, AttemptOutcome::StreamError, detail))
+        }
         Read::Ok(Hold::Commit) => None,
     }
 }

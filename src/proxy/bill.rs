@@ -151,7 +151,11 @@ pub(super) fn settle(ctx: &mut Request<'_>, hold: Option<Box<RequestBill>>, need
     let Some(hold) = hold.filter(|h| h.spend.is_some() || h.cap.is_some()) else {
         return;
     };
-    let spent = bill(ctx, needs);
+    let delivered = bill(ctx, needs);
+    let spent = Spent {
+        tokens: delivered.tokens + hold.unbilled.tokens,
+        micro_usd: delivered.micro_usd + hold.unbilled.micro_usd,
+    };
     ctx.record.cost_micro_usd = spent.micro_usd.min(u64::from(u32::MAX)) as u32;
     let hold = *hold;
     if let Some(reserved) = hold.spend {
@@ -159,6 +163,40 @@ pub(super) fn settle(ctx: &mut Request<'_>, hold: Option<Box<RequestBill>>, need
     }
     if let Some(fleet) = hold.fleet_spend {
         fleet.settle(spent);
+    }
+}
+
+/// An attempt on `(provider index, model)` failed before the commit after its provider
+/// produced output (`judge::Hold::Cut`): the provider billed it, so the request's bill counts
+/// it — its reported usage, else its prompt's estimate and its text at four bytes a token.
+pub(super) fn produced_before_commit(
+    ctx: &mut super::exchange::Ctx<'_, '_>,
+    (provider, model): (usize, &str),
+    p: super::judge::Produced,
+) {
+    if !ctx
+        .bill
+        .as_ref()
+        .is_some_and(|b| b.spend.is_some() || b.cap.is_some())
+    {
+        return;
+    }
+    let cfg = ctx.config();
+    let bytes = ctx.admitted.body.len() as u64;
+    let prompt = p.prompt.map_or_else(
+        || ctx.core.shared.flow.ratios.tokens(provider, bytes),
+        u64::from,
+    );
+    let completion = p.completion.map_or(p.text_bytes / 4, u64::from);
+    let cached = p.cached.map_or(0, u64::from);
+    let micro_usd = cfg
+        .providers
+        .get(provider)
+        .and_then(|pr| cfg.prices.of(&pr.id, model))
+        .map_or(0, |price| price.micro_usd(prompt, cached, completion));
+    if let Some(b) = ctx.bill.as_mut() {
+        b.unbilled.tokens += prompt + completion;
+        b.unbilled.micro_usd += micro_usd;
     }
 }
 

@@ -133,6 +133,18 @@ pub enum Hold {
     Error(String),
     /// No useful event before the readiness timeout (nothing was committed).
     Stalled,
+    /// The stream ended before the commit without its end marker, after the provider produced
+    /// output (retried elsewhere; what it produced was billed by the provider all the same).
+    Cut { detail: String, produced: Produced },
+}
+
+/// What a held stream carried before it failed: its text, and the usage it reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Produced {
+    pub text_bytes: u64,
+    pub prompt: Option<u32>,
+    pub completion: Option<u32>,
+    pub cached: Option<u32>,
 }
 
 /// Hold a 200 event stream before commit (early recovery): read until its first useful event,
@@ -181,10 +193,7 @@ pub fn hold_stream(
                     if head.framing == Framing::Close && ended {
                         return Read::Ok(Hold::Commit);
                     }
-                    return Read::Failed {
-                        detail: "stream ended before its first useful event".into(),
-                        timeout: false,
-                    };
+                    return held.cut("stream ended before its first useful event");
                 }
                 Raced::Done(Ok(Ok(_))) => {}
             }
@@ -242,6 +251,28 @@ impl Held {
         Ok(())
     }
 
+    /// The held stream failed: what it produced goes with the verdict when it produced
+    /// anything (`Hold::Cut`, to be billed).
+    fn cut(&self, detail: &str) -> Read<Hold> {
+        let t = &self.scanner.totals;
+        let produced = Produced {
+            text_bytes: t.text_bytes,
+            prompt: t.input_tokens,
+            completion: t.output_tokens,
+            cached: t.cached_tokens,
+        };
+        if produced == Produced::default() {
+            return Read::Failed {
+                detail: detail.into(),
+                timeout: false,
+            };
+        }
+        Read::Ok(Hold::Cut {
+            detail: detail.into(),
+            produced,
+        })
+    }
+
     /// Whether the hold ends now, and how; `None`: read more.
     fn judge(&self, buf: &[u8], framing: Framing, holdback_bytes: usize) -> Option<Read<Hold>> {
         let t = self.scanner.totals;
@@ -255,10 +286,7 @@ impl Held {
         if self.body_done && !t.terminal && self.marked_end {
             // The whole stream arrived inside the window without its terminal marker: nothing
             // was committed, so it is retried rather than passed on as a success.
-            return Some(Read::Failed {
-                detail: "stream ended without its terminal marker".into(),
-                timeout: false,
-            });
+            return Some(self.cut("stream ended without its terminal marker"));
         }
         if t.decisive || self.body_done || self.payload_len >= holdback_bytes {
             return Some(Read::Ok(Hold::Commit));
