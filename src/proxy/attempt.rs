@@ -342,7 +342,8 @@ fn judge_hold(
             )
         }
         Read::Ok(Hold::Error(text)) => Some(in_band_error(ctx, aim, head, &text)),
-        Read::Ok(Hold::Cut { detail, produced }) => {
+        Read::Ok(Hold::Cut(cut)) => {
+            let (detail, produced) = *cut;
             // Retried elsewhere, and billed: the provider billed what it produced.
             super::bill::produced_before_commit(ctx, (aim.provider_index, model), produced);
             Some(aim.time.failed(false, AttemptOutcome::StreamError, detail))

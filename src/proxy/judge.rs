@@ -135,7 +135,8 @@ pub enum Hold {
     Stalled,
     /// The stream ended before the commit without its end marker, after the provider produced
     /// output (retried elsewhere; what it produced was billed by the provider all the same).
-    Cut { detail: String, produced: Produced },
+    /// (Boxed: rare, and every held stream's task has room for the hold's outcome.)
+    Cut(Box<(String, Produced)>),
 }
 
 /// What a held stream carried before it failed: its text, and the usage it reported.
@@ -267,10 +268,7 @@ impl Held {
                 timeout: false,
             };
         }
-        Read::Ok(Hold::Cut {
-            detail: detail.into(),
-            produced,
-        })
+        Read::Ok(Hold::Cut(Box::new((detail.into(), produced))))
     }
 
     /// Whether the hold ends now, and how; `None`: read more.

@@ -139,7 +139,9 @@ impl Connector {
             let _ = tcp.set_nodelay(true);
             let mut tcp = tcp;
             if let Some(via) = &ep.via {
-                match timer::timeout_at(deadline, tunnel::open(&mut tcp, ep, via)).await {
+                // Boxed: rare, and the connect is part of every request's task.
+                let tunnel = Box::pin(tunnel::open(&mut tcp, ep, via));
+                match timer::timeout_at(deadline, tunnel).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return Err(ConnectError::Connect(e)),
                     Err(_) => return Err(ConnectError::Timeout),
