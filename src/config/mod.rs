@@ -19,6 +19,7 @@ use crate::dialect::Dialect;
 use crate::ids::ConnId;
 pub use resolve::budgets::prices_in;
 pub use resolve::egress::{Egress, bypassed};
+pub use resolve::provider_tls::ProviderTls;
 pub use resolve::{available_cores, default_address_share, default_max_connections};
 pub use schema::FileConfig;
 use std::net::SocketAddr;
@@ -82,30 +83,9 @@ pub struct Endpoint {
     pub own_tls: Option<std::sync::Arc<ProviderTls>>,
 }
 
-/// A provider's own TLS settings (`ca_file`, `client_cert_file` and `client_key_file`,
-/// `tls_server_name`), read and checked with the config: the files' contents, not their paths,
-/// so that a core builds its TLS config without touching the disk.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ProviderTls {
-    pub ca_pem: Option<Vec<u8>>,
-    pub client_cert_pem: Option<Vec<u8>>,
-    pub client_key_pem: Option<Secret>,
-    pub server_name: Option<String>,
-}
-
-impl std::fmt::Debug for ProviderTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderTls")
-            .field("ca", &self.ca_pem.is_some())
-            .field("client_certificate", &self.client_cert_pem.is_some())
-            .field("server_name", &self.server_name)
-            .finish()
-    }
-}
-
 impl Endpoint {
-    /// Append the `Host` header value to an outgoing head (no allocation per request).
-    pub fn write_authority(&self, out: &mut Vec<u8>) {
+    /// Append the host, an IPv6 address in brackets.
+    pub fn write_host(&self, out: &mut Vec<u8>) {
         let bracket = self.host.contains(':');
         if bracket {
             out.push(b'[');
@@ -114,6 +94,11 @@ impl Endpoint {
         if bracket {
             out.push(b']');
         }
+    }
+
+    /// Append the `Host` header value to an outgoing head (no allocation per request).
+    pub fn write_authority(&self, out: &mut Vec<u8>) {
+        self.write_host(out);
         if self.port != if self.tls { 443 } else { 80 } {
             out.push(b':');
             crate::http::response::push_u64(out, u64::from(self.port));

@@ -45,7 +45,7 @@ fn try_apply(
     let local = format!("idem/{}", op.key());
     let mut book = Book::load(row.map(|v| (local, v)).into_iter(), now);
     let before = book.row(op.key());
-    let outcome = book.apply(clone(op), now, &mut Vec::<Change>::new());
+    let outcome = book.apply(op.clone(), now, &mut Vec::<Change>::new());
     let after = book.row(op.key());
     if before == after {
         redis::cmd("UNWATCH").query::<()>(con)?;
@@ -69,31 +69,4 @@ fn try_apply(
     }
     let committed: Option<redis::Value> = pipe.query(con)?;
     Ok(committed.map(|_| outcome.unwrap_or(Outcome::Claimed)))
-}
-
-fn clone(op: &Op) -> Op {
-    match op {
-        Op::Claim {
-            key,
-            digest,
-            until,
-            max,
-        } => Op::Claim {
-            key: key.clone(),
-            digest: *digest,
-            until: *until,
-            max: *max,
-        },
-        Op::Finish {
-            key,
-            digest,
-            answer,
-            until,
-        } => Op::Finish {
-            key: key.clone(),
-            digest: *digest,
-            answer: answer.clone(),
-            until: *until,
-        },
-    }
 }

@@ -15,7 +15,7 @@ pub fn store_key(key: &str) -> String {
 }
 
 /// What a request asks of the book.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Op {
     /// Claim `key` for a request whose body hashes to `digest`: a claim in flight lasts until
     /// `until` (the request's deadline) unless finished before; the book keeps at most `max`

@@ -13,15 +13,9 @@ const MAX_HEAD: usize = 8 * 1024;
 /// Ask `via` for a tunnel to `ep` on `tcp` (a connection to the proxy). `Err`: the proxy
 /// refused (its status in the message) or broke the exchange.
 pub(super) async fn open(tcp: &mut TcpStream, ep: &Endpoint, via: &Egress) -> io::Result<()> {
+    // Always with its port: a CONNECT target names one.
     let mut authority = Vec::with_capacity(ep.host.len() + 8);
-    let bracket = ep.host.contains(':');
-    if bracket {
-        authority.push(b'[');
-    }
-    authority.extend_from_slice(ep.host.as_bytes());
-    if bracket {
-        authority.push(b']');
-    }
+    ep.write_host(&mut authority);
     authority.push(b':');
     crate::http::response::push_u64(&mut authority, u64::from(ep.port));
     let mut head = Vec::with_capacity(160);

@@ -5,7 +5,7 @@
 pub mod budgets;
 pub mod egress;
 mod oauth;
-mod provider_tls;
+pub mod provider_tls;
 mod providers;
 mod routes;
 mod sections;

@@ -3,12 +3,33 @@
 //! certificate carries when the URL names an address (`tls_server_name`). The files are read
 //! and checked here, once: a core builds the provider's TLS config from their contents.
 
+use super::super::Secret;
 use super::super::problems::Problems;
 use super::super::schema::ProviderSection;
-use super::super::{ProviderTls, Secret};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::sync::Arc;
+
+/// A provider's own TLS settings (`ca_file`, `client_cert_file` and `client_key_file`,
+/// `tls_server_name`), read and checked with the config: the files' contents, not their paths,
+/// so that a core builds its TLS config without touching the disk.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderTls {
+    pub ca_pem: Option<Vec<u8>>,
+    pub client_cert_pem: Option<Vec<u8>>,
+    pub client_key_pem: Option<Secret>,
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for ProviderTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_certificate", &self.client_cert_pem.is_some())
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
 
 /// Provider `ps`'s own TLS settings (at `at`; `tls`: its URL is `https://`), if it has any.
 pub(in crate::config) fn provider_tls(
