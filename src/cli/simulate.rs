@@ -44,11 +44,50 @@ pub(super) struct SimArgs {
     /// request carries the tool's result).
     #[arg(long)]
     call_tools: bool,
+    /// Also serve over TLS here (HTTP/2 and HTTP/1.1, chosen by ALPN), relayed to --listen.
+    #[arg(long, value_name = "IP:PORT", requires_all = ["tls_cert", "tls_key"])]
+    tls_listen: Option<SocketAddr>,
+    /// The TLS front's certificate chain (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<String>,
+    /// The TLS front's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<String>,
+    /// The TLS front offers HTTP/1.1 only (no h2 in ALPN).
+    #[arg(long)]
+    no_http2: bool,
+    /// The TLS front's SETTINGS_MAX_CONCURRENT_STREAMS.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    max_streams: u32,
+    /// An HTTP/2 fault of the TLS front (repeatable): refuse-every=N, goaway-after=N,
+    /// drop-after=N, slow-window=BYTES.
+    #[arg(long = "h2-fault", value_name = "NAME=N")]
+    h2_faults: Vec<String>,
+}
+
+/// The TLS front's options, when `--tls-listen` asks for one.
+fn front(a: &SimArgs) -> Result<Option<crate::simulate::front::FrontOptions>, String> {
+    let (Some(listen), Some(cert), Some(key)) = (a.tls_listen, &a.tls_cert, &a.tls_key) else {
+        return Ok(None);
+    };
+    let mut faults = crate::simulate::front::H2Faults::default();
+    for f in &a.h2_faults {
+        faults.parse_into(f)?;
+    }
+    Ok(Some(crate::simulate::front::FrontOptions {
+        listen,
+        cert_file: cert.clone(),
+        key_file: key.clone(),
+        http2: !a.no_http2,
+        max_streams: a.max_streams,
+        faults,
+    }))
 }
 
 /// Run the simulator until SIGTERM or SIGINT.
 pub(super) fn run(a: SimArgs) -> Result<(), String> {
     let opts = SimOptions {
+        front: front(&a)?,
         listen: a.listen,
         workers: a.workers,
         faults: a.faults,
@@ -68,7 +107,10 @@ pub(super) fn run(a: SimArgs) -> Result<(), String> {
     crate::log::event(
         "info",
         "simulator started",
-        serde_json::json!({"listen": opts.listen.to_string(), "workers": opts.workers}),
+        serde_json::json!({
+            "listen": opts.listen.to_string(), "workers": opts.workers,
+            "tls_listen": opts.front.as_ref().map(|f| f.listen.to_string()),
+        }),
     );
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));

@@ -81,6 +81,22 @@ pub struct Endpoint {
     pub via: Option<Egress>,
     /// The provider's own TLS settings, if any.
     pub own_tls: Option<std::sync::Arc<ProviderTls>>,
+    /// Whether its connections speak HTTP/2 (`http2`).
+    pub http2: Http2,
+}
+
+/// A provider's `http2` setting: which protocol its connections speak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Http2 {
+    /// HTTP/2 where the provider's TLS handshake (ALPN) chooses it, else HTTP/1.1; plaintext
+    /// providers are reached over HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/2 only: over TLS a provider that does not choose it fails the connect; over
+    /// plaintext it is spoken with prior knowledge (h2c).
+    Always,
+    /// HTTP/1.1 only.
+    Never,
 }
 
 impl Endpoint {

@@ -69,6 +69,9 @@ pub struct ProviderSection {
     /// endpoint reached by address).
     #[serde(default)]
     pub tls_server_name: Option<String>,
+    /// "auto" (HTTP/2 where the provider's TLS handshake offers it), "always" or "never".
+    #[serde(default)]
+    pub http2: Option<String>,
 }
 
 fn default_profile() -> String {

@@ -13,7 +13,7 @@ use crate::ids::ConnNames;
 use crate::resilience::classify;
 use crate::route::{Candidate, Entry};
 use crate::upstream::UpConn;
-use crate::upstream::stream::{PlainBody, TlsBody, UpStream};
+use crate::upstream::stream::{H2Body, PlainBody, TlsBody, UpStream};
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -133,6 +133,7 @@ pub(super) fn commit(
                     relay(wr, watch, &mut PlainBody(s), buf, head, &r, request).await
                 }
                 UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, request).await,
+                UpStream::H2(s) => relay(wr, watch, &mut H2Body(s), buf, head, &r, request).await,
             }
         };
         let (cand, head, core) = (ready.cand, &ready.head, ctx.core);

@@ -48,6 +48,7 @@ mod deliver;
 mod exchange;
 pub mod forward;
 mod give_up;
+mod h2_failure;
 mod idempotent;
 mod intake;
 pub mod judge;

@@ -47,6 +47,7 @@ pub(super) async fn run(
         dns: RefCell::default(),
         tls,
         own_tls: RefCell::default(),
+        h2: RefCell::default(),
         metrics: metrics.clone(),
         connect_timeout: Duration::from_millis(generation.config.upstream.connect_timeout_ms),
         dns_ttl_ms: generation.config.upstream.dns_ttl_ms,
@@ -97,6 +98,7 @@ pub(super) async fn run(
     life.count_cut(core.open_conns.get());
     core.flush_log();
     core.pool.borrow_mut().clear();
+    core.connector.h2.borrow_mut().clear();
 }
 
 /// How long after the grace's end the cut streams get to send their error event and log line.
@@ -210,6 +212,9 @@ async fn tick(core: Rc<Core>) {
         if now_exhausted != exhaustions {
             exhaustions = now_exhausted;
             core.pool.borrow_mut().clear();
+            // HTTP/2 connections carrying no stream.
+            let now = crate::clock::now_ms();
+            core.connector.h2.borrow_mut().sweep(now, 0);
         }
         core.install_newest();
         core.sync();
@@ -218,6 +223,8 @@ async fn tick(core: Rc<Core>) {
             let now = crate::clock::now_ms();
             core.pool.borrow_mut().sweep(now);
             let generation = core.generation();
+            let idle_ms = generation.config.upstream.pool_idle_timeout_ms;
+            core.connector.h2.borrow_mut().sweep(now, idle_ms);
             let s = &generation.config.resilience;
             core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
             core.sweep_pins(crate::clock::unix_ms());

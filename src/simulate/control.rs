@@ -12,6 +12,7 @@ pub(super) fn control(state: &SimState, head: &crate::http::Head, body: &[u8]) -
     match (head.method(), head.path()) {
         ("GET", "/_sim/stats") => ok(state.stats.to_json()),
         ("GET", "/_sim/requests") => ok(state.stats.recent_json()),
+        ("GET", "/_sim/front") => ok(serde_json::to_value(&*state.front).unwrap_or_default()),
         ("GET", "/_sim/accounts") => ok(state.accounts.claims()),
         ("POST", "/_sim/reset") => {
             state.stats.reset();

@@ -7,6 +7,7 @@ mod ask;
 pub mod body;
 mod control;
 pub mod fault;
+pub mod front;
 mod gemini;
 mod listen_queue;
 mod provider_head;
@@ -52,6 +53,8 @@ pub struct SimOptions {
     pub strict: bool,
     /// Answer a request that offers tools with a call to its first one (`tools`).
     pub call_tools: bool,
+    /// A TLS front (HTTP/2 and HTTP/1.1) relaying to this listener (`front`).
+    pub front: Option<front::FrontOptions>,
 }
 
 impl Default for SimOptions {
@@ -67,6 +70,7 @@ impl Default for SimOptions {
             token_lifetime_s: 3_600,
             strict: false,
             call_tools: false,
+            front: None,
         }
     }
 }
@@ -84,6 +88,8 @@ pub struct SimState {
     /// Claude subscription mode: each key's usage wall.
     accounts: subscription::Accounts,
     shutdown: AtomicBool,
+    /// The TLS front's counters (`/_sim/front`).
+    pub front: Arc<front::FrontStats>,
 }
 
 pub struct Simulator {
@@ -134,16 +140,27 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
         stats: Stats::default(),
         accounts: Default::default(),
         shutdown: AtomicBool::new(false),
+        front: Arc::default(),
     });
+    let front = match &opts.front {
+        Some(o) => Some(Arc::new(front::Front {
+            config: front::server_config(o)?,
+            opts: o.clone(),
+            core: opts.listen,
+            stats: state.front.clone(),
+        })),
+        None => None,
+    };
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let mut threads = Vec::new();
     for i in 0..opts.workers.max(1) {
         let state = state.clone();
         let tx = tx.clone();
+        let front = front.clone();
         let t = std::thread::Builder::new()
             .name(format!("sim-{i}"))
             .spawn(move || {
-                let fut = sim_main(state.clone(), tx.clone());
+                let fut = sim_main(state.clone(), front, tx.clone());
                 if !state.opts.force_epoll
                     && monoio::utils::detect_uring()
                     && let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
@@ -180,8 +197,29 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
 /// The simulator's listen queue (the kernel caps it at `somaxconn`).
 const QUEUE: usize = 4096;
 
-async fn sim_main(state: Arc<SimState>, ready: std::sync::mpsc::Sender<Result<(), String>>) {
+async fn sim_main(
+    state: Arc<SimState>,
+    front: Option<Arc<front::Front>>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) {
     let opts = ListenerOpts::new().reuse_port(true).backlog(QUEUE as i32);
+    if let Some(front) = front {
+        match TcpListener::bind_with_config(front.opts.listen, &opts) {
+            Ok(l) => {
+                let s = state.clone();
+                monoio::spawn(front::run(front, l, move || {
+                    s.shutdown.load(Ordering::Relaxed)
+                }));
+            }
+            Err(e) => {
+                let _ = ready.send(Err(format!(
+                    "simulator front cannot listen on {}: {e}",
+                    front.opts.listen
+                )));
+                return;
+            }
+        }
+    }
     let listener = match TcpListener::bind_with_config(state.opts.listen, &opts) {
         Ok(l) => l,
         Err(e) => {

@@ -2,6 +2,7 @@
 
 pub mod call;
 pub mod dns;
+pub mod h2;
 pub mod pool;
 pub mod stream;
 pub mod tls;
@@ -31,6 +32,17 @@ pub struct UpConn {
 }
 
 impl UpConn {
+    /// A new connection's (no buffer until bytes come: the first read takes the core's,
+    /// `http::buffers`).
+    fn new(stream: UpStream, fd: std::os::fd::RawFd) -> UpConn {
+        UpConn {
+            stream,
+            buf: BytesMut::new(),
+            reused: false,
+            fd,
+        }
+    }
+
     /// Whether the server closed this idle connection or sent something on it unasked (an
     /// idle-timeout `408`, a stray answer). Such bytes would be read as the next request's
     /// answer, so the connection must not be used. One non-blocking peek, nothing consumed
@@ -100,16 +112,42 @@ pub struct Connector {
     pub tls: tls::CoreTls,
     /// Providers' own TLS configs built on this core (`tls::for_provider`), by their settings
     /// (a few: one per provider with settings of its own).
-    pub own_tls:
-        std::cell::RefCell<Vec<(Arc<crate::config::ProviderTls>, Arc<rustls::ClientConfig>)>>,
+    pub own_tls: std::cell::RefCell<Vec<(Arc<crate::config::ProviderTls>, tls::Configs)>>,
+    /// The core's HTTP/2 connections (`h2`).
+    pub h2: std::cell::RefCell<h2::H2Pool>,
     /// The core's counters (TLS handshakes, full and resumed).
     pub metrics: Arc<crate::metrics::CoreMetrics>,
     pub connect_timeout: Duration,
     pub dns_ttl_ms: u64,
 }
 
+/// A connection made: its stream, its socket, and whether its TLS chose HTTP/2.
+struct Made {
+    stream: UpStream,
+    fd: std::os::fd::RawFd,
+    h2: bool,
+}
+
 impl Connector {
+    /// A new HTTP/1.1 connection (the side calls, and providers that speak only HTTP/1.1).
     pub async fn connect(&self, ep: &Endpoint) -> Result<UpConn, ConnectError> {
+        let m = self.make(ep, tls::Alpn::Http1).await?;
+        Ok(UpConn::new(m.stream, m.fd))
+    }
+
+    /// A connection (or an HTTP/2 stream) for a request to provider `key` at `ep`, by its
+    /// `http2` setting (`h2`).
+    pub async fn open(&self, key: usize, ep: &Endpoint) -> Result<UpConn, ConnectError> {
+        use crate::config::Http2;
+        let alpn = match (ep.http2, ep.tls) {
+            (Http2::Never, _) | (Http2::Auto, false) => return self.connect(ep).await,
+            (Http2::Auto, true) => tls::Alpn::Either,
+            (Http2::Always, _) => tls::Alpn::H2,
+        };
+        h2::open::open(self, key, ep, alpn).await
+    }
+
+    async fn make(&self, ep: &Endpoint, alpn: tls::Alpn) -> Result<Made, ConnectError> {
         // Through an egress proxy, the connection is to the proxy (`tunnel`).
         let (host, port) = ep
             .via
@@ -148,8 +186,9 @@ impl Connector {
                 }
             }
             let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+            let mut h2 = !ep.tls && alpn == tls::Alpn::H2;
             let stream = if ep.tls {
-                let (config, name) = self.tls_for(ep)?;
+                let (config, name) = self.tls_for(ep, alpn)?;
                 let name = rustls_pki_types::ServerName::try_from(name.to_string())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
                 let handshake = tls_stream::TlsStream::connect(tcp, config, name);
@@ -157,6 +196,7 @@ impl Connector {
                     Ok(Ok(s)) => {
                         let kind = usize::from(s.resumed());
                         self.metrics.tls_handshakes[kind].fetch_add(1, Ordering::Relaxed);
+                        h2 = s.alpn() == Some(b"h2");
                         UpStream::Tls(Box::new(s))
                     }
                     Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
@@ -165,13 +205,7 @@ impl Connector {
             } else {
                 UpStream::Plain(tcp)
             };
-            return Ok(UpConn {
-                stream,
-                // No buffer until bytes come: the first read takes the core's (`http::buffers`).
-                buf: BytesMut::new(),
-                reused: false,
-                fd,
-            });
+            return Ok(Made { stream, fd, h2 });
         }
         Err(last)
     }
@@ -181,21 +215,23 @@ impl Connector {
     fn tls_for<'e>(
         &self,
         ep: &'e Endpoint,
+        alpn: tls::Alpn,
     ) -> Result<(Arc<rustls::ClientConfig>, &'e str), ConnectError> {
         let Some(own) = &ep.own_tls else {
-            return Ok((self.tls.config.clone(), &ep.host));
+            return Ok((self.tls.config(alpn).clone(), &ep.host));
         };
         let name = own.server_name.as_deref().unwrap_or(&ep.host);
         let mut built = self.own_tls.borrow_mut();
         if let Some((_, c)) = built.iter().find(|(s, _)| **s == **own) {
-            return Ok((c.clone(), name));
+            return Ok((c[alpn as usize].clone(), name));
         }
         let config = tls::for_provider(&self.tls.roots, own).map_err(ConnectError::Tls)?;
         // Reloads make new settings: the oldest built go first.
         if built.len() >= 32 {
             built.remove(0);
         }
-        built.push((own.clone(), config.clone()));
-        Ok((config, name))
+        let chosen = config[alpn as usize].clone();
+        built.push((own.clone(), config));
+        Ok((chosen, name))
     }
 }

@@ -13,6 +13,13 @@ pub use super::tls_stream::TlsStream;
 pub enum UpStream {
     Plain(TcpStream),
     Tls(Box<TlsStream>),
+    /// One stream on an HTTP/2 connection (`upstream::h2`): read as an HTTP/1.1 exchange, its
+    /// request sent by [`super::h2::stream::H2Stream::send`], never written to.
+    H2(Box<super::h2::stream::H2Stream>),
+}
+
+fn not_written() -> std::io::Error {
+    std::io::Error::other("an HTTP/2 stream's request is sent whole, not written")
 }
 
 impl AsyncReadRent for UpStream {
@@ -23,6 +30,7 @@ impl AsyncReadRent for UpStream {
         match self {
             UpStream::Plain(s) => s.read(buf).await,
             UpStream::Tls(s) => s.read(buf).await,
+            UpStream::H2(s) => s.read_raw(buf).await,
         }
     }
 
@@ -30,6 +38,7 @@ impl AsyncReadRent for UpStream {
         match self {
             UpStream::Plain(s) => s.readv(buf).await,
             UpStream::Tls(s) => s.readv(buf).await,
+            UpStream::H2(_) => (Err(std::io::ErrorKind::Unsupported.into()), buf),
         }
     }
 }
@@ -39,6 +48,7 @@ impl AsyncWriteRent for UpStream {
         match self {
             UpStream::Plain(s) => s.write(buf).await,
             UpStream::Tls(s) => s.write(buf).await,
+            UpStream::H2(_) => (Err(not_written()), buf),
         }
     }
 
@@ -46,6 +56,7 @@ impl AsyncWriteRent for UpStream {
         match self {
             UpStream::Plain(s) => s.writev(buf).await,
             UpStream::Tls(s) => s.writev(buf).await,
+            UpStream::H2(_) => (Err(not_written()), buf),
         }
     }
 
@@ -53,6 +64,7 @@ impl AsyncWriteRent for UpStream {
         match self {
             UpStream::Plain(s) => s.flush().await,
             UpStream::Tls(s) => s.flush().await,
+            UpStream::H2(_) => Ok(()),
         }
     }
 
@@ -60,6 +72,7 @@ impl AsyncWriteRent for UpStream {
         match self {
             UpStream::Plain(s) => s.shutdown().await,
             UpStream::Tls(s) => s.shutdown().await,
+            UpStream::H2(_) => Ok(()),
         }
     }
 }
@@ -69,7 +82,7 @@ impl UpStream {
     /// its end); a plain stream leaves them all on the socket.
     pub fn holds_unread(&self) -> bool {
         match self {
-            UpStream::Plain(_) => false,
+            UpStream::Plain(_) | UpStream::H2(_) => false,
             UpStream::Tls(s) => s.holds_unread(),
         }
     }
@@ -91,6 +104,7 @@ impl UpStream {
         match self {
             UpStream::Plain(s) => read_when_ready(s, buf, false).await,
             UpStream::Tls(s) => s.read_into(buf, true, false).await,
+            UpStream::H2(s) => s.read_into(buf).await,
         }
     }
 }
@@ -168,6 +182,19 @@ impl BodyRead for PlainBody<'_> {
         } else {
             crate::http::io::read_more(self.0, buf).await
         }
+    }
+}
+
+/// One HTTP/2 stream's body (its connection's task reads the socket; nothing to release).
+pub(crate) struct H2Body<'a>(pub &'a mut super::h2::stream::H2Stream);
+
+impl BodyRead for H2Body<'_> {
+    async fn read_body(
+        &mut self,
+        buf: &mut bytes::BytesMut,
+        _event_stream: bool,
+    ) -> std::io::Result<usize> {
+        self.0.read_into(buf).await
     }
 }
 

@@ -24,22 +24,61 @@ fn add_pem_file(roots: &mut RootCertStore, path: &str) -> Result<usize, String> 
     Ok(added)
 }
 
-/// What a core opens TLS connections with: the client config (its own session store) and the
-/// trusted roots, from which a provider with TLS settings of its own gets its config.
+/// Which protocols a connection offers in its TLS handshake (ALPN), by the provider's `http2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    /// `http/1.1` alone (`http2 = "never"`, and the side calls).
+    Http1 = 0,
+    /// `h2` first, then `http/1.1`: the server chooses (`auto`).
+    Either = 1,
+    /// `h2` alone (`always`).
+    H2 = 2,
+}
+
+impl Alpn {
+    fn protocols(self) -> Vec<Vec<u8>> {
+        match self {
+            Alpn::Http1 => vec![b"http/1.1".to_vec()],
+            Alpn::Either => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            Alpn::H2 => vec![b"h2".to_vec()],
+        }
+    }
+}
+
+/// One client config per [`Alpn`], sharing one TLS session store.
+pub type Configs = [Arc<rustls::ClientConfig>; 3];
+
+/// `cfg` with each ALPN choice, all with one new session store (`tls_sessions`): a burst of
+/// new connections resumes what the earlier ones made, whichever protocol they spoke.
+fn with_sessions(cfg: &rustls::ClientConfig) -> Configs {
+    let sessions = Arc::new(super::tls_sessions::Sessions::default());
+    [Alpn::Http1, Alpn::Either, Alpn::H2].map(|alpn| {
+        let mut c = cfg.clone();
+        c.alpn_protocols = alpn.protocols();
+        c.resumption = rustls::client::Resumption::store(sessions.clone());
+        Arc::new(c)
+    })
+}
+
+/// What a core opens TLS connections with: the client configs (its own session store) and the
+/// trusted roots, from which a provider with TLS settings of its own gets its configs.
 #[derive(Clone)]
 pub struct CoreTls {
-    pub config: Arc<rustls::ClientConfig>,
+    pub configs: Configs,
     pub roots: Arc<RootCertStore>,
 }
 
-/// A core's own copy of the client config, with its own TLS session store
-/// (`tls_sessions`): a burst of new connections resumes what the core's earlier ones made.
+impl CoreTls {
+    /// The config offering `alpn`.
+    pub fn config(&self, alpn: Alpn) -> &Arc<rustls::ClientConfig> {
+        &self.configs[alpn as usize]
+    }
+}
+
+/// A core's own copy of the client configs, with its own TLS session store.
 pub fn for_core(base: &CoreTls) -> CoreTls {
-    let mut cfg = (*base.config).clone();
-    let sessions = Arc::new(super::tls_sessions::Sessions::default());
-    cfg.resumption = rustls::client::Resumption::store(sessions);
     CoreTls {
-        config: Arc::new(cfg),
+        configs: with_sessions(base.config(Alpn::Http1)),
         roots: base.roots.clone(),
     }
 }
@@ -79,29 +118,25 @@ fn builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::Wants
 /// Build the process's client config. `roots` is "webpki", "system" or "both".
 pub fn client_config(roots: &str, ca_file: Option<&str>) -> Result<CoreTls, String> {
     let store = root_store(roots, ca_file)?;
-    let mut cfg = builder()?
+    let cfg = builder()?
         .with_root_certificates(store.clone())
         .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(CoreTls {
-        config: Arc::new(cfg),
+        configs: with_sessions(&cfg),
         roots: Arc::new(store),
     })
 }
 
-/// A provider's own client config (on a core: its own session store): the roots plus its CA,
+/// A provider's own client configs (on a core: their own session store): the roots plus its CA,
 /// and its client certificate (mTLS). The PEMs were read and checked with the config.
-pub fn for_provider(
-    roots: &RootCertStore,
-    own: &ProviderTls,
-) -> Result<Arc<rustls::ClientConfig>, String> {
+pub fn for_provider(roots: &RootCertStore, own: &ProviderTls) -> Result<Configs, String> {
     let mut store = roots.clone();
     if let Some(pem) = &own.ca_pem {
         let certs = CertificateDer::pem_slice_iter(pem).filter_map(Result::ok);
         store.add_parsable_certificates(certs);
     }
     let b = builder()?.with_root_certificates(store);
-    let mut cfg = match (&own.client_cert_pem, &own.client_key_pem) {
+    let cfg = match (&own.client_cert_pem, &own.client_key_pem) {
         (Some(cert), Some(key)) => {
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
                 .filter_map(Result::ok)
@@ -113,8 +148,5 @@ pub fn for_provider(
         }
         _ => b.with_no_client_auth(),
     };
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let sessions = Arc::new(super::tls_sessions::Sessions::default());
-    cfg.resumption = rustls::client::Resumption::store(sessions);
-    Ok(Arc::new(cfg))
+    Ok(with_sessions(&cfg))
 }

@@ -308,6 +308,7 @@ mod tests {
                 base_path: "/t".into(),
                 via: None,
                 own_tls: None,
+                http2: Default::default(),
             },
             client_id: "c".into(),
             expires_at_ms: expires,

@@ -65,6 +65,7 @@ pub(in crate::config) fn route_through(
 ) {
     let e = &pr.endpoint;
     pr.endpoint.own_tls = super::provider_tls::provider_tls(p, at, ps, e.tls);
+    pr.endpoint.http2 = http2(p, at, ps);
     let e = &pr.endpoint;
     pr.endpoint.via = egress(p, at, ps, (&e.host, e.tls), from_env, env);
     for c in &mut pr.connections {
@@ -72,6 +73,23 @@ pub(in crate::config) fn route_through(
             let t = &o.token_url;
             let quiet = &mut Problems::default();
             o.token_url.via = egress(quiet, at, ps, (&t.host, t.tls), from_env, env);
+        }
+    }
+}
+
+/// The provider's `http2` setting.
+fn http2(p: &mut Problems, at: &str, ps: &ProviderSection) -> super::super::Http2 {
+    use super::super::Http2;
+    match ps.http2.as_deref() {
+        None | Some("auto") => Http2::Auto,
+        Some("always") => Http2::Always,
+        Some("never") => Http2::Never,
+        Some(other) => {
+            p.add(
+                format!("{at}.http2"),
+                format!("`{other}` is not one of auto, always, never"),
+            );
+            Http2::Auto
         }
     }
 }

@@ -71,6 +71,7 @@ fn provider(
             base_path: String::new(),
             via: None,
             own_tls: None,
+            http2: Default::default(),
         }
     });
     if ps.connections.is_empty() {
@@ -290,6 +291,7 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
         base_path: path.trim_end_matches('/').to_string(),
         via: None,
         own_tls: None,
+        http2: Default::default(),
     })
 }
 

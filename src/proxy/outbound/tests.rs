@@ -39,6 +39,7 @@ fn provider(dialect: Dialect) -> (Provider, Connection) {
             base_path: "/v1".into(),
             via: None,
             own_tls: None,
+            http2: Default::default(),
         },
         anthropic_version: "2023-06-01".into(),
         oauth_beta: String::new(),

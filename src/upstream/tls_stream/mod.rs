@@ -91,6 +91,11 @@ impl TlsStream {
         self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
     }
 
+    /// The protocol the server chose in the handshake (ALPN), if it chose one.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
     /// The next decrypted bytes into `buf`. `park`: hold no pooled buffer while waiting for
     /// them (a held event stream waits far longer than it reads): `buf` takes one only when
     /// the socket has bytes. `standing`: an event stream's read, whose owner releases the

@@ -1,0 +1,24 @@
+//! What an HTTP/2 stream's failure before its answer means for the request: a stream the
+//! provider refused unprocessed (`REFUSED_STREAM`, or above a `GOAWAY`'s last stream id) is
+//! sent again on another stream, blaming no key; a connection that failed under many streams
+//! counts once against the provider (its first stream to report it), not once per stream.
+
+use super::exchange::Failed;
+use crate::upstream::h2::stream::{Failure, H2Stream};
+
+pub(super) fn judge(f: &mut Failed, s: &H2Stream) {
+    match s.failure() {
+        Some(Failure::Refused) => {
+            // Never reached the model: a safe retry of the same candidate, as a stale pooled
+            // connection's is.
+            f.stale_pooled = true;
+            f.self_inflicted = true;
+            f.detail = format!("{} (refused unprocessed: sent again)", f.detail);
+        }
+        Some(Failure::ConnectionLost) if !s.first_to_report() => {
+            f.self_inflicted = true;
+            f.detail = format!("{} (its connection's failure, counted once)", f.detail);
+        }
+        _ => {}
+    }
+}

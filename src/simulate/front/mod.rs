@@ -1,0 +1,151 @@
+//! The simulator's TLS front: HTTP/2 (and HTTP/1.1) over TLS, as real providers are reached,
+//! each request relayed to the simulator's own HTTP/1.1 listener (`relay`) so that every
+//! fault it injects holds over TLS too; and faults of HTTP/2's own (`H2Faults`): GOAWAY,
+//! REFUSED_STREAM, a dropped connection, a slow receive window.
+
+mod relay;
+mod tls;
+
+use monoio::net::{TcpListener, TcpStream};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Faults of the HTTP/2 layer (0: none).
+#[derive(Clone, Debug, Default)]
+pub struct H2Faults {
+    /// Refuse every Nth stream (`RST_STREAM(REFUSED_STREAM)`, nothing relayed).
+    pub refuse_every: u64,
+    /// After N streams on a connection, shut it down gracefully (GOAWAY): the streams it took
+    /// run to their end, later ones are refused by it.
+    pub goaway_after: u64,
+    /// After N streams on a connection, drop it (every stream on it fails).
+    pub drop_after: u64,
+    /// Advertise this receive window (bytes) and give it back slowly: a request body larger
+    /// waits on WINDOW_UPDATEs.
+    pub slow_window: u32,
+}
+
+impl H2Faults {
+    /// `refuse-every=N`, `goaway-after=N`, `drop-after=N`, `slow-window=BYTES`.
+    pub fn parse_into(&mut self, spec: &str) -> Result<(), String> {
+        let (name, n) = spec
+            .split_once('=')
+            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, slow-window)")?;
+        let n: u64 = n.parse().map_err(|_| format!("`{n}` is not a number"))?;
+        match name {
+            "refuse-every" => self.refuse_every = n,
+            "goaway-after" => self.goaway_after = n,
+            "drop-after" => self.drop_after = n,
+            "slow-window" => self.slow_window = u32::try_from(n).map_err(|_| "too large")?,
+            other => return Err(format!("`{other}` is not an HTTP/2 fault")),
+        }
+        Ok(())
+    }
+}
+
+/// Where the front listens and what it serves.
+#[derive(Clone, Debug)]
+pub struct FrontOptions {
+    pub listen: SocketAddr,
+    /// PEM certificate chain and key.
+    pub cert_file: String,
+    pub key_file: String,
+    /// Offer HTTP/2 (else HTTP/1.1 only).
+    pub http2: bool,
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    pub max_streams: u32,
+    pub faults: H2Faults,
+}
+
+/// What the front saw (in `/_sim/stats` as `front`).
+#[derive(Default, serde::Serialize)]
+pub struct FrontStats {
+    pub connections_h2: AtomicU64,
+    pub connections_http1: AtomicU64,
+    pub handshakes_resumed: AtomicU64,
+    pub streams: AtomicU64,
+    pub peak_streams: AtomicU64,
+    #[serde(skip)]
+    pub open_streams: AtomicU64,
+    pub refused: AtomicU64,
+    pub goaways: AtomicU64,
+    pub dropped: AtomicU64,
+}
+
+/// Read the certificate and key and make the server config.
+pub fn server_config(o: &FrontOptions) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&o.cert_file)
+        .map_err(|e| format!("{}: {e}", o.cert_file))?
+        .filter_map(Result::ok)
+        .collect();
+    let key =
+        PrivateKeyDer::from_pem_file(&o.key_file).map_err(|e| format!("{}: {e}", o.key_file))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the front's certificate: {e}"))?;
+    cfg.alpn_protocols = if o.http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(16 * 1024);
+    Ok(Arc::new(cfg))
+}
+
+/// What each of the front's connections needs.
+pub struct Front {
+    pub opts: FrontOptions,
+    pub config: Arc<rustls::ServerConfig>,
+    /// The simulator's own (plain) listener, where requests are relayed.
+    pub core: SocketAddr,
+    pub stats: Arc<FrontStats>,
+}
+
+/// Accept on the front's listener until `stop` says.
+pub async fn run(front: Arc<Front>, listener: TcpListener, stop: impl Fn() -> bool) {
+    let mut accept = Box::pin(listener.accept());
+    loop {
+        monoio::select! {
+            a = &mut accept => {
+                if let Ok((s, _)) = a {
+                    super::close_on_exec(&s);
+                    monoio::spawn(serve(front.clone(), s));
+                } else {
+                    monoio::time::sleep(Duration::from_millis(10)).await;
+                }
+                accept = Box::pin(listener.accept());
+            }
+            _ = monoio::time::sleep(Duration::from_millis(100)) => {
+                if stop() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn serve(front: Arc<Front>, tcp: TcpStream) {
+    let _ = tcp.set_nodelay(true);
+    let Ok(tls) = tls::ServerTls::accept(tcp, front.config.clone()).await else {
+        return;
+    };
+    let st = &front.stats;
+    if tls.resumed() {
+        st.handshakes_resumed.fetch_add(1, Ordering::Relaxed);
+    }
+    if tls.alpn() == Some(b"h2") {
+        st.connections_h2.fetch_add(1, Ordering::Relaxed);
+        relay::serve_h2(front.clone(), tls).await;
+    } else {
+        st.connections_http1.fetch_add(1, Ordering::Relaxed);
+        relay::pipe_http1(&front, tls).await;
+    }
+}

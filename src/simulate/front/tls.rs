@@ -1,0 +1,158 @@
+//! The simulator front's TLS: rustls's buffered server connection over a monoio socket. A
+//! test tool's, not the request path's (Ringside's own TLS is `upstream::tls_stream`): plain
+//! copies through small buffers, one read or write at a time.
+
+use monoio::BufResult;
+use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use rustls::ServerConnection;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+pub struct ServerTls {
+    tcp: TcpStream,
+    conn: ServerConnection,
+}
+
+impl ServerTls {
+    /// Complete the handshake on `tcp`.
+    pub async fn accept(
+        tcp: TcpStream,
+        config: Arc<rustls::ServerConfig>,
+    ) -> io::Result<ServerTls> {
+        let conn = ServerConnection::new(config).map_err(io::Error::other)?;
+        let mut s = ServerTls { tcp, conn };
+        while s.conn.is_handshaking() {
+            s.send_records().await?;
+            if !s.conn.is_handshaking() {
+                break;
+            }
+            if s.receive_records().await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        s.send_records().await?;
+        Ok(s)
+    }
+
+    /// Whether the handshake resumed an earlier session.
+    pub fn resumed(&self) -> bool {
+        self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+    }
+
+    /// The protocol the handshake chose (ALPN).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
+    async fn send_records(&mut self) -> io::Result<()> {
+        while self.conn.wants_write() {
+            let mut out = Vec::new();
+            self.conn.write_tls(&mut out)?;
+            self.tcp.write_all(out).await.0?;
+        }
+        Ok(())
+    }
+
+    /// Receive and process records; 0 at the peer's end.
+    async fn receive_records(&mut self) -> io::Result<usize> {
+        let (r, buf) = self.tcp.read(vec![0u8; 16 * 1024]).await;
+        let n = r?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut at = &buf[..n];
+        while !at.is_empty() {
+            self.conn.read_tls(&mut at)?;
+            self.conn
+                .process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        }
+        Ok(n)
+    }
+
+    async fn read_plain(&mut self, room: usize) -> io::Result<Vec<u8>> {
+        loop {
+            let mut out = vec![0u8; room];
+            match self.conn.reader().read(&mut out) {
+                Ok(n) => {
+                    out.truncate(n);
+                    return Ok(out);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            // (Records owed to the client go out with the next write: the HTTP/2 codec reads
+            // and writes at once, and two writes must not interleave.)
+            if self.receive_records().await? == 0 {
+                return Ok(Vec::new());
+            }
+        }
+    }
+}
+
+impl AsyncReadRent for ServerTls {
+    async fn read<T: IoBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
+        let plain = match self.read_plain(buf.bytes_total()).await {
+            Ok(p) => p,
+            Err(e) => return (Err(e), buf),
+        };
+        // SAFETY: `plain` is no longer than the buffer's room (`bytes_total`), and the bytes
+        // copied are then initialised, as `set_init` says.
+        unsafe {
+            std::ptr::copy_nonoverlapping(plain.as_ptr(), buf.write_ptr(), plain.len());
+            buf.set_init(plain.len());
+        }
+        (Ok(plain.len()), buf)
+    }
+
+    async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        (Err(io::ErrorKind::Unsupported.into()), buf)
+    }
+}
+
+impl AsyncWriteRent for ServerTls {
+    async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        // SAFETY: `read_ptr` points at `bytes_init` initialised bytes the buffer owns.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.read_ptr(), buf.bytes_init()) };
+        if let Err(e) = self.conn.writer().write_all(bytes) {
+            return (Err(e), buf);
+        }
+        let n = bytes.len();
+        match self.send_records().await {
+            Ok(()) => (Ok(n), buf),
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        // SAFETY: the runtime's own contract for vectored buffers: `read_iovec_ptr` points at
+        // `read_iovec_len` iovecs, each over initialised bytes the buffer owns.
+        let iovs =
+            unsafe { std::slice::from_raw_parts(buf.read_iovec_ptr(), buf.read_iovec_len()) };
+        let mut n = 0;
+        for v in iovs {
+            // SAFETY: as above, one iovec's bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) };
+            if let Err(e) = self.conn.writer().write_all(bytes) {
+                return (Err(e), buf);
+            }
+            n += bytes.len();
+        }
+        match self.send_records().await {
+            Ok(()) => (Ok(n), buf),
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        self.send_records().await
+    }
+
+    async fn shutdown(&mut self) -> io::Result<()> {
+        self.conn.send_close_notify();
+        self.send_records().await?;
+        self.tcp.shutdown().await
+    }
+}

@@ -1,0 +1,169 @@
+//! HTTP/2 to providers: per core, a few multiplexed connections per provider (`conn`), each
+//! request a stream on one (`stream`), read by the request path as an HTTP/1.1 exchange.
+//!
+//! A request takes the first connection with room (alive, under the server's
+//! `SETTINGS_MAX_CONCURRENT_STREAMS` and [`MAX_STREAMS`]); when none has room, one connection
+//! is opened and the requests that come meanwhile wait for it, up to its room, rather than
+//! each opening its own (a burst of 500 makes five connections, not 500).
+
+pub mod conn;
+pub mod open;
+pub mod request;
+pub mod stream;
+
+use conn::H2Conn;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::task::Waker;
+
+/// Streams Ringside opens on one connection at most, whatever the server allows: a lost
+/// connection fails at most this many streams.
+pub const MAX_STREAMS: usize = 100;
+
+/// A connection being opened, which the requests that come meanwhile wait for.
+#[derive(Default)]
+pub struct Opening {
+    /// Requests waiting for it (it has room for [`MAX_STREAMS`] less the one that opens it).
+    waiting: Cell<usize>,
+    done: Cell<bool>,
+    wakers: RefCell<Vec<Waker>>,
+}
+
+impl Opening {
+    fn finish(&self) {
+        self.done.set(true);
+        for w in self.wakers.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Wait until the opening ends (opened or not: the caller looks at the pool again).
+    pub async fn wait(&self) {
+        std::future::poll_fn(|cx| {
+            if self.done.get() {
+                return std::task::Poll::Ready(());
+            }
+            self.wakers.borrow_mut().push(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await;
+        self.waiting.set(self.waiting.get().saturating_sub(1));
+    }
+}
+
+/// The opening of a connection, held by the request that opens it: ends the opening when
+/// dropped, whatever happened (connected, failed, or the request went away).
+pub struct OpenGuard {
+    key: usize,
+    opening: Rc<Opening>,
+}
+
+/// What a request gets from the pool.
+pub enum Pick {
+    /// A connection with room: a stream on it.
+    Ready(stream::H2Stream),
+    /// One is being opened with room: wait for it, then pick again.
+    Wait(Rc<Opening>),
+    /// Open one (the guard ends the opening).
+    Open(OpenGuard),
+}
+
+/// Per provider (by index): its connections and the one being opened.
+#[derive(Default)]
+struct Origin {
+    conns: Vec<H2Conn>,
+    opening: Option<Rc<Opening>>,
+}
+
+/// A core's HTTP/2 connections.
+#[derive(Default)]
+pub struct H2Pool {
+    origins: Vec<Origin>,
+}
+
+impl H2Pool {
+    fn origin(&mut self, key: usize) -> &mut Origin {
+        if self.origins.len() <= key {
+            self.origins.resize_with(key + 1, Origin::default);
+        }
+        &mut self.origins[key]
+    }
+
+    /// A stream for provider `key`, or what to do for one.
+    pub fn pick(&mut self, key: usize, tls: bool) -> Pick {
+        let o = self.origin(key);
+        o.conns.retain(H2Conn::usable);
+        if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
+            return Pick::Ready(stream::H2Stream::on(c, tls));
+        }
+        if let Some(opening) = &o.opening
+            && opening.waiting.get() < MAX_STREAMS - 1
+        {
+            opening.waiting.set(opening.waiting.get() + 1);
+            return Pick::Wait(opening.clone());
+        }
+        let opening = Rc::new(Opening::default());
+        o.opening = Some(opening.clone());
+        Pick::Open(OpenGuard { key, opening })
+    }
+
+    /// A connection opened for provider `key`, and a stream on it for its opener.
+    pub fn add(&mut self, guard: &OpenGuard, conn: H2Conn, tls: bool) -> stream::H2Stream {
+        let o = self.origin(guard.key);
+        let s = stream::H2Stream::on(&conn, tls);
+        o.conns.push(conn);
+        s
+    }
+
+    /// End an opening (it is no longer what new requests wait for).
+    fn end(&mut self, guard: &OpenGuard) {
+        let o = self.origin(guard.key);
+        if o.opening
+            .as_ref()
+            .is_some_and(|x| Rc::ptr_eq(x, &guard.opening))
+        {
+            o.opening = None;
+        }
+        guard.opening.finish();
+    }
+
+    /// Close connections that carried no stream for `idle_ms` (run on a tick).
+    pub fn sweep(&mut self, now_ms: u64, idle_ms: u64) {
+        for o in &mut self.origins {
+            o.conns.retain(|c| {
+                let s = &c.shared;
+                c.usable()
+                    && (s.open.get() > 0 || now_ms.saturating_sub(s.idle_since_ms.get()) < idle_ms)
+            });
+        }
+    }
+
+    /// Connections open, and streams on them (for the metrics).
+    pub fn counts(&self) -> (usize, usize) {
+        self.origins
+            .iter()
+            .flat_map(|o| &o.conns)
+            .fold((0, 0), |(c, s), x| (c + 1, s + x.shared.open.get()))
+    }
+
+    pub fn clear(&mut self) {
+        self.origins.clear();
+    }
+}
+
+/// Ends its opening when dropped; the pool is the core's (`RefCell`, never borrowed across an
+/// await).
+pub struct Opener<'p> {
+    pub pool: &'p RefCell<H2Pool>,
+    pub guard: OpenGuard,
+}
+
+impl Drop for Opener<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut p) = self.pool.try_borrow_mut() {
+            p.end(&self.guard);
+        } else {
+            self.guard.opening.finish();
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! A request's connection when its provider may speak HTTP/2: a stream on a pooled connection
+//! with room, on one being opened (waited for), or on one this request opens; an HTTP/1.1
+//! connection when the provider's TLS chose HTTP/1.1.
+
+use super::super::{ConnectError, Connector, UpConn, UpStream, tls::Alpn};
+use super::{Opener, Pick};
+use crate::config::Endpoint;
+
+pub async fn open(
+    c: &Connector,
+    key: usize,
+    ep: &Endpoint,
+    alpn: Alpn,
+) -> Result<UpConn, ConnectError> {
+    let guard = loop {
+        // (The borrow ends before any wait.)
+        let pick = c.h2.borrow_mut().pick(key, ep.tls);
+        match pick {
+            Pick::Ready(s) => return Ok(on_stream(s, true)),
+            Pick::Wait(opening) => opening.wait().await,
+            Pick::Open(guard) => break guard,
+        }
+    };
+    // Ends the opening when this returns or is dropped (the request went away).
+    let opener = Opener { pool: &c.h2, guard };
+    let made = c.make(ep, alpn).await?;
+    if !made.h2 {
+        if alpn == Alpn::H2 && ep.tls {
+            return Err(ConnectError::Tls(
+                "the provider did not choose HTTP/2 (http2 = \"always\")".into(),
+            ));
+        }
+        // The provider speaks HTTP/1.1: this connection serves this request as such, and the
+        // request path pools it (those waiting open their own, as HTTP/1.1 requests do).
+        return Ok(UpConn::new(made.stream, made.fd));
+    }
+    let conn = super::conn::start(made.stream, made.fd)
+        .await
+        .map_err(|e| {
+            ConnectError::Connect(std::io::Error::other(format!("HTTP/2 handshake: {e}")))
+        })?;
+    let stream = c.h2.borrow_mut().add(&opener.guard, conn, ep.tls);
+    Ok(on_stream(stream, false))
+}
+
+/// A stream as the request path's connection. `reused`: on a connection that served before
+/// (a failure before its answer's first byte may be the connection's, not the provider's).
+fn on_stream(s: super::stream::H2Stream, reused: bool) -> UpConn {
+    let fd = s.fd();
+    let mut up = UpConn::new(UpStream::H2(Box::new(s)), fd);
+    up.reused = reused;
+    up
+}

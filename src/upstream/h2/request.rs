@@ -1,0 +1,142 @@
+//! The request as HTTP/2 sends it: the HTTP/1.1 head the request path built (its own bytes,
+//! already checked: client headers were filtered into it) read back into `http::Request`, with
+//! the `Host` header as `:authority` and the headers HTTP/2 forbids left out (RFC 9113 §8.2.2).
+
+use http::header::{HeaderName, HeaderValue};
+use std::io;
+
+/// Most headers one of our heads carries (the client's, filtered, and ours).
+const MAX_HEADERS: usize = 256;
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("HTTP/2 request: {what}"),
+    )
+}
+
+/// Connection-specific headers: meaningless on a multiplexed connection, and a protocol error
+/// there. (`te` is allowed as `trailers` only; our heads never send it.)
+fn connection_specific(name: &str) -> bool {
+    [
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "te",
+    ]
+    .iter()
+    .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// `head` (an HTTP/1.1 request head of ours, perhaps with the body's first bytes behind it)
+/// as an HTTP/2 request to `scheme`, and the length of the head.
+pub fn from_head(head: &[u8], scheme: &str) -> io::Result<(http::Request<()>, usize)> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let used = match req.parse(head) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err(invalid("an incomplete head")),
+        Err(e) => return Err(invalid(&e.to_string())),
+    };
+    let (Some(method), Some(path)) = (req.method, req.path) else {
+        return Err(invalid("no method or path"));
+    };
+    let host = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("host"))
+        .map(|h| h.value)
+        .ok_or_else(|| invalid("no host"))?;
+    let host = std::str::from_utf8(host).map_err(|_| invalid("a host that is not text"))?;
+    let uri = format!("{scheme}://{host}{path}");
+    let mut out = http::Request::builder().method(method).uri(uri);
+    let map = out
+        .headers_mut()
+        .ok_or_else(|| invalid("a bad method or path"))?;
+    for h in req.headers.iter() {
+        if connection_specific(h.name) {
+            continue;
+        }
+        let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| invalid(h.name))?;
+        let value = HeaderValue::from_bytes(h.value).map_err(|_| invalid(h.name))?;
+        map.append(name, value);
+    }
+    let request = out.body(()).map_err(|e| invalid(&e.to_string()))?;
+    Ok((request, used))
+}
+
+/// The HTTP/1.1 head the request path reads for an HTTP/2 answer: its status and headers,
+/// and `connection: close` (the answer ends where its stream does; nothing of it is pooled).
+/// Header values came through `http`'s checks: no CR, LF or NUL.
+pub fn write_response_head(resp: &http::response::Parts, out: &mut bytes::BytesMut) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(resp.status.as_str().as_bytes());
+    out.extend_from_slice(b" \r\n");
+    for (name, value) in &resp.headers {
+        if connection_specific(name.as_str()) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"connection: close\r\n\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_becomes_a_request_without_its_connection_headers() {
+        let head = b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: api.example.com:8443\r\n\
+            Connection: keep-alive\r\nAuthorization: Bearer k\r\ncontent-length: 2\r\n\
+            x-a: 1\r\nx-a: 2\r\n\r\n{}";
+        let (r, used) = from_head(head, "https").expect("a request");
+        assert_eq!(&head[used..], b"{}", "the body's bytes behind the head");
+        assert_eq!(r.method(), "POST");
+        assert_eq!(
+            r.uri().to_string(),
+            "https://api.example.com:8443/v1/chat/completions?x=1"
+        );
+        assert!(r.headers().get("host").is_none());
+        assert!(r.headers().get("connection").is_none());
+        assert_eq!(r.headers()["authorization"], "Bearer k");
+        assert_eq!(r.headers().get_all("x-a").iter().count(), 2);
+    }
+
+    #[test]
+    fn a_head_without_host_or_whole_is_refused() {
+        assert!(from_head(b"GET / HTTP/1.1\r\nx: y\r\n\r\n", "https").is_err());
+        assert!(from_head(b"GET / HTTP/1.1\r\nhost: a\r\n", "https").is_err());
+    }
+
+    #[test]
+    fn an_answer_reads_back_as_an_http1_head() {
+        let resp = http::Response::builder()
+            .status(429)
+            .header("content-type", "application/json")
+            .header("retry-after", "2")
+            .body(())
+            .expect("response");
+        let (parts, ()) = resp.into_parts();
+        let mut out = bytes::BytesMut::new();
+        write_response_head(&parts, &mut out);
+        let limits = crate::http::HeadLimits {
+            max_head_bytes: 4096,
+            max_headers: 16,
+        };
+        let (head, used) = crate::http::head::parse_response(&out, limits, false)
+            .expect("parses")
+            .expect("whole");
+        assert_eq!(used, out.len());
+        assert_eq!(head.status, 429);
+        assert_eq!(head.get_str("retry-after"), Some("2"));
+        assert!(!head.keep_alive);
+        assert_eq!(head.framing, crate::http::head::Framing::Close);
+    }
+}

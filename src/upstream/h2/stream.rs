@@ -1,0 +1,203 @@
+//! One request on an HTTP/2 connection, read by the request path as it reads an HTTP/1.1
+//! connection: the answer's head as HTTP/1.1 bytes (`request::write_response_head`), then its
+//! body's bytes, then the end (a read of 0) where the stream ends. What the stream's failure
+//! means for a retry is kept ([`Failure`]).
+
+use super::conn::{H2Conn, Shared};
+use bytes::{Bytes, BytesMut};
+use monoio_http::h2::client::{ResponseFuture, SendRequest};
+use monoio_http::h2::{Reason, RecvStream};
+use std::io;
+use std::rc::Rc;
+
+/// How a stream failed, as far as a retry is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The server refused it unprocessed: `RST_STREAM(REFUSED_STREAM)`, or a `GOAWAY` whose
+    /// last stream id is below it. Safe to send again, on any connection.
+    Refused,
+    /// The connection under it failed (closed, reset, a connection error, no PING answer).
+    ConnectionLost,
+    /// The server reset this stream alone.
+    Reset,
+}
+
+enum State {
+    /// Made, nothing sent.
+    Idle,
+    Awaiting(ResponseFuture),
+    Body(RecvStream),
+    Ended,
+}
+
+pub struct H2Stream {
+    send: SendRequest<Bytes>,
+    /// The connection's TCP socket.
+    fd: std::os::fd::RawFd,
+    shared: Rc<Shared>,
+    scheme: &'static str,
+    state: State,
+    /// Body bytes received and not yet read (a read had less room than a DATA frame).
+    pending: Bytes,
+    failure: Option<Failure>,
+}
+
+impl H2Stream {
+    /// A stream on `conn`, counted open until dropped. `tls`: the provider's scheme.
+    pub fn on(conn: &H2Conn, tls: bool) -> H2Stream {
+        conn.shared.open.set(conn.shared.open.get() + 1);
+        H2Stream {
+            send: conn.send.clone(),
+            fd: conn.fd,
+            shared: conn.shared.clone(),
+            scheme: if tls { "https" } else { "http" },
+            state: State::Idle,
+            pending: Bytes::new(),
+            failure: None,
+        }
+    }
+
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd
+    }
+
+    /// How it failed, if it did.
+    pub fn failure(&self) -> Option<Failure> {
+        self.failure
+    }
+
+    /// Whether this stream is the first of its connection to report the connection's failure
+    /// (the one that counts against the provider; its siblings' same failure does not).
+    pub fn first_to_report(&self) -> bool {
+        if self.failure != Some(Failure::ConnectionLost) {
+            return true;
+        }
+        !self.shared.failure_counted.replace(true)
+    }
+
+    /// Send the request: `head` (an HTTP/1.1 head of ours, a small body copied behind it) and
+    /// `body` (a large one's).
+    pub async fn send(&mut self, head: &Bytes, body: Bytes) -> io::Result<()> {
+        let (request, used) = super::request::from_head(head, self.scheme)?;
+        let body = match (used < head.len(), body.is_empty()) {
+            (false, _) => body,
+            (true, true) => head.slice(used..),
+            (true, false) => [&head[used..], &body[..]].concat().into(),
+        };
+        let mut send = std::future::poll_fn(|cx| self.send.poll_ready(cx))
+            .await
+            .map(|()| self.send.clone())
+            .map_err(|e| self.failed(e))?;
+        let end = body.is_empty();
+        let (response, mut tx) = send
+            .send_request(request, end)
+            .map_err(|e| self.failed(e))?;
+        if !end {
+            // Sent as the windows allow (the connection's task writes it): not awaited here.
+            tx.send_data(body, true).map_err(|e| self.failed(e))?;
+        }
+        self.state = State::Awaiting(response);
+        Ok(())
+    }
+
+    /// The answer's next bytes into `buf`: its head first (as HTTP/1.1), then its body; 0 at
+    /// its end.
+    pub async fn read_into(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        if !self.fill().await? {
+            return Ok(0);
+        }
+        crate::http::io::make_room(buf);
+        let n = self.pending.len().min(buf.capacity() - buf.len());
+        buf.extend_from_slice(&self.pending.split_to(n));
+        Ok(n)
+    }
+
+    /// [`Self::read_into`] for any buffer the runtime reads into.
+    pub async fn read_raw<T: monoio::buf::IoBufMut>(
+        &mut self,
+        mut buf: T,
+    ) -> (io::Result<usize>, T) {
+        match self.fill().await {
+            Ok(true) => {}
+            Ok(false) => return (Ok(0), buf),
+            Err(e) => return (Err(e), buf),
+        }
+        let n = self.pending.len().min(buf.bytes_total());
+        // SAFETY: `write_ptr` has room for `bytes_total` bytes and `n` is no more; the bytes
+        // copied are initialised, as `set_init` then says (as a read into it would).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.pending.as_ptr(), buf.write_ptr(), n);
+            buf.set_init(n);
+        }
+        let _ = self.pending.split_to(n);
+        (Ok(n), buf)
+    }
+
+    /// Have bytes waiting to be read (`true`), or the stream's end (`false`).
+    async fn fill(&mut self) -> io::Result<bool> {
+        while self.pending.is_empty() {
+            match &mut self.state {
+                State::Idle => return Err(io::Error::other("no request was sent")),
+                State::Ended => return Ok(false),
+                State::Awaiting(response) => {
+                    let r = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *response).poll(cx));
+                    match r.await {
+                        Ok(resp) => {
+                            let (parts, body) = resp.into_parts();
+                            let mut head = BytesMut::with_capacity(512);
+                            super::request::write_response_head(&parts, &mut head);
+                            self.pending = head.freeze();
+                            self.state = State::Body(body);
+                        }
+                        Err(e) => return Err(self.failed(e)),
+                    }
+                }
+                State::Body(body) => match std::future::poll_fn(|cx| body.poll_data(cx)).await {
+                    Some(Ok(data)) => {
+                        // Copied out as it is read: the window is given back at once.
+                        let _ = body.flow_control().release_capacity(data.len());
+                        self.pending = data;
+                    }
+                    Some(Err(e)) => return Err(self.failed(e)),
+                    None => self.state = State::Ended,
+                },
+            }
+        }
+        Ok(true)
+    }
+
+    /// Keep what `e` means for a retry, and say it as an I/O error.
+    fn failed(&mut self, e: monoio_http::h2::Error) -> io::Error {
+        let failure = if e.reason() == Some(Reason::REFUSED_STREAM)
+            || (e.is_go_away() && e.is_remote() && !self.answered())
+        {
+            // A GOAWAY fails only the streams above its last stream id: never processed.
+            Failure::Refused
+        } else if e.is_reset() && e.is_remote() {
+            Failure::Reset
+        } else {
+            Failure::ConnectionLost
+        };
+        self.failure = Some(failure);
+        let kind = match failure {
+            Failure::Refused => io::ErrorKind::ConnectionRefused,
+            _ => io::ErrorKind::ConnectionReset,
+        };
+        io::Error::new(kind, format!("HTTP/2: {e}"))
+    }
+
+    fn answered(&self) -> bool {
+        matches!(self.state, State::Body(_) | State::Ended)
+    }
+}
+
+impl Drop for H2Stream {
+    fn drop(&mut self) {
+        let s = &self.shared;
+        let open = s.open.get().saturating_sub(1);
+        s.open.set(open);
+        if open == 0 {
+            s.idle_since_ms.set(crate::clock::now_ms());
+        }
+    }
+}
