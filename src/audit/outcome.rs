@@ -28,11 +28,14 @@ pub enum AttemptOutcome {
     /// This host had no descriptor or port for the upstream connection: nothing was sent, and
     /// nothing is learned about the upstream.
     LocalResources,
+    /// The provider refused the request unprocessed (HTTP/2 `REFUSED_STREAM`, or above a
+    /// `GOAWAY`'s last stream): sent again, blaming no key.
+    Refused,
 }
 
 impl AttemptOutcome {
     /// Every outcome, in the order of the attempts metric's counters.
-    pub const ALL: [AttemptOutcome; 17] = [
+    pub const ALL: [AttemptOutcome; 18] = [
         AttemptOutcome::Ok,
         AttemptOutcome::Http4xx,
         AttemptOutcome::Http429,
@@ -50,6 +53,7 @@ impl AttemptOutcome {
         AttemptOutcome::ProtocolError,
         AttemptOutcome::Shutdown,
         AttemptOutcome::LocalResources,
+        AttemptOutcome::Refused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +75,7 @@ impl AttemptOutcome {
             AttemptOutcome::ProtocolError => "protocol_error",
             AttemptOutcome::Shutdown => "shutdown",
             AttemptOutcome::LocalResources => "local_resources",
+            AttemptOutcome::Refused => "refused",
         }
     }
 
@@ -195,6 +200,7 @@ mod tests {
                 "protocol_error",
                 "shutdown",
                 "local_resources",
+                "refused",
             ]
         );
         for (i, o) in AttemptOutcome::ALL.iter().enumerate() {

@@ -193,7 +193,7 @@ impl Aim<'_> {
                 let stale = up.reused && nothing_received && !timeout;
                 let mut end = self.time.failed(timeout, kind, detail);
                 if let AttemptEnd::Failed(f) = &mut end
-                    && let crate::upstream::UpStream::H2(h2) = &up.stream
+                    && let Some(h2) = up.stream.h2()
                 {
                     super::h2_failure::judge(f, h2);
                     return end;
@@ -289,8 +289,8 @@ async fn connect(
     loop {
         // A new connection is the rare path (pooled ones are reused): its ~6 KB of connect and
         // TLS state is boxed, not carried in every request's future.
-        let to = (aim.provider_index, &aim.provider.endpoint);
-        let connect = Box::pin(ctx.core.connector.open(to.0, to.1));
+        let connector = &ctx.core.connector;
+        let connect = Box::pin(connector.open(aim.provider_index, &aim.provider.endpoint));
         let connect = timer::timeout_at(aim.time.deadline, connect);
         let e = match watch.race(std::pin::pin!(connect)).await {
             Raced::ClientGone => return Err(AttemptEnd::ClientGone),

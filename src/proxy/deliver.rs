@@ -13,7 +13,7 @@ use crate::ids::ConnNames;
 use crate::resilience::classify;
 use crate::route::{Candidate, Entry};
 use crate::upstream::UpConn;
-use crate::upstream::stream::{H2Body, PlainBody, TlsBody, UpStream};
+use crate::upstream::stream::{H2Body, Layered, PlainBody, TlsBody, UpStream};
 use monoio::net::tcp::TcpOwnedWriteHalf;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -132,8 +132,14 @@ pub(super) fn commit(
                 UpStream::Plain(s) => {
                     relay(wr, watch, &mut PlainBody(s), buf, head, &r, request).await
                 }
-                UpStream::Tls(s) => relay(wr, watch, &mut TlsBody(s), buf, head, &r, request).await,
-                UpStream::H2(s) => relay(wr, watch, &mut H2Body(s), buf, head, &r, request).await,
+                UpStream::Layered(l) => match &mut **l {
+                    Layered::Tls(s) => {
+                        relay(wr, watch, &mut TlsBody(s), buf, head, &r, request).await
+                    }
+                    Layered::H2(s) => {
+                        relay(wr, watch, &mut H2Body(s), buf, head, &r, request).await
+                    }
+                },
             }
         };
         let (cand, head, core) = (ready.cand, &ready.head, ctx.core);
@@ -141,7 +147,10 @@ pub(super) fn commit(
             watch.pause_keepalive(false);
             return (uncommitted(&res), false);
         }
-        let (delivered, in_band) = judge_delivery(ctx, cand, head, &res);
+        let (mut delivered, in_band) = judge_delivery(ctx, cand, head, &res);
+        if let Some(s) = ready.up.stream.h2() {
+            super::h2_failure::after_commit(&mut delivered, s);
+        }
         let facts = Facts {
             entry,
             cand,

@@ -1,7 +1,8 @@
 //! What an HTTP/2 stream's failure before its answer means for the request: a stream the
 //! provider refused unprocessed (`REFUSED_STREAM`, or above a `GOAWAY`'s last stream id) is
 //! sent again on another stream, blaming no key; a connection that failed under many streams
-//! counts once against the provider (its first stream to report it), not once per stream.
+//! counts once against the provider (its first stream to report it), not once per stream,
+//! before the commit and after it.
 
 use super::exchange::Failed;
 use crate::upstream::h2::stream::{Failure, H2Stream};
@@ -13,12 +14,21 @@ pub(super) fn judge(f: &mut Failed, s: &H2Stream) {
             // connection's is.
             f.stale_pooled = true;
             f.self_inflicted = true;
-            f.detail = format!("{} (refused unprocessed: sent again)", f.detail);
+            f.kind = crate::audit::AttemptOutcome::Refused;
         }
         Some(Failure::ConnectionLost) if !s.first_to_report() => {
             f.self_inflicted = true;
             f.detail = format!("{} (its connection's failure, counted once)", f.detail);
         }
         _ => {}
+    }
+}
+
+/// A stream that failed after its commit because its connection did: judged once per
+/// connection (its first stream to report it), its siblings' same failure not counted again.
+pub(super) fn after_commit(delivered: &mut super::exchange::Delivered, s: &H2Stream) {
+    use super::exchange::Delivered;
+    if matches!(delivered, Delivered::Failed(_)) && !s.first_to_report() {
+        *delivered = Delivered::Unjudged;
     }
 }

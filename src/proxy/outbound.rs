@@ -179,8 +179,8 @@ unsafe impl monoio::buf::IoVecBuf for HeadAndBody {
 pub async fn send(stream: &mut crate::upstream::UpStream, out: &Outbound) -> std::io::Result<()> {
     use monoio::io::{AsyncWriteRent, AsyncWriteRentExt};
     let (head, body) = (&out.head, &out.body);
-    if let crate::upstream::UpStream::H2(h2) = stream {
-        return h2.send(head, body.clone()).await;
+    if let Some(h2) = stream.h2_mut() {
+        return h2.send(head, body).await;
     }
     if body.is_empty() {
         return stream.write_all(head.clone()).await.0.map(drop);

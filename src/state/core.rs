@@ -218,6 +218,12 @@ impl Core {
         );
         self.loads.borrow_mut().fit(cfg.slot_count(), fresh);
         self.flow.fit(cfg.slot_count());
+        // A provider slot that is new (or changed) may be reached elsewhere: none of the
+        // connections to what it was are used for it.
+        for &p in &generation.fresh_providers {
+            self.pool.borrow_mut().forget(p);
+            self.connector.h2.borrow_mut().forget(p);
+        }
         // A pin to a connection this generation lacks could never be honoured.
         self.pins
             .borrow_mut()

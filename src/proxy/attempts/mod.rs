@@ -30,6 +30,18 @@ use pin::Pin;
 use record::{LoopState, Tried, conclude, push};
 use std::time::Duration;
 
+/// Sends a provider refused unprocessed (HTTP/2 `REFUSED_STREAM`, `GOAWAY`) that do not count
+/// against the request's attempts: beyond these, a provider that keeps refusing spends them.
+const MAX_REFUSED: usize = 3;
+
+/// The request's sends refused so far (its decision record says: no state in every task).
+fn refused_so_far(ctx: &Ctx<'_, '_>) -> usize {
+    let a = &ctx.record.attempts;
+    a.iter()
+        .filter(|a| a.outcome == AttemptOutcome::Refused)
+        .count()
+}
+
 fn now() -> u64 {
     crate::clock::now_ms()
 }
@@ -388,6 +400,10 @@ impl Attempts<'_> {
                 client_gone(ctx)
             }
             AttemptEnd::Failed(f) => {
+                if f.kind == AttemptOutcome::Refused && refused_so_far(ctx) < MAX_REFUSED {
+                    // Never reached the model: not an attempt of the budget's (bounded).
+                    self.budget.refund_attempt();
+                }
                 let lane = crate::proxy::usage_wall::retry(ctx);
                 let ends_here = record::ending_answer(f.kind).is_some();
                 if let (Some(retry), false) = (lane, ends_here) {

@@ -66,6 +66,8 @@ pub enum Pick {
     Wait(Rc<Opening>),
     /// Open one (the guard ends the opening).
     Open(OpenGuard),
+    /// The provider's TLS chose HTTP/1.1 before: connect as HTTP/1.1.
+    Http1,
 }
 
 /// Per provider (by index): its connections and the one being opened.
@@ -73,6 +75,9 @@ pub enum Pick {
 struct Origin {
     conns: Vec<H2Conn>,
     opening: Option<Rc<Opening>>,
+    /// Its TLS chose HTTP/1.1 (`http2 = "auto"`): its connections are HTTP/1.1 ones, opened
+    /// at once, side by side, and pooled as such.
+    http1: bool,
 }
 
 /// A core's HTTP/2 connections.
@@ -92,6 +97,9 @@ impl H2Pool {
     /// A stream for provider `key`, or what to do for one.
     pub fn pick(&mut self, key: usize, tls: bool) -> Pick {
         let o = self.origin(key);
+        if o.http1 {
+            return Pick::Http1;
+        }
         o.conns.retain(H2Conn::usable);
         if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
             return Pick::Ready(stream::H2Stream::on(c, tls));
@@ -113,6 +121,19 @@ impl H2Pool {
         let s = stream::H2Stream::on(&conn, tls);
         o.conns.push(conn);
         s
+    }
+
+    /// Let provider `key`'s connections go (its slot now names another provider; streams on
+    /// them run to their end).
+    pub fn forget(&mut self, key: usize) {
+        if let Some(o) = self.origins.get_mut(key) {
+            *o = Origin::default();
+        }
+    }
+
+    /// Provider `key` speaks HTTP/1.1 (its TLS chose it).
+    pub fn speaks_http1(&mut self, key: usize) {
+        self.origin(key).http1 = true;
     }
 
     /// End an opening (it is no longer what new requests wait for).

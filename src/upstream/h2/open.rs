@@ -2,6 +2,7 @@
 //! with room, on one being opened (waited for), or on one this request opens; an HTTP/1.1
 //! connection when the provider's TLS chose HTTP/1.1.
 
+use super::super::stream::Layered;
 use super::super::{ConnectError, Connector, UpConn, UpStream, tls::Alpn};
 use super::{Opener, Pick};
 use crate::config::Endpoint;
@@ -19,6 +20,10 @@ pub async fn open(
             Pick::Ready(s) => return Ok(on_stream(s, true)),
             Pick::Wait(opening) => opening.wait().await,
             Pick::Open(guard) => break guard,
+            Pick::Http1 => {
+                let m = c.make(ep, Alpn::Http1).await?;
+                return Ok(UpConn::new(m.stream, m.fd));
+            }
         }
     };
     // Ends the opening when this returns or is dropped (the request went away).
@@ -31,7 +36,8 @@ pub async fn open(
             ));
         }
         // The provider speaks HTTP/1.1: this connection serves this request as such, and the
-        // request path pools it (those waiting open their own, as HTTP/1.1 requests do).
+        // request path pools it; those waiting, and later ones, open their own side by side.
+        c.h2.borrow_mut().speaks_http1(key);
         return Ok(UpConn::new(made.stream, made.fd));
     }
     let conn = super::conn::start(made.stream, made.fd)
@@ -47,7 +53,7 @@ pub async fn open(
 /// (a failure before its answer's first byte may be the connection's, not the provider's).
 fn on_stream(s: super::stream::H2Stream, reused: bool) -> UpConn {
     let fd = s.fd();
-    let mut up = UpConn::new(UpStream::H2(Box::new(s)), fd);
+    let mut up = UpConn::new(UpStream::Layered(Box::new(Layered::H2(s))), fd);
     up.reused = reused;
     up
 }

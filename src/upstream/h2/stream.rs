@@ -77,19 +77,25 @@ impl H2Stream {
 
     /// Send the request: `head` (an HTTP/1.1 head of ours, a small body copied behind it) and
     /// `body` (a large one's).
-    pub async fn send(&mut self, head: &Bytes, body: Bytes) -> io::Result<()> {
+    pub async fn send(&mut self, head: &Bytes, body: &Bytes) -> io::Result<()> {
+        // Room on the connection first; nothing else is held across the wait (this future
+        // is part of every request's task).
+        std::future::poll_fn(|cx| self.send.poll_ready(cx))
+            .await
+            .map_err(|e| self.failed(e))?;
+        self.start(head, body)
+    }
+
+    fn start(&mut self, head: &Bytes, body: &Bytes) -> io::Result<()> {
         let (request, used) = super::request::from_head(head, self.scheme)?;
         let body = match (used < head.len(), body.is_empty()) {
-            (false, _) => body,
+            (false, _) => body.clone(),
             (true, true) => head.slice(used..),
             (true, false) => [&head[used..], &body[..]].concat().into(),
         };
-        let mut send = std::future::poll_fn(|cx| self.send.poll_ready(cx))
-            .await
-            .map(|()| self.send.clone())
-            .map_err(|e| self.failed(e))?;
         let end = body.is_empty();
-        let (response, mut tx) = send
+        let (response, mut tx) = self
+            .send
             .send_request(request, end)
             .map_err(|e| self.failed(e))?;
         if !end {
