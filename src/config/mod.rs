@@ -70,7 +70,7 @@ pub enum AuthKind {
 }
 
 /// Where a provider lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Endpoint {
     pub tls: bool,
     pub host: String,

@@ -138,7 +138,7 @@ pub(super) fn attempt(
     }
 }
 
-fn is_event_stream(head: &Head) -> bool {
+pub(super) fn is_event_stream(head: &Head) -> bool {
     head.get("content-type")
         .is_some_and(|v| v.starts_with(b"text/event-stream"))
 }

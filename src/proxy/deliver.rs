@@ -110,7 +110,7 @@ pub(super) fn commit(
             let Upstream { up, head, .. } = &mut *ready;
             // The client's body (and a stream's request head) go with the answer's first byte.
             let buf = &mut up.buf;
-            let sse = is_event_stream(head);
+            let sse = super::attempt::is_event_stream(head);
             let translating = match delivery(&mut ctx.translation, &mut ctx.bill, r.request_id, sse)
             {
                 // Boxed: rare, and its answer would otherwise take room in every relay's task.
@@ -132,7 +132,7 @@ pub(super) fn commit(
                 UpStream::Plain(s) => {
                     relay(wr, watch, &mut PlainBody(s), buf, head, &r, request).await
                 }
-                UpStream::Layered(l) => match &mut **l {
+                UpStream::Layered(l) => match l {
                     Layered::Tls(s) => {
                         relay(wr, watch, &mut TlsBody(s), buf, head, &r, request).await
                     }
@@ -142,31 +142,42 @@ pub(super) fn commit(
                 },
             }
         };
-        let (cand, head, core) = (ready.cand, &ready.head, ctx.core);
         if !res.committed {
             watch.pause_keepalive(false);
             return (uncommitted(&res), false);
         }
-        let (mut delivered, in_band) = judge_delivery(ctx, cand, head, &res);
-        if let Some(s) = ready.up.stream.h2() {
-            super::h2_failure::after_commit(&mut delivered, s);
-        }
-        let facts = Facts {
-            entry,
-            cand,
-            names: ctx.generation.conn_names[cand.connection],
-            status: head.status,
-            relay_from_us,
-            sse,
-        };
-        record(ctx, &facts, &res, in_band);
-        let reusable = res.upstream_complete && head.keep_alive && !core.drain.is_draining();
-        let done = AttemptEnd::Done {
-            keep_alive: res.client_keep_alive,
-            delivered,
-        };
-        (done, reusable)
+        delivered(ctx, entry, ready, &res, (relay_from_us, sse))
     }
+}
+
+/// A committed answer's end: judged, recorded, and whether its connection may serve again.
+fn delivered(
+    ctx: &mut Ctx<'_, '_>,
+    entry: &Entry,
+    ready: &Upstream,
+    res: &Relayed,
+    (relay_from_us, sse): (u64, Option<crate::sse::Totals>),
+) -> (AttemptEnd, bool) {
+    let (cand, head, core) = (ready.cand, &ready.head, ctx.core);
+    let (mut delivered, in_band) = judge_delivery(ctx, cand, head, res);
+    if let Some(s) = ready.up.stream.h2() {
+        super::h2_failure::after_commit(&mut delivered, s);
+    }
+    let facts = Facts {
+        entry,
+        cand,
+        names: ctx.generation.conn_names[cand.connection],
+        status: head.status,
+        relay_from_us,
+        sse,
+    };
+    record(ctx, &facts, res, in_band);
+    let reusable = res.upstream_complete && head.keep_alive && !core.drain.is_draining();
+    let done = AttemptEnd::Done {
+        keep_alive: res.client_keep_alive,
+        delivered,
+    };
+    (done, reusable)
 }
 
 /// How the answer goes out when not as the upstream sends it: translated (whole or as a
@@ -196,11 +207,6 @@ fn delivery(
         return Some(Delivery::Stream(Box::new(t)));
     }
     None
-}
-
-fn is_event_stream(head: &crate::http::Head) -> bool {
-    head.get("content-type")
-        .is_some_and(|v| v.starts_with(b"text/event-stream"))
 }
 
 /// A connection slot the generation does not name (never expected): nothing was sent.

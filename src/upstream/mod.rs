@@ -197,7 +197,7 @@ impl Connector {
                         let kind = usize::from(s.resumed());
                         self.metrics.tls_handshakes[kind].fetch_add(1, Ordering::Relaxed);
                         h2 = s.alpn() == Some(b"h2");
-                        UpStream::Layered(Box::new(stream::Layered::Tls(s)))
+                        UpStream::Layered(stream::Layered::Tls(Box::new(s)))
                     }
                     Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
                     Err(_) => return Err(ConnectError::Timeout),

@@ -12,17 +12,17 @@ pub use super::tls_stream::TlsStream;
 
 pub enum UpStream {
     Plain(TcpStream),
-    /// Boxed: a plain stream is the common case, and one box for both layers keeps this enum
-    /// the size of a socket (a third variant cost 8 bytes in every connection's task).
-    Layered(Box<Layered>),
+    /// Nested, not a third variant: a third cost 8 bytes in every connection's task, where
+    /// this fits beside the socket's.
+    Layered(Layered),
 }
 
-/// A stream with a layer over its socket.
+/// A stream with a layer over its socket, boxed (a plain stream is the common case).
 pub enum Layered {
-    Tls(TlsStream),
+    Tls(Box<TlsStream>),
     /// One stream on an HTTP/2 connection (`upstream::h2`): read as an HTTP/1.1 exchange, its
     /// request sent by [`super::h2::stream::H2Stream::send`], never written to.
-    H2(super::h2::stream::H2Stream),
+    H2(Box<super::h2::stream::H2Stream>),
 }
 
 fn not_written() -> std::io::Error {
@@ -36,7 +36,7 @@ impl AsyncReadRent for UpStream {
     async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
         match self {
             UpStream::Plain(s) => s.read(buf).await,
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.read(buf).await,
                 Layered::H2(s) => s.read_raw(buf).await,
             },
@@ -46,7 +46,7 @@ impl AsyncReadRent for UpStream {
     async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
         match self {
             UpStream::Plain(s) => s.readv(buf).await,
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.readv(buf).await,
                 Layered::H2(_) => (Err(std::io::ErrorKind::Unsupported.into()), buf),
             },
@@ -58,7 +58,7 @@ impl AsyncWriteRent for UpStream {
     async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
         match self {
             UpStream::Plain(s) => s.write(buf).await,
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.write(buf).await,
                 Layered::H2(_) => (Err(not_written()), buf),
             },
@@ -68,7 +68,7 @@ impl AsyncWriteRent for UpStream {
     async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
         match self {
             UpStream::Plain(s) => s.writev(buf).await,
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.writev(buf).await,
                 Layered::H2(_) => (Err(not_written()), buf),
             },
@@ -78,7 +78,7 @@ impl AsyncWriteRent for UpStream {
     async fn flush(&mut self) -> std::io::Result<()> {
         match self {
             UpStream::Plain(s) => s.flush().await,
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.flush().await,
                 Layered::H2(_) => Ok(()),
             },
@@ -88,7 +88,7 @@ impl AsyncWriteRent for UpStream {
     async fn shutdown(&mut self) -> std::io::Result<()> {
         match self {
             UpStream::Plain(s) => s.shutdown().await,
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.shutdown().await,
                 Layered::H2(_) => Ok(()),
             },
@@ -100,7 +100,7 @@ impl UpStream {
     /// The HTTP/2 stream this is, if it is one.
     pub fn h2(&self) -> Option<&super::h2::stream::H2Stream> {
         match self {
-            UpStream::Layered(l) => match &**l {
+            UpStream::Layered(l) => match l {
                 Layered::H2(s) => Some(s),
                 Layered::Tls(_) => None,
             },
@@ -110,7 +110,7 @@ impl UpStream {
 
     pub fn h2_mut(&mut self) -> Option<&mut super::h2::stream::H2Stream> {
         match self {
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::H2(s) => Some(s),
                 Layered::Tls(_) => None,
             },
@@ -123,7 +123,7 @@ impl UpStream {
     pub fn holds_unread(&self) -> bool {
         match self {
             UpStream::Plain(_) => false,
-            UpStream::Layered(l) => match &**l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.holds_unread(),
                 Layered::H2(_) => false,
             },
@@ -146,7 +146,7 @@ impl UpStream {
     pub async fn read_when_ready(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
         match self {
             UpStream::Plain(s) => read_when_ready(s, buf, false).await,
-            UpStream::Layered(l) => match &mut **l {
+            UpStream::Layered(l) => match l {
                 Layered::Tls(s) => s.read_into(buf, true, false).await,
                 Layered::H2(s) => s.read_into(buf).await,
             },

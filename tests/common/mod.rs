@@ -93,6 +93,7 @@ pub use raw::*;
 pub use requests::*;
 pub mod connect_proxy;
 pub mod redis;
+pub mod sim_tls;
 pub mod tls_upstream;
 pub mod venv;
 

@@ -11,6 +11,7 @@ mod caps;
 mod client_retries;
 mod failover;
 mod framing;
+mod h2;
 mod hygiene;
 mod open_mode;
 mod operations;

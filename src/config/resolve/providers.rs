@@ -65,13 +65,9 @@ fn provider(
             format!("`{}` {e}", without_userinfo(&ps.base_url)),
         );
         Endpoint {
-            tls: false,
             host: "invalid".into(),
             port: 1,
-            base_path: String::new(),
-            via: None,
-            own_tls: None,
-            http2: Default::default(),
+            ..Endpoint::default()
         }
     });
     if ps.connections.is_empty() {
@@ -289,9 +285,7 @@ pub fn parse_base_url(url: &str) -> Result<Endpoint, String> {
         host,
         port,
         base_path: path.trim_end_matches('/').to_string(),
-        via: None,
-        own_tls: None,
-        http2: Default::default(),
+        ..Endpoint::default()
     })
 }
 

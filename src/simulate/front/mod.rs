@@ -20,10 +20,11 @@ pub struct H2Faults {
     /// After N streams on a connection, shut it down gracefully (GOAWAY): the streams it took
     /// run to their end, later ones are refused by it.
     pub goaway_after: u64,
-    /// After N streams on a connection, drop it (every stream on it fails).
+    /// The first connection to be asked for a stream past its Nth is dropped (once: every
+    /// stream on it fails; later connections are not).
     pub drop_after: u64,
-    /// Advertise this receive window (bytes) and give it back slowly: a request body larger
-    /// waits on WINDOW_UPDATEs.
+    /// Give a request body's receive window back this many bytes at a time, 20 ms apart: a
+    /// body larger than the window (64 KiB) waits on WINDOW_UPDATEs.
     pub slow_window: u32,
 }
 
@@ -72,6 +73,18 @@ pub struct FrontStats {
     pub refused: AtomicU64,
     pub goaways: AtomicU64,
     pub dropped: AtomicU64,
+}
+
+impl FrontStats {
+    /// Whether a connection with `on_conn` streams is the one to drop (`H2Faults::drop_after`).
+    fn drops(&self, f: &H2Faults, on_conn: u64) -> bool {
+        f.drop_after > 0
+            && on_conn > f.drop_after
+            && self
+                .dropped
+                .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
 }
 
 /// Read the certificate and key and make the server config.

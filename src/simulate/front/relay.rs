@@ -39,9 +39,6 @@ pub async fn serve_h2(front: Arc<Front>, tls: ServerTls) {
     let f = &front.opts.faults;
     let mut b = monoio_http::h2::server::Builder::new();
     b.max_concurrent_streams(front.opts.max_streams);
-    if f.slow_window > 0 {
-        b.initial_window_size(f.slow_window);
-    }
     let Ok(mut conn) = b.handshake::<ServerTls, Bytes>(tls).await else {
         return;
     };
@@ -53,9 +50,8 @@ pub async fn serve_h2(front: Arc<Front>, tls: ServerTls) {
         };
         on_conn += 1;
         let n = st.streams.fetch_add(1, Ordering::Relaxed) + 1;
-        if f.drop_after > 0 && on_conn > f.drop_after {
+        if st.drops(f, on_conn) {
             // Dropped with every stream on it.
-            st.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if f.goaway_after > 0 && on_conn == f.goaway_after {
@@ -82,7 +78,7 @@ async fn stream(
     let open = st.open_streams.fetch_add(1, Ordering::Relaxed) + 1;
     st.peak_streams.fetch_max(open, Ordering::Relaxed);
     let (parts, body) = req.into_parts();
-    let slow = front.opts.faults.slow_window > 0;
+    let slow = front.opts.faults.slow_window as usize;
     let outcome = match read_h2_body(body, slow).await {
         Some(body) => relay_h2(&front, &parts, body, &mut respond).await,
         None => Err(()),
@@ -93,15 +89,20 @@ async fn stream(
     st.open_streams.fetch_sub(1, Ordering::Relaxed);
 }
 
-async fn read_h2_body(mut body: RecvStream, slow: bool) -> Option<Bytes> {
+/// The request's body; `slow` > 0: its window is given back that many bytes at a time, 20 ms
+/// apart (a body larger than the window waits on each WINDOW_UPDATE).
+async fn read_h2_body(mut body: RecvStream, slow: usize) -> Option<Bytes> {
     let mut out = BytesMut::new();
     while let Some(chunk) = body.data().await {
         let c = chunk.ok()?;
-        if slow {
-            // The window comes back late: the client's next bytes wait for it.
+        let mut owed = c.len();
+        while slow > 0 && owed > 0 {
             monoio::time::sleep(Duration::from_millis(20)).await;
+            let n = owed.min(slow);
+            let _ = body.flow_control().release_capacity(n);
+            owed -= n;
         }
-        let _ = body.flow_control().release_capacity(c.len());
+        let _ = body.flow_control().release_capacity(owed);
         out.extend_from_slice(&c);
     }
     Some(out.freeze())
@@ -260,10 +261,9 @@ pub async fn pipe_http1(front: &Front, mut tls: ServerTls) {
         h.extend_from_slice(head.target().as_bytes());
         h.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in head.iter() {
-            if !connection_specific(name) || name.eq_ignore_ascii_case("host") {
-                if !name.eq_ignore_ascii_case("content-length") {
-                    push_header(&mut h, name, value);
-                }
+            let passed = !connection_specific(name) || name.eq_ignore_ascii_case("host");
+            if passed && !name.eq_ignore_ascii_case("content-length") {
+                push_header(&mut h, name, value);
             }
         }
         if answer_http1(front, &mut tls, h, body).await.is_err() {

@@ -13,6 +13,9 @@ use std::sync::Arc;
 pub struct ServerTls {
     tcp: TcpStream,
     conn: ServerConnection,
+    /// Received TLS bytes rustls has not taken yet (it takes no more while the plaintext it
+    /// decrypted waits to be read).
+    incoming: Vec<u8>,
 }
 
 impl ServerTls {
@@ -22,7 +25,11 @@ impl ServerTls {
         config: Arc<rustls::ServerConfig>,
     ) -> io::Result<ServerTls> {
         let conn = ServerConnection::new(config).map_err(io::Error::other)?;
-        let mut s = ServerTls { tcp, conn };
+        let mut s = ServerTls {
+            tcp,
+            conn,
+            incoming: Vec::new(),
+        };
         while s.conn.is_handshaking() {
             s.send_records().await?;
             if !s.conn.is_handshaking() {
@@ -55,21 +62,25 @@ impl ServerTls {
         Ok(())
     }
 
-    /// Receive and process records; 0 at the peer's end.
+    /// Receive records (unless some wait to be taken) and give rustls what it takes; 0 at the
+    /// peer's end.
     async fn receive_records(&mut self) -> io::Result<usize> {
-        let (r, buf) = self.tcp.read(vec![0u8; 16 * 1024]).await;
-        let n = r?;
-        if n == 0 {
-            return Ok(0);
+        if self.incoming.is_empty() {
+            let (r, mut buf) = self.tcp.read(vec![0u8; 16 * 1024]).await;
+            let n = r?;
+            if n == 0 {
+                return Ok(0);
+            }
+            buf.truncate(n);
+            self.incoming = buf;
         }
-        let mut at = &buf[..n];
-        while !at.is_empty() {
-            self.conn.read_tls(&mut at)?;
-            self.conn
-                .process_new_packets()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        }
-        Ok(n)
+        let mut at = &self.incoming[..];
+        let taken = self.conn.read_tls(&mut at)?;
+        self.incoming.drain(..taken);
+        self.conn
+            .process_new_packets()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok(taken.max(1))
     }
 
     async fn read_plain(&mut self, room: usize) -> io::Result<Vec<u8>> {

@@ -53,7 +53,7 @@ pub async fn open(
 /// (a failure before its answer's first byte may be the connection's, not the provider's).
 fn on_stream(s: super::stream::H2Stream, reused: bool) -> UpConn {
     let fd = s.fd();
-    let mut up = UpConn::new(UpStream::Layered(Box::new(Layered::H2(s))), fd);
+    let mut up = UpConn::new(UpStream::Layered(Layered::H2(Box::new(s))), fd);
     up.reused = reused;
     up
 }

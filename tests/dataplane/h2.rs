@@ -1,0 +1,212 @@
+//! HTTP/2 to a provider over TLS, end to end: the simulator's TLS front (`simulate::front`)
+//! speaks HTTP/2 with its own faults and relays each stream to the simulator. Streams share a
+//! few connections; a GOAWAY loses and replays none; a refused stream is sent again blaming no
+//! key; a connection that dies under many streams counts once; a provider that chooses
+//! HTTP/1.1 (or is told `never`) is reached over HTTP/1.1.
+
+use crate::both_drivers;
+use crate::common::sim_tls::SimTls;
+use crate::common::*;
+use ringside::simulate::SimOptions;
+use ringside::simulate::front::H2Faults;
+use std::time::Duration;
+
+both_drivers!(
+    five_hundred_streams_share_a_few_connections,
+    a_goaway_mid_run_loses_no_stream_and_replays_none,
+    a_refused_stream_is_sent_again_blaming_no_key,
+    a_dead_connection_counts_once,
+    a_provider_that_chooses_http1_is_reached_over_http1,
+    a_large_prompt_waits_out_a_slow_window,
+);
+
+fn sim_opts(events: u32, interval_ms: u64) -> SimOptions {
+    SimOptions {
+        events,
+        interval_ms,
+        ..Default::default()
+    }
+}
+
+/// `n` streamed chat requests at once; how many came back whole (200 and `[DONE]`).
+fn streams_at_once(proxy: &Proxy, n: usize) -> usize {
+    let addr = proxy.addr;
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let body = chat("m", true);
+                let r = ringside::demo::client::request(
+                    addr,
+                    "POST",
+                    "/v1/chat/completions",
+                    &[],
+                    body.as_bytes(),
+                    Duration::from_secs(60),
+                );
+                r.is_ok_and(|r| r.status == 200 && r.text().ends_with("data: [DONE]\n\n"))
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .filter(|_| true)
+        .map(|t| t.join().unwrap_or(false))
+        .filter(|whole| *whole)
+        .count()
+}
+
+fn count(v: &serde_json::Value, name: &str) -> u64 {
+    v[name].as_u64().unwrap_or(0)
+}
+
+/// The sum of a metric's samples whose line holds every one of `labels`.
+fn metric_sum(metrics: &str, name: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn five_hundred_streams_share_a_few_connections(driver: &str) {
+    let sim = SimTls::start(sim_opts(6, 30), true, H2Faults::default());
+    let proxy = Proxy::start(driver, 2, "", &sim.config("auto", "m"));
+    assert_eq!(streams_at_once(&proxy, 500), 500, "every stream whole");
+    let front = sim.front();
+    let conns = count(&front, "connections_h2");
+    // Two cores, at most 100 streams a connection: 4 a core is the bound the issue sets.
+    assert!((1..=8).contains(&conns), "HTTP/2 connections: {front}");
+    let log = std::fs::read_to_string(proxy.dir.0.join("access.log")).unwrap_or_default();
+    let odd: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.contains("\"outcome\":\"ok\""))
+        .take(3)
+        .collect();
+    assert_eq!(count(&front, "connections_http1"), 0, "{front} {odd:?}");
+    assert_eq!(
+        sim.attempts(),
+        500,
+        "each request reached the provider once"
+    );
+    let m = proxy.metrics();
+    let handshakes = metric_sum(&m, "ringside_upstream_tls_handshakes_total", &[]);
+    assert_eq!(handshakes as u64, conns, "one TLS handshake a connection");
+}
+
+fn a_goaway_mid_run_loses_no_stream_and_replays_none(driver: &str) {
+    let faults = H2Faults {
+        goaway_after: 30,
+        ..Default::default()
+    };
+    let sim = SimTls::start(sim_opts(6, 30), true, faults);
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    assert_eq!(streams_at_once(&proxy, 200), 200, "every stream whole");
+    let front = sim.front();
+    assert!(count(&front, "goaways") >= 1, "{front}");
+    assert!(count(&front, "connections_h2") >= 2, "{front}");
+    // A stream above the GOAWAY's last one never reached the provider; the rest ran to their
+    // end: each request was served exactly once.
+    assert_eq!(sim.attempts(), 200);
+}
+
+fn a_refused_stream_is_sent_again_blaming_no_key(driver: &str) {
+    let faults = H2Faults {
+        refuse_every: 3,
+        ..Default::default()
+    };
+    let sim = SimTls::start(sim_opts(3, 0), true, faults);
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    for i in 0..30 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", i % 2 == 0));
+        assert_eq!(r.status, 200, "request {i}: {}", r.text());
+    }
+    let refused = count(&sim.front(), "refused");
+    assert!(refused >= 9, "{}", sim.front());
+    assert_eq!(
+        sim.attempts(),
+        30,
+        "a refused stream never reached the provider"
+    );
+    let m = proxy.metrics();
+    let seen = metric_sum(
+        &m,
+        "ringside_upstream_attempts_total",
+        &["outcome=\"refused\""],
+    );
+    assert_eq!(
+        seen as u64, refused,
+        "each refusal is an attempt of its own outcome"
+    );
+    // No key was blamed: none cooled, no breaker moved.
+    let moved = metric_sum(&m, "ringside_connection_transitions_total", &[]);
+    assert_eq!(moved, 0.0, "{m}");
+}
+
+fn a_dead_connection_counts_once(driver: &str) {
+    // The first connection to carry a 16th stream is dropped with the 15 before it.
+    let faults = H2Faults {
+        drop_after: 15,
+        ..Default::default()
+    };
+    let sim = SimTls::start(sim_opts(20, 50), true, faults);
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    let _ = streams_at_once(&proxy, 16);
+    assert_eq!(count(&sim.front(), "dropped"), 1, "{}", sim.front());
+    // The loopback profile opens the breaker at two failures: sixteen streams failing with
+    // their connection count as one.
+    let m = proxy.metrics();
+    let opened = metric_sum(&m, "ringside_breaker_transitions_total", &["to=\"open\""]);
+    let log = std::fs::read_to_string(proxy.dir.0.join("access.log")).unwrap_or_default();
+    let odd: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.contains("\"outcome\":\"ok\""))
+        .collect();
+    assert_eq!(opened, 0.0, "the breaker opened: {odd:#?}");
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200, "served after the drop: {}", r.text());
+}
+
+fn a_provider_that_chooses_http1_is_reached_over_http1(driver: &str) {
+    let sim = SimTls::start(sim_opts(3, 10), false, H2Faults::default());
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    assert_eq!(streams_at_once(&proxy, 20), 20, "every stream whole");
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let front = sim.front();
+    assert_eq!(count(&front, "connections_h2"), 0, "{front}");
+    assert!(count(&front, "connections_http1") >= 1, "{front}");
+    drop(proxy);
+    // `always` against a provider that will not speak HTTP/2: refused, never HTTP/1.1.
+    let proxy = Proxy::start(driver, 1, "", &sim.config("always", "m"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_ne!(r.status, 200, "{}", r.text());
+    drop(proxy);
+    // `never` against one that offers it: HTTP/1.1.
+    let h2 = SimTls::start(sim_opts(3, 10), true, H2Faults::default());
+    let proxy = Proxy::start(driver, 1, "", &h2.config("never", "m"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let front = h2.front();
+    assert_eq!(count(&front, "connections_h2"), 0, "{front}");
+    assert_eq!(count(&front, "connections_http1"), 1, "{front}");
+}
+
+fn a_large_prompt_waits_out_a_slow_window(driver: &str) {
+    // A 16 KiB window given back 20 ms late: a 300 KB prompt goes in many WINDOW_UPDATEs.
+    let faults = H2Faults {
+        slow_window: 16_384,
+        ..Default::default()
+    };
+    let sim = SimTls::start(sim_opts(3, 0), true, faults);
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    let prompt = "x".repeat(300_000);
+    let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{prompt}"}}]}}"#);
+    let r = proxy.post("/v1/chat/completions", &[], &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = ringside::demo::client::request(sim.sim.addr, "GET", "/_sim/requests", &[], b"", T)
+        .expect("requests");
+    let v: serde_json::Value = serde_json::from_str(&seen.text()).expect("JSON");
+    let last = v["requests"].as_array().and_then(|a| a.last().cloned());
+    let bytes = last.map_or(0, |r| r["body_bytes"].as_u64().unwrap_or(0));
+    assert_eq!(bytes, body.len() as u64, "the prompt arrived whole");
+}
