@@ -96,6 +96,11 @@ fn provider(p: &crate::config::Provider) -> Value {
         "base_url": format!("{scheme}://{}:{}{}", p.endpoint.host, p.endpoint.port, p.endpoint.base_path),
         // The egress proxy, if any: where it is and where it came from, its credentials only
         // as whether there are any.
+        "http2": match p.endpoint.http2 {
+            crate::config::Http2::Auto => "auto",
+            crate::config::Http2::Always => "always",
+            crate::config::Http2::Never => "never",
+        },
         "proxy": p.endpoint.via.as_ref().map(|v| json!({
             "address": format!("{}:{}", v.host, v.port),
             "from": v.from,

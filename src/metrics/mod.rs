@@ -77,6 +77,9 @@ pub struct CoreMetrics {
     pub attempts_per_request: [AtomicU64; 5],
     /// TLS handshakes with upstreams: full, resumed.
     pub tls_handshakes: [AtomicU64; 2],
+    /// HTTP/2 connections to upstreams open on the core, and streams open on them (set on
+    /// the core's tick).
+    pub h2_open: [AtomicU64; 2],
     /// Per route: how long requests took, Ringside's own share, time to first token.
     route_times: Vec<times::RouteTimes>,
     /// Per connection: time to the upstream's response head, attempt durations, tokens.
@@ -102,6 +105,7 @@ impl CoreMetrics {
             finalized: AtomicU64::new(0),
             attempts_per_request: Default::default(),
             tls_handshakes: Default::default(),
+            h2_open: Default::default(),
             route_times: (0..routes).map(|_| Default::default()).collect(),
             conn_times: (0..connections).map(|_| Default::default()).collect(),
         }
@@ -302,6 +306,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         .sum();
     let _ = writeln!(out, "ringside_streams_failed_after_commit_total {n}");
     upstream::tls_handshakes(out, cores);
+    upstream::h2_open(out, cores);
     let n: u64 = cores
         .iter()
         .map(|c| c.log_lines_dropped.load(Relaxed))

@@ -1,5 +1,5 @@
-//! The upstream side's process-wide figures: how many attempts each request made, and how the
-//! TLS handshakes with upstreams went.
+//! The upstream side's process-wide figures: how many attempts each request made, how the TLS
+//! handshakes with upstreams went, and the HTTP/2 connections open.
 
 use super::CoreMetrics;
 use std::fmt::Write;
@@ -51,4 +51,19 @@ pub(super) fn tls_handshakes(out: &mut String, cores: &[std::sync::Arc<CoreMetri
             "ringside_upstream_tls_handshakes_total{{kind=\"{kind}\"}} {n}"
         );
     }
+}
+
+/// `ringside_upstream_h2_connections` and `ringside_upstream_h2_streams`: HTTP/2 connections to
+/// upstreams open now, and the streams open on them (as of each core's last tick).
+pub(super) fn h2_open(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+    let sum = |i: usize| -> u64 { cores.iter().map(|c| c.h2_open[i].load(Relaxed)).sum() };
+    let _ = writeln!(
+        out,
+        "# HELP ringside_upstream_h2_connections HTTP/2 connections to upstreams open.\n\
+         # TYPE ringside_upstream_h2_connections gauge\nringside_upstream_h2_connections {}\n\
+         # HELP ringside_upstream_h2_streams Streams open on HTTP/2 connections to upstreams.\n\
+         # TYPE ringside_upstream_h2_streams gauge\nringside_upstream_h2_streams {}",
+        sum(0),
+        sum(1)
+    );
 }

@@ -224,7 +224,12 @@ async fn tick(core: Rc<Core>) {
             core.pool.borrow_mut().sweep(now);
             let generation = core.generation();
             let idle_ms = generation.config.upstream.pool_idle_timeout_ms;
-            core.connector.h2.borrow_mut().sweep(now, idle_ms);
+            let mut h2 = core.connector.h2.borrow_mut();
+            h2.sweep(now, idle_ms);
+            let (conns, streams) = h2.counts();
+            drop(h2);
+            core.metrics.h2_open[0].store(conns as u64, std::sync::atomic::Ordering::Relaxed);
+            core.metrics.h2_open[1].store(streams as u64, std::sync::atomic::Ordering::Relaxed);
             let s = &generation.config.resilience;
             core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
             core.sweep_pins(crate::clock::unix_ms());
