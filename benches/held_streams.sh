@@ -21,7 +21,11 @@
 #   to Ringside's config, PROVIDER_HEAD=1: every answer carries the head a provider sends,
 #   about 1.5 KB of ids, cookies and rate limits, not the simulator's plain one; RS_BIN_B: another
 #   Ringside binary, run as the target `ringside-b` with the same configuration, to compare two
-#   builds within one run)
+#   builds within one run; UPSTREAM=tls: every proxy reaches the simulator's TLS front instead,
+#   the targets then `direct` (plain), `nginx` (proxy_pass https://), `haproxy` (`ssl` to the
+#   server), `haproxy-h2` (the same with `proto h2`), `ringside` (HTTP/2 where offered, its
+#   default) and `ringside-h1` (`http2 = "never"`); after each size, the front's count of
+#   upstream connections by protocol and of resumed TLS sessions, per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
@@ -30,7 +34,8 @@ DUR=${DUR:-16}
 EVENTS=${EVENTS:-50}
 INTERVAL=${INTERVAL:-100}
 BASE=${BASE_PORT:-19300}
-SIM=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2))
+SIM=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2)); SIM_TLS=$((BASE+3))
+UPSTREAM=${UPSTREAM:-plain}
 
 . benches/lib.sh
 install_missing nginx nginx-light haproxy haproxy
@@ -42,6 +47,14 @@ SIM_ARGS=()
 [ "${PROVIDER_HEAD:-0}" = 1 ] && SIM_ARGS=(--fault "key:sk-bench=none;provider-head")
 $BIN simulate --listen 127.0.0.1:$SIM --events "$EVENTS" --interval-ms "$INTERVAL" "${SIM_ARGS[@]}" >/dev/null 2>&1 &
 SIM_PID=$!; PIDS+=($SIM_PID)
+if [ "$UPSTREAM" = tls ]; then
+  # The TLS front in a process of its own, relaying to the simulator: each stream holds a
+  # descriptor at both ends of the relay.
+  mkdir -p "$WORK/certs"; test_certs "$WORK/certs"
+  $BIN simulate --listen 127.0.0.1:$((BASE+4)) --tls-listen 127.0.0.1:$SIM_TLS --tls-relay-to 127.0.0.1:$SIM \
+    --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >/dev/null 2>&1 &
+  PIDS+=($!)
+fi
 sleep 0.5
 
 cat > "$WORK/ringside.toml" <<TOML
@@ -49,9 +62,14 @@ cat > "$WORK/ringside.toml" <<TOML
 listen = "127.0.0.1:$PROXY"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
-$(bench_provider $SIM)
+$(if [ "$UPSTREAM" = tls ]; then
+  printf '[upstream]\nca_file = "%s"\n' "$WORK/certs/ca.pem"
+  bench_provider $SIM_TLS sim bench-model "https://localhost:$SIM_TLS" | sed 's/^dialect = .*/&\nhttp2 = "HTTP2_MODE"/'
+else bench_provider $SIM; fi)
 ${RS_EXTRA:-}
 TOML
+sed 's/HTTP2_MODE/never/' "$WORK/ringside.toml" > "$WORK/ringside-h1.toml"
+sed -i 's/HTTP2_MODE/auto/' "$WORK/ringside.toml"
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes auto;
 daemon off;
@@ -64,10 +82,13 @@ http {
   access_log off;
   client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
   upstream sim { server 127.0.0.1:$SIM; keepalive 128; }
+  upstream simtls { server 127.0.0.1:$SIM_TLS; keepalive 128; }
   server {
     listen 127.0.0.1:$PROXY;
     location / {
-      proxy_pass http://sim;
+      $(if [ "$UPSTREAM" = tls ]; then
+        echo "proxy_pass https://simtls; proxy_ssl_verify on; proxy_ssl_trusted_certificate $WORK/certs/ca.pem; proxy_ssl_name localhost; proxy_ssl_server_name on;"
+      else echo "proxy_pass http://sim;"; fi)
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_buffering off;
@@ -75,7 +96,12 @@ http {
   }
 }
 NGX
-haproxy_cfg $PROXY $SIM > "$WORK/haproxy.cfg"
+if [ "$UPSTREAM" = tls ]; then
+  haproxy_cfg $PROXY $SIM_TLS | sed "s|^  server up .*|  server up 127.0.0.1:$SIM_TLS ssl verify required ca-file $WORK/certs/ca.pem sni str(localhost)|" > "$WORK/haproxy.cfg"
+  sed 's|ca-file .*|& alpn h2 proto h2|' "$WORK/haproxy.cfg" > "$WORK/haproxy-h2.cfg"
+else
+  haproxy_cfg $PROXY $SIM > "$WORK/haproxy.cfg"
+fi
 sed 's/^  mode http$/  mode http\n  option http-no-delay/' "$WORK/haproxy.cfg" > "$WORK/haproxy-nodelay.cfg"
 
 # A process and its children (nginx's workers).
@@ -88,6 +114,9 @@ start() {  # target -> pid of the proxy (empty for direct)
     nginx) nginx -c "$WORK/nginx.conf" -p "$WORK" >/dev/null 2>&1 & echo $! ;;
     haproxy) haproxy -f "$WORK/haproxy.cfg" >/dev/null 2>&1 & echo $! ;;
     haproxy-nodelay) haproxy -f "$WORK/haproxy-nodelay.cfg" >/dev/null 2>&1 & echo $! ;;
+    haproxy-h2) haproxy -f "$WORK/haproxy-h2.cfg" >/dev/null 2>&1 & echo $! ;;
+    ringside-h1) rm -rf "$WORK/ringside-data"
+      BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-h1.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
     ringside) rm -rf "$WORK/ringside-data"
       BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
     ringside-b) rm -rf "$WORK/ringside-data"
@@ -97,15 +126,19 @@ start() {  # target -> pid of the proxy (empty for direct)
 
 BODY='{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 IDEAL=$((EVENTS * INTERVAL))
+DEFAULT_TARGETS="direct nginx haproxy haproxy-nodelay ringside"
+[ "$UPSTREAM" = tls ] && DEFAULT_TARGETS="direct nginx haproxy haproxy-h2 ringside ringside-h1"
+# The TLS front's counters (connections by protocol, resumed sessions), as "h2 h1 resumed".
+front() { curl -s "127.0.0.1:$((BASE+4))/_sim/front" | python3 -c 'import json,sys; f=json.load(sys.stdin); print(f["connections_h2"], f["connections_http1"], f["handshakes_resumed"])'; }
 for C in $SIZES; do
   echo
   echo "### C = $C streams, $EVENTS events $INTERVAL ms apart (ideal $IDEAL ms), ${DUR}s, $(nproc) cores"
   echo
   python3 benches/held_streams_table.py --header
-  rm -f "$WORK/rows.jsonl"
+  rm -f "$WORK/rows.jsonl" "$WORK/upstream.txt"
   for round in $(seq "$ROUNDS"); do
     # Even rounds take the targets in the reverse order, so that none always runs first.
-    order=${TARGETS:-direct nginx haproxy haproxy-nodelay ringside}
+    order=${TARGETS:-$DEFAULT_TARGETS}
     [ $((round % 2)) -eq 0 ] && order=$(echo $order | tr ' ' '\n' | tac | tr '\n' ' ')
     for t in $order; do
       pid=$(start $t)
@@ -119,9 +152,14 @@ for C in $SIZES; do
       ( while sleep 1; do [ -n "$pid" ] && mem_kib VmRSS "$pid"; done ) > "$WORK/rss.txt" 2>/dev/null &
       SAMPLER=$!
       m0=$(machine_ticks)
+      [ "$UPSTREAM" = tls ] && f0=$(front)
       out=$(timeout $((DUR + 30)) $LOAD streams 127.0.0.1:$port /v1/chat/completions "$BODY" "$C" "$DUR" "$INTERVAL" || echo '{}')
       m1=$(machine_ticks)
       kill $SAMPLER 2>/dev/null || true; wait $SAMPLER 2>/dev/null || true
+      if [ "$UPSTREAM" = tls ] && [ "$t" != direct ]; then
+        f1=$(front)
+        python3 -c 'import sys; a=list(map(int,sys.argv[2].split())); b=list(map(int,sys.argv[3].split())); d=[y-x for x,y in zip(a,b)]; print(f"- {sys.argv[1]}: {d[0]+d[1]} upstream connections ({d[0]} HTTP/2, {d[1]} HTTP/1.1), {d[2]} TLS sessions resumed, {d[0]+d[1]-d[2]} full handshakes")' "$t" "$f0" "$f1" >> "$WORK/upstream.txt"
+      fi
       if [ -n "$pid" ]; then
         c1=$(cpu_ticks "$pid"); u1=$(user_ticks "$pid")
         peak=$(sort -n "$WORK/rss.txt" | tail -1); peak=${peak:-$idle}
@@ -151,4 +189,5 @@ PY
     done
   done
   if [ "$ROUNDS" -gt 1 ]; then python3 benches/held_streams_table.py "$WORK/rows.jsonl"; fi
+  if [ -f "$WORK/upstream.txt" ]; then echo; cat "$WORK/upstream.txt"; rm -f "$WORK/upstream.txt"; fi
 done

@@ -63,6 +63,10 @@ pub(super) struct SimArgs {
     /// drop-after=N, slow-window=BYTES.
     #[arg(long = "h2-fault", value_name = "NAME=N")]
     h2_faults: Vec<String>,
+    /// Relay the TLS front's requests to another simulator's listener (not this one's): the
+    /// front's descriptors and the simulator's in two processes.
+    #[arg(long, value_name = "IP:PORT")]
+    tls_relay_to: Option<SocketAddr>,
 }
 
 /// The TLS front's options, when `--tls-listen` asks for one.
@@ -81,6 +85,7 @@ fn front(a: &SimArgs) -> Result<Option<crate::simulate::front::FrontOptions>, St
         http2: !a.no_http2,
         max_streams: a.max_streams,
         faults,
+        relay_to: a.tls_relay_to,
     }))
 }
 

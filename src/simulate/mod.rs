@@ -146,7 +146,7 @@ pub fn start(opts: SimOptions) -> Result<Simulator, String> {
         Some(o) => Some(Arc::new(front::Front {
             config: front::server_config(o)?,
             opts: o.clone(),
-            core: opts.listen,
+            core: o.relay_to.unwrap_or(opts.listen),
             stats: state.front.clone(),
         })),
         None => None,

@@ -230,15 +230,20 @@ impl BodyRead for PlainBody<'_> {
     }
 }
 
-/// One HTTP/2 stream's body (its connection's task reads the socket; nothing to release).
+/// One HTTP/2 stream's body (its connection's task reads the socket; nothing to release). An
+/// event stream's wait holds no pooled buffer, as a TLS or plain one's does not: the next
+/// event is copied into one only once it came.
 pub(crate) struct H2Body<'a>(pub &'a mut super::h2::stream::H2Stream);
 
 impl BodyRead for H2Body<'_> {
     async fn read_body(
         &mut self,
         buf: &mut bytes::BytesMut,
-        _event_stream: bool,
+        event_stream: bool,
     ) -> std::io::Result<usize> {
+        if event_stream {
+            crate::http::buffers::park(buf);
+        }
         self.0.read_into(buf).await
     }
 }

@@ -57,6 +57,7 @@ impl SimTls {
                 http2,
                 max_streams: 100,
                 faults: faults.clone(),
+                relay_to: None,
             });
             match ringside::simulate::start(opts.clone()) {
                 Ok(sim) => {

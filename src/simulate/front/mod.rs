@@ -58,6 +58,8 @@ pub struct FrontOptions {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
     pub max_streams: u32,
     pub faults: H2Faults,
+    /// Where requests are relayed (another simulator's listener); `None`: this one's.
+    pub relay_to: Option<SocketAddr>,
 }
 
 /// What the front saw (in `/_sim/stats` as `front`).
