@@ -24,7 +24,9 @@
 #   builds within one run; UPSTREAM=tls: every proxy reaches the simulator's TLS front instead,
 #   the targets then `direct` (plain), `nginx` (proxy_pass https://), `haproxy` (`ssl` to the
 #   server), `haproxy-h2` (the same with `proto h2`), `ringside` (HTTP/2 where offered, its
-#   default) and `ringside-h1` (`http2 = "never"`); after each size, the front's count of
+#   default) and `ringside-h1` (`http2 = "never"`); RS_MAX_CONNECTIONS: Ringside's
+#   `max_connections` (0, the default, is half the descriptor limit: two per HTTP/1.1 stream;
+#   with HTTP/2 upstream a stream takes about one); after each size, the front's count of
 #   upstream connections by protocol and of resumed TLS sessions, per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +64,7 @@ cat > "$WORK/ringside.toml" <<TOML
 listen = "127.0.0.1:$PROXY"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
+max_connections = ${RS_MAX_CONNECTIONS:-0}
 $(if [ "$UPSTREAM" = tls ]; then
   printf '[upstream]\nca_file = "%s"\n' "$WORK/certs/ca.pem"
   bench_provider $SIM_TLS sim bench-model "https://localhost:$SIM_TLS" | sed 's/^dialect = .*/&\nhttp2 = "HTTP2_MODE"/'
