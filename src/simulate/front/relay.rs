@@ -145,6 +145,7 @@ async fn relay_h2(
     let empty = head.framing == Framing::Empty;
     let mut tx = respond.send_response(resp, empty).map_err(drop)?;
     if empty {
+        give_back(core, &head);
         return Ok(());
     }
     let mut body = Body::new(head.framing);
@@ -154,6 +155,7 @@ async fn relay_h2(
             tx.send_data(data, false).map_err(drop)?;
         }
         if done {
+            give_back(core, &head);
             return tx.send_data(Bytes::new(), true).map_err(drop);
         }
         if read_more(&mut core, &mut buf).await.map_err(drop)? == 0 {
@@ -169,8 +171,21 @@ fn push_header(h: &mut Vec<u8>, name: &str, value: &[u8]) {
     h.extend_from_slice(b"\r\n");
 }
 
-/// Send `head` (without its end) and `body` to the simulator's listener; its answer's head,
-/// and what of its body came with it.
+std::thread_local! {
+    /// Idle connections to the simulator's listener, kept alive between relayed requests (a
+    /// new one per request churned through ports and the listen queue at thousands a second).
+    static IDLE: std::cell::RefCell<Vec<TcpStream>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A connection whose answer was read to its end goes back for the next request.
+fn give_back(core: TcpStream, head: &Head) {
+    if head.keep_alive {
+        IDLE.with_borrow_mut(|idle| idle.push(core));
+    }
+}
+
+/// Send `head` (without its end) and `body` to the simulator's listener, on an idle
+/// connection or a new one; its answer's head, and what of its body came with it.
 async fn ask_core(
     front: &Front,
     mut head: Vec<u8>,
@@ -178,11 +193,25 @@ async fn ask_core(
 ) -> Result<(TcpStream, Head, BytesMut), ()> {
     head.extend_from_slice(b"content-length: ");
     head.extend_from_slice(body.len().to_string().as_bytes());
-    head.extend_from_slice(b"\r\nconnection: close\r\n\r\n");
-    let mut core = TcpStream::connect(front.core).await.map_err(drop)?;
-    let _ = core.set_nodelay(true);
+    head.extend_from_slice(b"\r\n\r\n");
     head.extend_from_slice(&body);
-    core.write_all(head).await.0.map_err(drop)?;
+    // An idle connection the simulator closed meanwhile fails before any answer: once more on
+    // a new one.
+    if let Some(core) = IDLE.with_borrow_mut(Vec::pop)
+        && let Ok(answer) = exchange(core, head.clone()).await
+    {
+        return Ok(answer);
+    }
+    let core = TcpStream::connect(front.core).await.map_err(drop)?;
+    let _ = core.set_nodelay(true);
+    exchange(core, head).await
+}
+
+async fn exchange(
+    mut core: TcpStream,
+    request: Vec<u8>,
+) -> Result<(TcpStream, Head, BytesMut), ()> {
+    core.write_all(request).await.0.map_err(drop)?;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
         if let Some((head, used)) = parse_response(&buf, LIMITS, false).map_err(drop)? {
@@ -326,6 +355,9 @@ async fn answer_http1(
         }
         let closed = !done && read_more(&mut core, &mut buf).await.map_err(drop)? == 0;
         if done || (closed && head.framing == Framing::Close) {
+            if done && !closed {
+                give_back(core, &head);
+            }
             if chunked {
                 tls.write_all(b"0\r\n\r\n".to_vec()).await.0.map_err(drop)?;
             }

@@ -123,18 +123,27 @@ impl AsyncReadRent for ServerTls {
     }
 }
 
+impl ServerTls {
+    /// Encrypt and send all of `bytes`: rustls takes plaintext only up to its buffer's limit
+    /// (64 KiB), so a larger write goes in turns, each sent before the next is taken.
+    async fn write_whole(&mut self, mut bytes: &[u8]) -> io::Result<usize> {
+        let n = bytes.len();
+        while !bytes.is_empty() {
+            let taken = self.conn.writer().write(bytes)?;
+            bytes = &bytes[taken..];
+            self.send_records().await?;
+        }
+        Ok(n)
+    }
+}
+
 impl AsyncWriteRent for ServerTls {
     async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
-        // SAFETY: `read_ptr` points at `bytes_init` initialised bytes the buffer owns.
+        // SAFETY: `read_ptr` points at `bytes_init` initialised bytes the buffer owns, and the
+        // buffer is held (not moved or freed) until this returns it.
         let bytes = unsafe { std::slice::from_raw_parts(buf.read_ptr(), buf.bytes_init()) };
-        if let Err(e) = self.conn.writer().write_all(bytes) {
-            return (Err(e), buf);
-        }
-        let n = bytes.len();
-        match self.send_records().await {
-            Ok(()) => (Ok(n), buf),
-            Err(e) => (Err(e), buf),
-        }
+        let r = self.write_whole(bytes).await;
+        (r, buf)
     }
 
     async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
@@ -146,15 +155,12 @@ impl AsyncWriteRent for ServerTls {
         for v in iovs {
             // SAFETY: as above, one iovec's bytes.
             let bytes = unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) };
-            if let Err(e) = self.conn.writer().write_all(bytes) {
-                return (Err(e), buf);
+            match self.write_whole(bytes).await {
+                Ok(k) => n += k,
+                Err(e) => return (Err(e), buf),
             }
-            n += bytes.len();
         }
-        match self.send_records().await {
-            Ok(()) => (Ok(n), buf),
-            Err(e) => (Err(e), buf),
-        }
+        (Ok(n), buf)
     }
 
     async fn flush(&mut self) -> io::Result<()> {

@@ -68,10 +68,17 @@ pub fn from_head(head: &[u8], scheme: &str) -> io::Result<(http::Request<()>, us
     Ok((request, used))
 }
 
-/// The HTTP/1.1 head the request path reads for an HTTP/2 answer: its status and headers,
-/// and `connection: close` (the answer ends where its stream does; nothing of it is pooled).
-/// Header values came through `http`'s checks: no CR, LF or NUL.
-pub fn write_response_head(resp: &http::response::Parts, out: &mut bytes::BytesMut) {
+/// The HTTP/1.1 head the request path reads for an HTTP/2 answer: its status and headers, and
+/// `connection: close` (nothing of it is pooled). A body without a length is framed chunked
+/// (`stream::H2Stream` writes its DATA as chunks and its END_STREAM as the last chunk), so the
+/// relay reads its end as it reads an HTTP/1.1 provider's; `ended`: the stream has no body.
+/// Returns whether the body is chunked. Header values came through `http`'s checks: no CR, LF
+/// or NUL.
+pub fn write_response_head(
+    resp: &http::response::Parts,
+    ended: bool,
+    out: &mut bytes::BytesMut,
+) -> bool {
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(resp.status.as_str().as_bytes());
     out.extend_from_slice(b" \r\n");
@@ -84,7 +91,14 @@ pub fn write_response_head(resp: &http::response::Parts, out: &mut bytes::BytesM
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    let chunked = !ended && !resp.headers.contains_key(http::header::CONTENT_LENGTH);
+    if chunked {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    } else if ended && !resp.headers.contains_key(http::header::CONTENT_LENGTH) {
+        out.extend_from_slice(b"content-length: 0\r\n");
+    }
     out.extend_from_slice(b"connection: close\r\n\r\n");
+    chunked
 }
 
 #[cfg(test)]
@@ -125,7 +139,10 @@ mod tests {
             .expect("response");
         let (parts, ()) = resp.into_parts();
         let mut out = bytes::BytesMut::new();
-        write_response_head(&parts, &mut out);
+        assert!(
+            write_response_head(&parts, false, &mut out),
+            "no length: chunked"
+        );
         let limits = crate::http::HeadLimits {
             max_head_bytes: 4096,
             max_headers: 16,
@@ -137,6 +154,12 @@ mod tests {
         assert_eq!(head.status, 429);
         assert_eq!(head.get_str("retry-after"), Some("2"));
         assert!(!head.keep_alive);
-        assert_eq!(head.framing, crate::http::head::Framing::Close);
+        assert_eq!(head.framing, crate::http::head::Framing::Chunked);
+        let mut out = bytes::BytesMut::new();
+        assert!(!write_response_head(&parts, true, &mut out), "no body");
+        let (head, _) = crate::http::head::parse_response(&out, limits, false)
+            .expect("parses")
+            .expect("whole");
+        assert_eq!(head.framing, crate::http::head::Framing::Length(0));
     }
 }

@@ -37,8 +37,16 @@ pub struct H2Stream {
     shared: Rc<Shared>,
     scheme: &'static str,
     state: State,
-    /// Body bytes received and not yet read (a read had less room than a DATA frame).
+    /// Bytes received and not yet read (a read had less room than a DATA frame): the head, or
+    /// a DATA frame's, after the chunk-size line owed before it (`line`).
     pending: Bytes,
+    /// A chunked body's framing still owed around `pending`: its size line (from `line_at`),
+    /// and after it `tail` (`\r\n`, or the last chunk at the end).
+    line: [u8; 18],
+    line_len: u8,
+    line_at: u8,
+    tail: &'static [u8],
+    chunked: bool,
     failure: Option<Failure>,
 }
 
@@ -53,6 +61,11 @@ impl H2Stream {
             scheme: if tls { "https" } else { "http" },
             state: State::Idle,
             pending: Bytes::new(),
+            line: [0; 18],
+            line_len: 0,
+            line_at: 0,
+            tail: b"",
+            chunked: false,
             failure: None,
         }
     }
@@ -113,9 +126,8 @@ impl H2Stream {
             return Ok(0);
         }
         crate::http::io::make_room(buf);
-        let n = self.pending.len().min(buf.capacity() - buf.len());
-        buf.extend_from_slice(&self.pending.split_to(n));
-        Ok(n)
+        let room = buf.capacity() - buf.len();
+        Ok(self.emit(room, |b| buf.extend_from_slice(b)))
     }
 
     /// [`Self::read_into`] for any buffer the runtime reads into.
@@ -128,20 +140,47 @@ impl H2Stream {
             Ok(false) => return (Ok(0), buf),
             Err(e) => return (Err(e), buf),
         }
-        let n = self.pending.len().min(buf.bytes_total());
-        // SAFETY: `write_ptr` has room for `bytes_total` bytes and `n` is no more; the bytes
-        // copied are initialised, as `set_init` then says (as a read into it would).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.pending.as_ptr(), buf.write_ptr(), n);
-            buf.set_init(n);
-        }
-        let _ = self.pending.split_to(n);
+        let (room, at) = (buf.bytes_total(), buf.write_ptr());
+        let mut n = 0;
+        self.emit(room, |b| {
+            // SAFETY: `emit` gives at most `room` bytes in all, and `write_ptr` has room for
+            // `bytes_total`: each piece lands after the last, inside it.
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), at.add(n), b.len()) };
+            n += b.len();
+        });
+        // SAFETY: the first `n` bytes were just written.
+        unsafe { buf.set_init(n) };
         (Ok(n), buf)
     }
 
-    /// Have bytes waiting to be read (`true`), or the stream's end (`false`).
+    /// Whether bytes are owed to the reader.
+    fn owed(&self) -> bool {
+        self.line_at < self.line_len || !self.pending.is_empty() || !self.tail.is_empty()
+    }
+
+    /// Give up to `room` owed bytes to `put`, in order: size line, bytes, tail. Returns how many.
+    fn emit(&mut self, mut room: usize, mut put: impl FnMut(&[u8])) -> usize {
+        let start = room;
+        let line = &self.line[usize::from(self.line_at)..usize::from(self.line_len)];
+        let n = line.len().min(room);
+        put(&line[..n]);
+        self.line_at += n as u8;
+        room -= n;
+        let n = self.pending.len().min(room);
+        put(&self.pending.split_to(n));
+        room -= n;
+        if self.line_at == self.line_len && self.pending.is_empty() {
+            let n = self.tail.len().min(room);
+            put(&self.tail[..n]);
+            self.tail = &self.tail[n..];
+            room -= n;
+        }
+        start - room
+    }
+
+    /// Have bytes owed to the reader (`true`), or the stream's end (`false`).
     async fn fill(&mut self) -> io::Result<bool> {
-        while self.pending.is_empty() {
+        while !self.owed() {
             match &mut self.state {
                 State::Idle => return Err(io::Error::other("no request was sent")),
                 State::Ended => return Ok(false),
@@ -151,7 +190,9 @@ impl H2Stream {
                         Ok(resp) => {
                             let (parts, body) = resp.into_parts();
                             let mut head = BytesMut::with_capacity(512);
-                            super::request::write_response_head(&parts, &mut head);
+                            let ended = body.is_end_stream();
+                            self.chunked =
+                                super::request::write_response_head(&parts, ended, &mut head);
                             self.pending = head.freeze();
                             self.state = State::Body(body);
                         }
@@ -162,10 +203,20 @@ impl H2Stream {
                     Some(Ok(data)) => {
                         // Copied out as it is read: the window is given back at once.
                         let _ = body.flow_control().release_capacity(data.len());
+                        if self.chunked && !data.is_empty() {
+                            let n = crate::http::chunk::size_line(data.len(), &mut self.line);
+                            (self.line_len, self.line_at) = (n as u8, 0);
+                            self.tail = b"\r\n";
+                        }
                         self.pending = data;
                     }
                     Some(Err(e)) => return Err(self.failed(e)),
-                    None => self.state = State::Ended,
+                    None => {
+                        if self.chunked {
+                            self.tail = b"0\r\n\r\n";
+                        }
+                        self.state = State::Ended;
+                    }
                 },
             }
         }

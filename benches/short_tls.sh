@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Short requests to a TLS upstream: JSON answers and 20-event streams through nginx
+# (`proxy_pass https://`), HAProxy (`ssl` to the server, with and without `proto h2`) and
+# Ringside (HTTP/2 where offered, its default; and `http2 = "never"`), each with its shipped
+# defaults (worker count included: one per core, sharing the cores with wrk and the
+# simulator, as a sidecar runs), reaching the simulator's TLS front. Prints requests/s and the
+# proxy's CPU per 10k requests per target; ratios from one run. The front relays each request
+# to the simulator in a process of its own (its cost is the same for every target).
+# Bounded: about 2 x (DUR + 3) s per target.
+# Usage: benches/short_tls.sh   (env: DUR=5 CONNS=64 WORKERS= (Ringside's and nginx's worker
+#   count; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${DUR:-5}
+CONNS=${CONNS:-64}
+BASE=${BASE_PORT:-19400}
+SIM=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2)); SIM_TLS=$((BASE+3)); FRONT=$((BASE+4))
+. benches/lib.sh
+install_missing wrk wrk nginx nginx-light haproxy haproxy
+build_and_prepare
+mkdir -p "$WORK/certs"; test_certs "$WORK/certs"
+$BIN simulate --listen 127.0.0.1:$SIM --events 20 >/dev/null 2>&1 &
+PIDS+=($!)
+$BIN simulate --listen 127.0.0.1:$FRONT --tls-listen 127.0.0.1:$SIM_TLS --tls-relay-to 127.0.0.1:$SIM \
+  --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >/dev/null 2>&1 &
+PIDS+=($!)
+chat_scripts "$WORK"
+workers_line() { [ -n "${WORKERS:-}" ] && echo "workers = $WORKERS" || true; }
+for mode in auto never; do
+  cat > "$WORK/ringside-$mode.toml" <<TOML
+[server]
+listen = "127.0.0.1:$PROXY"
+admin_listen = "127.0.0.1:$ADMIN"
+data_dir = "$WORK/ringside-data"
+$(workers_line)
+[upstream]
+ca_file = "$WORK/certs/ca.pem"
+$(bench_provider $SIM_TLS sim bench-model "https://localhost:$SIM_TLS" | sed "s/^dialect = .*/&\nhttp2 = \"$mode\"/")
+TOML
+done
+cat > "$WORK/nginx.conf" <<NGX
+worker_processes ${WORKERS:-auto};
+daemon off;
+master_process on;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
+  upstream simtls { server 127.0.0.1:$SIM_TLS; keepalive 128; }
+  server {
+    listen 127.0.0.1:$PROXY;
+    location / {
+      proxy_pass https://simtls; proxy_ssl_verify on; proxy_ssl_trusted_certificate $WORK/certs/ca.pem;
+      proxy_ssl_name localhost; proxy_ssl_server_name on;
+      proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off;
+    }
+  }
+}
+NGX
+haproxy_cfg $PROXY $SIM_TLS | sed "s|^  server up .*|  server up 127.0.0.1:$SIM_TLS ssl verify required ca-file $WORK/certs/ca.pem sni str(localhost)|" > "$WORK/haproxy.cfg"
+sed 's|ca-file .*|& alpn h2 proto h2|' "$WORK/haproxy.cfg" > "$WORK/haproxy-h2.cfg"
+
+start() {
+  case $1 in
+    nginx) nginx -c "$WORK/nginx.conf" -p "$WORK" >/dev/null 2>&1 & echo $! ;;
+    haproxy) haproxy -f "$WORK/haproxy.cfg" >/dev/null 2>&1 & echo $! ;;
+    haproxy-h2) haproxy -f "$WORK/haproxy-h2.cfg" >/dev/null 2>&1 & echo $! ;;
+    ringside) rm -rf "$WORK/ringside-data"
+      BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-auto.toml" >"$WORK/rs.log" 2>&1 & echo $! ;;
+    ringside-h1) rm -rf "$WORK/ringside-data"
+      BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-never.toml" >"$WORK/rs.log" 2>&1 & echo $! ;;
+  esac
+}
+hz=$(getconf CLK_TCK)
+echo "| target | JSON req/s | SSE req/s (20 events) | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE |"
+echo "|---|---:|---:|---:|---:|"
+for t in ${TARGETS:-nginx haproxy haproxy-h2 ringside ringside-h1}; do
+  pid=$(start $t); PIDS+=("$pid")
+  wait_for_port $PROXY; sleep 0.5
+  timeout 20 wrk -t1 -c$CONNS -d1s -s "$WORK/json.lua" "http://127.0.0.1:$PROXY/v1/chat/completions" >/dev/null 2>&1 || true
+  row="| $t"; cpu=""
+  for kind in json sse; do
+    c0=$(cpu_ticks "$pid")
+    out=$(timeout $((DUR + 15)) wrk -t1 -c$CONNS -d${DUR}s -s "$WORK/$kind.lua" "http://127.0.0.1:$PROXY/v1/chat/completions" 2>&1 || true)
+    c1=$(cpu_ticks "$pid")
+    n=$(echo "$out" | awk '/requests in/ {print $1}')
+    rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    bad=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
+    row="$row | ${rps:-0}${bad:+ ($bad non-2xx)}"
+    cpu="$cpu | $(python3 -c "import sys; n=int(sys.argv[1] or 0); print(f'{(int(sys.argv[2])-int(sys.argv[3]))/int(sys.argv[4])/n*1e4:.2f}' if n else '-')" "${n:-0}" "$c1" "$c0" "$hz")"
+  done
+  echo "$row$cpu |"
+  [ -n "${KEEP_LOG:-}" ] && cp "$WORK/rs.log" "$KEEP_LOG" 2>/dev/null || true
+  stop_proc "$pid"
+  sleep 1
+done
