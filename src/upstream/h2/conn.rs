@@ -18,8 +18,10 @@ const CONNECTION_WINDOW: u32 = 16 << 20;
 /// Streams assumed allowed until the server's SETTINGS say (RFC 9113 recommends servers allow
 /// at least 100): streams beyond wait in the connection rather than being refused.
 const INITIAL_STREAMS: usize = 100;
-/// An idle connection is PINGed this often; without an answer within [`PONG_WAIT`] it is
-/// closed, failing its streams (a peer gone without a FIN, a middlebox that dropped the flow).
+/// A connection is PINGed this often, idle or not; without an answer within [`PONG_WAIT`] it
+/// is closed, failing its streams once as a lost connection (a peer gone without a FIN, a
+/// middlebox that dropped the flow), counted once, rather than each stream's own timeout
+/// firing and counting apart.
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PONG_WAIT: Duration = Duration::from_secs(10);
 
@@ -86,7 +88,7 @@ pub async fn start(io: UpStream, fd: std::os::fd::RawFd) -> Result<H2Conn, monoi
             Some(p) => {
                 monoio::select! {
                     _ = run => {},
-                    _ = keep_alive(p, &s) => {},
+                    _ = keep_alive(p) => {},
                 }
             }
             None => {
@@ -98,14 +100,10 @@ pub async fn start(io: UpStream, fd: std::os::fd::RawFd) -> Result<H2Conn, monoi
     Ok(H2Conn { send, shared, fd })
 }
 
-/// PING the connection while it carries no stream; ends when a PING goes unanswered.
-async fn keep_alive(mut pings: monoio_http::h2::PingPong, s: &Shared) {
+/// PING the connection; ends when a PING goes unanswered.
+async fn keep_alive(mut pings: monoio_http::h2::PingPong) {
     loop {
         monoio::time::sleep(PING_EVERY).await;
-        if s.open.get() > 0 {
-            // Its streams' own reads (first byte, idle read, the stream watchdog) find it dead.
-            continue;
-        }
         let ping = pings.ping(monoio_http::h2::Ping::opaque());
         match monoio::time::timeout(PONG_WAIT, ping).await {
             Ok(Ok(_)) => {}
