@@ -49,14 +49,7 @@ SIM_ARGS=()
 [ "${PROVIDER_HEAD:-0}" = 1 ] && SIM_ARGS=(--fault "key:sk-bench=none;provider-head")
 $BIN simulate --listen 127.0.0.1:$SIM --events "$EVENTS" --interval-ms "$INTERVAL" "${SIM_ARGS[@]}" >/dev/null 2>&1 &
 SIM_PID=$!; PIDS+=($SIM_PID)
-if [ "$UPSTREAM" = tls ]; then
-  # The TLS front in a process of its own, relaying to the simulator: each stream holds a
-  # descriptor at both ends of the relay.
-  mkdir -p "$WORK/certs"; test_certs "$WORK/certs"
-  $BIN simulate --listen 127.0.0.1:$((BASE+4)) --tls-listen 127.0.0.1:$SIM_TLS --tls-relay-to 127.0.0.1:$SIM \
-    --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >/dev/null 2>&1 &
-  PIDS+=($!)
-fi
+[ "$UPSTREAM" = tls ] && sim_tls_front $((BASE+4)) $SIM_TLS $SIM
 sleep 0.5
 
 cat > "$WORK/ringside.toml" <<TOML
@@ -65,10 +58,7 @@ listen = "127.0.0.1:$PROXY"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
 max_connections = ${RS_MAX_CONNECTIONS:-0}
-$(if [ "$UPSTREAM" = tls ]; then
-  printf '[upstream]\nca_file = "%s"\n' "$WORK/certs/ca.pem"
-  bench_provider $SIM_TLS sim bench-model "https://localhost:$SIM_TLS" | sed 's/^dialect = .*/&\nhttp2 = "HTTP2_MODE"/'
-else bench_provider $SIM; fi)
+$(if [ "$UPSTREAM" = tls ]; then tls_front_provider $SIM_TLS HTTP2_MODE; else bench_provider $SIM; fi)
 ${RS_EXTRA:-}
 TOML
 sed 's/HTTP2_MODE/never/' "$WORK/ringside.toml" > "$WORK/ringside-h1.toml"
@@ -90,7 +80,7 @@ http {
     listen 127.0.0.1:$PROXY;
     location / {
       $(if [ "$UPSTREAM" = tls ]; then
-        echo "proxy_pass https://simtls; proxy_ssl_verify on; proxy_ssl_trusted_certificate $WORK/certs/ca.pem; proxy_ssl_name localhost; proxy_ssl_server_name on;"
+        nginx_tls_pass simtls
       else echo "proxy_pass http://sim;"; fi)
       proxy_http_version 1.1;
       proxy_set_header Connection "";
@@ -100,8 +90,7 @@ http {
 }
 NGX
 if [ "$UPSTREAM" = tls ]; then
-  haproxy_cfg $PROXY $SIM_TLS | sed "s|^  server up .*|  server up 127.0.0.1:$SIM_TLS ssl verify required ca-file $WORK/certs/ca.pem sni str(localhost)|" > "$WORK/haproxy.cfg"
-  sed 's|ca-file .*|& alpn h2 proto h2|' "$WORK/haproxy.cfg" > "$WORK/haproxy-h2.cfg"
+  haproxy_tls_cfgs $PROXY $SIM_TLS
 else
   haproxy_cfg $PROXY $SIM > "$WORK/haproxy.cfg"
 fi

@@ -85,6 +85,37 @@ tls_mock() {
 # "tls-model", key from BENCH_KEY.
 tls_provider() { bench_provider "$1" tls-mock tls-model "https://localhost:$1"; }
 
+# sim_tls_front FRONT_PORT TLS_PORT SIM_PORT: certificates in $WORK/certs (test_certs) and the
+# simulator's TLS front on TLS_PORT (its own listener, unused, on FRONT_PORT: `/_sim/front`
+# there), in a process of its own relaying to the simulator at SIM_PORT: each stream holds a
+# descriptor at both ends of the relay. Its pid joins PIDS.
+sim_tls_front() {
+  mkdir -p "$WORK/certs"; test_certs "$WORK/certs"
+  $BIN simulate --listen 127.0.0.1:$1 --tls-listen 127.0.0.1:$2 --tls-relay-to 127.0.0.1:$3 \
+    --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >/dev/null 2>&1 &
+  PIDS+=($!)
+}
+
+# tls_front_provider PORT HTTP2: Ringside's [upstream] trusting $WORK/certs/ca.pem and the bench
+# provider at the TLS front on PORT (as localhost), its `http2` setting HTTP2.
+tls_front_provider() {
+  printf '[upstream]\nca_file = "%s"\n' "$WORK/certs/ca.pem"
+  bench_provider "$1" sim bench-model "https://localhost:$1" | sed "s/^dialect = .*/&\nhttp2 = \"$2\"/"
+}
+
+# nginx_tls_pass UPSTREAM: nginx's proxy_pass to the TLS front (an `upstream UPSTREAM` block),
+# checking its certificate against $WORK/certs/ca.pem as localhost.
+nginx_tls_pass() {
+  echo "proxy_pass https://$1; proxy_ssl_verify on; proxy_ssl_trusted_certificate $WORK/certs/ca.pem; proxy_ssl_name localhost; proxy_ssl_server_name on;"
+}
+
+# haproxy_tls_cfgs LISTEN_PORT TLS_PORT: $WORK/haproxy.cfg (haproxy_cfg, `ssl` to the TLS
+# front, its certificate checked) and $WORK/haproxy-h2.cfg (the same with `proto h2`).
+haproxy_tls_cfgs() {
+  haproxy_cfg "$1" "$2" | sed "s|^  server up .*|  server up 127.0.0.1:$2 ssl verify required ca-file $WORK/certs/ca.pem sni str(localhost)|" > "$WORK/haproxy.cfg"
+  sed 's|ca-file .*|& alpn h2 proto h2|' "$WORK/haproxy.cfg" > "$WORK/haproxy-h2.cfg"
+}
+
 # wait_for_port PORT: until something accepts on 127.0.0.1:PORT (at most about 30 s).
 wait_for_port() {
   for _ in $(seq 60); do

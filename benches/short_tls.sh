@@ -18,12 +18,9 @@ SIM=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2)); SIM_TLS=$((BASE+3)); FRONT=$((B
 . benches/lib.sh
 install_missing wrk wrk nginx nginx-light haproxy haproxy
 build_and_prepare
-mkdir -p "$WORK/certs"; test_certs "$WORK/certs"
 $BIN simulate --listen 127.0.0.1:$SIM --events 20 >/dev/null 2>&1 &
 PIDS+=($!)
-$BIN simulate --listen 127.0.0.1:$FRONT --tls-listen 127.0.0.1:$SIM_TLS --tls-relay-to 127.0.0.1:$SIM \
-  --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >/dev/null 2>&1 &
-PIDS+=($!)
+sim_tls_front $FRONT $SIM_TLS $SIM
 chat_scripts "$WORK"
 workers_line() { [ -n "${WORKERS:-}" ] && echo "workers = $WORKERS" || true; }
 for mode in auto never; do
@@ -33,9 +30,7 @@ listen = "127.0.0.1:$PROXY"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
 $(workers_line)
-[upstream]
-ca_file = "$WORK/certs/ca.pem"
-$(bench_provider $SIM_TLS sim bench-model "https://localhost:$SIM_TLS" | sed "s/^dialect = .*/&\nhttp2 = \"$mode\"/")
+$(tls_front_provider $SIM_TLS $mode)
 TOML
 done
 cat > "$WORK/nginx.conf" <<NGX
@@ -52,15 +47,13 @@ http {
   server {
     listen 127.0.0.1:$PROXY;
     location / {
-      proxy_pass https://simtls; proxy_ssl_verify on; proxy_ssl_trusted_certificate $WORK/certs/ca.pem;
-      proxy_ssl_name localhost; proxy_ssl_server_name on;
+      $(nginx_tls_pass simtls)
       proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off;
     }
   }
 }
 NGX
-haproxy_cfg $PROXY $SIM_TLS | sed "s|^  server up .*|  server up 127.0.0.1:$SIM_TLS ssl verify required ca-file $WORK/certs/ca.pem sni str(localhost)|" > "$WORK/haproxy.cfg"
-sed 's|ca-file .*|& alpn h2 proto h2|' "$WORK/haproxy.cfg" > "$WORK/haproxy-h2.cfg"
+haproxy_tls_cfgs $PROXY $SIM_TLS
 
 start() {
   case $1 in

@@ -49,7 +49,6 @@ fn streams_at_once(proxy: &Proxy, n: usize) -> usize {
         .collect();
     threads
         .into_iter()
-        .filter(|_| true)
         .map(|t| t.join().unwrap_or(false))
         .filter(|whole| *whole)
         .count()

@@ -7,6 +7,7 @@ use super::{Front, tls::ServerTls};
 use crate::http::head::{Framing, parse_response};
 use crate::http::io::read_more;
 use crate::http::{Head, HeadLimits};
+use crate::upstream::h2::request::connection_specific;
 use bytes::{Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::TcpStream;
@@ -19,20 +20,6 @@ const LIMITS: HeadLimits = HeadLimits {
     max_head_bytes: 64 * 1024,
     max_headers: 200,
 };
-
-fn connection_specific(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-        "te",
-        "host",
-    ]
-    .iter()
-    .any(|n| n.eq_ignore_ascii_case(name))
-}
 
 /// Serve HTTP/2 on `tls`, with the front's faults.
 pub async fn serve_h2(front: Arc<Front>, tls: ServerTls) {

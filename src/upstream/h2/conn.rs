@@ -54,7 +54,7 @@ impl H2Conn {
     /// server's limit and ours.
     pub fn has_room(&self, cap: usize) -> bool {
         let s = &self.shared;
-        !s.closed.get() && !self.send.has_conn_error() && s.open.get() < s.peer_max.get().min(cap)
+        self.usable() && s.open.get() < s.peer_max.get().min(cap)
     }
 
     pub fn usable(&self) -> bool {

@@ -20,10 +20,7 @@ pub async fn open(
             Pick::Ready(s) => return Ok(on_stream(s, true)),
             Pick::Wait(opening) => opening.wait().await,
             Pick::Open(guard) => break guard,
-            Pick::Http1 => {
-                let m = c.make(ep, Alpn::Http1).await?;
-                return Ok(UpConn::new(m.stream, m.fd));
-            }
+            Pick::Http1 => return c.connect(ep).await,
         }
     };
     // Ends the opening when this returns or is dropped (the request went away).

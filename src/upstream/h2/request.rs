@@ -15,20 +15,11 @@ fn invalid(what: &str) -> io::Error {
     )
 }
 
-/// Connection-specific headers: meaningless on a multiplexed connection, and a protocol error
-/// there. (`te` is allowed as `trailers` only; our heads never send it.)
-fn connection_specific(name: &str) -> bool {
-    [
-        "host",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-        "te",
-    ]
-    .iter()
-    .any(|n| n.eq_ignore_ascii_case(name))
+/// Headers that do not cross between HTTP/1.1 and HTTP/2: the hop-by-hop ones (meaningless on
+/// a multiplexed connection, and a protocol error there; `te` is allowed as `trailers` only,
+/// which our heads never send) and `host` (HTTP/2's `:authority`).
+pub fn connection_specific(name: &str) -> bool {
+    name.eq_ignore_ascii_case("host") || crate::http::head::is_hop_by_hop(name)
 }
 
 /// `head` (an HTTP/1.1 request head of ours, perhaps with the body's first bytes behind it)
