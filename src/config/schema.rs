@@ -363,6 +363,11 @@ pub struct UpstreamSection {
     /// `https://` providers without a `proxy` of their own go through `HTTPS_PROXY` unless
     /// `NO_PROXY` names them (loopback hosts never do).
     pub proxy_from_env: bool,
+    /// An HTTP/2 connection to a provider is PINGed this often, busy or idle...
+    pub h2_ping_interval_ms: u64,
+    /// ...and closed when a PING goes unanswered this long (its streams fail as one lost
+    /// connection).
+    pub h2_ping_timeout_ms: u64,
 }
 
 impl Default for UpstreamSection {
@@ -378,6 +383,8 @@ impl Default for UpstreamSection {
             dns_ttl_ms: 30_000,
             max_attempts: 3,
             proxy_from_env: true,
+            h2_ping_interval_ms: 30_000,
+            h2_ping_timeout_ms: 10_000,
         }
     }
 }

@@ -300,6 +300,8 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
     keep!("upstream.ca_file", upstream.ca_file);
     keep!("upstream.connect_timeout_ms", upstream.connect_timeout_ms);
     keep!("upstream.dns_ttl_ms", upstream.dns_ttl_ms);
+    keep!("upstream.h2_ping_interval_ms", upstream.h2_ping_interval_ms);
+    keep!("upstream.h2_ping_timeout_ms", upstream.h2_ping_timeout_ms);
     keep!(
         "upstream.pool_max_idle_per_upstream",
         upstream.pool_max_idle_per_upstream

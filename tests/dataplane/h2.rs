@@ -1,7 +1,8 @@
 //! HTTP/2 to a provider over TLS, end to end: the simulator's TLS front (`simulate::front`)
 //! speaks HTTP/2 with its own faults and relays each stream to the simulator. Streams share a
 //! few connections; a GOAWAY loses and replays none; a refused stream is sent again blaming no
-//! key; a connection that dies under many streams counts once; a provider that chooses
+//! key; a connection that dies under many streams counts once, and one gone silent is found by
+//! its PING; a provider that chooses
 //! HTTP/1.1 (or is told `never`) is reached over HTTP/1.1.
 
 use crate::both_drivers;
@@ -16,6 +17,7 @@ both_drivers!(
     a_goaway_mid_run_loses_no_stream_and_replays_none,
     a_refused_stream_is_sent_again_blaming_no_key,
     a_dead_connection_counts_once,
+    a_silent_connection_is_found_by_its_ping,
     a_provider_that_chooses_http1_is_reached_over_http1,
     a_large_prompt_waits_out_a_slow_window,
 );
@@ -163,6 +165,45 @@ fn a_dead_connection_counts_once(driver: &str) {
     assert_eq!(opened, 0.0, "the breaker opened: {odd:#?}");
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
     assert_eq!(r.status, 200, "served after the drop: {}", r.text());
+}
+
+fn a_silent_connection_is_found_by_its_ping(driver: &str) {
+    // The first connection asked for a 5th stream goes silent (no FIN) with the 4 before it,
+    // all still waiting for their heads (300 ms late). Nothing but a PING finds it dead: the
+    // first-byte timeout is a minute away.
+    let faults = H2Faults {
+        blackhole_after: 4,
+        ..Default::default()
+    };
+    let opts = SimOptions {
+        latency_ms: 300,
+        ..sim_opts(3, 10)
+    };
+    let sim = SimTls::start(opts, true, faults);
+    let config = sim.config("auto", "m").replacen(
+        "[upstream]\n",
+        "[upstream]\nh2_ping_interval_ms = 300\nh2_ping_timeout_ms = 300\n\
+         first_byte_timeout_ms = 60000\n",
+        1,
+    );
+    let proxy = Proxy::start(driver, 1, "", &config);
+    let started = std::time::Instant::now();
+    let whole = streams_at_once(&proxy, 5);
+    let took = started.elapsed();
+    let front = sim.front();
+    assert_eq!(count(&front, "blackholed"), 1, "{front}");
+    // Each failed before its first byte: sent again on a new connection, whole.
+    assert_eq!(whole, 5, "every stream whole: {front}");
+    assert!(count(&front, "connections_h2") >= 2, "{front}");
+    assert!(
+        took < Duration::from_secs(30),
+        "found dead only after {took:?}"
+    );
+    // Five streams lost with their connection count once: the breaker (two failures on the
+    // loopback profile) stays shut.
+    let m = proxy.metrics();
+    let opened = metric_sum(&m, "ringside_breaker_transitions_total", &["to=\"open\""]);
+    assert_eq!(opened, 0.0, "{m}");
 }
 
 fn a_provider_that_chooses_http1_is_reached_over_http1(driver: &str) {

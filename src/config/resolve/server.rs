@@ -281,6 +281,18 @@ fn check_upstream(p: &mut Problems, u: &UpstreamSection) {
         DAY,
     );
     p.in_range("upstream.dns_ttl_ms", u.dns_ttl_ms, 1, DAY);
+    p.in_range(
+        "upstream.h2_ping_interval_ms",
+        u.h2_ping_interval_ms,
+        100,
+        DAY,
+    );
+    p.in_range(
+        "upstream.h2_ping_timeout_ms",
+        u.h2_ping_timeout_ms,
+        100,
+        DAY,
+    );
     p.in_range("upstream.max_attempts", u.max_attempts, 1, 20);
     if !matches!(u.tls_roots.as_str(), "webpki" | "system" | "both") {
         p.add(

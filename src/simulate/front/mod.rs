@@ -23,22 +23,28 @@ pub struct H2Faults {
     /// The first connection to be asked for a stream past its Nth is dropped (once: every
     /// stream on it fails; later connections are not).
     pub drop_after: u64,
+    /// The first connection to be asked for a stream past its Nth goes silent (once): it reads
+    /// and writes nothing more but keeps its socket open for two minutes, as a provider gone
+    /// without a FIN or a middlebox that forgot the flow. Only a PING finds it dead.
+    pub blackhole_after: u64,
     /// Give a request body's receive window back this many bytes at a time, 20 ms apart: a
     /// body larger than the window (64 KiB) waits on WINDOW_UPDATEs.
     pub slow_window: u32,
 }
 
 impl H2Faults {
-    /// `refuse-every=N`, `goaway-after=N`, `drop-after=N`, `slow-window=BYTES`.
+    /// `refuse-every=N`, `goaway-after=N`, `drop-after=N`, `blackhole-after=N`,
+    /// `slow-window=BYTES`.
     pub fn parse_into(&mut self, spec: &str) -> Result<(), String> {
         let (name, n) = spec
             .split_once('=')
-            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, slow-window)")?;
+            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, blackhole-after, slow-window)")?;
         let n: u64 = n.parse().map_err(|_| format!("`{n}` is not a number"))?;
         match name {
             "refuse-every" => self.refuse_every = n,
             "goaway-after" => self.goaway_after = n,
             "drop-after" => self.drop_after = n,
+            "blackhole-after" => self.blackhole_after = n,
             "slow-window" => self.slow_window = u32::try_from(n).map_err(|_| "too large")?,
             other => return Err(format!("`{other}` is not an HTTP/2 fault")),
         }
@@ -75,18 +81,30 @@ pub struct FrontStats {
     pub refused: AtomicU64,
     pub goaways: AtomicU64,
     pub dropped: AtomicU64,
+    pub blackholed: AtomicU64,
 }
 
 impl FrontStats {
     /// Whether a connection with `on_conn` streams is the one to drop (`H2Faults::drop_after`).
     fn drops(&self, f: &H2Faults, on_conn: u64) -> bool {
-        f.drop_after > 0
-            && on_conn > f.drop_after
-            && self
-                .dropped
-                .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        once_past(f.drop_after, on_conn, &self.dropped)
     }
+
+    /// Whether a connection with `on_conn` streams is the one to go silent
+    /// (`H2Faults::blackhole_after`).
+    fn blackholes(&self, f: &H2Faults, on_conn: u64) -> bool {
+        once_past(f.blackhole_after, on_conn, &self.blackholed)
+    }
+}
+
+/// Whether a fault set at `after` streams (0: off) fires at `on_conn` streams, once: the first
+/// to get there marks `fired`.
+fn once_past(after: u64, on_conn: u64, fired: &AtomicU64) -> bool {
+    after > 0
+        && on_conn > after
+        && fired
+            .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
 }
 
 /// Read the certificate and key and make the server config.

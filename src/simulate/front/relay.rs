@@ -41,6 +41,11 @@ pub async fn serve_h2(front: Arc<Front>, tls: ServerTls) {
             // Dropped with every stream on it.
             return;
         }
+        if st.blackholes(f, on_conn) {
+            // Silent: the connection (and its socket) is held but never driven again.
+            monoio::time::sleep(Duration::from_secs(120)).await;
+            return;
+        }
         if f.goaway_after > 0 && on_conn == f.goaway_after {
             st.goaways.fetch_add(1, Ordering::Relaxed);
             conn.graceful_shutdown();

@@ -18,12 +18,30 @@ const CONNECTION_WINDOW: u32 = 16 << 20;
 /// Streams assumed allowed until the server's SETTINGS say (RFC 9113 recommends servers allow
 /// at least 100): streams beyond wait in the connection rather than being refused.
 const INITIAL_STREAMS: usize = 100;
-/// A connection is PINGed this often, idle or not; without an answer within [`PONG_WAIT`] it
-/// is closed, failing its streams once as a lost connection (a peer gone without a FIN, a
+/// A connection is PINGed every `every`, idle or not; without an answer within `wait` it is
+/// closed, failing its streams once as a lost connection (a peer gone without a FIN, a
 /// middlebox that dropped the flow), counted once, rather than each stream's own timeout
-/// firing and counting apart.
-const PING_EVERY: Duration = Duration::from_secs(30);
-const PONG_WAIT: Duration = Duration::from_secs(10);
+/// firing and counting apart (`[upstream] h2_ping_interval_ms`, `h2_ping_timeout_ms`).
+#[derive(Clone, Copy, Debug)]
+pub struct Ping {
+    pub every: Duration,
+    pub wait: Duration,
+}
+
+impl Ping {
+    pub fn of(u: &crate::config::schema::UpstreamSection) -> Ping {
+        Ping {
+            every: Duration::from_millis(u.h2_ping_interval_ms),
+            wait: Duration::from_millis(u.h2_ping_timeout_ms),
+        }
+    }
+}
+
+impl Default for Ping {
+    fn default() -> Ping {
+        Ping::of(&Default::default())
+    }
+}
 
 /// What the pool and the streams share about one connection.
 #[derive(Default)]
@@ -64,7 +82,11 @@ impl H2Conn {
 
 /// Speak HTTP/2 on `io` (its TLS chose `h2`, or `http2 = "always"` on plaintext) and start the
 /// task that drives the connection.
-pub async fn start(io: UpStream, fd: std::os::fd::RawFd) -> Result<H2Conn, monoio_http::h2::Error> {
+pub async fn start(
+    io: UpStream,
+    fd: std::os::fd::RawFd,
+    ping: Ping,
+) -> Result<H2Conn, monoio_http::h2::Error> {
     let mut b = Builder::new();
     b.initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
@@ -88,7 +110,7 @@ pub async fn start(io: UpStream, fd: std::os::fd::RawFd) -> Result<H2Conn, monoi
             Some(p) => {
                 monoio::select! {
                     _ = run => {},
-                    _ = keep_alive(p) => {},
+                    _ = keep_alive(p, ping) => {},
                 }
             }
             None => {
@@ -101,11 +123,11 @@ pub async fn start(io: UpStream, fd: std::os::fd::RawFd) -> Result<H2Conn, monoi
 }
 
 /// PING the connection; ends when a PING goes unanswered.
-async fn keep_alive(mut pings: monoio_http::h2::PingPong) {
+async fn keep_alive(mut pings: monoio_http::h2::PingPong, every: Ping) {
     loop {
-        monoio::time::sleep(PING_EVERY).await;
+        monoio::time::sleep(every.every).await;
         let ping = pings.ping(monoio_http::h2::Ping::opaque());
-        match monoio::time::timeout(PONG_WAIT, ping).await {
+        match monoio::time::timeout(every.wait, ping).await {
             Ok(Ok(_)) => {}
             _ => return,
         }

@@ -10,6 +10,7 @@ pub mod conn;
 pub mod open;
 pub mod request;
 pub mod stream;
+pub use conn::Ping;
 
 use conn::H2Conn;
 use std::cell::{Cell, RefCell};
