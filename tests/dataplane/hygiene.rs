@@ -13,7 +13,7 @@ use std::io::Write;
 
 both_drivers!(
     head_requests_and_http10_clients,
-    hop_by_hop_credential_and_billing_headers_stay_behind,
+    hop_by_hop_credential_billing_and_address_headers_stay_behind,
     a_client_may_shorten_its_deadline_but_not_lengthen_it,
     tenants_see_request_ids_not_provider_names,
     an_html_error_page_is_summarised,
@@ -92,13 +92,14 @@ fn head_requests_and_http10_clients(driver: &str) {
     assert!(text.starts_with("HTTP/1.1 400"), "{text}");
 }
 
-fn hop_by_hop_credential_and_billing_headers_stay_behind(driver: &str) {
+fn hop_by_hop_credential_billing_and_address_headers_stay_behind(driver: &str) {
     let (sim, proxy) = sim_proxy(driver, SimOptions::default());
     let body = chat("smart", false);
     let raw = format!(
         "POST /v1/chat/completions?api_key=sk-in-query&api-version=2024-06-01 HTTP/1.1\r\nhost: x\r\n\
          connection: close, x-hop\r\nx-hop: hop-value\r\nopenai-organization: org-someone-else\r\n\
          openai-project: proj-x\r\nx-goog-api-key: AIzaGoog\r\nocp-apim-subscription-key: azkey\r\n\
+         x-forwarded-for: 10.20.30.40\r\nforwarded: for=10.20.30.41\r\nx-real-ip: 10.20.30.42\r\n\
          x-kept: kept-value\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
@@ -114,6 +115,8 @@ fn hop_by_hop_credential_and_billing_headers_stay_behind(driver: &str) {
         "proj-x",
         "AIzaGoog",
         "azkey",
+        // The client's internal addresses.
+        "10.20.30.",
     ] {
         assert!(!seen.contains(gone), "{gone} reached the provider: {seen}");
     }

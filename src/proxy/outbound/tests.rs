@@ -168,6 +168,8 @@ fn credential_params_billing_headers_and_connection_options_stay_behind() {
     let raw = "POST /v1/chat/completions?api-version=2024-06-01&key=AIzaSECRET&beta=true&API_KEY=x&token HTTP/1.1\r\n\
                Connection: keep-alive, X-Hop\r\nX-Hop: secret-hop\r\nOpenAI-Organization: org-1\r\n\
                OpenAI-Project: proj-1\r\nx-goog-api-key: g\r\nOcp-Apim-Subscription-Key: az\r\n\
+               X-Forwarded-For: 10.1.2.3\r\nForwarded: for=10.1.2.3\r\nX-Real-IP: 10.1.2.4\r\n\
+               X-Forwarded-Host: intranet.corp\r\nTrue-Client-IP: 10.1.2.5\r\n\
                X-Kept: yes\r\nContent-Length: 2\r\n\r\n";
     let s = built(raw, &p, &c);
     assert!(
@@ -182,10 +184,17 @@ fn credential_params_billing_headers_and_connection_options_stay_behind() {
         "proj-1",
         "x-goog",
         "Ocp-Apim",
+        "10.1.2.",
+        "intranet.corp",
     ] {
         assert!(!s.contains(gone), "{gone}: {s}");
     }
     assert!(s.contains("X-Kept: yes\r\n"));
+    // A provider that asks for the client's address gets it.
+    p.forward_headers = vec!["x-forwarded-for".into()];
+    let s = built(raw, &p, &c);
+    assert!(s.contains("X-Forwarded-For: 10.1.2.3\r\n"), "{s}");
+    assert!(!s.contains("10.1.2.4"), "{s}");
     // A provider may take the organization header (it bills the operator's own org).
     p.forward_headers = vec!["openai-organization".into()];
     let s = built(raw, &p, &c);
