@@ -95,8 +95,9 @@ pub enum Caller {
 
 /// Paths anyone may read, token or not: load balancers and orchestrators probe the first two;
 /// `/` is the status page, which holds no data (it asks for the token and reads the API).
+/// HEAD as well as GET: `option httpchk HEAD /readyz` is a common health check.
 pub fn is_probe(method: &str, path: &str) -> bool {
-    method == "GET" && matches!(path, "/healthz" | "/readyz" | "/")
+    matches!(method, "GET" | "HEAD") && matches!(path, "/healthz" | "/readyz" | "/")
 }
 
 /// Methods that only read.

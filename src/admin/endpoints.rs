@@ -27,21 +27,27 @@ pub(super) async fn answer(
     head: &Head,
     body: &[u8],
 ) -> Answer {
+    // HEAD is GET without the body (`answer_for` drops it): every GET endpoint answers it, as
+    // a load balancer's `option httpchk HEAD /readyz` expects.
+    let method = match head.method() {
+        "HEAD" => "GET",
+        m => m,
+    };
     // Decision records live on the cores: ask them (this may take one core tick).
-    if head.method() == "GET"
+    if method == "GET"
         && let Some(found) = decision_query(shared, admin, head.path(), head.query()).await
     {
         return as_json(found);
     }
-    if let Some(found) = leases::handle(shared, head.method(), head.path()).await {
+    if let Some(found) = leases::handle(shared, method, head.path()).await {
         return as_json(found);
     }
-    if (head.method(), head.path()) == ("POST", "/admin/reload") {
+    if (method, head.path()) == ("POST", "/admin/reload") {
         let shared = admin.borrow().shared.clone();
         return as_json(reload(shared).await);
     }
     let draining = shared.shutdown.load(Ordering::Relaxed) || shared.lifecycle.is_draining();
-    match (head.method(), head.path()) {
+    match (method, head.path()) {
         ("GET", "/") => (200, "text/html; charset=utf-8", super::page::HTML.to_vec()),
         ("GET", "/admin" | "/admin/") => as_json((200, super::page::index())),
         ("GET", "/admin/stats") => as_json((200, admin.borrow().history.view())),

@@ -38,6 +38,10 @@ fn without_a_token_the_admin_port_is_read_only(driver: &str) {
         "/admin/clients",
     ] {
         assert_eq!(call(&proxy, "GET", path, &[], "").status, 200, "{path}");
+        // HEAD: the same status, no body (`option httpchk HEAD /readyz`).
+        let r = call(&proxy, "HEAD", path, &[], "");
+        assert_eq!(r.status, 200, "HEAD {path}");
+        assert!(r.body.is_empty(), "HEAD {path}: {}", r.text());
     }
     let changes = [
         (
@@ -107,8 +111,14 @@ fn without_a_token_the_admin_port_is_read_only(driver: &str) {
 fn with_a_token_changes_need_it_and_failures_are_slowed(driver: &str) {
     let sim = start_sim(SimOptions::default());
     let proxy = Proxy::start(driver, 1, "", &priority_keys(sim.addr, &["a"], ""));
-    // Health stays open; state needs the token.
+    // Health stays open, to HEAD too; state needs the token.
     assert_eq!(call(&proxy, "GET", "/readyz", &[], "").status, 200);
+    assert_eq!(call(&proxy, "HEAD", "/readyz", &[], "").status, 200);
+    assert_eq!(call(&proxy, "HEAD", "/healthz", &[], "").status, 200);
+    assert_eq!(
+        call(&proxy, "HEAD", "/admin/connections", &[], "").status,
+        401
+    );
     assert_eq!(
         call(&proxy, "GET", "/admin/connections", &[], "").status,
         401
