@@ -40,6 +40,16 @@ fn parse(text: &str) -> HashMap<String, Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     let families: Vec<Value> = serde_json::from_slice(&out.stdout).expect("parser JSON");
+    // A family named twice (a gauge `x` beside a counter `x_total`, or one family written in two
+    // places) is split or merged by scrapers: each name once.
+    let mut names: Vec<&str> = families.iter().filter_map(|f| f["name"].as_str()).collect();
+    names.sort_unstable();
+    let twice: Vec<&&str> = names
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| &w[0])
+        .collect();
+    assert!(twice.is_empty(), "families named twice: {twice:?}");
     families
         .into_iter()
         .map(|f| (f["name"].as_str().unwrap_or_default().to_string(), f))
@@ -125,6 +135,37 @@ fn metrics_parse_and_count_the_mix(driver: &str) {
     // Counters are counters to the parser (it strips `_total` from the family name).
     assert_eq!(fams["ringside_requests"]["type"], "counter");
     dashboard_names_exist(&text);
+    // Durations say how the request ended: the breaker's 503s apart from the answers.
+    let ok = [("route", "m"), ("outcome", "ok")];
+    assert_eq!(
+        value(&fams, "ringside_request_duration_seconds_count", &ok),
+        10.0
+    );
+    let count = |outcome| {
+        let labels = [("route", "f"), ("outcome", outcome)];
+        value(&fams, "ringside_request_duration_seconds_count", &labels)
+    };
+    // (The breaker opened on the third; the fourth was refused without an attempt.)
+    assert_eq!((count("failed"), count("rejected")), (3.0, 1.0));
+    // A model asked for through its provider (`sim/m`) counts under the model: the route
+    // label's values are the config's routes and models.
+    let r = proxy.post("/v1/chat/completions", &[], &chat("sim/m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let reply =
+        ringside::demo::client::request(proxy.admin, "GET", "/metrics", &[ADMIN_AUTH], b"", T)
+            .expect("scrape");
+    let fams = parse(&reply.text());
+    let m = [("route", "m")];
+    assert_eq!(value(&fams, "ringside_requests_total", &m), 11.0);
+    let routes: std::collections::BTreeSet<String> = (fams.values())
+        .flat_map(|f| f["samples"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["labels"]["route"].as_str().map(String::from))
+        .collect();
+    let allowed = ["m", "f", "other"];
+    assert!(
+        routes.iter().all(|r| allowed.contains(&r.as_str())),
+        "{routes:?}"
+    );
 }
 
 /// Every metric the Grafana dashboard (tuning/grafana-dashboard.json) queries is exported.

@@ -322,7 +322,7 @@ impl AdminState {
         }
         let _ = writeln!(
             out,
-            "# HELP ringside_model_lockouts Active model lockouts.\n# TYPE ringside_model_lockouts gauge\nringside_model_lockouts {}",
+            "# HELP ringside_model_lockouts_active Model lockouts in force now.\n# TYPE ringside_model_lockouts_active gauge\nringside_model_lockouts_active {}",
             self.tables.lockouts.active(now).count()
         );
         self.transitions.render(&generation, &mut out);

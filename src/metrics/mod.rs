@@ -113,9 +113,16 @@ impl CoreMetrics {
 
     /// A request ended: its duration, Ringside's own part of it and, for a stream, the time to
     /// its first useful event (microseconds; 0: none).
-    pub fn request_times(&self, route: usize, total_us: u64, own_us: u64, ttft_us: u64) {
+    pub fn request_times(
+        &self,
+        route: usize,
+        outcome: crate::audit::Outcome,
+        total_us: u64,
+        own_us: u64,
+        ttft_us: u64,
+    ) {
         if let Some(t) = self.route_times.get(route) {
-            t.duration.observe_us(total_us);
+            t.duration[times::outcome_index(outcome)].observe_us(total_us);
             t.overhead.observe_us(own_us);
             if ttft_us > 0 {
                 t.ttft.observe_us(ttft_us);
@@ -141,7 +148,7 @@ impl CoreMetrics {
 
     /// Request durations, all routes together.
     pub fn durations(&self) -> impl Iterator<Item = &crate::histogram::Histogram> {
-        self.route_times.iter().map(|t| &t.duration)
+        self.route_times.iter().flat_map(|t| &t.duration)
     }
 
     /// An upstream attempt's response head arrived after `us` microseconds.
@@ -218,18 +225,33 @@ pub fn render(
     out
 }
 
+/// Route labels with the route indices each stands for, in first-seen order: a model's
+/// provider-pinned routes (`openai/gpt-4o`) count under the model's label (`gpt-4o`), so the
+/// label's values are the config's routes and models, each once. Indices the running config
+/// does not use (an empty label) are left out.
+pub(crate) fn route_groups(route_labels: &[String]) -> Vec<(&str, Vec<usize>)> {
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, label) in route_labels.iter().enumerate() {
+        if label.is_empty() {
+            continue;
+        }
+        match groups.iter_mut().find(|(l, _)| *l == label.as_str()) {
+            Some((_, indices)) => indices.push(i),
+            None => groups.push((label, vec![i])),
+        }
+    }
+    groups
+}
+
 /// `ringside_requests_total` by route and final status.
 fn requests(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>], route_labels: &[String]) {
     out.push_str("# HELP ringside_requests_total Client requests by route and final status.\n");
     out.push_str("# TYPE ringside_requests_total counter\n");
-    for (ri, route) in route_labels.iter().enumerate() {
-        if route.is_empty() {
-            continue; // no route of the running config has this index
-        }
+    for (route, indices) in route_groups(route_labels) {
         for si in 0..=STATUSES.len() {
-            let n: u64 = cores
-                .iter()
-                .map(|c| c.requests[ri * (STATUSES.len() + 1) + si].load(Relaxed))
+            let n: u64 = (indices.iter())
+                .flat_map(|ri| cores.iter().map(move |c| (ri, c)))
+                .map(|(ri, c)| c.requests[ri * (STATUSES.len() + 1) + si].load(Relaxed))
                 .sum();
             if n > 0 {
                 let status = STATUSES

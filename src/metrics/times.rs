@@ -8,9 +8,26 @@ use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// How a request ended, as the duration histogram's `outcome` label says it (a few values, so
+/// that a dashboard can tell slow successes from slow failures without the access log).
+pub const OUTCOMES: [&str; 5] = ["ok", "rejected", "upstream_error", "failed", "client_gone"];
+
+/// The `outcome` label's place for a request's outcome.
+pub fn outcome_index(o: crate::audit::Outcome) -> usize {
+    use crate::audit::Outcome as O;
+    match o {
+        O::Ok | O::Replayed => 0,
+        O::Rejected => 1,
+        O::PassedThrough => 2,
+        O::Failed | O::FailedAfterCommit | O::Shutdown => 3,
+        O::ClientGone | O::Unset => 4,
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct RouteTimes {
-    pub duration: Histogram,
+    /// By outcome (`OUTCOMES`).
+    pub duration: [Histogram; OUTCOMES.len()],
     pub overhead: Histogram,
     pub ttft: Histogram,
 }
@@ -50,22 +67,40 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// `ringside_request_duration_seconds` by route and outcome (a series once it has a request).
+fn durations(out: &mut String, cores: &[Arc<CoreMetrics>], routes: &[(Vec<usize>, String)]) {
+    let name = "ringside_request_duration_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "Client requests from head to last byte (streams: to their end), by route and outcome.",
+    );
+    for (indices, labels) in routes {
+        for (o, outcome) in OUTCOMES.iter().enumerate() {
+            let parts = indices
+                .iter()
+                .flat_map(|i| cores.iter().filter_map(|c| c.route_times.get(*i)));
+            let m = Merged::of(parts.map(|t| &t.duration[o]));
+            if m.count() > 0 {
+                m.write(out, name, &format!("{labels},outcome=\"{outcome}\""));
+            }
+        }
+    }
+}
+
 pub(super) fn render(
     out: &mut String,
     cores: &[Arc<CoreMetrics>],
     route_labels: &[String],
     conn_labels: &[(String, String)],
 ) {
-    let routes: Vec<(usize, String)> = (route_labels.iter().enumerate())
-        .filter(|(_, r)| !r.is_empty())
-        .map(|(i, r)| (i, format!("route=\"{}\"", escape(r))))
+    let routes: Vec<(Vec<usize>, String)> = super::route_groups(route_labels)
+        .into_iter()
+        .map(|(r, i)| (i, format!("route=\"{}\"", escape(r))))
         .collect();
-    let route_families: [Family<RouteTimes>; 3] = [
-        (
-            "ringside_request_duration_seconds",
-            "Client requests from head to last byte (streams: to their end), by route.",
-            |t| &t.duration,
-        ),
+    durations(out, cores, &routes);
+    let route_families: [Family<RouteTimes>; 2] = [
         (
             "ringside_overhead_seconds",
             "Ringside's own time per request: its duration minus the time upstream attempts took and deliberate waits (queue, retry backoff), by route.",
@@ -79,9 +114,11 @@ pub(super) fn render(
     ];
     for (name, help, pick) in route_families {
         header(out, name, "histogram", help);
-        for (i, labels) in &routes {
-            let m = Merged::of(cores.iter().filter_map(|c| c.route_times.get(*i)).map(pick));
-            m.write(out, name, labels);
+        for (indices, labels) in &routes {
+            let parts = indices
+                .iter()
+                .flat_map(|i| cores.iter().filter_map(|c| c.route_times.get(*i)));
+            Merged::of(parts.map(pick)).write(out, name, labels);
         }
     }
     let conns: Vec<(usize, String)> = (conn_labels.iter().enumerate())

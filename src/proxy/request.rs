@@ -160,8 +160,13 @@ impl Drop for Finalize<'_, '_> {
         let r = &mut ctx.record;
         (r.total_ms, r.total_us) = (total.as_millis() as u32, total.as_micros() as u64);
         let own_us = (r.total_us).saturating_sub(u64::from(r.upstream_us) + u64::from(r.waits_us));
-        core.metrics
-            .request_times(self.route, r.total_us, own_us, u64::from(r.ttft_us));
+        core.metrics.request_times(
+            self.route,
+            r.outcome,
+            r.total_us,
+            own_us,
+            u64::from(r.ttft_us),
+        );
         core.metrics.request(self.route, ctx.record.status);
         core.metrics.attempts_made(ctx.record.attempts.len());
         core.metrics.in_flight.fetch_sub(1, Relaxed);

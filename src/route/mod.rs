@@ -360,17 +360,33 @@ impl RouteTable {
         capacity: usize,
     ) -> Vec<String> {
         let mut labels = vec![String::new(); capacity.max(other + 1)];
-        for e in &mut self.entries {
-            e.index = index(&e.name);
-            if let Some(l) = labels.get_mut(e.index)
-                && e.index != other
+        for k in 0..self.entries.len() {
+            let i = index(&self.entries[k].name);
+            self.entries[k].index = i;
+            if let Some(l) = labels.get_mut(i)
+                && i != other
             {
-                *l = e.name.to_string();
+                *l = self.metric_label(&self.entries[k].name).to_string();
             }
         }
         self.other_index = other;
         labels[other] = "other".into();
         labels
+    }
+
+    /// The metric label of a route: its name, or for a model's provider-pinned route
+    /// (`openai/gpt-4o`, made from the connections' model lists) the model's, so that each
+    /// model is one label value.
+    fn metric_label<'n>(&self, name: &'n str) -> &'n str {
+        match name.split_once('/') {
+            Some((pid, model))
+                if self.provider_ids.iter().any(|p| p == pid)
+                    && self.by_name.contains_key(model) =>
+            {
+                model
+            }
+            _ => name,
+        }
     }
 
     /// Resolve what the client put in `model`.
