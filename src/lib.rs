@@ -36,6 +36,7 @@ pub mod cpu; // layer 0
 pub mod demo; // layer 9
 pub mod dialect; // layer 1
 pub mod drill; // layer 9
+pub mod env_vars; // layer 0
 pub mod fd_limit; // layer 0
 pub mod fleet; // layer 7
 pub mod flow; // layer 2

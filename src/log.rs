@@ -190,10 +190,18 @@ impl Level {
 fn max_level() -> Option<Level> {
     static MAX: std::sync::OnceLock<Option<Level>> = std::sync::OnceLock::new();
     *MAX.get_or_init(|| {
-        let spec = std::env::var("RINGSIDE_LOG")
+        let spec = std::env::var(crate::env_vars::LOG)
             .or_else(|_| std::env::var("RUST_LOG"))
             .unwrap_or_default();
         level_of_spec(&spec)
+    })
+}
+
+/// Whether `spec` says a level this reads (else info is used: `env_vars::warnings` says so).
+pub fn spec_is_valid(spec: &str) -> bool {
+    spec.split(',').all(|part| {
+        let level = part.split_once('=').map_or(part, |(_, l)| l).trim();
+        level.is_empty() || level.eq_ignore_ascii_case("off") || Level::parse(level).is_some()
     })
 }
 

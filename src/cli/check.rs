@@ -11,12 +11,16 @@ pub fn run(path: &str) -> Result<(), String> {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Problems and warnings go to stderr, the report to stdout.
+    for w in super::env_check::warnings(&real_env) {
+        eprintln!("warning: {w}");
+    }
     match load_file(path, &real_env) {
         Ok(cfg) => {
             let data_dir_note = match writable(&cfg.server.data_dir) {
                 Ok(note) => note,
                 Err(e) => {
-                    println!("server.data_dir: {} {e}", cfg.server.data_dir);
+                    eprintln!("server.data_dir: {} {e}", cfg.server.data_dir);
                     return Err(format!("{path}: 1 problem(s)"));
                 }
             };
@@ -80,7 +84,7 @@ pub fn run(path: &str) -> Result<(), String> {
         }
         Err(problems) => {
             for p in &problems {
-                println!("{p}");
+                eprintln!("{p}");
             }
             Err(format!("{path}: {} problem(s)", problems.len()))
         }
@@ -140,34 +144,21 @@ fn print_connections(p: &crate::config::Provider, budgets: &crate::flow::setting
     }
 }
 
-/// Whether the server could write its data dir (or create it): checked with access(2) on the
-/// dir or its nearest existing parent, so `check` creates nothing.
+/// Whether the server can use its data dir: made if missing, and written to.
 fn writable(dir: &str) -> Result<&'static str, String> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut at = std::path::Path::new(dir);
-    let mut exists = true;
-    while !at.exists() {
-        exists = false;
-        at = match at.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => std::path::Path::new("."),
-        };
-    }
-    if !at.is_dir() {
-        return Err(format!("is not a directory ({} is a file)", at.display()));
-    }
-    let c = std::ffi::CString::new(at.as_os_str().as_bytes())
-        .map_err(|_| "is not a usable path".to_string())?;
-    // SAFETY: access(2) reads a NUL-terminated path we own.
-    let ok = unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
-    match (ok, exists) {
-        (true, true) => Ok("writable"),
-        (true, false) => Ok("does not exist yet; serve creates it"),
-        (false, _) => Err(format!(
-            "is not writable by this user ({} refuses writes)",
-            at.display()
-        )),
-    }
+    // Tried, not guessed: made as `serve` makes it (its store inside), then a file written and
+    // removed, so that a directory `check` passes is one `serve` can use.
+    let existed = std::path::Path::new(dir).is_dir();
+    let store = std::path::Path::new(dir).join("store");
+    std::fs::create_dir_all(&store).map_err(|e| format!("cannot be created: {e}"))?;
+    let probe = store.join(format!(".check-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| format!("is not writable by this user: {e}"))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(if existed {
+        "writable"
+    } else {
+        "created, writable"
+    })
 }
 
 /// Which of a route's targets serve clients of another API, translated, and what they refuse.

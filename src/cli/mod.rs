@@ -4,16 +4,12 @@
 mod admin_call;
 mod check;
 mod drill;
+mod env_check;
 mod serve;
 mod simulate;
 mod version;
 
 use clap::{Args, Parser, Subcommand};
-
-const CONFIG_HELP: &str = "Environment: RINGSIDE_CONFIG names the config file (--config wins).
-Each connection's key comes from the variable its key_env names; the queue budgets from
-RINGSIDE_MAX_WAIT_MS, RINGSIDE_EXECUTION_MAX_WAIT_MS and RINGSIDE_MAX_QUEUE_DEPTH (see
-docs/reference/config.md).";
 
 #[derive(Parser)]
 #[command(
@@ -30,10 +26,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the proxy (the default when no subcommand is given).
-    #[command(after_help = format!("{CONFIG_HELP}\n\nSignals: SIGTERM or SIGINT drain and stop (a second one stops at once);\nSIGHUP reloads the config file (an invalid one changes nothing), never stops.\n\nExamples:\n  ringside serve --config /etc/ringside/ringside.toml\n  RINGSIDE_CONFIG=./ringside.toml ringside"))]
+    #[command(after_help = format!("{}\n\nSignals: SIGTERM or SIGINT drain and stop (a second one stops at once);\nSIGHUP reloads the config file (an invalid one changes nothing), never stops.\n\nExamples:\n  ringside serve --config /etc/ringside/ringside.toml\n  RINGSIDE_CONFIG=./ringside.toml ringside", crate::env_vars::help()))]
     Serve(ConfigArg),
     /// Validate a config and print what the server would run with, or every problem in it.
-    #[command(after_help = format!("{CONFIG_HELP}\n\nExit status: 0 when the config is valid, 1 when it is not.\n\nExample:\n  ringside check --config ringside.toml"))]
+    #[command(after_help = format!("{}\n\nExit status: 0 when the config is valid, 1 when it is not (its problems on stderr).\n\nExample:\n  ringside check --config ringside.toml", crate::env_vars::help()))]
     Check(ConfigArg),
     /// Run the simulator and the proxy on loopback with a scripted mix of faults.
     Demo,
@@ -82,7 +78,7 @@ struct ConfigArg {
     #[arg(
         long,
         short = 'c',
-        env = "RINGSIDE_CONFIG",
+        env = crate::env_vars::CONFIG,
         default_value = DEFAULT_CONFIG,
         value_name = "FILE"
     )]
@@ -109,7 +105,8 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let command = cli.command.unwrap_or_else(|| {
         Command::Serve(ConfigArg {
-            config: std::env::var("RINGSIDE_CONFIG").unwrap_or_else(|_| DEFAULT_CONFIG.into()),
+            config: std::env::var(crate::env_vars::CONFIG)
+                .unwrap_or_else(|_| DEFAULT_CONFIG.into()),
         })
     });
     let result = match command {

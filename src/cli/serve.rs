@@ -25,6 +25,9 @@ pub(super) fn run(path: &str) -> Result<Exit, String> {
         let lines: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
         format!("invalid config:\n  {}", lines.join("\n  "))
     })?;
+    for w in super::env_check::warnings(&real_env) {
+        crate::log::event("warn", &w, serde_json::json!({}));
+    }
     let signals = signals()?;
     let log = cfg.server.access_log.then(crate::log::LogSink::start);
     let log_at_exit = log.clone();

@@ -339,7 +339,7 @@ pub fn load_file(path: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
 /// The data directory a config file names (`RINGSIDE_DATA_DIR` wins), read without resolving
 /// the rest: the control commands need nothing else from the file, and none of its variables.
 pub fn data_dir_of(path: &str, env: EnvLookup) -> Result<String, String> {
-    if let Some(dir) = env("RINGSIDE_DATA_DIR") {
+    if let Some(dir) = env(crate::env_vars::DATA_DIR) {
         return Ok(dir);
     }
     let text = std::fs::read_to_string(path)
@@ -369,25 +369,25 @@ pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<
 /// used is a problem named after its variable, never ignored.
 fn apply_env_overrides(file: &mut FileConfig, env: EnvLookup) -> Vec<Problem> {
     let mut problems = Vec::new();
-    if let Some(v) = env("RINGSIDE_LISTEN") {
+    if let Some(v) = env(crate::env_vars::LISTEN) {
         file.server.listen = v;
     }
-    if let Some(v) = env("RINGSIDE_ADMIN_LISTEN") {
+    if let Some(v) = env(crate::env_vars::ADMIN_LISTEN) {
         file.server.admin_listen = v;
     }
-    if let Some(v) = env("RINGSIDE_WORKERS") {
+    if let Some(v) = env(crate::env_vars::WORKERS) {
         match v.trim().parse() {
             Ok(n) => file.server.workers = n,
             Err(_) => problems.push(Problem {
-                at: "RINGSIDE_WORKERS".into(),
+                at: crate::env_vars::WORKERS.into(),
                 message: format!("`{v}` is not a number of workers (0: one per CPU)"),
             }),
         }
     }
-    if let Some(v) = env("RINGSIDE_DRIVER") {
+    if let Some(v) = env(crate::env_vars::DRIVER) {
         file.server.driver = v;
     }
-    if let Some(v) = env("RINGSIDE_DATA_DIR") {
+    if let Some(v) = env(crate::env_vars::DATA_DIR) {
         file.server.data_dir = v;
     }
     problems

@@ -63,9 +63,9 @@ impl Knob {
 
     pub fn env(self) -> &'static str {
         match self {
-            Knob::MaxWaitMs => "RINGSIDE_RATE_LIMIT_MAX_WAIT_MS",
-            Knob::ExecutionMaxWaitMs => "RINGSIDE_RATE_LIMIT_EXECUTION_MAX_WAIT_MS",
-            Knob::MaxQueueDepth => "RINGSIDE_RATE_LIMIT_MAX_QUEUE_DEPTH",
+            Knob::MaxWaitMs => crate::env_vars::RATE_LIMIT_MAX_WAIT_MS,
+            Knob::ExecutionMaxWaitMs => crate::env_vars::RATE_LIMIT_EXECUTION_MAX_WAIT_MS,
+            Knob::MaxQueueDepth => crate::env_vars::RATE_LIMIT_MAX_QUEUE_DEPTH,
         }
     }
 

@@ -38,34 +38,6 @@ fn is_dropped(name: &str) -> bool {
         || is_ringside_header(name)
 }
 
-/// Client headers that carry a credential or a billing scope: forwarded only to providers
-/// whose `forward_headers` names them (they would bill, or authenticate as, someone else).
-fn is_billing_or_credential(name: &str) -> bool {
-    let candidates: &[&str] = match name.len() {
-        14 => &["openai-project", "x-goog-api-key"],
-        19 => &["openai-organization"],
-        25 => &["ocp-apim-subscription-key"],
-        _ => return false,
-    };
-    candidates.iter().any(|d| d.eq_ignore_ascii_case(name))
-}
-
-/// Client headers that tell where the client is (addresses and names inside the operator's
-/// network): forwarded only to providers whose `forward_headers` names them. A provider has
-/// no use for them, and they map the operator's network for whoever reads its logs.
-fn is_client_address(name: &str) -> bool {
-    let candidates: &[&str] = match name.len() {
-        9 => &["forwarded", "x-real-ip"],
-        11 => &["x-client-ip"],
-        14 => &["true-client-ip"],
-        15 => &["x-forwarded-for"],
-        16 => &["x-forwarded-host", "x-forwarded-port", "cf-connecting-ip"],
-        17 => &["x-forwarded-proto"],
-        _ => return false,
-    };
-    candidates.iter().any(|d| d.eq_ignore_ascii_case(name))
-}
-
 /// Query parameters that carry credentials (some APIs take `?key=`): never forwarded. A name
 /// is compared as the upstream would read it: percent-decoded, in lower case, with `-` and `_`
 /// alike (`%6bey`, `X_API_KEY`, `access-token`). Besides these names, any name ending in
@@ -288,7 +260,7 @@ pub fn build(
         if merging && name.eq_ignore_ascii_case(SLOW_HEADER.0) {
             continue;
         }
-        if (is_billing_or_credential(name) || is_client_address(name))
+        if withheld::unless_asked(name)
             && !provider
                 .forward_headers
                 .iter()
@@ -408,6 +380,7 @@ pub(super) fn push_credential(
 }
 
 mod translated;
+mod withheld;
 pub use translated::build_translated;
 
 #[cfg(test)]

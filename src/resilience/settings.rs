@@ -204,8 +204,8 @@ pub fn apply_gate_env(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<String> {
     let prefix = match policy.kind {
-        ProfileKind::OAuth => "RINGSIDE_PROVIDER_BREAKER_OAUTH_",
-        ProfileKind::ApiKey => "RINGSIDE_PROVIDER_BREAKER_API_KEY_",
+        ProfileKind::OAuth => crate::env_vars::BREAKER_OAUTH,
+        ProfileKind::ApiKey => crate::env_vars::BREAKER_API_KEY,
         ProfileKind::Local => return Vec::new(),
     };
     let mut used = Vec::new();

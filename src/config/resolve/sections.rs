@@ -72,7 +72,7 @@ pub(in crate::config) fn stream(
         let v: f64 = env(name)?.trim().parse().ok()?;
         (v.is_finite() && v >= 0.0).then_some(v as u64)
     };
-    let flag = env("STREAM_THROUGHPUT_WATCHDOG_ENABLED").map(|v| {
+    let flag = env(crate::env_vars::WATCHDOG_ENABLED).map(|v| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),
             "true" | "1" | "on" | "yes"
@@ -82,27 +82,26 @@ pub(in crate::config) fn stream(
         enabled: flag.unwrap_or(st.watchdog),
         warmup_ms: out.clamped(
             "stream.watchdog_warmup_ms",
-            num("STREAM_THROUGHPUT_WATCHDOG_WARMUP_MS").unwrap_or(st.watchdog_warmup_ms),
+            num(crate::env_vars::WATCHDOG_WARMUP_MS).unwrap_or(st.watchdog_warmup_ms),
             0,
             600_000,
         ),
         window_ms: out.clamped(
             "stream.watchdog_window_ms",
-            num("STREAM_THROUGHPUT_WATCHDOG_WINDOW_MS").unwrap_or(st.watchdog_window_ms),
+            num(crate::env_vars::WATCHDOG_WINDOW_MS).unwrap_or(st.watchdog_window_ms),
             100,
             600_000,
         ),
         min_bytes_per_second: out.clamped(
             "stream.watchdog_min_bytes_per_second",
-            num("STREAM_THROUGHPUT_WATCHDOG_MIN_BYTES_PER_SECOND")
+            num(crate::env_vars::WATCHDOG_MIN_BYTES_PER_SECOND)
                 .unwrap_or(st.watchdog_min_bytes_per_second),
             1,
             1_000_000,
         ),
         min_useful_bytes: out.clamped(
             "stream.watchdog_min_useful_bytes",
-            num("STREAM_THROUGHPUT_WATCHDOG_MIN_USEFUL_BYTES")
-                .unwrap_or(st.watchdog_min_useful_bytes),
+            num(crate::env_vars::WATCHDOG_MIN_USEFUL_BYTES).unwrap_or(st.watchdog_min_useful_bytes),
             1,
             1_000_000,
         ),
