@@ -64,9 +64,36 @@ fn control_commands_need_neither_a_token_nor_a_key(driver: &str) {
     } else {
         eprintln!("not root: the other-user check needs to start a process as another user");
     }
+    // `probe` (a container's HEALTHCHECK): ready and live, with no token and no key.
+    for args in [
+        &["probe", "--config", config][..],
+        &["probe", "--live", "--config", config],
+    ] {
+        let probe = bare(args);
+        assert!(probe.status.success(), "{args:?}: {probe:?}");
+        assert!(
+            String::from_utf8_lossy(&probe.stdout).contains(": 200"),
+            "{probe:?}"
+        );
+    }
     let drain = bare(&["drain", "--config", config]);
     assert!(drain.status.success(), "{drain:?}");
     assert_eq!(json_of(&drain)["draining"], true);
+    // Draining: not ready (503 while the port still accepts, then nothing to ask) once the
+    // main thread has begun the drain.
+    let give_up = Instant::now() + Duration::from_secs(20);
+    loop {
+        let probe = bare(&["probe", "--config", config]);
+        if probe.status.code() == Some(1) {
+            break;
+        }
+        assert!(probe.status.success(), "{probe:?}");
+        assert!(
+            Instant::now() < give_up,
+            "still ready while draining: {probe:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let give_up = Instant::now() + Duration::from_secs(20);
     while proxy.child.try_wait().ok().flatten().is_none() {
         assert!(Instant::now() < give_up, "the drain did not end the server");

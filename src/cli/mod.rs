@@ -1,10 +1,12 @@
-//! The command line (clap): `serve`, `check`, `demo`, `simulate`, `drain`, `reload`, `status`. Misuse (an unknown
-//! flag or subcommand) is refused with exit 2 and nothing started; `ringside` alone serves.
+//! The command line (clap): `serve`, `check`, `demo`, `simulate`, `drain`, `reload`, `status`,
+//! `probe`, `drill`. Misuse (an unknown flag or subcommand) is refused with exit 2 and nothing
+//! started; `ringside` alone serves.
 
 mod admin_call;
 mod check;
 mod drill;
 mod env_check;
+mod probe;
 mod serve;
 mod simulate;
 mod version;
@@ -44,6 +46,12 @@ enum Command {
     /// Print what a running server says of itself (version, generation, draining).
     #[command(after_help = CONTROL_HELP)]
     Status(ControlArgs),
+    /// Ask the running server whether it is ready (its admin port's /readyz; --live:
+    /// /healthz): exit 0 when it is, 1 when not. For container health checks.
+    #[command(
+        after_help = "The admin address comes from the config (admin_listen; RINGSIDE_ADMIN_LISTEN wins; a wildcard address is dialled on loopback). No token is needed.\n\nExit status: 0 ready (or live), 1 not.\n\nExample (Dockerfile):\n  HEALTHCHECK CMD [\"ringside\", \"probe\"]"
+    )]
+    Probe(ProbeArgs),
     /// Rehearse failover: run your config against the simulator through the 429 runbook's
     /// scenarios and hold each against its budget (exit 1 when one fails).
     #[command(after_help = drill::AFTER_HELP)]
@@ -65,6 +73,15 @@ struct ControlArgs {
     /// The control socket (default: control.sock in the config's data_dir).
     #[arg(long, value_name = "PATH")]
     socket: Option<String>,
+}
+
+#[derive(Args)]
+struct ProbeArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Ask whether the process is up (/healthz), not whether it takes requests (/readyz).
+    #[arg(long)]
+    live: bool,
 }
 
 /// The config file when neither `--config` nor `RINGSIDE_CONFIG` names one.
@@ -124,6 +141,8 @@ pub fn main(args: Vec<String>) -> i32 {
             admin_call::status(&a.config.config, a.socket.as_deref()).map(Exit::from)
         }
         Command::Drill(a) => drill::run(a),
+        Command::Probe(a) => probe::run(&a.config.config, a.live)
+            .map(|up| if up { Exit::Ok } else { Exit::NotReady }),
     };
     match result {
         Ok(code) => code.into(),
@@ -141,6 +160,8 @@ pub(crate) enum Exit {
     CutStreams,
     /// A drill's budget failed.
     BudgetFailed,
+    /// `probe`: the server answered, not ready.
+    NotReady,
 }
 
 impl From<()> for Exit {
@@ -154,7 +175,7 @@ impl From<Exit> for i32 {
         match e {
             Exit::Ok => 0,
             Exit::CutStreams => 3,
-            Exit::BudgetFailed => 1,
+            Exit::BudgetFailed | Exit::NotReady => 1,
         }
     }
 }

@@ -351,6 +351,21 @@ pub fn data_dir_of(path: &str, env: EnvLookup) -> Result<String, String> {
     Ok(file.server.data_dir)
 }
 
+/// The admin address a config file names (`RINGSIDE_ADMIN_LISTEN` wins), read as
+/// [`data_dir_of`] reads the data directory: `ringside probe` needs nothing else.
+pub fn admin_listen_of(path: &str, env: EnvLookup) -> Result<String, String> {
+    if let Some(a) = env(crate::env_vars::ADMIN_LISTEN) {
+        return Ok(a);
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read config file {path}: {e}"))?;
+    let file: FileConfig = parse::file_config(&text, path).map_err(|ps| {
+        let lines: Vec<String> = ps.iter().map(Problem::to_string).collect();
+        lines.join("; ")
+    })?;
+    Ok(file.server.admin_listen)
+}
+
 /// Parse and validate config text. `origin` names the file in messages.
 pub fn load_str(text: &str, origin: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
     let mut file: FileConfig = parse::file_config(text, origin)?;
