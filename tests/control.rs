@@ -49,6 +49,14 @@ fn control_commands_need_neither_a_token_nor_a_key(driver: &str) {
         json_of(&bare(&["status", "--config", config]))["generation"],
         2
     );
+    // The reload is in the audit trail, by the socket's peer (this test's uid).
+    let (_, audit) = proxy.admin("GET", "/admin/audit");
+    let entry = &audit["entries"][0];
+    assert_eq!(entry["action"], "reload", "{audit}");
+    assert_eq!(entry["actor"]["via"], "control_socket", "{audit}");
+    // SAFETY: geteuid has no arguments and cannot fail.
+    assert_eq!(entry["actor"]["uid"], unsafe { libc::geteuid() }, "{audit}");
+    assert_eq!(entry["before"]["generation"], 1, "{audit}");
     // Another user is refused (the socket is the server's user's alone).
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {

@@ -34,6 +34,8 @@ fn the_status_page_shows_state_live_escapes_upstream_text_and_resets() {
         + &openai_provider("evil", evil.addr, &[("e", "SIM_KEY_C")], "\"x\"")
         + "[[tenants]]\nid = \"team-red\"\ntokens_per_day = 1000\n";
     let proxy = Proxy::start("uring", 2, "", &body);
+    // The same config on a port without a token: read-only.
+    let read_only = Proxy::start("uring", 1, "# no admin token", &body);
     // Key a is cooling (its 429), b serves.
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 200);
@@ -52,6 +54,7 @@ fn the_status_page_shows_state_live_escapes_upstream_text_and_resets() {
             &format!("http://{}", proxy.addr),
             ADMIN_TOKEN,
             shot.to_str().unwrap_or("status-page.png"),
+            &format!("http://{}", read_only.admin),
         ])
         .output()
         .expect("run the browser check");

@@ -97,7 +97,8 @@ pub enum Caller {
 /// `/` is the status page, which holds no data (it asks for the token and reads the API).
 /// HEAD as well as GET: `option httpchk HEAD /readyz` is a common health check.
 pub fn is_probe(method: &str, path: &str) -> bool {
-    matches!(method, "GET" | "HEAD") && matches!(path, "/healthz" | "/readyz" | "/")
+    matches!(method, "GET" | "HEAD")
+        && matches!(path, "/healthz" | "/readyz" | "/" | "/favicon.ico")
 }
 
 /// Methods that only read.

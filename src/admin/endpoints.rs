@@ -52,6 +52,8 @@ pub(super) async fn answer(
         ("GET", "/admin" | "/admin/") => as_json((200, super::page::index())),
         ("GET", "/admin/stats") => as_json((200, admin.borrow().history.view())),
         ("GET", "/healthz") => (200, "text/plain", b"ok\n".to_vec()),
+        // The browser's own ask beside the status page: nothing, and no token needed.
+        ("GET", "/favicon.ico") => (204, "image/x-icon", Vec::new()),
         ("GET", "/readyz") if draining => (503, "text/plain", b"draining\n".to_vec()),
         ("GET", "/readyz") => (200, "text/plain", readiness(shared).into_bytes()),
         ("GET", "/metrics") => {
@@ -68,13 +70,7 @@ pub(super) async fn answer(
             as_json(revoke_client(shared, &p["/admin/clients/".len()..]))
         }
         ("GET", "/admin/queues") => as_json(flow::queues(shared)),
-        ("GET", "/admin/tenants") => as_json((
-            200,
-            json!({
-                "limits": shared.flow.tenants.limits,
-                "tenants": shared.flow.tenants.snapshot(crate::clock::now_ms()),
-            }),
-        )),
+        ("GET", "/admin/tenants") => as_json(flow::tenants(shared)),
         ("GET", "/admin/spend") => as_json(super::spend::view(shared).await),
         ("POST", p) if p.starts_with("/admin/spend/") && p.ends_with("/reset") => {
             let tenant = &p["/admin/spend/".len()..p.len() - "/reset".len()];
@@ -83,6 +79,7 @@ pub(super) async fn answer(
         ("GET", "/admin/settings") => as_json(flow::settings(shared)),
         ("GET", "/admin/config") => as_json(super::config_view::config(shared)),
         ("GET", "/admin/fleet") => as_json(fleet_view(shared)),
+        ("GET", "/admin/audit") => as_json(super::audit::view(shared, head.query().unwrap_or(""))),
         ("POST", "/admin/drain") => {
             // The main thread runs the drain, as for SIGTERM (`cli::serve`).
             shared.lifecycle.request_drain();

@@ -249,3 +249,37 @@ fn account_metrics(shared: &Shared, out: &mut String) {
         );
     }
 }
+
+/// `GET /admin/tenants`: each tenant seen, with its name where the config or a managed key
+/// gives one (a `[[tenants]]` entry, a client key's tenant or id); the id is a hash, never a key.
+pub fn tenants(shared: &Shared) -> (u16, Value) {
+    let generation = shared.current();
+    let cfg = &generation.config;
+    let mut names: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+    for c in &cfg.clients.list {
+        names.entry(c.tenant).or_insert_with(|| c.id.to_string());
+    }
+    for (_, v) in shared.store.scan("clientkey/") {
+        if let Some(id) = v["id"].as_str() {
+            let name = v["tenant"].as_str().unwrap_or(id);
+            names.insert(crate::clients::tenant_id(name), name.to_string());
+        }
+    }
+    let mut list = shared.flow.tenants.snapshot(crate::clock::now_ms());
+    for t in &mut list {
+        let id = t["tenant"]
+            .as_str()
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        let name = id.and_then(|id| {
+            cfg.tenants
+                .of(id)
+                .map(|r| r.name.clone())
+                .or_else(|| names.get(&id).cloned())
+        });
+        t["name"] = name.map_or(Value::Null, Value::String);
+    }
+    (
+        200,
+        serde_json::json!({"limits": shared.flow.tenants.limits, "tenants": list}),
+    )
+}

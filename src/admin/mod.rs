@@ -3,6 +3,7 @@
 //! runtime so that scrapes never compete with the data-plane cores.
 
 pub mod access;
+mod audit;
 mod config_view;
 pub mod control;
 mod endpoints;
@@ -19,6 +20,7 @@ mod usage_wall;
 
 use crate::http::HeadLimits;
 use crate::http::response::whole;
+use crate::state::audit_trail::Actor;
 use crate::state::core::Shared;
 use monoio::net::{ListenerOpts, TcpListener, TcpStream};
 use state::AdminState;
@@ -33,6 +35,7 @@ pub fn start(
     inbox: crossbeam_channel::Receiver<crate::resilience::Event>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     let addr = shared.current().config.server.admin_listen;
+    let _ = page::STARTED_MS.set(crate::clock::unix_ms());
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let h = std::thread::Builder::new()
         .name("ringside-admin".into())
@@ -119,15 +122,15 @@ pub fn start(
 
 /// Who is calling: the admin token or an `admin`-scoped client key (configured, or created
 /// through this API) make an admin; a credential that is neither is a failure.
-fn identify(shared: &Shared, head: &crate::http::Head) -> access::Caller {
+fn identify(shared: &Shared, head: &crate::http::Head) -> (access::Caller, Option<Actor>) {
     let Some(key) = crate::clients::presented(head).filter(|k| !k.is_empty()) else {
-        return access::Caller::Anonymous;
+        return (access::Caller::Anonymous, None);
     };
     let generation = shared.current();
     if let Some(token) = &generation.config.server.admin_token
         && access::token_matches(key, token.expose().as_bytes())
     {
-        return access::Caller::Admin;
+        return (access::Caller::Admin, Some(Actor::AdminToken));
     }
     let any_managed = shared.managed_keys.load(Ordering::Relaxed);
     let managed = |d: &[u8; 32]| {
@@ -135,10 +138,11 @@ fn identify(shared: &Shared, head: &crate::http::Head) -> access::Caller {
             .filter(|_| any_managed)
     };
     match generation.config.clients.check(Some(key), true, managed) {
-        crate::clients::Auth::Known(c) if c.has(crate::clients::Scope::Admin) => {
-            access::Caller::Admin
-        }
-        _ => access::Caller::Failed,
+        crate::clients::Auth::Known(c) if c.has(crate::clients::Scope::Admin) => (
+            access::Caller::Admin,
+            Some(Actor::ClientKey(c.id.to_string())),
+        ),
+        _ => (access::Caller::Failed, None),
     }
 }
 
@@ -283,21 +287,25 @@ async fn gatekeep(
     peer: &Peer,
     head: &crate::http::Head,
     body_len: usize,
-) -> Option<Vec<u8>> {
+) -> Result<Option<Actor>, Vec<u8>> {
     let keep = head.keep_alive;
     if let Some(wait) = peer.locked_out(head) {
-        return Some(locked_out(wait, keep));
+        return Err(locked_out(wait, keep));
     }
-    let caller = identify(shared, head);
+    let (caller, actor) = identify(shared, head);
     if let Err(refusal) = access::check(shared, head, caller, body_len) {
-        if matches!(
-            refusal,
-            access::Refusal::Unauthorized | access::Refusal::ReadOnly
-        ) {
+        // A wrong credential is a guess: logged, counted and slowed. A request with none (a
+        // browser tab at the login form, its favicon) guesses nothing and is only refused.
+        if caller == access::Caller::Failed
+            && matches!(
+                refusal,
+                access::Refusal::Unauthorized | access::Refusal::ReadOnly
+            )
+        {
             peer.failed(head).await;
         }
         let body = refusal.body();
-        return Some(whole(
+        return Err(whole(
             refusal.status(),
             "application/json",
             &[],
@@ -308,7 +316,7 @@ async fn gatekeep(
     if caller == access::Caller::Admin {
         peer.succeeded();
     }
-    None
+    Ok(actor)
 }
 
 /// The admin port's limits on what it reads.
@@ -344,10 +352,25 @@ async fn one(
 ) -> Option<TcpStream> {
     use crate::http::server::reply;
     let keep = head.keep_alive;
-    if let Some(refused) = gatekeep(shared, peer, &head, body.len()).await {
-        return reply(stream, answer_for(&head, refused), keep).await;
+    let actor = match gatekeep(shared, peer, &head, body.len()).await {
+        Ok(actor) => actor,
+        Err(refused) => return reply(stream, answer_for(&head, refused), keep).await,
+    };
+    if matches!(head.method(), "GET" | "HEAD") && head.path() == "/admin/about" {
+        let body = page::about(shared, actor.is_some()).to_string();
+        let bytes = whole(200, "application/json", &[], body.as_bytes(), keep);
+        return reply(stream, answer_for(&head, bytes), keep).await;
     }
+    let change = audit::is_change(head.method()).then(|| (head.method(), head.path()));
+    let before = change.and_then(|(m, p)| audit::before(shared, m, p));
     let (status, ctype, out) = endpoints::answer(shared, admin, &head, &body).await;
+    // Every change that reached its endpoint and was done goes in the audit trail (a change
+    // needs an admin credential, so its actor is known).
+    if let (Some(what), Some(actor)) = (change, &actor)
+        && status < 400
+    {
+        audit::record(shared, actor, what, status, before, &out);
+    }
     // The status page says what it may load and where it may be framed.
     let extra = if ctype.starts_with("text/html") {
         page::HEADERS

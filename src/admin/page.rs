@@ -29,6 +29,14 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ),
     ("GET /metrics", "Prometheus metrics"),
     (
+        "GET /admin/about",
+        "version, commit, uptime, draining, fleet, and whether this caller may make changes",
+    ),
+    (
+        "GET /admin/audit[?limit=N]",
+        "admin changes, newest first: who, what, before and after, when",
+    ),
+    (
         "GET /admin/stats",
         "request rate, failure ratio and latency percentiles, per interval over the last 15 minutes",
     ),
@@ -103,4 +111,30 @@ pub fn index() -> Value {
         .map(|(endpoint, what)| json!({"endpoint": endpoint, "what": what}))
         .collect();
     json!({"endpoints": list})
+}
+
+/// When the admin thread started (Unix ms): the status page's uptime.
+pub static STARTED_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// `GET /admin/about`: what the status page's header says (version, commit, uptime, draining,
+/// fleet) and whether this caller may make changes, so that a read-only view shows no button
+/// that would only be refused.
+pub fn about(shared: &crate::state::core::Shared, can_change: bool) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let now = crate::clock::unix_ms();
+    let started = *STARTED_MS.get_or_init(|| now);
+    let f = &shared.fleet;
+    serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": env!("RINGSIDE_COMMIT"),
+        "uptime_s": now.saturating_sub(started) / 1000,
+        "generation": shared.current().number,
+        "draining": shared.lifecycle.is_draining() || shared.shutdown.load(Relaxed),
+        "fleet": if f.enabled.load(Relaxed) {
+            if f.connected.load(Relaxed) { "connected" } else { "Redis away" }
+        } else {
+            "off"
+        },
+        "can_change": can_change,
+    })
 }

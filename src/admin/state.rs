@@ -141,6 +141,9 @@ impl AdminState {
                         "model": &*l.key, "reason": l.reason, "remaining_ms": l.until - now,
                     })).collect::<Vec<_>>(),
                     "in_flight": self.shared.in_flight[i].load(Ordering::Relaxed),
+                    // Since start, every core together: attempts and those not ok.
+                    "attempts": self.shared.metrics.iter().map(|m| m.connection_attempts(i).0).sum::<u64>(),
+                    "failed_attempts": self.shared.metrics.iter().map(|m| m.connection_attempts(i).1).sum::<u64>(),
                     "epoch": st.epoch,
                     "usage_wall": super::usage_wall::view(
                         self.shared.usage_walls.get(i),

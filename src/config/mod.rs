@@ -8,9 +8,11 @@ pub use problems::Problem;
 mod renumber;
 pub use fleet::{FleetSettings, FleetUnavailable};
 pub use renumber::NO_SLOT;
+mod peek;
 mod resilience;
 mod resolve;
 pub mod schema;
+pub use peek::{admin_listen_of, data_dir_of};
 mod schema_budgets;
 mod schema_providers;
 mod schema_resilience;
@@ -334,36 +336,6 @@ pub fn load_file(path: &str, env: EnvLookup) -> Result<Config, Vec<Problem>> {
         }]
     })?;
     load_str(&text, path, env)
-}
-
-/// The data directory a config file names (`RINGSIDE_DATA_DIR` wins), read without resolving
-/// the rest: the control commands need nothing else from the file, and none of its variables.
-pub fn data_dir_of(path: &str, env: EnvLookup) -> Result<String, String> {
-    if let Some(dir) = env(crate::env_vars::DATA_DIR) {
-        return Ok(dir);
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read config file {path}: {e}"))?;
-    let file: FileConfig = parse::file_config(&text, path).map_err(|ps| {
-        let lines: Vec<String> = ps.iter().map(Problem::to_string).collect();
-        lines.join("; ")
-    })?;
-    Ok(file.server.data_dir)
-}
-
-/// The admin address a config file names (`RINGSIDE_ADMIN_LISTEN` wins), read as
-/// [`data_dir_of`] reads the data directory: `ringside probe` needs nothing else.
-pub fn admin_listen_of(path: &str, env: EnvLookup) -> Result<String, String> {
-    if let Some(a) = env(crate::env_vars::ADMIN_LISTEN) {
-        return Ok(a);
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read config file {path}: {e}"))?;
-    let file: FileConfig = parse::file_config(&text, path).map_err(|ps| {
-        let lines: Vec<String> = ps.iter().map(Problem::to_string).collect();
-        lines.join("; ")
-    })?;
-    Ok(file.server.admin_listen)
 }
 
 /// Parse and validate config text. `origin` names the file in messages.

@@ -130,7 +130,20 @@ impl CoreMetrics {
         }
     }
 
-    /// Requests ended so far, and those that failed (5xx or 429), all routes together.
+    /// Upstream attempts on `connection` so far, and those that did not end `ok`.
+    pub fn connection_attempts(&self, connection: ConnId) -> (u64, u64) {
+        let n = AttemptOutcome::ALL.len();
+        let start = connection.index() * n;
+        let Some(row) = self.attempts.get(start..start + n) else {
+            return (0, 0);
+        };
+        let all: u64 = row.iter().map(|c| c.load(Relaxed)).sum();
+        let ok = row[AttemptOutcome::Ok.index()].load(Relaxed);
+        (all, all - ok.min(all))
+    }
+
+    /// Requests ended so far, and those that failed (5xx or 429, or a stream that failed after
+    /// its first byte: its status said 200), all routes together.
     pub fn totals(&self) -> (u64, u64) {
         let per_route = STATUSES.len() + 1;
         let mut all = 0;
@@ -143,7 +156,7 @@ impl CoreMetrics {
                 failed += n;
             }
         }
-        (all, failed)
+        (all, failed + self.streams_failed_after_commit.load(Relaxed))
     }
 
     /// Request durations, all routes together.
@@ -225,29 +238,11 @@ pub fn render(
     out
 }
 
-/// Route labels with the route indices each stands for, in first-seen order: a model's
-/// provider-pinned routes (`openai/gpt-4o`) count under the model's label (`gpt-4o`), so the
-/// label's values are the config's routes and models, each once. Indices the running config
-/// does not use (an empty label) are left out.
-pub(crate) fn route_groups(route_labels: &[String]) -> Vec<(&str, Vec<usize>)> {
-    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
-    for (i, label) in route_labels.iter().enumerate() {
-        if label.is_empty() {
-            continue;
-        }
-        match groups.iter_mut().find(|(l, _)| *l == label.as_str()) {
-            Some((_, indices)) => indices.push(i),
-            None => groups.push((label, vec![i])),
-        }
-    }
-    groups
-}
-
 /// `ringside_requests_total` by route and final status.
 fn requests(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>], route_labels: &[String]) {
     out.push_str("# HELP ringside_requests_total Client requests by route and final status.\n");
     out.push_str("# TYPE ringside_requests_total counter\n");
-    for (route, indices) in route_groups(route_labels) {
+    for (route, indices) in times::route_groups(route_labels) {
         for si in 0..=STATUSES.len() {
             let n: u64 = (indices.iter())
                 .flat_map(|ri| cores.iter().map(move |c| (ri, c)))

@@ -60,6 +60,24 @@ impl ConnTimes {
     }
 }
 
+/// Route labels with the route indices each stands for, in first-seen order: a model's
+/// provider-pinned routes (`openai/gpt-4o`) count under the model's label (`gpt-4o`), so the
+/// label's values are the config's routes and models, each once. Indices the running config
+/// does not use (an empty label) are left out.
+pub(super) fn route_groups(route_labels: &[String]) -> Vec<(&str, Vec<usize>)> {
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, label) in route_labels.iter().enumerate() {
+        if label.is_empty() {
+            continue;
+        }
+        match groups.iter_mut().find(|(l, _)| *l == label.as_str()) {
+            Some((_, indices)) => indices.push(i),
+            None => groups.push((label, vec![i])),
+        }
+    }
+    groups
+}
+
 /// A histogram family: its name, its help, and where each part keeps it.
 type Family<T> = (&'static str, &'static str, fn(&T) -> &Histogram);
 
@@ -95,7 +113,7 @@ pub(super) fn render(
     route_labels: &[String],
     conn_labels: &[(String, String)],
 ) {
-    let routes: Vec<(Vec<usize>, String)> = super::route_groups(route_labels)
+    let routes: Vec<(Vec<usize>, String)> = route_groups(route_labels)
         .into_iter()
         .map(|(r, i)| (i, format!("route=\"{}\"", escape(r))))
         .collect();

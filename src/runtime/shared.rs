@@ -91,6 +91,7 @@ pub(super) fn build(
         usage_walls,
         tokens,
         repeats: Default::default(),
+        audit_trail: crate::state::audit_trail::AuditTrail::load(store),
     });
     let inboxes = inboxes.into_iter().zip(bell_readers).collect();
     Ok((shared, (inboxes, admin_inbox, fleet_inbox)))

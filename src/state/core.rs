@@ -65,6 +65,8 @@ pub struct Shared {
     pub tokens: crate::upstream::tokens::Tokens,
     /// The requests given up on lately, to know a client's retry of one (`resilience::repeats`).
     pub repeats: crate::resilience::repeats::Repeats,
+    /// Admin changes: who, what, before and after, when (`audit_trail`).
+    pub audit_trail: super::audit_trail::AuditTrail,
 }
 
 impl Shared {

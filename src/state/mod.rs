@@ -6,6 +6,7 @@
 //! that makes the next one (`reload`).
 //! Each core owns its `Core` as plain data; cores share only events and atomics.
 
+pub mod audit_trail;
 pub mod conn_caps;
 pub mod core;
 pub mod decisions;

@@ -89,7 +89,9 @@ fn without_a_token_the_admin_port_is_read_only(driver: &str) {
         .find_map(|l| l.strip_prefix("ringside_admin_auth_failures_total "))
         .and_then(|v| v.trim().parse().ok())
         .expect("the failure counter");
-    assert!(failures >= 7, "{failures}");
+    // Only the wrong key guessed: the six changes asked for with no credential were refused,
+    // not counted (a tab at a login form must not look like an attack).
+    assert_eq!(failures, 1, "{failures}");
     // Ids that could not be revoked are refused at creation.
     for bad in [
         r#"{"id":"evil?x"}"#,

@@ -6,6 +6,7 @@ mod common;
 
 mod admin_access;
 mod after_commit;
+mod audit_trail;
 mod bad_input;
 mod caps;
 mod client_retries;

@@ -4,7 +4,11 @@ without reloading, find an upstream error message holding markup shown as text, 
 cooling connection with the page's button (confirmed through the JSON API), and save a
 screenshot. Prints "status page checks passed" when every check held.
 
-usage: check_status_page.py ADMIN_URL DATA_URL TOKEN SCREENSHOT"""
+Then: the reset is in the admin-changes table with its actor; an idle tab at the login form
+asks nothing (no auth failure counted); and a read-only admin port (READ_ONLY_ADMIN_URL, no
+token configured) shows its state with no button that would only be refused.
+
+usage: check_status_page.py ADMIN_URL DATA_URL TOKEN SCREENSHOT READ_ONLY_ADMIN_URL"""
 import json
 import os
 import sys
@@ -13,7 +17,7 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright, expect
 
-admin, data, token, shot = sys.argv[1:5]
+admin, data, token, shot, read_only = sys.argv[1:6]
 CHROMIUM = os.environ.get("RINGSIDE_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -21,6 +25,15 @@ def api(path):
     req = urllib.request.Request(admin + path, headers={"authorization": "Bearer " + token})
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.load(r)
+
+
+def auth_failures():
+    req = urllib.request.Request(admin + "/metrics", headers={"authorization": "Bearer " + token})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("ringside_admin_auth_failures_total "):
+                return float(line.split()[1])
+    return None
 
 
 def post_chat(model):
@@ -82,7 +95,26 @@ with sync_playwright() as p:
         assert time.time() < deadline, "the reset did not reach the API: %s" % conns["a"]
         time.sleep(0.1)
     expect(page.locator("#connections tr", has_text="sim/a")).to_contain_text("active", timeout=10_000)
+    # The header says what runs; the reset is an admin change, by the admin token.
+    expect(page.locator("#meta")).to_contain_text(__import__("re").compile(r"v\d+\.\d+\.\d+ .* up "))
+    expect(page.locator("#audit tr", has_text="/admin/connections/sim/a/reset")).to_contain_text("admin token", timeout=10_000)
     page.screenshot(path=shot, full_page=True)
+    # An idle tab at the login form asks nothing: no auth failure is counted while it waits.
+    idle = browser.new_page()
+    idle.on("pageerror", lambda e: errors.append(str(e)))
+    failures = auth_failures()
+    idle.goto(admin + "/")
+    expect(idle.locator("#login")).to_be_visible()
+    idle.wait_for_timeout(7000)
+    assert auth_failures() == failures, "an idle login tab counted auth failures: %s -> %s" % (failures, auth_failures())
+    # A read-only port: its state, no login, and no button that would only be refused.
+    ro = browser.new_page()
+    ro.on("pageerror", lambda e: errors.append(str(e)))
+    ro.goto(read_only + "/")
+    expect(ro.locator("#app")).to_be_visible(timeout=10_000)
+    expect(ro.locator("#connections tr", has_text="sim/a")).to_be_visible()
+    expect(ro.locator("#meta")).to_contain_text("read-only")
+    assert ro.locator("button.danger").count() == 0, "a read-only page shows change buttons"
     assert not errors, "script errors on the page: %s" % errors
     browser.close()
 print("status page checks passed")
