@@ -59,6 +59,7 @@ pub mod simulate; // layer 9
 pub mod sse; // layer 1
 pub mod state; // layer 6
 pub mod store; // layer 2
+pub mod telemetry; // layer 2
 #[cfg(test)]
 pub mod test_driver; // layer 0
 pub mod timer; // layer 0

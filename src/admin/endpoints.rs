@@ -122,6 +122,9 @@ fn metrics_text(shared: &Shared, admin: &Rc<RefCell<AdminState>>) -> String {
         access::AUTH_FAILURES.load(Ordering::Relaxed)
     ));
     connection_caps_metrics(&mut text, shared);
+    if let Some(t) = &shared.telemetry {
+        text.push_str(&t.metrics());
+    }
     text.push_str(&format!(
         "# HELP ringside_local_resource_exhaustions_total Sockets that could not be made or accepted for want of a file descriptor, local port or socket buffer on this host (no key or provider is blamed).\n# TYPE ringside_local_resource_exhaustions_total counter\nringside_local_resource_exhaustions_total {}\n",
         crate::fd_limit::exhaustions()

@@ -50,6 +50,10 @@ pub struct AttemptRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     pub ms: u64,
+    /// When the attempt ended, from the request's start (microseconds): where its span sits
+    /// in an exported trace (`telemetry`); not in the log, whose `ms` says its length.
+    #[serde(skip)]
+    pub ended_us: u64,
 }
 
 /// A candidate that was not used, and why.

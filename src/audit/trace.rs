@@ -60,6 +60,14 @@ impl Trace {
     }
 }
 
+/// The parent id (the client's span) of a `traceparent` value, if it is a valid one.
+pub fn parent_of(value: &[u8]) -> Option<[u8; 8]> {
+    parse(value)?;
+    let mut parent = [0; 8];
+    unhex(&value[36..52], &mut parent)?;
+    Some(parent)
+}
+
 fn parse(v: &[u8]) -> Option<Trace> {
     // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2.
     if v.len() < 55 || v[2] != b'-' || v[35] != b'-' || v[52] != b'-' {

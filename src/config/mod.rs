@@ -16,6 +16,7 @@ pub use peek::{admin_listen_of, data_dir_of};
 mod schema_budgets;
 mod schema_providers;
 mod schema_resilience;
+mod schema_telemetry;
 mod strategy;
 use crate::dialect::Dialect;
 use crate::ids::ConnId;
@@ -285,6 +286,8 @@ pub struct Config {
     pub lease_ttl_ms: u64,
     /// Fleet mode (`[fleet]`), when `redis_url` is set.
     pub fleet: Option<FleetSettings>,
+    /// OpenTelemetry export (`[telemetry]`), when an endpoint is set.
+    pub telemetry: Option<crate::telemetry::Settings>,
 }
 
 impl Config {

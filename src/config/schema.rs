@@ -7,6 +7,7 @@ use serde::Deserialize;
 pub use super::schema_budgets::*;
 pub use super::schema_providers::*;
 pub use super::schema_resilience::*;
+pub use super::schema_telemetry::*;
 
 #[derive(Debug, Default, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +36,8 @@ pub struct FileConfig {
     pub session: SessionSection,
     #[serde(default)]
     pub fleet: FleetSection,
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
     /// What models support, by name or pattern (`claude-*`): over the built-in table, judged
     /// before a fallback to a provider of another API.
     #[serde(default)]

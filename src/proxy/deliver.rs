@@ -2,8 +2,7 @@
 //! came of it is recorded; nothing is retried after this.
 
 use super::exchange::{AttemptEnd, Ctx, Delivered, Failed};
-use super::forward::RelayFailure;
-use super::forward::{Relay, Relayed, Request, coalesce_for, ms32, relay};
+use super::forward::{Relay, RelayFailure, Relayed, Request, coalesce_for, ms32, relay};
 use super::judge;
 use super::translated::{Delivery, relay_whole};
 use super::watch::ClientWatch;
@@ -298,10 +297,9 @@ fn record(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed, in_band: Option<j
     };
     core.metrics.attempt(cand.connection, outcome);
     let failed = res.failure.is_some() || in_band.is_some();
+    let after_commit = &core.metrics.streams_failed_after_commit;
     if failed {
-        core.metrics
-            .streams_failed_after_commit
-            .fetch_add(1, Relaxed);
+        after_commit.fetch_add(1, Relaxed);
     }
     if res.failure == Some(super::forward::RelayFailure::ExecutionTimeout) {
         core.shared.flow.gates[cand.connection]
@@ -310,7 +308,7 @@ fn record(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed, in_band: Option<j
             .fetch_add(1, Relaxed);
     }
     let names = d.names;
-    let ms = relay_ms(ctx, d.relay_from_us);
+    let (ms, ended_us) = relay_ms(ctx, d.relay_from_us);
     // Most requests make one attempt: room for exactly one (Vec's first growth is four).
     ctx.record.attempts.reserve_exact(1);
     ctx.record.attempts.push(AttemptRecord {
@@ -326,6 +324,7 @@ fn record(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed, in_band: Option<j
         },
         restated_from: in_band.as_ref().and_then(|b| b.restated_from),
         ms,
+        ended_us,
         ..Default::default()
     });
     ctx.record.status = if res.client_gone { 499 } else { d.status };
@@ -379,9 +378,10 @@ fn usage_and_first_token(ctx: &mut Ctx<'_, '_>, d: &Facts<'_>, res: &Relayed) {
 
 /// How long the relay that began `relay_from_us` after the request's head has taken, in
 /// milliseconds.
-fn relay_ms(ctx: &Ctx<'_, '_>, relay_from_us: u64) -> u64 {
+// The relayed attempt's length (ms), and its end from the request's start (µs).
+fn relay_ms(ctx: &Ctx<'_, '_>, relay_from_us: u64) -> (u64, u64) {
     let now_us = crate::clock::since(ctx.started).as_micros() as u64;
-    now_us.saturating_sub(relay_from_us) / 1_000
+    (now_us.saturating_sub(relay_from_us) / 1_000, now_us)
 }
 
 /// Nothing reached the client: the upstream's framing broke before the first byte.

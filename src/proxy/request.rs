@@ -182,9 +182,31 @@ impl Drop for Finalize<'_, '_> {
                 core.metrics.log_lines_dropped.fetch_add(dropped, Relaxed);
             }
         }
+        if let Some(sink) = &core.shared.telemetry {
+            sink.send(span_of(ctx));
+        }
         core.remember(std::mem::take(&mut ctx.record));
         core.metrics.finalized.fetch_add(1, Relaxed);
     }
+}
+
+/// The request's spans for the OTLP export (only when `[telemetry]` exports): its parent is
+/// the client's span, each attempt's GenAI system its provider's API.
+fn span_of(ctx: &Request<'_>) -> crate::telemetry::RequestSpan {
+    use crate::dialect::Dialect;
+    let parent =
+        (ctx.head.get(super::exchange::TRACEPARENT)).and_then(crate::audit::trace::parent_of);
+    let providers = &ctx.config().providers;
+    let system_of = |id: &str| match providers.iter().find(|p| p.id == id) {
+        Some(p) if p.azure_api_version.is_some() => "azure.ai.openai",
+        Some(p) => match p.dialect {
+            Dialect::OpenAi => "openai",
+            Dialect::Anthropic => "anthropic",
+            Dialect::Gemini => "gcp.gemini",
+        },
+        None => "_OTHER",
+    };
+    crate::telemetry::RequestSpan::of(&ctx.record, parent, &system_of)
 }
 
 /// What the access log says about the client: its address, the address a trusted proxy in

@@ -59,6 +59,10 @@ pub(super) fn build(
         crate::upstream::tokens::Tokens::new(slots.conn_capacity, cfg.token_key.as_ref(), store);
     // Refreshed tokens kept sealed win over the environment's while it gives the same seed.
     tokens.seed(cfg, store);
+    let telemetry = match &cfg.telemetry {
+        Some(t) => Some(crate::telemetry::start(t)?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         newest: AtomicU64::new(generation.number),
         installed: (0..workers)
@@ -92,6 +96,7 @@ pub(super) fn build(
         tokens,
         repeats: Default::default(),
         audit_trail: crate::state::audit_trail::AuditTrail::load(store),
+        telemetry,
     });
     let inboxes = inboxes.into_iter().zip(bell_readers).collect();
     Ok((shared, (inboxes, admin_inbox, fleet_inbox)))

@@ -67,6 +67,8 @@ pub struct Shared {
     pub repeats: crate::resilience::repeats::Repeats,
     /// Admin changes: who, what, before and after, when (`audit_trail`).
     pub audit_trail: super::audit_trail::AuditTrail,
+    /// Where finished requests' spans go (`[telemetry]`), when exported.
+    pub telemetry: Option<crate::telemetry::Sink>,
 }
 
 impl Shared {

@@ -313,6 +313,7 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
     keep!("flow (tenant limits)", tenant_limits);
     keep!("RINGSIDE_RATE_LIMIT_*", flow_env);
     keep!("fleet", fleet);
+    keep!("telemetry", telemetry);
     keep!("resilience.decision_ring", resilience.decision_ring);
     keep!(
         "resilience.decision_ring_plain",

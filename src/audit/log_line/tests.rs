@@ -70,6 +70,7 @@ fn failed_attempt() -> AttemptRecord {
         ms_left: 59_000,
         detail: Some("tab\there".into()),
         ms: 3,
+        ended_us: 3_000,
     }
 }
 

@@ -35,6 +35,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     let stream = sections::stream(&mut p, &file.stream, env);
     let clients = sections::clients(&mut p, &file, &providers, env);
     let fleet = super::fleet::resolve(&mut p, &file.fleet, &server, env);
+    let telemetry = sections::telemetry(&mut p, &file.telemetry, env);
     let (tenant_limits, tenants, prices) = budgets::resolve(&mut p, &file);
     // With client keys (several tenants) a breaker opens only on failures of at least two of
     // them, unless the operator says otherwise; an open (single-tenant) instance keeps one.
@@ -52,13 +53,7 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
     for pol in &mut resilience.providers {
         pol.breaker.min_tenants = min_tenants;
     }
-    if !matches!(file.store.durability.as_str(), "durable" | "fast") {
-        p.add(
-            "store.durability",
-            format!("`{}` is not one of durable, fast", file.store.durability),
-        );
-    }
-    p.in_range("store.map_size_mb", file.store.map_size_mb, 1, 1 << 20);
+    store_checks(&mut p, &file.store);
     let token_key = oauth::token_key(&mut p, file.store.token_key_env.as_deref(), env);
     if !p.0.is_empty() {
         return Err(p.0);
@@ -102,5 +97,17 @@ pub(super) fn resolve(file: FileConfig, env: EnvLookup) -> Result<Config, Vec<Pr
             ),
         },
         fleet,
+        telemetry,
     })
+}
+
+/// `[store]`'s settings that are checked, not resolved.
+fn store_checks(p: &mut Problems, store: &super::schema::StoreSection) {
+    if !matches!(store.durability.as_str(), "durable" | "fast") {
+        p.add(
+            "store.durability",
+            format!("`{}` is not one of durable, fast", store.durability),
+        );
+    }
+    p.in_range("store.map_size_mb", store.map_size_mb, 1, 1 << 20);
 }

@@ -268,3 +268,52 @@ fn allowed_connections(
             .collect()
     })
 }
+
+/// `[telemetry]`: where spans go, if anywhere.
+pub(in crate::config) fn telemetry(
+    out: &mut Problems,
+    t: &super::schema::TelemetrySection,
+    env: EnvLookup,
+) -> Option<crate::telemetry::Settings> {
+    let raw = t.otlp_endpoint.trim();
+    if raw.is_empty() {
+        return None;
+    }
+    let Ok(uri) = raw.parse::<http::Uri>() else {
+        out.add("telemetry.otlp_endpoint", format!("`{raw}` is not a URL"));
+        return None;
+    };
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        out.add(
+            "telemetry.otlp_endpoint",
+            "must be an http:// or https:// URL with a host (the collector's OTLP/HTTP port, 4318)",
+        );
+        return None;
+    }
+    let endpoint = match uri.path() {
+        "" | "/" => format!("{}/v1/traces", raw.trim_end_matches('/')),
+        _ => raw.to_string(),
+    };
+    let headers = match &t.otlp_headers_env {
+        None => Vec::new(),
+        Some(name) => match env(name).map(|v| crate::telemetry::parse_headers(&v)) {
+            Some(Ok(h)) => h,
+            Some(Err(e)) => {
+                out.add("telemetry.otlp_headers_env", format!("{name}: {e}"));
+                Vec::new()
+            }
+            None => {
+                out.add(
+                    "telemetry.otlp_headers_env",
+                    format!("environment variable {name} is not set"),
+                );
+                Vec::new()
+            }
+        },
+    };
+    Some(crate::telemetry::Settings {
+        endpoint,
+        service_name: t.service_name.clone().unwrap_or_else(|| "ringside".into()),
+        headers,
+    })
+}

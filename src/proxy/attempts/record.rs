@@ -226,6 +226,7 @@ pub(super) fn push(
         ..
     } = names(ctx, c.connection);
     ctx.core.metrics.attempt(c.connection, outcome);
+    let ended_us = crate::clock::since(ctx.started).as_micros() as u64;
     ctx.record.attempts.push(AttemptRecord {
         provider,
         connection,
@@ -244,6 +245,7 @@ pub(super) fn push(
         ms_left: budget.time_left(crate::clock::now_ms()),
         detail,
         ms: crate::clock::since(t0).as_millis() as u64,
+        ended_us,
     });
 }
 
