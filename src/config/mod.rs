@@ -222,6 +222,8 @@ pub struct ServerSettings {
     pub pin_workers: bool,
     /// Peers whose `X-Forwarded-For` names the client (the access log's `forwarded_for`).
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// TLS on the data port (`tls_cert_file`, `tls_key_file`), read with the config.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 impl ServerSettings {

@@ -287,6 +287,9 @@ pub struct ServerSection {
     /// Peers (addresses or CIDR ranges) whose `X-Forwarded-For` is believed: the access log
     /// records the first hop they name as the client.
     pub trusted_proxies: Vec<String>,
+    /// TLS on the data port: a PEM certificate chain and its key (both or neither).
+    pub tls_cert_file: Option<String>,
+    pub tls_key_file: Option<String>,
 }
 
 impl Default for ServerSection {
@@ -310,6 +313,8 @@ impl Default for ServerSection {
             access_log: true,
             pin_workers: true,
             trusted_proxies: Vec::new(),
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }

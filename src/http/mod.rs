@@ -10,6 +10,7 @@ mod names;
 pub mod nowait;
 pub mod response;
 pub mod server;
+pub mod server_tls;
 pub mod standing;
 
 pub use chunk::ChunkTracker;

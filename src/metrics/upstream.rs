@@ -51,6 +51,14 @@ pub(super) fn tls_handshakes(out: &mut String, cores: &[std::sync::Arc<CoreMetri
             "ringside_upstream_tls_handshakes_total{{kind=\"{kind}\"}} {n}"
         );
     }
+    out.push_str("# HELP ringside_client_tls_handshakes_total TLS handshakes with clients on the data port ([server] tls_cert_file), done or failed (a bad hello, a timeout).\n# TYPE ringside_client_tls_handshakes_total counter\n");
+    for (i, result) in ["ok", "failed"].iter().enumerate() {
+        let n: u64 = cores.iter().map(|c| c.client_tls[i].load(Relaxed)).sum();
+        let _ = writeln!(
+            out,
+            "ringside_client_tls_handshakes_total{{result=\"{result}\"}} {n}"
+        );
+    }
 }
 
 /// `ringside_upstream_h2_connections` and `ringside_upstream_h2_streams`: HTTP/2 connections to

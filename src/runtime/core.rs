@@ -156,6 +156,16 @@ async fn accept_until_drained(core: &Rc<Core>, listener: TcpListener) {
         monoio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let tls = core.generation().config.server.tls.clone();
+                    if let Some(tls) = tls {
+                        let serve = crate::proxy::serve_tls_client(core.clone(), stream, peer.ip(), tls);
+                        monoio::spawn(crate::contain::contained(
+                            serve,
+                            &crate::metrics::TASK_PANICS,
+                            Some(core.id),
+                        ));
+                        continue;
+                    }
                     let serve = crate::proxy::serve_client(core.clone(), stream, peer.ip());
                     monoio::spawn(crate::contain::contained(
                         crate::clock::per_poll(serve),

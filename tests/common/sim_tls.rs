@@ -16,7 +16,7 @@ pub struct SimTls {
 }
 
 /// A CA, and a `localhost` certificate and key it signed, as PEM files in `dir`.
-fn certificates(dir: &std::path::Path) -> (std::path::PathBuf, String, String) {
+pub fn certificates(dir: &std::path::Path) -> (std::path::PathBuf, String, String) {
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);

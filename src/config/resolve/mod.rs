@@ -4,6 +4,7 @@
 
 pub mod budgets;
 pub mod egress;
+mod listener_tls;
 mod oauth;
 pub mod provider_tls;
 mod providers;

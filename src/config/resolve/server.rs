@@ -58,6 +58,7 @@ pub(in crate::config) fn server(
         s.workers
     };
     ServerSettings {
+        tls: super::listener_tls::listener_tls(p, s),
         listen,
         admin_listen,
         workers,

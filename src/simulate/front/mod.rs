@@ -4,7 +4,6 @@
 //! REFUSED_STREAM, a dropped connection, a slow receive window.
 
 mod relay;
-mod tls;
 
 use monoio::net::{TcpListener, TcpStream};
 use std::net::SocketAddr;
@@ -167,7 +166,8 @@ pub async fn run(front: Arc<Front>, listener: TcpListener, stop: impl Fn() -> bo
 
 async fn serve(front: Arc<Front>, tcp: TcpStream) {
     let _ = tcp.set_nodelay(true);
-    let Ok(tls) = tls::ServerTls::accept(tcp, front.config.clone()).await else {
+    let Ok(tls) = crate::http::server_tls::ServerTls::accept(tcp, front.config.clone()).await
+    else {
         return;
     };
     let st = &front.stats;

@@ -3,9 +3,10 @@
 //! back as it comes (an event stream event by event). An answer the simulator cuts is cut for
 //! the client too: the stream reset, the connection closed.
 
-use super::{Front, tls::ServerTls};
+use super::Front;
 use crate::http::head::{Framing, parse_response};
 use crate::http::io::read_more;
+use crate::http::server_tls::ServerTls;
 use crate::http::{Head, HeadLimits};
 use crate::upstream::h2::request::connection_specific;
 use bytes::{Bytes, BytesMut};

@@ -1,6 +1,6 @@
-//! The simulator front's TLS: rustls's buffered server connection over a monoio socket. A
-//! test tool's, not the request path's (Ringside's own TLS is `upstream::tls_stream`): plain
-//! copies through small buffers, one read or write at a time.
+//! rustls's buffered server connection over a monoio socket: the handshake of the data port's
+//! TLS (`proxy::tls_listener`, which then splits it) and the simulator front's whole TLS
+//! (plain copies through small buffers, one read or write at a time).
 
 use monoio::BufResult;
 use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
@@ -41,6 +41,11 @@ impl ServerTls {
         }
         s.send_records().await?;
         Ok(s)
+    }
+
+    /// The socket, the connection and the TLS bytes received but not yet taken.
+    pub fn into_parts(self) -> (TcpStream, ServerConnection, Vec<u8>) {
+        (self.tcp, self.conn, self.incoming)
     }
 
     /// Whether the handshake resumed an earlier session.
