@@ -1,5 +1,6 @@
 //! TLS on the data port (`[server] tls_cert_file`, `tls_key_file`), both drivers: a rustls
-//! client and the real OpenAI Python SDK over https get JSON answers and whole streams; a
+//! client and the real OpenAI and Anthropic Python SDKs over https get JSON answers and whole
+//! streams; a
 //! plaintext client on the TLS port is refused without harm; a renewed certificate applies to
 //! new connections after a reload.
 
@@ -98,7 +99,8 @@ fn clients_reach_the_data_port_over_tls(driver: &str) {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
-/// The OpenAI Python SDK (httpx) over https, trusting the test's CA.
+/// The OpenAI and Anthropic Python SDKs (httpx) over https, trusting the test's CA (the
+/// Anthropic request is translated for the OpenAI-dialect simulator).
 fn sdk_over_https(proxy: &Proxy, ca: &std::path::Path) {
     if std::env::var_os("RINGSIDE_SKIP_SDK_TESTS").is_some_and(|v| v != "0") {
         return;
@@ -114,6 +116,10 @@ assert r.choices[0].message.content, r
 text = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
     model="m", messages=[{"role": "user", "content": "hi"}], stream=True) if ch.choices)
 assert text, "empty stream"
+from anthropic import Anthropic
+a = Anthropic(base_url=sys.argv[1][:-len("/v1")], api_key="unused", max_retries=0)
+m = a.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+assert m.content and m.content[0].text, m
 print("sdk over https ok")
 "#;
     let out = std::process::Command::new(python)
