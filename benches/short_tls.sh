@@ -8,7 +8,9 @@
 # to the simulator in a process of its own (its cost is the same for every target).
 # Bounded: about 2 x (DUR + 3) s per target.
 # Usage: benches/short_tls.sh   (env: DUR=5 CONNS=64 WORKERS= (Ringside's and nginx's worker
-#   count; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1")
+#   count; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1";
+#   RS_BIN_B: another Ringside binary, run as the target `ringside-b` (HTTP/2 where offered) to
+#   compare two builds within one run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-5}
@@ -64,6 +66,8 @@ start() {
       BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-auto.toml" >"$WORK/rs.log" 2>&1 & echo $! ;;
     ringside-h1) rm -rf "$WORK/ringside-data"
       BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside-never.toml" >"$WORK/rs.log" 2>&1 & echo $! ;;
+    ringside-b) rm -rf "$WORK/ringside-data"
+      BENCH_KEY=sk-bench "$RS_BIN_B" serve --config "$WORK/ringside-auto.toml" >"$WORK/rs.log" 2>&1 & echo $! ;;
   esac
 }
 hz=$(getconf CLK_TCK)
