@@ -6,6 +6,9 @@
 # simulator, as a sidecar runs), reaching the simulator's TLS front. Prints requests/s and the
 # proxy's CPU per 10k requests per target; ratios from one run. The front relays each request
 # to the simulator in a process of its own (its cost is the same for every target).
+# UPSTREAM=plain: the same with every proxy reaching the simulator over plaintext HTTP/1.1
+# (nginx `proxy_pass http://` with keep-alive, HAProxy without `ssl`, Ringside with an
+# `http://` provider; the targets then nginx, haproxy and ringside).
 # Bounded: about 2 x (DUR + 3) s per target.
 # Usage: benches/short_tls.sh   (env: DUR=5 CONNS=64 WORKERS= (Ringside's and nginx's worker
 #   count; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1";
@@ -17,12 +20,13 @@ DUR=${DUR:-5}
 CONNS=${CONNS:-64}
 BASE=${BASE_PORT:-19400}
 SIM=$BASE; PROXY=$((BASE+1)); ADMIN=$((BASE+2)); SIM_TLS=$((BASE+3)); FRONT=$((BASE+4))
+UPSTREAM=${UPSTREAM:-tls}
 . benches/lib.sh
 install_missing wrk wrk nginx nginx-light haproxy haproxy
 build_and_prepare
 $BIN simulate --listen 127.0.0.1:$SIM --events 20 >/dev/null 2>&1 &
 PIDS+=($!)
-sim_tls_front $FRONT $SIM_TLS $SIM
+[ "$UPSTREAM" = tls ] && sim_tls_front $FRONT $SIM_TLS $SIM
 chat_scripts "$WORK"
 workers_line() { [ -n "${WORKERS:-}" ] && echo "workers = $WORKERS" || true; }
 for mode in auto never; do
@@ -32,9 +36,15 @@ listen = "127.0.0.1:$PROXY"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$WORK/ringside-data"
 $(workers_line)
-$(tls_front_provider $SIM_TLS $mode)
+$(if [ "$UPSTREAM" = tls ]; then tls_front_provider $SIM_TLS $mode; else bench_provider $SIM; fi)
 TOML
 done
+# Where nginx and HAProxy send requests: the TLS front, or the simulator itself.
+if [ "$UPSTREAM" = tls ]; then
+  PASS=$(nginx_tls_pass simup); UP_PORT=$SIM_TLS
+else
+  PASS="proxy_pass http://simup;"; UP_PORT=$SIM
+fi
 cat > "$WORK/nginx.conf" <<NGX
 worker_processes ${WORKERS:-auto};
 daemon off;
@@ -45,17 +55,21 @@ events { worker_connections 4096; }
 http {
   access_log off;
   client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
-  upstream simtls { server 127.0.0.1:$SIM_TLS; keepalive 128; }
+  upstream simup { server 127.0.0.1:$UP_PORT; keepalive 128; }
   server {
     listen 127.0.0.1:$PROXY;
     location / {
-      $(nginx_tls_pass simtls)
+      $PASS
       proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off;
     }
   }
 }
 NGX
-haproxy_tls_cfgs $PROXY $SIM_TLS
+if [ "$UPSTREAM" = tls ]; then
+  haproxy_tls_cfgs $PROXY $SIM_TLS
+else
+  haproxy_cfg $PROXY $SIM > "$WORK/haproxy.cfg"
+fi
 
 start() {
   case $1 in
@@ -73,7 +87,9 @@ start() {
 hz=$(getconf CLK_TCK)
 echo "| target | JSON req/s | SSE req/s (20 events) | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE |"
 echo "|---|---:|---:|---:|---:|"
-for t in ${TARGETS:-nginx haproxy haproxy-h2 ringside ringside-h1}; do
+DEFAULT_TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1"
+[ "$UPSTREAM" = tls ] || DEFAULT_TARGETS="nginx haproxy ringside"
+for t in ${TARGETS:-$DEFAULT_TARGETS}; do
   pid=$(start $t); PIDS+=("$pid")
   wait_for_port $PROXY; sleep 0.5
   timeout 20 wrk -t1 -c$CONNS -d1s -s "$WORK/json.lua" "http://127.0.0.1:$PROXY/v1/chat/completions" >/dev/null 2>&1 || true
