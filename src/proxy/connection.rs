@@ -42,8 +42,9 @@ pub fn serve_client(
 }
 
 /// A place under the data port's connection caps for a client at `peer` (a plain function:
-/// nothing it reads stays in the connection's task).
-fn admit(core: &Core, peer: std::net::IpAddr) -> Result<Ticket<'_>, Refused> {
+/// nothing it reads stays in the connection's task). A TLS client holds one through its
+/// handshake too (`tls_listener`).
+pub(super) fn admit(core: &Core, peer: std::net::IpAddr) -> Result<Ticket<'_>, Refused> {
     let generation = core.generation();
     let keyed = !generation.config.clients.is_open() || core.shared.managed_keys.load(Relaxed);
     let trusted = (generation.config.server.trusted_proxies.iter()).any(|n| n.contains(&peer));

@@ -33,12 +33,19 @@ pub async fn serve(
     peer: std::net::IpAddr,
     config: Arc<rustls::ServerConfig>,
 ) {
+    // The handshake holds a place under the connection caps, as a plaintext client's first
+    // head does: a flood of handshakes from one address is refused at its share. (The place
+    // is given back for the plaintext side's own.)
+    let Ok(place) = super::connection::admit(&core, peer) else {
+        return;
+    };
     let _ = tcp.set_nodelay(true);
     let limit = Duration::from_millis(core.generation().config.limits.header_read_timeout_ms);
     let accept = crate::http::server_tls::ServerTls::accept(tcp, config);
     let handshake = monoio::time::timeout(limit, accept).await;
     let ok = matches!(handshake, Ok(Ok(_)));
     core.metrics.client_tls[usize::from(!ok)].fetch_add(1, Relaxed);
+    drop(place);
     let Ok(Ok(tls)) = handshake else {
         return;
     };
