@@ -1,5 +1,5 @@
 //! rustls's buffered server connection over a monoio socket: the handshake of the data port's
-//! TLS (`proxy::tls_listener`, which then splits it) and the simulator front's whole TLS
+//! TLS (`proxy::connection::tls`, which then splits it) and the simulator front's whole TLS
 //! (plain copies through small buffers, one read or write at a time).
 
 use monoio::BufResult;

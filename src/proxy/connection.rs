@@ -2,6 +2,8 @@
 //! handed to the request driver until the client closes, errs or the core drains; a closing
 //! connection lingers so that an early answer is not destroyed by a reset.
 
+pub mod tls;
+
 use super::request;
 use super::respond::respond_error;
 use super::watch::{Readiness, readiness};
@@ -43,7 +45,7 @@ pub fn serve_client(
 
 /// A place under the data port's connection caps for a client at `peer` (a plain function:
 /// nothing it reads stays in the connection's task). A TLS client holds one through its
-/// handshake too (`tls_listener`).
+/// handshake too (`tls`).
 pub(super) fn admit(core: &Core, peer: std::net::IpAddr) -> Result<Ticket<'_>, Refused> {
     let generation = core.generation();
     let keyed = !generation.config.clients.is_open() || core.shared.managed_keys.load(Relaxed);

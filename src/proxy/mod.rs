@@ -67,12 +67,11 @@ mod respond;
 mod select;
 mod send;
 mod stop;
-mod tls_listener;
 mod translated;
 mod upstream_request;
 mod usage_wall;
 pub mod watch;
 
 pub use connection::serve_client;
+pub use connection::tls::serve as serve_tls_client;
 pub use respond::{respond_error, respond_error_to, respond_json};
-pub use tls_listener::serve as serve_tls_client;

@@ -36,7 +36,7 @@ pub async fn serve(
     // The handshake holds a place under the connection caps, as a plaintext client's first
     // head does: a flood of handshakes from one address is refused at its share. (The place
     // is given back for the plaintext side's own.)
-    let Ok(place) = super::connection::admit(&core, peer) else {
+    let Ok(place) = super::admit(&core, peer) else {
         return;
     };
     let _ = tcp.set_nodelay(true);
