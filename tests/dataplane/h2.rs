@@ -71,8 +71,26 @@ fn metric_sum(metrics: &str, name: &str, labels: &[&str]) -> f64 {
 
 fn five_hundred_streams_share_a_few_connections(driver: &str) {
     let sim = SimTls::start(sim_opts(6, 30), true, H2Faults::default());
-    let proxy = Proxy::start(driver, 2, "", &sim.config("auto", "m"));
-    assert_eq!(streams_at_once(&proxy, 500), 500, "every stream whole");
+    let proxy = Proxy::start(driver, 2, "# access log to file", &sim.config("auto", "m"));
+    let whole = streams_at_once(&proxy, 500);
+    if whole != 500 {
+        // Say what the front and the proxy saw, so that a rare failure explains itself.
+        let log = std::fs::read_to_string(proxy.dir.0.join("access.log")).unwrap_or_default();
+        let odd: Vec<&str> = (log.lines())
+            .filter(|l| !l.contains("\"outcome\":\"ok\""))
+            .take(5)
+            .collect();
+        let m = proxy.metrics();
+        let h2: Vec<&str> = m
+            .lines()
+            .filter(|l| l.starts_with("ringside_upstream_h2"))
+            .collect();
+        panic!(
+            "{whole} of 500 streams whole; front {}; attempts at the simulator {}; {h2:?}; {odd:#?}",
+            sim.front(),
+            sim.attempts()
+        );
+    }
     let front = sim.front();
     let conns = count(&front, "connections_h2");
     // Two cores, at most 100 streams a connection: 4 a core is the bound the issue sets.
