@@ -3,8 +3,7 @@
 //! and other probes that run a command: no curl in the image, no token (the probes need none).
 
 use crate::config::{admin_listen_of, real_env};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// How long the whole probe may take.
@@ -29,21 +28,8 @@ fn dial_addr(listen: &str) -> Result<SocketAddr, String> {
 pub(super) fn run(config: &str, live: bool) -> Result<bool, String> {
     let addr = dial_addr(&admin_listen_of(config, &real_env)?)?;
     let path = if live { "/healthz" } else { "/readyz" };
-    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)
-        .map_err(|e| format!("{addr}: {e} (is the server running?)"))?;
-    let _ = s.set_read_timeout(Some(TIMEOUT));
-    let _ = s.set_write_timeout(Some(TIMEOUT));
-    let req = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    s.write_all(req.as_bytes())
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let mut raw = Vec::new();
-    let _ = s.take(64 * 1024).read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
-    let status = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|r| r.get(..3))
-        .ok_or_else(|| format!("{addr}{path}: no HTTP answer"))?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
-    println!("{path}: {status} {body}");
-    Ok(status == "200")
+    let reply = crate::demo::client::request(addr, "GET", path, &[], b"", TIMEOUT)
+        .map_err(|e| format!("{addr}{path}: {e} (is the server running?)"))?;
+    println!("{path}: {} {}", reply.status, reply.text().trim());
+    Ok(reply.status == 200)
 }
