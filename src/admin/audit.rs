@@ -31,7 +31,9 @@ fn action(method: &str, path: &str) -> &'static str {
 pub fn before(shared: &Shared, method: &str, path: &str) -> Option<Value> {
     match action(method, path) {
         "settings.patch" => Some(super::flow::settings(shared).1),
-        "reload" => Some(json!({"generation": shared.current().number})),
+        "reload" => Some(crate::state::audit_trail::generation(
+            shared.current().number,
+        )),
         "client_key.revoke" => {
             let id = path.trim_start_matches("/admin/clients/");
             let all = crate::clients::managed::list(shared.store, &shared.current().config.clients);

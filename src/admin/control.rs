@@ -164,18 +164,12 @@ fn serve(shared: &Arc<Shared>, mut conn: UnixStream) {
         serde_json::json!({"command": command.as_str(), "peer_uid": uid}),
     );
     let before = (command == Command::Reload)
-        .then(|| serde_json::json!({"generation": shared.current().number}));
+        .then(|| crate::state::audit_trail::generation(shared.current().number));
     let answer = run(shared, command);
     if command != Command::Status {
-        let change = crate::state::audit_trail::Change {
-            actor: &crate::state::audit_trail::Actor::Socket { uid },
-            action: command.as_str(),
-            target: "",
-            status: 200,
-            before,
-            after: Some(answer.clone()),
-        };
-        shared.audit_trail.record(shared.store, change);
+        let actor = crate::state::audit_trail::Actor::Socket { uid };
+        let what = (&actor, command.as_str());
+        (shared.audit_trail).record_command(shared.store, what, before, Some(answer.clone()));
     }
     let _ = writeln!(conn, "{answer}");
 }

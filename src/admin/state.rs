@@ -118,6 +118,10 @@ impl AdminState {
             .map(|(i, (p, c))| {
                 let i = ConnId::new(i);
                 let st = &self.tables.conns[i];
+                // Since start, every core together: attempts and those not ok.
+                let attempts = (self.shared.metrics.iter())
+                    .map(|m| m.connection_attempts(i))
+                    .fold((0, 0), |(a, f), (x, y)| (a + x, f + y));
                 let state = match st.terminal {
                     Some(Terminal::Banned) => "banned",
                     Some(Terminal::Expired) => "expired",
@@ -141,9 +145,8 @@ impl AdminState {
                         "model": &*l.key, "reason": l.reason, "remaining_ms": l.until - now,
                     })).collect::<Vec<_>>(),
                     "in_flight": self.shared.in_flight[i].load(Ordering::Relaxed),
-                    // Since start, every core together: attempts and those not ok.
-                    "attempts": self.shared.metrics.iter().map(|m| m.connection_attempts(i).0).sum::<u64>(),
-                    "failed_attempts": self.shared.metrics.iter().map(|m| m.connection_attempts(i).1).sum::<u64>(),
+                    "attempts": attempts.0,
+                    "failed_attempts": attempts.1,
                     "epoch": st.epoch,
                     "usage_wall": super::usage_wall::view(
                         self.shared.usage_walls.get(i),

@@ -199,18 +199,13 @@ fn signals() -> Result<Receiver<i32>, String> {
 /// SIGHUP: reload the config file (`state::reload`), on this thread: the signals wait
 /// meanwhile, and a reload takes at most a few core ticks.
 fn reload(shared: &crate::state::core::Shared) {
-    let before = serde_json::json!({"generation": shared.current().number});
+    use crate::state::audit_trail::{Actor, generation};
+    let before = generation(shared.current().number);
     let out = crate::state::reload::reload(shared, crate::state::reload::Cause::Signal);
     crate::state::reload::log_outcome(&out);
-    let change = crate::state::audit_trail::Change {
-        actor: &crate::state::audit_trail::Actor::Signal("SIGHUP"),
-        action: "reload",
-        target: "",
-        status: 200,
-        before: Some(before),
-        after: serde_json::to_value(&out).ok(),
-    };
-    shared.audit_trail.record(shared.store, change);
+    let what = (&Actor::Signal("SIGHUP"), "reload");
+    let after = serde_json::to_value(&out).ok();
+    (shared.audit_trail).record_command(shared.store, what, Some(before), after);
 }
 
 /// SIGHUP while draining: nothing new will be served, so nothing is applied.

@@ -105,6 +105,26 @@ impl AuditTrail {
         }
     }
 
+    /// A command from outside the admin port (the control socket's, a signal's): done, with
+    /// the state before (if any) and what it answered.
+    pub fn record_command(
+        &self,
+        store: &crate::store::Store,
+        (actor, action): (&Actor, &str),
+        before: Option<Value>,
+        after: Option<Value>,
+    ) {
+        let change = Change {
+            actor,
+            action,
+            target: "",
+            status: 200,
+            before,
+            after,
+        };
+        self.record(store, change);
+    }
+
     /// The newest entries first, at most `limit`.
     pub fn newest(&self, limit: usize) -> Vec<Value> {
         let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -115,6 +135,11 @@ impl AuditTrail {
             .map(|(_, v)| v.clone())
             .collect()
     }
+}
+
+/// What a reload changes, as it was: the config generation it starts from.
+pub fn generation(number: u64) -> Value {
+    json!({ "generation": number })
 }
 
 /// Field names whose values are secrets: never kept in the trail, whatever answer carried them
