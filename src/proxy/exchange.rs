@@ -24,14 +24,15 @@ use std::time::Instant;
 /// write (`forward::relay`), like its body.
 pub(crate) const USER_AGENT: &str = "user-agent";
 pub(crate) const FORWARDED_FOR: &str = "x-forwarded-for";
-/// (Its parent id is the parent of Ringside's span in an exported trace, `telemetry`.)
+/// (Its parent id is the parent of Ringside's span in an exported trace, `telemetry`: kept
+/// after the commit only while spans are exported.)
 pub(crate) const TRACEPARENT: &str = "traceparent";
 
 /// Whether a request header is read after an event stream is committed.
 pub(crate) fn read_after_commit(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(USER_AGENT.as_bytes())
         || name.eq_ignore_ascii_case(FORWARDED_FOR.as_bytes())
-        || name.eq_ignore_ascii_case(TRACEPARENT.as_bytes())
+        || (name.eq_ignore_ascii_case(TRACEPARENT.as_bytes()) && crate::telemetry::exporting())
 }
 
 /// How one attempt ended.

@@ -42,6 +42,7 @@ pub fn start(settings: &Settings) -> Result<Sink, String> {
         .name("ringside-otlp".into())
         .spawn(move || run(&exporter, &rx, &e, &f))
         .map_err(|e| format!("telemetry: cannot start its thread: {e}"))?;
+    super::EXPORTING.store(true, Relaxed);
     Ok(Sink {
         tx,
         dropped: AtomicU64::new(0),

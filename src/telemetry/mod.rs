@@ -18,7 +18,16 @@ mod span;
 pub use export::start;
 pub use span::{AttemptSpan, RequestSpan};
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// Whether this process exports spans (set once, at start: `[telemetry]` needs a restart).
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans are exported: a committed stream keeps its client's `traceparent` for its
+/// span only then.
+pub fn exporting() -> bool {
+    EXPORTING.load(Relaxed)
+}
 
 /// Spans waiting for the exporter at most (a request's is a few hundred bytes).
 const QUEUE: usize = 16_384;
