@@ -99,7 +99,8 @@ pub(super) fn attempt(
             return match judge::read_error_body(&mut up, &head, aim.time.deadline, watch).await {
                 Read::ClientGone => AttemptEnd::ClientGone,
                 Read::Failed { detail, timeout } => {
-                    aim.time.failed(timeout, AttemptOutcome::Reset, detail)
+                    let end = aim.time.failed(timeout, AttemptOutcome::Reset, detail);
+                    super::h2_failure::judged(&up, end)
                 }
                 Read::Ok(body) => {
                     let end = error_answer(ctx, &aim, up, (head, limits.as_deref()), body);
@@ -114,9 +115,8 @@ pub(super) fn attempt(
             let marked_end = aim.provider.dialect != crate::dialect::Dialect::Gemini;
             let until = (aim.time.deadline, marked_end);
             let held = judge::hold_stream(&mut up, &head, st, until, watch).await;
-            let model = &entry.targets[cand.target].model;
             if let Some(end) = judge_hold(ctx, &aim, &head, held, model) {
-                return end;
+                return super::h2_failure::judged(&up, end);
             }
         }
         let translated = super::translated::is_translated(ctx);
@@ -126,7 +126,7 @@ pub(super) fn attempt(
             // owner keeps its answer for duplicates. (Boxed: rare.)
             let read = Box::pin(whole_answer(ctx, &aim, &mut up, &head, watch)).await;
             if let Err(end) = read {
-                return end;
+                return super::h2_failure::judged(&up, end);
             }
         }
         observe_latency(ctx, &aim);
@@ -192,11 +192,8 @@ impl Aim<'_> {
             } => {
                 let stale = up.reused && nothing_received && !timeout;
                 let mut end = self.time.failed(timeout, kind, detail);
-                if let AttemptEnd::Failed(f) = &mut end
-                    && let Some(h2) = up.stream.h2()
-                {
-                    super::h2_failure::judge(f, h2);
-                    return end;
+                if up.stream.h2().is_some() {
+                    return super::h2_failure::judged(up, end);
                 }
                 if let AttemptEnd::Failed(f) = &mut end
                     && stale

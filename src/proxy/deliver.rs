@@ -143,7 +143,7 @@ pub(super) fn commit(
         };
         if !res.committed {
             watch.pause_keepalive(false);
-            return (uncommitted(&res), false);
+            return (uncommitted(&res, &ready.up), false);
         }
         delivered(ctx, entry, ready, &res, (relay_from_us, sse))
     }
@@ -384,17 +384,11 @@ fn relay_ms(ctx: &Ctx<'_, '_>, relay_from_us: u64) -> (u64, u64) {
     (now_us.saturating_sub(relay_from_us) / 1_000, now_us)
 }
 
-/// Nothing reached the client: the upstream's framing broke before the first byte.
-fn uncommitted(res: &Relayed) -> AttemptEnd {
-    let detail = res
-        .failure
-        .unwrap_or(super::forward::RelayFailure::BadFraming)
-        .as_str()
-        .to_string();
-    AttemptEnd::Failed(Failed::new(
-        classify::transport(false),
-        AttemptOutcome::ProtocolError,
-        detail,
-        false,
-    ))
+/// Nothing reached the client: the upstream's framing or connection broke before the first
+/// byte. A head came, then its HTTP/2 connection died under it and its siblings: counted once.
+fn uncommitted(res: &Relayed, up: &UpConn) -> AttemptEnd {
+    let failure = res.failure.unwrap_or(RelayFailure::BadFraming);
+    let (kind, detail) = (failure.outcome_uncommitted(), failure.as_str().into());
+    let f = Failed::new(classify::transport(false), kind, detail, false);
+    super::h2_failure::judged(up, AttemptEnd::Failed(f))
 }

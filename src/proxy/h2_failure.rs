@@ -4,10 +4,22 @@
 //! counts once against the provider (its first stream to report it), not once per stream,
 //! before the commit and after it.
 
-use super::exchange::Failed;
+use super::exchange::{AttemptEnd, Failed};
 use crate::upstream::h2::stream::{Failure, H2Stream};
 
-pub(super) fn judge(f: &mut Failed, s: &H2Stream) {
+/// An attempt's end on `up`, its failure judged as its HTTP/2 stream's (if it was one): before
+/// the head, or after it and before the commit (an error answer's body, a held stream, an
+/// answer read whole).
+pub(super) fn judged(up: &crate::upstream::UpConn, mut end: AttemptEnd) -> AttemptEnd {
+    if let AttemptEnd::Failed(f) = &mut end
+        && let Some(s) = up.stream.h2()
+    {
+        judge(f, s);
+    }
+    end
+}
+
+fn judge(f: &mut Failed, s: &H2Stream) {
     match s.failure() {
         Some(Failure::Refused) => {
             // Never reached the model: a safe retry of the same candidate, as a stale pooled

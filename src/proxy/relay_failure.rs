@@ -69,6 +69,15 @@ impl RelayFailure {
             _ => crate::audit::AttemptOutcome::Reset,
         }
     }
+
+    /// The attempt outcome of a failure before anything reached the client: its connection
+    /// reset, or anything else about the answer that broke.
+    pub fn outcome_uncommitted(self) -> crate::audit::AttemptOutcome {
+        match self {
+            RelayFailure::Reset => crate::audit::AttemptOutcome::Reset,
+            _ => crate::audit::AttemptOutcome::ProtocolError,
+        }
+    }
 }
 
 #[cfg(test)]

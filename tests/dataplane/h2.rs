@@ -17,6 +17,7 @@ both_drivers!(
     a_goaway_mid_run_loses_no_stream_and_replays_none,
     a_refused_stream_is_sent_again_blaming_no_key,
     a_dead_connection_counts_once,
+    a_connection_dead_after_its_heads_counts_once,
     a_silent_connection_is_found_by_its_ping,
     a_provider_that_chooses_http1_is_reached_over_http1,
     a_large_prompt_waits_out_a_slow_window,
@@ -32,7 +33,11 @@ fn sim_opts(events: u32, interval_ms: u64) -> SimOptions {
 
 /// `n` streamed chat requests at once; how many came back whole (200 and `[DONE]`).
 fn streams_at_once(proxy: &Proxy, n: usize) -> usize {
-    let addr = proxy.addr;
+    streams_at_once_to(proxy.addr, n)
+}
+
+/// [`streams_at_once`] to the proxy at `addr`.
+fn streams_at_once_to(addr: std::net::SocketAddr, n: usize) -> usize {
     let threads: Vec<_> = (0..n)
         .map(|_| {
             std::thread::spawn(move || {
@@ -168,7 +173,7 @@ fn a_dead_connection_counts_once(driver: &str) {
         ..Default::default()
     };
     let sim = SimTls::start(sim_opts(20, 50), true, faults);
-    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    let proxy = Proxy::start(driver, 1, "# access log to file", &sim.config("auto", "m"));
     let _ = streams_at_once(&proxy, 16);
     assert_eq!(count(&sim.front(), "dropped"), 1, "{}", sim.front());
     // The loopback profile opens the breaker at two failures: sixteen streams failing with
@@ -176,13 +181,69 @@ fn a_dead_connection_counts_once(driver: &str) {
     let m = proxy.metrics();
     let opened = metric_sum(&m, "ringside_breaker_transitions_total", &["to=\"open\""]);
     let log = std::fs::read_to_string(proxy.dir.0.join("access.log")).unwrap_or_default();
-    let odd: Vec<&str> = log
-        .lines()
-        .filter(|l| !l.contains("\"outcome\":\"ok\""))
+    // The attempts' details say which failures counted ("counted once" marks the rest).
+    let retried: Vec<&str> = (log.lines())
+        .filter(|l| l.contains("\"decision\":\"next\""))
         .collect();
-    assert_eq!(opened, 0.0, "the breaker opened: {odd:#?}");
+    assert_eq!(opened, 0.0, "the breaker opened: {retried:#?}");
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
     assert_eq!(r.status, 200, "served after the drop: {}", r.text());
+}
+
+fn a_connection_dead_after_its_heads_counts_once(driver: &str) {
+    // Fifteen streams get their heads and no event; a 16th on their connection drops it. Each
+    // of the 15 fails after its head and before its commit: the one failure still counts once.
+    let faults = H2Faults {
+        drop_after: 15,
+        ..Default::default()
+    };
+    let stall = ringside::simulate::parse_fault_arg("model:m=stall;times=15");
+    let opts = SimOptions {
+        faults: vec![stall.expect("a fault")],
+        ..sim_opts(3, 10)
+    };
+    let sim = SimTls::start(opts, true, faults);
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    let addr = proxy.addr;
+    let one = move || std::thread::spawn(move || streams_at_once_to(addr, 1) == 1);
+    let reached = |n: u64| {
+        let waited = std::time::Instant::now();
+        while sim.attempts() < n && waited.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sim.attempts()
+    };
+    // One first, so that the connection is there for the 14 others to share.
+    let mut threads = vec![one()];
+    assert_eq!(reached(1), 1);
+    threads.extend((1..15).map(|_| one()));
+    assert_eq!(reached(15), 15, "{}", sim.front());
+    // Their heads reach the proxy; then the 16th stream.
+    std::thread::sleep(Duration::from_millis(300));
+    threads.push(one());
+    let whole = threads
+        .into_iter()
+        .map(|t| t.join().unwrap_or(false))
+        .filter(|whole| *whole)
+        .count();
+    assert_eq!(whole, 16, "every stream whole, sent again: {}", sim.front());
+    assert_eq!(count(&sim.front(), "dropped"), 1, "{}", sim.front());
+    let m = proxy.metrics();
+    let attempts = metric_sum(&m, "ringside_upstream_attempts_total", &[]);
+    let ok = metric_sum(&m, "ringside_upstream_attempts_total", &["outcome=\"ok\""]);
+    assert!(
+        attempts - ok >= 16.0,
+        "all 16 failed with their connection: {m}"
+    );
+    // Counted once: at most one key cooled, and the breaker (two failures) stayed shut.
+    let cooled = metric_sum(
+        &m,
+        "ringside_connection_transitions_total",
+        &["to=\"cooling\""],
+    );
+    assert!(cooled <= 1.0, "{m}");
+    let opened = metric_sum(&m, "ringside_breaker_transitions_total", &["to=\"open\""]);
+    assert_eq!(opened, 0.0, "one dead connection opened the breaker: {m}");
 }
 
 fn a_silent_connection_is_found_by_its_ping(driver: &str) {

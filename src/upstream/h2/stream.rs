@@ -189,12 +189,12 @@ impl H2Stream {
                     match r.await {
                         Ok(resp) => {
                             let (parts, body) = resp.into_parts();
+                            self.state = State::Body(body);
+                            let ended = self.ended_with_head()?;
                             let mut head = BytesMut::with_capacity(512);
-                            let ended = body.is_end_stream();
                             self.chunked =
                                 super::request::write_response_head(&parts, ended, &mut head);
                             self.pending = head.freeze();
-                            self.state = State::Body(body);
                         }
                         Err(e) => return Err(self.failed(e)),
                     }
@@ -221,6 +221,25 @@ impl H2Stream {
             }
         }
         Ok(true)
+    }
+
+    /// Whether the answer just headed has no body. `is_end_stream` also holds for a stream
+    /// whose connection died since its head (its receive side is closed either way): read
+    /// once (it answers at once) to tell a clean end from the connection's failure, which
+    /// must not pass for an empty answer.
+    fn ended_with_head(&mut self) -> io::Result<bool> {
+        let State::Body(body) = &mut self.state else {
+            return Ok(false);
+        };
+        if !body.is_end_stream() {
+            return Ok(false);
+        }
+        // Nothing is pending (`is_end_stream`): the end or the error is ready, no waker kept.
+        let cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match body.poll_data(&cx) {
+            std::task::Poll::Ready(Some(Err(e))) => Err(self.failed(e)),
+            _ => Ok(true),
+        }
     }
 
     /// Keep what `e` means for a retry, and say it as an I/O error.
