@@ -273,7 +273,13 @@ pub fn event(level: &str, msg: &str, fields: serde_json::Value) {
         CAPTURED.lock().unwrap_or_else(|e| e.into_inner()).push(v);
         return;
     }
-    eprintln!("{v}");
+    // One write a line: a reader tailing the log (or another writer on the same file) never
+    // meets half a line, as `eprintln!` (a write per formatted piece on unbuffered stderr)
+    // would leave it.
+    let mut line = v.to_string();
+    line.push('\n');
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 #[cfg(test)]

@@ -111,7 +111,9 @@ fn one_address_cannot_hold_every_connection(driver: &str) {
     let give_up = Instant::now() + Duration::from_secs(5);
     loop {
         let log = std::fs::read_to_string(proxy.dir.0.join("stderr.0.log")).unwrap_or_default();
-        if let Some(line) = log
+        // Whole lines only: the last may be mid-write.
+        let whole = &log[..log.rfind('\n').map_or(0, |i| i + 1)];
+        if let Some(line) = whole
             .lines()
             .find(|l| l.contains("client connections refused at accept"))
         {
