@@ -27,6 +27,8 @@ pub struct UpConn {
     pub buf: BytesMut,
     /// Taken from the pool (so a failure before any response byte may be a stale socket).
     pub reused: bool,
+    /// The pool's count of forgets for its upstream when it was taken (`pool::Pool::forget`).
+    pub pool_gen: u32,
     /// The TCP socket under the stream (also under TLS), for the pool's quiet check.
     fd: std::os::fd::RawFd,
 }
@@ -39,6 +41,7 @@ impl UpConn {
             stream,
             buf: BytesMut::new(),
             reused: false,
+            pool_gen: 0,
             fd,
         }
     }

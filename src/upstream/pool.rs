@@ -19,6 +19,8 @@ pub struct Pool {
     /// Indexed by provider index (small and dense): no hashing on the request path. Each list
     /// runs coldest (front) to warmest (back).
     idle: Vec<VecDeque<Idle>>,
+    /// Per upstream, how often its idle connections were forgotten (one was found closed).
+    forgotten: Vec<u32>,
     max_idle: usize,
     idle_timeout_ms: u64,
 }
@@ -27,6 +29,7 @@ impl Pool {
     pub fn new(max_idle: usize, idle_timeout_ms: u64) -> Pool {
         Pool {
             idle: Vec::new(),
+            forgotten: Vec::new(),
             max_idle,
             idle_timeout_ms,
         }
@@ -53,6 +56,7 @@ impl Pool {
             }
             let mut conn = idle.conn;
             conn.reused = true;
+            conn.pool_gen = self.forgotten.get(key).copied().unwrap_or(0);
             return Some(conn);
         }
         None
@@ -100,6 +104,16 @@ impl Pool {
         if let Some(list) = self.idle.get_mut(key) {
             list.clear();
         }
+        if self.forgotten.len() <= key {
+            self.forgotten.resize(key + 1, 0);
+        }
+        self.forgotten[key] = self.forgotten[key].wrapping_add(1);
+    }
+
+    /// Whether `conn`'s idle siblings were forgotten since it was taken: another connection
+    /// taken with it was already found closed.
+    pub fn forgotten_since_taken(&self, key: usize, conn: &UpConn) -> bool {
+        self.forgotten.get(key).copied().unwrap_or(0) != conn.pool_gen
     }
 
     pub fn clear(&mut self) {
@@ -125,6 +139,7 @@ mod tests {
             stream: UpStream::Plain(monoio::net::TcpStream::from_std(ours).expect("register")),
             buf: bytes::BytesMut::new(),
             reused: false,
+            pool_gen: 0,
             fd,
         }
     }
@@ -188,6 +203,32 @@ mod tests {
             let mut none = Pool::new(0, 60_000);
             none.put(0, conn(&mut peers), 0);
             assert!(none.take(0, 0).is_none());
+        });
+    }
+
+    #[test]
+    fn a_closed_connection_is_believed_once_per_burst() {
+        in_runtime(|| {
+            let mut peers = Vec::new();
+            let mut pool = Pool::new(8, 60_000);
+            for _ in 0..3 {
+                pool.put(0, conn(&mut peers), 0);
+            }
+            // Two requests take a connection each; the first is found closed.
+            let (first, second) = (pool.take(0, 0).expect("one"), pool.take(0, 0).expect("two"));
+            assert!(!pool.forgotten_since_taken(0, &first));
+            pool.forget(0);
+            assert!(pool.idle[0].is_empty(), "its idle siblings go");
+            // The one taken with it is not believed closed while idle too.
+            assert!(pool.forgotten_since_taken(0, &second));
+            // A connection that served since, taken after the forget, is believed again.
+            pool.put(0, first, 5);
+            let later = pool.take(0, 5).expect("pooled again");
+            assert!(!pool.forgotten_since_taken(0, &later));
+            // Other upstreams are not touched.
+            pool.put(1, conn(&mut peers), 0);
+            let other = pool.take(1, 0).expect("another upstream");
+            assert!(!pool.forgotten_since_taken(1, &other));
         });
     }
 }
