@@ -5,6 +5,8 @@
 //! its first events, and the agent meets the failure in its own API: Claude Code asks again
 //! without a stream and is answered, Codex reconnects and shows Ringside's message. Each case
 //! has a proxy and a simulator of its own (a cut cools its key; a wall locks its model).
+//! Then each meets a provider whose every key fails, and its own retries are measured: client
+//! requests × Ringside's upstream attempts.
 //! `RINGSIDE_SKIP_SDK_TESTS=1` leaves these out on a machine without node or the registries.
 
 mod common;
@@ -94,6 +96,10 @@ fn outcomes(proxy: &Proxy) -> Vec<(String, String)> {
 }
 
 fn claude(bin: &std::path::Path, proxy: &Proxy, model: &str) -> Output {
+    claude_with(bin, proxy, model, &[])
+}
+
+fn claude_with(bin: &std::path::Path, proxy: &Proxy, model: &str, env: &[(&str, &str)]) -> Output {
     let home = tempdir::new();
     // (Bounded: an agent that waits for ever fails the test instead of hanging the run.)
     Command::new("timeout")
@@ -107,18 +113,24 @@ fn claude(bin: &std::path::Path, proxy: &Proxy, model: &str) -> Output {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .envs(env.iter().copied())
         .output()
         .expect("run claude")
 }
 
 fn codex(bin: &std::path::Path, proxy: &Proxy, model: &str) -> Output {
+    codex_with(bin, proxy, model, "")
+}
+
+/// Codex with `provider` added to its provider's settings (its retry counts).
+fn codex_with(bin: &std::path::Path, proxy: &Proxy, model: &str, provider: &str) -> Output {
     let home = tempdir::new();
     let codex_home = home.0.join("codex");
     std::fs::create_dir_all(&codex_home).expect("codex home");
     std::fs::write(
         codex_home.join("config.toml"),
         format!(
-            "model = \"{model}\"\nmodel_provider = \"ringside\"\n[model_providers.ringside]\nname = \"Ringside\"\nbase_url = \"http://{}/v1\"\nenv_key = \"RINGSIDE_CLIENT_KEY\"\nwire_api = \"responses\"\n",
+            "model = \"{model}\"\nmodel_provider = \"ringside\"\n[model_providers.ringside]\nname = \"Ringside\"\nbase_url = \"http://{}/v1\"\nenv_key = \"RINGSIDE_CLIENT_KEY\"\nwire_api = \"responses\"\n{provider}",
             proxy.addr
         ),
     )
@@ -210,6 +222,92 @@ fn codex_across_providers(driver: &str) {
         .filter(|(t, o)| t == "ant/claude-cut" && o == "failed_after_commit")
         .count();
     assert!(cuts >= 2, "Codex reconnected after the cut: {cuts}");
+}
+
+/// Every key of `model`'s provider answers 500 and never cools, so that every attempt reaches
+/// the simulator: three keys, three attempts a request.
+fn failing(sim: std::net::SocketAddr, dialect: &str, model: &str) -> String {
+    let mut c = format!(
+        "[upstream]\nmax_attempts = 3\n[resilience]\nmax_wait_ms = 0\n[[providers]]\nid = \"p\"\ndialect = \"{dialect}\"\nbase_url = \"http://{sim}/v1\"\n  [providers.breaker]\n  open_at = 1000\n  [providers.cooldown]\n  base_ms = 0\n"
+    );
+    for k in ["A", "B", "C"] {
+        c += &format!("  [[providers.connections]]\n  id = \"{k}\"\n  key_env = \"SIM_KEY_{k}\"\n");
+    }
+    c + &format!(
+        "[[routes]]\nname = \"*\"\n[[routes.targets]]\nprovider = \"p\"\nmodel = \"{model}\"\n"
+    )
+}
+
+/// The agent's requests that Ringside saw for `model` (its decision records), the upstream
+/// attempts they cost, and how many were known as the same request again.
+fn amplification(proxy: &Proxy, model: &str) -> (usize, usize, usize) {
+    let (_, d) = proxy.admin("GET", "/admin/decisions?limit=100");
+    let all = d["decisions"].as_array().cloned().unwrap_or_default();
+    let mine: Vec<_> = all.iter().filter(|r| r["model"] == model).collect();
+    let attempts = mine
+        .iter()
+        .map(|r| r["attempts"].as_array().map_or(0, Vec::len))
+        .sum();
+    let repeats = mine
+        .iter()
+        .filter(|r| r["same_request_retry"] == true)
+        .count();
+    (mine.len(), attempts, repeats)
+}
+
+/// The real agents retry a failed request their own way (Claude Code sends
+/// `x-stainless-retry-count: 0` on every try, Codex no count at all): each repeat is known as
+/// the same request and spends what is left of the first one's budget, one attempt, instead of
+/// three more. Measured as the issue names it: client requests × Ringside's upstream attempts.
+fn agents_repeats_spend_one_budget(driver: &str) {
+    let Some(bin) = agents() else { return };
+    let down = "model:model-down=500";
+    // Claude Code, up to 3 retries of its own (it reads `x-should-retry: false` and stops).
+    let (proxy, sim) = stage(driver, &[down], |s| failing(s, "anthropic", "model-down"));
+    let retries = [("CLAUDE_CODE_MAX_RETRIES", "3")];
+    let out = claude_with(&bin, &proxy, "model-down", &retries);
+    assert!(!out.status.success(), "{}", said(&out));
+    let claude_code = amplification(&proxy, "model-down");
+    // Codex, 3 request retries within each of 3 stream reconnects (16 tries of one request;
+    // it writes a map of its body in another order on each reconnect).
+    let (proxy, codex_sim) = stage(driver, &[down], |s| failing(s, "openai", "model-down"));
+    let retries = "request_max_retries = 3\nstream_max_retries = 3\n";
+    let out = codex_with(&bin, &proxy, "model-down", retries);
+    assert!(!out.status.success(), "{}", said(&out));
+    let codex = amplification(&proxy, "model-down");
+    for (agent, (requests, attempts, repeats), sim) in [
+        ("claude code", claude_code, &sim),
+        ("codex", codex, &codex_sim),
+    ] {
+        eprintln!(
+            "{agent}: {requests} client requests, {attempts} upstream attempts ({:.2} a request)",
+            attempts as f64 / requests.max(1) as f64
+        );
+        assert!(requests >= 1, "{agent} reached Ringside");
+        assert_eq!(
+            repeats,
+            requests - 1,
+            "{agent}: every try after the first is known"
+        );
+        assert_eq!(
+            attempts,
+            3 + repeats,
+            "{agent}: one budget, then one attempt a try"
+        );
+        let reached = sim_stats(sim)["total"].as_u64().unwrap_or(0);
+        assert_eq!(reached, attempts as u64, "{agent}: the simulator's count");
+    }
+    assert!(codex.0 >= 8, "Codex retried its own way: {codex:?}");
+}
+
+#[test]
+fn agents_repeats_spend_one_budget_on_io_uring() {
+    agents_repeats_spend_one_budget("uring");
+}
+
+#[test]
+fn agents_repeats_spend_one_budget_on_epoll() {
+    agents_repeats_spend_one_budget("epoll");
 }
 
 #[test]

@@ -60,13 +60,23 @@ impl Repeats {
         newest != 0 && now < newest.saturating_add(window_ms)
     }
 
-    /// The digest of one request: its sender (tenant and session) and what it asked.
+    /// The digest of one request: its sender (tenant and session) and what it asked. A JSON
+    /// body counts by its meaning, not its bytes: an agent that writes a map in another order
+    /// on each try (Codex's `client_metadata`) still sends the same request. (Parsed only on
+    /// this path: while nothing failed lately no request is digested.)
     pub fn digest(&self, tenant: u64, session: &[u8], path: &[u8], body: &[u8]) -> u64 {
         let mut h = self.keys.build_hasher();
         h.write_u64(tenant);
-        for part in [session, path, body] {
+        for part in [session, path] {
             h.write_usize(part.len());
             h.write(part);
+        }
+        match serde_json::from_slice::<serde_json::Value>(body) {
+            Ok(v) => canonical(&v, &mut h),
+            Err(_) => {
+                h.write_usize(body.len());
+                h.write(body);
+            }
         }
         h.finish().max(1)
     }
@@ -94,6 +104,40 @@ impl Repeats {
     }
 }
 
+/// Hash `v` as its meaning: an object's members in the order of their names.
+fn canonical(v: &serde_json::Value, h: &mut impl Hasher) {
+    use serde_json::Value;
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        Value::Number(n) => {
+            h.write_u8(3);
+            h.write(n.to_string().as_bytes());
+        }
+        Value::String(s) => {
+            h.write_u8(4);
+            h.write_usize(s.len());
+            h.write(s.as_bytes());
+        }
+        Value::Array(items) => {
+            h.write_u8(5);
+            h.write_usize(items.len());
+            items.iter().for_each(|i| canonical(i, h));
+        }
+        Value::Object(map) => {
+            h.write_u8(6);
+            h.write_usize(map.len());
+            let mut members: Vec<_> = map.iter().collect();
+            members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (name, value) in members {
+                h.write_usize(name.len());
+                h.write(name.as_bytes());
+                canonical(value, h);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +160,21 @@ mod tests {
         // Past the window: a new request.
         assert_eq!(r.spent(d, 62_001, 60_000), None);
         assert!(!r.any_within(62_001, 60_000));
+        // The same JSON written in another order is the same request; other values are not.
+        let reordered = r.digest(7, b"s1", b"/v1/messages", b"{ \"model\" : \"m\" }");
+        assert_eq!(reordered, d);
+        let meta = |body: &[u8]| r.digest(7, b"s1", b"/v1/responses", body);
+        assert_eq!(
+            meta(br#"{"input":[1,2],"client_metadata":{"turn":"t","thread":"x"}}"#),
+            meta(br#"{"client_metadata":{"thread":"x","turn":"t"},"input":[1,2]}"#)
+        );
+        assert_ne!(
+            meta(br#"{"input":[1,2]}"#),
+            meta(br#"{"input":[2,1]}"#),
+            "an array's order is its meaning"
+        );
+        assert_ne!(meta(b"not json"), meta(b"not json!"));
+        assert_eq!(meta(b"not json"), meta(b"not json"));
         // Another sender, session, endpoint or body is another request.
         for other in [
             r.digest(8, b"s1", b"/v1/messages", b"{\"model\":\"m\"}"),
