@@ -5,7 +5,8 @@
 # JSON requests and one of 20-event SSE streams is divided by its request count. Kernel time is
 # not included (see benches/e2e.sh for that). Where node is installed, a third row counts
 # 20-event streams from a TLS upstream (the independent mock over https, `tls_mock`), the path
-# every real provider takes. Two more rows count the same JSON request and stream answered by a
+# every real provider takes; an `h2` row counts them over HTTP/2 from the simulator's TLS front
+# (a provider with `http2 = "always"`), as OpenAI, Anthropic and Google answer. Two more rows count the same JSON request and stream answered by a
 # provider of another API (Anthropic's Messages on the simulator), translated both ways, with
 # their ratio to the pass-through rows. Bounded: about two minutes.
 # Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing;
@@ -38,6 +39,10 @@ if command -v node >/dev/null 2>&1; then
   UPSTREAM=$(printf '[upstream]\nca_file = "%s"\nconnect_timeout_ms = 60000\n%s' \
     "$WORK/ca.pem" "$(tls_provider $((BASE+3)))")
 fi
+# The simulator's HTTP/2 TLS front (relaying to it): 20-event streams over HTTP/2, the `h2` row.
+H2=$((BASE+5))
+sim_tls_front $((BASE+4)) $H2 $SIM
+KINDS="$KINDS h2"
 cat > "$WORK/ringside.toml" <<TOML
 [server]
 listen = "127.0.0.1:$RS"
@@ -50,6 +55,7 @@ $([ "${BUDGETS:-false}" = true ] && echo 'trusted_proxies = ["127.0.0.1/32"]')
 $UPSTREAM
 $(bench_provider $SIM)
 $(bench_provider $SIM xlate xlate-model | sed 's/dialect = "openai"/dialect = "anthropic"/')
+$(bench_provider $H2 h2 h2-model "https://localhost:$H2" | sed "s|^dialect = .*|\&\nhttp2 = \"always\"\nca_file = \"$WORK/certs/ca.pem\"|")
 $([ "${BUDGETS:-false}" = true ] && printf '[[tenants]]\nid = "bench"\ntokens_per_day = 1000000000000\nusd_per_month = 1000000000\n')
 TOML
 chat_scripts "$WORK"
@@ -59,17 +65,20 @@ fi
 # The same requests for the Anthropic provider: translated (docs/dialects.md).
 for kind in json sse; do sed 's/bench-model/xlate-model/' "$WORK/$kind.lua" > "$WORK/$kind-x.lua"; done
 sed 's/bench-model/tls-model/' "$WORK/sse.lua" > "$WORK/tls.lua"
+sed 's/bench-model/h2-model/' "$WORK/sse.lua" > "$WORK/h2.lua"
 
 BENCH_KEY=${BENCH_KEY:-sk-bench} valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
   $BIN serve --config "$WORK/ringside.toml" >"$WORK/vg.log" 2>&1 &
 VG=$!; PIDS+=($VG); disown
 wait_for_port $RS
 URL="http://127.0.0.1:$RS/v1/chat/completions"
-if [ "${KINDS% tls}" != "$KINDS" ]; then
-  # One TLS stream first, alone: the session and the code it runs, before eight at once.
+# One TLS stream first for each TLS row, alone: the session and the code it runs, before eight
+# at once.
+for model in tls-model h2-model; do
+  case " $KINDS " in *" ${model%-model} "*) ;; *) continue ;; esac
   curl -s -m 120 -o /dev/null -H 'content-type: application/json' \
-    -d '{"model":"tls-model","stream":true,"messages":[{"role":"user","content":"hello"}]}' "$URL" || true
-fi
+    -d "{\"model\":\"$model\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" "$URL" || true
+done
 for kind in $KINDS; do
   timeout 30 wrk -t1 -c8 -d2s -s "$WORK/$kind.lua" "$URL" >/dev/null
   callgrind_control -z $VG >/dev/null 2>&1
