@@ -55,7 +55,7 @@ $([ "${BUDGETS:-false}" = true ] && echo 'trusted_proxies = ["127.0.0.1/32"]')
 $UPSTREAM
 $(bench_provider $SIM)
 $(bench_provider $SIM xlate xlate-model | sed 's/dialect = "openai"/dialect = "anthropic"/')
-$(bench_provider $H2 h2 h2-model "https://localhost:$H2" | sed "s|^dialect = .*|\&\nhttp2 = \"always\"\nca_file = \"$WORK/certs/ca.pem\"|")
+$(bench_provider $H2 h2 h2-model "https://localhost:$H2" | sed "s|^dialect = .*|&\nhttp2 = \"always\"\nca_file = \"$WORK/certs/ca.pem\"|")
 $([ "${BUDGETS:-false}" = true ] && printf '[[tenants]]\nid = "bench"\ntokens_per_day = 1000000000000\nusd_per_month = 1000000000\n')
 TOML
 chat_scripts "$WORK"

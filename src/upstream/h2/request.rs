@@ -43,20 +43,41 @@ pub fn from_head(head: &[u8], scheme: &str) -> io::Result<(http::Request<()>, us
         .ok_or_else(|| invalid("no host"))?;
     let host = std::str::from_utf8(host).map_err(|_| invalid("a host that is not text"))?;
     let uri = format!("{scheme}://{host}{path}");
-    let mut out = http::Request::builder().method(method).uri(uri);
-    let map = out
-        .headers_mut()
-        .ok_or_else(|| invalid("a bad method or path"))?;
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(())
+        .map_err(|e| invalid(&e.to_string()))?;
+    // Sized once: growing the map rehashed it about twice a request.
+    let mut map = http::HeaderMap::with_capacity(req.headers.len());
     for h in req.headers.iter() {
         if connection_specific(h.name) {
             continue;
         }
         let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| invalid(h.name))?;
-        let value = HeaderValue::from_bytes(h.value).map_err(|_| invalid(h.name))?;
+        let mut value = HeaderValue::from_bytes(h.value).map_err(|_| invalid(h.name))?;
+        value.set_sensitive(never_indexed(h.name));
         map.append(name, value);
     }
-    let request = out.body(()).map_err(|e| invalid(&e.to_string()))?;
+    *request.headers_mut() = map;
     Ok((request, used))
+}
+
+/// Headers HPACK must never put in the connection's table (RFC 7541 §7.1.3): credentials, so
+/// that no compression oracle can guess them from frame sizes, and values new on every request
+/// (ids, trace context), which would only push out the entries worth keeping.
+fn never_indexed(name: &str) -> bool {
+    const NAMES: [&str; 8] = [
+        "authorization",
+        "x-api-key",
+        "x-goog-api-key",
+        "api-key",
+        "cookie",
+        "x-request-id",
+        "traceparent",
+        "tracestate",
+    ];
+    NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// The HTTP/1.1 head the request path reads for an HTTP/2 answer: its status and headers, and
@@ -111,6 +132,8 @@ mod tests {
         assert!(r.headers().get("host").is_none());
         assert!(r.headers().get("connection").is_none());
         assert_eq!(r.headers()["authorization"], "Bearer k");
+        assert!(r.headers()["authorization"].is_sensitive(), "never indexed");
+        assert!(!r.headers()["x-a"].is_sensitive());
         assert_eq!(r.headers().get_all("x-a").iter().count(), 2);
     }
 
