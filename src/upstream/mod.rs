@@ -27,8 +27,9 @@ pub struct UpConn {
     pub buf: BytesMut,
     /// Taken from the pool (so a failure before any response byte may be a stale socket).
     pub reused: bool,
-    /// The pool's count of forgets for its upstream when it was taken (`pool::Pool::forget`).
-    pub pool_gen: u32,
+    /// The pool's count of forgets for its upstream when it was taken (`pool::Pool::forget`;
+    /// 16 bits, so the connection stays in the room it had).
+    pub pool_gen: u16,
     /// The TCP socket under the stream (also under TLS), for the pool's quiet check.
     fd: std::os::fd::RawFd,
 }

@@ -20,7 +20,7 @@ pub struct Pool {
     /// runs coldest (front) to warmest (back).
     idle: Vec<VecDeque<Idle>>,
     /// Per upstream, how often its idle connections were forgotten (one was found closed).
-    forgotten: Vec<u32>,
+    forgotten: Vec<u16>,
     max_idle: usize,
     idle_timeout_ms: u64,
 }
