@@ -190,6 +190,10 @@ impl Aim<'_> {
                 detail,
                 nothing_received,
             } => {
+                let mut end = self.time.failed(timeout, kind, detail);
+                if up.stream.h2().is_some() {
+                    return super::h2_failure::judged(up, end);
+                }
                 // An idle close is believed once per burst: when a connection taken with this
                 // one was already found closed, a reset on this one too is the upstream
                 // failing (an outage, a fault that resets every request), counted as such,
@@ -201,10 +205,6 @@ impl Aim<'_> {
                         .pool
                         .borrow()
                         .forgotten_since_taken(self.provider_index, up);
-                let mut end = self.time.failed(timeout, kind, detail);
-                if up.stream.h2().is_some() {
-                    return super::h2_failure::judged(up, end);
-                }
                 if let AttemptEnd::Failed(f) = &mut end
                     && stale
                 {

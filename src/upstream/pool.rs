@@ -56,7 +56,7 @@ impl Pool {
             }
             let mut conn = idle.conn;
             conn.reused = true;
-            conn.pool_gen = self.forgotten.get(key).copied().unwrap_or(0);
+            conn.pool_gen = self.forgets(key);
             return Some(conn);
         }
         None
@@ -110,10 +110,15 @@ impl Pool {
         self.forgotten[key] = self.forgotten[key].wrapping_add(1);
     }
 
+    /// How often `key`'s idle connections were forgotten (0 for an upstream never forgotten).
+    fn forgets(&self, key: usize) -> u16 {
+        self.forgotten.get(key).copied().unwrap_or(0)
+    }
+
     /// Whether `conn`'s idle siblings were forgotten since it was taken: another connection
     /// taken with it was already found closed.
     pub fn forgotten_since_taken(&self, key: usize, conn: &UpConn) -> bool {
-        self.forgotten.get(key).copied().unwrap_or(0) != conn.pool_gen
+        self.forgets(key) != conn.pool_gen
     }
 
     pub fn clear(&mut self) {
