@@ -96,6 +96,39 @@ sim_tls_front() {
   PIDS+=($!)
 }
 
+# nginx_tls_front TLS_PORT SIM_PORT: nginx as the provider's TLS front instead (HTTP/2 and
+# HTTP/1.1 by ALPN, sessions resumed, kept-alive HTTP/1.1 to the simulator at SIM_PORT), with
+# the certificates of sim_tls_front, its own prefix in $WORK/front. Its pid joins PIDS.
+nginx_tls_front() {
+  mkdir -p "$WORK/certs" "$WORK/front"; test_certs "$WORK/certs"
+  cat > "$WORK/front/nginx.conf" <<NGX
+worker_processes 1;
+daemon off;
+master_process off;
+pid $WORK/front/nginx.pid;
+error_log $WORK/front/error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/front; proxy_temp_path $WORK/front; fastcgi_temp_path $WORK/front; uwsgi_temp_path $WORK/front; scgi_temp_path $WORK/front;
+  upstream sim { server 127.0.0.1:$2; keepalive 256; }
+  ssl_session_cache shared:front:10m;
+  server {
+    listen 127.0.0.1:$1 ssl http2;
+    ssl_certificate $WORK/certs/cert.pem; ssl_certificate_key $WORK/certs/key.pem;
+    http2_max_concurrent_streams 256;
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://sim; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+NGX
+  nginx -c "$WORK/front/nginx.conf" -p "$WORK/front" >/dev/null 2>&1 &
+  PIDS+=($!)
+}
+
 # tls_front_provider PORT HTTP2: Ringside's [upstream] trusting $WORK/certs/ca.pem and the bench
 # provider at the TLS front on PORT (as localhost), its `http2` setting HTTP2.
 tls_front_provider() {

@@ -3,8 +3,9 @@
 # (`proxy_pass https://`), HAProxy (`ssl` to the server, with and without `proto h2`) and
 # Ringside (HTTP/2 where offered, its default; and `http2 = "never"`), each with its shipped
 # defaults (worker count included: one per core, sharing the cores with wrk and the
-# simulator, as a sidecar runs), reaching the simulator's TLS front. Prints requests/s and the
-# proxy's CPU per 10k requests per target; ratios from one run. The front relays each request
+# simulator, as a sidecar runs), reaching the simulator's TLS front. Prints requests/s, the
+# proxy's CPU per 10k requests, and the upstream's (simulator and TLS front together) per target;
+# ratios from one run. The front relays each request
 # to the simulator in a process of its own (its cost is the same for every target).
 # UPSTREAM=plain: the same with every proxy reaching the simulator over plaintext HTTP/1.1
 # (nginx `proxy_pass http://` with keep-alive, HAProxy without `ssl`, Ringside with an
@@ -26,7 +27,13 @@ install_missing wrk wrk nginx nginx-light haproxy haproxy
 build_and_prepare
 $BIN simulate --listen 127.0.0.1:$SIM --events 20 >/dev/null 2>&1 &
 PIDS+=($!)
-[ "$UPSTREAM" = tls ] && sim_tls_front $FRONT $SIM_TLS $SIM
+SIM_PID=${PIDS[-1]}
+FRONT_PID=""
+if [ "$UPSTREAM" = tls ] && [ "${FRONT_BY:-sim}" = nginx ]; then
+  nginx_tls_front $SIM_TLS $SIM; FRONT_PID=${PIDS[-1]}
+elif [ "$UPSTREAM" = tls ]; then
+  sim_tls_front $FRONT $SIM_TLS $SIM; FRONT_PID=${PIDS[-1]}
+fi
 chat_scripts "$WORK"
 workers_line() { [ -n "${WORKERS:-}" ] && echo "workers = $WORKERS" || true; }
 for mode in auto never; do
@@ -85,26 +92,31 @@ start() {
   esac
 }
 hz=$(getconf CLK_TCK)
-echo "| target | JSON req/s | SSE req/s (20 events) | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE |"
-echo "|---|---:|---:|---:|---:|"
+# per_10k N T1 T0: seconds of CPU per 10k requests from clock ticks T0..T1 over N requests.
+per_10k() {
+  python3 -c "import sys; n=int(sys.argv[1] or 0); print(f'{(int(sys.argv[2])-int(sys.argv[3]))/int(sys.argv[4])/n*1e4:.2f}' if n else '-')" "$1" "$2" "$3" "$hz"
+}
+echo "| target | JSON req/s | SSE req/s (20 events) | proxy CPU s / 10k JSON | proxy CPU s / 10k SSE | upstream CPU s / 10k JSON | upstream CPU s / 10k SSE |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 DEFAULT_TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1"
 [ "$UPSTREAM" = tls ] || DEFAULT_TARGETS="nginx haproxy ringside"
 for t in ${TARGETS:-$DEFAULT_TARGETS}; do
   pid=$(start $t); PIDS+=("$pid")
   wait_for_port $PROXY; sleep 0.5
   timeout 20 wrk -t1 -c$CONNS -d1s -s "$WORK/json.lua" "http://127.0.0.1:$PROXY/v1/chat/completions" >/dev/null 2>&1 || true
-  row="| $t"; cpu=""
+  row="| $t"; cpu=""; up=""
   for kind in json sse; do
-    c0=$(cpu_ticks "$pid")
+    c0=$(cpu_ticks "$pid"); u0=$(( $(cpu_ticks "$SIM_PID") + $(cpu_ticks "$FRONT_PID") ))
     out=$(timeout $((DUR + 15)) wrk -t1 -c$CONNS -d${DUR}s -s "$WORK/$kind.lua" "http://127.0.0.1:$PROXY/v1/chat/completions" 2>&1 || true)
-    c1=$(cpu_ticks "$pid")
+    c1=$(cpu_ticks "$pid"); u1=$(( $(cpu_ticks "$SIM_PID") + $(cpu_ticks "$FRONT_PID") ))
     n=$(echo "$out" | awk '/requests in/ {print $1}')
     rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
     bad=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
     row="$row | ${rps:-0}${bad:+ ($bad non-2xx)}"
-    cpu="$cpu | $(python3 -c "import sys; n=int(sys.argv[1] or 0); print(f'{(int(sys.argv[2])-int(sys.argv[3]))/int(sys.argv[4])/n*1e4:.2f}' if n else '-')" "${n:-0}" "$c1" "$c0" "$hz")"
+    cpu="$cpu | $(per_10k "${n:-0}" "$c1" "$c0")"
+    up="$up | $(per_10k "${n:-0}" "$u1" "$u0")"
   done
-  echo "$row$cpu |"
+  echo "$row$cpu$up |"
   [ -n "${KEEP_LOG:-}" ] && cp "$WORK/rs.log" "$KEEP_LOG" 2>/dev/null || true
   stop_proc "$pid"
   sleep 1

@@ -10,6 +10,8 @@ pub mod conn;
 pub mod open;
 pub mod request;
 pub mod stream;
+#[cfg(test)]
+mod tests;
 pub use conn::Ping;
 
 use conn::H2Conn;

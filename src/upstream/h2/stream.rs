@@ -48,6 +48,9 @@ pub struct H2Stream {
     tail: &'static [u8],
     chunked: bool,
     failure: Option<Failure>,
+    /// A failure found while taking what was already received, behind bytes still owed: the
+    /// read after them returns it.
+    deferred: Option<io::Error>,
 }
 
 impl H2Stream {
@@ -67,6 +70,7 @@ impl H2Stream {
             tail: b"",
             chunked: false,
             failure: None,
+            deferred: None,
         }
     }
 
@@ -120,14 +124,16 @@ impl H2Stream {
     }
 
     /// The answer's next bytes into `buf`: its head first (as HTTP/1.1), then its body; 0 at
-    /// its end.
+    /// its end. What the stream has already received joins them, as an HTTP/1.1 read takes
+    /// whatever arrived: a JSON answer's head and body, read together, reach the client in one
+    /// write (one send and one segment, not two).
     pub async fn read_into(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         if !self.fill().await? {
             return Ok(0);
         }
         crate::http::io::make_room(buf);
         let room = buf.capacity() - buf.len();
-        Ok(self.emit(room, |b| buf.extend_from_slice(b)))
+        Ok(self.emit_ready(room, |b| buf.extend_from_slice(b)))
     }
 
     /// [`Self::read_into`] for any buffer the runtime reads into.
@@ -142,15 +148,48 @@ impl H2Stream {
         }
         let (room, at) = (buf.bytes_total(), buf.write_ptr());
         let mut n = 0;
-        self.emit(room, |b| {
-            // SAFETY: `emit` gives at most `room` bytes in all, and `write_ptr` has room for
-            // `bytes_total`: each piece lands after the last, inside it.
+        self.emit_ready(room, |b| {
+            // SAFETY: `emit_ready` gives at most `room` bytes in all, and `write_ptr` has room
+            // for `bytes_total`: each piece lands after the last, inside it.
             unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), at.add(n), b.len()) };
             n += b.len();
         });
         // SAFETY: the first `n` bytes were just written.
         unsafe { buf.set_init(n) };
         (Ok(n), buf)
+    }
+
+    /// [`Self::emit`] what is owed, then what the stream has already received, while `room`
+    /// lasts. Returns how many bytes.
+    fn emit_ready(&mut self, mut room: usize, mut put: impl FnMut(&[u8])) -> usize {
+        let start = room;
+        loop {
+            room -= self.emit(room, &mut put);
+            if room == 0 || self.owed() || !self.take_received() {
+                return start - room;
+            }
+        }
+    }
+
+    /// Take the stream's next piece if it is already here, never waiting: whether bytes are
+    /// owed now. A failure found here is kept for the next read (the bytes before it go
+    /// first).
+    fn take_received(&mut self) -> bool {
+        let State::Body(body) = &mut self.state else {
+            return false;
+        };
+        // A noop waker: a piece not here yet is waited for by the next read, with its own.
+        let cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match body.poll_data(&cx) {
+            std::task::Poll::Pending => false,
+            std::task::Poll::Ready(r) => match self.received(r) {
+                Ok(()) => self.owed(),
+                Err(e) => {
+                    self.deferred = Some(e);
+                    false
+                }
+            },
+        }
     }
 
     /// Whether bytes are owed to the reader.
@@ -180,6 +219,11 @@ impl H2Stream {
 
     /// Have bytes owed to the reader (`true`), or the stream's end (`false`).
     async fn fill(&mut self) -> io::Result<bool> {
+        if !self.owed()
+            && let Some(e) = self.deferred.take()
+        {
+            return Err(e);
+        }
         while !self.owed() {
             match &mut self.state {
                 State::Idle => return Err(io::Error::other("no request was sent")),
@@ -199,28 +243,41 @@ impl H2Stream {
                         Err(e) => return Err(self.failed(e)),
                     }
                 }
-                State::Body(body) => match std::future::poll_fn(|cx| body.poll_data(cx)).await {
-                    Some(Ok(data)) => {
-                        // Copied out as it is read: the window is given back at once.
-                        let _ = body.flow_control().release_capacity(data.len());
-                        if self.chunked && !data.is_empty() {
-                            let n = crate::http::chunk::size_line(data.len(), &mut self.line);
-                            (self.line_len, self.line_at) = (n as u8, 0);
-                            self.tail = b"\r\n";
-                        }
-                        self.pending = data;
-                    }
-                    Some(Err(e)) => return Err(self.failed(e)),
-                    None => {
-                        if self.chunked {
-                            self.tail = b"0\r\n\r\n";
-                        }
-                        self.state = State::Ended;
-                    }
-                },
+                State::Body(body) => {
+                    let r = std::future::poll_fn(|cx| body.poll_data(cx)).await;
+                    self.received(r)?;
+                }
             }
         }
         Ok(true)
+    }
+
+    /// What the stream's body gave: a piece owed to the reader (framed as a chunk when the
+    /// answer had no length), its end, or its failure.
+    fn received(&mut self, r: Option<Result<Bytes, monoio_http::h2::Error>>) -> io::Result<()> {
+        let State::Body(body) = &mut self.state else {
+            return Ok(());
+        };
+        match r {
+            Some(Ok(data)) => {
+                // Copied out as it is read: the window is given back at once.
+                let _ = body.flow_control().release_capacity(data.len());
+                if self.chunked && !data.is_empty() {
+                    let n = crate::http::chunk::size_line(data.len(), &mut self.line);
+                    (self.line_len, self.line_at) = (n as u8, 0);
+                    self.tail = b"\r\n";
+                }
+                self.pending = data;
+            }
+            Some(Err(e)) => return Err(self.failed(e)),
+            None => {
+                if self.chunked {
+                    self.tail = b"0\r\n\r\n";
+                }
+                self.state = State::Ended;
+            }
+        }
+        Ok(())
     }
 
     /// Whether the answer just headed has no body. `is_end_stream` also holds for a stream

@@ -1,0 +1,145 @@
+//! A stream read against a real HTTP/2 server on loopback (plaintext, prior knowledge).
+
+use super::conn;
+use super::stream::H2Stream;
+use crate::upstream::UpStream;
+use bytes::{Bytes, BytesMut};
+use monoio::net::{TcpListener, TcpStream};
+use std::cell::Cell;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+
+fn on_uring<F: std::future::Future>(f: F) -> F::Output {
+    monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+        .enable_timer()
+        .build()
+        .expect("io_uring runtime")
+        .block_on(f)
+}
+
+const BODY: &[u8] = br#"{"id":"chatcmpl-1","choices":[]}"#;
+
+/// Answer streams on one connection in order, each before the next: its frames reach the
+/// client's connection before any of the next one's. Two streams, each whole; or with `cut`
+/// three: the first's head and bytes without its end, the second whole, and once `cut` is
+/// set (the client read the second), the first reset and the third whole.
+async fn answer_in_order(listener: TcpListener, cut: Option<Rc<Cell<bool>>>) {
+    let (tcp, _) = listener.accept().await.expect("accept");
+    let mut h2 = monoio_http::h2::server::handshake(tcp)
+        .await
+        .expect("server handshake");
+    let mut asked = Vec::new();
+    while asked.len() < 2 + usize::from(cut.is_some()) {
+        let (_, respond) = h2.accept().await.expect("a stream").expect("whole");
+        asked.push(respond);
+    }
+    // The answers in a task of their own: the connection, driven here (frames go out only
+    // while it is, and it must not move once polled), until the client goes.
+    monoio::spawn(respond_in_order(asked, cut));
+    while let Some(Ok(_)) = h2.accept().await {}
+}
+
+async fn respond_in_order(
+    asked: Vec<monoio_http::h2::server::SendResponse<Bytes>>,
+    cut: Option<Rc<Cell<bool>>>,
+) {
+    let mut held = None;
+    for (i, mut respond) in asked.into_iter().enumerate() {
+        let resp = http::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .header("content-length", BODY.len())
+            .body(())
+            .expect("response");
+        if let (2, Some(flag), Some(tx)) = (i, &cut, held.as_mut()) {
+            while !flag.get() {
+                monoio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            monoio_http::h2::SendStream::send_reset(tx, monoio_http::h2::Reason::INTERNAL_ERROR);
+        }
+        let mut tx = respond.send_response(resp, false).expect("head");
+        let cut_here = i == 0 && cut.is_some();
+        tx.send_data(Bytes::from_static(BODY), !cut_here)
+            .expect("body");
+        if cut_here {
+            held = Some(tx);
+        }
+    }
+}
+
+/// Streams sent on a new connection to [`answer_in_order`], each after the first read to its
+/// end, so that all the first's frames are in; the first returned unread.
+async fn first_of(listener: TcpListener, cut: bool) -> H2Stream {
+    let addr = listener.local_addr().expect("addr");
+    let flag = cut.then(|| Rc::new(Cell::new(false)));
+    monoio::spawn(answer_in_order(listener, flag.clone()));
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let fd = tcp.as_raw_fd();
+    let c = conn::start(UpStream::Plain(tcp), fd, conn::Ping::default())
+        .await
+        .expect("client handshake");
+    let head = Bytes::from_static(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: sim\r\ncontent-length: 2\r\n\r\n{}",
+    );
+    let mut streams: Vec<H2Stream> = (0..2 + usize::from(cut))
+        .map(|_| H2Stream::on(&c, false))
+        .collect();
+    for s in &mut streams {
+        s.send(&head, &Bytes::new()).await.expect("send");
+    }
+    let first = streams.remove(0);
+    for s in &mut streams {
+        let mut buf = BytesMut::new();
+        while s.read_into(&mut buf).await.expect("read") > 0 {}
+        if let Some(f) = &flag {
+            f.set(true);
+        }
+    }
+    first
+}
+
+/// A JSON answer whose head and body have both arrived is read in one read: the relay writes
+/// it to the client in one write (one send, one segment), as it does an HTTP/1.1 answer.
+#[test]
+fn an_answer_already_received_is_read_whole_at_once() {
+    on_uring(async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut first = first_of(listener, false).await;
+        let mut buf = BytesMut::new();
+        let n = first.read_into(&mut buf).await.expect("read first");
+        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+        assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+        assert!(
+            text.ends_with(std::str::from_utf8(BODY).expect("utf-8")),
+            "head and body in one read: {text}"
+        );
+        let mut rest = BytesMut::new();
+        assert_eq!(
+            first.read_into(&mut rest).await.expect("end"),
+            0,
+            "then its end"
+        );
+    });
+}
+
+/// A reset found while taking what had already arrived waits behind the bytes before it: they
+/// are read first, the failure on the read after them, kept as the stream's own.
+#[test]
+fn a_reset_behind_received_bytes_fails_the_read_after_them() {
+    on_uring(async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut first = first_of(listener, true).await;
+        let mut buf = BytesMut::new();
+        let n = first
+            .read_into(&mut buf)
+            .await
+            .expect("the bytes before the reset");
+        assert!(
+            buf[..n].ends_with(BODY),
+            "{:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        assert!(first.read_into(&mut buf).await.is_err(), "then the reset");
+        assert_eq!(first.failure(), Some(super::stream::Failure::Reset));
+    });
+}
