@@ -2,7 +2,9 @@
 //! already checked: client headers were filtered into it) read back into `http::Request`, with
 //! the `Host` header as `:authority` and the headers HTTP/2 forbids left out (RFC 9113 §8.2.2).
 
+use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use std::io;
 
 /// Most headers one of our heads carries (the client's, filtered, and ours).
@@ -23,8 +25,9 @@ pub fn connection_specific(name: &str) -> bool {
 }
 
 /// `head` (an HTTP/1.1 request head of ours, perhaps with the body's first bytes behind it)
-/// as an HTTP/2 request to `scheme`, and the length of the head.
-pub fn from_head(head: &[u8], scheme: &str) -> io::Result<(http::Request<()>, usize)> {
+/// as an HTTP/2 request to `scheme`, and the length of the head. The URI's parts and every
+/// header value are slices of `head` (its allocation shared, nothing copied).
+pub fn from_head(head: &Bytes, scheme: Scheme) -> io::Result<(http::Request<()>, usize)> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let used = match req.parse(head) {
@@ -41,13 +44,18 @@ pub fn from_head(head: &[u8], scheme: &str) -> io::Result<(http::Request<()>, us
         .find(|h| h.name.eq_ignore_ascii_case("host"))
         .map(|h| h.value)
         .ok_or_else(|| invalid("no host"))?;
-    let host = std::str::from_utf8(host).map_err(|_| invalid("a host that is not text"))?;
-    let uri = format!("{scheme}://{host}{path}");
-    let mut request = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(())
-        .map_err(|e| invalid(&e.to_string()))?;
+    let mut uri = http::uri::Parts::default();
+    uri.scheme = Some(scheme);
+    uri.authority =
+        Some(Authority::from_maybe_shared(head.slice_ref(host)).map_err(|_| invalid("the host"))?);
+    uri.path_and_query = Some(
+        PathAndQuery::from_maybe_shared(head.slice_ref(path.as_bytes()))
+            .map_err(|_| invalid("the path"))?,
+    );
+    let mut request = http::Request::new(());
+    *request.method_mut() =
+        http::Method::from_bytes(method.as_bytes()).map_err(|_| invalid("the method"))?;
+    *request.uri_mut() = http::Uri::from_parts(uri).map_err(|e| invalid(&e.to_string()))?;
     // Sized once: growing the map rehashed it about twice a request.
     let mut map = http::HeaderMap::with_capacity(req.headers.len());
     for h in req.headers.iter() {
@@ -55,7 +63,8 @@ pub fn from_head(head: &[u8], scheme: &str) -> io::Result<(http::Request<()>, us
             continue;
         }
         let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| invalid(h.name))?;
-        let mut value = HeaderValue::from_bytes(h.value).map_err(|_| invalid(h.name))?;
+        let mut value =
+            HeaderValue::from_maybe_shared(head.slice_ref(h.value)).map_err(|_| invalid(h.name))?;
         value.set_sensitive(never_indexed(h.name));
         map.append(name, value);
     }
@@ -119,10 +128,12 @@ mod tests {
 
     #[test]
     fn a_head_becomes_a_request_without_its_connection_headers() {
-        let head = b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: api.example.com:8443\r\n\
+        let head = Bytes::from_static(
+            b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: api.example.com:8443\r\n\
             Connection: keep-alive\r\nAuthorization: Bearer k\r\ncontent-length: 2\r\n\
-            x-a: 1\r\nx-a: 2\r\n\r\n{}";
-        let (r, used) = from_head(head, "https").expect("a request");
+            x-a: 1\r\nx-a: 2\r\n\r\n{}",
+        );
+        let (r, used) = from_head(&head, Scheme::HTTPS).expect("a request");
         assert_eq!(&head[used..], b"{}", "the body's bytes behind the head");
         assert_eq!(r.method(), "POST");
         assert_eq!(
@@ -139,8 +150,13 @@ mod tests {
 
     #[test]
     fn a_head_without_host_or_whole_is_refused() {
-        assert!(from_head(b"GET / HTTP/1.1\r\nx: y\r\n\r\n", "https").is_err());
-        assert!(from_head(b"GET / HTTP/1.1\r\nhost: a\r\n", "https").is_err());
+        let refused = |h: &'static [u8]| from_head(&Bytes::from_static(h), Scheme::HTTPS).is_err();
+        assert!(refused(b"GET / HTTP/1.1\r\nx: y\r\n\r\n"));
+        assert!(refused(b"GET / HTTP/1.1\r\nhost: a\r\n"));
+        assert!(
+            refused(b"GET / HTTP/1.1\r\nhost: a b\r\n\r\n"),
+            "not an authority"
+        );
     }
 
     #[test]

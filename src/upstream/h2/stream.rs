@@ -35,7 +35,7 @@ pub struct H2Stream {
     /// The connection's TCP socket.
     fd: std::os::fd::RawFd,
     shared: Rc<Shared>,
-    scheme: &'static str,
+    scheme: http::uri::Scheme,
     state: State,
     /// Bytes received and not yet read (a read had less room than a DATA frame): the head, or
     /// a DATA frame's, after the chunk-size line owed before it (`line`).
@@ -61,7 +61,11 @@ impl H2Stream {
             send: conn.send.clone(),
             fd: conn.fd,
             shared: conn.shared.clone(),
-            scheme: if tls { "https" } else { "http" },
+            scheme: if tls {
+                http::uri::Scheme::HTTPS
+            } else {
+                http::uri::Scheme::HTTP
+            },
             state: State::Idle,
             pending: Bytes::new(),
             line: [0; 18],
@@ -104,7 +108,7 @@ impl H2Stream {
     }
 
     fn start(&mut self, head: &Bytes, body: &Bytes) -> io::Result<()> {
-        let (request, used) = super::request::from_head(head, self.scheme)?;
+        let (request, used) = super::request::from_head(head, self.scheme.clone())?;
         let body = match (used < head.len(), body.is_empty()) {
             (false, _) => body.clone(),
             (true, true) => head.slice(used..),
