@@ -6,8 +6,9 @@
 # not included (see benches/e2e.sh for that). Where node is installed, a third row counts
 # 20-event streams from a TLS upstream (the independent mock over https, `tls_mock`), the path
 # every real provider takes; an `h2` row counts them over HTTP/2 from the simulator's TLS front
-# (a provider with `http2 = "always"`), as OpenAI, Anthropic and Google answer, and `h2-json`
-# the JSON request there. Two more rows count the same JSON request and stream answered by a
+# (a provider with `http2 = "always"`), as OpenAI, Anthropic and Google answer, `h2-json`
+# the JSON request there, and `h1tls-json` the same over HTTP/1.1 (`http2 = "never"`) from the
+# same front: what HTTP/2 costs per request against HTTP/1.1 over TLS. Two more rows count the same JSON request and stream answered by a
 # provider of another API (Anthropic's Messages on the simulator), translated both ways, with
 # their ratio to the pass-through rows. Bounded: about two minutes.
 # Usage: benches/request_instructions.sh   (installs valgrind and wrk from Debian packages if missing;
@@ -43,7 +44,7 @@ fi
 # The simulator's HTTP/2 TLS front (relaying to it): 20-event streams over HTTP/2, the `h2` row.
 H2=$((BASE+5))
 sim_tls_front $((BASE+4)) $H2 $SIM
-KINDS="$KINDS h2 h2-json"
+KINDS="$KINDS h2 h2-json h1tls-json"
 cat > "$WORK/ringside.toml" <<TOML
 [server]
 listen = "127.0.0.1:$RS"
@@ -57,6 +58,7 @@ $UPSTREAM
 $(bench_provider $SIM)
 $(bench_provider $SIM xlate xlate-model | sed 's/dialect = "openai"/dialect = "anthropic"/')
 $(bench_provider $H2 h2 h2-model "https://localhost:$H2" | sed "s|^dialect = .*|&\nhttp2 = \"always\"\nca_file = \"$WORK/certs/ca.pem\"|")
+$(bench_provider $H2 h1tls h1tls-model "https://localhost:$H2" | sed "s|^dialect = .*|&\nhttp2 = \"never\"\nca_file = \"$WORK/certs/ca.pem\"|")
 $([ "${BUDGETS:-false}" = true ] && printf '[[tenants]]\nid = "bench"\ntokens_per_day = 1000000000000\nusd_per_month = 1000000000\n')
 TOML
 chat_scripts "$WORK"
@@ -68,6 +70,7 @@ for kind in json sse; do sed 's/bench-model/xlate-model/' "$WORK/$kind.lua" > "$
 sed 's/bench-model/tls-model/' "$WORK/sse.lua" > "$WORK/tls.lua"
 sed 's/bench-model/h2-model/' "$WORK/sse.lua" > "$WORK/h2.lua"
 sed 's/bench-model/h2-model/' "$WORK/json.lua" > "$WORK/h2-json.lua"
+sed 's/bench-model/h1tls-model/' "$WORK/json.lua" > "$WORK/h1tls-json.lua"
 
 BENCH_KEY=${BENCH_KEY:-sk-bench} valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
   $BIN serve --config "$WORK/ringside.toml" >"$WORK/vg.log" 2>&1 &
@@ -105,7 +108,7 @@ for kind in $KINDS; do
     json-x) ratio=$(awk -v a=$per -v b=${JSON_PER:-0} 'BEGIN { if (b) printf "  %.2fx the json row", a / b }') ;;
     sse-x) ratio=$(awk -v a=$per -v b=${SSE_PER:-0} 'BEGIN { if (b) printf "  %.2fx the sse row", a / b }') ;;
   esac
-  printf '%-7s %7d requests  %9d instructions/request%s\n' "$kind" "$n" $per "$ratio"
+  printf '%-10s %7d requests  %9d instructions/request%s\n' "$kind" "$n" $per "$ratio"
   # KEEP_CALLGRIND=DIR keeps each row's dumps, for callgrind_annotate (where they went).
   if [ -n "${KEEP_CALLGRIND:-}" ]; then
     mkdir -p "$KEEP_CALLGRIND/$kind"; cp "$WORK"/cg.*.[0-9]* "$KEEP_CALLGRIND/$kind/" 2>/dev/null || true

@@ -3,8 +3,9 @@
 # tuning/pgo/rustc-wrapper.sh). Builds an instrumented ringside in target/pgo-gen, runs it on
 # loopback against the simulator -- OpenAI JSON and SSE, Anthropic JSON and SSE, a key that
 # answers 429 so fail-over runs too; where node is installed, SSE from a TLS upstream (the
-# independent mock over https: every real provider is reached over TLS) -- then `ringside demo`,
-# and merges what it counted.
+# independent mock over https: every real provider is reached over TLS); JSON and SSE over
+# HTTP/2 from the simulator's TLS front (`http2 = "always"`: OpenAI, Anthropic and Google answer
+# over HTTP/2, and `auto` chooses it) -- then `ringside demo`, and merges what it counted.
 # Rerun after changing the hot path: a function the profile no longer matches is taken as cold
 # (+19 % instructions per request measured with a stale profile, 2026-12-02).
 # Then `cargo clean -p ringside --release` (cargo does not track the profile as an input).
@@ -42,6 +43,10 @@ BIN=target/pgo-gen/release/ringside
 LLVM_PROFILE_FILE=/dev/null $BIN simulate --listen 127.0.0.1:$SIM --events 20 \
   --fault 'key:sk-pgo-bad=429;retry-after=1' >/dev/null 2>&1 &
 PIDS+=($!); disown
+# The simulator's HTTP/2 TLS front, relaying to it (its counts not wanted either).
+H2_PORT=$((BASE+5))
+LLVM_PROFILE_FILE=/dev/null sim_tls_front $((BASE+4)) $H2_PORT $SIM; disown
+RUNS="$RUNS h2:4 h2json:2"
 cat > "$WORK/ringside.toml" <<TOML
 [server]
 listen = "127.0.0.1:$RS"
@@ -72,6 +77,16 @@ base_url = "http://127.0.0.1:$SIM/v1"
   id = "a"
   key_env = "PGO_KEY"
   models = ["claude-bench"]
+[[providers]]
+id = "h2"
+dialect = "openai"
+base_url = "https://localhost:$H2_PORT/v1"
+http2 = "always"
+ca_file = "$WORK/certs/ca.pem"
+  [[providers.connections]]
+  id = "h2"
+  key_env = "PGO_KEY"
+  models = ["h2-model"]
 TOML
 lua() { # name path body
   printf 'wrk.method="POST"\nwrk.path="%s"\nwrk.body=[[%s]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-client"\n' "$2" "$3" > "$WORK/$1.lua"
@@ -80,6 +95,8 @@ lua json /v1/chat/completions '{"model":"bench-model","messages":[{"role":"user"
 lua sse /v1/chat/completions '{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 lua ajson /v1/messages '{"model":"claude-bench","max_tokens":64,"messages":[{"role":"user","content":"hello"}]}'
 lua tls /v1/chat/completions '{"model":"tls-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+lua h2 /v1/chat/completions '{"model":"h2-model","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+lua h2json /v1/chat/completions '{"model":"h2-model","messages":[{"role":"user","content":"hello"}]}'
 lua asse /v1/messages '{"model":"claude-bench","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
 # An agent's turn: a 32 KB conversation with code, escapes and non-ASCII (\u escapes too, as
 # Python's json writes them), so that the body check's long-string path is trained as well.
