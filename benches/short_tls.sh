@@ -4,9 +4,12 @@
 # Ringside (HTTP/2 where offered, its default; and `http2 = "never"`), each with its shipped
 # defaults (worker count included: one per core, sharing the cores with wrk and the
 # simulator, as a sidecar runs), reaching the simulator's TLS front. Prints requests/s, the
-# proxy's CPU per 10k requests, and the upstream's (simulator and TLS front together) per target;
-# ratios from one run. The front relays each request
-# to the simulator in a process of its own (its cost is the same for every target).
+# proxy's CPU per 10k requests, and the upstream's (simulator and TLS front together) per
+# target; ratios from one run. The front relays each request to the simulator in a process of
+# its own. Its cost shares the cores, and serving HTTP/2 costs it more per request than
+# HTTP/1.1: the upstream columns show how much of a rate gap is the upstream's, which a real
+# provider pays on its own machines. FRONT_BY=nginx: nginx is the provider's TLS front instead
+# (`nginx_tls_front`: HTTP/2 and HTTP/1.1 by ALPN, as providers' edges answer).
 # UPSTREAM=plain: the same with every proxy reaching the simulator over plaintext HTTP/1.1
 # (nginx `proxy_pass http://` with keep-alive, HAProxy without `ssl`, Ringside with an
 # `http://` provider; the targets then nginx, haproxy and ringside).
