@@ -100,6 +100,8 @@ pub async fn start(
     });
     let pings = conn.ping_pong();
     let s = shared.clone();
+    // Moved into its task before it is first polled, and never after: once polled, its codec
+    // holds a read armed at its own buffer (monoio-codec), which a move would leave dangling.
     monoio::spawn(async move {
         let run = std::future::poll_fn(|cx| {
             let r = std::pin::Pin::new(&mut conn).poll(cx);

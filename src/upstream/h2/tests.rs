@@ -19,60 +19,83 @@ fn on_uring<F: std::future::Future>(f: F) -> F::Output {
 
 const BODY: &[u8] = br#"{"id":"chatcmpl-1","choices":[]}"#;
 
+/// How the first stream is answered.
+#[derive(Clone, Copy, PartialEq)]
+enum First {
+    /// Its length, then its body in one DATA frame, ended.
+    Whole,
+    /// An event stream without a length: [`EVENTS`], a DATA frame each, then its end.
+    Events,
+    /// Its head and body without its end; reset once the client read the second stream.
+    Cut,
+}
+
+const EVENTS: [&[u8]; 3] = [b"data: 1\n\n", b"data: 2\n\n", b"data: [DONE]\n\n"];
+
 /// Answer streams on one connection in order, each before the next: its frames reach the
-/// client's connection before any of the next one's. Two streams, each whole; or with `cut`
-/// three: the first's head and bytes without its end, the second whole, and once `cut` is
-/// set (the client read the second), the first reset and the third whole.
-async fn answer_in_order(listener: TcpListener, cut: Option<Rc<Cell<bool>>>) {
+/// client's connection before any of the next one's. Two streams; with `First::Cut` three,
+/// the first reset once `cut` is set (the client read the second), before the third.
+async fn answer_in_order(listener: TcpListener, first: First, cut: Rc<Cell<bool>>) {
     let (tcp, _) = listener.accept().await.expect("accept");
     let mut h2 = monoio_http::h2::server::handshake(tcp)
         .await
         .expect("server handshake");
     let mut asked = Vec::new();
-    while asked.len() < 2 + usize::from(cut.is_some()) {
+    while asked.len() < 2 + usize::from(first == First::Cut) {
         let (_, respond) = h2.accept().await.expect("a stream").expect("whole");
         asked.push(respond);
     }
     // The answers in a task of their own: the connection, driven here (frames go out only
     // while it is, and it must not move once polled), until the client goes.
-    monoio::spawn(respond_in_order(asked, cut));
+    monoio::spawn(respond_in_order(asked, first, cut));
     while let Some(Ok(_)) = h2.accept().await {}
 }
 
 async fn respond_in_order(
     asked: Vec<monoio_http::h2::server::SendResponse<Bytes>>,
-    cut: Option<Rc<Cell<bool>>>,
+    first: First,
+    cut: Rc<Cell<bool>>,
 ) {
     let mut held = None;
     for (i, mut respond) in asked.into_iter().enumerate() {
-        let resp = http::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .header("content-length", BODY.len())
-            .body(())
-            .expect("response");
-        if let (2, Some(flag), Some(tx)) = (i, &cut, held.as_mut()) {
-            while !flag.get() {
+        let shape = if i == 0 { first } else { First::Whole };
+        let mut resp = http::Response::builder().status(200);
+        resp = match shape {
+            First::Events => resp.header("content-type", "text/event-stream"),
+            _ => resp.header("content-length", BODY.len()),
+        };
+        let resp = resp.body(()).expect("response");
+        if let (2, Some(tx)) = (i, held.as_mut()) {
+            while !cut.get() {
                 monoio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
             monoio_http::h2::SendStream::send_reset(tx, monoio_http::h2::Reason::INTERNAL_ERROR);
         }
         let mut tx = respond.send_response(resp, false).expect("head");
-        let cut_here = i == 0 && cut.is_some();
-        tx.send_data(Bytes::from_static(BODY), !cut_here)
-            .expect("body");
-        if cut_here {
+        match shape {
+            First::Whole => tx.send_data(Bytes::from_static(BODY), true),
+            First::Events => EVENTS
+                .iter()
+                .enumerate()
+                .try_for_each(|(k, e)| tx.send_data(Bytes::from_static(e), k + 1 == EVENTS.len())),
+            First::Cut => tx.send_data(Bytes::from_static(BODY), false),
+        }
+        .expect("body");
+        if shape == First::Cut {
             held = Some(tx);
         }
+        // Let the connection write this answer before the next is queued: its frames would
+        // otherwise go out round-robin with the next one's.
+        monoio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
 }
 
 /// Streams sent on a new connection to [`answer_in_order`], each after the first read to its
 /// end, so that all the first's frames are in; the first returned unread.
-async fn first_of(listener: TcpListener, cut: bool) -> H2Stream {
+async fn first_of(listener: TcpListener, first: First) -> H2Stream {
     let addr = listener.local_addr().expect("addr");
-    let flag = cut.then(|| Rc::new(Cell::new(false)));
-    monoio::spawn(answer_in_order(listener, flag.clone()));
+    let cut = Rc::new(Cell::new(false));
+    monoio::spawn(answer_in_order(listener, first, cut.clone()));
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let fd = tcp.as_raw_fd();
     let c = conn::start(UpStream::Plain(tcp), fd, conn::Ping::default())
@@ -81,9 +104,8 @@ async fn first_of(listener: TcpListener, cut: bool) -> H2Stream {
     let head = Bytes::from_static(
         b"POST /v1/chat/completions HTTP/1.1\r\nhost: sim\r\ncontent-length: 2\r\n\r\n{}",
     );
-    let mut streams: Vec<H2Stream> = (0..2 + usize::from(cut))
-        .map(|_| H2Stream::on(&c, false))
-        .collect();
+    let n = 2 + usize::from(first == First::Cut);
+    let mut streams: Vec<H2Stream> = (0..n).map(|_| H2Stream::on(&c, false)).collect();
     for s in &mut streams {
         s.send(&head, &Bytes::new()).await.expect("send");
     }
@@ -91,9 +113,7 @@ async fn first_of(listener: TcpListener, cut: bool) -> H2Stream {
     for s in &mut streams {
         let mut buf = BytesMut::new();
         while s.read_into(&mut buf).await.expect("read") > 0 {}
-        if let Some(f) = &flag {
-            f.set(true);
-        }
+        cut.set(true);
     }
     first
 }
@@ -104,7 +124,7 @@ async fn first_of(listener: TcpListener, cut: bool) -> H2Stream {
 fn an_answer_already_received_is_read_whole_at_once() {
     on_uring(async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut first = first_of(listener, false).await;
+        let mut first = first_of(listener, First::Whole).await;
         let mut buf = BytesMut::new();
         let n = first.read_into(&mut buf).await.expect("read first");
         let text = String::from_utf8_lossy(&buf[..n]).into_owned();
@@ -128,7 +148,7 @@ fn an_answer_already_received_is_read_whole_at_once() {
 fn a_reset_behind_received_bytes_fails_the_read_after_them() {
     on_uring(async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut first = first_of(listener, true).await;
+        let mut first = first_of(listener, First::Cut).await;
         let mut buf = BytesMut::new();
         let n = first
             .read_into(&mut buf)
@@ -141,5 +161,36 @@ fn a_reset_behind_received_bytes_fails_the_read_after_them() {
         );
         assert!(first.read_into(&mut buf).await.is_err(), "then the reset");
         assert_eq!(first.failure(), Some(super::stream::Failure::Reset));
+    });
+}
+
+/// An event stream's pieces already received are read at once with its head, each framed as a
+/// chunk (it has no length) and the end as the last chunk: what the relay reads of an HTTP/1.1
+/// provider's stream.
+#[test]
+fn received_events_are_read_at_once_as_chunks() {
+    on_uring(async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut first = first_of(listener, First::Events).await;
+        let mut buf = BytesMut::new();
+        let n = first.read_into(&mut buf).await.expect("read");
+        let limits = crate::http::HeadLimits {
+            max_head_bytes: 4096,
+            max_headers: 16,
+        };
+        let (head, used) = crate::http::head::parse_response(&buf[..n], limits, false)
+            .expect("a head")
+            .expect("whole");
+        assert_eq!(head.framing, crate::http::head::Framing::Chunked);
+        let mut body = Vec::new();
+        let mut chunks = crate::http::chunk::ChunkTracker::new();
+        let took = chunks
+            .feed(&buf[used..n], |p| body.extend_from_slice(p))
+            .expect("chunks");
+        assert_eq!(took, n - used, "nothing after the last chunk");
+        assert!(chunks.is_done(), "the end came in the same read");
+        assert_eq!(body, EVENTS.concat());
+        let mut rest = BytesMut::new();
+        assert_eq!(first.read_into(&mut rest).await.expect("end"), 0);
     });
 }
