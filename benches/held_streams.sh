@@ -24,7 +24,8 @@
 #   builds within one run; UPSTREAM=tls: every proxy reaches the simulator's TLS front instead,
 #   the targets then `direct` (plain), `nginx` (proxy_pass https://), `haproxy` (`ssl` to the
 #   server), `haproxy-h2` (the same with `proto h2`), `ringside` (HTTP/2 where offered, its
-#   default) and `ringside-h1` (`http2 = "never"`); RS_MAX_CONNECTIONS: Ringside's
+#   default) and `ringside-h1` (`http2 = "never"`), and `haproxy-nodelay` on request (`ssl`
+#   with `option http-no-delay`: each event sent when it comes); RS_MAX_CONNECTIONS: Ringside's
 #   `max_connections` (0, the default, is half the descriptor limit: two per HTTP/1.1 stream;
 #   with HTTP/2 upstream a stream takes about one); after each size, the front's count of
 #   upstream connections by protocol and of resumed TLS sessions, per target)
