@@ -48,8 +48,8 @@ pub struct H2Stream {
     tail: &'static [u8],
     chunked: bool,
     failure: Option<Failure>,
-    /// A failure found while taking what was already received, behind bytes still owed: the
-    /// read after them returns it.
+    /// A failure found while taking what was already received (`take_received`), after the
+    /// bytes that read returned: the next read returns it.
     deferred: Option<io::Error>,
 }
 

@@ -2,20 +2,13 @@
 
 use super::conn;
 use super::stream::H2Stream;
+use crate::test_driver::on_driver;
 use crate::upstream::UpStream;
 use bytes::{Bytes, BytesMut};
 use monoio::net::{TcpListener, TcpStream};
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-
-fn on_uring<F: std::future::Future>(f: F) -> F::Output {
-    monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-        .enable_timer()
-        .build()
-        .expect("io_uring runtime")
-        .block_on(f)
-}
 
 const BODY: &[u8] = br#"{"id":"chatcmpl-1","choices":[]}"#;
 
@@ -92,7 +85,8 @@ async fn respond_in_order(
 
 /// Streams sent on a new connection to [`answer_in_order`], each after the first read to its
 /// end, so that all the first's frames are in; the first returned unread.
-async fn first_of(listener: TcpListener, first: First) -> H2Stream {
+async fn first_of(first: First) -> H2Stream {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     let cut = Rc::new(Cell::new(false));
     monoio::spawn(answer_in_order(listener, first, cut.clone()));
@@ -122,9 +116,8 @@ async fn first_of(listener: TcpListener, first: First) -> H2Stream {
 /// it to the client in one write (one send, one segment), as it does an HTTP/1.1 answer.
 #[test]
 fn an_answer_already_received_is_read_whole_at_once() {
-    on_uring(async {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut first = first_of(listener, First::Whole).await;
+    on_driver(true, async {
+        let mut first = first_of(First::Whole).await;
         let mut buf = BytesMut::new();
         let n = first.read_into(&mut buf).await.expect("read first");
         let text = String::from_utf8_lossy(&buf[..n]).into_owned();
@@ -146,9 +139,8 @@ fn an_answer_already_received_is_read_whole_at_once() {
 /// are read first, the failure on the read after them, kept as the stream's own.
 #[test]
 fn a_reset_behind_received_bytes_fails_the_read_after_them() {
-    on_uring(async {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut first = first_of(listener, First::Cut).await;
+    on_driver(true, async {
+        let mut first = first_of(First::Cut).await;
         let mut buf = BytesMut::new();
         let n = first
             .read_into(&mut buf)
@@ -169,9 +161,8 @@ fn a_reset_behind_received_bytes_fails_the_read_after_them() {
 /// provider's stream.
 #[test]
 fn received_events_are_read_at_once_as_chunks() {
-    on_uring(async {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut first = first_of(listener, First::Events).await;
+    on_driver(true, async {
+        let mut first = first_of(First::Events).await;
         let mut buf = BytesMut::new();
         let n = first.read_into(&mut buf).await.expect("read");
         let limits = crate::http::HeadLimits {
