@@ -14,6 +14,8 @@ pub fn install(name: &str, src: &str) -> Result<PathBuf, String> {
     };
     let (manifest, lock) = (read("package.json")?, read("package-lock.json")?);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    // Made once however many tests ask at the same time (see `venv::lock`).
+    let _held = super::venv::lock(name)?;
     let stamp = dir.join("installed.txt");
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock) && dir.join("node_modules").exists()
     {
