@@ -5,6 +5,7 @@ pub mod chunk;
 mod framing;
 pub mod head;
 mod hop;
+pub mod hpack;
 pub mod io;
 mod names;
 pub mod nowait;

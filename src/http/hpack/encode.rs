@@ -1,0 +1,148 @@
+//! The encoder for the requests Ringside sends: stateless (nothing is added to the peer's
+//! table, so nothing needs to be remembered or evicted), every field a literal whose name is
+//! a static-table index where it can be, strings raw.
+
+use super::table::STATIC;
+use super::write_int;
+
+/// How the peer may keep a literal field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Indexing {
+    /// It may not index it; an intermediary may (RFC 7541 §6.2.2).
+    Without,
+    /// Never, nor any intermediary after it: credentials and values unique to one request
+    /// (RFC 7541 §6.2.3, §7.1.3).
+    Never,
+}
+
+/// `:method`.
+pub fn method(out: &mut Vec<u8>, method: &[u8]) {
+    match method {
+        b"GET" => out.push(0x82),
+        b"POST" => out.push(0x83),
+        m => literal_indexed_name(out, 2, m, Indexing::Without),
+    }
+}
+
+/// `:scheme`.
+pub fn scheme(out: &mut Vec<u8>, https: bool) {
+    out.push(if https { 0x87 } else { 0x86 });
+}
+
+/// `:path`.
+pub fn path(out: &mut Vec<u8>, path: &[u8]) {
+    if path == b"/" {
+        out.push(0x84);
+    } else {
+        literal_indexed_name(out, 4, path, Indexing::Without);
+    }
+}
+
+/// `:authority`.
+pub fn authority(out: &mut Vec<u8>, authority: &[u8]) {
+    literal_indexed_name(out, 1, authority, Indexing::Without);
+}
+
+/// A regular header field. `name` is written lower-case, as HTTP/2 requires (RFC 9113
+/// §8.2.1); the caller has left out the fields HTTP/2 forbids.
+pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8], indexing: Indexing) {
+    if let Some(i) = static_name(name) {
+        literal_indexed_name(out, i, value, indexing);
+        return;
+    }
+    out.push(flags(indexing));
+    write_int(out, 0, 7, name.len());
+    out.extend(name.iter().map(u8::to_ascii_lowercase));
+    string(out, value);
+}
+
+fn flags(indexing: Indexing) -> u8 {
+    match indexing {
+        Indexing::Without => 0x00,
+        Indexing::Never => 0x10,
+    }
+}
+
+fn literal_indexed_name(out: &mut Vec<u8>, index: usize, value: &[u8], indexing: Indexing) {
+    write_int(out, flags(indexing), 4, index);
+    string(out, value);
+}
+
+fn string(out: &mut Vec<u8>, s: &[u8]) {
+    write_int(out, 0, 7, s.len());
+    out.extend_from_slice(s);
+}
+
+/// The static table's index for a regular header's name (any case), if it has one.
+fn static_name(name: &[u8]) -> Option<usize> {
+    // Names from index 15 on (`accept-charset`) are the regular headers'.
+    STATIC[14..]
+        .iter()
+        .position(|(n, _)| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name))
+        .map(|i| i + 15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Decoder;
+    use super::*;
+
+    #[test]
+    fn a_request_reads_back_through_the_decoder() {
+        let mut out = Vec::new();
+        method(&mut out, b"POST");
+        scheme(&mut out, true);
+        path(&mut out, b"/v1/chat/completions");
+        authority(&mut out, b"api.example.com");
+        field(
+            &mut out,
+            b"Content-Type",
+            b"application/json",
+            Indexing::Without,
+        );
+        field(&mut out, b"Authorization", b"Bearer sk-x", Indexing::Never);
+        field(&mut out, b"X-Request-Id", b"abc", Indexing::Never);
+        field(
+            &mut out,
+            b"anthropic-version",
+            &[b'v'; 200],
+            Indexing::Without,
+        );
+        let mut got = Vec::new();
+        Decoder::new(4096)
+            .decode(&out, 1 << 20, |n, v| {
+                got.push((n.to_vec(), v.to_vec()));
+                Ok(())
+            })
+            .expect("decodes");
+        let want: Vec<(Vec<u8>, Vec<u8>)> = [
+            (&b":method"[..], &b"POST"[..]),
+            (b":scheme", b"https"),
+            (b":path", b"/v1/chat/completions"),
+            (b":authority", b"api.example.com"),
+            (b"content-type", b"application/json"),
+            (b"authorization", b"Bearer sk-x"),
+            (b"x-request-id", b"abc"),
+            (b"anthropic-version", &[b'v'; 200]),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_vec(), v.to_vec()))
+        .collect();
+        assert_eq!(got, want);
+        // Credentials are marked never-indexed: 0001 then the static name index 23.
+        let at = out
+            .windows(2)
+            .position(|w| w == [0x1f, 0x08])
+            .expect("authorization as a never-indexed literal");
+        assert_eq!(out[at + 2], 11, "its raw length");
+    }
+
+    #[test]
+    fn the_common_forms_are_one_byte() {
+        let mut out = Vec::new();
+        method(&mut out, b"GET");
+        scheme(&mut out, false);
+        path(&mut out, b"/");
+        assert_eq!(out, [0x82, 0x86, 0x84]);
+    }
+}
