@@ -3,6 +3,7 @@
 pub mod buffers;
 pub mod chunk;
 mod framing;
+pub mod h2frame;
 pub mod head;
 mod hop;
 pub mod hpack;
