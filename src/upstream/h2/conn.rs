@@ -1,23 +1,20 @@
-//! One HTTP/2 connection to a provider: its handshake, the task that drives it (frames in and
-//! out, PINGs to find it dead while idle), and what the core's pool reads of it (streams open,
-//! the server's stream limit, whether it still takes streams).
+//! One HTTP/2 connection to a provider: the task that drives it (frames out as they are
+//! queued, frames in as they arrive, PINGs to find it dead), and what the core's pool reads of
+//! it (streams open, the server's stream limit, whether it still takes streams).
 
 use super::super::UpStream;
-use bytes::Bytes;
-use monoio_http::h2::client::{Builder, SendRequest};
+use super::link::{ConnError, Link};
+use bytes::BytesMut;
+use monoio::io::AsyncWriteRentExt;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Each stream's receive window: an answer of up to this many bytes never waits on a
-/// `WINDOW_UPDATE` (an event stream's events are far smaller; its window is given back as each
-/// is read), and at most this much of an answer waits in memory for a slow client.
-const STREAM_WINDOW: u32 = 1 << 20;
-/// The connection's receive window: room for many streams' answers at once.
-const CONNECTION_WINDOW: u32 = 16 << 20;
 /// Streams assumed allowed until the server's SETTINGS say (RFC 9113 recommends servers allow
-/// at least 100): streams beyond wait in the connection rather than being refused.
+/// at least 100). A stream over the server's limit before its SETTINGS arrive is refused by
+/// it (`REFUSED_STREAM`) and sent again, blaming no key.
 const INITIAL_STREAMS: usize = 100;
+
 /// A connection is PINGed every `every`, idle or not; without an answer within `wait` it is
 /// closed, failing its streams once as a lost connection (a peer gone without a FIN, a
 /// middlebox that dropped the flow), counted once, rather than each stream's own timeout
@@ -61,7 +58,7 @@ pub struct Shared {
 
 /// A live connection in the pool.
 pub struct H2Conn {
-    pub send: SendRequest<Bytes>,
+    pub link: Rc<Link>,
     pub shared: Rc<Shared>,
     /// The TCP socket under it.
     pub fd: std::os::fd::RawFd,
@@ -76,62 +73,110 @@ impl H2Conn {
     }
 
     pub fn usable(&self) -> bool {
-        !self.shared.closed.get() && !self.send.has_conn_error()
+        !self.shared.closed.get() && self.link.usable()
     }
 }
 
-/// Speak HTTP/2 on `io` (its TLS chose `h2`, or `http2 = "always"` on plaintext) and start the
-/// task that drives the connection.
-pub async fn start(
-    io: UpStream,
-    fd: std::os::fd::RawFd,
-    ping: Ping,
-) -> Result<H2Conn, monoio_http::h2::Error> {
-    let mut b = Builder::new();
-    b.initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .initial_max_send_streams(INITIAL_STREAMS)
-        .enable_push(false);
-    let (send, mut conn) = b.handshake::<UpStream, Bytes>(io).await?;
+impl Drop for H2Conn {
+    /// The pool let it go: it closes once its streams end.
+    fn drop(&mut self) {
+        self.link.release_conn();
+    }
+}
+
+/// Speak HTTP/2 on `io` (its TLS chose `h2`, or `http2 = "always"` on plaintext): the
+/// preface and SETTINGS are queued, and requests may follow at once, without waiting a round
+/// trip for the server's SETTINGS.
+pub fn start(io: UpStream, fd: std::os::fd::RawFd, ping: Ping) -> H2Conn {
     let shared = Rc::new(Shared {
         peer_max: Cell::new(INITIAL_STREAMS),
         idle_since_ms: Cell::new(crate::clock::now_ms()),
         ..Shared::default()
     });
-    let pings = conn.ping_pong();
-    let s = shared.clone();
-    // Moved into its task before it is first polled, and never after: once polled, its codec
-    // holds a read armed at its own buffer (monoio-codec), which a move would leave dangling.
-    monoio::spawn(async move {
-        let run = std::future::poll_fn(|cx| {
-            let r = std::pin::Pin::new(&mut conn).poll(cx);
-            s.peer_max.set(conn.max_concurrent_send_streams());
-            r
-        });
-        match pings {
-            Some(p) => {
-                monoio::select! {
-                    _ = run => {},
-                    _ = keep_alive(p, ping) => {},
-                }
-            }
-            None => {
-                let _ = run.await;
-            }
-        }
-        s.closed.set(true);
-    });
-    Ok(H2Conn { send, shared, fd })
+    let link = Rc::new(Link::new(shared.clone()));
+    monoio::spawn(run(io, link.clone(), ping));
+    H2Conn { link, shared, fd }
 }
 
-/// PING the connection; ends when a PING goes unanswered.
-async fn keep_alive(mut pings: monoio_http::h2::PingPong, every: Ping) {
-    loop {
-        monoio::time::sleep(every.every).await;
-        let ping = pings.ping(monoio_http::h2::Ping::opaque());
-        match monoio::time::timeout(every.wait, ping).await {
-            Ok(Ok(_)) => {}
-            _ => return,
+/// Drive the connection until it fails or ends: write what is queued, else wait for frames,
+/// for something to write, or for the PING timer.
+async fn run(mut io: UpStream, link: Rc<Link>, ping: Ping) {
+    let mut out = Vec::with_capacity(4096);
+    let mut buf = BytesMut::new();
+    let mut timer = Timer::new(ping);
+    let why = loop {
+        link.take_out(&mut out);
+        if !out.is_empty() {
+            let (r, back) = io.write_all(std::mem::take(&mut out)).await;
+            out = back;
+            match r {
+                Ok(_) => continue,
+                Err(e) => break format!("HTTP/2 connection: {e}"),
+            }
         }
+        if link.finished() {
+            break String::new();
+        }
+        monoio::select! {
+            r = io.read_when_ready(&mut buf) => match r {
+                Ok(0) => break "HTTP/2 connection closed by the server".to_string(),
+                Ok(_) => {
+                    if let Err(ConnError(_, why)) = link.receive(&mut buf) {
+                        // Its GOAWAY goes before the socket closes.
+                        link.take_out(&mut out);
+                        let _ = io.write_all(std::mem::take(&mut out)).await;
+                        break format!("HTTP/2 protocol error: {why}");
+                    }
+                }
+                Err(e) => break format!("HTTP/2 connection: {e}"),
+            },
+            _ = std::future::poll_fn(|cx| link.poll_out(cx)) => {}
+            _ = timer.sleep.as_mut() => {
+                if !timer.fired(&link) {
+                    break "HTTP/2 connection: no answer to a PING".to_string();
+                }
+            }
+        }
+    };
+    if !why.is_empty() {
+        link.lost(&why);
+    }
+    link.shared.closed.set(true);
+}
+
+/// The PING timer: a PING every `every`, its answer due within `wait`.
+struct Timer {
+    ping: Ping,
+    sleep: std::pin::Pin<Box<monoio::time::Sleep>>,
+    /// The next firing checks the last PING's answer.
+    checking: bool,
+}
+
+impl Timer {
+    fn new(ping: Ping) -> Timer {
+        Timer {
+            ping,
+            sleep: Box::pin(monoio::time::sleep(ping.every)),
+            checking: false,
+        }
+    }
+
+    /// Returns false when the connection is lost (a PING went unanswered).
+    fn fired(&mut self, link: &Link) -> bool {
+        let now = monoio::time::Instant::now();
+        if self.checking {
+            if link.ping_state() != super::link::PingState::Idle {
+                link.lost("no answer to a PING");
+                return false;
+            }
+            self.checking = false;
+            let rest = self.ping.every.saturating_sub(self.ping.wait);
+            self.sleep.as_mut().reset(now + rest);
+            return true;
+        }
+        link.ping_due();
+        self.checking = true;
+        self.sleep.as_mut().reset(now + self.ping.wait);
+        true
     }
 }

@@ -6,7 +6,9 @@
 //! is opened and the requests that come meanwhile wait for it, up to its room, rather than
 //! each opening its own (a burst of 500 makes five connections, not 500).
 
+mod answer;
 pub mod conn;
+pub mod link;
 pub mod open;
 pub mod request;
 pub mod stream;

@@ -37,11 +37,7 @@ pub async fn open(
         c.h2.borrow_mut().speaks_http1(key);
         return Ok(UpConn::new(made.stream, made.fd));
     }
-    let conn = super::conn::start(made.stream, made.fd, c.h2_ping)
-        .await
-        .map_err(|e| {
-            ConnectError::Connect(std::io::Error::other(format!("HTTP/2 handshake: {e}")))
-        })?;
+    let conn = super::conn::start(made.stream, made.fd, c.h2_ping);
     let stream = c.h2.borrow_mut().add(&opener.guard, conn, ep.tls);
     Ok(on_stream(stream, false))
 }

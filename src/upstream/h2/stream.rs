@@ -4,9 +4,8 @@
 //! means for a retry is kept ([`Failure`]).
 
 use super::conn::{H2Conn, Shared};
+use super::link::{Link, Recv};
 use bytes::{Bytes, BytesMut};
-use monoio_http::h2::client::{ResponseFuture, SendRequest};
-use monoio_http::h2::{Reason, RecvStream};
 use std::io;
 use std::rc::Rc;
 
@@ -25,17 +24,21 @@ pub enum Failure {
 enum State {
     /// Made, nothing sent.
     Idle,
-    Awaiting(ResponseFuture),
-    Body(RecvStream),
+    /// Sent as this stream id: its head awaited.
+    Awaiting(u32),
+    /// Its head read: its body.
+    Body(u32),
     Ended,
 }
 
 pub struct H2Stream {
-    send: SendRequest<Bytes>,
+    link: Rc<Link>,
+    /// Its id on the connection once sent (0 before).
+    id: u32,
     /// The connection's TCP socket.
     fd: std::os::fd::RawFd,
     shared: Rc<Shared>,
-    scheme: http::uri::Scheme,
+    https: bool,
     state: State,
     /// Bytes received and not yet read (a read had less room than a DATA frame): the head, or
     /// a DATA frame's, after the chunk-size line owed before it (`line`).
@@ -58,14 +61,11 @@ impl H2Stream {
     pub fn on(conn: &H2Conn, tls: bool) -> H2Stream {
         conn.shared.open.set(conn.shared.open.get() + 1);
         H2Stream {
-            send: conn.send.clone(),
+            link: conn.link.clone(),
+            id: 0,
             fd: conn.fd,
             shared: conn.shared.clone(),
-            scheme: if tls {
-                http::uri::Scheme::HTTPS
-            } else {
-                http::uri::Scheme::HTTP
-            },
+            https: tls,
             state: State::Idle,
             pending: Bytes::new(),
             line: [0; 18],
@@ -97,33 +97,20 @@ impl H2Stream {
     }
 
     /// Send the request: `head` (an HTTP/1.1 head of ours, a small body copied behind it) and
-    /// `body` (a large one's).
+    /// `body` (a large one's). Queued on the connection at once (its task writes it, the body
+    /// as the windows allow): nothing here waits.
     pub async fn send(&mut self, head: &Bytes, body: &Bytes) -> io::Result<()> {
-        // Room on the connection first; nothing else is held across the wait (this future
-        // is part of every request's task).
-        std::future::poll_fn(|cx| self.send.poll_ready(cx))
-            .await
-            .map_err(|e| self.failed(e))?;
-        self.start(head, body)
-    }
-
-    fn start(&mut self, head: &Bytes, body: &Bytes) -> io::Result<()> {
-        let (request, used) = super::request::from_head(head, self.scheme.clone())?;
-        let body = match (used < head.len(), body.is_empty()) {
-            (false, _) => body.clone(),
-            (true, true) => head.slice(used..),
-            (true, false) => [&head[used..], &body[..]].concat().into(),
-        };
-        let end = body.is_empty();
-        let (response, mut tx) = self
-            .send
-            .send_request(request, end)
-            .map_err(|e| self.failed(e))?;
-        if !end {
-            // Sent as the windows allow (the connection's task writes it): not awaited here.
-            tx.send_data(body, true).map_err(|e| self.failed(e))?;
-        }
-        self.state = State::Awaiting(response);
+        let https = self.https;
+        let id = self.link.open(|out| {
+            let used = super::request::encode(head, https, out)?;
+            Ok(match (used < head.len(), body.is_empty()) {
+                (false, _) => body.clone(),
+                (true, true) => head.slice(used..),
+                (true, false) => [&head[used..], &body[..]].concat().into(),
+            })
+        })?;
+        self.state = State::Awaiting(id);
+        self.id = id;
         Ok(())
     }
 
@@ -179,12 +166,12 @@ impl H2Stream {
     /// owed now. A failure found here is kept for the next read (the bytes before it go
     /// first).
     fn take_received(&mut self) -> bool {
-        let State::Body(body) = &mut self.state else {
+        let State::Body(id) = self.state else {
             return false;
         };
         // A noop waker: a piece not here yet is waited for by the next read, with its own.
         let cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match body.poll_data(&cx) {
+        match self.link.poll_recv(id, &cx) {
             std::task::Poll::Pending => false,
             std::task::Poll::Ready(r) => match self.received(r) {
                 Ok(()) => self.owed(),
@@ -229,107 +216,65 @@ impl H2Stream {
             return Err(e);
         }
         while !self.owed() {
-            match &mut self.state {
+            let id = match self.state {
                 State::Idle => return Err(io::Error::other("no request was sent")),
                 State::Ended => return Ok(false),
-                State::Awaiting(response) => {
-                    let r = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *response).poll(cx));
-                    match r.await {
-                        Ok(resp) => {
-                            let (parts, body) = resp.into_parts();
-                            self.state = State::Body(body);
-                            let ended = self.ended_with_head()?;
-                            let mut head = BytesMut::with_capacity(512);
-                            self.chunked =
-                                super::request::write_response_head(&parts, ended, &mut head);
-                            self.pending = head.freeze();
-                        }
-                        Err(e) => return Err(self.failed(e)),
-                    }
-                }
-                State::Body(body) => {
-                    let r = std::future::poll_fn(|cx| body.poll_data(cx)).await;
-                    self.received(r)?;
-                }
-            }
+                State::Awaiting(id) | State::Body(id) => id,
+            };
+            let r = std::future::poll_fn(|cx| self.link.poll_recv(id, cx)).await;
+            self.received(r)?;
         }
         Ok(true)
     }
 
-    /// What the stream's body gave: a piece owed to the reader (framed as a chunk when the
-    /// answer had no length), its end, or its failure.
-    fn received(&mut self, r: Option<Result<Bytes, monoio_http::h2::Error>>) -> io::Result<()> {
-        let State::Body(body) = &mut self.state else {
-            return Ok(());
+    /// What the stream gave: its head, a piece of its body owed to the reader (framed as a
+    /// chunk when the answer had no length), its end, or its failure.
+    fn received(&mut self, r: Recv) -> io::Result<()> {
+        let id = match self.state {
+            State::Awaiting(id) | State::Body(id) => id,
+            State::Idle | State::Ended => return Ok(()),
         };
         match r {
-            Some(Ok(data)) => {
-                // Copied out as it is read: the window is given back at once.
-                let _ = body.flow_control().release_capacity(data.len());
-                if self.chunked && !data.is_empty() {
+            Recv::Head(head, chunked) => {
+                self.chunked = chunked;
+                self.pending = head;
+                self.state = State::Body(id);
+            }
+            Recv::Data(data) => {
+                // Copied out as it is read: the window is given back as it is.
+                self.link.release(id, data.len());
+                if self.chunked {
                     let n = crate::http::chunk::size_line(data.len(), &mut self.line);
                     (self.line_len, self.line_at) = (n as u8, 0);
                     self.tail = b"\r\n";
                 }
                 self.pending = data;
             }
-            Some(Err(e)) => return Err(self.failed(e)),
-            None => {
+            Recv::End => {
                 if self.chunked {
                     self.tail = b"0\r\n\r\n";
                 }
                 self.state = State::Ended;
             }
+            Recv::Failed(failure, why) => {
+                self.failure = Some(failure);
+                self.state = State::Ended;
+                let kind = match failure {
+                    Failure::Refused => io::ErrorKind::ConnectionRefused,
+                    _ => io::ErrorKind::ConnectionReset,
+                };
+                return Err(io::Error::new(kind, format!("HTTP/2: {why}")));
+            }
         }
         Ok(())
-    }
-
-    /// Whether the answer just headed has no body. `is_end_stream` also holds for a stream
-    /// whose connection died since its head (its receive side is closed either way): read
-    /// once (it answers at once) to tell a clean end from the connection's failure, which
-    /// must not pass for an empty answer.
-    fn ended_with_head(&mut self) -> io::Result<bool> {
-        let State::Body(body) = &mut self.state else {
-            return Ok(false);
-        };
-        if !body.is_end_stream() {
-            return Ok(false);
-        }
-        // Nothing is pending (`is_end_stream`): the end or the error is ready, no waker kept.
-        let cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match body.poll_data(&cx) {
-            std::task::Poll::Ready(Some(Err(e))) => Err(self.failed(e)),
-            _ => Ok(true),
-        }
-    }
-
-    /// Keep what `e` means for a retry, and say it as an I/O error.
-    fn failed(&mut self, e: monoio_http::h2::Error) -> io::Error {
-        let failure = if e.reason() == Some(Reason::REFUSED_STREAM)
-            || (e.is_go_away() && e.is_remote() && !self.answered())
-        {
-            // A GOAWAY fails only the streams above its last stream id: never processed.
-            Failure::Refused
-        } else if e.is_reset() && e.is_remote() {
-            Failure::Reset
-        } else {
-            Failure::ConnectionLost
-        };
-        self.failure = Some(failure);
-        let kind = match failure {
-            Failure::Refused => io::ErrorKind::ConnectionRefused,
-            _ => io::ErrorKind::ConnectionReset,
-        };
-        io::Error::new(kind, format!("HTTP/2: {e}"))
-    }
-
-    fn answered(&self) -> bool {
-        matches!(self.state, State::Body(_) | State::Ended)
     }
 }
 
 impl Drop for H2Stream {
     fn drop(&mut self) {
+        if self.id != 0 {
+            self.link.close(self.id);
+        }
         let s = &self.shared;
         let open = s.open.get().saturating_sub(1);
         s.open.set(open);

@@ -1,0 +1,613 @@
+//! One HTTP/2 connection's protocol state, without I/O: frames received are fed in
+//! ([`Link::receive`]), what must be sent gathers in one buffer for the connection's task to
+//! write ([`Link::take_out`]), and each stream's answer waits in its slot for the request
+//! that opened it ([`Link::poll_recv`]). The connection's task, the pool and the streams share
+//! it on one core (`Rc`, a `RefCell` never borrowed across an await).
+//!
+//! Flow control: each stream may receive [`STREAM_WINDOW`] bytes and the connection
+//! [`CONNECTION_WINDOW`] before the reader gives them back (as it reads them), so an event
+//! stream never waits on a `WINDOW_UPDATE` and a slow client holds at most a window of its
+//! answer in memory. A request body larger than the server's windows waits in its slot and
+//! goes as `WINDOW_UPDATE`s open them.
+
+use super::answer::{self, Answer};
+use super::conn::Shared;
+use super::stream::Failure;
+use crate::http::h2frame::{self as frame, Head, Kind, Reason};
+use crate::http::hpack::Decoder;
+use bytes::{Bytes, BytesMut};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// Each stream's receive window.
+pub const STREAM_WINDOW: u32 = 1 << 20;
+/// The connection's receive window: room for many streams' answers at once.
+pub const CONNECTION_WINDOW: u32 = 16 << 20;
+/// The largest response header list accepted (names, values and 32 bytes per field).
+const MAX_HEADER_LIST: usize = 64 << 10;
+/// The largest header block gathered across CONTINUATION frames.
+const MAX_HEADER_BLOCK: usize = 256 << 10;
+
+/// What a stream's reader gets next.
+pub enum Recv {
+    /// The answer's head as HTTP/1.1 bytes; `chunked`: its body is framed as chunks.
+    Head(Bytes, bool),
+    Data(Bytes),
+    End,
+    Failed(Failure, String),
+}
+
+struct Slot {
+    id: u32,
+    queue: VecDeque<Recv>,
+    /// The final head came (later HEADERS are trailers).
+    headed: bool,
+    /// Nothing more will come: the end or a failure is queued.
+    done: bool,
+    waker: Option<Waker>,
+    /// What the server lets us send on it.
+    send_window: i64,
+    /// The request body not yet sent (waiting for window).
+    body: Bytes,
+    /// The request's END_STREAM is sent.
+    sent_all: bool,
+    /// Bytes read and not yet given back to its window.
+    consumed: u32,
+}
+
+impl Slot {
+    fn push(&mut self, r: Recv) {
+        if self.done {
+            return;
+        }
+        self.done = matches!(r, Recv::End | Recv::Failed(..));
+        self.queue.push_back(r);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    fn fail(&mut self, f: Failure, why: &str) {
+        self.push(Recv::Failed(f, why.to_string()));
+    }
+}
+
+/// Whether the connection's PING is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PingState {
+    Idle,
+    /// A PING is out, sent at this count of PINGs.
+    Waiting(u64),
+}
+
+struct State {
+    out: Vec<u8>,
+    writer: Option<Waker>,
+    streams: Vec<Slot>,
+    next_id: u32,
+    peer_window: i64,
+    peer_max_frame: usize,
+    send_window: i64,
+    consumed: u32,
+    decoder: Decoder,
+    /// A header block arriving in CONTINUATION frames: its stream, END_STREAM, its bytes.
+    continuing: Option<(u32, bool, Vec<u8>)>,
+    goaway: Option<u32>,
+    /// The connection failed: no stream goes on, the task ends.
+    dead: bool,
+    /// No one holds it for new streams any more (the pool let it go).
+    released: bool,
+    ping: PingState,
+    pings: u64,
+    /// A header block being encoded (kept: no allocation per request once warm).
+    block: Vec<u8>,
+    shared: Rc<Shared>,
+}
+
+/// A connection error: what to tell the server, and why for the log and the streams.
+pub struct ConnError(pub Reason, pub &'static str);
+
+pub struct Link {
+    st: RefCell<State>,
+    pub shared: Rc<Shared>,
+}
+
+impl Link {
+    /// A connection whose preface, SETTINGS and window are queued to be written first.
+    pub fn new(shared: Rc<Shared>) -> Link {
+        let mut out = Vec::with_capacity(4096);
+        out.extend_from_slice(frame::PREFACE);
+        frame::settings(
+            &mut out,
+            &[
+                (frame::ENABLE_PUSH, 0),
+                (frame::INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+                (frame::MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST as u32),
+            ],
+        );
+        frame::window_update(&mut out, 0, CONNECTION_WINDOW - 65_535);
+        Link {
+            st: RefCell::new(State {
+                out,
+                writer: None,
+                streams: Vec::new(),
+                next_id: 1,
+                peer_window: 65_535,
+                peer_max_frame: frame::DEFAULT_MAX_FRAME,
+                send_window: 65_535,
+                consumed: 0,
+                decoder: Decoder::new(4096),
+                continuing: None,
+                goaway: None,
+                dead: false,
+                released: false,
+                ping: PingState::Idle,
+                pings: 0,
+                block: Vec::new(),
+                shared: shared.clone(),
+            }),
+            shared,
+        }
+    }
+
+    /// Whether new streams may go on it.
+    pub fn usable(&self) -> bool {
+        let s = self.st.borrow();
+        !s.dead && s.goaway.is_none() && !s.released && s.next_id < (1 << 31) - 2
+    }
+
+    /// Open a stream: `request` writes its header block and gives its body, which follows as
+    /// DATA. Returns the stream's id.
+    pub fn open(
+        &self,
+        request: impl FnOnce(&mut Vec<u8>) -> std::io::Result<Bytes>,
+    ) -> std::io::Result<u32> {
+        let s = &mut *self.st.borrow_mut();
+        if s.dead || s.goaway.is_some() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "HTTP/2: the connection takes no new streams",
+            ));
+        }
+        s.block.clear();
+        let body = request(&mut s.block)?;
+        let id = s.next_id;
+        s.next_id += 2;
+        frame::headers(&mut s.out, id, &s.block, body.is_empty(), s.peer_max_frame);
+        s.streams.push(Slot {
+            id,
+            queue: VecDeque::new(),
+            headed: false,
+            done: false,
+            waker: None,
+            send_window: s.peer_window,
+            sent_all: body.is_empty(),
+            body,
+            consumed: 0,
+        });
+        let at = s.streams.len() - 1;
+        s.pump(at);
+        s.wake_writer();
+        Ok(id)
+    }
+
+    /// The next thing stream `id`'s reader gets, or `Pending` (woken when it comes).
+    pub fn poll_recv(&self, id: u32, cx: &Context<'_>) -> Poll<Recv> {
+        let s = &mut *self.st.borrow_mut();
+        let Some(slot) = s.streams.iter_mut().find(|x| x.id == id) else {
+            return Poll::Ready(Recv::Failed(Failure::ConnectionLost, "no such stream".into()));
+        };
+        match slot.queue.pop_front() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    slot.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// `n` bytes of stream `id`'s answer were read: their room is given back to both windows
+    /// once half of either is used.
+    pub fn release(&self, id: u32, n: usize) {
+        let s = &mut *self.st.borrow_mut();
+        let n = n as u32;
+        if let Some(slot) = s.streams.iter_mut().find(|x| x.id == id) {
+            slot.consumed += n;
+            if slot.consumed >= STREAM_WINDOW / 2 && !slot.done {
+                frame::window_update(&mut s.out, id, slot.consumed);
+                slot.consumed = 0;
+                s.wake_writer_later();
+            }
+        }
+        s.give_back(n);
+    }
+
+    /// The stream's reader is gone: the stream is reset unless it is over both ways, and
+    /// what it had not read goes back to the connection's window.
+    pub fn close(&self, id: u32) {
+        let s = &mut *self.st.borrow_mut();
+        let Some(at) = s.streams.iter().position(|x| x.id == id) else {
+            return;
+        };
+        let slot = s.streams.swap_remove(at);
+        let unread: usize = slot
+            .queue
+            .iter()
+            .map(|r| match r {
+                Recv::Data(b) => b.len(),
+                _ => 0,
+            })
+            .sum();
+        if !(slot.done && slot.sent_all) && !s.dead {
+            frame::rst_stream(&mut s.out, id, Reason::CANCEL);
+        }
+        s.give_back(unread as u32);
+        s.wake_writer_later();
+    }
+
+    /// The pool let the connection go: it ends once its last stream does.
+    pub fn release_conn(&self) {
+        let s = &mut *self.st.borrow_mut();
+        s.released = true;
+        s.wake_writer();
+    }
+
+    /// Whether the connection's task should end: it failed, or it is let go (or told to go
+    /// away) with no stream left.
+    pub fn finished(&self) -> bool {
+        let s = self.st.borrow();
+        s.dead || ((s.released || s.goaway.is_some()) && s.streams.is_empty())
+    }
+
+    /// The bytes to write, swapped with `spare` (an empty buffer to gather the next ones).
+    pub fn take_out(&self, spare: &mut Vec<u8>) {
+        spare.clear();
+        std::mem::swap(&mut self.st.borrow_mut().out, spare);
+    }
+
+    /// Wait until there is something to write or the connection should end.
+    pub fn poll_out(&self, cx: &Context<'_>) -> Poll<()> {
+        let s = &mut *self.st.borrow_mut();
+        let finished = s.dead || ((s.released || s.goaway.is_some()) && s.streams.is_empty());
+        if !s.out.is_empty() || finished {
+            return Poll::Ready(());
+        }
+        s.writer = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Send a PING; its answer sets [`PingState::Idle`] again.
+    pub fn ping_due(&self) {
+        let s = &mut *self.st.borrow_mut();
+        s.pings += 1;
+        frame::ping(&mut s.out, false, s.pings.to_be_bytes());
+        s.ping = PingState::Waiting(s.pings);
+        s.wake_writer();
+    }
+
+    pub fn ping_state(&self) -> PingState {
+        self.st.borrow().ping
+    }
+
+    /// The connection is lost (closed, reset, an I/O error): every stream fails once.
+    pub fn lost(&self, why: &str) {
+        self.st.borrow_mut().lost(why);
+    }
+
+    /// Frames received, at the front of `buf`: each whole one is handled and taken off.
+    /// A protocol error fails the connection (a GOAWAY with its reason is queued).
+    pub fn receive(&self, buf: &mut BytesMut) -> Result<(), ConnError> {
+        let s = &mut *self.st.borrow_mut();
+        let r = s.receive(buf);
+        if let Err(ConnError(reason, why)) = &r {
+            // A client names the last stream the server pushed: none.
+            frame::goaway(&mut s.out, 0, *reason);
+            s.lost(why);
+        }
+        s.wake_writer();
+        r
+    }
+}
+
+impl State {
+    fn wake_writer(&mut self) {
+        if let Some(w) = self.writer.take() {
+            w.wake();
+        }
+    }
+
+    /// A frame queued from a reader's side: the writer is woken too (a reader runs in a
+    /// request's task, not the connection's).
+    fn wake_writer_later(&mut self) {
+        self.wake_writer();
+    }
+
+    fn give_back(&mut self, n: u32) {
+        self.consumed += n;
+        if self.consumed >= CONNECTION_WINDOW / 2 {
+            frame::window_update(&mut self.out, 0, self.consumed);
+            self.consumed = 0;
+        }
+    }
+
+    fn lost(&mut self, why: &str) {
+        self.dead = true;
+        self.shared.closed.set(true);
+        for slot in &mut self.streams {
+            slot.fail(Failure::ConnectionLost, why);
+        }
+        self.wake_writer();
+    }
+
+    /// Send what stream `at`'s body may send now.
+    fn pump(&mut self, at: usize) {
+        let max = self.peer_max_frame;
+        let slot = &mut self.streams[at];
+        while !slot.sent_all && slot.send_window > 0 && self.send_window > 0 {
+            let n = slot
+                .body
+                .len()
+                .min(max)
+                .min(slot.send_window as usize)
+                .min(self.send_window as usize);
+            let part = slot.body.split_to(n);
+            let end = slot.body.is_empty();
+            frame::data(&mut self.out, slot.id, &part, end);
+            slot.send_window -= n as i64;
+            self.send_window -= n as i64;
+            slot.sent_all = end;
+        }
+    }
+
+    fn receive(&mut self, buf: &mut BytesMut) -> Result<(), ConnError> {
+        while let Some(h) = frame::parse_head(buf) {
+            if h.len > frame::DEFAULT_MAX_FRAME {
+                return Err(ConnError(Reason::FRAME_SIZE_ERROR, "a frame over 16 KiB"));
+            }
+            if buf.len() < frame::HEADER_LEN + h.len {
+                buf.reserve(frame::HEADER_LEN + h.len - buf.len());
+                return Ok(());
+            }
+            let whole = buf.split_to(frame::HEADER_LEN + h.len).freeze();
+            let payload = whole.slice(frame::HEADER_LEN..);
+            if self.continuing.is_some() && h.kind != Kind::Continuation {
+                return Err(ConnError(Reason::PROTOCOL_ERROR, "a frame inside a header block"));
+            }
+            self.frame(h, payload)?;
+        }
+        Ok(())
+    }
+
+    fn frame(&mut self, h: Head, payload: Bytes) -> Result<(), ConnError> {
+        match h.kind {
+            Kind::Data => self.data(h, payload),
+            Kind::Headers => {
+                let fragment = frame::header_fragment(&payload, h.flags)
+                    .ok_or(ConnError(Reason::PROTOCOL_ERROR, "bad HEADERS padding"))?;
+                let end_stream = h.flags & frame::END_STREAM != 0;
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.headers(h.stream, end_stream, fragment)
+                } else {
+                    self.continuing = Some((h.stream, end_stream, fragment.to_vec()));
+                    Ok(())
+                }
+            }
+            Kind::Continuation => {
+                let Some((id, end, mut block)) = self.continuing.take() else {
+                    return Err(ConnError(Reason::PROTOCOL_ERROR, "a stray CONTINUATION"));
+                };
+                if id != h.stream || block.len() + payload.len() > MAX_HEADER_BLOCK {
+                    return Err(ConnError(Reason::PROTOCOL_ERROR, "a bad CONTINUATION"));
+                }
+                block.extend_from_slice(&payload);
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.headers(id, end, &block)
+                } else {
+                    self.continuing = Some((id, end, block));
+                    Ok(())
+                }
+            }
+            Kind::RstStream => self.reset(h, &payload),
+            Kind::Settings => self.settings(h, &payload),
+            Kind::Ping => {
+                let p: [u8; 8] = payload[..]
+                    .try_into()
+                    .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "a PING not 8 bytes"))?;
+                if h.flags & frame::ACK == 0 {
+                    frame::ping(&mut self.out, true, p);
+                } else if self.ping == PingState::Waiting(u64::from_be_bytes(p)) {
+                    self.ping = PingState::Idle;
+                }
+                Ok(())
+            }
+            Kind::GoAway => self.goaway(&payload),
+            Kind::WindowUpdate => self.window_update(h, &payload),
+            Kind::PushPromise => Err(ConnError(Reason::PROTOCOL_ERROR, "a push, disabled")),
+            Kind::Priority | Kind::Unknown(_) => Ok(()),
+        }
+    }
+
+    fn slot(&mut self, id: u32) -> Option<&mut Slot> {
+        self.streams.iter_mut().find(|x| x.id == id)
+    }
+
+    /// A stream id the server may not name: ours not yet opened, or one of its own.
+    fn idle(&self, id: u32) -> bool {
+        id == 0 || id >= self.next_id || id % 2 == 0
+    }
+
+    fn data(&mut self, h: Head, payload: Bytes) -> Result<(), ConnError> {
+        if self.idle(h.stream) {
+            return Err(ConnError(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
+        }
+        let whole = payload.len() as u32;
+        let body = frame::unpad(&payload, h.flags)
+            .ok_or(ConnError(Reason::PROTOCOL_ERROR, "bad DATA padding"))?;
+        let body = payload.slice_ref(body);
+        let end = h.flags & frame::END_STREAM != 0;
+        let padding = whole - body.len() as u32;
+        let Some(slot) = self.slot(h.stream) else {
+            // A stream already closed here (its reader went away): its bytes are given back.
+            self.give_back(whole);
+            return Ok(());
+        };
+        if !slot.headed {
+            slot.fail(Failure::Reset, "DATA before the answer's head");
+        } else if !body.is_empty() {
+            slot.push(Recv::Data(body));
+        }
+        if end {
+            slot.push(Recv::End);
+        }
+        // Padding is never read: given back at once.
+        self.give_back(padding);
+        Ok(())
+    }
+
+    fn headers(&mut self, id: u32, end_stream: bool, block: &[u8]) -> Result<(), ConnError> {
+        if self.idle(id) {
+            return Err(ConnError(Reason::PROTOCOL_ERROR, "HEADERS on an idle stream"));
+        }
+        let headed = self.streams.iter().find(|x| x.id == id).map(|x| x.headed);
+        // Decoded whatever happens to the stream: the table must follow the server's.
+        let answer = answer::decode(&mut self.decoder, block, MAX_HEADER_LIST, end_stream)
+            .map_err(|_| ConnError(Reason::COMPRESSION_ERROR, "a bad header block"))?;
+        let Some(headed) = headed else {
+            return Ok(());
+        };
+        let mut reset = false;
+        if let Some(slot) = self.slot(id) {
+            match (headed, answer) {
+                // Trailers: nothing of them is passed on; they end the stream.
+                (true, _) if end_stream => slot.push(Recv::End),
+                (true, _) => {
+                    slot.fail(Failure::Reset, "trailers without END_STREAM");
+                    reset = true;
+                }
+                (false, Answer::Informational) => {}
+                (false, Answer::Final { head, chunked }) => {
+                    slot.headed = true;
+                    slot.push(Recv::Head(head, chunked));
+                    if end_stream {
+                        slot.push(Recv::End);
+                    }
+                }
+                (false, Answer::Malformed(why)) => {
+                    slot.fail(Failure::Reset, why);
+                    reset = true;
+                }
+            }
+        }
+        if reset {
+            frame::rst_stream(&mut self.out, id, Reason::PROTOCOL_ERROR);
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
+        let code: [u8; 4] = payload
+            .try_into()
+            .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "an RST_STREAM not 4 bytes"))?;
+        if self.idle(h.stream) {
+            return Err(ConnError(Reason::PROTOCOL_ERROR, "RST_STREAM on an idle stream"));
+        }
+        let reason = Reason(u32::from_be_bytes(code));
+        if let Some(slot) = self.slot(h.stream) {
+            let f = if reason == Reason::REFUSED_STREAM {
+                Failure::Refused
+            } else {
+                Failure::Reset
+            };
+            slot.push(Recv::Failed(f, format!("stream reset: {reason}")));
+            // Nothing more is sent on it.
+            slot.sent_all = true;
+            slot.body = Bytes::new();
+        }
+        Ok(())
+    }
+
+    fn settings(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
+        if h.flags & frame::ACK != 0 || h.stream != 0 {
+            return Ok(());
+        }
+        if payload.len() % 6 != 0 {
+            return Err(ConnError(Reason::FRAME_SIZE_ERROR, "SETTINGS not in 6s"));
+        }
+        for s in payload.chunks_exact(6) {
+            let id = u16::from_be_bytes([s[0], s[1]]);
+            let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+            match id {
+                frame::MAX_CONCURRENT_STREAMS => self.shared.peer_max.set(v as usize),
+                frame::INITIAL_WINDOW_SIZE => {
+                    if i64::from(v) > frame::MAX_WINDOW {
+                        return Err(ConnError(Reason::FLOW_CONTROL_ERROR, "a window too large"));
+                    }
+                    let delta = i64::from(v) - self.peer_window;
+                    self.peer_window = i64::from(v);
+                    for slot in &mut self.streams {
+                        slot.send_window += delta;
+                    }
+                }
+                frame::MAX_FRAME_SIZE => {
+                    if !(16_384..=16_777_215).contains(&v) {
+                        return Err(ConnError(Reason::PROTOCOL_ERROR, "a bad MAX_FRAME_SIZE"));
+                    }
+                    self.peer_max_frame = v as usize;
+                }
+                _ => {}
+            }
+        }
+        frame::settings_ack(&mut self.out);
+        for at in 0..self.streams.len() {
+            self.pump(at);
+        }
+        Ok(())
+    }
+
+    fn goaway(&mut self, payload: &[u8]) -> Result<(), ConnError> {
+        if payload.len() < 8 {
+            return Err(ConnError(Reason::FRAME_SIZE_ERROR, "a GOAWAY under 8 bytes"));
+        }
+        let last = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff;
+        let reason = Reason(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
+        // A second GOAWAY may only lower the last stream id.
+        let last = self.goaway.map_or(last, |l| l.min(last));
+        self.goaway = Some(last);
+        self.shared.closed.set(true);
+        let why = format!("GOAWAY ({reason}): not processed");
+        for slot in self.streams.iter_mut().filter(|x| x.id > last) {
+            slot.push(Recv::Failed(Failure::Refused, why.clone()));
+        }
+        Ok(())
+    }
+
+    fn window_update(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
+        let inc: [u8; 4] = payload
+            .try_into()
+            .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "a WINDOW_UPDATE not 4 bytes"))?;
+        let inc = i64::from(u32::from_be_bytes(inc) & 0x7fff_ffff);
+        if h.stream == 0 {
+            if inc == 0 || self.send_window + inc > frame::MAX_WINDOW {
+                return Err(ConnError(Reason::FLOW_CONTROL_ERROR, "a bad connection window"));
+            }
+            self.send_window += inc;
+            for at in 0..self.streams.len() {
+                self.pump(at);
+            }
+        } else if let Some(at) = self.streams.iter().position(|x| x.id == h.stream) {
+            let slot = &mut self.streams[at];
+            if inc == 0 || slot.send_window + inc > frame::MAX_WINDOW {
+                slot.fail(Failure::Reset, "a bad stream window");
+                frame::rst_stream(&mut self.out, h.stream, Reason::FLOW_CONTROL_ERROR);
+                return Ok(());
+            }
+            slot.send_window += inc;
+            self.pump(at);
+        }
+        Ok(())
+    }
+}
