@@ -69,7 +69,9 @@ pub fn decode(
     };
     if (100..200).contains(&code) {
         if end_stream || code == 101 {
-            return Ok(Answer::Malformed("an informational head that ends the stream"));
+            return Ok(Answer::Malformed(
+                "an informational head that ends the stream",
+            ));
         }
         return Ok(Answer::Informational);
     }
@@ -99,10 +101,8 @@ fn parse_status(v: &[u8]) -> Option<u16> {
 /// A lower-case token (RFC 9110 §5.1; HTTP/2 names are lower-case, RFC 9113 §8.2.1).
 fn valid_name(n: &[u8]) -> bool {
     !n.is_empty()
-        && n.iter().all(|&b| {
-            matches!(b, b'a'..=b'z' | b'0'..=b'9')
-                || b"!#$%&'*+-.^_`|~".contains(&b)
-        })
+        && n.iter()
+            .all(|&b| matches!(b, b'a'..=b'z' | b'0'..=b'9') || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// No NUL, CR or LF (RFC 9113 §8.2.1), which would end the HTTP/1.1 line it is written on.

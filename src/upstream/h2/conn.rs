@@ -3,6 +3,7 @@
 //! it (streams open, the server's stream limit, whether it still takes streams).
 
 use super::super::UpStream;
+pub use super::link::Shared;
 use super::link::{ConnError, Link};
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRentExt;
@@ -38,22 +39,6 @@ impl Default for Ping {
     fn default() -> Ping {
         Ping::of(&Default::default())
     }
-}
-
-/// What the pool and the streams share about one connection.
-#[derive(Default)]
-pub struct Shared {
-    /// Streams open on it (an [`super::stream::H2Stream`] counts from its making to its drop).
-    pub open: Cell<usize>,
-    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` as last read.
-    pub peer_max: Cell<usize>,
-    /// Its task ended (the connection is closed) or it was told to go away: no new streams.
-    pub closed: Cell<bool>,
-    /// A stream already reported the connection's failure: its siblings' same failure is not
-    /// counted again against the provider.
-    pub failure_counted: Cell<bool>,
-    /// When its last stream ended (ms, the core's clock), for the idle timeout.
-    pub idle_since_ms: Cell<u64>,
 }
 
 /// A live connection in the pool.

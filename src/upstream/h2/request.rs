@@ -121,8 +121,10 @@ mod tests {
             ("x-a", "1"),
             ("x-a", "2"),
         ];
-        let want: Vec<(String, String)> =
-            want.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
         assert_eq!(f, want, "lower-case names, no host or connection");
         // Credentials never indexed (0001xxxx), plain headers without indexing (0000xxxx).
         assert!(out.windows(2).any(|w| w == [0x1f, 0x08]));
@@ -133,7 +135,10 @@ mod tests {
         let refused = |h: &[u8]| encode(h, true, &mut Vec::new()).is_err();
         assert!(refused(b"GET / HTTP/1.1\r\nx: y\r\n\r\n"));
         assert!(refused(b"GET / HTTP/1.1\r\nhost: a\r\n"));
-        assert!(refused(b"GET / HTTP/1.1\r\nhost: a b\r\n\r\n"), "not an authority");
+        assert!(
+            refused(b"GET / HTTP/1.1\r\nhost: a b\r\n\r\n"),
+            "not an authority"
+        );
         assert!(!refused(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n"));
     }
 }

@@ -3,23 +3,12 @@
 //! body's bytes, then the end (a read of 0) where the stream ends. What the stream's failure
 //! means for a retry is kept ([`Failure`]).
 
-use super::conn::{H2Conn, Shared};
-use super::link::{Link, Recv};
+use super::conn::H2Conn;
+pub use super::link::Failure;
+use super::link::{Link, Recv, Shared};
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::rc::Rc;
-
-/// How a stream failed, as far as a retry is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// The server refused it unprocessed: `RST_STREAM(REFUSED_STREAM)`, or a `GOAWAY` whose
-    /// last stream id is below it. Safe to send again, on any connection.
-    Refused,
-    /// The connection under it failed (closed, reset, a connection error, no PING answer).
-    ConnectionLost,
-    /// The server reset this stream alone.
-    Reset,
-}
 
 enum State {
     /// Made, nothing sent.

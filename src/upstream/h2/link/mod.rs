@@ -10,12 +10,12 @@
 //! answer in memory. A request body larger than the server's windows waits in its slot and
 //! goes as `WINDOW_UPDATE`s open them.
 
-use super::answer::{self, Answer};
-use super::conn::Shared;
-use super::stream::Failure;
-use crate::http::h2frame::{self as frame, Head, Kind, Reason};
+mod frames;
+
+use crate::http::h2frame::{self as frame, Reason};
 use crate::http::hpack::Decoder;
 use bytes::{Bytes, BytesMut};
+use std::cell::Cell;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -29,6 +29,34 @@ pub const CONNECTION_WINDOW: u32 = 16 << 20;
 const MAX_HEADER_LIST: usize = 64 << 10;
 /// The largest header block gathered across CONTINUATION frames.
 const MAX_HEADER_BLOCK: usize = 256 << 10;
+
+/// How a stream failed, as far as a retry is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The server refused it unprocessed: `RST_STREAM(REFUSED_STREAM)`, or a `GOAWAY` whose
+    /// last stream id is below it. Safe to send again, on any connection.
+    Refused,
+    /// The connection under it failed (closed, reset, a connection error, no PING answer).
+    ConnectionLost,
+    /// The server reset this stream alone.
+    Reset,
+}
+
+/// What the pool and the streams share about one connection.
+#[derive(Default)]
+pub struct Shared {
+    /// Streams open on it (an [`super::stream::H2Stream`] counts from its making to its drop).
+    pub open: Cell<usize>,
+    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` as last read.
+    pub peer_max: Cell<usize>,
+    /// Its task ended (the connection is closed) or it was told to go away: no new streams.
+    pub closed: Cell<bool>,
+    /// A stream already reported the connection's failure: its siblings' same failure is not
+    /// counted again against the provider.
+    pub failure_counted: Cell<bool>,
+    /// When its last stream ended (ms, the core's clock), for the idle timeout.
+    pub idle_since_ms: Cell<u64>,
+}
 
 /// What a stream's reader gets next.
 pub enum Recv {
@@ -55,6 +83,8 @@ struct Slot {
     sent_all: bool,
     /// Bytes read and not yet given back to its window.
     consumed: u32,
+    /// What the server may still send on it before we give room back.
+    recv_window: i64,
 }
 
 impl Slot {
@@ -91,6 +121,8 @@ struct State {
     peer_max_frame: usize,
     send_window: i64,
     consumed: u32,
+    /// What the server may still send on the connection before we give room back.
+    recv_window: i64,
     decoder: Decoder,
     /// A header block arriving in CONTINUATION frames: its stream, END_STREAM, its bytes.
     continuing: Option<(u32, bool, Vec<u8>)>,
@@ -138,6 +170,7 @@ impl Link {
                 peer_max_frame: frame::DEFAULT_MAX_FRAME,
                 send_window: 65_535,
                 consumed: 0,
+                recv_window: i64::from(CONNECTION_WINDOW),
                 decoder: Decoder::new(4096),
                 continuing: None,
                 goaway: None,
@@ -186,6 +219,7 @@ impl Link {
             sent_all: body.is_empty(),
             body,
             consumed: 0,
+            recv_window: i64::from(STREAM_WINDOW),
         });
         let at = s.streams.len() - 1;
         s.pump(at);
@@ -197,7 +231,10 @@ impl Link {
     pub fn poll_recv(&self, id: u32, cx: &Context<'_>) -> Poll<Recv> {
         let s = &mut *self.st.borrow_mut();
         let Some(slot) = s.streams.iter_mut().find(|x| x.id == id) else {
-            return Poll::Ready(Recv::Failed(Failure::ConnectionLost, "no such stream".into()));
+            return Poll::Ready(Recv::Failed(
+                Failure::ConnectionLost,
+                "no such stream".into(),
+            ));
         };
         match slot.queue.pop_front() {
             Some(r) => Poll::Ready(r),
@@ -219,8 +256,9 @@ impl Link {
             slot.consumed += n;
             if slot.consumed >= STREAM_WINDOW / 2 && !slot.done {
                 frame::window_update(&mut s.out, id, slot.consumed);
+                slot.recv_window += i64::from(slot.consumed);
                 slot.consumed = 0;
-                s.wake_writer_later();
+                s.wake_writer();
             }
         }
         s.give_back(n);
@@ -242,11 +280,11 @@ impl Link {
                 _ => 0,
             })
             .sum();
-        if !(slot.done && slot.sent_all) && !s.dead {
+        if !(s.dead || slot.done && slot.sent_all) {
             frame::rst_stream(&mut s.out, id, Reason::CANCEL);
         }
         s.give_back(unread as u32);
-        s.wake_writer_later();
+        s.wake_writer();
     }
 
     /// The pool let the connection go: it ends once its last stream does.
@@ -303,10 +341,10 @@ impl Link {
     pub fn receive(&self, buf: &mut BytesMut) -> Result<(), ConnError> {
         let s = &mut *self.st.borrow_mut();
         let r = s.receive(buf);
-        if let Err(ConnError(reason, why)) = &r {
+        if let Err(e) = &r {
             // A client names the last stream the server pushed: none.
-            frame::goaway(&mut s.out, 0, *reason);
-            s.lost(why);
+            frame::goaway(&mut s.out, 0, e.0);
+            s.lost(e.1);
         }
         s.wake_writer();
         r
@@ -320,16 +358,11 @@ impl State {
         }
     }
 
-    /// A frame queued from a reader's side: the writer is woken too (a reader runs in a
-    /// request's task, not the connection's).
-    fn wake_writer_later(&mut self) {
-        self.wake_writer();
-    }
-
     fn give_back(&mut self, n: u32) {
         self.consumed += n;
         if self.consumed >= CONNECTION_WINDOW / 2 {
             frame::window_update(&mut self.out, 0, self.consumed);
+            self.recv_window += i64::from(self.consumed);
             self.consumed = 0;
         }
     }
@@ -362,252 +395,7 @@ impl State {
             slot.sent_all = end;
         }
     }
-
-    fn receive(&mut self, buf: &mut BytesMut) -> Result<(), ConnError> {
-        while let Some(h) = frame::parse_head(buf) {
-            if h.len > frame::DEFAULT_MAX_FRAME {
-                return Err(ConnError(Reason::FRAME_SIZE_ERROR, "a frame over 16 KiB"));
-            }
-            if buf.len() < frame::HEADER_LEN + h.len {
-                buf.reserve(frame::HEADER_LEN + h.len - buf.len());
-                return Ok(());
-            }
-            let whole = buf.split_to(frame::HEADER_LEN + h.len).freeze();
-            let payload = whole.slice(frame::HEADER_LEN..);
-            if self.continuing.is_some() && h.kind != Kind::Continuation {
-                return Err(ConnError(Reason::PROTOCOL_ERROR, "a frame inside a header block"));
-            }
-            self.frame(h, payload)?;
-        }
-        Ok(())
-    }
-
-    fn frame(&mut self, h: Head, payload: Bytes) -> Result<(), ConnError> {
-        match h.kind {
-            Kind::Data => self.data(h, payload),
-            Kind::Headers => {
-                let fragment = frame::header_fragment(&payload, h.flags)
-                    .ok_or(ConnError(Reason::PROTOCOL_ERROR, "bad HEADERS padding"))?;
-                let end_stream = h.flags & frame::END_STREAM != 0;
-                if h.flags & frame::END_HEADERS != 0 {
-                    self.headers(h.stream, end_stream, fragment)
-                } else {
-                    self.continuing = Some((h.stream, end_stream, fragment.to_vec()));
-                    Ok(())
-                }
-            }
-            Kind::Continuation => {
-                let Some((id, end, mut block)) = self.continuing.take() else {
-                    return Err(ConnError(Reason::PROTOCOL_ERROR, "a stray CONTINUATION"));
-                };
-                if id != h.stream || block.len() + payload.len() > MAX_HEADER_BLOCK {
-                    return Err(ConnError(Reason::PROTOCOL_ERROR, "a bad CONTINUATION"));
-                }
-                block.extend_from_slice(&payload);
-                if h.flags & frame::END_HEADERS != 0 {
-                    self.headers(id, end, &block)
-                } else {
-                    self.continuing = Some((id, end, block));
-                    Ok(())
-                }
-            }
-            Kind::RstStream => self.reset(h, &payload),
-            Kind::Settings => self.settings(h, &payload),
-            Kind::Ping => {
-                let p: [u8; 8] = payload[..]
-                    .try_into()
-                    .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "a PING not 8 bytes"))?;
-                if h.flags & frame::ACK == 0 {
-                    frame::ping(&mut self.out, true, p);
-                } else if self.ping == PingState::Waiting(u64::from_be_bytes(p)) {
-                    self.ping = PingState::Idle;
-                }
-                Ok(())
-            }
-            Kind::GoAway => self.goaway(&payload),
-            Kind::WindowUpdate => self.window_update(h, &payload),
-            Kind::PushPromise => Err(ConnError(Reason::PROTOCOL_ERROR, "a push, disabled")),
-            Kind::Priority | Kind::Unknown(_) => Ok(()),
-        }
-    }
-
-    fn slot(&mut self, id: u32) -> Option<&mut Slot> {
-        self.streams.iter_mut().find(|x| x.id == id)
-    }
-
-    /// A stream id the server may not name: ours not yet opened, or one of its own.
-    fn idle(&self, id: u32) -> bool {
-        id == 0 || id >= self.next_id || id % 2 == 0
-    }
-
-    fn data(&mut self, h: Head, payload: Bytes) -> Result<(), ConnError> {
-        if self.idle(h.stream) {
-            return Err(ConnError(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
-        }
-        let whole = payload.len() as u32;
-        let body = frame::unpad(&payload, h.flags)
-            .ok_or(ConnError(Reason::PROTOCOL_ERROR, "bad DATA padding"))?;
-        let body = payload.slice_ref(body);
-        let end = h.flags & frame::END_STREAM != 0;
-        let padding = whole - body.len() as u32;
-        let Some(slot) = self.slot(h.stream) else {
-            // A stream already closed here (its reader went away): its bytes are given back.
-            self.give_back(whole);
-            return Ok(());
-        };
-        if !slot.headed {
-            slot.fail(Failure::Reset, "DATA before the answer's head");
-        } else if !body.is_empty() {
-            slot.push(Recv::Data(body));
-        }
-        if end {
-            slot.push(Recv::End);
-        }
-        // Padding is never read: given back at once.
-        self.give_back(padding);
-        Ok(())
-    }
-
-    fn headers(&mut self, id: u32, end_stream: bool, block: &[u8]) -> Result<(), ConnError> {
-        if self.idle(id) {
-            return Err(ConnError(Reason::PROTOCOL_ERROR, "HEADERS on an idle stream"));
-        }
-        let headed = self.streams.iter().find(|x| x.id == id).map(|x| x.headed);
-        // Decoded whatever happens to the stream: the table must follow the server's.
-        let answer = answer::decode(&mut self.decoder, block, MAX_HEADER_LIST, end_stream)
-            .map_err(|_| ConnError(Reason::COMPRESSION_ERROR, "a bad header block"))?;
-        let Some(headed) = headed else {
-            return Ok(());
-        };
-        let mut reset = false;
-        if let Some(slot) = self.slot(id) {
-            match (headed, answer) {
-                // Trailers: nothing of them is passed on; they end the stream.
-                (true, _) if end_stream => slot.push(Recv::End),
-                (true, _) => {
-                    slot.fail(Failure::Reset, "trailers without END_STREAM");
-                    reset = true;
-                }
-                (false, Answer::Informational) => {}
-                (false, Answer::Final { head, chunked }) => {
-                    slot.headed = true;
-                    slot.push(Recv::Head(head, chunked));
-                    if end_stream {
-                        slot.push(Recv::End);
-                    }
-                }
-                (false, Answer::Malformed(why)) => {
-                    slot.fail(Failure::Reset, why);
-                    reset = true;
-                }
-            }
-        }
-        if reset {
-            frame::rst_stream(&mut self.out, id, Reason::PROTOCOL_ERROR);
-        }
-        Ok(())
-    }
-
-    fn reset(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
-        let code: [u8; 4] = payload
-            .try_into()
-            .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "an RST_STREAM not 4 bytes"))?;
-        if self.idle(h.stream) {
-            return Err(ConnError(Reason::PROTOCOL_ERROR, "RST_STREAM on an idle stream"));
-        }
-        let reason = Reason(u32::from_be_bytes(code));
-        if let Some(slot) = self.slot(h.stream) {
-            let f = if reason == Reason::REFUSED_STREAM {
-                Failure::Refused
-            } else {
-                Failure::Reset
-            };
-            slot.push(Recv::Failed(f, format!("stream reset: {reason}")));
-            // Nothing more is sent on it.
-            slot.sent_all = true;
-            slot.body = Bytes::new();
-        }
-        Ok(())
-    }
-
-    fn settings(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
-        if h.flags & frame::ACK != 0 || h.stream != 0 {
-            return Ok(());
-        }
-        if payload.len() % 6 != 0 {
-            return Err(ConnError(Reason::FRAME_SIZE_ERROR, "SETTINGS not in 6s"));
-        }
-        for s in payload.chunks_exact(6) {
-            let id = u16::from_be_bytes([s[0], s[1]]);
-            let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
-            match id {
-                frame::MAX_CONCURRENT_STREAMS => self.shared.peer_max.set(v as usize),
-                frame::INITIAL_WINDOW_SIZE => {
-                    if i64::from(v) > frame::MAX_WINDOW {
-                        return Err(ConnError(Reason::FLOW_CONTROL_ERROR, "a window too large"));
-                    }
-                    let delta = i64::from(v) - self.peer_window;
-                    self.peer_window = i64::from(v);
-                    for slot in &mut self.streams {
-                        slot.send_window += delta;
-                    }
-                }
-                frame::MAX_FRAME_SIZE => {
-                    if !(16_384..=16_777_215).contains(&v) {
-                        return Err(ConnError(Reason::PROTOCOL_ERROR, "a bad MAX_FRAME_SIZE"));
-                    }
-                    self.peer_max_frame = v as usize;
-                }
-                _ => {}
-            }
-        }
-        frame::settings_ack(&mut self.out);
-        for at in 0..self.streams.len() {
-            self.pump(at);
-        }
-        Ok(())
-    }
-
-    fn goaway(&mut self, payload: &[u8]) -> Result<(), ConnError> {
-        if payload.len() < 8 {
-            return Err(ConnError(Reason::FRAME_SIZE_ERROR, "a GOAWAY under 8 bytes"));
-        }
-        let last = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff;
-        let reason = Reason(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
-        // A second GOAWAY may only lower the last stream id.
-        let last = self.goaway.map_or(last, |l| l.min(last));
-        self.goaway = Some(last);
-        self.shared.closed.set(true);
-        let why = format!("GOAWAY ({reason}): not processed");
-        for slot in self.streams.iter_mut().filter(|x| x.id > last) {
-            slot.push(Recv::Failed(Failure::Refused, why.clone()));
-        }
-        Ok(())
-    }
-
-    fn window_update(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
-        let inc: [u8; 4] = payload
-            .try_into()
-            .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "a WINDOW_UPDATE not 4 bytes"))?;
-        let inc = i64::from(u32::from_be_bytes(inc) & 0x7fff_ffff);
-        if h.stream == 0 {
-            if inc == 0 || self.send_window + inc > frame::MAX_WINDOW {
-                return Err(ConnError(Reason::FLOW_CONTROL_ERROR, "a bad connection window"));
-            }
-            self.send_window += inc;
-            for at in 0..self.streams.len() {
-                self.pump(at);
-            }
-        } else if let Some(at) = self.streams.iter().position(|x| x.id == h.stream) {
-            let slot = &mut self.streams[at];
-            if inc == 0 || slot.send_window + inc > frame::MAX_WINDOW {
-                slot.fail(Failure::Reset, "a bad stream window");
-                frame::rst_stream(&mut self.out, h.stream, Reason::FLOW_CONTROL_ERROR);
-                return Ok(());
-            }
-            slot.send_window += inc;
-            self.pump(at);
-        }
-        Ok(())
-    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+//! The frames a server sends, each applied to the connection's state: answers and their
+//! bodies into their streams' slots, resets, SETTINGS, PINGs, GOAWAY and window updates.
+//! An `Err` is a connection error (RFC 9113 §5.4.1); a stream's own trouble fails that
+//! stream alone and resets it.
+
+use super::super::answer::{self, Answer};
+use super::{ConnError, Failure, MAX_HEADER_BLOCK, MAX_HEADER_LIST, PingState, Recv, Slot, State};
+use crate::http::h2frame::{self as frame, Head, Kind, Reason};
+use bytes::{Bytes, BytesMut};
+
+impl State {
+    pub(super) fn receive(&mut self, buf: &mut BytesMut) -> Result<(), ConnError> {
+        while let Some(h) = frame::parse_head(buf) {
+            if h.len > frame::DEFAULT_MAX_FRAME {
+                return Err(ConnError(Reason::FRAME_SIZE_ERROR, "a frame over 16 KiB"));
+            }
+            if buf.len() < frame::HEADER_LEN + h.len {
+                buf.reserve(frame::HEADER_LEN + h.len - buf.len());
+                return Ok(());
+            }
+            let whole = buf.split_to(frame::HEADER_LEN + h.len).freeze();
+            let payload = whole.slice(frame::HEADER_LEN..);
+            if self.continuing.is_some() && h.kind != Kind::Continuation {
+                return Err(ConnError(
+                    Reason::PROTOCOL_ERROR,
+                    "a frame inside a header block",
+                ));
+            }
+            self.frame(h, payload)?;
+        }
+        Ok(())
+    }
+
+    fn frame(&mut self, h: Head, payload: Bytes) -> Result<(), ConnError> {
+        match h.kind {
+            Kind::Data => self.data(h, payload),
+            Kind::Headers => {
+                let fragment = frame::header_fragment(&payload, h.flags)
+                    .ok_or(ConnError(Reason::PROTOCOL_ERROR, "bad HEADERS padding"))?;
+                let end_stream = h.flags & frame::END_STREAM != 0;
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.headers(h.stream, end_stream, fragment)
+                } else {
+                    self.continuing = Some((h.stream, end_stream, fragment.to_vec()));
+                    Ok(())
+                }
+            }
+            Kind::Continuation => {
+                let Some((id, end, mut block)) = self.continuing.take() else {
+                    return Err(ConnError(Reason::PROTOCOL_ERROR, "a stray CONTINUATION"));
+                };
+                if id != h.stream || block.len() + payload.len() > MAX_HEADER_BLOCK {
+                    return Err(ConnError(Reason::PROTOCOL_ERROR, "a bad CONTINUATION"));
+                }
+                block.extend_from_slice(&payload);
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.headers(id, end, &block)
+                } else {
+                    self.continuing = Some((id, end, block));
+                    Ok(())
+                }
+            }
+            Kind::RstStream => self.reset(h, &payload),
+            Kind::Settings => self.settings(h, &payload),
+            Kind::Ping => {
+                let p: [u8; 8] = payload[..]
+                    .try_into()
+                    .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "a PING not 8 bytes"))?;
+                if h.flags & frame::ACK == 0 {
+                    frame::ping(&mut self.out, true, p);
+                } else if self.ping == PingState::Waiting(u64::from_be_bytes(p)) {
+                    self.ping = PingState::Idle;
+                }
+                Ok(())
+            }
+            Kind::GoAway => self.goaway(&payload),
+            Kind::WindowUpdate => self.window_update(h, &payload),
+            Kind::PushPromise => Err(ConnError(Reason::PROTOCOL_ERROR, "a push, disabled")),
+            Kind::Priority | Kind::Unknown(_) => Ok(()),
+        }
+    }
+
+    fn slot(&mut self, id: u32) -> Option<&mut Slot> {
+        self.streams.iter_mut().find(|x| x.id == id)
+    }
+
+    /// A stream id the server may not name: ours not yet opened, or one of its own.
+    fn idle(&self, id: u32) -> bool {
+        id == 0 || id >= self.next_id || id.is_multiple_of(2)
+    }
+
+    fn data(&mut self, h: Head, payload: Bytes) -> Result<(), ConnError> {
+        if self.idle(h.stream) {
+            return Err(ConnError(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
+        }
+        let whole = payload.len() as u32;
+        // Windows are counted on whole frames, padding included (RFC 9113 §6.9.1).
+        self.recv_window -= i64::from(whole);
+        if self.recv_window < 0 {
+            return Err(ConnError(
+                Reason::FLOW_CONTROL_ERROR,
+                "DATA beyond the connection's window",
+            ));
+        }
+        let body = frame::unpad(&payload, h.flags)
+            .ok_or(ConnError(Reason::PROTOCOL_ERROR, "bad DATA padding"))?;
+        let body = payload.slice_ref(body);
+        let end = h.flags & frame::END_STREAM != 0;
+        let padding = whole - body.len() as u32;
+        let Some(slot) = self.streams.iter_mut().find(|x| x.id == h.stream) else {
+            // A stream already closed here (its reader went away): its bytes are given back.
+            self.give_back(whole);
+            return Ok(());
+        };
+        slot.recv_window -= i64::from(whole);
+        if slot.recv_window < 0 {
+            slot.fail(Failure::Reset, "DATA beyond the stream's window");
+            frame::rst_stream(&mut self.out, h.stream, Reason::FLOW_CONTROL_ERROR);
+            self.give_back(whole);
+            return Ok(());
+        } else if !slot.headed {
+            slot.fail(Failure::Reset, "DATA before the answer's head");
+        } else if !body.is_empty() {
+            slot.push(Recv::Data(body));
+        }
+        if end {
+            slot.push(Recv::End);
+        }
+        // Padding is never read: given back at once.
+        self.give_back(padding);
+        Ok(())
+    }
+
+    fn headers(&mut self, id: u32, end_stream: bool, block: &[u8]) -> Result<(), ConnError> {
+        if self.idle(id) {
+            return Err(ConnError(
+                Reason::PROTOCOL_ERROR,
+                "HEADERS on an idle stream",
+            ));
+        }
+        let headed = self.streams.iter().find(|x| x.id == id).map(|x| x.headed);
+        // Decoded whatever happens to the stream: the table must follow the server's.
+        let answer = answer::decode(&mut self.decoder, block, MAX_HEADER_LIST, end_stream)
+            .map_err(|_| ConnError(Reason::COMPRESSION_ERROR, "a bad header block"))?;
+        let Some(headed) = headed else {
+            return Ok(());
+        };
+        let mut reset = false;
+        if let Some(slot) = self.slot(id) {
+            match (headed, answer) {
+                // Trailers: nothing of them is passed on; they end the stream.
+                (true, _) if end_stream => slot.push(Recv::End),
+                (true, _) => {
+                    slot.fail(Failure::Reset, "trailers without END_STREAM");
+                    reset = true;
+                }
+                (false, Answer::Informational) => {}
+                (false, Answer::Final { head, chunked }) => {
+                    slot.headed = true;
+                    slot.push(Recv::Head(head, chunked));
+                    if end_stream {
+                        slot.push(Recv::End);
+                    }
+                }
+                (false, Answer::Malformed(why)) => {
+                    slot.fail(Failure::Reset, why);
+                    reset = true;
+                }
+            }
+        }
+        if reset {
+            frame::rst_stream(&mut self.out, id, Reason::PROTOCOL_ERROR);
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
+        let code: [u8; 4] = payload
+            .try_into()
+            .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "an RST_STREAM not 4 bytes"))?;
+        if self.idle(h.stream) {
+            return Err(ConnError(
+                Reason::PROTOCOL_ERROR,
+                "RST_STREAM on an idle stream",
+            ));
+        }
+        let reason = Reason(u32::from_be_bytes(code));
+        if let Some(slot) = self.slot(h.stream) {
+            let f = if reason == Reason::REFUSED_STREAM {
+                Failure::Refused
+            } else {
+                Failure::Reset
+            };
+            slot.push(Recv::Failed(f, format!("stream reset: {reason}")));
+            // Nothing more is sent on it.
+            slot.sent_all = true;
+            slot.body = Bytes::new();
+        }
+        Ok(())
+    }
+
+    fn settings(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
+        if h.flags & frame::ACK != 0 || h.stream != 0 {
+            return Ok(());
+        }
+        if !payload.len().is_multiple_of(6) {
+            return Err(ConnError(Reason::FRAME_SIZE_ERROR, "SETTINGS not in 6s"));
+        }
+        for s in payload.chunks_exact(6) {
+            let id = u16::from_be_bytes([s[0], s[1]]);
+            let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+            match id {
+                frame::MAX_CONCURRENT_STREAMS => self.shared.peer_max.set(v as usize),
+                frame::INITIAL_WINDOW_SIZE => {
+                    if i64::from(v) > frame::MAX_WINDOW {
+                        return Err(ConnError(Reason::FLOW_CONTROL_ERROR, "a window too large"));
+                    }
+                    let delta = i64::from(v) - self.peer_window;
+                    self.peer_window = i64::from(v);
+                    for slot in &mut self.streams {
+                        slot.send_window += delta;
+                    }
+                }
+                frame::MAX_FRAME_SIZE => {
+                    if !(16_384..=16_777_215).contains(&v) {
+                        return Err(ConnError(Reason::PROTOCOL_ERROR, "a bad MAX_FRAME_SIZE"));
+                    }
+                    self.peer_max_frame = v as usize;
+                }
+                _ => {}
+            }
+        }
+        frame::settings_ack(&mut self.out);
+        for at in 0..self.streams.len() {
+            self.pump(at);
+        }
+        Ok(())
+    }
+
+    fn goaway(&mut self, payload: &[u8]) -> Result<(), ConnError> {
+        if payload.len() < 8 {
+            return Err(ConnError(
+                Reason::FRAME_SIZE_ERROR,
+                "a GOAWAY under 8 bytes",
+            ));
+        }
+        let last =
+            u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff;
+        let reason = Reason(u32::from_be_bytes([
+            payload[4], payload[5], payload[6], payload[7],
+        ]));
+        // A second GOAWAY may only lower the last stream id.
+        let last = self.goaway.map_or(last, |l| l.min(last));
+        self.goaway = Some(last);
+        self.shared.closed.set(true);
+        let why = format!("GOAWAY ({reason}): not processed");
+        for slot in self.streams.iter_mut().filter(|x| x.id > last) {
+            slot.push(Recv::Failed(Failure::Refused, why.clone()));
+        }
+        Ok(())
+    }
+
+    fn window_update(&mut self, h: Head, payload: &[u8]) -> Result<(), ConnError> {
+        let inc: [u8; 4] = payload
+            .try_into()
+            .map_err(|_| ConnError(Reason::FRAME_SIZE_ERROR, "a WINDOW_UPDATE not 4 bytes"))?;
+        let inc = i64::from(u32::from_be_bytes(inc) & 0x7fff_ffff);
+        if h.stream == 0 {
+            if inc == 0 || self.send_window + inc > frame::MAX_WINDOW {
+                return Err(ConnError(
+                    Reason::FLOW_CONTROL_ERROR,
+                    "a bad connection window",
+                ));
+            }
+            self.send_window += inc;
+            for at in 0..self.streams.len() {
+                self.pump(at);
+            }
+        } else if let Some(at) = self.streams.iter().position(|x| x.id == h.stream) {
+            let slot = &mut self.streams[at];
+            if inc == 0 || slot.send_window + inc > frame::MAX_WINDOW {
+                slot.fail(Failure::Reset, "a bad stream window");
+                frame::rst_stream(&mut self.out, h.stream, Reason::FLOW_CONTROL_ERROR);
+                return Ok(());
+            }
+            slot.send_window += inc;
+            self.pump(at);
+        }
+        Ok(())
+    }
+}
