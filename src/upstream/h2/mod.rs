@@ -11,6 +11,7 @@ pub mod conn;
 pub mod link;
 pub mod open;
 pub mod request;
+pub mod shared;
 pub mod stream;
 #[cfg(test)]
 mod tests;

@@ -12,10 +12,10 @@
 
 mod frames;
 
+pub use super::shared::{Failure, Shared};
 use crate::http::h2frame::{self as frame, Reason};
 use crate::http::hpack::Decoder;
 use bytes::{Bytes, BytesMut};
-use std::cell::Cell;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -29,34 +29,6 @@ pub const CONNECTION_WINDOW: u32 = 16 << 20;
 const MAX_HEADER_LIST: usize = 64 << 10;
 /// The largest header block gathered across CONTINUATION frames.
 const MAX_HEADER_BLOCK: usize = 256 << 10;
-
-/// How a stream failed, as far as a retry is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// The server refused it unprocessed: `RST_STREAM(REFUSED_STREAM)`, or a `GOAWAY` whose
-    /// last stream id is below it. Safe to send again, on any connection.
-    Refused,
-    /// The connection under it failed (closed, reset, a connection error, no PING answer).
-    ConnectionLost,
-    /// The server reset this stream alone.
-    Reset,
-}
-
-/// What the pool and the streams share about one connection.
-#[derive(Default)]
-pub struct Shared {
-    /// Streams open on it (an [`super::stream::H2Stream`] counts from its making to its drop).
-    pub open: Cell<usize>,
-    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` as last read.
-    pub peer_max: Cell<usize>,
-    /// Its task ended (the connection is closed) or it was told to go away: no new streams.
-    pub closed: Cell<bool>,
-    /// A stream already reported the connection's failure: its siblings' same failure is not
-    /// counted again against the provider.
-    pub failure_counted: Cell<bool>,
-    /// When its last stream ended (ms, the core's clock), for the idle timeout.
-    pub idle_since_ms: Cell<u64>,
-}
 
 /// What a stream's reader gets next.
 pub enum Recv {
@@ -297,8 +269,7 @@ impl Link {
     /// Whether the connection's task should end: it failed, or it is let go (or told to go
     /// away) with no stream left.
     pub fn finished(&self) -> bool {
-        let s = self.st.borrow();
-        s.dead || ((s.released || s.goaway.is_some()) && s.streams.is_empty())
+        self.st.borrow().finished()
     }
 
     /// The bytes to write, swapped with `spare` (an empty buffer to gather the next ones).
@@ -310,8 +281,7 @@ impl Link {
     /// Wait until there is something to write or the connection should end.
     pub fn poll_out(&self, cx: &Context<'_>) -> Poll<()> {
         let s = &mut *self.st.borrow_mut();
-        let finished = s.dead || ((s.released || s.goaway.is_some()) && s.streams.is_empty());
-        if !s.out.is_empty() || finished {
+        if !s.out.is_empty() || s.finished() {
             return Poll::Ready(());
         }
         s.writer = Some(cx.waker().clone());
@@ -352,6 +322,10 @@ impl Link {
 }
 
 impl State {
+    fn finished(&self) -> bool {
+        self.dead || ((self.released || self.goaway.is_some()) && self.streams.is_empty())
+    }
+
     fn wake_writer(&mut self) {
         if let Some(w) = self.writer.take() {
             w.wake();

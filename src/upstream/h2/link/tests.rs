@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::http::h2frame::{Head, Kind};
+use std::cell::Cell;
 use std::task::Waker;
 
 fn link() -> Link {
