@@ -15,6 +15,8 @@ use std::time::Duration;
 /// at least 100). A stream over the server's limit before its SETTINGS arrive is refused by
 /// it (`REFUSED_STREAM`) and sent again, blaming no key.
 const INITIAL_STREAMS: usize = 100;
+/// The most of a write buffer a connection keeps between bursts.
+const KEEP_OUT: usize = 64 << 10;
 
 /// A connection is PINGed every `every`, idle or not; without an answer within `wait` it is
 /// closed, failing its streams once as a lost connection (a peer gone without a FIN, a
@@ -93,13 +95,22 @@ async fn run(mut io: UpStream, link: Rc<Link>, ping: Ping) {
         link.take_out(&mut out);
         if !out.is_empty() {
             let (r, back) = io.write_all(std::mem::take(&mut out)).await;
-            out = back;
+            // A burst's large buffer is not kept by an idle connection.
+            out = if back.capacity() > KEEP_OUT {
+                Vec::new()
+            } else {
+                back
+            };
             match r {
                 Ok(_) => continue,
                 Err(e) => break format!("HTTP/2 connection: {e}"),
             }
         }
         if link.finished() {
+            // Let go with no stream left: say so before closing (best effort).
+            link.say_goodbye();
+            link.take_out(&mut out);
+            let _ = io.write_all(std::mem::take(&mut out)).await;
             break String::new();
         }
         monoio::select! {

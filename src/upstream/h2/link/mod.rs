@@ -266,6 +266,14 @@ impl Link {
         s.wake_writer();
     }
 
+    /// The connection closes cleanly: a GOAWAY(NO_ERROR) is queued, unless it failed.
+    pub fn say_goodbye(&self) {
+        let s = &mut *self.st.borrow_mut();
+        if !s.dead {
+            frame::goaway(&mut s.out, 0, Reason::NO_ERROR);
+        }
+    }
+
     /// Whether the connection's task should end: it failed, or it is let go (or told to go
     /// away) with no stream left.
     pub fn finished(&self) -> bool {
