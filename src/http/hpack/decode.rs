@@ -261,6 +261,18 @@ mod tests {
             Ok(())
         });
         assert_eq!((r, n), (Err(HpackError::TooLarge), 2), "the list limit");
+        // Random blocks (a fixed xorshift, the same on every run): errors, never a panic.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..5_000 {
+            let mut block = Vec::new();
+            for _ in 0..(x % 40) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                block.push(x as u8);
+            }
+            let _ = Decoder::new(256).decode(&block, 1 << 20, |_, _| Ok(()));
+        }
         // Every prefix of a real block is an error or a shorter list, never a panic.
         let block = hex("4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005");
         for cut in 0..block.len() {

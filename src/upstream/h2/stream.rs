@@ -97,6 +97,13 @@ impl H2Stream {
                 (true, true) => head.slice(used..),
                 (true, false) => [&head[used..], &body[..]].concat().into(),
             })
+        });
+        let id = id.inspect_err(|e| {
+            // A connection that failed or was told to go away since it was picked: nothing
+            // was sent, so the request may go again on another, blaming no key.
+            if e.kind() == io::ErrorKind::ConnectionRefused {
+                self.failure = Some(Failure::Refused);
+            }
         })?;
         self.state = State::Awaiting(id);
         self.id = id;

@@ -173,6 +173,12 @@ fn goaway_refuses_only_the_streams_above_its_last() {
     frame::goaway(&mut g, first, Reason::NO_ERROR);
     feed(&l, &g).expect("goaway");
     assert!(!l.usable(), "no new streams");
+    let refused = l.open(|_| Ok(Bytes::new())).expect_err("refused");
+    assert_eq!(
+        refused.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "safe to send again"
+    );
     assert!(l.shared.closed.get());
     assert!(matches!(
         recv(&l, second),
@@ -314,4 +320,56 @@ fn a_stream_dropped_early_is_cancelled_and_its_bytes_given_back() {
     // Frames still in flight for it are ignored.
     feed(&l, &data(id, b"late", true)).expect("late data");
     assert!(l.usable());
+}
+
+/// A small deterministic generator (xorshift): the same frames on every run.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn whatever_a_server_sends_is_an_error_or_an_answer_never_a_panic() {
+    let mut rng = Noise(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..3_000 {
+        let l = link();
+        let ids: Vec<u32> = (0..3).map(|_| open(&l, b"{}")).collect();
+        let mut wire = Vec::new();
+        for _ in 0..rng.below(8) + 1 {
+            let len = rng.below(48) as usize;
+            let kind = rng.below(11) as u8;
+            let flags = rng.below(256) as u8;
+            let stream: u32 = [0, 1, 3, 5, 7, 2][rng.below(6) as usize];
+            wire.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
+            wire.extend_from_slice(&[kind, flags]);
+            wire.extend_from_slice(&stream.to_be_bytes());
+            if kind == 1 && rng.below(2) == 0 {
+                // Often a well-formed answer head, so that what follows it is reached.
+                let block = answer("200", &[("x", "y")]);
+                let n = block.len();
+                let at = wire.len() - frame::HEADER_LEN;
+                wire[at..at + 3].copy_from_slice(&(n as u32).to_be_bytes()[1..]);
+                wire[at + 4] = frame::END_HEADERS;
+                wire.extend_from_slice(&block);
+            } else {
+                wire.extend((0..len).map(|_| rng.next() as u8));
+            }
+        }
+        let _ = feed(&l, &wire);
+        for id in &ids {
+            while recv(&l, *id).is_some() {}
+            l.close(*id);
+        }
+        let _ = sent(&l);
+    }
 }
