@@ -119,7 +119,11 @@ impl State {
             self.give_back(whole);
             return Ok(());
         } else if !slot.headed {
+            // Malformed (RFC 9113 §8.1.1): the stream is reset, so the server stops sending.
             slot.fail(Failure::Reset, "DATA before the answer's head");
+            frame::rst_stream(&mut self.out, h.stream, Reason::PROTOCOL_ERROR);
+            self.give_back(whole);
+            return Ok(());
         } else if !body.is_empty() {
             slot.push(Recv::Data(body));
         }

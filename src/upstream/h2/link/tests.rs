@@ -283,6 +283,23 @@ fn data_beyond_the_window_resets_the_stream() {
 }
 
 #[test]
+fn data_before_the_head_resets_the_stream() {
+    let l = link();
+    let id = open(&l, b"");
+    let _ = sent(&l);
+    feed(&l, &data(id, b"x", false)).expect("a stream's error");
+    assert!(matches!(
+        recv(&l, id),
+        Some(Recv::Failed(Failure::Reset, _))
+    ));
+    let out = sent(&l);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0.kind, Kind::RstStream);
+    assert_eq!(out[0].1, Reason::PROTOCOL_ERROR.0.to_be_bytes());
+    assert!(l.usable());
+}
+
+#[test]
 fn a_header_block_in_continuations_is_read_whole() {
     let l = link();
     let id = open(&l, b"");
