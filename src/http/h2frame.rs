@@ -122,10 +122,13 @@ pub fn parse_head(b: &[u8]) -> Option<Head> {
 }
 
 fn head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
-    out.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(&head_bytes(len, kind, flags, stream));
+}
+
+fn head_bytes(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; HEADER_LEN] {
+    let [_, l0, l1, l2] = (len as u32).to_be_bytes();
+    let [s0, s1, s2, s3] = stream.to_be_bytes();
+    [l0, l1, l2, kind, flags, s0, s1, s2, s3]
 }
 
 pub fn settings(out: &mut Vec<u8>, values: &[(u16, u32)]) {
@@ -186,6 +189,28 @@ pub fn headers(out: &mut Vec<u8>, stream: u32, block: &[u8], end_stream: bool, m
         head(out, c.len(), 9, if last { END_HEADERS } else { 0 }, stream);
         out.extend_from_slice(c);
     }
+}
+
+/// Room for a HEADERS frame's header in `out`, its header block to be written after it
+/// directly (no copy of the block): where it starts, for [`headers_end`].
+pub fn headers_begin(out: &mut Vec<u8>) -> usize {
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    out.len() - HEADER_LEN
+}
+
+/// The header block written after [`headers_begin`]'s room at `at` made into frames: the
+/// room becomes its HEADERS frame's header, or, for a block over `max_frame` (rare), the
+/// block is cut into HEADERS and CONTINUATION frames.
+pub fn headers_end(out: &mut Vec<u8>, at: usize, stream: u32, end_stream: bool, max_frame: usize) {
+    let len = out.len() - at - HEADER_LEN;
+    if len <= max_frame {
+        let flags = END_HEADERS | if end_stream { END_STREAM } else { 0 };
+        out[at..at + HEADER_LEN].copy_from_slice(&head_bytes(len, 1, flags, stream));
+        return;
+    }
+    let block = out.split_off(at + HEADER_LEN);
+    out.truncate(at);
+    headers(out, stream, &block, end_stream, max_frame);
 }
 
 /// A DATA or HEADERS payload without its padding (RFC 9113 §6.1): `None` when the padding
@@ -259,6 +284,16 @@ mod tests {
         let mut one = Vec::new();
         headers(&mut one, 1, &block, false, 16_384);
         assert_eq!(parse_head(&one).map(|h| h.flags), Some(END_HEADERS));
+        // Written in place: the same frames as from a block apart.
+        for max in [16, 16_384] {
+            let mut apart = b"before".to_vec();
+            headers(&mut apart, 1, &block, true, max);
+            let mut in_place = b"before".to_vec();
+            let at = headers_begin(&mut in_place);
+            in_place.extend_from_slice(&block);
+            headers_end(&mut in_place, at, 1, true, max);
+            assert_eq!(in_place, apart);
+        }
     }
 
     #[test]

@@ -142,36 +142,36 @@ impl State {
                 "HEADERS on an idle stream",
             ));
         }
-        let headed = self.streams.iter().find(|x| x.id == id).map(|x| x.headed);
         // Decoded whatever happens to the stream: the table must follow the server's.
         let answer = answer::decode(&mut self.decoder, block, MAX_HEADER_LIST, end_stream)
             .map_err(|_| ConnError(Reason::COMPRESSION_ERROR, "a bad header block"))?;
-        let Some(headed) = headed else {
+        let Some(slot) = self.streams.iter_mut().find(|x| x.id == id) else {
             return Ok(());
         };
-        let mut reset = false;
-        if let Some(slot) = self.slot(id) {
-            match (headed, answer) {
-                // Trailers: nothing of them is passed on; they end the stream.
-                (true, _) if end_stream => slot.push(Recv::End),
-                (true, _) => {
-                    slot.fail(Failure::Reset, "trailers without END_STREAM");
-                    reset = true;
-                }
-                (false, Answer::Informational) => {}
-                (false, Answer::Final { head, chunked }) => {
-                    slot.headed = true;
-                    slot.push(Recv::Head(head, chunked));
-                    if end_stream {
-                        slot.push(Recv::End);
-                    }
-                }
-                (false, Answer::Malformed(why)) => {
-                    slot.fail(Failure::Reset, why);
-                    reset = true;
-                }
+        let reset = match (slot.headed, answer) {
+            // Trailers: nothing of them is passed on; they end the stream.
+            (true, _) if end_stream => {
+                slot.push(Recv::End);
+                false
             }
-        }
+            (true, _) => {
+                slot.fail(Failure::Reset, "trailers without END_STREAM");
+                true
+            }
+            (false, Answer::Informational) => false,
+            (false, Answer::Final { head, chunked }) => {
+                slot.headed = true;
+                slot.push(Recv::Head(head, chunked));
+                if end_stream {
+                    slot.push(Recv::End);
+                }
+                false
+            }
+            (false, Answer::Malformed(why)) => {
+                slot.fail(Failure::Reset, why);
+                true
+            }
+        };
         if reset {
             frame::rst_stream(&mut self.out, id, Reason::PROTOCOL_ERROR);
         }

@@ -12,7 +12,7 @@
 
 mod frames;
 
-pub use super::shared::{Failure, Shared};
+use super::shared::{Failure, Shared};
 use crate::http::h2frame::{self as frame, Reason};
 use crate::http::hpack::Decoder;
 use bytes::{Bytes, BytesMut};
@@ -105,8 +105,6 @@ struct State {
     released: bool,
     ping: PingState,
     pings: u64,
-    /// A header block being encoded (kept: no allocation per request once warm).
-    block: Vec<u8>,
     shared: Rc<Shared>,
 }
 
@@ -150,7 +148,6 @@ impl Link {
                 released: false,
                 ping: PingState::Idle,
                 pings: 0,
-                block: Vec::new(),
                 shared: shared.clone(),
             }),
             shared,
@@ -176,11 +173,12 @@ impl Link {
                 "HTTP/2: the connection takes no new streams",
             ));
         }
-        s.block.clear();
-        let body = request(&mut s.block)?;
+        // The header block is encoded straight into the frames to write.
+        let at = frame::headers_begin(&mut s.out);
+        let body = request(&mut s.out).inspect_err(|_| s.out.truncate(at))?;
         let id = s.next_id;
         s.next_id += 2;
-        frame::headers(&mut s.out, id, &s.block, body.is_empty(), s.peer_max_frame);
+        frame::headers_end(&mut s.out, at, id, body.is_empty(), s.peer_max_frame);
         s.streams.push(Slot {
             id,
             queue: VecDeque::new(),
@@ -292,7 +290,9 @@ impl Link {
         if !s.out.is_empty() || s.finished() {
             return Poll::Ready(());
         }
-        s.writer = Some(cx.waker().clone());
+        if !s.writer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            s.writer = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 
@@ -324,7 +324,8 @@ impl Link {
             frame::goaway(&mut s.out, 0, e.0);
             s.lost(e.1);
         }
-        s.wake_writer();
+        // No wake: the connection's task, the only caller, writes what this queued on its
+        // next turn (waking it would poll it once more for nothing, on every read).
         r
     }
 }
