@@ -127,14 +127,7 @@ fn entry(table: &Dynamic, i: usize) -> Result<(&[u8], &[u8]), HpackError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-            .collect()
-    }
+    use crate::http::hpack::hex;
 
     fn fields(d: &mut Decoder, block: &str) -> Result<Vec<(String, String)>, HpackError> {
         let mut out = Vec::new();

@@ -198,14 +198,7 @@ fn long_code(acc: u64, bits: u32) -> Option<(u16, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-            .collect()
-    }
+    use crate::http::hpack::hex;
 
     #[test]
     fn the_codes_are_the_rfcs() {

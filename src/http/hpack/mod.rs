@@ -90,6 +90,16 @@ pub fn write_int(out: &mut Vec<u8>, flags: u8, n: u32, mut value: usize) {
     out.push(value as u8);
 }
 
+/// Bytes from hex digits, spaces ignored: the RFC's examples as written (tests).
+#[cfg(test)]
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,8 @@
 //! it (streams open, the server's stream limit, whether it still takes streams).
 
 use super::super::UpStream;
-pub use super::link::Shared;
 use super::link::{ConnError, Link};
+pub use super::shared::Shared;
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRentExt;
 use std::cell::Cell;

@@ -4,8 +4,9 @@
 //! means for a retry is kept ([`Failure`]).
 
 use super::conn::H2Conn;
-pub use super::link::Failure;
-use super::link::{Link, Recv, Shared};
+use super::link::{Link, Recv};
+pub use super::shared::Failure;
+use super::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::rc::Rc;
