@@ -24,7 +24,7 @@
 #   builds within one run; UPSTREAM=tls: every proxy reaches the simulator's TLS front instead,
 #   the targets then `direct` (plain), `nginx` (proxy_pass https://), `haproxy` (`ssl` to the
 #   server), `haproxy-h2` (the same with `proto h2`), `ringside` (HTTP/2 where offered, its
-#   default) and `ringside-h1` (`http2 = "never"`), and `haproxy-nodelay` on request (`ssl`
+#   default) and `ringside-h1` (`http2 = "never"`; `ringside-b-h1` with RS_BIN_B), and `haproxy-nodelay` on request (`ssl`
 #   with `option http-no-delay`: each event sent when it comes); RS_MAX_CONNECTIONS: Ringside's
 #   `max_connections` (0, the default, is half the descriptor limit: two per HTTP/1.1 stream;
 #   with HTTP/2 upstream a stream takes about one); after each size, the front's count of
@@ -114,6 +114,8 @@ start() {  # target -> pid of the proxy (empty for direct)
       BENCH_KEY=sk-bench $BIN serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
     ringside-b) rm -rf "$WORK/ringside-data"
       BENCH_KEY=sk-bench "${RS_BIN_B:?RS_BIN_B names the binary}" serve --config "$WORK/ringside.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
+    ringside-b-h1) rm -rf "$WORK/ringside-data"
+      BENCH_KEY=sk-bench "${RS_BIN_B:?RS_BIN_B names the binary}" serve --config "$WORK/ringside-h1.toml" >"$WORK/ringside.log" 2>&1 & echo $! ;;
   esac
 }
 
@@ -152,6 +154,11 @@ for C in $SIZES; do
       if [ "$UPSTREAM" = tls ] && [ "$t" != direct ]; then
         f1=$(front)
         python3 -c 'import sys; a=list(map(int,sys.argv[2].split())); b=list(map(int,sys.argv[3].split())); d=[y-x for x,y in zip(a,b)]; print(f"- {sys.argv[1]}: {d[0]+d[1]} upstream connections ({d[0]} HTTP/2, {d[1]} HTTP/1.1), {d[2]} TLS sessions resumed, {d[0]+d[1]-d[2]} full handshakes")' "$t" "$f0" "$f1" >> "$WORK/upstream.txt"
+        # Ringside's own account: connects of a burst that waited for a ticket, and how it ended.
+        case $t in ringside*)
+          w=$(curl -s "127.0.0.1:$ADMIN/metrics" | awk -F'[{}" ]+' '/^ringside_upstream_tls_ticket_waits_total/ {printf "%s %s, ", $3, $4}')
+          [ -n "$w" ] && echo "  - waited for a ticket: ${w%, }" >> "$WORK/upstream.txt" ;;
+        esac
       fi
       if [ -n "$pid" ]; then
         c1=$(cpu_ticks "$pid"); u1=$(user_ticks "$pid")

@@ -88,10 +88,11 @@ tls_provider() { bench_provider "$1" tls-mock tls-model "https://localhost:$1"; 
 # sim_tls_front FRONT_PORT TLS_PORT SIM_PORT: certificates in $WORK/certs (test_certs) and the
 # simulator's TLS front on TLS_PORT (its own listener, unused, on FRONT_PORT: `/_sim/front`
 # there), in a process of its own relaying to the simulator at SIM_PORT: each stream holds a
-# descriptor at both ends of the relay. Its pid joins PIDS.
+# descriptor at both ends of the relay. Its pid joins PIDS. SIM_BIN: the binary that runs it
+# (another build's front: e.g. one from before it honoured RFC 9149 ticket requests).
 sim_tls_front() {
   mkdir -p "$WORK/certs"; test_certs "$WORK/certs"
-  $BIN simulate --listen 127.0.0.1:$1 --tls-listen 127.0.0.1:$2 --tls-relay-to 127.0.0.1:$3 \
+  ${SIM_BIN:-$BIN} simulate --listen 127.0.0.1:$1 --tls-listen 127.0.0.1:$2 --tls-relay-to 127.0.0.1:$3 \
     --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >/dev/null 2>&1 &
   PIDS+=($!)
 }

@@ -332,6 +332,7 @@ fn held_tls_streams_arrive_whole_in_little_memory(driver: &str) {
         interval: Duration::from_millis(100),
         cut_after: None,
         tls12_only: false,
+        tickets_on_request: false,
     });
     let proxy = Proxy::start(driver, 2, "", &up.trusted_provider("m"));
     let pid = proxy.child.id();

@@ -77,6 +77,9 @@ pub struct CoreMetrics {
     pub attempts_per_request: [AtomicU64; 5],
     /// TLS handshakes with upstreams: full, resumed.
     pub tls_handshakes: [AtomicU64; 2],
+    /// Connects that waited for a TLS ticket in a burst (`upstream::tls_sessions`): one
+    /// came, or none did and they handshook in full.
+    pub tls_ticket_waits: [AtomicU64; 2],
     /// TLS handshakes with clients on the data port: done, failed (or timed out).
     pub client_tls: [AtomicU64; 2],
     /// HTTP/2 connections to upstreams open on the core, and streams open on them (set on
@@ -107,6 +110,7 @@ impl CoreMetrics {
             finalized: AtomicU64::new(0),
             attempts_per_request: Default::default(),
             tls_handshakes: Default::default(),
+            tls_ticket_waits: Default::default(),
             client_tls: Default::default(),
             h2_open: Default::default(),
             route_times: (0..routes).map(|_| Default::default()).collect(),

@@ -51,6 +51,17 @@ pub(super) fn tls_handshakes(out: &mut String, cores: &[std::sync::Arc<CoreMetri
             "ringside_upstream_tls_handshakes_total{{kind=\"{kind}\"}} {n}"
         );
     }
+    out.push_str("# HELP ringside_upstream_tls_ticket_waits_total New upstream connections in a burst that waited for a TLS session ticket a handshake under way was to bring: one came, or none did and they handshook in full.\n# TYPE ringside_upstream_tls_ticket_waits_total counter\n");
+    for (i, outcome) in ["ticket", "none"].iter().enumerate() {
+        let n: u64 = cores
+            .iter()
+            .map(|c| c.tls_ticket_waits[i].load(Relaxed))
+            .sum();
+        let _ = writeln!(
+            out,
+            "ringside_upstream_tls_ticket_waits_total{{outcome=\"{outcome}\"}} {n}"
+        );
+    }
     out.push_str("# HELP ringside_client_tls_handshakes_total TLS handshakes with clients on the data port ([server] tls_cert_file), done or failed (a bad hello, a timeout).\n# TYPE ringside_client_tls_handshakes_total counter\n");
     for (i, result) in ["ok", "failed"].iter().enumerate() {
         let n: u64 = cores.iter().map(|c| c.client_tls[i].load(Relaxed)).sum();

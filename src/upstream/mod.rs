@@ -194,10 +194,13 @@ impl Connector {
             let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
             let mut h2 = !ep.tls && alpn == tls::Alpn::H2;
             let stream = if ep.tls {
-                let (config, name) = self.tls_for(ep, alpn)?;
+                let (configs, name) = self.tls_for(ep)?;
                 let name = rustls_pki_types::ServerName::try_from(name.to_string())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
-                let handshake = tls_stream::TlsStream::connect(tcp, config, name);
+                let sessions = &configs.sessions;
+                self.wait_for_ticket(sessions, &name, deadline).await;
+                let config = configs.get(alpn).clone();
+                let handshake = tls_stream::TlsStream::connect(tcp, config, name, Some(sessions));
                 match timer::timeout_at(deadline, handshake).await {
                     Ok(Ok(s)) => {
                         let kind = usize::from(s.resumed());
@@ -216,28 +219,45 @@ impl Connector {
         Err(last)
     }
 
-    /// The TLS config and server name for `ep`: the core's, or the provider's own (built on
-    /// this core the first time, from settings read with the config).
-    fn tls_for<'e>(
+    /// Before a TLS handshake in a burst that has used up the tickets kept: wait for one that
+    /// a handshake under way is about to bring (`tls_sessions`) rather than handshake in full
+    /// at once; the wait ends when it comes or when those handshakes are over without it, and
+    /// takes at most half the time left to the connect's deadline. Boxed: a new connection
+    /// only, and the connect is part of every request's task.
+    async fn wait_for_ticket(
         &self,
-        ep: &'e Endpoint,
-        alpn: tls::Alpn,
-    ) -> Result<(Arc<rustls::ClientConfig>, &'e str), ConnectError> {
+        sessions: &tls_sessions::Sessions,
+        name: &rustls_pki_types::ServerName<'static>,
+        deadline: std::time::Instant,
+    ) {
+        use tls_sessions::Waited;
+        let now = crate::clock::instant();
+        let until = now + deadline.saturating_duration_since(now) / 2;
+        let wait = Box::pin(timer::timeout_at(until, sessions.ticket_wait(name)));
+        let waited = wait.await.unwrap_or(Waited::Full);
+        if waited != Waited::No {
+            let gave_up = usize::from(waited == Waited::Full);
+            self.metrics.tls_ticket_waits[gave_up].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The TLS configs and server name for `ep`: the core's, or the provider's own (built on
+    /// this core the first time, from settings read with the config).
+    fn tls_for<'e>(&self, ep: &'e Endpoint) -> Result<(tls::Configs, &'e str), ConnectError> {
         let Some(own) = &ep.own_tls else {
-            return Ok((self.tls.config(alpn).clone(), &ep.host));
+            return Ok((self.tls.configs.clone(), &ep.host));
         };
         let name = own.server_name.as_deref().unwrap_or(&ep.host);
         let mut built = self.own_tls.borrow_mut();
         if let Some((_, c)) = built.iter().find(|(s, _)| **s == **own) {
-            return Ok((c[alpn as usize].clone(), name));
+            return Ok((c.clone(), name));
         }
-        let config = tls::for_provider(&self.tls.roots, own).map_err(ConnectError::Tls)?;
+        let configs = tls::for_provider(&self.tls.roots, own).map_err(ConnectError::Tls)?;
         // Reloads make new settings: the oldest built go first.
         if built.len() >= 32 {
             built.remove(0);
         }
-        let chosen = config[alpn as usize].clone();
-        built.push((own.clone(), config));
-        Ok((chosen, name))
+        built.push((own.clone(), configs.clone()));
+        Ok((configs, name))
     }
 }

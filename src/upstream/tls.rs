@@ -2,6 +2,7 @@
 //! webpki and/or system roots, plus an optional extra CA for private upstreams; each core's own
 //! copy (its own TLS sessions), and a provider's own (its CA, its client certificate).
 
+use super::tls_sessions::Sessions;
 use crate::config::ProviderTls;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
@@ -46,18 +47,33 @@ impl Alpn {
 }
 
 /// One client config per [`Alpn`], sharing one TLS session store.
-pub type Configs = [Arc<rustls::ClientConfig>; 3];
+#[derive(Clone)]
+pub struct Configs {
+    by_alpn: [Arc<rustls::ClientConfig>; 3],
+    /// Their session store, where a connect waits for a ticket in a burst.
+    pub sessions: Arc<Sessions>,
+}
+
+impl Configs {
+    /// The config offering `alpn`.
+    pub fn get(&self, alpn: Alpn) -> &Arc<rustls::ClientConfig> {
+        &self.by_alpn[alpn as usize]
+    }
+}
 
 /// `cfg` with each ALPN choice, all with one new session store (`tls_sessions`): a burst of
-/// new connections resumes what the earlier ones made, whichever protocol they spoke.
+/// new connections resumes what the earlier ones made, whichever protocol they spoke. Each
+/// asks the server for tickets enough for a burst (RFC 9149, `tls_sessions::ASK`).
 fn with_sessions(cfg: &rustls::ClientConfig) -> Configs {
-    let sessions = Arc::new(super::tls_sessions::Sessions::default());
-    [Alpn::Http1, Alpn::Either, Alpn::H2].map(|alpn| {
+    let sessions = Arc::new(Sessions::default());
+    let by_alpn = [Alpn::Http1, Alpn::Either, Alpn::H2].map(|alpn| {
         let mut c = cfg.clone();
         c.alpn_protocols = alpn.protocols();
         c.resumption = rustls::client::Resumption::store(sessions.clone());
+        c.send_ticket_request = Some(super::tls_sessions::ASK);
         Arc::new(c)
-    })
+    });
+    Configs { by_alpn, sessions }
 }
 
 /// What a core opens TLS connections with: the client configs (its own session store) and the
@@ -71,7 +87,7 @@ pub struct CoreTls {
 impl CoreTls {
     /// The config offering `alpn`.
     pub fn config(&self, alpn: Alpn) -> &Arc<rustls::ClientConfig> {
-        &self.configs[alpn as usize]
+        self.configs.get(alpn)
     }
 }
 

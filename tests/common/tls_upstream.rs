@@ -35,6 +35,9 @@ pub struct Answers {
     pub cut_after: Option<usize>,
     /// Speak TLS 1.2 only (the default: 1.3 and 1.2, 1.3 chosen).
     pub tls12_only: bool,
+    /// Send as many TLS 1.3 tickets as a client asks for (RFC 9149), up to 16, and keep the
+    /// sessions of a burst of them; otherwise rustls's defaults: two per handshake, 256 kept.
+    pub tickets_on_request: bool,
 }
 
 pub struct TlsUpstream {
@@ -60,7 +63,12 @@ impl TlsUpstream {
     }
 
     fn start_with(answers: Answers, mtls: bool) -> TlsUpstream {
-        let (config, ca_pem, client) = server_config(answers.tls12_only, mtls);
+        let (mut config, ca_pem, client) = server_config(answers.tls12_only, mtls);
+        if answers.tickets_on_request {
+            let c = Arc::make_mut(&mut config);
+            c.max_tls13_tickets = 16;
+            c.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
+        }
         let dir = tempdir::new();
         let ca_file = dir.0.join("ca.pem");
         std::fs::write(&ca_file, ca_pem).expect("write CA file");

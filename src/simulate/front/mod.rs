@@ -129,6 +129,9 @@ pub fn server_config(o: &FrontOptions) -> Result<Arc<rustls::ServerConfig>, Stri
         vec![b"http/1.1".to_vec()]
     };
     cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(16 * 1024);
+    // A client's ticket request (RFC 9149) is honoured up to 16, as a server can that expects
+    // bursts of connections; without one, two per handshake, as most servers send.
+    cfg.max_tls13_tickets = 16;
     Ok(Arc::new(cfg))
 }
 

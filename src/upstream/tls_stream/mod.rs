@@ -23,6 +23,8 @@ mod rent;
 use crate::http::nowait;
 use bytes::BytesMut;
 use monoio::net::TcpStream;
+use super::tls_sessions::Owed;
+use super::tls_sessions::Sessions;
 use records::{put, with_scratch};
 use rustls::client::UnbufferedClientConnection;
 use std::io;
@@ -47,15 +49,22 @@ pub struct TlsStream {
     tcp_closed: bool,
     /// The last receive filled all the room it had ([`TlsStream::until_worth_reading`]).
     more_waiting: bool,
+    /// The tickets its handshake is expected to bring to connects waiting in a burst, until
+    /// its first data comes (`tls_sessions`).
+    owed: Option<Box<Owed>>,
 }
 
 impl TlsStream {
-    /// Open a TLS session on `tcp` and complete its handshake.
+    /// Open a TLS session on `tcp` and complete its handshake. `sessions`: the store that
+    /// `config` resumes from, told what the handshake brings for a burst's waiting connects.
     pub async fn connect(
         tcp: TcpStream,
         config: Arc<rustls::ClientConfig>,
         name: rustls_pki_types::ServerName<'static>,
+        sessions: Option<&Arc<Sessions>>,
     ) -> io::Result<TlsStream> {
+        // Before the connection takes a kept ticket, if there is one.
+        let owed = sessions.map(|s| Box::new(s.start(&name)));
         let conn = UnbufferedClientConnection::new(config, name).map_err(io::Error::other)?;
         let mut s = TlsStream {
             tcp,
@@ -67,12 +76,14 @@ impl TlsStream {
             peer_closed: false,
             tcp_closed: false,
             more_waiting: false,
+            owed,
         };
         // The first flight (ClientHello) needs nothing from the server.
         with_scratch(|scratch| s.process_partial(scratch))?;
         loop {
             s.send_unsent().await?;
             if !s.conn.is_handshaking() {
+                s.note_tickets(false);
                 return Ok(s);
             }
             if s.peer_closed || s.tcp_closed {
@@ -83,6 +94,19 @@ impl TlsStream {
             }
             nowait::readable(&s.tcp).await?;
             s.receive_now(&mut [])?;
+        }
+    }
+
+    /// Tell the session store what the handshake brought so far: the tickets, and whether
+    /// the first data came after them (then it brings no more, and is done with).
+    #[cold]
+    fn note_tickets(&mut self, data_came: bool) {
+        let resumed = self.resumed();
+        let received = self.conn.tls13_tickets_received();
+        if let Some(o) = &mut self.owed
+            && o.note(resumed, received, data_came)
+        {
+            self.owed = None;
         }
     }
 

@@ -67,7 +67,11 @@ impl TlsStream {
                 self.keep(&records[consumed..filled]);
             }
             scratch.incoming = records;
-            result.map(|(_, copied)| copied)
+            let copied = result.map(|(_, copied)| copied)?;
+            if self.owed.is_some() && !self.conn.is_handshaking() {
+                self.note_tickets(copied > 0 || !self.plain.is_empty());
+            }
+            Ok(copied)
         })
     }
 

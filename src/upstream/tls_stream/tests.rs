@@ -120,7 +120,7 @@ fn serve_one(config: Arc<rustls::ServerConfig>, cut: bool) -> SocketAddr {
 async fn connect_and_ping(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> TlsStream {
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-    let mut tls = TlsStream::connect(tcp, config, name)
+    let mut tls = TlsStream::connect(tcp, config, name, None)
         .await
         .expect("handshake");
     let (sent, _) = tls.write(b"ping\n".to_vec()).await;

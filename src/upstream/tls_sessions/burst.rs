@@ -1,0 +1,157 @@
+//! A burst of new connections to one server when its kept tickets have run out: whether a
+//! connection waits for a ticket that a handshake under way is about to bring, or handshakes
+//! in full now. Plain data, fed by the store (`super`), tested on its own.
+//!
+//! TLS 1.3 tickets are used once each (RFC 8446 C.4, rustls's rule), and a server sends a
+//! few per handshake (two by default in OpenSSL, BoringSSL and rustls; as many as asked, up
+//! to its cap, where it honours RFC 9149's ticket request). A cold burst of a thousand
+//! connects (a restart, a reload, a spike) outruns them: each connect that finds none kept
+//! handshakes in full, and its own tickets come too late for the burst. Here a connect that
+//! finds none kept waits when the handshakes under way are expected to bring more tickets
+//! than there are connections already waiting for them; otherwise it handshakes in full (and
+//! its tickets, in turn, are waited for). A wait ends when a ticket comes, or when the
+//! handshakes it counted on are over without bringing enough (`Burst::settle`, which also
+//! learns what the server sends): a server that sends fewer tickets than expected, or none,
+//! costs a burst one handshake's wait once, then is known. The connect's own deadline bounds
+//! the rest (`Connector::wait_for_ticket`).
+
+use std::collections::VecDeque;
+use std::task::{Poll, Waker};
+
+/// Tickets expected from a server not yet seen to send any: what the connection asks for
+/// (`super::ASK`). A server that honours the request then serves a cold burst with one full
+/// handshake in seventeen; one that sends its default (often two) keeps some waiters a
+/// handshake's time longer, once: as each handshake under way finds out, those it no longer
+/// covers look again in order, the first of them handshakes in full and covers the next ones
+/// with its own tickets (`Burst::poll_wait`).
+const GUESS_FULL: u32 = super::ASK.new_session_count as u32;
+const GUESS_RESUMED: u32 = super::ASK.resumption_count as u32;
+
+/// What a connect that finds no ticket kept does.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// Handshake now: resuming (a ticket is kept) or in full (none is coming for it).
+    Go,
+    /// Wait for one of the tickets on their way (this waiter's id).
+    Wait(u64),
+}
+
+/// One server's burst state: the tickets on their way, the connects waiting for them, and
+/// what the server has been seen to do.
+#[derive(Debug, Default)]
+pub struct Burst {
+    /// Tickets the handshakes under way are expected to bring and have not brought yet.
+    coming: u32,
+    /// Connects waiting for one, first come first served.
+    waiters: VecDeque<(u64, Waker)>,
+    next_id: u64,
+    /// Tickets the server's last full and last resumed handshakes brought.
+    per_full: Option<u32>,
+    per_resumed: Option<u32>,
+}
+
+impl Burst {
+    /// A connect before its handshake: go if a ticket is kept, or if the tickets coming are
+    /// all spoken for by earlier waiters; else wait, woken by `waker`.
+    pub fn arrive(&mut self, ticket_kept: bool, waker: &Waker) -> Arrival {
+        if ticket_kept || self.coming as usize <= self.waiters.len() {
+            return Arrival::Go;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.waiters.push_back((id, waker.clone()));
+        Arrival::Wait(id)
+    }
+
+    /// A waiter looks again: `Ready(true)` to handshake with the ticket now kept,
+    /// `Ready(false)` to handshake in full (none is coming for it any more), `Pending` to wait
+    /// on (woken by `waker`).
+    pub fn poll_wait(&mut self, id: u64, ticket_kept: bool, waker: &Waker) -> Poll<bool> {
+        let Some(at) = self.waiters.iter().position(|(w, _)| *w == id) else {
+            return Poll::Ready(ticket_kept);
+        };
+        if ticket_kept || self.coming as usize <= at {
+            self.waiters.remove(at);
+            return Poll::Ready(ticket_kept);
+        }
+        let kept = &mut self.waiters[at].1;
+        if !kept.will_wake(waker) {
+            *kept = waker.clone();
+        }
+        Poll::Pending
+    }
+
+    /// A waiter gives up (its wait timed out, or its request went away).
+    pub fn leave(&mut self, id: u64) {
+        if let Some(at) = self.waiters.iter().position(|(w, _)| *w == id) {
+            self.waiters.remove(at);
+        }
+    }
+
+    /// A ticket was kept, making `kept`: the waiter it is for is woken to take it (the
+    /// first waiters take the tickets kept before it; a server sends several at once).
+    pub fn ticket_kept(&self, kept: usize, wake: &mut Vec<Waker>) {
+        if let Some((_, w)) = kept.checked_sub(1).and_then(|i| self.waiters.get(i)) {
+            wake.push(w.clone());
+        }
+    }
+
+    /// A handshake starts, `resuming` or in full: the tickets it is expected to bring.
+    pub fn start(&mut self, resuming: bool) -> u32 {
+        let n = self.expected(resuming);
+        self.coming += n;
+        n
+    }
+
+    fn expected(&self, resumed: bool) -> u32 {
+        if resumed {
+            self.per_resumed.unwrap_or(GUESS_RESUMED)
+        } else {
+            self.per_full.unwrap_or(GUESS_FULL)
+        }
+    }
+
+    /// A handshake that was expected to bring `owed` more tickets finished, `resumed` or
+    /// not (a server may turn a ticket down): what it is expected to bring now.
+    pub fn handshake_done(&mut self, owed: u32, resumed: bool, wake: &mut Vec<Waker>) -> u32 {
+        let now = self.expected(resumed);
+        self.coming = self.coming.saturating_sub(owed) + now;
+        if now < owed {
+            self.wake_excess(wake);
+        }
+        now
+    }
+
+    /// `n` of a handshake's expected tickets came (each kept, `ticket_kept`).
+    pub fn arrived(&mut self, n: u32) {
+        self.coming = self.coming.saturating_sub(n);
+    }
+
+    /// A connection will bring no more tickets (its first data came after them, or it
+    /// closed): the `owed` it did not bring are no longer coming, and the waiters they were
+    /// counted for go. `brought`: every ticket it brought, when it got as far as its data,
+    /// which is what the server sends after a handshake like it.
+    pub fn settle(&mut self, owed: u32, brought: Option<(bool, u32)>, wake: &mut Vec<Waker>) {
+        self.coming = self.coming.saturating_sub(owed);
+        match brought {
+            Some((true, n)) => self.per_resumed = Some(n),
+            Some((false, n)) => self.per_full = Some(n),
+            None => {}
+        }
+        self.wake_excess(wake);
+    }
+
+    /// Wake the waiters beyond the tickets still coming: they go in full.
+    fn wake_excess(&self, wake: &mut Vec<Waker>) {
+        let coming = self.coming as usize;
+        wake.extend(self.waiters.iter().skip(coming).map(|(_, w)| w.clone()));
+    }
+
+    /// Tickets coming and connects waiting (for tests and the debug view).
+    pub fn counts(&self) -> (u32, usize) {
+        (self.coming, self.waiters.len())
+    }
+}
+
+#[cfg(test)]
+mod tests;
