@@ -210,8 +210,8 @@ fn a_burst_of_new_tls_connections_resumes_sessions(driver: &str) {
 /// A cold burst (no ticket kept yet): a connect that finds none waits for the tickets that
 /// the handshakes under way are about to bring rather than handshake in full. From a server
 /// that sends as many as asked (RFC 9149), at least 90 % of the burst resumes; from one that
-/// sends its default two, the waits that find their tickets did not come end and handshake in
-/// full, and every stream is whole either way.
+/// sends its default two (after a resumption too), at least 80 %; every stream is whole either
+/// way.
 fn a_cold_burst_waits_for_the_tickets_of_the_handshakes_under_way(driver: &str) {
     for on_request in [true, false] {
         let up = TlsUpstream::start(Answers {
@@ -234,7 +234,8 @@ fn a_cold_burst_waits_for_the_tickets_of_the_handshakes_under_way(driver: &str) 
         let [full, resumed] = [0, 1].map(|i| up.handshakes[i].load(Ordering::SeqCst));
         let text = proxy.metrics();
         let waits = |outcome: &str| {
-            let line = format!("ringside_upstream_tls_ticket_waits_total{{outcome=\"{outcome}\"}} ");
+            let line =
+                format!("ringside_upstream_tls_ticket_waits_total{{outcome=\"{outcome}\"}} ");
             text.lines()
                 .find_map(|l| l.strip_prefix(&line))
                 .and_then(|n| n.parse::<usize>().ok())
@@ -254,9 +255,10 @@ fn a_cold_burst_waits_for_the_tickets_of_the_handshakes_under_way(driver: &str) 
                 "at least 90 % resumed: {full} full, {resumed} resumed"
             );
         } else {
+            // Two per handshake serve waiters four deep: at worst one in nine is full.
             assert!(
-                resumed * 2 >= n,
-                "at least half resumed: {full} full, {resumed} resumed"
+                resumed * 10 >= n * 8,
+                "at least 80 % resumed: {full} full, {resumed} resumed"
             );
         }
     }

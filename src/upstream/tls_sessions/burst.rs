@@ -7,9 +7,10 @@
 //! to its cap, where it honours RFC 9149's ticket request). A cold burst of a thousand
 //! connects (a restart, a reload, a spike) outruns them: each connect that finds none kept
 //! handshakes in full, and its own tickets come too late for the burst. Here a connect that
-//! finds none kept waits when the handshakes under way are expected to bring more tickets
-//! than there are connections already waiting for them; otherwise it handshakes in full (and
-//! its tickets, in turn, are waited for). A wait ends when a ticket comes, or when the
+//! finds none kept waits when the handshakes under way are expected to bring tickets for more
+//! connections than are already waiting for them (counting those that the waiters ahead will
+//! bring when they resume, `ROUNDS` deep); otherwise it handshakes in full (and its tickets,
+//! in turn, are waited for). A wait ends when a ticket comes, or when the
 //! handshakes it counted on are over without bringing enough (`Burst::settle`, which also
 //! learns what the server sends): a server that sends fewer tickets than expected, or none,
 //! costs a burst one handshake's wait once, then is known. The connect's own deadline bounds
@@ -26,6 +27,13 @@ use std::task::{Poll, Waker};
 /// with its own tickets (`Burst::poll_wait`).
 const GUESS_FULL: u32 = super::ASK.new_session_count as u32;
 const GUESS_RESUMED: u32 = super::ASK.resumption_count as u32;
+
+/// How many handshakes deep a burst's connects queue for tickets: a server that sends one
+/// ticket after a resumption (OpenSSL) keeps as many in circulation as its full handshakes
+/// brought, so each of them serves a queue of waiters one resumption after another. Four
+/// deep, a burst from such a server resumes eight connects for each full handshake; the
+/// deepest waiter waits about four handshakes (and their first answers).
+const ROUNDS: usize = 4;
 
 /// What a connect that finds no ticket kept does.
 #[derive(Debug, PartialEq, Eq)]
@@ -51,10 +59,10 @@ pub struct Burst {
 }
 
 impl Burst {
-    /// A connect before its handshake: go if a ticket is kept, or if the tickets coming are
-    /// all spoken for by earlier waiters; else wait, woken by `waker`.
-    pub fn arrive(&mut self, ticket_kept: bool, waker: &Waker) -> Arrival {
-        if ticket_kept || self.coming as usize <= self.waiters.len() {
+    /// A connect before its handshake, `kept` tickets kept: go if there is one, or if the
+    /// tickets coming are all spoken for by earlier waiters; else wait, woken by `waker`.
+    pub fn arrive(&mut self, kept: usize, waker: &Waker) -> Arrival {
+        if kept > 0 || self.room(0) <= self.waiters.len() {
             return Arrival::Go;
         }
         let id = self.next_id;
@@ -63,16 +71,16 @@ impl Burst {
         Arrival::Wait(id)
     }
 
-    /// A waiter looks again: `Ready(true)` to handshake with the ticket now kept,
+    /// A waiter looks again, `kept` tickets kept: `Ready(true)` to handshake with one,
     /// `Ready(false)` to handshake in full (none is coming for it any more), `Pending` to wait
     /// on (woken by `waker`).
-    pub fn poll_wait(&mut self, id: u64, ticket_kept: bool, waker: &Waker) -> Poll<bool> {
+    pub fn poll_wait(&mut self, id: u64, kept: usize, waker: &Waker) -> Poll<bool> {
         let Some(at) = self.waiters.iter().position(|(w, _)| *w == id) else {
-            return Poll::Ready(ticket_kept);
+            return Poll::Ready(kept > 0);
         };
-        if ticket_kept || self.coming as usize <= at {
+        if kept > 0 || self.room(0) <= at {
             self.waiters.remove(at);
-            return Poll::Ready(ticket_kept);
+            return Poll::Ready(kept > 0);
         }
         let kept = &mut self.waiters[at].1;
         if !kept.will_wake(waker) {
@@ -112,12 +120,19 @@ impl Burst {
     }
 
     /// A handshake that was expected to bring `owed` more tickets finished, `resumed` or
-    /// not (a server may turn a ticket down): what it is expected to bring now.
-    pub fn handshake_done(&mut self, owed: u32, resumed: bool, wake: &mut Vec<Waker>) -> u32 {
+    /// not (a server may turn a ticket down), `kept` tickets kept: what it is expected to
+    /// bring now.
+    pub fn handshake_done(
+        &mut self,
+        owed: u32,
+        resumed: bool,
+        kept: usize,
+        wake: &mut Vec<Waker>,
+    ) -> u32 {
         let now = self.expected(resumed);
         self.coming = self.coming.saturating_sub(owed) + now;
         if now < owed {
-            self.wake_excess(wake);
+            self.wake_excess(kept, wake);
         }
         now
     }
@@ -130,21 +145,40 @@ impl Burst {
     /// A connection will bring no more tickets (its first data came after them, or it
     /// closed): the `owed` it did not bring are no longer coming, and the waiters they were
     /// counted for go. `brought`: every ticket it brought, when it got as far as its data,
-    /// which is what the server sends after a handshake like it.
-    pub fn settle(&mut self, owed: u32, brought: Option<(bool, u32)>, wake: &mut Vec<Waker>) {
+    /// which is what the server sends after a handshake like it. `kept`: tickets kept.
+    pub fn settle(
+        &mut self,
+        owed: u32,
+        brought: Option<(bool, u32)>,
+        kept: usize,
+        wake: &mut Vec<Waker>,
+    ) {
         self.coming = self.coming.saturating_sub(owed);
         match brought {
             Some((true, n)) => self.per_resumed = Some(n),
             Some((false, n)) => self.per_full = Some(n),
             None => {}
         }
-        self.wake_excess(wake);
+        self.wake_excess(kept, wake);
     }
 
-    /// Wake the waiters beyond the tickets still coming: they go in full.
-    fn wake_excess(&self, wake: &mut Vec<Waker>) {
-        let coming = self.coming as usize;
-        wake.extend(self.waiters.iter().skip(coming).map(|(_, w)| w.clone()));
+    /// How many waiters the tickets coming and the `kept` ones (not yet taken by the waiters
+    /// woken for them) serve within `ROUNDS` handshakes: each waiter that resumes brings at
+    /// least one ticket more where the server sends any after a resumption, so they serve
+    /// waiters `ROUNDS` deep; otherwise once.
+    fn room(&self, kept: usize) -> usize {
+        let tickets = self.coming as usize + kept;
+        if self.expected(true) > 0 {
+            tickets * ROUNDS
+        } else {
+            tickets
+        }
+    }
+
+    /// Wake the waiters beyond the room the tickets coming and kept make: they go in full.
+    fn wake_excess(&self, kept: usize, wake: &mut Vec<Waker>) {
+        let room = self.room(kept);
+        wake.extend(self.waiters.iter().skip(room).map(|(_, w)| w.clone()));
     }
 
     /// Tickets coming and connects waiting (for tests and the debug view).

@@ -157,7 +157,7 @@ impl Future for TicketWait<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
         let this = self.get_mut();
         let (polled, id) = this.sessions.with_server(this.name, |s, _| {
-            let kept = !s.tls13.is_empty();
+            let kept = s.tls13.len();
             let Some(id) = this.id else {
                 return match s.burst.arrive(kept, cx.waker()) {
                     Arrival::Go => (Poll::Ready(Waited::No), None),
@@ -166,7 +166,10 @@ impl Future for TicketWait<'_> {
             };
             let polled = s.burst.poll_wait(id, kept, cx.waker());
             let id = polled.is_pending().then_some(id);
-            (polled.map(|t| if t { Waited::Ticket } else { Waited::Full }), id)
+            (
+                polled.map(|t| if t { Waited::Ticket } else { Waited::Full }),
+                id,
+            )
         });
         this.id = id;
         polled
@@ -176,7 +179,8 @@ impl Future for TicketWait<'_> {
 impl Drop for TicketWait<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            self.sessions.with_server(self.name, |s, _| s.burst.leave(id));
+            self.sessions
+                .with_server(self.name, |s, _| s.burst.leave(id));
         }
     }
 }
@@ -207,7 +211,7 @@ impl Owed {
             let b = &mut s.burst;
             if self.done.is_none() {
                 self.done = Some(resumed);
-                self.expected = b.handshake_done(self.expected, resumed, wake);
+                self.expected = b.handshake_done(self.expected, resumed, s.tls13.len(), wake);
             }
             if received > self.counted {
                 let n = (received - self.counted).min(self.expected);
@@ -216,7 +220,12 @@ impl Owed {
                 self.counted = received;
             }
             if data_came {
-                b.settle(self.expected, Some((resumed, received)), wake);
+                b.settle(
+                    self.expected,
+                    Some((resumed, received)),
+                    s.tls13.len(),
+                    wake,
+                );
                 self.settled = true;
             }
         });
@@ -228,8 +237,9 @@ impl Drop for Owed {
     fn drop(&mut self) {
         if !self.settled {
             let expected = self.expected;
-            self.sessions
-                .with_server(&self.name, |s, wake| s.burst.settle(expected, None, wake));
+            self.sessions.with_server(&self.name, |s, wake| {
+                s.burst.settle(expected, None, s.tls13.len(), wake)
+            });
         }
     }
 }

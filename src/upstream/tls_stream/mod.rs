@@ -20,11 +20,11 @@
 mod records;
 mod rent;
 
+use super::tls_sessions::Owed;
+use super::tls_sessions::Sessions;
 use crate::http::nowait;
 use bytes::BytesMut;
 use monoio::net::TcpStream;
-use super::tls_sessions::Owed;
-use super::tls_sessions::Sessions;
 use records::{put, with_scratch};
 use rustls::client::UnbufferedClientConnection;
 use std::io;
