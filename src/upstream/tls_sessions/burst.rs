@@ -13,11 +13,12 @@
 //! in turn, are waited for). A wait ends when a ticket comes, or when the
 //! handshakes it counted on are over without bringing enough (`Burst::settle`, which also
 //! learns what the server sends): a server that sends fewer tickets than expected, or none,
-//! costs a burst one handshake's wait once, then is known. The connect's own deadline bounds
-//! the rest (`Connector::wait_for_ticket`).
+//! costs a burst one handshake's wait once, then is known. A wait is bounded by the time
+//! handshakes take (`Burst::wait_bound`) and by the connect's own deadline.
 
 use std::collections::VecDeque;
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 /// Tickets expected from a server not yet seen to send any: what the connection asks for
 /// (`super::ASK`). A server that honours the request then serves a cold burst with one full
@@ -34,6 +35,10 @@ const GUESS_RESUMED: u32 = super::ASK.resumption_count as u32;
 /// deep, a burst from such a server resumes eight connects for each full handshake; the
 /// deepest waiter waits about four handshakes (and their first answers).
 const ROUNDS: usize = 4;
+
+/// The shortest bound on a wait once handshakes are timed (a loopback handshake is far
+/// quicker than a busy core's scheduling).
+const MIN_WAIT: Duration = Duration::from_millis(50);
 
 /// What a connect that finds no ticket kept does.
 #[derive(Debug, PartialEq, Eq)]
@@ -56,6 +61,8 @@ pub struct Burst {
     /// Tickets the server's last full and last resumed handshakes brought.
     per_full: Option<u32>,
     per_resumed: Option<u32>,
+    /// How long a handshake takes (a moving average): what bounds a wait.
+    handshake: Option<Duration>,
 }
 
 impl Burst {
@@ -119,16 +126,18 @@ impl Burst {
         }
     }
 
-    /// A handshake that was expected to bring `owed` more tickets finished, `resumed` or
-    /// not (a server may turn a ticket down), `kept` tickets kept: what it is expected to
-    /// bring now.
+    /// A handshake that was expected to bring `owed` more tickets finished in `took`,
+    /// `resumed` or not (a server may turn a ticket down), `kept` tickets kept: what it is
+    /// expected to bring now.
     pub fn handshake_done(
         &mut self,
         owed: u32,
         resumed: bool,
+        took: Duration,
         kept: usize,
         wake: &mut Vec<Waker>,
     ) -> u32 {
+        self.handshake = Some(self.handshake.map_or(took, |avg| (avg * 3 + took) / 4));
         let now = self.expected(resumed);
         self.coming = self.coming.saturating_sub(owed) + now;
         if now < owed {
@@ -179,6 +188,18 @@ impl Burst {
     fn wake_excess(&self, kept: usize, wake: &mut Vec<Waker>) {
         let room = self.room(kept);
         wake.extend(self.waiters.iter().skip(room).map(|(_, w)| w.clone()));
+    }
+
+    /// The longest a connect waits for a ticket, with `left` to its deadline: the time the
+    /// deepest waiter's tickets take (`ROUNDS` handshakes, and as long again for their tickets
+    /// to follow), at least `MIN_WAIT`, at most half of `left`; before any handshake with the
+    /// server has ended, half of `left`. A wait normally ends sooner, when its ticket comes
+    /// or the handshakes it counted on are over; this bounds a server that takes long to
+    /// answer after a handshake and sends no tickets.
+    pub fn wait_bound(&self, left: Duration) -> Duration {
+        let most = left / 2;
+        self.handshake
+            .map_or(most, |h| (h * 2 * ROUNDS as u32).max(MIN_WAIT).min(most))
     }
 
     /// Tickets coming and connects waiting (for tests and the debug view).

@@ -118,6 +118,15 @@ impl Sessions {
         }
     }
 
+    /// How long a connect to `name` may wait for a ticket, with `left` to its deadline.
+    pub fn wait_bound(
+        &self,
+        name: &ServerName<'static>,
+        left: std::time::Duration,
+    ) -> std::time::Duration {
+        self.with_server(name, |s, _| s.burst.wait_bound(left))
+    }
+
     /// A handshake to `name` starts now (a kept ticket, if any, is about to be taken): what it
     /// owes the waiters, settled as its tickets come or when it is dropped.
     pub fn start(self: &Arc<Self>, name: &ServerName<'static>) -> Owed {
@@ -125,6 +134,7 @@ impl Sessions {
         Owed {
             sessions: self.clone(),
             name: name.clone(),
+            started: crate::clock::instant(),
             done: None,
             expected,
             counted: 0,
@@ -192,6 +202,7 @@ impl Drop for TicketWait<'_> {
 pub struct Owed {
     sessions: Arc<Sessions>,
     name: ServerName<'static>,
+    started: std::time::Instant,
     /// Its handshake finished: resumed or not.
     done: Option<bool>,
     /// Tickets still expected from it.
@@ -203,15 +214,22 @@ pub struct Owed {
 
 impl Owed {
     /// After the handshake (`resumed` or in full), the connection has now brought `received`
-    /// tickets in all, and its first data came or not. Returns whether it is settled (its
-    /// data came: the server sent what it sends after a handshake).
-    pub fn note(&mut self, resumed: bool, received: u32, data_came: bool) -> bool {
+    /// tickets in all, and bytes came in the receive that says so or not. Returns whether it
+    /// is settled: bytes came after the receive that ended the handshake. A server sends its
+    /// tickets at once after a handshake, so they came with those bytes or are not coming (a
+    /// slow answer, seconds later, must not keep connects waiting for tickets meanwhile).
+    /// `tls12`: the session is TLS 1.2, which brings none (its session is reused instead).
+    pub fn note(&mut self, resumed: bool, received: u32, bytes_came: bool, tls12: bool) -> bool {
         let sessions = self.sessions.clone();
+        let now = crate::clock::instant();
         sessions.with_server(&self.name, |s, wake| {
             let b = &mut s.burst;
-            if self.done.is_none() {
+            let ended_now = self.done.is_none();
+            if ended_now {
                 self.done = Some(resumed);
-                self.expected = b.handshake_done(self.expected, resumed, s.tls13.len(), wake);
+                let took = now.saturating_duration_since(self.started);
+                let kept = s.tls13.len();
+                self.expected = b.handshake_done(self.expected, resumed, took, kept, wake);
             }
             if received > self.counted {
                 let n = (received - self.counted).min(self.expected);
@@ -219,7 +237,7 @@ impl Owed {
                 self.expected -= n;
                 self.counted = received;
             }
-            if data_came {
+            if tls12 || (bytes_came && !ended_now) {
                 b.settle(
                     self.expected,
                     Some((resumed, received)),
@@ -295,6 +313,52 @@ mod tests {
 
     fn name(i: usize) -> ServerName<'static> {
         ServerName::try_from(format!("host{i}.example")).expect("name")
+    }
+
+    /// Tickets coming and connects waiting for `n`.
+    fn counts(s: &Sessions, n: &ServerName<'static>) -> (u32, usize) {
+        s.with(|x| x.by_name.get(n).map_or((0, 0), |v| v.burst.counts()))
+    }
+
+    #[test]
+    fn a_handshake_is_settled_by_the_first_bytes_after_it_not_by_its_answer() {
+        let s = Arc::new(Sessions::default());
+        let n = name(0);
+        let mut owed = s.start(&n);
+        assert_eq!(counts(&s, &n), (ASK.new_session_count.into(), 0));
+        assert!(
+            !owed.note(false, 0, true, false),
+            "the receive that ended the handshake"
+        );
+        // The server's two tickets come (its answer may take seconds more): what it did not
+        // send is no longer coming, and what it sends is learned.
+        assert!(owed.note(false, 2, true, false));
+        assert_eq!(counts(&s, &n), (0, 0));
+        drop(owed);
+        assert_eq!(counts(&s, &n), (0, 0), "settled once");
+        let next = s.start(&n);
+        assert_eq!(counts(&s, &n), (2, 0));
+        drop(next);
+        assert_eq!(
+            counts(&s, &n),
+            (0, 0),
+            "a connection dropped owes nothing more"
+        );
+    }
+
+    #[test]
+    fn a_tls12_session_owes_no_tickets() {
+        let s = Arc::new(Sessions::default());
+        let n = name(1);
+        let mut owed = s.start(&n);
+        assert!(owed.note(false, 0, false, true));
+        assert_eq!(counts(&s, &n), (0, 0));
+        let _next = s.start(&n);
+        assert_eq!(
+            counts(&s, &n),
+            (0, 0),
+            "nothing is expected from this server"
+        );
     }
 
     #[test]

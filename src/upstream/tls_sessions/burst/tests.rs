@@ -1,5 +1,8 @@
 use super::*;
 
+/// A handshake's time.
+const MS: Duration = Duration::from_millis(1);
+
 fn noop() -> &'static Waker {
     Waker::noop()
 }
@@ -110,7 +113,7 @@ fn tickets_that_do_not_come_send_their_waiters_to_handshake_in_full() {
     let (_, waiting) = arrive_all(&mut b, 3);
     // The handshake ends and its first data comes with no ticket before it.
     let mut wake = Vec::new();
-    let owed = b.handshake_done(2, false, 0, &mut wake);
+    let owed = b.handshake_done(2, false, MS, 0, &mut wake);
     assert!(wake.is_empty());
     b.settle(owed, Some((false, 0)), 0, &mut wake);
     assert_eq!(wake.len(), 2, "both waiters are woken");
@@ -132,7 +135,7 @@ fn waiters_a_handshake_no_longer_covers_look_again_in_order_and_cover_each_other
     let (_, waiting) = arrive_all(&mut b, 11);
     assert_eq!(waiting.len(), 10);
     let mut wake = Vec::new();
-    let owed = b.handshake_done(GUESS_FULL, false, 0, &mut wake);
+    let owed = b.handshake_done(GUESS_FULL, false, MS, 0, &mut wake);
     b.arrived(2);
     b.settle(owed - 2, Some((false, 2)), 2, &mut wake);
     assert_eq!(wake.len(), 8, "those beyond the two tickets kept");
@@ -156,7 +159,7 @@ fn the_waiters_the_tickets_still_serve_stay() {
     let mut b = Burst::default();
     let (_, waiting) = arrive_all(&mut b, 11);
     let mut wake = Vec::new();
-    let owed = b.handshake_done(GUESS_FULL, false, 0, &mut wake);
+    let owed = b.handshake_done(GUESS_FULL, false, MS, 0, &mut wake);
     b.arrived(2);
     b.settle(owed - 2, Some((false, 2)), 2, &mut wake);
     assert_eq!(wake.len(), 2, "those beyond 2 x 4");
@@ -200,7 +203,7 @@ fn a_ticket_turned_down_makes_the_handshake_full_and_its_expectation_a_full_ones
     let owed = b.start(true);
     assert_eq!((owed, b.counts().0), (1, 1));
     let mut wake = Vec::new();
-    let owed = b.handshake_done(owed, false, 0, &mut wake);
+    let owed = b.handshake_done(owed, false, MS, 0, &mut wake);
     assert_eq!((owed, b.counts().0), (4, 4));
 }
 
@@ -216,4 +219,36 @@ fn a_waiter_that_leaves_moves_the_others_up() {
     assert_eq!(b.poll_wait(waiting[1], 0, noop()), Poll::Pending);
     // A waiter that already left is answered by whether a ticket is kept.
     assert_eq!(b.poll_wait(waiting[0], 1, noop()), Poll::Ready(true));
+}
+
+#[test]
+fn a_wait_is_bounded_by_the_time_handshakes_take_and_the_deadline() {
+    let left = Duration::from_secs(4);
+    let mut b = Burst::default();
+    assert_eq!(
+        b.wait_bound(left),
+        Duration::from_secs(2),
+        "nothing timed yet: half"
+    );
+    let mut wake = Vec::new();
+    b.handshake_done(0, false, Duration::from_millis(40), 0, &mut wake);
+    assert_eq!(
+        b.wait_bound(left),
+        Duration::from_millis(320),
+        "two per round, four deep"
+    );
+    b.handshake_done(0, false, Duration::from_millis(80), 0, &mut wake);
+    assert_eq!(
+        b.wait_bound(left),
+        Duration::from_millis(400),
+        "(3 x 40 + 80) / 4, x 8"
+    );
+    assert_eq!(
+        b.wait_bound(Duration::from_millis(100)),
+        Duration::from_millis(50)
+    );
+    for _ in 0..30 {
+        b.handshake_done(0, false, Duration::from_micros(100), 0, &mut wake);
+    }
+    assert_eq!(b.wait_bound(left), MIN_WAIT);
 }
