@@ -64,8 +64,7 @@ pub struct CoreMetrics {
     pub loop_lag_us: AtomicU64,
     /// 1 while the core counts as busy (`core_load`): `coalesce_events = "auto"` joins events.
     pub busy: AtomicI64,
-    /// The share of the last second the core waited for a CPU (`core_load::cpu_wait`), in
-    /// thousandths.
+    /// The share of the last second the core waited for a CPU (`core_load::cpu_wait`), ‰.
     pub cpu_wait_permille: AtomicU64,
     /// Standing polls the core holds (`http::standing`): one per held event stream on io_uring.
     pub standing_polls: AtomicI64,
@@ -75,10 +74,9 @@ pub struct CoreMetrics {
     pub finalized: AtomicU64,
     /// Client requests by how many upstream attempts they made: 0, 1, 2, 3, 4 or more.
     pub attempts_per_request: [AtomicU64; 5],
-    /// TLS handshakes with upstreams: full, resumed.
+    /// TLS handshakes with upstreams: full, resumed; connects of a burst that waited for a
+    /// ticket (`upstream::tls_sessions`): one came, or none did.
     pub tls_handshakes: [AtomicU64; 2],
-    /// Connects that waited for a TLS ticket in a burst (`upstream::tls_sessions`): one
-    /// came, or none did and they handshook in full.
     pub tls_ticket_waits: [AtomicU64; 2],
     /// TLS handshakes with clients on the data port: done, failed (or timed out).
     pub client_tls: [AtomicU64; 2],
