@@ -14,7 +14,7 @@
 //! handshakes it counted on are over without bringing enough (`Burst::settle`, which also
 //! learns what the server sends): a server that sends fewer tickets than expected, or none,
 //! costs a burst one handshake's wait once, then is known. A wait is bounded by the time
-//! handshakes take (`Burst::wait_bound`) and by the connect's own deadline.
+//! tickets take to come (`Burst::wait_bound`) and by the connect's own deadline.
 
 use std::collections::VecDeque;
 use std::task::{Poll, Waker};
@@ -36,8 +36,8 @@ const GUESS_RESUMED: u32 = super::ASK.resumption_count as u32;
 /// deepest waiter waits about four handshakes (and their first answers).
 const ROUNDS: usize = 4;
 
-/// The shortest bound on a wait once handshakes are timed (a loopback handshake is far
-/// quicker than a busy core's scheduling).
+/// The shortest bound on a wait once tickets are timed (a loopback handshake is far quicker
+/// than a busy core's scheduling).
 const MIN_WAIT: Duration = Duration::from_millis(50);
 
 /// What a connect that finds no ticket kept does.
@@ -61,8 +61,9 @@ pub struct Burst {
     /// Tickets the server's last full and last resumed handshakes brought.
     per_full: Option<u32>,
     per_resumed: Option<u32>,
-    /// How long a handshake takes (a moving average): what bounds a wait.
-    handshake: Option<Duration>,
+    /// How long a connection takes from its connect to its first tickets (a moving average):
+    /// what bounds a wait.
+    ticket_time: Option<Duration>,
 }
 
 impl Burst {
@@ -126,18 +127,16 @@ impl Burst {
         }
     }
 
-    /// A handshake that was expected to bring `owed` more tickets finished in `took`,
-    /// `resumed` or not (a server may turn a ticket down), `kept` tickets kept: what it is
-    /// expected to bring now.
+    /// A handshake that was expected to bring `owed` more tickets finished, `resumed` or
+    /// not (a server may turn a ticket down), `kept` tickets kept: what it is expected to
+    /// bring now.
     pub fn handshake_done(
         &mut self,
         owed: u32,
         resumed: bool,
-        took: Duration,
         kept: usize,
         wake: &mut Vec<Waker>,
     ) -> u32 {
-        self.handshake = Some(self.handshake.map_or(took, |avg| (avg * 3 + took) / 4));
         let now = self.expected(resumed);
         self.coming = self.coming.saturating_sub(owed) + now;
         if now < owed {
@@ -146,9 +145,13 @@ impl Burst {
         now
     }
 
-    /// `n` of a handshake's expected tickets came (each kept, `ticket_kept`).
-    pub fn arrived(&mut self, n: u32) {
+    /// `n` of a handshake's expected tickets came (each kept, `ticket_kept`); `first`: they
+    /// are its first, this long after its connect began.
+    pub fn arrived(&mut self, n: u32, first: Option<Duration>) {
         self.coming = self.coming.saturating_sub(n);
+        if let Some(took) = first {
+            self.ticket_time = Some(self.ticket_time.map_or(took, |avg| (avg * 3 + took) / 4));
+        }
     }
 
     /// A connection will bring no more tickets (its first data came after them, or it
@@ -190,16 +193,16 @@ impl Burst {
         wake.extend(self.waiters.iter().skip(room).map(|(_, w)| w.clone()));
     }
 
-    /// The longest a connect waits for a ticket, with `left` to its deadline: the time the
-    /// deepest waiter's tickets take (`ROUNDS` handshakes, and as long again for their tickets
-    /// to follow), at least `MIN_WAIT`, at most half of `left`; before any handshake with the
-    /// server has ended, half of `left`. A wait normally ends sooner, when its ticket comes
-    /// or the handshakes it counted on are over; this bounds a server that takes long to
-    /// answer after a handshake and sends no tickets.
+    /// The longest a connect waits for a ticket, with `left` to its deadline: twice the time
+    /// the deepest waiter's ticket takes (`ROUNDS` connections' time to their tickets), at
+    /// least `MIN_WAIT`, at most half of `left`; before any tickets from the server, half of
+    /// `left`. A wait normally ends sooner, when its ticket comes or the handshakes it counted
+    /// on are over (their first answers); this bounds a server that answers slowly after
+    /// sending fewer tickets than expected.
     pub fn wait_bound(&self, left: Duration) -> Duration {
         let most = left / 2;
-        self.handshake
-            .map_or(most, |h| (h * 2 * ROUNDS as u32).max(MIN_WAIT).min(most))
+        self.ticket_time
+            .map_or(most, |t| (t * 2 * ROUNDS as u32).max(MIN_WAIT).min(most))
     }
 
     /// Tickets coming and connects waiting (for tests and the debug view).

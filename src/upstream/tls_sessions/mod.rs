@@ -214,30 +214,28 @@ pub struct Owed {
 
 impl Owed {
     /// After the handshake (`resumed` or in full), the connection has now brought `received`
-    /// tickets in all, and bytes came in the receive that says so or not. Returns whether it
-    /// is settled: bytes came after the receive that ended the handshake. A server sends its
-    /// tickets at once after a handshake, so they came with those bytes or are not coming (a
-    /// slow answer, seconds later, must not keep connects waiting for tickets meanwhile).
-    /// `tls12`: the session is TLS 1.2, which brings none (its session is reused instead).
-    pub fn note(&mut self, resumed: bool, received: u32, bytes_came: bool, tls12: bool) -> bool {
+    /// tickets in all, and its first data came or not. Returns whether it is settled (its
+    /// data came: a server sends its tickets before its first answer). `tls12`: the session
+    /// is TLS 1.2, which brings none (its session is reused instead).
+    pub fn note(&mut self, resumed: bool, received: u32, data_came: bool, tls12: bool) -> bool {
         let sessions = self.sessions.clone();
         let now = crate::clock::instant();
         sessions.with_server(&self.name, |s, wake| {
             let b = &mut s.burst;
-            let ended_now = self.done.is_none();
-            if ended_now {
+            if self.done.is_none() {
                 self.done = Some(resumed);
-                let took = now.saturating_duration_since(self.started);
                 let kept = s.tls13.len();
-                self.expected = b.handshake_done(self.expected, resumed, took, kept, wake);
+                self.expected = b.handshake_done(self.expected, resumed, kept, wake);
             }
             if received > self.counted {
                 let n = (received - self.counted).min(self.expected);
-                b.arrived(n);
+                let first =
+                    (self.counted == 0).then(|| now.saturating_duration_since(self.started));
+                b.arrived(n, first);
                 self.expected -= n;
                 self.counted = received;
             }
-            if tls12 || (bytes_came && !ended_now) {
+            if tls12 || data_came {
                 b.settle(
                     self.expected,
                     Some((resumed, received)),
@@ -321,17 +319,16 @@ mod tests {
     }
 
     #[test]
-    fn a_handshake_is_settled_by_the_first_bytes_after_it_not_by_its_answer() {
+    fn a_handshake_is_settled_by_its_first_answer_and_teaches_what_the_server_sends() {
         let s = Arc::new(Sessions::default());
         let n = name(0);
         let mut owed = s.start(&n);
         assert_eq!(counts(&s, &n), (ASK.new_session_count.into(), 0));
-        assert!(
-            !owed.note(false, 0, true, false),
-            "the receive that ended the handshake"
-        );
-        // The server's two tickets come (its answer may take seconds more): what it did not
-        // send is no longer coming, and what it sends is learned.
+        assert!(!owed.note(false, 0, false, false), "the handshake ended");
+        assert!(!owed.note(false, 2, false, false), "two tickets came");
+        assert_eq!(counts(&s, &n), (u32::from(ASK.new_session_count) - 2, 0));
+        // Its first answer: what the server did not send is no longer coming, and what it
+        // sends is learned.
         assert!(owed.note(false, 2, true, false));
         assert_eq!(counts(&s, &n), (0, 0));
         drop(owed);

@@ -98,16 +98,15 @@ impl TlsStream {
     }
 
     /// Tell the session store what the handshake brought so far: the tickets, and whether
-    /// bytes came in this receive (after the one that ended the handshake: then the server
-    /// has sent the tickets it sends, and this is done with).
+    /// the first data came after them (then it brings no more, and is done with).
     #[cold]
-    fn note_tickets(&mut self, bytes_came: bool) {
+    fn note_tickets(&mut self, data_came: bool) {
         let resumed = self.resumed();
         let received = self.conn.tls13_tickets_received();
         // TLS 1.2 has no TLS 1.3 tickets to bring (its session is kept and reused instead).
         let tls12 = self.conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
         if let Some(o) = &mut self.owed
-            && o.note(resumed, received, bytes_came, tls12)
+            && o.note(resumed, received, data_came, tls12)
         {
             self.owed = None;
         }

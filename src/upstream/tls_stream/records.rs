@@ -69,7 +69,7 @@ impl TlsStream {
             scratch.incoming = records;
             let copied = result.map(|(_, copied)| copied)?;
             if self.owed.is_some() && !self.conn.is_handshaking() {
-                self.note_tickets(received > 0);
+                self.note_tickets(copied > 0 || !self.plain.is_empty());
             }
             Ok(copied)
         })

@@ -1,8 +1,5 @@
 use super::*;
 
-/// A handshake's time.
-const MS: Duration = Duration::from_millis(1);
-
 fn noop() -> &'static Waker {
     Waker::noop()
 }
@@ -78,7 +75,7 @@ fn a_ticket_kept_wakes_the_first_waiter_which_resumes_with_it() {
     let mut wake = Vec::new();
     b.ticket_kept(1, &mut wake);
     assert_eq!(wake.len(), 1, "the first waiter only");
-    b.arrived(1);
+    b.arrived(1, None);
     assert_eq!(b.poll_wait(waiting[0], 1, noop()), Poll::Ready(true));
     b.start(true);
     // The second still has tickets coming for it.
@@ -99,7 +96,7 @@ fn tickets_that_come_together_wake_as_many_waiters() {
     for kept in 1..=3 {
         b.ticket_kept(kept, &mut wake);
     }
-    b.arrived(3);
+    b.arrived(3, None);
     assert_eq!(wake.len(), 3, "one waiter for each ticket");
     for (&id, kept) in waiting[..3].iter().zip([3, 2, 1]) {
         assert_eq!(b.poll_wait(id, kept, noop()), Poll::Ready(true));
@@ -113,7 +110,7 @@ fn tickets_that_do_not_come_send_their_waiters_to_handshake_in_full() {
     let (_, waiting) = arrive_all(&mut b, 3);
     // The handshake ends and its first data comes with no ticket before it.
     let mut wake = Vec::new();
-    let owed = b.handshake_done(2, false, MS, 0, &mut wake);
+    let owed = b.handshake_done(2, false, 0, &mut wake);
     assert!(wake.is_empty());
     b.settle(owed, Some((false, 0)), 0, &mut wake);
     assert_eq!(wake.len(), 2, "both waiters are woken");
@@ -135,8 +132,8 @@ fn waiters_a_handshake_no_longer_covers_look_again_in_order_and_cover_each_other
     let (_, waiting) = arrive_all(&mut b, 11);
     assert_eq!(waiting.len(), 10);
     let mut wake = Vec::new();
-    let owed = b.handshake_done(GUESS_FULL, false, MS, 0, &mut wake);
-    b.arrived(2);
+    let owed = b.handshake_done(GUESS_FULL, false, 0, &mut wake);
+    b.arrived(2, None);
     b.settle(owed - 2, Some((false, 2)), 2, &mut wake);
     assert_eq!(wake.len(), 8, "those beyond the two tickets kept");
     // Two take the tickets; of the rest, in the order woken, the first handshakes in full
@@ -159,8 +156,8 @@ fn the_waiters_the_tickets_still_serve_stay() {
     let mut b = Burst::default();
     let (_, waiting) = arrive_all(&mut b, 11);
     let mut wake = Vec::new();
-    let owed = b.handshake_done(GUESS_FULL, false, MS, 0, &mut wake);
-    b.arrived(2);
+    let owed = b.handshake_done(GUESS_FULL, false, 0, &mut wake);
+    b.arrived(2, None);
     b.settle(owed - 2, Some((false, 2)), 2, &mut wake);
     assert_eq!(wake.len(), 2, "those beyond 2 x 4");
     // The first woken take the tickets (whoever looks first), and resume.
@@ -182,11 +179,11 @@ fn what_a_server_sends_is_learned_for_each_kind_of_handshake() {
     let mut wake = Vec::new();
     let owed = b.start(false);
     assert_eq!(owed, GUESS_FULL);
-    b.arrived(owed);
+    b.arrived(owed, None);
     b.settle(0, Some((false, 16)), 16, &mut wake);
     let owed = b.start(true);
     assert_eq!((owed, GUESS_RESUMED), (2, 2));
-    b.arrived(owed);
+    b.arrived(owed, None);
     b.settle(0, Some((true, 1)), 17, &mut wake);
     assert_eq!(b.counts(), (0, 0));
     assert_eq!(b.start(false), 16);
@@ -203,7 +200,7 @@ fn a_ticket_turned_down_makes_the_handshake_full_and_its_expectation_a_full_ones
     let owed = b.start(true);
     assert_eq!((owed, b.counts().0), (1, 1));
     let mut wake = Vec::new();
-    let owed = b.handshake_done(owed, false, MS, 0, &mut wake);
+    let owed = b.handshake_done(owed, false, 0, &mut wake);
     assert_eq!((owed, b.counts().0), (4, 4));
 }
 
@@ -215,14 +212,14 @@ fn a_waiter_that_leaves_moves_the_others_up() {
     assert_eq!(b.counts(), (2, 1));
     // One ticket of two comes and is taken by a connect that just arrived; the remaining
     // waiter is first now, with one still coming for it.
-    b.arrived(1);
+    b.arrived(1, None);
     assert_eq!(b.poll_wait(waiting[1], 0, noop()), Poll::Pending);
     // A waiter that already left is answered by whether a ticket is kept.
     assert_eq!(b.poll_wait(waiting[0], 1, noop()), Poll::Ready(true));
 }
 
 #[test]
-fn a_wait_is_bounded_by_the_time_handshakes_take_and_the_deadline() {
+fn a_wait_is_bounded_by_the_time_tickets_take_and_the_deadline() {
     let left = Duration::from_secs(4);
     let mut b = Burst::default();
     assert_eq!(
@@ -230,14 +227,13 @@ fn a_wait_is_bounded_by_the_time_handshakes_take_and_the_deadline() {
         Duration::from_secs(2),
         "nothing timed yet: half"
     );
-    let mut wake = Vec::new();
-    b.handshake_done(0, false, Duration::from_millis(40), 0, &mut wake);
+    b.arrived(0, Some(Duration::from_millis(40)));
     assert_eq!(
         b.wait_bound(left),
         Duration::from_millis(320),
         "two per round, four deep"
     );
-    b.handshake_done(0, false, Duration::from_millis(80), 0, &mut wake);
+    b.arrived(0, Some(Duration::from_millis(80)));
     assert_eq!(
         b.wait_bound(left),
         Duration::from_millis(400),
@@ -248,7 +244,7 @@ fn a_wait_is_bounded_by_the_time_handshakes_take_and_the_deadline() {
         Duration::from_millis(50)
     );
     for _ in 0..30 {
-        b.handshake_done(0, false, Duration::from_micros(100), 0, &mut wake);
+        b.arrived(0, Some(Duration::from_micros(100)));
     }
     assert_eq!(b.wait_bound(left), MIN_WAIT);
 }
