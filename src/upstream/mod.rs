@@ -222,9 +222,8 @@ impl Connector {
     /// Before a TLS handshake in a burst that has used up the tickets kept: wait for one that
     /// a handshake under way is about to bring (`tls_sessions`) rather than handshake in full
     /// at once; the wait ends when it comes or when those handshakes are over without it, and
-    /// is bounded by the time handshakes take and half the time left to the connect's
-    /// deadline (`Burst::wait_bound`). Boxed: a new connection only, and the connect is part
-    /// of every request's task.
+    /// takes at most half the time left to the connect's deadline. Boxed: a new connection
+    /// only, and the connect is part of every request's task.
     async fn wait_for_ticket(
         &self,
         sessions: &tls_sessions::Sessions,
@@ -233,7 +232,7 @@ impl Connector {
     ) {
         use tls_sessions::Waited;
         let now = crate::clock::instant();
-        let until = now + sessions.wait_bound(name, deadline.saturating_duration_since(now));
+        let until = now + deadline.saturating_duration_since(now) / 2;
         let wait = Box::pin(timer::timeout_at(until, sessions.ticket_wait(name)));
         let waited = wait.await.unwrap_or(Waited::Full);
         if waited != Waited::No {

@@ -13,21 +13,21 @@
 //! in turn, are waited for). A wait ends when a ticket comes, or when the
 //! handshakes it counted on are over without bringing enough (`Burst::settle`, which also
 //! learns what the server sends): a server that sends fewer tickets than expected, or none,
-//! costs a burst one handshake's wait once, then is known. A wait is bounded by the time
-//! tickets take to come (`Burst::wait_bound`) and by the connect's own deadline.
+//! costs a burst one wait once, then is known. The connect's own deadline bounds a wait
+//! (`Connector::wait_for_ticket`): a time learned from the handshakes themselves, tried, cut
+//! waits short on a saturated core, where a deep queue legitimately waits longer.
 
 use std::collections::VecDeque;
 use std::task::{Poll, Waker};
-use std::time::Duration;
 
-/// Tickets expected from a server not yet seen to send any: what the connection asks for
-/// (`super::ASK`). A server that honours the request then serves a cold burst with one full
-/// handshake in seventeen; one that sends its default (often two) keeps some waiters a
-/// handshake's time longer, once: as each handshake under way finds out, those it no longer
-/// covers look again in order, the first of them handshakes in full and covers the next ones
-/// with its own tickets (`Burst::poll_wait`).
-const GUESS_FULL: u32 = super::ASK.new_session_count as u32;
-const GUESS_RESUMED: u32 = super::ASK.resumption_count as u32;
+/// Tickets expected from a server not yet seen to send any: two after a full handshake (the
+/// default of OpenSSL, BoringSSL and rustls servers), one after a resumption (OpenSSL's). A
+/// server that honours the ticket request (`super::ASK`) is seen to send sixteen after its
+/// first answer, and serves a burst with one full handshake in 65 from then on; guessing
+/// sixteen from the start would keep a burst waiting for tickets most servers never send,
+/// until their first answer (seconds, for a long completion).
+const GUESS_FULL: u32 = 2;
+const GUESS_RESUMED: u32 = 1;
 
 /// How many handshakes deep a burst's connects queue for tickets: a server that sends one
 /// ticket after a resumption (OpenSSL) keeps as many in circulation as its full handshakes
@@ -35,10 +35,6 @@ const GUESS_RESUMED: u32 = super::ASK.resumption_count as u32;
 /// deep, a burst from such a server resumes eight connects for each full handshake; the
 /// deepest waiter waits about four handshakes (and their first answers).
 const ROUNDS: usize = 4;
-
-/// The shortest bound on a wait once tickets are timed (a loopback handshake is far quicker
-/// than a busy core's scheduling).
-const MIN_WAIT: Duration = Duration::from_millis(50);
 
 /// What a connect that finds no ticket kept does.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,9 +57,6 @@ pub struct Burst {
     /// Tickets the server's last full and last resumed handshakes brought.
     per_full: Option<u32>,
     per_resumed: Option<u32>,
-    /// How long a connection takes from its connect to its first tickets (a moving average):
-    /// what bounds a wait.
-    ticket_time: Option<Duration>,
 }
 
 impl Burst {
@@ -145,13 +138,9 @@ impl Burst {
         now
     }
 
-    /// `n` of a handshake's expected tickets came (each kept, `ticket_kept`); `first`: they
-    /// are its first, this long after its connect began.
-    pub fn arrived(&mut self, n: u32, first: Option<Duration>) {
+    /// `n` of a handshake's expected tickets came (each kept, `ticket_kept`).
+    pub fn arrived(&mut self, n: u32) {
         self.coming = self.coming.saturating_sub(n);
-        if let Some(took) = first {
-            self.ticket_time = Some(self.ticket_time.map_or(took, |avg| (avg * 3 + took) / 4));
-        }
     }
 
     /// A connection will bring no more tickets (its first data came after them, or it
@@ -191,18 +180,6 @@ impl Burst {
     fn wake_excess(&self, kept: usize, wake: &mut Vec<Waker>) {
         let room = self.room(kept);
         wake.extend(self.waiters.iter().skip(room).map(|(_, w)| w.clone()));
-    }
-
-    /// The longest a connect waits for a ticket, with `left` to its deadline: twice the time
-    /// the deepest waiter's ticket takes (`ROUNDS` connections' time to their tickets), at
-    /// least `MIN_WAIT`, at most half of `left`; before any tickets from the server, half of
-    /// `left`. A wait normally ends sooner, when its ticket comes or the handshakes it counted
-    /// on are over (their first answers); this bounds a server that answers slowly after
-    /// sending fewer tickets than expected.
-    pub fn wait_bound(&self, left: Duration) -> Duration {
-        let most = left / 2;
-        self.ticket_time
-            .map_or(most, |t| (t * 2 * ROUNDS as u32).max(MIN_WAIT).min(most))
     }
 
     /// Tickets coming and connects waiting (for tests and the debug view).

@@ -118,15 +118,6 @@ impl Sessions {
         }
     }
 
-    /// How long a connect to `name` may wait for a ticket, with `left` to its deadline.
-    pub fn wait_bound(
-        &self,
-        name: &ServerName<'static>,
-        left: std::time::Duration,
-    ) -> std::time::Duration {
-        self.with_server(name, |s, _| s.burst.wait_bound(left))
-    }
-
     /// A handshake to `name` starts now (a kept ticket, if any, is about to be taken): what it
     /// owes the waiters, settled as its tickets come or when it is dropped.
     pub fn start(self: &Arc<Self>, name: &ServerName<'static>) -> Owed {
@@ -134,7 +125,6 @@ impl Sessions {
         Owed {
             sessions: self.clone(),
             name: name.clone(),
-            started: crate::clock::instant(),
             done: None,
             expected,
             counted: 0,
@@ -202,7 +192,6 @@ impl Drop for TicketWait<'_> {
 pub struct Owed {
     sessions: Arc<Sessions>,
     name: ServerName<'static>,
-    started: std::time::Instant,
     /// Its handshake finished: resumed or not.
     done: Option<bool>,
     /// Tickets still expected from it.
@@ -219,7 +208,6 @@ impl Owed {
     /// is TLS 1.2, which brings none (its session is reused instead).
     pub fn note(&mut self, resumed: bool, received: u32, data_came: bool, tls12: bool) -> bool {
         let sessions = self.sessions.clone();
-        let now = crate::clock::instant();
         sessions.with_server(&self.name, |s, wake| {
             let b = &mut s.burst;
             if self.done.is_none() {
@@ -229,9 +217,7 @@ impl Owed {
             }
             if received > self.counted {
                 let n = (received - self.counted).min(self.expected);
-                let first =
-                    (self.counted == 0).then(|| now.saturating_duration_since(self.started));
-                b.arrived(n, first);
+                b.arrived(n);
                 self.expected -= n;
                 self.counted = received;
             }
@@ -323,10 +309,14 @@ mod tests {
         let s = Arc::new(Sessions::default());
         let n = name(0);
         let mut owed = s.start(&n);
-        assert_eq!(counts(&s, &n), (ASK.new_session_count.into(), 0));
+        assert_eq!(
+            counts(&s, &n),
+            (2, 0),
+            "two expected from a server not yet seen"
+        );
         assert!(!owed.note(false, 0, false, false), "the handshake ended");
         assert!(!owed.note(false, 2, false, false), "two tickets came");
-        assert_eq!(counts(&s, &n), (u32::from(ASK.new_session_count) - 2, 0));
+        assert_eq!(counts(&s, &n), (0, 0));
         // Its first answer: what the server did not send is no longer coming, and what it
         // sends is learned.
         assert!(owed.note(false, 2, true, false));

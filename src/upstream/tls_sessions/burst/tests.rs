@@ -46,15 +46,20 @@ fn look_again(b: &mut Burst, ids: &[u64]) -> usize {
 
 #[test]
 fn a_cold_burst_waits_for_the_tickets_each_full_handshake_is_expected_to_bring() {
-    // Nothing known of the server: as many tickets per full handshake as asked for, each
-    // serving a queue `ROUNDS` deep (a waiter that resumes brings more).
+    // Nothing known of the server: two tickets per full handshake, one per resumption (each
+    // waiter that resumes brings one more), so each full handshake serves a queue `ROUNDS`
+    // deep: one in 1 + 2 x 4.
     let mut b = Burst::default();
-    let (full, waiting) = arrive_all(&mut b, 200);
-    assert_eq!((full, waiting.len()), (4, 196), "one in 1 + 16 x 4");
-    assert_eq!(b.counts(), (64, 196));
-    // A server seen to send two, and one after a resumption: one in 1 + 2 x 4.
-    let (full, waiting) = arrive_all(&mut two_per_full(1), 18);
+    let (full, waiting) = arrive_all(&mut b, 18);
     assert_eq!((full, waiting.len()), (2, 16));
+    assert_eq!(b.counts(), (4, 16));
+    // A server seen to send sixteen (it honours the ticket request): one in 1 + 16 x 4.
+    let mut b = Burst {
+        per_full: Some(16),
+        ..Burst::default()
+    };
+    let (full, waiting) = arrive_all(&mut b, 200);
+    assert_eq!((full, waiting.len()), (4, 196));
     // One that sends none after a resumption: a ticket serves one waiter, one in three.
     let (full, waiting) = arrive_all(&mut two_per_full(0), 9);
     assert_eq!((full, waiting.len()), (3, 6));
@@ -75,7 +80,7 @@ fn a_ticket_kept_wakes_the_first_waiter_which_resumes_with_it() {
     let mut wake = Vec::new();
     b.ticket_kept(1, &mut wake);
     assert_eq!(wake.len(), 1, "the first waiter only");
-    b.arrived(1, None);
+    b.arrived(1);
     assert_eq!(b.poll_wait(waiting[0], 1, noop()), Poll::Ready(true));
     b.start(true);
     // The second still has tickets coming for it.
@@ -96,7 +101,7 @@ fn tickets_that_come_together_wake_as_many_waiters() {
     for kept in 1..=3 {
         b.ticket_kept(kept, &mut wake);
     }
-    b.arrived(3, None);
+    b.arrived(3);
     assert_eq!(wake.len(), 3, "one waiter for each ticket");
     for (&id, kept) in waiting[..3].iter().zip([3, 2, 1]) {
         assert_eq!(b.poll_wait(id, kept, noop()), Poll::Ready(true));
@@ -123,17 +128,18 @@ fn tickets_that_do_not_come_send_their_waiters_to_handshake_in_full() {
 
 #[test]
 fn waiters_a_handshake_no_longer_covers_look_again_in_order_and_cover_each_other() {
-    // A server that sends two after a full handshake and none after a resumption, not yet
-    // known to send two: eleven connects, one handshakes in full, ten wait.
+    // A server that sent sixteen and now sends two after a full handshake (and none after a
+    // resumption): eleven connects, one handshakes in full, ten wait.
     let mut b = Burst {
+        per_full: Some(16),
         per_resumed: Some(0),
         ..Burst::default()
     };
     let (_, waiting) = arrive_all(&mut b, 11);
     assert_eq!(waiting.len(), 10);
     let mut wake = Vec::new();
-    let owed = b.handshake_done(GUESS_FULL, false, 0, &mut wake);
-    b.arrived(2, None);
+    let owed = b.handshake_done(16, false, 0, &mut wake);
+    b.arrived(2);
     b.settle(owed - 2, Some((false, 2)), 2, &mut wake);
     assert_eq!(wake.len(), 8, "those beyond the two tickets kept");
     // Two take the tickets; of the rest, in the order woken, the first handshakes in full
@@ -153,11 +159,14 @@ fn waiters_a_handshake_no_longer_covers_look_again_in_order_and_cover_each_other
 fn the_waiters_the_tickets_still_serve_stay() {
     // The same, from a server that sends tickets after a resumption too: the two tickets
     // kept serve the queue four deep, and the waiters that take them bring more.
-    let mut b = Burst::default();
+    let mut b = Burst {
+        per_full: Some(16),
+        ..Burst::default()
+    };
     let (_, waiting) = arrive_all(&mut b, 11);
     let mut wake = Vec::new();
-    let owed = b.handshake_done(GUESS_FULL, false, 0, &mut wake);
-    b.arrived(2, None);
+    let owed = b.handshake_done(16, false, 0, &mut wake);
+    b.arrived(2);
     b.settle(owed - 2, Some((false, 2)), 2, &mut wake);
     assert_eq!(wake.len(), 2, "those beyond 2 x 4");
     // The first woken take the tickets (whoever looks first), and resume.
@@ -170,7 +179,7 @@ fn the_waiters_the_tickets_still_serve_stay() {
         0,
         "none handshakes in full"
     );
-    assert_eq!(b.counts(), (4, 8));
+    assert_eq!(b.counts(), (2, 8));
 }
 
 #[test]
@@ -179,11 +188,11 @@ fn what_a_server_sends_is_learned_for_each_kind_of_handshake() {
     let mut wake = Vec::new();
     let owed = b.start(false);
     assert_eq!(owed, GUESS_FULL);
-    b.arrived(owed, None);
+    b.arrived(owed);
     b.settle(0, Some((false, 16)), 16, &mut wake);
     let owed = b.start(true);
-    assert_eq!((owed, GUESS_RESUMED), (2, 2));
-    b.arrived(owed, None);
+    assert_eq!((owed, GUESS_RESUMED), (1, 1));
+    b.arrived(owed);
     b.settle(0, Some((true, 1)), 17, &mut wake);
     assert_eq!(b.counts(), (0, 0));
     assert_eq!(b.start(false), 16);
@@ -212,39 +221,8 @@ fn a_waiter_that_leaves_moves_the_others_up() {
     assert_eq!(b.counts(), (2, 1));
     // One ticket of two comes and is taken by a connect that just arrived; the remaining
     // waiter is first now, with one still coming for it.
-    b.arrived(1, None);
+    b.arrived(1);
     assert_eq!(b.poll_wait(waiting[1], 0, noop()), Poll::Pending);
     // A waiter that already left is answered by whether a ticket is kept.
     assert_eq!(b.poll_wait(waiting[0], 1, noop()), Poll::Ready(true));
-}
-
-#[test]
-fn a_wait_is_bounded_by_the_time_tickets_take_and_the_deadline() {
-    let left = Duration::from_secs(4);
-    let mut b = Burst::default();
-    assert_eq!(
-        b.wait_bound(left),
-        Duration::from_secs(2),
-        "nothing timed yet: half"
-    );
-    b.arrived(0, Some(Duration::from_millis(40)));
-    assert_eq!(
-        b.wait_bound(left),
-        Duration::from_millis(320),
-        "two per round, four deep"
-    );
-    b.arrived(0, Some(Duration::from_millis(80)));
-    assert_eq!(
-        b.wait_bound(left),
-        Duration::from_millis(400),
-        "(3 x 40 + 80) / 4, x 8"
-    );
-    assert_eq!(
-        b.wait_bound(Duration::from_millis(100)),
-        Duration::from_millis(50)
-    );
-    for _ in 0..30 {
-        b.arrived(0, Some(Duration::from_micros(100)));
-    }
-    assert_eq!(b.wait_bound(left), MIN_WAIT);
 }
