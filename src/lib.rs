@@ -62,6 +62,8 @@ pub mod store; // layer 2
 pub mod telemetry; // layer 2
 #[cfg(test)]
 pub mod test_driver; // layer 0
+#[cfg(test)]
+pub mod test_rng; // layer 0
 pub mod timer; // layer 0
 pub mod translate; // layer 1
 pub mod upstream; // layer 5

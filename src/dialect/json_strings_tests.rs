@@ -1,16 +1,6 @@
 use super::*;
 
-/// A deterministic byte source (xorshift), so that a failure names a case that can be rerun.
-struct Bytes(u64);
-
-impl Bytes {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use crate::test_rng::XorShift;
 
 /// The byte-by-byte reading every block path must equal.
 fn reference(b: &[u8], i: usize) -> Result<usize, Invalid> {
@@ -33,7 +23,7 @@ fn all_paths(b: &[u8], i: usize) -> Vec<Result<usize, Invalid>> {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn escaped_bytes_are_those_right_after_an_escaping_backslash() {
-    let mut r = Bytes(0x2545_f491_4f6c_dd1d);
+    let mut r = XorShift(0x2545_f491_4f6c_dd1d);
     for _ in 0..20_000 {
         // Long and short runs: a byte is a backslash with probability 1/2, 3/4 or 1/8.
         let (a, b) = (r.next(), r.next());
@@ -92,7 +82,7 @@ fn byte_classes_match_their_definition() {
 /// A string's contents from tokens: plain runs and valid escapes, with now and then a broken
 /// one (a bad escape letter, a `\u` cut after k digits, a raw control byte, a lone backslash),
 /// so that faults fall anywhere, deep inside blocks too.
-fn contents(r: &mut Bytes, tokens: usize, broken_one_in: u64) -> Vec<u8> {
+fn contents(r: &mut XorShift, tokens: usize, broken_one_in: u64) -> Vec<u8> {
     const HEX: &[u8] = b"0123456789abcdefABCDEF";
     let mut s = Vec::new();
     for _ in 0..tokens {
@@ -143,7 +133,7 @@ fn contents(r: &mut Bytes, tokens: usize, broken_one_in: u64) -> Vec<u8> {
 
 #[test]
 fn every_path_gives_the_byte_by_byte_answer() {
-    let mut r = Bytes(0x9e37_79b9_7f4a_7c15);
+    let mut r = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut faults = 0;
     for case in 0..60_000 {
         let tokens = (r.next() % 120) as usize;

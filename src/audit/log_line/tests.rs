@@ -200,12 +200,9 @@ fn the_time_is_humantimes_rfc3339_with_milliseconds() {
         4_102_444_800_000,
         253_402_300_799_999,
     ];
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = crate::test_rng::XorShift(0x9e37_79b9_7f4a_7c15);
     for _ in 0..2_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        samples.push(x % 253_402_300_800_000);
+        samples.push(rng.below(253_402_300_800_000));
     }
     for ms in samples {
         let mut out = Vec::new();

@@ -339,25 +339,10 @@ fn a_stream_dropped_early_is_cancelled_and_its_bytes_given_back() {
     assert!(l.usable());
 }
 
-/// A small deterministic generator (xorshift): the same frames on every run.
-struct Noise(u64);
-
-impl Noise {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[test]
 fn whatever_a_server_sends_is_an_error_or_an_answer_never_a_panic() {
-    let mut rng = Noise(0x9e37_79b9_7f4a_7c15);
+    // The same frames on every run.
+    let mut rng = crate::test_rng::XorShift(0x9e37_79b9_7f4a_7c15);
     for _ in 0..3_000 {
         let l = link();
         let ids: Vec<u32> = (0..3).map(|_| open(&l, b"{}")).collect();
