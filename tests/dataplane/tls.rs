@@ -162,6 +162,20 @@ fn tls_upstream_with_an_untrusted_ca_is_refused(driver: &str) {
     );
 }
 
+/// `n` streams through `proxy` at once, each whole.
+fn streams_at_once(proxy: &Proxy, n: usize) {
+    std::thread::scope(|s| {
+        let streams: Vec<_> = (0..n)
+            .map(|_| s.spawn(|| proxy.post("/v1/chat/completions", &[], &chat("m", true))))
+            .collect();
+        for t in streams {
+            let r = t.join().expect("stream");
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(r.text(), EVENTS.concat());
+        }
+    })
+}
+
 /// A burst of new upstream connections resumes the TLS sessions earlier ones made, far beyond
 /// rustls's own 8 tickets per server: the second burst's new connections (beyond what the pool
 /// holds idle) resume, and the proxy's metric counts what the server saw.
@@ -171,18 +185,7 @@ fn a_burst_of_new_tls_connections_resumes_sessions(driver: &str) {
         ..answers()
     });
     let proxy = Proxy::start(driver, 1, "", &up.trusted_provider("m"));
-    let burst = |n: usize| {
-        std::thread::scope(|s| {
-            let streams: Vec<_> = (0..n)
-                .map(|_| s.spawn(|| proxy.post("/v1/chat/completions", &[], &chat("m", true))))
-                .collect();
-            for t in streams {
-                let r = t.join().expect("stream");
-                assert_eq!(r.status, 200, "{}", r.text());
-                assert_eq!(r.text(), EVENTS.concat());
-            }
-        })
-    };
+    let burst = |n: usize| streams_at_once(&proxy, n);
     burst(24);
     let [full_first, resumed_first] = [0, 1].map(|i| up.handshakes[i].load(Ordering::SeqCst));
     // Twice as many at once: as many again as the pool holds need new connections.
@@ -221,16 +224,7 @@ fn a_cold_burst_waits_for_the_tickets_of_the_handshakes_under_way(driver: &str) 
         });
         let proxy = Proxy::start(driver, 1, "", &up.trusted_provider("m"));
         let n = 64;
-        std::thread::scope(|s| {
-            let streams: Vec<_> = (0..n)
-                .map(|_| s.spawn(|| proxy.post("/v1/chat/completions", &[], &chat("m", true))))
-                .collect();
-            for t in streams {
-                let r = t.join().expect("stream");
-                assert_eq!(r.status, 200, "{}", r.text());
-                assert_eq!(r.text(), EVENTS.concat());
-            }
-        });
+        streams_at_once(&proxy, n);
         let [full, resumed] = [0, 1].map(|i| up.handshakes[i].load(Ordering::SeqCst));
         let text = proxy.metrics();
         let waits = |outcome: &str| {
