@@ -38,37 +38,56 @@ pub(super) fn amplification(out: &mut String, cores: &[std::sync::Arc<CoreMetric
 }
 
 /// `ringside_upstream_tls_handshakes_total{kind}`: full, or resuming an earlier session
-/// (`upstream::tls_sessions`).
+/// (`upstream::tls_sessions`); `ringside_upstream_tls_ticket_waits_total{outcome}`; and
+/// `ringside_client_tls_handshakes_total{result}`.
 pub(super) fn tls_handshakes(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
-    out.push_str("# HELP ringside_upstream_tls_handshakes_total TLS handshakes with upstreams, full or resuming an earlier session.\n# TYPE ringside_upstream_tls_handshakes_total counter\n");
-    for (i, kind) in ["full", "resumed"].iter().enumerate() {
-        let n: u64 = cores
-            .iter()
-            .map(|c| c.tls_handshakes[i].load(Relaxed))
-            .sum();
-        let _ = writeln!(
-            out,
-            "ringside_upstream_tls_handshakes_total{{kind=\"{kind}\"}} {n}"
-        );
-    }
-    out.push_str("# HELP ringside_upstream_tls_ticket_waits_total New upstream connections in a burst that waited for a TLS session ticket a handshake under way was to bring: one came, or none did and they handshook in full.\n# TYPE ringside_upstream_tls_ticket_waits_total counter\n");
-    for (i, outcome) in ["ticket", "none"].iter().enumerate() {
-        let n: u64 = cores
-            .iter()
-            .map(|c| c.tls_ticket_waits[i].load(Relaxed))
-            .sum();
-        let _ = writeln!(
-            out,
-            "ringside_upstream_tls_ticket_waits_total{{outcome=\"{outcome}\"}} {n}"
-        );
-    }
-    out.push_str("# HELP ringside_client_tls_handshakes_total TLS handshakes with clients on the data port ([server] tls_cert_file), done or failed (a bad hello, a timeout).\n# TYPE ringside_client_tls_handshakes_total counter\n");
-    for (i, result) in ["ok", "failed"].iter().enumerate() {
-        let n: u64 = cores.iter().map(|c| c.client_tls[i].load(Relaxed)).sum();
-        let _ = writeln!(
-            out,
-            "ringside_client_tls_handshakes_total{{result=\"{result}\"}} {n}"
-        );
+    pair(
+        out,
+        cores,
+        (
+            "ringside_upstream_tls_handshakes_total",
+            "kind",
+            ["full", "resumed"],
+        ),
+        "TLS handshakes with upstreams, full or resuming an earlier session.",
+        |c| &c.tls_handshakes,
+    );
+    pair(
+        out,
+        cores,
+        (
+            "ringside_upstream_tls_ticket_waits_total",
+            "outcome",
+            ["ticket", "none"],
+        ),
+        "New upstream connections in a burst that waited for a TLS session ticket a handshake under way was to bring: one came, or none did and they handshook in full.",
+        |c| &c.tls_ticket_waits,
+    );
+    pair(
+        out,
+        cores,
+        (
+            "ringside_client_tls_handshakes_total",
+            "result",
+            ["ok", "failed"],
+        ),
+        "TLS handshakes with clients on the data port ([server] tls_cert_file), done or failed (a bad hello, a timeout).",
+        |c| &c.client_tls,
+    );
+}
+
+/// A counter with one label of two values, each summed over the cores' `counts`.
+fn pair(
+    out: &mut String,
+    cores: &[std::sync::Arc<CoreMetrics>],
+    (name, label, values): (&str, &str, [&str; 2]),
+    help: &str,
+    counts: impl Fn(&CoreMetrics) -> &[std::sync::atomic::AtomicU64; 2],
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (i, value) in values.iter().enumerate() {
+        let n: u64 = cores.iter().map(|c| counts(c)[i].load(Relaxed)).sum();
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {n}");
     }
 }
 
