@@ -26,13 +26,13 @@ fn escaped_bytes_are_those_right_after_an_escaping_backslash() {
     let mut r = XorShift(0x2545_f491_4f6c_dd1d);
     for _ in 0..20_000 {
         // Long and short runs: a byte is a backslash with probability 1/2, 3/4 or 1/8.
-        let (a, b) = (r.next(), r.next());
-        let backslash = match r.next() % 3 {
+        let (a, b) = (r.next_u64(), r.next_u64());
+        let backslash = match r.next_u64() % 3 {
             0 => a,
             1 => a | b,
-            _ => a & b & r.next(),
+            _ => a & b & r.next_u64(),
         };
-        let carry_in = r.next() & 1;
+        let carry_in = r.next_u64() & 1;
         let (mut want, mut next_escaped) = (0u64, carry_in == 1);
         for k in 0..64 {
             if next_escaped {
@@ -86,14 +86,14 @@ fn contents(r: &mut XorShift, tokens: usize, broken_one_in: u64) -> Vec<u8> {
     const HEX: &[u8] = b"0123456789abcdefABCDEF";
     let mut s = Vec::new();
     for _ in 0..tokens {
-        let x = r.next();
+        let x = r.next_u64();
         if x.is_multiple_of(broken_one_in) {
             match (x >> 8) % 5 {
                 0 => s.extend_from_slice(b"\\x"),
                 1 => {
                     s.extend_from_slice(b"\\u");
                     for _ in 0..(x >> 16) % 4 {
-                        s.push(HEX[(r.next() % 22) as usize]);
+                        s.push(HEX[(r.next_u64() % 22) as usize]);
                     }
                     s.push(b"zG\\\"\x01"[(x >> 24) as usize % 5]);
                 }
@@ -136,14 +136,14 @@ fn every_path_gives_the_byte_by_byte_answer() {
     let mut r = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut faults = 0;
     for case in 0..60_000 {
-        let tokens = (r.next() % 120) as usize;
-        let broken_one_in = [3, 40, 400, u64::MAX][(r.next() % 4) as usize];
+        let tokens = (r.next_u64() % 120) as usize;
+        let broken_one_in = [3, 40, 400, u64::MAX][(r.next_u64() % 4) as usize];
         let mut s = vec![b'"'];
         s.extend(contents(&mut r, tokens, broken_one_in));
-        if !r.next().is_multiple_of(8) {
+        if !r.next_u64().is_multiple_of(8) {
             s.push(b'"');
         }
-        s.extend_from_slice(&b",\"model\":\"m\"}"[..(r.next() % 14) as usize]);
+        s.extend_from_slice(&b",\"model\":\"m\"}"[..(r.next_u64() % 14) as usize]);
         let want = reference(&s, 1);
         faults += usize::from(want.as_ref().is_err_and(|e| e.at > 64));
         for got in all_paths(&s, 1) {

@@ -232,7 +232,7 @@ mod tests {
         for _ in 0..2000 {
             let mut b = [0u8; 64];
             for c in b.iter_mut() {
-                let x = rng.next();
+                let x = rng.next_u64();
                 *c = if x.is_multiple_of(3) {
                     x as u8
                 } else {

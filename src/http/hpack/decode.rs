@@ -259,7 +259,7 @@ mod tests {
         for _ in 0..5_000 {
             let mut block = Vec::new();
             for _ in 0..(rng.0 % 40) {
-                block.push(rng.next() as u8);
+                block.push(rng.next_u64() as u8);
             }
             let _ = Decoder::new(256).decode(&block, 1 << 20, |_, _| Ok(()));
         }

@@ -364,7 +364,7 @@ fn whatever_a_server_sends_is_an_error_or_an_answer_never_a_panic() {
                 wire[at + 4] = frame::END_HEADERS;
                 wire.extend_from_slice(&block);
             } else {
-                wire.extend((0..len).map(|_| rng.next() as u8));
+                wire.extend((0..len).map(|_| rng.next_u64() as u8));
             }
         }
         let _ = feed(&l, &wire);
