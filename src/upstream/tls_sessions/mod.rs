@@ -125,7 +125,7 @@ impl Sessions {
         Owed {
             sessions: self.clone(),
             name: name.clone(),
-            done: None,
+            handshake_ended: false,
             expected,
             counted: 0,
             settled: false,
@@ -192,8 +192,8 @@ impl Drop for TicketWait<'_> {
 pub struct Owed {
     sessions: Arc<Sessions>,
     name: ServerName<'static>,
-    /// Its handshake finished: resumed or not.
-    done: Option<bool>,
+    /// Its handshake finished (its expectation then follows what kind it was).
+    handshake_ended: bool,
     /// Tickets still expected from it.
     expected: u32,
     /// Tickets it brought so far.
@@ -207,31 +207,32 @@ impl Owed {
     /// data came: a server sends its tickets before its first answer). `tls12`: the session
     /// is TLS 1.2, which brings none (its session is reused instead).
     pub fn note(&mut self, resumed: bool, received: u32, data_came: bool, tls12: bool) -> bool {
-        let sessions = self.sessions.clone();
-        sessions.with_server(&self.name, |s, wake| {
-            let b = &mut s.burst;
-            if self.done.is_none() {
-                self.done = Some(resumed);
-                let kept = s.tls13.len();
-                self.expected = b.handshake_done(self.expected, resumed, kept, wake);
+        let Owed {
+            sessions,
+            name,
+            handshake_ended,
+            expected,
+            counted,
+            settled,
+        } = self;
+        sessions.with_server(name, |s, wake| {
+            let (b, kept) = (&mut s.burst, s.tls13.len());
+            if !*handshake_ended {
+                *handshake_ended = true;
+                *expected = b.handshake_done(*expected, resumed, kept, wake);
             }
-            if received > self.counted {
-                let n = (received - self.counted).min(self.expected);
+            if received > *counted {
+                let n = (received - *counted).min(*expected);
                 b.arrived(n);
-                self.expected -= n;
-                self.counted = received;
+                *expected -= n;
+                *counted = received;
             }
             if tls12 || data_came {
-                b.settle(
-                    self.expected,
-                    Some((resumed, received)),
-                    s.tls13.len(),
-                    wake,
-                );
-                self.settled = true;
+                b.settle(*expected, Some((resumed, received)), kept, wake);
+                *settled = true;
             }
         });
-        self.settled
+        *settled
     }
 }
 
