@@ -2,7 +2,7 @@
 //! request smuggling out (CL+TE refused, one transfer coding only, strict Content-Length).
 
 use super::framing::{body_framing, keep_alive, request_framing};
-pub use super::hop::{is_hop_by_hop, is_ringside_header, listed_in};
+pub use super::hop::{is_hop_by_hop, is_hop_by_hop_name, is_ringside_header, listed_in};
 use super::names::{name_bit, name_slot, same_name};
 use bytes::Bytes;
 use std::ops::Range;

@@ -19,6 +19,11 @@ pub fn listed_in(options: Option<&[u8]>, name: &str) -> bool {
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that a proxy never forwards.
 pub fn is_hop_by_hop(name: &str) -> bool {
+    is_hop_by_hop_name(name.as_bytes())
+}
+
+/// [`is_hop_by_hop`] for a name not yet known to be text (an HTTP/2 answer's).
+pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
     // By length first: every header of every request and response passes through here, and
     // most names have no hop-by-hop name of their length to compare with.
     let candidates: &[&str] = match name.len() {
@@ -31,5 +36,7 @@ pub fn is_hop_by_hop(name: &str) -> bool {
         19 => &["proxy-authorization"],
         _ => return false,
     };
-    candidates.iter().any(|h| h.eq_ignore_ascii_case(name))
+    candidates
+        .iter()
+        .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
 }

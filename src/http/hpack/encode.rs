@@ -73,19 +73,58 @@ fn string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
-/// The static table's index for a regular header's name (any case), if it has one.
+/// The static table's index for a regular header's name (any case), if it has one: only the
+/// names of its length are compared (at most six), as every header of every request asks.
 fn static_name(name: &[u8]) -> Option<usize> {
-    // Names from index 15 on (`accept-charset`) are the regular headers'.
-    STATIC[14..]
+    let bucket = BY_LENGTH.get(name.len())?;
+    bucket
         .iter()
-        .position(|(n, _)| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name))
-        .map(|i| i + 15)
+        .take_while(|&&i| i != 0)
+        .map(|&i| usize::from(i))
+        .find(|&i| STATIC[i - 1].0.as_bytes().eq_ignore_ascii_case(name))
 }
+
+/// The longest regular name in the static table (`access-control-allow-origin`).
+const LONGEST: usize = 27;
+
+/// The static table's regular names (index 15 on) by length: indices, 0 ending a bucket.
+const BY_LENGTH: [[u8; 8]; LONGEST + 1] = {
+    let mut t = [[0u8; 8]; LONGEST + 1];
+    let mut i = 15;
+    while i <= STATIC.len() {
+        let len = STATIC[i - 1].0.len();
+        let mut k = 0;
+        while t[len][k] != 0 {
+            k += 1;
+        }
+        t[len][k] = i as u8;
+        i += 1;
+    }
+    t
+};
 
 #[cfg(test)]
 mod tests {
     use super::super::Decoder;
     use super::*;
+
+    #[test]
+    fn every_regular_name_of_the_static_table_is_found_by_its_length() {
+        for (i, (name, _)) in STATIC.iter().enumerate().skip(14) {
+            assert_eq!(static_name(name.as_bytes()), Some(i + 1), "{name}");
+            let upper = name.to_ascii_uppercase();
+            assert_eq!(static_name(upper.as_bytes()), Some(i + 1), "{upper}");
+        }
+        for name in [
+            ":path",
+            ":status",
+            "x-api-key",
+            "",
+            "access-control-allow-originx",
+        ] {
+            assert_eq!(static_name(name.as_bytes()), None, "{name}");
+        }
+    }
 
     #[test]
     fn a_request_reads_back_through_the_decoder() {

@@ -122,7 +122,7 @@ async fn relay_h2(
     );
     h.extend_from_slice(b"\r\n");
     for (name, value) in &parts.headers {
-        if connection_specific(name.as_str()) || name == "content-length" {
+        if connection_specific(name.as_str().as_bytes()) || name == "content-length" {
             continue;
         }
         push_header(&mut h, name.as_str(), value.as_bytes());
@@ -130,7 +130,7 @@ async fn relay_h2(
     let (mut core, head, mut buf) = ask_core(front, h, body).await?;
     let mut resp = http::Response::builder().status(head.status);
     for (name, value) in head.iter() {
-        if !connection_specific(name) {
+        if !connection_specific(name.as_bytes()) {
             resp = resp.header(name, value);
         }
     }
@@ -283,7 +283,7 @@ pub async fn pipe_http1(front: &Front, mut tls: ServerTls) {
         h.extend_from_slice(head.target().as_bytes());
         h.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in head.iter() {
-            let passed = !connection_specific(name) || name.eq_ignore_ascii_case("host");
+            let passed = !connection_specific(name.as_bytes()) || name.eq_ignore_ascii_case("host");
             if passed && !name.eq_ignore_ascii_case("content-length") {
                 push_header(&mut h, name, value);
             }
@@ -320,7 +320,7 @@ async fn answer_http1(
     let mut out = Vec::with_capacity(1024);
     out.extend_from_slice(format!("HTTP/1.1 {} \r\n", head.status).as_bytes());
     for (name, value) in head.iter() {
-        if !connection_specific(name) && !name.eq_ignore_ascii_case("content-length") {
+        if !connection_specific(name.as_bytes()) && !name.eq_ignore_ascii_case("content-length") {
             push_header(&mut out, name, value);
         }
     }

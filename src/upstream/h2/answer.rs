@@ -52,7 +52,7 @@ pub fn decode(
             bad = Some("a header before :status");
         } else if !valid_name(name) || !valid_value(value) {
             bad = Some("a header name or value HTTP does not allow");
-        } else if !connection_specific(name) {
+        } else if !super::request::connection_specific(name) {
             has_length |= name == b"content-length";
             head.put_slice(name);
             head.put_slice(b": ");
@@ -126,11 +126,6 @@ fn valid_name(n: &[u8]) -> bool {
 fn valid_value(v: &[u8]) -> bool {
     v.iter()
         .all(|&b| b > b'\r' || (b != 0 && b != b'\n' && b != b'\r'))
-}
-
-/// Headers that do not cross into an HTTP/1.1 head from HTTP/2: the hop-by-hop ones.
-fn connection_specific(name: &[u8]) -> bool {
-    std::str::from_utf8(name).is_ok_and(super::request::connection_specific)
 }
 
 #[cfg(test)]

@@ -19,16 +19,17 @@ fn invalid(what: &str) -> io::Error {
 /// Headers that do not cross between HTTP/1.1 and HTTP/2: the hop-by-hop ones (meaningless on
 /// a multiplexed connection, and a protocol error there; `te` is allowed as `trailers` only,
 /// which our heads never send) and `host` (HTTP/2's `:authority`).
-pub fn connection_specific(name: &str) -> bool {
-    name.eq_ignore_ascii_case("host") || crate::http::head::is_hop_by_hop(name)
+pub fn connection_specific(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"host") || crate::http::head::is_hop_by_hop_name(name)
 }
 
 /// `head` (an HTTP/1.1 request head of ours, perhaps with the body's first bytes behind it)
 /// as an HPACK header block in `out`, for `https` or plain `http`. Returns the head's length.
 pub fn encode(head: &[u8], https: bool, out: &mut Vec<u8>) -> io::Result<usize> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let used = match req.parse(head) {
+    // Uninitialised slots: zeroing all of them would cost more than the parse.
+    let mut slots = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let used = match req.parse_with_uninit_headers(head, &mut slots) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Err(invalid("an incomplete head")),
         Err(e) => return Err(invalid(&e.to_string())),
@@ -53,7 +54,7 @@ pub fn encode(head: &[u8], https: bool, out: &mut Vec<u8>) -> io::Result<usize> 
     encode::path(out, path.as_bytes());
     encode::authority(out, host);
     for h in req.headers.iter() {
-        if connection_specific(h.name) {
+        if connection_specific(h.name.as_bytes()) {
             continue;
         }
         let indexing = if never_indexed(h.name) {
@@ -70,17 +71,19 @@ pub fn encode(head: &[u8], https: bool, out: &mut Vec<u8>) -> io::Result<usize> 
 /// that no compression oracle can guess them from frame sizes, and values new on every request
 /// (ids, trace context), which would only push out the entries worth keeping.
 fn never_indexed(name: &str) -> bool {
-    const NAMES: [&str; 8] = [
-        "authorization",
-        "x-api-key",
-        "x-goog-api-key",
-        "api-key",
-        "cookie",
-        "x-request-id",
-        "traceparent",
-        "tracestate",
-    ];
-    NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
+    // By length first, as `is_hop_by_hop`: most names have none of these lengths.
+    let candidates: &[&str] = match name.len() {
+        6 => &["cookie"],
+        7 => &["api-key"],
+        9 => &["x-api-key"],
+        10 => &["tracestate"],
+        11 => &["traceparent"],
+        12 => &["x-request-id"],
+        13 => &["authorization"],
+        14 => &["x-goog-api-key"],
+        _ => return false,
+    };
+    candidates.iter().any(|n| name.eq_ignore_ascii_case(n))
 }
 
 #[cfg(test)]
