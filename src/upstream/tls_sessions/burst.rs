@@ -60,10 +60,13 @@ pub struct Burst {
 }
 
 impl Burst {
-    /// A connect before its handshake, `kept` tickets kept: go if there is one, or if the
-    /// tickets coming are all spoken for by earlier waiters; else wait, woken by `waker`.
+    /// A connect before its handshake, `kept` tickets kept: go if one is kept that no earlier
+    /// waiter is owed, or if the tickets kept and coming are all spoken for by earlier waiters;
+    /// else wait, woken by `waker`. First come, first served: a connect that took a ticket
+    /// woken for a waiter would leave that waiter to look again and find none.
     pub fn arrive(&mut self, kept: usize, waker: &Waker) -> Arrival {
-        if kept > 0 || self.room(0) <= self.waiters.len() {
+        let queued = self.waiters.len();
+        if kept > queued || self.room(kept) <= queued {
             return Arrival::Go;
         }
         let id = self.next_id;
@@ -72,16 +75,16 @@ impl Burst {
         Arrival::Wait(id)
     }
 
-    /// A waiter looks again, `kept` tickets kept: `Ready(true)` to handshake with one,
-    /// `Ready(false)` to handshake in full (none is coming for it any more), `Pending` to wait
-    /// on (woken by `waker`).
+    /// A waiter looks again, `kept` tickets kept: `Ready(true)` to handshake with one (the
+    /// waiters ahead of it are owed one each first), `Ready(false)` to handshake in full (none
+    /// is coming for it any more), `Pending` to wait on (woken by `waker`).
     pub fn poll_wait(&mut self, id: u64, kept: usize, waker: &Waker) -> Poll<bool> {
         let Some(at) = self.waiters.iter().position(|(w, _)| *w == id) else {
             return Poll::Ready(kept > 0);
         };
-        if kept > 0 || self.room(0) <= at {
+        if kept > at || self.room(kept) <= at {
             self.waiters.remove(at);
-            return Poll::Ready(kept > 0);
+            return Poll::Ready(kept > at);
         }
         let kept = &mut self.waiters[at].1;
         if !kept.will_wake(waker) {
@@ -90,10 +93,14 @@ impl Burst {
         Poll::Pending
     }
 
-    /// A waiter gives up (its wait timed out, or its request went away).
-    pub fn leave(&mut self, id: u64) {
+    /// A waiter gives up (its wait timed out, or its request went away), `kept` tickets kept:
+    /// one it was owed passes to the first waiter behind those owed one, which is woken.
+    pub fn leave(&mut self, id: u64, kept: usize, wake: &mut Vec<Waker>) {
         if let Some(at) = self.waiters.iter().position(|(w, _)| *w == id) {
             self.waiters.remove(at);
+            if at < kept {
+                self.ticket_kept(kept, wake);
+            }
         }
     }
 
@@ -138,6 +145,12 @@ impl Burst {
         now
     }
 
+    /// A TLS 1.2 session was kept: every waiter may resume with it (it is reused, not used
+    /// up), and is woken to.
+    pub fn session_kept(&self, wake: &mut Vec<Waker>) {
+        wake.extend(self.waiters.iter().map(|(_, w)| w.clone()));
+    }
+
     /// `n` of a handshake's expected tickets came (each kept, `ticket_kept`).
     pub fn arrived(&mut self, n: u32) {
         self.coming = self.coming.saturating_sub(n);
@@ -168,9 +181,9 @@ impl Burst {
     /// least one ticket more where the server sends any after a resumption, so they serve
     /// waiters `ROUNDS` deep; otherwise once.
     fn room(&self, kept: usize) -> usize {
-        let tickets = self.coming as usize + kept;
+        let tickets = (self.coming as usize).saturating_add(kept);
         if self.expected(true) > 0 {
-            tickets * ROUNDS
+            tickets.saturating_mul(ROUNDS)
         } else {
             tickets
         }

@@ -49,6 +49,18 @@ struct Server {
     used: u64,
 }
 
+impl Server {
+    /// How many connects could resume now: one per TLS 1.3 ticket (each is used once), any
+    /// number with a TLS 1.2 session (it is reused).
+    fn resumable(&self) -> usize {
+        if self.tls12.is_some() {
+            usize::MAX
+        } else {
+            self.tls13.len()
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Servers {
     by_name: HashMap<ServerName<'static>, Server>,
@@ -121,7 +133,7 @@ impl Sessions {
     /// A handshake to `name` starts now (a kept ticket, if any, is about to be taken): what it
     /// owes the waiters, settled as its tickets come or when it is dropped.
     pub fn start(self: &Arc<Self>, name: &ServerName<'static>) -> Owed {
-        let expected = self.with_server(name, |s, _| s.burst.start(!s.tls13.is_empty()));
+        let expected = self.with_server(name, |s, _| s.burst.start(s.resumable() > 0));
         Owed {
             sessions: self.clone(),
             name: name.clone(),
@@ -157,7 +169,7 @@ impl Future for TicketWait<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
         let this = self.get_mut();
         let (polled, id) = this.sessions.with_server(this.name, |s, _| {
-            let kept = s.tls13.len();
+            let kept = s.resumable();
             let Some(id) = this.id else {
                 return match s.burst.arrive(kept, cx.waker()) {
                     Arrival::Go => (Poll::Ready(Waited::No), None),
@@ -180,7 +192,7 @@ impl Drop for TicketWait<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
             self.sessions
-                .with_server(self.name, |s, _| s.burst.leave(id));
+                .with_server(self.name, |s, wake| s.burst.leave(id, s.tls13.len(), wake));
         }
     }
 }
@@ -257,7 +269,10 @@ impl ClientSessionStore for Sessions {
     }
 
     fn set_tls12_session(&self, name: ServerName<'static>, value: Tls12ClientSessionValue) {
-        self.with(|s| s.server(&name).tls12 = Some(value));
+        self.with_server(&name, |s, wake| {
+            s.tls12 = Some(value);
+            s.burst.session_kept(wake);
+        });
     }
 
     fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {

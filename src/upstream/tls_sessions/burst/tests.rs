@@ -169,17 +169,40 @@ fn the_waiters_the_tickets_still_serve_stay() {
     b.arrived(2);
     b.settle(owed - 2, Some((false, 2)), 2, &mut wake);
     assert_eq!(wake.len(), 2, "those beyond 2 x 4");
-    // The first woken take the tickets (whoever looks first), and resume.
-    for (&id, kept) in waiting[8..].iter().zip([2, 1]) {
+    // The first two waiters are owed the tickets, and resume with them, each expected to
+    // bring one more: the queue behind them fits again.
+    for (&id, kept) in waiting[..2].iter().zip([2, 1]) {
         assert_eq!(b.poll_wait(id, kept, noop()), Poll::Ready(true));
         b.start(true);
     }
     assert_eq!(
-        look_again(&mut b, &waiting[..8]),
+        look_again(&mut b, &waiting[2..]),
         0,
         "none handshakes in full"
     );
     assert_eq!(b.counts(), (2, 8));
+}
+
+#[test]
+fn a_ticket_is_owed_to_the_first_waiter_and_passes_on_when_it_leaves() {
+    let mut b = two_per_full(1);
+    let (full, waiting) = arrive_all(&mut b, 4);
+    assert_eq!((full, waiting.len()), (1, 3));
+    let mut wake = Vec::new();
+    b.ticket_kept(1, &mut wake);
+    b.arrived(1);
+    assert_eq!(wake.len(), 1, "the first waiter is woken");
+    // A connect arriving now, or a waiter behind, finds the ticket owed to the first.
+    assert!(matches!(b.arrive(1, noop()), Arrival::Wait(_)));
+    assert_eq!(b.poll_wait(waiting[1], 1, noop()), Poll::Pending);
+    // The first leaves before it looks: the second is owed the ticket, and woken.
+    wake.clear();
+    b.leave(waiting[0], 1, &mut wake);
+    assert_eq!(wake.len(), 1);
+    assert_eq!(b.poll_wait(waiting[1], 1, noop()), Poll::Ready(true));
+    // A ticket nobody is owed is taken at once.
+    let mut b = two_per_full(1);
+    assert_eq!(b.arrive(1, noop()), Arrival::Go);
 }
 
 #[test]
@@ -217,12 +240,29 @@ fn a_ticket_turned_down_makes_the_handshake_full_and_its_expectation_a_full_ones
 fn a_waiter_that_leaves_moves_the_others_up() {
     let mut b = two_per_full(1);
     let (_, waiting) = arrive_all(&mut b, 3);
-    b.leave(waiting[0]);
+    b.leave(waiting[0], 0, &mut Vec::new());
     assert_eq!(b.counts(), (2, 1));
-    // One ticket of two comes and is taken by a connect that just arrived; the remaining
+    // One ticket of two comes and is taken by another handshake (rustls resumes any that
+    // starts while one is kept, even one sent in full); the remaining
     // waiter is first now, with one still coming for it.
     b.arrived(1);
     assert_eq!(b.poll_wait(waiting[1], 0, noop()), Poll::Pending);
     // A waiter that already left is answered by whether a ticket is kept.
     assert_eq!(b.poll_wait(waiting[0], 1, noop()), Poll::Ready(true));
+}
+
+#[test]
+fn a_tls12_session_kept_wakes_every_waiter_to_resume_with_it() {
+    let mut b = Burst::default();
+    let (full, waiting) = arrive_all(&mut b, 6);
+    assert_eq!((full, waiting.len()), (1, 5));
+    let mut wake = Vec::new();
+    b.session_kept(&mut wake);
+    assert_eq!(wake.len(), 5, "a session is reused, not used up");
+    // Each looks again with it kept (counted without bound) and resumes.
+    for &id in &waiting {
+        assert_eq!(b.poll_wait(id, usize::MAX, noop()), Poll::Ready(true));
+    }
+    assert_eq!(b.arrive(usize::MAX, noop()), Arrival::Go);
+    assert_eq!(b.counts().1, 0);
 }
