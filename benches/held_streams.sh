@@ -28,7 +28,9 @@
 #   with `option http-no-delay`: each event sent when it comes); RS_MAX_CONNECTIONS: Ringside's
 #   `max_connections` (0, the default, is half the descriptor limit: two per HTTP/1.1 stream;
 #   with HTTP/2 upstream a stream takes about one); after each size, the front's count of
-#   upstream connections by protocol and of resumed TLS sessions, per target)
+#   upstream connections by protocol and of resumed TLS sessions, per target; FRONT_BY=nginx:
+#   nginx is the provider's TLS front instead, `nginx_tls_front`: OpenSSL's ticket defaults,
+#   no RFC 9149 ticket requests honoured; its log counts the connections)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
@@ -50,7 +52,12 @@ SIM_ARGS=()
 [ "${PROVIDER_HEAD:-0}" = 1 ] && SIM_ARGS=(--fault "key:sk-bench=none;provider-head")
 $BIN simulate --listen 127.0.0.1:$SIM --events "$EVENTS" --interval-ms "$INTERVAL" "${SIM_ARGS[@]}" >/dev/null 2>&1 &
 SIM_PID=$!; PIDS+=($SIM_PID)
-[ "$UPSTREAM" = tls ] && sim_tls_front $((BASE+4)) $SIM_TLS $SIM
+FRONT_BY=${FRONT_BY:-sim}
+if [ "$UPSTREAM" = tls ] && [ "$FRONT_BY" = nginx ]; then
+  nginx_tls_front $SIM_TLS $SIM log
+elif [ "$UPSTREAM" = tls ]; then
+  sim_tls_front $((BASE+4)) $SIM_TLS $SIM
+fi
 sleep 0.5
 
 cat > "$WORK/ringside.toml" <<TOML
@@ -124,7 +131,9 @@ IDEAL=$((EVENTS * INTERVAL))
 DEFAULT_TARGETS="direct nginx haproxy haproxy-nodelay ringside"
 [ "$UPSTREAM" = tls ] && DEFAULT_TARGETS="direct nginx haproxy haproxy-h2 ringside ringside-h1"
 # The TLS front's counters (connections by protocol, resumed sessions), as "h2 h1 resumed".
-front() { curl -s "127.0.0.1:$((BASE+4))/_sim/front" | python3 -c 'import json,sys; f=json.load(sys.stdin); print(f["connections_h2"], f["connections_http1"], f["handshakes_resumed"])'; }
+front() {
+  [ "$FRONT_BY" = nginx ] && { nginx_front_counts; return; }
+  curl -s "127.0.0.1:$((BASE+4))/_sim/front" | python3 -c 'import json,sys; f=json.load(sys.stdin); print(f["connections_h2"], f["connections_http1"], f["handshakes_resumed"])'; }
 for C in $SIZES; do
   echo
   echo "### C = $C streams, $EVENTS events $INTERVAL ms apart (ideal $IDEAL ms), ${DUR}s, $(nproc) cores"

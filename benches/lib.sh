@@ -99,24 +99,31 @@ sim_tls_front() {
 
 # nginx_tls_front TLS_PORT SIM_PORT: nginx as the provider's TLS front instead (HTTP/2 and
 # HTTP/1.1 by ALPN, sessions resumed, kept-alive HTTP/1.1 to the simulator at SIM_PORT), with
-# the certificates of sim_tls_front, its own prefix in $WORK/front. Its pid joins PIDS.
+# the certificates of sim_tls_front, its own prefix in $WORK/front. Its pid joins PIDS. FRONT_TLS:
+# its ssl_protocols (default "TLSv1.2 TLSv1.3"; "TLSv1.2": a front whose sessions are TLS 1.2
+# ones, reused rather than used up). A third argument `log`: one line per request in $WORK/front/access.log (nginx_front_counts reads it).
 nginx_tls_front() {
   mkdir -p "$WORK/certs" "$WORK/front"; test_certs "$WORK/certs"
+  local log="access_log off;"
+  [ "${3:-}" = log ] && log="log_format front '\$connection \$connection_requests \$server_protocol \$ssl_session_reused'; access_log $WORK/front/access.log front;"
   cat > "$WORK/front/nginx.conf" <<NGX
 worker_processes 1;
+worker_rlimit_nofile 65536;
 daemon off;
 master_process off;
 pid $WORK/front/nginx.pid;
 error_log $WORK/front/error.log;
-events { worker_connections 8192; }
+events { worker_connections 30000; }
 http {
-  access_log off;
+  $log
   client_body_temp_path $WORK/front; proxy_temp_path $WORK/front; fastcgi_temp_path $WORK/front; uwsgi_temp_path $WORK/front; scgi_temp_path $WORK/front;
   upstream sim { server 127.0.0.1:$2; keepalive 256; }
   ssl_session_cache shared:front:10m;
   server {
     listen 127.0.0.1:$1 ssl http2;
     ssl_certificate $WORK/certs/cert.pem; ssl_certificate_key $WORK/certs/key.pem;
+    # Debian's nginx 1.22 offers TLS 1.2 at most unless told; providers' edges offer 1.3.
+    ssl_protocols ${FRONT_TLS:-TLSv1.2 TLSv1.3};
     http2_max_concurrent_streams 256;
     keepalive_requests 1000000;
     location / {
@@ -128,6 +135,14 @@ http {
 NGX
   nginx -c "$WORK/front/nginx.conf" -p "$WORK/front" >/dev/null 2>&1 &
   PIDS+=($!)
+}
+
+# nginx_front_counts: what nginx_tls_front's log holds so far, as "h2 h1 resumed": connections
+# by protocol and TLS sessions resumed, each connection counted at its first request's end (the
+# line nginx writes then), as sim_tls_front's `/_sim/front` counts them.
+nginx_front_counts() {
+  awk '$2 == 1 { if ($3 == "HTTP/2.0") h2++; else h1++; if ($4 == "r") r++ }
+       END { printf "%d %d %d\n", h2, h1, r }' "$WORK/front/access.log" 2>/dev/null || echo "0 0 0"
 }
 
 # tls_front_provider PORT HTTP2: Ringside's [upstream] trusting $WORK/certs/ca.pem and the bench
