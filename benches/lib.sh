@@ -97,7 +97,9 @@ sim_tls_front() {
   PIDS+=($!)
 }
 
-# nginx_tls_front TLS_PORT SIM_PORT: nginx as the provider's TLS front instead (HTTP/2 and
+# nginx_tls_front TLS_PORT SIM_PORT: nginx as the provider's TLS front instead (one worker per
+# core, FRONT_WORKERS to change it: with one, a burst of 5,000 connects queues its handshakes
+# past a 5 s connect timeout on this 2-core host; HTTP/2 and
 # HTTP/1.1 by ALPN, sessions resumed, kept-alive HTTP/1.1 to the simulator at SIM_PORT), with
 # the certificates of sim_tls_front, its own prefix in $WORK/front. Its pid joins PIDS. FRONT_TLS:
 # its ssl_protocols (default "TLSv1.2 TLSv1.3"; "TLSv1.2": a front whose sessions are TLS 1.2
@@ -107,10 +109,10 @@ nginx_tls_front() {
   local log="access_log off;"
   [ "${3:-}" = log ] && log="log_format front '\$connection \$connection_requests \$server_protocol \$ssl_session_reused'; access_log $WORK/front/access.log front;"
   cat > "$WORK/front/nginx.conf" <<NGX
-worker_processes 1;
+worker_processes ${FRONT_WORKERS:-auto};
 worker_rlimit_nofile 65536;
 daemon off;
-master_process off;
+master_process on;
 pid $WORK/front/nginx.pid;
 error_log $WORK/front/error.log;
 events { worker_connections 30000; }
@@ -120,7 +122,9 @@ http {
   upstream sim { server 127.0.0.1:$2; keepalive 256; }
   ssl_session_cache shared:front:10m;
   server {
-    listen 127.0.0.1:$1 ssl http2;
+    # A provider's edge takes a burst of connects: not nginx's default queue of 511, which
+    # drops SYNs beyond it (a second's retransmit each) while its one worker handshakes.
+    listen 127.0.0.1:$1 ssl http2 backlog=4096;
     ssl_certificate $WORK/certs/cert.pem; ssl_certificate_key $WORK/certs/key.pem;
     # Debian's nginx 1.22 offers TLS 1.2 at most unless told; providers' edges offer 1.3.
     ssl_protocols ${FRONT_TLS:-TLSv1.2 TLSv1.3};
