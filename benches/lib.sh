@@ -97,13 +97,13 @@ sim_tls_front() {
   PIDS+=($!)
 }
 
-# nginx_tls_front TLS_PORT SIM_PORT: nginx as the provider's TLS front instead (one worker per
-# core, FRONT_WORKERS to change it: with one, a burst of 5,000 connects queues its handshakes
-# past a 5 s connect timeout on this 2-core host; HTTP/2 and
-# HTTP/1.1 by ALPN, sessions resumed, kept-alive HTTP/1.1 to the simulator at SIM_PORT), with
-# the certificates of sim_tls_front, its own prefix in $WORK/front. Its pid joins PIDS. FRONT_TLS:
-# its ssl_protocols (default "TLSv1.2 TLSv1.3"; "TLSv1.2": a front whose sessions are TLS 1.2
-# ones, reused rather than used up). A third argument `log`: one line per request in $WORK/front/access.log (nginx_front_counts reads it).
+# nginx_tls_front TLS_PORT SIM_PORT: nginx as the provider's TLS front instead: HTTP/2 and
+# HTTP/1.1 by ALPN, TLS 1.2 and 1.3, sessions resumed, kept-alive HTTP/1.1 to the simulator at
+# SIM_PORT, the certificates of sim_tls_front, its own prefix in $WORK/front. Its pid joins
+# PIDS. One worker per core (FRONT_WORKERS: with one, a burst of 5,000 connects queues its
+# handshakes past a 5 s connect timeout on a 2-core host). FRONT_TLS: its ssl_protocols
+# ("TLSv1.2": a front whose sessions are TLS 1.2 ones, reused rather than used up). A third
+# argument `log`: one line per request in $WORK/front/access.log (nginx_front_counts reads it).
 nginx_tls_front() {
   mkdir -p "$WORK/certs" "$WORK/front"; test_certs "$WORK/certs"
   local log="access_log off;"
