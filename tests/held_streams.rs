@@ -333,6 +333,7 @@ fn held_tls_streams_arrive_whole_in_little_memory(driver: &str) {
         cut_after: None,
         tls12_only: false,
         tickets_on_request: false,
+        handshake_delay: Duration::ZERO,
     });
     let proxy = Proxy::start(driver, 2, "", &up.trusted_provider("m"));
     let pid = proxy.child.id();

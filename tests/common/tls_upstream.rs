@@ -38,6 +38,9 @@ pub struct Answers {
     /// Send as many TLS 1.3 tickets as a client asks for (RFC 9149), up to 16, and keep the
     /// sessions of a burst of them; otherwise rustls's defaults: two per handshake, 256 kept.
     pub tickets_on_request: bool,
+    /// Wait this long before each handshake (a server slow to answer a burst): the connects
+    /// of a burst then all arrive while the first handshake is under way.
+    pub handshake_delay: Duration,
 }
 
 pub struct TlsUpstream {
@@ -181,6 +184,7 @@ fn serve(
     a: &Answers,
     handshakes: &[AtomicUsize; 2],
 ) {
+    std::thread::sleep(a.handshake_delay);
     let Ok(conn) = rustls::ServerConnection::new(config) else {
         return;
     };
