@@ -17,7 +17,8 @@
 # Usage: benches/short_tls.sh   (env: DUR=5 CONNS=64 WORKERS= (Ringside's and nginx's worker
 #   count; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1";
 #   RS_BIN_B: another Ringside binary, run as the target `ringside-b` (HTTP/2 where offered) to
-#   compare two builds within one run)
+#   compare two builds within one run; ROUNDS=N: the targets take turns N times, then each
+#   figure's median and every target's rates against HAProxy's round by round)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-5}
@@ -103,11 +104,16 @@ echo "| target | JSON req/s | SSE req/s (20 events) | proxy CPU s / 10k JSON | p
 echo "|---|---:|---:|---:|---:|---:|---:|"
 DEFAULT_TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1"
 [ "$UPSTREAM" = tls ] || DEFAULT_TARGETS="nginx haproxy ringside"
-for t in ${TARGETS:-$DEFAULT_TARGETS}; do
+ROUNDS=${ROUNDS:-1}
+for round in $(seq "$ROUNDS"); do
+# Even rounds take the targets in the reverse order, so that none always runs first.
+order=${TARGETS:-$DEFAULT_TARGETS}
+[ $((round % 2)) -eq 0 ] && order=$(echo $order | tr ' ' '\n' | tac | tr '\n' ' ')
+for t in $order; do
   pid=$(start $t); PIDS+=("$pid")
   wait_for_port $PROXY; sleep 0.5
   timeout 20 wrk -t1 -c$CONNS -d1s -s "$WORK/json.lua" "http://127.0.0.1:$PROXY/v1/chat/completions" >/dev/null 2>&1 || true
-  row="| $t"; cpu=""; up=""
+  row="| $t"; [ "$ROUNDS" -gt 1 ] && row="| $t, round $round"; cpu=""; up=""
   for kind in json sse; do
     c0=$(cpu_ticks "$pid"); u0=$(( $(cpu_ticks "$SIM_PID") + $(cpu_ticks "$FRONT_PID") ))
     out=$(timeout $((DUR + 15)) wrk -t1 -c$CONNS -d${DUR}s -s "$WORK/$kind.lua" "http://127.0.0.1:$PROXY/v1/chat/completions" 2>&1 || true)
@@ -120,7 +126,36 @@ for t in ${TARGETS:-$DEFAULT_TARGETS}; do
     up="$up | $(per_10k "${n:-0}" "$u1" "$u0")"
   done
   echo "$row$cpu$up |"
+  echo "$round $t$(echo "$row$cpu$up" | sed 's/([^)]*)//g; s/^| [^|]*//; s/|/ /g')" >> "$WORK/rounds.txt"
   [ -n "${KEEP_LOG:-}" ] && cp "$WORK/rs.log" "$KEEP_LOG" 2>/dev/null || true
   stop_proc "$pid"
   sleep 1
 done
+done
+# With ROUNDS > 1: each figure's median per target, and each target's JSON and SSE rates
+# against HAProxy's in the same round (the ratio that one run can give on a noisy host).
+if [ "$ROUNDS" -gt 1 ]; then
+  python3 - "$WORK/rounds.txt" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    vals = [float(x) if x != "-" else None for x in f[2:]]
+    rows.setdefault(f[1], {})[int(f[0])] = vals
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+print("\nMedians over the rounds; JSON and SSE rate ÷ HAProxy's in each round:\n")
+print("| target | JSON req/s | SSE req/s | proxy CPU / 10k JSON | proxy CPU / 10k SSE | upstream / 10k JSON | upstream / 10k SSE | JSON ÷ HAProxy | SSE ÷ HAProxy |")
+print("|---|---:|---:|---:|---:|---:|---:|---|---|")
+base = rows.get("haproxy", {})
+for t, by_round in rows.items():
+    cols = [med([v[i] for v in by_round.values()]) for i in range(6)]
+    ratios = []
+    for i in (0, 1):
+        r = [by_round[k][i] / base[k][i] for k in sorted(by_round) if k in base and base[k][i]]
+        ratios.append(" / ".join(f"{x:.2f}" for x in r) or "-")
+    cells = " | ".join("-" if c is None else (f"{c:.0f}" if i < 2 else f"{c:.2f}") for i, c in enumerate(cols))
+    print(f"| {t} | {cells} | {ratios[0]} | {ratios[1]} |")
+PY
+fi
