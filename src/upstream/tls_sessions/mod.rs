@@ -192,7 +192,7 @@ impl Drop for TicketWait<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
             self.sessions
-                .with_server(self.name, |s, wake| s.burst.leave(id, s.tls13.len(), wake));
+                .with_server(self.name, |s, wake| s.burst.leave(id, s.resumable(), wake));
         }
     }
 }
@@ -228,7 +228,7 @@ impl Owed {
             settled,
         } = self;
         sessions.with_server(name, |s, wake| {
-            let (b, kept) = (&mut s.burst, s.tls13.len());
+            let (kept, b) = (s.resumable(), &mut s.burst);
             if !*handshake_ended {
                 *handshake_ended = true;
                 *expected = b.handshake_done(*expected, resumed, kept, wake);
@@ -253,7 +253,7 @@ impl Drop for Owed {
         if !self.settled {
             let expected = self.expected;
             self.sessions.with_server(&self.name, |s, wake| {
-                s.burst.settle(expected, None, s.tls13.len(), wake)
+                s.burst.settle(expected, None, s.resumable(), wake)
             });
         }
     }
