@@ -213,11 +213,10 @@ fn a_burst_of_new_tls_connections_resumes_sessions(driver: &str) {
 
 /// A cold burst (no ticket kept yet): a connect that finds none waits for the tickets that
 /// the handshakes under way are about to bring rather than handshake in full. From a server
-/// that sends as many as asked (RFC 9149), at least 90 % of the burst resumes; from one that
-/// sends its default two (after a resumption too), at least 80 %; from a slow TLS 1.2 server,
-/// whose one session serves them all, at least 80 % (a server not yet seen is expected to
-/// bring two tickets a handshake), every wait ending with the session. Every stream is whole
-/// either way.
+/// that sends as many as asked (RFC 9149), from one that sends its default two (after a
+/// resumption too), and from a slow TLS 1.2 server, whose one session serves them all (every
+/// wait ending with it), at least 80 % of the burst resumes: a server not yet seen is expected
+/// to bring two tickets a handshake. Every stream is whole either way.
 fn a_cold_burst_waits_for_the_tickets_of_the_handshakes_under_way(driver: &str) {
     // A server that honours ticket requests, one that sends rustls's two, one that speaks
     // TLS 1.2 (whose one session serves every connect once a handshake has kept it).
@@ -265,18 +264,14 @@ fn a_cold_burst_waits_for_the_tickets_of_the_handshakes_under_way(driver: &str) 
             assert!(got > 0, "connects waited for the first handshake");
             assert_eq!(none, 0, "a TLS 1.2 session kept serves every waiter");
         }
-        if on_request {
-            assert!(
-                resumed * 10 >= n * 9,
-                "at least 90 % resumed: {full} full, {resumed} resumed"
-            );
-        } else {
-            // Two per handshake serve waiters four deep: at worst one in nine is full.
-            assert!(
-                resumed * 10 >= n * 8,
-                "at least 80 % resumed: {full} full, {resumed} resumed"
-            );
-        }
+        // Until a server's first answer shows what it sends, it is expected to send two per
+        // handshake, serving waiters four deep: one in nine of a burst that all arrives
+        // before that answer is full, whatever the server honours (8 of 64 on a loaded
+        // machine, where the whole burst comes during the first handshake).
+        assert!(
+            resumed * 10 >= n * 8,
+            "at least 80 % resumed: {full} full, {resumed} resumed"
+        );
     }
 }
 
