@@ -315,6 +315,8 @@ impl Head {
 
 mod parse;
 pub use parse::{HeadLimits, parse_request, parse_response};
+mod build;
+pub use build::{FieldError, ResponseBuilder, check_field};
 
 #[cfg(test)]
 #[path = "head_tests.rs"]

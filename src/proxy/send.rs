@@ -50,6 +50,16 @@ pub(super) async fn send_and_await_head(
         Raced::Done(Ok(_)) => {}
     }
     let deadline = crate::clock::instant() + first_byte;
+    if let Some(h2) = up.stream.h2_mut() {
+        // Its head comes whole and parsed: nothing of it is read as bytes.
+        let head = within_wait(std::pin::pin!(h2.head()), deadline, watch).await?;
+        return match head {
+            Ok(Some(head)) => Ok(head),
+            Ok(None) => fail_closed(),
+            Err(e) => fail_read(e),
+        }
+        .map_err(|f| received_nothing(f, true));
+    }
     let limits = HeadLimits {
         max_head_bytes: 64 * 1024,
         max_headers: crate::http::head::MAX_HEADERS_HARD,
@@ -75,22 +85,45 @@ pub(super) async fn send_and_await_head(
         }
         let received = !up.buf.is_empty();
         if let Err(f) = read_head_bytes(up, stream, deadline, watch).await {
-            return Err(match f {
-                HeadFail::Failed {
-                    timeout,
-                    kind,
-                    detail,
-                    ..
-                } => HeadFail::Failed {
-                    timeout,
-                    kind,
-                    detail,
-                    nothing_received: !received,
-                },
-                gone => gone,
-            });
+            return Err(received_nothing(f, !received));
         }
     }
+}
+
+/// `f`, saying whether nothing of the answer was received before it.
+fn received_nothing(f: HeadFail, nothing: bool) -> HeadFail {
+    match f {
+        HeadFail::Failed {
+            timeout,
+            kind,
+            detail,
+            ..
+        } => HeadFail::Failed {
+            timeout,
+            kind,
+            detail,
+            nothing_received: nothing,
+        },
+        gone => gone,
+    }
+}
+
+fn fail_closed<T>() -> Result<T, HeadFail> {
+    Err(HeadFail::Failed {
+        timeout: false,
+        kind: AttemptOutcome::Reset,
+        detail: "connection closed before the response head".to_string(),
+        nothing_received: false,
+    })
+}
+
+fn fail_read<T>(e: std::io::Error) -> Result<T, HeadFail> {
+    Err(HeadFail::Failed {
+        timeout: false,
+        kind: AttemptOutcome::Reset,
+        detail: format!("connection failed: {e}"),
+        nothing_received: false,
+    })
 }
 
 /// Read more of the head, until `deadline`, racing the client and the drain's grace (its end
@@ -102,6 +135,29 @@ async fn read_head_bytes(
     deadline: std::time::Instant,
     watch: &mut ClientWatch<'_>,
 ) -> Result<(), HeadFail> {
+    // Pinned here and borrowed by the race below: moved into it, the read would be stored
+    // twice in this future (and so in every connection's task).
+    let read = std::pin::pin!(async {
+        if stream {
+            up.stream.read_when_ready(&mut up.buf).await
+        } else {
+            read_more(&mut up.stream, &mut up.buf).await
+        }
+    });
+    match within_wait(read, deadline, watch).await? {
+        Err(e) => fail_read(e),
+        Ok(0) => fail_closed(),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// `read`'s result, if it comes before `deadline`, the client leaving and the end of the
+/// drain's grace. `nothing_received` is for the caller to set.
+async fn within_wait<T>(
+    read: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<T>>>,
+    deadline: std::time::Instant,
+    watch: &mut ClientWatch<'_>,
+) -> Result<std::io::Result<T>, HeadFail> {
     let fail = |timeout: bool, kind, detail: &str| {
         Err(HeadFail::Failed {
             timeout,
@@ -110,15 +166,7 @@ async fn read_head_bytes(
             nothing_received: false,
         })
     };
-    // Pinned here and borrowed by the race below: moved into it, the read would be stored
-    // twice in this future (and so in every connection's task).
-    let read = std::pin::pin!(timer::timeout_at(deadline, async {
-        if stream {
-            up.stream.read_when_ready(&mut up.buf).await
-        } else {
-            read_more(&mut up.stream, &mut up.buf).await
-        }
-    }));
+    let read = std::pin::pin!(timer::timeout_at(deadline, read));
     let read = async {
         let cut = crate::state::drain::until_cut();
         monoio::select! {
@@ -136,17 +184,6 @@ async fn read_head_bytes(
         Raced::Done(Some(Err(_))) => {
             fail(true, AttemptOutcome::Timeout, "no response head in time")
         }
-        Raced::Done(Some(Ok(Err(e)))) => Err(HeadFail::Failed {
-            timeout: false,
-            kind: AttemptOutcome::Reset,
-            detail: format!("connection failed: {e}"),
-            nothing_received: false,
-        }),
-        Raced::Done(Some(Ok(Ok(0)))) => fail(
-            false,
-            AttemptOutcome::Reset,
-            "connection closed before the response head",
-        ),
-        Raced::Done(Some(Ok(Ok(_)))) => Ok(()),
+        Raced::Done(Some(Ok(r))) => Ok(r),
     }
 }

@@ -1,17 +1,18 @@
-//! An answer's header block read into the HTTP/1.1 head the request path reads: its status,
-//! its headers (those HTTP/2 forbids left out, names and values checked) and its framing.
-//! Straight from HPACK into the head's bytes: no header map in between.
+//! An answer's header block read into the head the request path reads: its status, its
+//! headers (those HTTP/2 forbids left out, names and values checked) and its framing.
+//! Straight from HPACK into the head's fields (`http::head::ResponseBuilder`): no header map
+//! in between, and no HTTP/1.1 bytes parsed back.
 
+use crate::http::head::{Head, ResponseBuilder, check_field};
 use crate::http::hpack::{Decoder, HpackError};
-use bytes::{BufMut, Bytes, BytesMut};
 
 /// What a header block was, for the stream it came on.
 pub enum Answer {
     /// A 1xx head: the final one follows.
     Informational,
-    /// The final head as HTTP/1.1 bytes; `chunked`: its body is framed as chunks (it has no
-    /// length and does not end with the head).
-    Final { head: Bytes, chunked: bool },
+    /// The final head; `chunked`: its body is framed as chunks for the reader (it has no
+    /// length and does not end with the head). Its bytes are the HTTP/1.1 head it spells.
+    Final { head: Head, chunked: bool },
     /// Not a valid answer (RFC 9113 §8.1.1): the stream is reset.
     Malformed(&'static str),
 }
@@ -24,8 +25,7 @@ pub fn decode(
     max_list: usize,
     end_stream: bool,
 ) -> Result<Answer, HpackError> {
-    let mut head = BytesMut::with_capacity(block.len() * 2 + 64);
-    let mut status: Option<u16> = None;
+    let mut head: Option<ResponseBuilder> = None;
     let mut has_length = false;
     let mut bad: Option<&'static str> = None;
     decoder.decode(block, max_list, |name, value| {
@@ -33,13 +33,10 @@ pub fn decode(
             return Ok(());
         }
         if let Some(pseudo) = name.strip_prefix(b":") {
-            bad = match (pseudo, status) {
-                (b"status", None) if head.is_empty() => match parse_status(value) {
+            bad = match (pseudo, &head) {
+                (b"status", None) => match parse_status(value) {
                     Some(code) => {
-                        status = Some(code);
-                        head.put_slice(b"HTTP/1.1 ");
-                        head.put_slice(value);
-                        head.put_slice(b" \r\n");
+                        head = Some(ResponseBuilder::new(code, block.len() * 2 + 64));
                         None
                     }
                     None => Some("a bad :status"),
@@ -48,27 +45,31 @@ pub fn decode(
             };
             return Ok(());
         }
-        if status.is_none() {
+        let Some(head) = head.as_mut() else {
             bad = Some("a header before :status");
-        } else if !valid_name(name) || !valid_value(value) {
-            bad = Some("a header name or value HTTP does not allow");
-        } else if !super::request::connection_specific(name) {
-            has_length |= name == b"content-length";
-            head.put_slice(name);
-            head.put_slice(b": ");
-            head.put_slice(value);
-            head.put_slice(b"\r\n");
+            return Ok(());
+        };
+        if super::request::connection_specific(name) {
+            // Checked all the same: a field HTTP does not allow is malformed wherever it is.
+            if check_field(name, value).is_err() {
+                bad = Some("a header name or value HTTP does not allow");
+            }
+            return Ok(());
+        }
+        has_length |= name == b"content-length";
+        if head.field(name, value).is_err() {
+            bad = Some("a header name or value HTTP does not allow, or too many");
         }
         Ok(())
     })?;
     if let Some(why) = bad {
         return Ok(Answer::Malformed(why));
     }
-    let Some(code) = status else {
+    let Some(head) = head else {
         return Ok(Answer::Malformed("no :status"));
     };
-    if (100..200).contains(&code) {
-        if end_stream || code == 101 {
+    if (100..200).contains(&head.status()) {
+        if end_stream || head.status() == 101 {
             return Ok(Answer::Malformed(
                 "an informational head that ends the stream",
             ));
@@ -76,17 +77,24 @@ pub fn decode(
         return Ok(Answer::Informational);
     }
     let chunked = !end_stream && !has_length;
-    if chunked {
-        head.put_slice(b"transfer-encoding: chunked\r\n");
-    } else if end_stream && !has_length {
-        head.put_slice(b"content-length: 0\r\n");
-    }
-    // Nothing of an HTTP/2 stream is pooled as an HTTP/1.1 connection.
-    head.put_slice(b"connection: close\r\n\r\n");
-    Ok(Answer::Final {
-        head: head.freeze(),
-        chunked,
+    Ok(match framed(head, chunked, end_stream && !has_length) {
+        Some(head) => Answer::Final { head, chunked },
+        None => Answer::Malformed("a bad content-length, or too many headers"),
     })
+}
+
+/// The final head with the fields its HTTP/1.1 bytes owe for the HTTP/2 answer's framing: a
+/// chunked body, or an empty one that ended with the head. Nothing of an HTTP/2 stream is
+/// pooled as an HTTP/1.1 connection: `connection: close`. `None`: its own length was bad, or
+/// these fields went over the head's count.
+fn framed(mut head: ResponseBuilder, chunked: bool, empty: bool) -> Option<Head> {
+    if chunked {
+        head.field(b"transfer-encoding", b"chunked").ok()?;
+    } else if empty {
+        head.field(b"content-length", b"0").ok()?;
+    }
+    head.field(b"connection", b"close").ok()?;
+    head.finish().ok()
 }
 
 fn parse_status(v: &[u8]) -> Option<u16> {
@@ -96,36 +104,6 @@ fn parse_status(v: &[u8]) -> Option<u16> {
         }
         _ => None,
     }
-}
-
-/// The bytes of a lower-case token (RFC 9110 §5.1; HTTP/2 names are lower-case, RFC 9113
-/// §8.2.1): one lookup per byte of every answer's every name.
-const NAME_BYTE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_lowercase() || c.is_ascii_digit();
-        b += 1;
-    }
-    let extra = b"!#$%&'*+-.^_`|~";
-    let mut i = 0;
-    while i < extra.len() {
-        t[extra[i] as usize] = true;
-        i += 1;
-    }
-    t
-};
-
-fn valid_name(n: &[u8]) -> bool {
-    !n.is_empty() && n.iter().all(|&b| NAME_BYTE[usize::from(b)])
-}
-
-/// No NUL, CR or LF (RFC 9113 §8.2.1), which would end the HTTP/1.1 line it is written on:
-/// one comparison per byte for the common case (every byte above CR).
-fn valid_value(v: &[u8]) -> bool {
-    v.iter()
-        .all(|&b| b > b'\r' || (b != 0 && b != b'\n' && b != b'\r'))
 }
 
 #[cfg(test)]
@@ -147,7 +125,9 @@ mod tests {
 
     fn final_head(a: Answer) -> (String, bool) {
         match a {
-            Answer::Final { head, chunked } => (String::from_utf8_lossy(&head).into(), chunked),
+            Answer::Final { head, chunked } => {
+                (String::from_utf8_lossy(head.raw()).into(), chunked)
+            }
             Answer::Informational => panic!("informational"),
             Answer::Malformed(w) => panic!("malformed: {w}"),
         }
@@ -179,6 +159,30 @@ mod tests {
     }
 
     #[test]
+    fn the_head_is_parsed_as_its_bytes_would_be() {
+        use crate::http::head::{Framing, HeadLimits, parse_response};
+        let mut d = Decoder::new(4096);
+        let b = block(&[(":status", "429"), ("retry-after", "2"), ("x-a", "1")]);
+        let Ok(Answer::Final { head, chunked }) = decode(&mut d, &b, 1 << 16, false) else {
+            panic!("a final head");
+        };
+        assert!(chunked);
+        let (parsed, _) = parse_response(head.raw(), HeadLimits::default(), false)
+            .expect("parses")
+            .expect("whole");
+        assert_eq!((head.status, head.framing), (429, Framing::Chunked));
+        assert_eq!((parsed.status, parsed.framing), (429, Framing::Chunked));
+        assert!(
+            !head.keep_alive && !parsed.keep_alive,
+            "never pooled as HTTP/1.1"
+        );
+        for name in ["retry-after", "x-a", "transfer-encoding", "connection"] {
+            assert!(head.get(name).is_some(), "{name}");
+            assert_eq!(head.get(name), parsed.get(name), "{name}");
+        }
+    }
+
+    #[test]
     fn informational_and_malformed_heads_are_told_apart() {
         let mut d = Decoder::new(4096);
         let is = |a: Answer, want: &str| match a {
@@ -198,6 +202,26 @@ mod tests {
         is(go(&[(":status", "200"), ("X-Upper", "1")], false), "bad");
         is(go(&[(":status", "200"), ("x", "a\r\nb")], false), "bad");
         is(go(&[("x", "1")], false), "bad");
+        // Framing the parser would refuse is refused here too: the request path never parses it.
+        is(
+            go(&[(":status", "200"), ("content-length", "x")], false),
+            "bad",
+        );
+        is(
+            go(
+                &[
+                    (":status", "200"),
+                    ("content-length", "1"),
+                    ("content-length", "2"),
+                ],
+                true,
+            ),
+            "bad",
+        );
+        is(
+            go(&[(":status", "200"), ("connection", "a\nb")], false),
+            "bad",
+        );
         is(go(&[(":status", "200"), ("x", "1")], false), "final");
     }
 }

@@ -1,12 +1,13 @@
 //! One request on an HTTP/2 connection, read by the request path as it reads an HTTP/1.1
-//! connection: the answer's head as HTTP/1.1 bytes (`request::write_response_head`), then its
-//! body's bytes, then the end (a read of 0) where the stream ends. What the stream's failure
-//! means for a retry is kept ([`Failure`]).
+//! connection: the answer's head, parsed ([`H2Stream::head`]; or as HTTP/1.1 bytes to a
+//! reader that asks for bytes), then its body's bytes, then the end (a read of 0) where the
+//! stream ends. What the stream's failure means for a retry is kept ([`Failure`]).
 
 use super::conn::H2Conn;
 use super::link::{Link, Recv};
 pub use super::shared::Failure;
 use super::shared::Shared;
+use crate::http::head::Head;
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::rc::Rc;
@@ -30,6 +31,9 @@ pub struct H2Stream {
     shared: Rc<Shared>,
     https: bool,
     state: State,
+    /// The answer's head while no one has taken it: its bytes are `pending` meanwhile, for a
+    /// reader that reads the head as bytes.
+    head: Option<Head>,
     /// Bytes received and not yet read (a read had less room than a DATA frame): the head, or
     /// a DATA frame's, after the chunk-size line owed before it (`line`).
     pending: Bytes,
@@ -57,6 +61,7 @@ impl H2Stream {
             shared: conn.shared.clone(),
             https: tls,
             state: State::Idle,
+            head: None,
             pending: Bytes::new(),
             line: [0; 18],
             line_len: 0,
@@ -111,6 +116,20 @@ impl H2Stream {
         Ok(())
     }
 
+    /// The answer's head, parsed, once it came; `None` if the stream ended first (or its head
+    /// was already read). What follows it is read as bytes.
+    pub async fn head(&mut self) -> io::Result<Option<Head>> {
+        if !self.fill().await? {
+            return Ok(None);
+        }
+        let head = self.head.take();
+        if head.is_some() {
+            // Its bytes, owed to a byte reader, are not owed to one that took it whole.
+            self.pending = Bytes::new();
+        }
+        Ok(head)
+    }
+
     /// The answer's next bytes into `buf`: its head first (as HTTP/1.1), then its body; 0 at
     /// its end. What the stream has already received joins them, as an HTTP/1.1 read takes
     /// whatever arrived: a JSON answer's head and body, read together, reach the client in one
@@ -150,6 +169,8 @@ impl H2Stream {
     /// [`Self::emit`] what is owed, then what the stream has already received, while `room`
     /// lasts. Returns how many bytes.
     fn emit_ready(&mut self, mut room: usize, mut put: impl FnMut(&[u8])) -> usize {
+        // Read as bytes: no one takes it whole now.
+        self.head = None;
         let start = room;
         loop {
             room -= self.emit(room, &mut put);
@@ -234,7 +255,8 @@ impl H2Stream {
         match r {
             Recv::Head(head, chunked) => {
                 self.chunked = chunked;
-                self.pending = head;
+                self.pending = head.raw().clone();
+                self.head = Some(head);
                 self.state = State::Body(id);
             }
             Recv::Data(data) => {

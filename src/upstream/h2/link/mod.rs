@@ -32,8 +32,9 @@ const MAX_HEADER_BLOCK: usize = 256 << 10;
 
 /// What a stream's reader gets next.
 pub enum Recv {
-    /// The answer's head as HTTP/1.1 bytes; `chunked`: its body is framed as chunks.
-    Head(Bytes, bool),
+    /// The answer's head (its bytes the HTTP/1.1 head it spells); `chunked`: its body is
+    /// framed as chunks.
+    Head(crate::http::head::Head, bool),
     Data(Bytes),
     End,
     Failed(Failure, String),
