@@ -72,7 +72,10 @@ sed 's/bench-model/h2-model/' "$WORK/sse.lua" > "$WORK/h2.lua"
 sed 's/bench-model/h2-model/' "$WORK/json.lua" > "$WORK/h2-json.lua"
 sed 's/bench-model/h1tls-model/' "$WORK/json.lua" > "$WORK/h1tls-json.lua"
 
+# Kept dumps name their functions in full: each is read alone, and compressed names are
+# defined only in the first dump of a run.
 BENCH_KEY=${BENCH_KEY:-sk-bench} valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" \
+  ${KEEP_CALLGRIND:+--compress-strings=no} \
   $BIN serve --config "$WORK/ringside.toml" >"$WORK/vg.log" 2>&1 &
 VG=$!; PIDS+=($VG); disown
 wait_for_port $RS

@@ -18,7 +18,7 @@ fn invalid(what: &str) -> io::Error {
 
 /// Headers that do not cross between HTTP/1.1 and HTTP/2: the hop-by-hop ones (meaningless on
 /// a multiplexed connection, and a protocol error there; `te` is allowed as `trailers` only,
-/// which our heads never send) and `host` (HTTP/2's `:authority`).
+/// which our heads never send) and `host` (HTTP/2's `:authority`). `name` in any case.
 pub fn connection_specific(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"host") || crate::http::head::is_hop_by_hop_name(name)
 }
@@ -53,37 +53,42 @@ pub fn encode(head: &[u8], https: bool, out: &mut Vec<u8>) -> io::Result<usize> 
     encode::scheme(out, https);
     encode::path(out, path.as_bytes());
     encode::authority(out, host);
+    let mut short = [0; 64];
+    let mut long = Vec::new();
     for h in req.headers.iter() {
-        if connection_specific(h.name.as_bytes()) {
+        let name = encode::lowered(h.name.as_bytes(), &mut short, &mut long);
+        if connection_specific(name) {
             continue;
         }
-        let indexing = if never_indexed(h.name) {
+        let indexing = if never_indexed(name) {
             Indexing::Never
         } else {
             Indexing::Without
         };
-        encode::field(out, h.name.as_bytes(), h.value, indexing);
+        encode::lower_field(out, name, h.value, indexing);
     }
     Ok(used)
 }
 
 /// Headers HPACK must never put in the connection's table (RFC 7541 §7.1.3): credentials, so
 /// that no compression oracle can guess them from frame sizes, and values new on every request
-/// (ids, trace context), which would only push out the entries worth keeping.
-fn never_indexed(name: &str) -> bool {
+/// (ids, trace context), which would only push out the entries worth keeping. `name`
+/// lower-case.
+fn never_indexed(name: &[u8]) -> bool {
     // By length first, as `is_hop_by_hop`: most names have none of these lengths.
-    let candidates: &[&str] = match name.len() {
-        6 => &["cookie"],
-        7 => &["api-key"],
-        9 => &["x-api-key"],
-        10 => &["tracestate"],
-        11 => &["traceparent"],
-        12 => &["x-request-id"],
-        13 => &["authorization"],
-        14 => &["x-goog-api-key"],
+    let candidates: &[&[u8]] = match name.len() {
+        6 => &[b"cookie"],
+        7 => &[b"api-key"],
+        9 => &[b"x-api-key"],
+        10 => &[b"tracestate"],
+        11 => &[b"traceparent"],
+        12 => &[b"x-request-id"],
+        13 => &[b"authorization"],
+        14 => &[b"x-goog-api-key"],
         _ => return false,
     };
-    candidates.iter().any(|n| name.eq_ignore_ascii_case(n))
+    // Lower-case names ([`encode::lowered`]): plain equality.
+    candidates.contains(&name)
 }
 
 #[cfg(test)]
