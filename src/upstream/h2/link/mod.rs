@@ -255,7 +255,12 @@ impl Link {
             frame::rst_stream(&mut s.out, id, Reason::CANCEL);
         }
         s.give_back(unread as u32);
-        s.wake_writer();
+        // Woken only for something to do: a frame to write, or its end (the last stream of a
+        // connection let go). Most streams end whole with nothing to say, and a poll of the
+        // connection's task for nothing was one more per request.
+        if !s.out.is_empty() || s.finished() {
+            s.wake_writer();
+        }
     }
 
     /// The pool let the connection go: it ends once its last stream does.
