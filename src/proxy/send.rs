@@ -54,7 +54,10 @@ pub(super) async fn send_and_await_head(
         // Its head comes whole and parsed: nothing of it is read as bytes.
         let head = within_wait(std::pin::pin!(h2.head()), deadline, watch).await?;
         return match head {
-            Ok(Some(head)) => Ok(head),
+            Ok(Some(head)) => {
+                h2.read_received(&mut up.buf);
+                Ok(head)
+            }
             Ok(None) => fail_closed(),
             Err(e) => fail_read(e),
         }

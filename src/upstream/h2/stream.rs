@@ -130,6 +130,18 @@ impl H2Stream {
         Ok(head)
     }
 
+    /// What the stream has already received after its head, into `buf`, never waiting: a JSON
+    /// answer's body, which came with its head, then goes to the client in the head's write
+    /// (one send and one segment, not two), as an HTTP/1.1 read of head and body together.
+    pub fn read_received(&mut self, buf: &mut BytesMut) {
+        if !self.owed() && !self.take_received() {
+            return;
+        }
+        crate::http::io::make_room(buf);
+        let room = buf.capacity() - buf.len();
+        self.emit_ready(room, |b| buf.extend_from_slice(b));
+    }
+
     /// The answer's next bytes into `buf`: its head first (as HTTP/1.1), then its body; 0 at
     /// its end. What the stream has already received joins them, as an HTTP/1.1 read takes
     /// whatever arrived: a JSON answer's head and body, read together, reach the client in one

@@ -183,3 +183,29 @@ fn received_events_are_read_at_once_as_chunks() {
         assert_eq!(first.read_into(&mut rest).await.expect("end"), 0);
     });
 }
+
+/// Taken parsed (the request path's way), the head leaves the body that came with it to be
+/// read at once, without waiting: the relay writes both to the client in one write. Its
+/// bytes are not read again.
+#[test]
+fn a_head_taken_parsed_leaves_its_received_body_to_read_at_once() {
+    on_driver(true, async {
+        let mut first = first_of(First::Whole).await;
+        let head = first.head().await.expect("read").expect("a head");
+        assert_eq!(head.status, 200);
+        let length = BODY.len() as u64;
+        assert_eq!(head.framing, crate::http::head::Framing::Length(length));
+        let mut buf = BytesMut::new();
+        first.read_received(&mut buf);
+        assert_eq!(&buf[..], BODY, "the body alone, already here");
+        let mut rest = BytesMut::new();
+        assert_eq!(first.read_into(&mut rest).await.expect("end"), 0);
+        let mut first = first_of(First::Events).await;
+        let head = first.head().await.expect("read").expect("a head");
+        assert_eq!(head.framing, crate::http::head::Framing::Chunked);
+        let mut buf = BytesMut::new();
+        first.read_received(&mut buf);
+        assert!(buf.starts_with(b"9\r\ndata: 1\n\n\r\n"), "{buf:?}");
+        assert!(buf.ends_with(b"0\r\n\r\n"), "the end came too: {buf:?}");
+    });
+}
