@@ -31,8 +31,8 @@ pub struct H2Stream {
     shared: Rc<Shared>,
     https: bool,
     state: State,
-    /// The answer's head while no one has taken it: its bytes are `pending` meanwhile, for a
-    /// reader that reads the head as bytes.
+    /// The answer's head until it is taken whole ([`Self::head`]) or read as bytes (its bytes
+    /// then become `pending`, [`Self::emit_ready`]).
     head: Option<Head>,
     /// Bytes received and not yet read (a read had less room than a DATA frame): the head, or
     /// a DATA frame's, after the chunk-size line owed before it (`line`).
@@ -122,12 +122,7 @@ impl H2Stream {
         if !self.fill().await? {
             return Ok(None);
         }
-        let head = self.head.take();
-        if head.is_some() {
-            // Its bytes, owed to a byte reader, are not owed to one that took it whole.
-            self.pending = Bytes::new();
-        }
-        Ok(head)
+        Ok(self.head.take())
     }
 
     /// What the stream has already received after its head, into `buf`, never waiting: a JSON
@@ -181,8 +176,10 @@ impl H2Stream {
     /// [`Self::emit`] what is owed, then what the stream has already received, while `room`
     /// lasts. Returns how many bytes.
     fn emit_ready(&mut self, mut room: usize, mut put: impl FnMut(&[u8])) -> usize {
-        // Read as bytes: no one takes it whole now.
-        self.head = None;
+        // Read as bytes: the head, if not taken whole, goes first as its HTTP/1.1 bytes.
+        if let Some(head) = self.head.take() {
+            self.pending = head.raw().clone();
+        }
         let start = room;
         loop {
             room -= self.emit(room, &mut put);
@@ -213,9 +210,12 @@ impl H2Stream {
         }
     }
 
-    /// Whether bytes are owed to the reader.
+    /// Whether bytes (or the head) are owed to the reader.
     fn owed(&self) -> bool {
-        self.line_at < self.line_len || !self.pending.is_empty() || !self.tail.is_empty()
+        self.head.is_some()
+            || self.line_at < self.line_len
+            || !self.pending.is_empty()
+            || !self.tail.is_empty()
     }
 
     /// Give up to `room` owed bytes to `put`, in order: size line, bytes, tail. Returns how many.
@@ -267,7 +267,6 @@ impl H2Stream {
         match r {
             Recv::Head(head, chunked) => {
                 self.chunked = chunked;
-                self.pending = head.raw().clone();
                 self.head = Some(head);
                 self.state = State::Body(id);
             }
