@@ -8,6 +8,7 @@
 //! costs over HTTP/1.1 with TLS). What is checked here is the shape we write (a request line,
 //! `name: value` lines, an empty line) and what HTTP/2 needs on its own (the path, a host).
 
+use crate::http::head::{NAME_BYTE, NameByte};
 use crate::http::hpack::encode::{self, Indexing};
 use std::io;
 
@@ -25,7 +26,10 @@ pub fn connection_specific(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"host") || crate::http::head::is_hop_by_hop_name(name)
 }
 
-/// The head's lines, one at a time, without their CRLF.
+/// A header line: its name, whether the name has upper-case letters, and its value.
+type Field<'a> = (&'a [u8], bool, &'a [u8]);
+
+/// The head's lines, one at a time.
 #[derive(Clone, Copy)]
 struct Lines<'a> {
     head: &'a [u8],
@@ -33,29 +37,47 @@ struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
-    fn next(&mut self) -> io::Result<&'a [u8]> {
-        let rest = &self.head[self.at..];
-        let end = memchr::memchr(b'\n', rest).ok_or_else(|| invalid("an incomplete head"))?;
-        let Some(line) = rest[..end].strip_suffix(b"\r") else {
-            return Err(invalid("a line not ended by CRLF"));
-        };
-        self.at += end + 1;
+    /// The request line, without its CRLF.
+    fn first(&mut self) -> io::Result<&'a [u8]> {
+        let (line, len) = to_crlf(self.head).ok_or_else(|| invalid("an incomplete head"))?;
+        self.at = len;
         Ok(line)
     }
 
-    /// The next header line as name and value, `None` at the empty line that ends the head.
-    fn field(&mut self) -> io::Result<Option<(&'a [u8], &'a [u8])>> {
-        let line = self.next()?;
-        if line.is_empty() {
+    /// The next header line, `None` at the empty line that ends the head. The name is read
+    /// and checked in one pass (a line has a few dozen bytes: a search's set-up would cost
+    /// more than it saves), the value found by its CR.
+    fn field(&mut self) -> io::Result<Option<Field<'a>>> {
+        let rest = &self.head[self.at..];
+        if rest.starts_with(b"\r\n") {
+            self.at += 2;
             return Ok(None);
         }
-        let colon = memchr::memchr(b':', line).ok_or_else(|| invalid("a line without a name"))?;
-        let (name, value) = (&line[..colon], &line[colon + 1..]);
-        if name.is_empty() || !name.iter().all(|&b| b.is_ascii_graphic()) {
-            return Err(invalid("a header name"));
+        let mut upper = false;
+        let mut i = 0;
+        loop {
+            let Some(&b) = rest.get(i) else {
+                return Err(invalid("an incomplete head"));
+            };
+            match NAME_BYTE[usize::from(b)] {
+                NameByte::Token => {}
+                NameByte::Upper => upper = true,
+                _ if b == b':' && i > 0 => break,
+                _ => return Err(invalid("a header name")),
+            }
+            i += 1;
         }
-        Ok(Some((name, value.trim_ascii())))
+        let (value, len) = to_crlf(&rest[i + 1..]).ok_or_else(|| invalid("an incomplete head"))?;
+        self.at += i + 1 + len;
+        Ok(Some((&rest[..i], upper, value.trim_ascii())))
     }
+}
+
+/// The bytes before the first CRLF of `bytes`, and their length with it; `None` without one,
+/// or where a CR stands alone.
+fn to_crlf(bytes: &[u8]) -> Option<(&[u8], usize)> {
+    let cr = memchr::memchr(b'\r', bytes)?;
+    (bytes.get(cr + 1) == Some(&b'\n')).then(|| (&bytes[..cr], cr + 2))
 }
 
 /// The request line's method and path (`METHOD SP path SP HTTP/1.1`).
@@ -79,7 +101,7 @@ fn request_line(line: &[u8]) -> io::Result<(&[u8], &[u8])> {
 fn host<'a>(lines: &mut Lines<'a>) -> io::Result<&'a [u8]> {
     let mut ahead = *lines;
     let mut first = true;
-    while let Some((name, value)) = ahead.field()? {
+    while let Some((name, _, value)) = ahead.field()? {
         if name.eq_ignore_ascii_case(b"host") {
             if value.is_empty() || !value.iter().all(u8::is_ascii_graphic) {
                 return Err(invalid("the host"));
@@ -99,7 +121,7 @@ fn host<'a>(lines: &mut Lines<'a>) -> io::Result<&'a [u8]> {
 /// as an HPACK header block in `out`, for `https` or plain `http`. Returns the head's length.
 pub fn encode(head: &[u8], https: bool, out: &mut Vec<u8>) -> io::Result<usize> {
     let mut lines = Lines { head, at: 0 };
-    let (method, path) = request_line(lines.next()?)?;
+    let (method, path) = request_line(lines.first()?)?;
     let host = host(&mut lines)?;
     encode::method(out, method);
     encode::scheme(out, https);
@@ -107,8 +129,12 @@ pub fn encode(head: &[u8], https: bool, out: &mut Vec<u8>) -> io::Result<usize> 
     encode::authority(out, host);
     let mut short = [0; 64];
     let mut long = Vec::new();
-    while let Some((name, value)) = lines.field()? {
-        let name = encode::lowered(name, &mut short, &mut long);
+    while let Some((name, upper, value)) = lines.field()? {
+        let name = if upper {
+            encode::lower_into(name, &mut short, &mut long)
+        } else {
+            name
+        };
         if connection_specific(name) {
             continue;
         }
@@ -201,9 +227,18 @@ mod tests {
         );
         assert!(!refused(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n"));
         assert!(refused(b"GET / HTTP/1.1\nhost: a\r\n\r\n"), "a bare LF");
-        assert!(refused(b"GET / HTTP/1.1\r\nhost: a\r\nx y\r\n\r\n"), "no colon");
-        assert!(refused(b"GET / HTTP/1.1\r\nhost: a\r\n: y\r\n\r\n"), "no name");
-        assert!(refused(b"GET / HTTP/1.0\r\nhost: a\r\n\r\n"), "not our version");
+        assert!(
+            refused(b"GET / HTTP/1.1\r\nhost: a\r\nx y\r\n\r\n"),
+            "no colon"
+        );
+        assert!(
+            refused(b"GET / HTTP/1.1\r\nhost: a\r\n: y\r\n\r\n"),
+            "no name"
+        );
+        assert!(
+            refused(b"GET / HTTP/1.0\r\nhost: a\r\n\r\n"),
+            "not our version"
+        );
         assert!(refused(b"get / HTTP/1.1\r\nhost: a\r\n\r\n"), "the method");
         assert!(refused(b"GET x HTTP/1.1\r\nhost: a\r\n\r\n"), "the path");
         assert!(refused(b"GET HTTP/1.1\r\nhost: a\r\n\r\n"), "no path");
@@ -214,7 +249,10 @@ mod tests {
     fn a_host_after_other_headers_is_found_and_sent_once() {
         let head = b"GET * HTTP/1.1\r\nX-A:  1 \r\nHost: h\r\nx-b:2\r\n\r\n";
         let mut out = Vec::new();
-        assert_eq!(encode(head, false, &mut out).expect("a request"), head.len());
+        assert_eq!(
+            encode(head, false, &mut out).expect("a request"),
+            head.len()
+        );
         let f = fields(&out);
         let got: Vec<(&str, &str)> = f.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         let want = [
