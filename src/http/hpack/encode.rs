@@ -119,7 +119,12 @@ fn static_name(name: &[u8]) -> Option<usize> {
         .iter()
         .take_while(|&&i| i != 0)
         .map(|&i| usize::from(i))
-        .find(|&i| STATIC[i - 1].0.as_bytes() == name)
+        // The first bytes first: most candidates differ there, and a comparison of whole
+        // names is a call to memcmp.
+        .find(|&i| {
+            let s = STATIC[i - 1].0.as_bytes();
+            s.first() == name.first() && s == name
+        })
 }
 
 /// The longest regular name in the static table (`access-control-allow-origin`).

@@ -74,7 +74,9 @@ pub fn read_int(src: &[u8], n: u32) -> Result<(usize, usize), HpackError> {
     Err(HpackError::Truncated)
 }
 
-/// Append `value` with an `n`-bit prefix, the prefix's other bits `flags`.
+/// Append `value` with an `n`-bit prefix, the prefix's other bits `flags`. (Inlined: two per
+/// field of every request, most of them one byte.)
+#[inline]
 pub fn write_int(out: &mut Vec<u8>, flags: u8, n: u32, mut value: usize) {
     let mask = (1usize << n) - 1;
     if value < mask {
