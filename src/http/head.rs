@@ -316,7 +316,7 @@ impl Head {
 mod parse;
 pub use parse::{HeadLimits, parse_request, parse_response};
 mod build;
-pub use build::{FieldError, NAME_BYTE, NameByte, ResponseBuilder, check_field};
+pub use build::{FieldError, ResponseBuilder, check_field};
 
 #[cfg(test)]
 #[path = "head_tests.rs"]

@@ -32,7 +32,7 @@ fn sim_opts(events: u32, interval_ms: u64) -> SimOptions {
 }
 
 /// `n` streamed chat requests at once; how many came back whole (200 and `[DONE]`).
-fn streams_at_once(proxy: &Proxy, n: usize) -> usize {
+pub(super) fn streams_at_once(proxy: &Proxy, n: usize) -> usize {
     streams_at_once_to(proxy.addr, n)
 }
 
@@ -66,7 +66,7 @@ fn count(v: &serde_json::Value, name: &str) -> u64 {
 }
 
 /// The sum of a metric's samples whose line holds every one of `labels`.
-fn metric_sum(metrics: &str, name: &str, labels: &[&str]) -> f64 {
+pub(super) fn metric_sum(metrics: &str, name: &str, labels: &[&str]) -> f64 {
     metrics
         .lines()
         .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))

@@ -13,6 +13,7 @@ mod client_retries;
 mod failover;
 mod framing;
 mod h2;
+mod h2_interop;
 mod hygiene;
 mod open_mode;
 mod operations;

@@ -117,34 +117,20 @@ impl ResponseBuilder {
     }
 }
 
-/// What a byte is in a header name: a token character (RFC 9110 §5.6.2) that is not an
-/// upper-case letter, an upper-case letter, or no token character. HTTP/2 names are
-/// lower-case (RFC 9113 §8.2.1): an answer's must be `Token` throughout, and a request's
-/// `Upper` letters are lowered before it is sent.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum NameByte {
-    Bad,
-    Token,
-    Upper,
-}
-
-/// Every byte's [`NameByte`]: one lookup per byte of every name.
-pub const NAME_BYTE: [NameByte; 256] = {
-    let mut t = [NameByte::Bad; 256];
+/// The bytes of a lower-case token (RFC 9110 §5.1; HTTP/2 names are lower-case, RFC 9113
+/// §8.2.1): one lookup per byte of every answer's every name.
+const NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            t[b] = NameByte::Token;
-        } else if c.is_ascii_uppercase() {
-            t[b] = NameByte::Upper;
-        }
+        t[b] = c.is_ascii_lowercase() || c.is_ascii_digit();
         b += 1;
     }
     let extra = b"!#$%&'*+-.^_`|~";
     let mut i = 0;
     while i < extra.len() {
-        t[extra[i] as usize] = NameByte::Token;
+        t[extra[i] as usize] = true;
         i += 1;
     }
     t
@@ -163,9 +149,7 @@ pub fn check_field(name: &[u8], value: &[u8]) -> Result<(), FieldError> {
 }
 
 fn valid_name(n: &[u8]) -> bool {
-    !n.is_empty()
-        && n.iter()
-            .all(|&b| NAME_BYTE[usize::from(b)] == NameByte::Token)
+    !n.is_empty() && n.iter().all(|&b| NAME_BYTE[usize::from(b)])
 }
 
 /// No NUL, CR or LF: one comparison per byte for the common case (every byte above CR).

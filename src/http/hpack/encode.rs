@@ -75,12 +75,6 @@ pub fn lowered<'a>(name: &'a [u8], short: &'a mut [u8; 64], long: &'a mut Vec<u8
     if !name.iter().any(u8::is_ascii_uppercase) {
         return name;
     }
-    lower_into(name, short, long)
-}
-
-/// `name` lowered into `short` (or `long`, past 64 bytes), for a caller that knows it has
-/// upper-case letters.
-pub fn lower_into<'a>(name: &[u8], short: &'a mut [u8; 64], long: &'a mut Vec<u8>) -> &'a [u8] {
     let to = match short.get_mut(..name.len()) {
         Some(to) => to,
         None => {

@@ -1,0 +1,145 @@
+//! HTTP/2 to a provider served by another implementation than ours and the simulator's: Node's
+//! `http2` (nghttp2, as curl and many edges use; `tests/fixtures/h2_provider.mjs`). Its answers
+//! are Huffman-coded and indexed in its dynamic table, it paces its own windows, and it closes
+//! sessions gracefully with GOAWAY while requests are in flight. Every stream comes back
+//! whole, over HTTP/2 only, and a rate-limited key is failed over as over HTTP/1.1.
+
+use crate::both_drivers;
+use crate::common::sim_tls::certificates;
+use crate::common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+both_drivers!(nghttp2_as_the_provider);
+
+/// The Node provider, stopped when dropped (its stdin closes, and it is killed).
+struct NodeProvider {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    port: u16,
+    ca_file: std::path::PathBuf,
+    _dir: tempdir::Dir,
+}
+
+impl NodeProvider {
+    /// Started with `close_after` streams per session before a graceful close (0: never).
+    fn start(close_after: usize) -> NodeProvider {
+        apt::ensure("node", "nodejs");
+        let dir = tempdir::new();
+        let (ca_file, cert, key) = certificates(&dir.0);
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/h2_provider.mjs"
+        );
+        let mut child = Command::new("node")
+            .args([script, &cert, &key])
+            .env("CLOSE_AFTER", close_after.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("node runs (the tests need Node.js)");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("its port");
+        let port = line.trim().parse().expect("a port number");
+        NodeProvider {
+            child,
+            stdin,
+            stdout,
+            port,
+            ca_file,
+            _dir: dir,
+        }
+    }
+
+    /// What it saw so far.
+    fn seen(&mut self) -> serde_json::Value {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(b"seen\n").expect("ask");
+        stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("an answer");
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    /// A provider there (`http2 = "auto"`), keys a and b serving `m`.
+    fn config(&self) -> String {
+        format!(
+            "[upstream]\nca_file = \"{}\"\n\n[[providers]]\nid = \"node\"\ndialect = \"openai\"\n\
+             base_url = \"https://localhost:{}/v1\"\n\
+             \x20 [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n\
+             \x20 [[providers.connections]]\n  id = \"b\"\n  key_env = \"SIM_KEY_B\"\n  models = [\"m\"]\n",
+            self.ca_file.display(),
+            self.port
+        )
+    }
+}
+
+impl Drop for NodeProvider {
+    fn drop(&mut self) {
+        self.stdin.take();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nghttp2_as_the_provider(driver: &str) {
+    // Each session closed after 40 streams: a burst of 200 meets several GOAWAYs.
+    let mut node = NodeProvider::start(40);
+    let proxy = Proxy::start(driver, 2, "", &node.config());
+
+    // A JSON answer, its provider's headers relayed; key a is rate limited (429, retry-after),
+    // so a request that meets it is answered by key b.
+    for _ in 0..4 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(r.text().contains("hello over nghttp2"), "{}", r.text());
+        assert_eq!(r.header("openai-version"), Some("2020-10-01"));
+        assert!(r.header("x-ratelimit-remaining-requests").is_some());
+        assert!(r.header("set-cookie").is_some_and(|c| c.len() > 120));
+    }
+
+    let whole = super::h2::streams_at_once(&proxy, 200);
+    assert_eq!(whole, 200, "every stream whole through the graceful closes");
+
+    let seen = node.seen();
+    assert_eq!(seen["bad_requests"], 0, "{seen}");
+    let versions = seen["versions"].as_object().expect("versions");
+    assert_eq!(versions.keys().collect::<Vec<_>>(), ["2.0"], "{seen}");
+    let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    // Key a answered 429 and cooled for 30 s: met at most once per core before the cooldown
+    // reached both.
+    assert!(count(&seen["keys"]["sk-sim-a"]) <= 2, "{seen}");
+    // Each request served once: a stream above a GOAWAY's last one never reached it and went
+    // again on another session (an attempt `refused`, blaming no key), the rest ran to their end.
+    assert_eq!(count(&seen["keys"]["sk-sim-b"]), 204, "{seen}");
+    let m = proxy.metrics();
+    let attempts = |outcome: &str| {
+        super::h2::metric_sum(
+            &m,
+            "ringside_upstream_attempts_total",
+            &["connection=\"b\"", &format!("outcome=\"{outcome}\"")],
+        )
+    };
+    assert_eq!(attempts("ok"), 204.0, "{m}");
+    let refused = attempts("refused");
+    let blamed = super::h2::metric_sum(&m, "ringside_connection_transitions_total", &["\"b\""])
+        + super::h2::metric_sum(&m, "ringside_breaker_transitions_total", &[]);
+    assert_eq!(
+        blamed, 0.0,
+        "no key cooled and no breaker moved for the closes: {m}"
+    );
+    // 204 streams at about 40 a session (more where a close met streams already sent): closed
+    // sessions were replaced, and the streams shared a few.
+    let sessions = count(&seen["sessions"]);
+    assert!((2..=40).contains(&sessions), "{seen}");
+    assert!(
+        count(&seen["most_open"]) >= 2,
+        "streams multiplexed: {seen}"
+    );
+    eprintln!(
+        "nghttp2: {sessions} sessions, {refused} attempts refused by a GOAWAY and sent again"
+    );
+}
