@@ -2,7 +2,8 @@
 //! `http2` (nghttp2, as curl and many edges use; `tests/fixtures/h2_provider.mjs`). Its answers
 //! are Huffman-coded and indexed in its dynamic table, it paces its own windows, and it closes
 //! sessions gracefully with GOAWAY while requests are in flight. Every stream comes back
-//! whole, over HTTP/2 only, and a rate-limited key is failed over as over HTTP/1.1.
+//! whole, over HTTP/2 only, a 300 KB prompt goes as its windows open, and a rate-limited key
+//! is failed over as over HTTP/1.1.
 
 use crate::both_drivers;
 use crate::common::sim_tls::certificates;
@@ -101,6 +102,12 @@ fn nghttp2_as_the_provider(driver: &str) {
         assert!(r.header("set-cookie").is_some_and(|c| c.len() > 120));
     }
 
+    // A 300 KB prompt: more than nghttp2's first window, sent as its WINDOW_UPDATEs open it.
+    let prompt = "x".repeat(300_000);
+    let large = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{prompt}"}}]}}"#);
+    let r = proxy.post("/v1/chat/completions", &[], &large);
+    assert_eq!(r.status, 200, "{}", r.text());
+
     let whole = super::h2::streams_at_once(&proxy, 200);
     assert_eq!(whole, 200, "every stream whole through the graceful closes");
 
@@ -114,7 +121,12 @@ fn nghttp2_as_the_provider(driver: &str) {
     assert!(count(&seen["keys"]["sk-sim-a"]) <= 2, "{seen}");
     // Each request served once: a stream above a GOAWAY's last one never reached it and went
     // again on another session (an attempt `refused`, blaming no key), the rest ran to their end.
-    assert_eq!(count(&seen["keys"]["sk-sim-b"]), 204, "{seen}");
+    assert_eq!(count(&seen["keys"]["sk-sim-b"]), 205, "{seen}");
+    assert_eq!(
+        count(&seen["largest_body"]),
+        large.len() as u64,
+        "the prompt whole: {seen}"
+    );
     let m = proxy.metrics();
     let attempts = |outcome: &str| {
         super::h2::metric_sum(
@@ -123,7 +135,7 @@ fn nghttp2_as_the_provider(driver: &str) {
             &["connection=\"b\"", &format!("outcome=\"{outcome}\"")],
         )
     };
-    assert_eq!(attempts("ok"), 204.0, "{m}");
+    assert_eq!(attempts("ok"), 205.0, "{m}");
     let refused = attempts("refused");
     let blamed = super::h2::metric_sum(&m, "ringside_connection_transitions_total", &["\"b\""])
         + super::h2::metric_sum(&m, "ringside_breaker_transitions_total", &[]);
@@ -131,7 +143,7 @@ fn nghttp2_as_the_provider(driver: &str) {
         blamed, 0.0,
         "no key cooled and no breaker moved for the closes: {m}"
     );
-    // 204 streams at about 40 a session (more where a close met streams already sent): closed
+    // 205 streams at about 40 a session (more where a close met streams already sent): closed
     // sessions were replaced, and the streams shared a few.
     let sessions = count(&seen["sessions"]);
     assert!((2..=40).contains(&sessions), "{seen}");
