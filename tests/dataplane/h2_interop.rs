@@ -151,7 +151,11 @@ fn nghttp2_as_the_provider(driver: &str) {
         count(&seen["most_open"]) >= 2,
         "streams multiplexed: {seen}"
     );
+    // The server's PINGs answered (one per session; a session closed before its answer came
+    // counts none, so on a loaded machine not every one need have).
+    let pings = count(&seen["pings_answered"]);
+    assert!(pings >= 1, "{seen}");
     eprintln!(
-        "nghttp2: {sessions} sessions, {refused} attempts refused by a GOAWAY and sent again"
+        "nghttp2: {sessions} sessions, {pings} PINGs answered, {refused} attempts refused by a GOAWAY and sent again"
     );
 }
