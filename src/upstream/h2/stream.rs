@@ -129,12 +129,10 @@ impl H2Stream {
     /// answer's body, which came with its head, then goes to the client in the head's write
     /// (one send and one segment, not two), as an HTTP/1.1 read of head and body together.
     pub fn read_received(&mut self, buf: &mut BytesMut) {
-        if !self.owed() && !self.take_received() {
-            return;
+        // Nothing here: the buffer is left as it is (no room made for nothing).
+        if self.owed() || self.take_received() {
+            self.emit_into(buf);
         }
-        crate::http::io::make_room(buf);
-        let room = buf.capacity() - buf.len();
-        self.emit_ready(room, |b| buf.extend_from_slice(b));
     }
 
     /// The answer's next bytes into `buf`: its head first (as HTTP/1.1), then its body; 0 at
@@ -145,9 +143,14 @@ impl H2Stream {
         if !self.fill().await? {
             return Ok(0);
         }
+        Ok(self.emit_into(buf))
+    }
+
+    /// [`Self::emit_ready`] into `buf`, with room made in it: how many bytes.
+    fn emit_into(&mut self, buf: &mut BytesMut) -> usize {
         crate::http::io::make_room(buf);
         let room = buf.capacity() - buf.len();
-        Ok(self.emit_ready(room, |b| buf.extend_from_slice(b)))
+        self.emit_ready(room, |b| buf.extend_from_slice(b))
     }
 
     /// [`Self::read_into`] for any buffer the runtime reads into.
