@@ -41,6 +41,23 @@ pub fn certificates(dir: &std::path::Path) -> (std::path::PathBuf, String, Strin
     (ca_file, s(cert), s(key))
 }
 
+/// A config: provider `sim` at `https://localhost:PORT/v1` trusting `ca_file` (`http2` as
+/// given), keys a and b serving `model`.
+pub fn tls_provider_config(
+    ca_file: &std::path::Path,
+    port: u16,
+    http2: &str,
+    model: &str,
+) -> String {
+    format!(
+        "[upstream]\nca_file = \"{}\"\n\n[[providers]]\nid = \"sim\"\ndialect = \"openai\"\n\
+         base_url = \"https://localhost:{port}/v1\"\nhttp2 = \"{http2}\"\n\
+         \x20 [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"{model}\"]\n\
+         \x20 [[providers.connections]]\n  id = \"b\"\n  key_env = \"SIM_KEY_B\"\n  models = [\"{model}\"]\n",
+        ca_file.display(),
+    )
+}
+
 impl SimTls {
     /// The simulator with `opts`, its front offering HTTP/2 (`http2`) with `faults`.
     pub fn start(mut opts: SimOptions, http2: bool, faults: H2Faults) -> SimTls {
@@ -79,14 +96,7 @@ impl SimTls {
 
     /// A config: provider `sim` at the front (`http2` as given), keys a and b serving `model`.
     pub fn config(&self, http2: &str, model: &str) -> String {
-        format!(
-            "[upstream]\nca_file = \"{}\"\n\n[[providers]]\nid = \"sim\"\ndialect = \"openai\"\n\
-             base_url = \"https://localhost:{}/v1\"\nhttp2 = \"{http2}\"\n\
-             \x20 [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"{model}\"]\n\
-             \x20 [[providers.connections]]\n  id = \"b\"\n  key_env = \"SIM_KEY_B\"\n  models = [\"{model}\"]\n",
-            self.ca_file.display(),
-            self.tls.port()
-        )
+        tls_provider_config(&self.ca_file, self.tls.port(), http2, model)
     }
 
     /// The front's counters (`/_sim/front`).

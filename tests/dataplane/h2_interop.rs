@@ -6,7 +6,7 @@
 //! is failed over as over HTTP/1.1.
 
 use crate::both_drivers;
-use crate::common::sim_tls::certificates;
+use crate::common::sim_tls::{certificates, tls_provider_config};
 use crate::common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -65,16 +65,9 @@ impl NodeProvider {
         serde_json::from_str(&line).expect("JSON")
     }
 
-    /// A provider there (`http2 = "auto"`), keys a and b serving `m`.
+    /// A provider there (`http2 = "auto"`, the default), keys a and b serving `m`.
     fn config(&self) -> String {
-        format!(
-            "[upstream]\nca_file = \"{}\"\n\n[[providers]]\nid = \"node\"\ndialect = \"openai\"\n\
-             base_url = \"https://localhost:{}/v1\"\n\
-             \x20 [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n\
-             \x20 [[providers.connections]]\n  id = \"b\"\n  key_env = \"SIM_KEY_B\"\n  models = [\"m\"]\n",
-            self.ca_file.display(),
-            self.port
-        )
+        tls_provider_config(&self.ca_file, self.port, "auto", "m")
     }
 }
 
