@@ -2,14 +2,16 @@
 //! `http2` (nghttp2, as curl and many edges use; `tests/fixtures/h2_provider.mjs`). Its answers
 //! are Huffman-coded and indexed in its dynamic table, it paces its own windows, and it closes
 //! sessions gracefully with GOAWAY while requests are in flight. Every stream comes back
-//! whole, over HTTP/2 only, a 300 KB prompt goes as its windows open, and a rate-limited key
-//! is failed over as over HTTP/1.1.
+//! whole, over HTTP/2 only, a 300 KB prompt goes as its windows open, a rate-limited key is
+//! failed over as over HTTP/1.1, and an answer read to its length is not cancelled while its
+//! END_STREAM is on its way.
 
 use crate::both_drivers;
 use crate::common::sim_tls::{certificates, tls_provider_config};
 use crate::common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 both_drivers!(nghttp2_as_the_provider);
 
@@ -148,6 +150,23 @@ fn nghttp2_as_the_provider(driver: &str) {
     // counts none, so on a loaded machine not every one need have).
     let pings = count(&seen["pings_answered"]);
     assert!(pings >= 1, "{seen}");
+    // The JSON answers' END_STREAM came 20 ms after their bodies: each stream was left to end,
+    // not reset, and none is counted open once it did.
+    assert_eq!(
+        count(&seen["cancelled"]),
+        0,
+        "answered streams reset: {seen}"
+    );
+    let streams_open = || {
+        let m = proxy.metrics();
+        super::h2::metric_sum(&m, "ringside_upstream_h2_streams ", &[])
+    };
+    // Counted as of each core's last tick: a generous wait for every core's next one.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while streams_open() != 0.0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(streams_open(), 0.0, "every stream closed once it ended");
     eprintln!(
         "nghttp2: {sessions} sessions, {pings} PINGs answered, {refused} attempts refused by a GOAWAY and sent again"
     );

@@ -158,6 +158,7 @@ impl H2Pool {
     pub fn sweep(&mut self, now_ms: u64, idle_ms: u64) {
         for o in &mut self.origins {
             o.conns.retain(|c| {
+                c.link.expire_left(now_ms);
                 let s = &c.shared;
                 c.usable()
                     && (s.open.get() > 0 || now_ms.saturating_sub(s.idle_since_ms.get()) < idle_ms)

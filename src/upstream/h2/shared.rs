@@ -30,3 +30,15 @@ pub struct Shared {
     /// When its last stream ended (ms, the core's clock), for the idle timeout.
     pub idle_since_ms: Cell<u64>,
 }
+
+impl Shared {
+    /// A stream on it ended (counted from its making, [`Self::open`]): when it was the last,
+    /// the connection's idle time starts.
+    pub fn stream_closed(&self) {
+        let open = self.open.get().saturating_sub(1);
+        self.open.set(open);
+        if open == 0 {
+            self.idle_since_ms.set(crate::clock::now_ms());
+        }
+    }
+}

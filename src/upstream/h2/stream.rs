@@ -305,14 +305,11 @@ impl H2Stream {
 
 impl Drop for H2Stream {
     fn drop(&mut self) {
-        if self.id != 0 {
-            self.link.close(self.id);
-        }
-        let s = &self.shared;
-        let open = s.open.get().saturating_sub(1);
-        s.open.set(open);
-        if open == 0 {
-            s.idle_since_ms.set(crate::clock::now_ms());
+        // A stream whose whole answer came (to the length its head gave) is left to end on
+        // its own, its END_STREAM a frame behind: the connection counts it open until then.
+        let left_to_end = self.id != 0 && self.link.close(self.id);
+        if !left_to_end {
+            self.shared.stream_closed();
         }
     }
 }

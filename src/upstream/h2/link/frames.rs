@@ -6,6 +6,7 @@
 use super::super::answer::{self, Answer};
 use super::{ConnError, Failure, MAX_HEADER_BLOCK, MAX_HEADER_LIST, PingState, Recv, Slot, State};
 use crate::http::h2frame::{self as frame, Head, Kind, Reason};
+use crate::http::head::Framing;
 use bytes::{Bytes, BytesMut};
 
 impl State {
@@ -110,6 +111,9 @@ impl State {
         let Some(slot) = self.streams.iter_mut().find(|x| x.id == h.stream) else {
             // A stream already closed here (its reader went away): its bytes are given back.
             self.give_back(whole);
+            if end {
+                self.ended(h.stream);
+            }
             return Ok(());
         };
         slot.recv_window -= i64::from(whole);
@@ -125,6 +129,9 @@ impl State {
             self.give_back(whole);
             return Ok(());
         } else if !body.is_empty() {
+            if let Some(p) = &mut slot.promised {
+                *p = p.saturating_sub(body.len() as u64);
+            }
             slot.push(Recv::Data(body));
         }
         if end {
@@ -146,6 +153,9 @@ impl State {
         let answer = answer::decode(&mut self.decoder, block, MAX_HEADER_LIST, end_stream)
             .map_err(|_| ConnError(Reason::COMPRESSION_ERROR, "a bad header block"))?;
         let Some(slot) = self.streams.iter_mut().find(|x| x.id == id) else {
+            if end_stream {
+                self.ended(id);
+            }
             return Ok(());
         };
         let reset = match (slot.headed, answer) {
@@ -161,6 +171,11 @@ impl State {
             (false, Answer::Informational) => false,
             (false, Answer::Final { head, chunked }) => {
                 slot.headed = true;
+                slot.promised = match head.framing {
+                    Framing::Length(n) => Some(n),
+                    Framing::Empty => Some(0),
+                    Framing::Chunked | Framing::Close => None,
+                };
                 slot.push(Recv::Head(head, chunked));
                 if end_stream {
                     slot.push(Recv::End);
@@ -199,6 +214,8 @@ impl State {
             // Nothing more is sent on it.
             slot.sent_all = true;
             slot.body = Bytes::new();
+        } else {
+            self.ended(h.stream);
         }
         Ok(())
     }

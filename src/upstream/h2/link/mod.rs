@@ -10,6 +10,7 @@
 //! answer in memory. A request body larger than the server's windows waits in its slot and
 //! goes as `WINDOW_UPDATE`s open them.
 
+mod ending;
 mod frames;
 
 use super::shared::{Failure, Shared};
@@ -54,6 +55,9 @@ struct Slot {
     body: Bytes,
     /// The request's END_STREAM is sent.
     sent_all: bool,
+    /// Body bytes the answer's head promised and that have not come yet (`None`: no head
+    /// yet, or one that gave no length).
+    promised: Option<u64>,
     /// Bytes read and not yet given back to its window.
     consumed: u32,
     /// What the server may still send on it before we give room back.
@@ -89,6 +93,9 @@ struct State {
     out: Vec<u8>,
     writer: Option<Waker>,
     streams: Vec<Slot>,
+    /// Streams read whole whose END_STREAM is still to come, with when their reader left
+    /// (`ending`), oldest first.
+    ending: Vec<(u32, u64)>,
     next_id: u32,
     peer_window: i64,
     peer_max_frame: usize,
@@ -136,6 +143,7 @@ impl Link {
                 out,
                 writer: None,
                 streams: Vec::new(),
+                ending: Vec::new(),
                 next_id: 1,
                 peer_window: 65_535,
                 peer_max_frame: frame::DEFAULT_MAX_FRAME,
@@ -188,6 +196,7 @@ impl Link {
             waker: None,
             send_window: s.peer_window,
             sent_all: body.is_empty(),
+            promised: None,
             body,
             consumed: 0,
             recv_window: i64::from(STREAM_WINDOW),
@@ -233,34 +242,6 @@ impl Link {
             }
         }
         s.give_back(n);
-    }
-
-    /// The stream's reader is gone: the stream is reset unless it is over both ways, and
-    /// what it had not read goes back to the connection's window.
-    pub fn close(&self, id: u32) {
-        let s = &mut *self.st.borrow_mut();
-        let Some(at) = s.streams.iter().position(|x| x.id == id) else {
-            return;
-        };
-        let slot = s.streams.swap_remove(at);
-        let unread: usize = slot
-            .queue
-            .iter()
-            .map(|r| match r {
-                Recv::Data(b) => b.len(),
-                _ => 0,
-            })
-            .sum();
-        if !(s.dead || slot.done && slot.sent_all) {
-            frame::rst_stream(&mut s.out, id, Reason::CANCEL);
-        }
-        s.give_back(unread as u32);
-        // Woken only for something to do: a frame to write, or its end (the last stream of a
-        // connection let go). Most streams end whole with nothing to say, and a poll of the
-        // connection's task for nothing was one more per request.
-        if !s.out.is_empty() || s.finished() {
-            s.wake_writer();
-        }
     }
 
     /// The pool let the connection go: it ends once its last stream does.
@@ -358,6 +339,7 @@ impl State {
 
     fn lost(&mut self, why: &str) {
         self.dead = true;
+        self.forget_left();
         self.shared.closed.set(true);
         for slot in &mut self.streams {
             slot.fail(Failure::ConnectionLost, why);
