@@ -13,7 +13,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-both_drivers!(nghttp2_as_the_provider);
+both_drivers!(
+    nghttp2_as_the_provider,
+    a_server_limit_of_five_streams_is_honoured
+);
 
 /// The Node provider, stopped when dropped (its stdin closes, and it is killed).
 struct NodeProvider {
@@ -26,8 +29,9 @@ struct NodeProvider {
 }
 
 impl NodeProvider {
-    /// Started with `close_after` streams per session before a graceful close (0: never).
-    fn start(close_after: usize) -> NodeProvider {
+    /// Started with `close_after` streams per session before a graceful close (0: never), and
+    /// `max_streams` at once per session.
+    fn start(close_after: usize, max_streams: usize) -> NodeProvider {
         apt::ensure("node", "nodejs");
         let dir = tempdir::new();
         let (ca_file, cert, key) = certificates(&dir.0);
@@ -38,6 +42,7 @@ impl NodeProvider {
         let mut child = Command::new("node")
             .args([script, &cert, &key])
             .env("CLOSE_AFTER", close_after.to_string())
+            .env("MAX_STREAMS", max_streams.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -83,7 +88,7 @@ impl Drop for NodeProvider {
 
 fn nghttp2_as_the_provider(driver: &str) {
     // Each session closed after 40 streams: a burst of 200 meets several GOAWAYs.
-    let mut node = NodeProvider::start(40);
+    let mut node = NodeProvider::start(40, 100);
     let proxy = Proxy::start(driver, 2, "", &node.config());
 
     // A JSON answer, its provider's headers relayed; key a is rate limited (429, retry-after),
@@ -182,4 +187,35 @@ fn nghttp2_as_the_provider(driver: &str) {
     eprintln!(
         "nghttp2: {sessions} sessions, {pings} PINGs answered, {refused} attempts refused by a GOAWAY and sent again"
     );
+}
+
+/// A server that takes 5 streams at a time on a session (its SETTINGS say so): 60 streams at
+/// once all come back whole, on about a dozen connections, with no key blamed and none
+/// refused: the requests that come while a connection opens wait for its server's SETTINGS
+/// (the provider never said its limit before) rather than go over the limit.
+fn a_server_limit_of_five_streams_is_honoured(driver: &str) {
+    let mut node = NodeProvider::start(0, 5);
+    let proxy = Proxy::start(driver, 2, "", &node.config());
+    let whole = super::h2::streams_at_once(&proxy, 60);
+    let seen = node.seen();
+    let m = proxy.metrics();
+    assert_eq!(whole, 60, "{seen} {m}");
+    let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    assert!(count(&seen["most_open"]) <= 5, "{seen}");
+    // Twelve sessions carry 60 streams five at a time; more may have been opened while others
+    // were full.
+    let sessions = count(&seen["sessions"]);
+    assert!((12..=60).contains(&sessions), "{seen}");
+    let blamed = super::h2::metric_sum(&m, "ringside_connection_transitions_total", &["\"b\""])
+        + super::h2::metric_sum(&m, "ringside_breaker_transitions_total", &[]);
+    assert_eq!(blamed, 0.0, "{m}");
+    let refused = super::h2::metric_sum(
+        &m,
+        "ringside_upstream_attempts_total",
+        &["outcome=\"refused\""],
+    );
+    // Streams waited for each new session's SETTINGS (the first on each core) or went by the
+    // limit the last one gave: none was sent over it to be refused (151 were before).
+    assert_eq!(refused, 0.0, "{m}");
+    eprintln!("a limit of 5: {sessions} sessions");
 }

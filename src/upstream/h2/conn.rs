@@ -11,10 +11,6 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Streams assumed allowed until the server's SETTINGS say (RFC 9113 recommends servers allow
-/// at least 100). A stream over the server's limit before its SETTINGS arrive is refused by
-/// it (`REFUSED_STREAM`) and sent again, blaming no key.
-const INITIAL_STREAMS: usize = 100;
 /// The most of a write buffer a connection keeps between bursts.
 const KEEP_OUT: usize = 64 << 10;
 
@@ -76,7 +72,8 @@ impl Drop for H2Conn {
 /// trip for the server's SETTINGS.
 pub fn start(io: UpStream, fd: std::os::fd::RawFd, ping: Ping) -> H2Conn {
     let shared = Rc::new(Shared {
-        peer_max: Cell::new(INITIAL_STREAMS),
+        // Set by the pool (`H2Pool::add`) from what the provider said before, if it did.
+        peer_max: Cell::new(0),
         idle_since_ms: Cell::new(crate::clock::now_ms()),
         ..Shared::default()
     });
@@ -138,6 +135,7 @@ async fn run(mut io: UpStream, link: Rc<Link>, ping: Ping) {
         link.lost(&why);
     }
     link.shared.closed.set(true);
+    link.shared.settle();
 }
 
 /// The PING timer: a PING every `every`, its answer due within `wait`.

@@ -4,7 +4,10 @@
 //! A request takes the first connection with room (alive, under the server's
 //! `SETTINGS_MAX_CONCURRENT_STREAMS` and [`MAX_STREAMS`]); when none has room, one connection
 //! is opened and the requests that come meanwhile wait for it, up to its room, rather than
-//! each opening its own (a burst of 500 makes five connections, not 500).
+//! each opening its own (a burst of 500 makes five connections, not 500). A new connection's
+//! room is what the provider's server said last (`SETTINGS_MAX_CONCURRENT_STREAMS`); where
+//! it never said, those waiting wait on for the new server's SETTINGS, a round trip, rather
+//! than send streams it may refuse (a server that takes 5 would refuse 95 of a burst).
 
 mod answer;
 pub mod conn;
@@ -36,7 +39,7 @@ pub struct Opening {
 }
 
 impl Opening {
-    fn finish(&self) {
+    pub(super) fn finish(&self) {
         self.done.set(true);
         for w in self.wakers.borrow_mut().drain(..) {
             w.wake();
@@ -62,6 +65,8 @@ impl Opening {
 pub struct OpenGuard {
     key: usize,
     opening: Rc<Opening>,
+    /// The connection it opened finishes it, once its server says how many streams it takes.
+    handed: Cell<bool>,
 }
 
 /// What a request gets from the pool.
@@ -84,6 +89,8 @@ struct Origin {
     /// Its TLS chose HTTP/1.1 (`http2 = "auto"`): its connections are HTTP/1.1 ones, opened
     /// at once, side by side, and pooled as such.
     http1: bool,
+    /// The stream limit its servers last gave: a new connection's until its own server says.
+    known_max: Option<usize>,
 }
 
 /// A core's HTTP/2 connections.
@@ -107,10 +114,14 @@ impl H2Pool {
             return Pick::Http1;
         }
         o.conns.retain(H2Conn::usable);
+        if let Some(c) = o.conns.iter().rev().find(|c| c.shared.settled.get()) {
+            o.known_max = Some(c.shared.peer_max.get());
+        }
         if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
             return Pick::Ready(stream::H2Stream::on(c, tls));
         }
         if let Some(opening) = &o.opening
+            && !opening.done.get()
             && opening.waiting.get() < MAX_STREAMS - 1
         {
             opening.waiting.set(opening.waiting.get() + 1);
@@ -118,12 +129,26 @@ impl H2Pool {
         }
         let opening = Rc::new(Opening::default());
         o.opening = Some(opening.clone());
-        Pick::Open(OpenGuard { key, opening })
+        Pick::Open(OpenGuard {
+            key,
+            opening,
+            handed: Cell::new(false),
+        })
     }
 
-    /// A connection opened for provider `key`, and a stream on it for its opener.
+    /// A connection opened for provider `key`, and a stream on it for its opener. Its room is
+    /// what the provider said last; where it never said, the opening ends (and those waiting
+    /// for it pick again) only once the new server does.
     pub fn add(&mut self, guard: &OpenGuard, conn: H2Conn, tls: bool) -> stream::H2Stream {
         let o = self.origin(guard.key);
+        match o.known_max {
+            Some(max) => conn.shared.peer_max.set(max),
+            None if !conn.shared.settled.get() => {
+                *conn.shared.opening.borrow_mut() = Some(guard.opening.clone());
+                guard.handed.set(true);
+            }
+            None => {}
+        }
         let s = stream::H2Stream::on(&conn, tls);
         o.conns.push(conn);
         s
@@ -142,8 +167,12 @@ impl H2Pool {
         self.origin(key).http1 = true;
     }
 
-    /// End an opening (it is no longer what new requests wait for).
+    /// End an opening (it is no longer what new requests wait for), unless its connection
+    /// ends it ([`Self::add`]).
     fn end(&mut self, guard: &OpenGuard) {
+        if guard.handed.get() {
+            return;
+        }
         let o = self.origin(guard.key);
         if o.opening
             .as_ref()
@@ -188,6 +217,9 @@ pub struct Opener<'p> {
 
 impl Drop for Opener<'_> {
     fn drop(&mut self) {
+        if self.guard.handed.get() {
+            return;
+        }
         if let Ok(mut p) = self.pool.try_borrow_mut() {
             p.end(&self.guard);
         } else {

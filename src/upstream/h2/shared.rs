@@ -1,7 +1,8 @@
 //! What the pool, a connection's state and its streams share: how a stream failed, and the
 //! connection's counters the pool reads.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 /// How a stream failed, as far as a retry is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +21,14 @@ pub enum Failure {
 pub struct Shared {
     /// Streams open on it (an [`super::stream::H2Stream`] counts from its making to its drop).
     pub open: Cell<usize>,
-    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` as last read.
+    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` as last read; until its first SETTINGS
+    /// came, what the provider's last connection was told (0 when none was: no stream but its
+    /// opener's goes on it before the server says how many it takes).
     pub peer_max: Cell<usize>,
+    /// The server's first SETTINGS came (or the connection ended first).
+    pub settled: Cell<bool>,
+    /// The opening whose waiters wait for that, having no limit to go by.
+    pub opening: RefCell<Option<Rc<super::Opening>>>,
     /// Its task ended (the connection is closed) or it was told to go away: no new streams.
     pub closed: Cell<bool>,
     /// A stream already reported the connection's failure: its siblings' same failure is not
@@ -32,6 +39,15 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The server's stream limit is known (its first SETTINGS), or will never be (the
+    /// connection ended): the requests waiting for it look at the pool again.
+    pub fn settle(&self) {
+        self.settled.set(true);
+        if let Some(o) = self.opening.take() {
+            o.finish();
+        }
+    }
+
     /// A stream on it ended (counted from its making, [`Self::open`]): when it was the last,
     /// the connection's idle time starts.
     pub fn stream_closed(&self) {

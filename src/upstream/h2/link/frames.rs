@@ -227,6 +227,10 @@ impl State {
         if !payload.len().is_multiple_of(6) {
             return Err(ConnError(Reason::FRAME_SIZE_ERROR, "SETTINGS not in 6s"));
         }
+        // A first SETTINGS that names no limit sets none (RFC 9113 §6.5.2).
+        if !self.shared.settled.get() {
+            self.shared.peer_max.set(usize::MAX);
+        }
         for s in payload.chunks_exact(6) {
             let id = u16::from_be_bytes([s[0], s[1]]);
             let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
@@ -255,6 +259,7 @@ impl State {
         for at in 0..self.streams.len() {
             self.pump(at);
         }
+        self.shared.settle();
         Ok(())
     }
 
@@ -274,6 +279,7 @@ impl State {
         let last = self.goaway.map_or(last, |l| l.min(last));
         self.goaway = Some(last);
         self.shared.closed.set(true);
+        self.shared.settle();
         let why = format!("GOAWAY ({reason}): not processed");
         for slot in self.streams.iter_mut().filter(|x| x.id > last) {
             slot.push(Recv::Failed(Failure::Refused, why.clone()));
