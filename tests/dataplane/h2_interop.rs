@@ -195,12 +195,26 @@ fn nghttp2_as_the_provider(driver: &str) {
 /// (the provider never said its limit before) rather than go over the limit.
 fn a_server_limit_of_five_streams_is_honoured(driver: &str) {
     let mut node = NodeProvider::start(0, 5);
-    let proxy = Proxy::start(driver, 2, "", &node.config());
+    // Key b a backup: a is tried first, until its 429 cools it.
+    let config = node
+        .config()
+        .replace("id = \"b\"\n", "id = \"b\"\n  priority = 1\n");
+    let proxy = Proxy::start(driver, 2, "", &config);
+    // A 300 KB prompt meets key a's 429, answered before its body was read (a window's worth
+    // sent): the rest is not sent there, and the whole prompt goes to key b.
+    let prompt = "x".repeat(300_000);
+    let large = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{prompt}"}}]}}"#);
+    let r = proxy.post("/v1/chat/completions", &[], &large);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = node.seen();
+    let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    assert_eq!(count(&seen["keys"]["sk-sim-a"]), 1, "{seen}");
+    assert_eq!(count(&seen["largest_body"]), large.len() as u64, "{seen}");
+
     let whole = super::h2::streams_at_once(&proxy, 60);
     let seen = node.seen();
     let m = proxy.metrics();
     assert_eq!(whole, 60, "{seen} {m}");
-    let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
     assert!(count(&seen["most_open"]) <= 5, "{seen}");
     // Twelve sessions carry 60 streams five at a time; more may have been opened while others
     // were full.
