@@ -141,13 +141,14 @@ impl H2Pool {
     /// for it pick again) only once the new server does.
     pub fn add(&mut self, guard: &OpenGuard, conn: H2Conn, tls: bool) -> stream::H2Stream {
         let o = self.origin(guard.key);
-        match o.known_max {
-            Some(max) => conn.shared.peer_max.set(max),
-            None if !conn.shared.settled.get() => {
-                *conn.shared.opening.borrow_mut() = Some(guard.opening.clone());
-                guard.handed.set(true);
+        if !conn.shared.settled.get() {
+            match o.known_max {
+                Some(max) => conn.shared.peer_max.set(max),
+                None => {
+                    *conn.shared.opening.borrow_mut() = Some(guard.opening.clone());
+                    guard.handed.set(true);
+                }
             }
-            None => {}
         }
         let s = stream::H2Stream::on(&conn, tls);
         o.conns.push(conn);
