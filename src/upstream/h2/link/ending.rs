@@ -48,7 +48,7 @@ impl Link {
         left
     }
 
-    /// Reset the streams answered whole that the server left open too long ([`GRACE_MS`];
+    /// Reset the streams answered whole that the server left open too long (a second;
     /// run on a tick).
     pub fn expire_left(&self, now_ms: u64) {
         let s = &mut *self.st.borrow_mut();
