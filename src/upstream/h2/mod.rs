@@ -13,6 +13,8 @@ mod answer;
 pub mod conn;
 pub mod link;
 pub mod open;
+#[cfg(test)]
+mod pool_tests;
 pub mod request;
 pub mod shared;
 pub mod stream;

@@ -1,0 +1,102 @@
+//! The pool's openings against a server on loopback that says its stream limit when told to:
+//! those waiting on a new connection go by the limit its server gives, not by a guess.
+
+use super::conn::{self, Ping};
+use super::{H2Pool, Opener, Pick};
+use crate::http::h2frame as frame;
+use crate::test_driver::on_driver;
+use crate::upstream::UpStream;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::{TcpListener, TcpStream};
+use std::cell::RefCell;
+use std::os::fd::AsRawFd;
+
+/// A connection opened through `pool` for `guard`, and the server's end of it.
+async fn opened(
+    pool: &RefCell<H2Pool>,
+    listener: &TcpListener,
+    guard: super::OpenGuard,
+) -> (super::stream::H2Stream, TcpStream) {
+    let addr = listener.local_addr().expect("addr");
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (server, _) = listener.accept().await.expect("accept");
+    let fd = tcp.as_raw_fd();
+    let opener = Opener { pool, guard };
+    let conn = conn::start(UpStream::Plain(tcp), fd, Ping::default());
+    let first = pool.borrow_mut().add(&opener.guard, conn, false);
+    (first, server)
+}
+
+/// The server's SETTINGS, taking `max` streams at once.
+async fn say_limit(server: &mut TcpStream, max: u32) {
+    let mut out = Vec::new();
+    frame::settings(&mut out, &[(frame::MAX_CONCURRENT_STREAMS, max)]);
+    let (r, _) = server.write_all(out).await;
+    r.expect("settings written");
+}
+
+fn pick(pool: &RefCell<H2Pool>) -> Pick {
+    pool.borrow_mut().pick(0, false)
+}
+
+#[test]
+fn those_waiting_on_a_new_connection_wait_for_its_servers_limit() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::default());
+        let Pick::Open(guard) = pick(&pool) else {
+            panic!("nothing to pick: open one");
+        };
+        let Pick::Wait(opening) = pick(&pool) else {
+            panic!("one is opening: wait for it");
+        };
+        let (_first, mut server) = opened(&pool, &listener, guard).await;
+        // Made, but its server has not said how many streams it takes: the opener's stream
+        // went, the others wait on.
+        assert!(
+            !opening.done.get(),
+            "the opening goes on until the server speaks"
+        );
+        assert!(matches!(pick(&pool), Pick::Wait(_)));
+        say_limit(&mut server, 2).await;
+        opening.wait().await;
+        // Room for one more beside the opener's, then a new opening.
+        let Pick::Ready(_second) = pick(&pool) else {
+            panic!("room for a second stream");
+        };
+        let Pick::Open(guard) = pick(&pool) else {
+            panic!("full at the server's limit: open another");
+        };
+        // The provider said its limit before: a second connection takes it at once, and
+        // those waiting on it go as soon as it is made.
+        let Pick::Wait(opening) = pick(&pool) else {
+            panic!("wait for the second");
+        };
+        let (_third, _server) = opened(&pool, &listener, guard).await;
+        assert!(opening.done.get(), "no round trip awaited");
+        let Pick::Ready(_fourth) = pick(&pool) else {
+            panic!("room on the second by the limit the first was given");
+        };
+        assert!(matches!(pick(&pool), Pick::Open(_)), "both full");
+    });
+}
+
+#[test]
+fn a_connection_that_ends_before_its_servers_limit_lets_its_waiters_go() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::default());
+        let Pick::Open(guard) = pick(&pool) else {
+            panic!("open one");
+        };
+        let Pick::Wait(opening) = pick(&pool) else {
+            panic!("wait for it");
+        };
+        let (_first, server) = opened(&pool, &listener, guard).await;
+        drop(server);
+        // The connection's task finds it closed and ends: the waiters look again, and find
+        // nothing to take but a new opening.
+        opening.wait().await;
+        assert!(matches!(pick(&pool), Pick::Open(_)));
+    });
+}
