@@ -116,9 +116,6 @@ impl H2Pool {
             return Pick::Http1;
         }
         o.conns.retain(H2Conn::usable);
-        if let Some(c) = o.conns.iter().rev().find(|c| c.shared.settled.get()) {
-            o.known_max = Some(c.shared.peer_max.get());
-        }
         if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
             return Pick::Ready(stream::H2Stream::on(c, tls));
         }
@@ -143,6 +140,11 @@ impl H2Pool {
     /// for it pick again) only once the new server does.
     pub fn add(&mut self, guard: &OpenGuard, conn: H2Conn, tls: bool) -> stream::H2Stream {
         let o = self.origin(guard.key);
+        // Learned as a connection opens, not on every pick: a live connection whose server
+        // spoke (one that ended settled with nothing said, and is no longer usable).
+        if let Some(c) = (o.conns.iter().rev()).find(|c| c.usable() && c.shared.settled.get()) {
+            o.known_max = Some(c.shared.peer_max.get());
+        }
         if !conn.shared.settled.get() {
             match o.known_max {
                 Some(max) => conn.shared.peer_max.set(max),
@@ -170,12 +172,8 @@ impl H2Pool {
         self.origin(key).http1 = true;
     }
 
-    /// End an opening (it is no longer what new requests wait for), unless its connection
-    /// ends it ([`Self::add`]).
+    /// End an opening (it is no longer what new requests wait for).
     fn end(&mut self, guard: &OpenGuard) {
-        if guard.handed.get() {
-            return;
-        }
         let o = self.origin(guard.key);
         if o.opening
             .as_ref()
@@ -220,6 +218,8 @@ pub struct Opener<'p> {
 
 impl Drop for Opener<'_> {
     fn drop(&mut self) {
+        // Handed to the connection it opened, which ends it once its server says how many
+        // streams it takes ([`H2Pool::add`]).
         if self.guard.handed.get() {
             return;
         }

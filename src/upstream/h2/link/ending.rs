@@ -80,12 +80,10 @@ impl State {
 
     /// Reset the streams left to end before `now_ms - GRACE_MS` (oldest first in the list).
     pub(super) fn expire_left(&mut self, now_ms: u64) {
-        let late = self
-            .ending
-            .iter()
-            .take_while(|&&(_, since)| now_ms.saturating_sub(since) >= GRACE_MS)
-            .count();
-        for (id, _) in self.ending.drain(..late).collect::<Vec<_>>() {
+        while let Some(&(id, since)) = self.ending.first()
+            && now_ms.saturating_sub(since) >= GRACE_MS
+        {
+            self.ending.remove(0);
             self.reset_left(id);
         }
     }
