@@ -10,6 +10,7 @@ use monoio::io::AsyncWriteRentExt;
 use monoio::net::{TcpListener, TcpStream};
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
+use std::rc::Rc;
 
 /// A connection opened through `pool` for `guard`, and the server's end of it.
 async fn opened(
@@ -39,18 +40,28 @@ fn pick(pool: &RefCell<H2Pool>) -> Pick {
     pool.borrow_mut().pick(0, false)
 }
 
+/// A provider's first connection, opened while one more request waits on its opening: the
+/// opening, the opener's stream and the server's end.
+async fn first_with_a_waiter(
+    pool: &RefCell<H2Pool>,
+    listener: &TcpListener,
+) -> (Rc<super::Opening>, super::stream::H2Stream, TcpStream) {
+    let Pick::Open(guard) = pick(pool) else {
+        panic!("nothing to pick: open one");
+    };
+    let Pick::Wait(opening) = pick(pool) else {
+        panic!("one is opening: wait for it");
+    };
+    let (first, server) = opened(pool, listener, guard).await;
+    (opening, first, server)
+}
+
 #[test]
 fn those_waiting_on_a_new_connection_wait_for_its_servers_limit() {
     on_driver(true, async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::default());
-        let Pick::Open(guard) = pick(&pool) else {
-            panic!("nothing to pick: open one");
-        };
-        let Pick::Wait(opening) = pick(&pool) else {
-            panic!("one is opening: wait for it");
-        };
-        let (_first, mut server) = opened(&pool, &listener, guard).await;
+        let (opening, _first, mut server) = first_with_a_waiter(&pool, &listener).await;
         // Made, but its server has not said how many streams it takes: the opener's stream
         // went, the others wait on.
         assert!(
@@ -86,13 +97,7 @@ fn a_connection_that_ends_before_its_servers_limit_lets_its_waiters_go() {
     on_driver(true, async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::default());
-        let Pick::Open(guard) = pick(&pool) else {
-            panic!("open one");
-        };
-        let Pick::Wait(opening) = pick(&pool) else {
-            panic!("wait for it");
-        };
-        let (_first, server) = opened(&pool, &listener, guard).await;
+        let (opening, _first, server) = first_with_a_waiter(&pool, &listener).await;
         drop(server);
         // The connection's task finds it closed and ends: the waiters look again, and find
         // nothing to take but a new opening.
