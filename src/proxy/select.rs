@@ -64,7 +64,7 @@ pub(super) fn select(
                 Some(Exclusion::Ineligible(Ineligible::Untranslatable))
             } else if !super::bill::within_cap(ctx, entry, needs, c) {
                 Some(Exclusion::Ineligible(Ineligible::OverRequestBudget))
-            } else if let Some(e) = tables.blocked(s, site(ctx, entry, c), t) {
+            } else if let Some(e) = tables.blocked(s, site(ctx, entry, c, t), t) {
                 Some(e)
             } else if seen.bound == Some(c.connection) {
                 None
@@ -102,13 +102,13 @@ pub(super) fn select(
             doubtful = Some(c);
             continue;
         }
-        match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
+        match tables.admit(s, &shared.probes, site(ctx, entry, c, t), t) {
             Ok(admit) => return Some((c, admit)),
             Err(e) => excluded.push((c, e)),
         }
     }
     let c = doubtful?;
-    match tables.admit(s, &shared.probes, site(ctx, entry, c), t) {
+    match tables.admit(s, &shared.probes, site(ctx, entry, c, t), t) {
         Ok(admit) => Some((c, admit)),
         Err(e) => {
             excluded.push((c, e));
@@ -134,13 +134,15 @@ fn doubtful_probe(ctx: &Ctx<'_, '_>, tables: &crate::resilience::Tables, c: Cand
             .is_some_and(|st| st.has_error())
 }
 
-/// Where an attempt on `c` would go: its provider, connection, model and the tenant.
-pub(super) fn site<'a>(ctx: &Ctx<'_, '_>, entry: &'a Entry, c: Candidate) -> Site<'a> {
+/// Where an attempt on `c` picked at `t` would go: its provider, connection, model and the
+/// tenant (its send time is set when it goes).
+pub(super) fn site<'a>(ctx: &Ctx<'_, '_>, entry: &'a Entry, c: Candidate, t: u64) -> Site<'a> {
     Site {
         provider: ctx.config().provider_of(c.connection).unwrap_or(0),
         conn: c.connection,
         model: &entry.targets[c.target].model,
         tenant: ctx.tenant,
+        sent: t,
     }
 }
 

@@ -222,6 +222,14 @@ impl Breaker {
         u32::from(self.distinct)
     }
 
+    /// Whether the failure of an attempt sent at `sent` is news to the breaker. One sent before
+    /// its latest opening or close belongs to a stretch it has already judged: a burst of
+    /// requests in flight to a failing key ends after the breaker opened, or after its probe
+    /// closed it, and would otherwise reopen it at once for twice as long.
+    pub fn is_news(&self, sent: u64) -> bool {
+        sent >= self.opened_at.max(self.closed_at)
+    }
+
     /// A counted failure observed at `at` (by any core) on a request of `tenant`.
     pub fn on_failure(&mut self, at: u64, tenant: u64, p: &BreakerProfile) {
         self.refresh(at, p);

@@ -106,6 +106,9 @@ pub struct Site<'a> {
     pub model: &'a str,
     /// The client (tenant) the attempt was made for (a hash; 0 when it sent no credential).
     pub tenant: u64,
+    /// When the attempt was sent (`clock::now_ms`; for a pick, the pick's time): the breaker
+    /// does not count a failure of one sent before its latest opening or close.
+    pub sent: u64,
 }
 
 /// One core's resilience tables.
@@ -370,7 +373,11 @@ impl Tables {
                 }
             }
         }
-        if v.reason.trips_breaker() && self.breakers[site.provider].state != BreakerState::Open {
+        let breaker = &self.breakers[site.provider];
+        if v.reason.trips_breaker()
+            && breaker.state != BreakerState::Open
+            && breaker.is_news(site.sent)
+        {
             self.breakers[site.provider].on_failure(now, site.tenant, &policy.breaker);
             emit(Event::BreakerFailure {
                 provider: site.provider,

@@ -59,8 +59,16 @@ impl Cores {
             rx,
         }
     }
+    /// A failure at `now` of an attempt sent then.
     fn fail(&mut self, core: usize, site: Site, v: &Verdict, now: u64) {
         let bus = self.bus.clone();
+        let site = Site { sent: now, ..site };
+        self.tables[core].on_failure(&self.s, site, v, now, &mut |e| bus.broadcast(core, &e));
+    }
+    /// A failure at `now` of an attempt sent at `sent`.
+    fn fail_sent(&mut self, core: usize, site: Site, sent: u64, v: &Verdict, now: u64) {
+        let bus = self.bus.clone();
+        let site = Site { sent, ..site };
         self.tables[core].on_failure(&self.s, site, v, now, &mut |e| bus.broadcast(core, &e));
     }
     fn ok(&mut self, core: usize, site: Site, now: u64) {
@@ -83,12 +91,14 @@ const A: Site = Site {
     conn: ConnId::new(0),
     model: "m",
     tenant: 0,
+    sent: 0,
 };
 const B: Site = Site {
     provider: 0,
     conn: ConnId::new(1),
     model: "m",
     tenant: 0,
+    sent: 0,
 };
 
 #[test]
@@ -235,6 +245,7 @@ fn provider_scope_cools_every_connection_and_request_scope_nothing() {
                 conn: ConnId::new(2),
                 model: "m",
                 tenant: 0,
+                sent: 0,
             },
             1
         ),
@@ -313,6 +324,7 @@ fn account_limits_cool_sibling_keys() {
         conn: ConnId::new(2),
         model: "m",
         tenant: 0,
+        sent: 0,
     };
     assert_eq!(c.check(1, third, 1), Ok(Admit::Yes));
     // A server error is not an account limit.
@@ -320,4 +332,47 @@ fn account_limits_cool_sibling_keys() {
     c.s.account_siblings = vec![vec![ConnId::new(1)], vec![ConnId::new(0)], vec![]];
     c.fail(0, A, &verdict(500, ""), 0);
     assert_eq!(c.check(0, B, 1), Ok(Admit::Yes));
+}
+
+/// A burst in flight to a failing key ends after the breaker opened, or after its probe closed
+/// it: those failures are old news, on every core, and neither reopen it nor count again.
+#[test]
+fn failures_in_flight_across_an_opening_do_not_reopen_the_breaker() {
+    let mut c = Cores::new(1, 2);
+    let v = verdict(500, "internal error");
+    let open_at = c.s.providers[0].breaker.open_at;
+    for i in 0..u64::from(open_at) {
+        c.fail(0, A, &v, 1_000 + i);
+    }
+    c.sync();
+    assert_eq!(c.tables[1].breakers[0].state, BreakerState::Open);
+    let opened = c.tables[0].breakers[0].opened_at;
+    let open_ms = c.s.providers[0].breaker.open_ms;
+    // Half-open when its time is up; a failure of a request sent before the opening lands.
+    let later = opened + open_ms;
+    let p = c.s.providers[0].breaker;
+    c.tables[1].breakers[0].refresh(later, &p);
+    assert_eq!(c.tables[1].breakers[0].state, BreakerState::HalfOpen);
+    c.fail_sent(1, A, opened - 1, &v, later);
+    assert_eq!(c.check(1, B, later), Ok(Admit::Probe), "still half-open");
+    // The probe (on B) succeeds and closes it everywhere; more stale failures land on both cores.
+    c.ok(1, B, later + 10);
+    c.sync();
+    for core in 0..2 {
+        c.fail_sent(core, A, opened - 1, &v, later + 20);
+        c.fail_sent(core, A, later + 5, &v, later + 20);
+    }
+    c.sync();
+    for core in 0..2 {
+        let b = &c.tables[core].breakers[0];
+        assert_eq!(
+            (b.state, b.failures),
+            (BreakerState::Closed, 0),
+            "core {core}"
+        );
+    }
+    // A failure of a request sent since the close is news.
+    c.fail(0, B, &v, later + 30);
+    c.sync();
+    assert_eq!(c.tables[1].breakers[0].failures, 1);
 }

@@ -94,7 +94,7 @@ pub(super) fn run(
                     }
                 }
             };
-            let site = site(ctx, entry, cand);
+            let site = site(ctx, entry, cand, t);
             // The probe (if this attempt is one) is released when the attempt ends, however.
             let probe = ProbeGuard::new(admit, &ctx.core.shared.probes.0[site.provider]);
             if run.budget.attempts_left() == 0 {
@@ -343,7 +343,11 @@ impl Attempts<'_> {
         Some(Held {
             cand,
             t0,
-            site,
+            // Sent now, after any wait for admission since the pick.
+            site: crate::resilience::Site {
+                sent: crate::clock::ms_at(t0),
+                ..site
+            },
             in_flight: InFlight::enter(&core.shared.in_flight[cand.connection]),
             permit,
             probe,

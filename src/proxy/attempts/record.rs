@@ -310,7 +310,7 @@ fn next_chance(
         if matches!(why, Some(Exclusion::Ineligible(_) | Exclusion::Terminal(_))) {
             continue;
         }
-        let site = crate::proxy::select::site(ctx, entry, c);
+        let site = crate::proxy::select::site(ctx, entry, c, now);
         let ms = match tables.blocked(s, site, now) {
             Some(e) => e.remaining_ms(),
             None if why.is_none() => Some(0),

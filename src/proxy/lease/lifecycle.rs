@@ -318,6 +318,7 @@ fn usable_connections(
             conn: *c,
             model: m,
             tenant: 0,
+            sent: t,
         };
         match tables.blocked(s, site, t) {
             None => usable.push(*c),

@@ -194,3 +194,28 @@ fn a_provider_that_flaps_waits_longer_each_time() {
     }
     assert_eq!((b.open_ms(&p), b.probe_every(&p)), (1_000, Some(100)));
 }
+
+#[test]
+fn a_failure_sent_before_the_latest_opening_or_close_is_not_news() {
+    let mut b = Breaker::default();
+    assert!(
+        b.is_news(0),
+        "a breaker that never opened counts every failure"
+    );
+    for i in 0..12 {
+        b.on_failure(1_000 + i, 1, &API_KEY);
+    }
+    assert_eq!(b.state, BreakerState::Open);
+    let opened = b.opened_at;
+    assert!(!b.is_news(opened - 1), "in flight when it opened");
+    assert!(b.is_news(opened), "sent since");
+    // Half-open once its time is up; the one request let through closes it.
+    b.refresh(opened + API_KEY.open_ms, &API_KEY);
+    assert_eq!(b.state, BreakerState::HalfOpen);
+    assert!(!b.is_news(opened - 1), "still old news while half-open");
+    let closed = opened + API_KEY.open_ms + 100;
+    assert!(b.on_success(closed, &API_KEY));
+    assert_eq!(b.state, BreakerState::Closed);
+    assert!(!b.is_news(closed - 1), "sent before it closed");
+    assert!(b.is_news(closed));
+}

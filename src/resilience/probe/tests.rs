@@ -11,6 +11,15 @@ fn site(conn: usize) -> Site<'static> {
         conn: ConnId::new(conn),
         model: "m",
         tenant: 1,
+        sent: 0,
+    }
+}
+
+/// Key `conn`'s attempt sent at `at`.
+fn sent(conn: usize, at: u64) -> Site<'static> {
+    Site {
+        sent: at,
+        ..site(conn)
     }
 }
 
@@ -25,7 +34,9 @@ fn failing(fail: u64) -> (Settings, Tables, Vec<Event>) {
     let mut events = Vec::new();
     for i in 0..fail {
         let v = verdict(500, "internal error");
-        t.on_failure(&s, site(0), &v, 1_000 + i, &mut |e| events.push(e));
+        t.on_failure(&s, sent(0, 1_000 + i), &v, 1_000 + i, &mut |e| {
+            events.push(e)
+        });
     }
     (s, t, events)
 }
@@ -34,7 +45,7 @@ fn failing(fail: u64) -> (Settings, Tables, Vec<Event>) {
 fn both_failing(fail: u64) -> (Settings, Tables) {
     let (s, mut t, _) = failing(fail);
     let v = verdict(500, "internal error");
-    t.on_failure(&s, site(1), &v, 1_000, &mut |_| {});
+    t.on_failure(&s, sent(1, 1_000), &v, 1_000, &mut |_| {});
     (s, t)
 }
 
@@ -95,7 +106,7 @@ fn a_key_cooling_for_a_5xx_is_probed_and_lifted_by_an_answer() {
     );
     let mut other = Tables::new(1, 2);
     let v = verdict(500, "internal error");
-    other.on_failure(&s, site(0), &v, 1_000, &mut |_| {});
+    other.on_failure(&s, sent(0, 1_000), &v, 1_000, &mut |_| {});
     for e in &events {
         other.apply(e, &s);
     }
@@ -121,7 +132,13 @@ fn a_refused_key_or_a_rate_limit_is_not_lifted() {
     );
     // A 429's cooldown is the key's own limit: a probe does not end it, nor is it probed.
     let mut t = Tables::new(1, 2);
-    t.on_failure(&s, site(1), &verdict(429, "rate limit"), 1_000, &mut |_| {});
+    t.on_failure(
+        &s,
+        sent(1, 1_000),
+        &verdict(429, "rate limit"),
+        1_000,
+        &mut |_| {},
+    );
     assert_eq!(t.probe_need(&s, 0, 1_100), None);
     t.on_probe(
         &s,
@@ -166,7 +183,7 @@ fn an_open_breaker_half_opens_on_a_probe_and_grows_its_spacing_when_it_flaps() {
     );
     t.on_failure(
         &s,
-        site(1),
+        sent(1, 1_301),
         &verdict(500, "internal error"),
         1_400,
         &mut |_| {},
@@ -185,7 +202,7 @@ fn a_stream_cut_after_its_first_byte_runs_its_timer() {
     let mut t = Tables::new(1, 2);
     let mut v = crate::resilience::classify::transport(false);
     v.mid_stream = true;
-    t.on_failure(&s, site(0), &v, 1_000, &mut |_| {});
+    t.on_failure(&s, sent(0, 1_000), &v, 1_000, &mut |_| {});
     assert_eq!(t.probe_need(&s, 0, 1_100), None);
     let e = t.blocked(&s, site(0), 1_100).expect("cooling");
     assert_eq!(e.remaining_ms(), Some(2_900), "the cooldown's own time");
@@ -204,7 +221,7 @@ fn a_key_that_answers_probes_but_fails_requests_is_tried_less_and_less() {
     let up = ProbeAnswer::of_status(200);
     let v = verdict(500, "internal error");
     let mut now = 1_000;
-    t.on_failure(&s, site(0), &v, now, &mut |_| {});
+    t.on_failure(&s, sent(0, now), &v, now, &mut |_| {});
     let mut gaps = Vec::new();
     for _ in 0..4 {
         // Probed from the first tick it is due, lifted, then its first request fails again.
@@ -216,10 +233,43 @@ fn a_key_that_answers_probes_but_fails_requests_is_tried_less_and_less() {
         t.on_probe(&s, 0, ConnId::new(0), up, due, &mut |_| {});
         assert!(t.blocked(&s, site(0), due).is_none(), "lifted");
         now = due + 10;
-        t.on_failure(&s, site(0), &v, now, &mut |_| {});
+        t.on_failure(&s, sent(0, now), &v, now, &mut |_| {});
     }
     assert_eq!(gaps, vec![0, every, 3 * every, 7 * every]);
     // What a client is told follows the same schedule (one key: one probe spacing after it).
     let e = t.blocked(&s, site(0), now).expect("cooling");
     assert_eq!(e.remaining_ms(), Some(15 * every + every));
+}
+
+/// One key's own failing answers (its model list fails too) cannot hold an open breaker for its
+/// whole time: the probes take turns with the key that is not cooling, whose answer half-opens
+/// the breaker while the failing key runs its cooldown.
+#[test]
+fn an_open_breaker_is_probed_with_the_keys_not_cooling_too() {
+    let (s, mut t, _) = failing(12);
+    let p = &s.providers[0].breaker;
+    assert_eq!(t.breakers[0].state, BreakerState::Open);
+    let need = t.probe_need(&s, 0, 1_100).expect("probed");
+    assert_eq!(
+        need.keys,
+        keys(),
+        "the cooling key, then the one not cooling"
+    );
+    let mut events = Vec::new();
+    t.on_probe(&s, 0, ConnId::new(0), ProbeAnswer::Down, 1_100, &mut |e| {
+        events.push(e)
+    });
+    assert!(events.is_empty());
+    let up = ProbeAnswer::of_status(200);
+    t.on_probe(&s, 0, ConnId::new(1), up, 1_400, &mut |e| events.push(e));
+    assert!(matches!(
+        events[..],
+        [Event::BreakerProbeOk { at: 1_400, .. }]
+    ));
+    t.breakers[0].refresh(1_400, p);
+    assert_eq!(t.breakers[0].state, BreakerState::HalfOpen);
+    assert!(
+        t.blocked(&s, site(0), 1_400).is_some(),
+        "key 0 still cooling"
+    );
 }

@@ -21,11 +21,13 @@ fn site(slot: usize, model: &str) -> Site<'_> {
         conn: ConnId::new(slot),
         model,
         tenant: 0,
+        sent: 0,
     }
 }
 
 fn fail(t: &mut Tables, s: &Settings, at: Site, v: &Verdict, now: u64) -> usize {
     let mut events = 0;
+    let at = Site { sent: now, ..at };
     t.on_failure(s, at, v, now, &mut |_| events += 1);
     events
 }
