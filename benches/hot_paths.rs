@@ -237,6 +237,7 @@ fn filter_benches(c: &mut Criterion) {
             conn: ConnId::new(slot),
             model: "gpt-4o",
             tenant: 0,
+            sent: 1,
         };
         tables.on_failure(s, site, &cooling, 1, &mut |_| {});
     }
@@ -261,6 +262,7 @@ fn filter_benches(c: &mut Criterion) {
                         conn,
                         model: "gpt-4o",
                         tenant: 0,
+                        sent: now,
                     };
                     let ordered = table.candidates_where(&e, CHAT, &mut st, &load, |c| {
                         tables.blocked(s, site(c.connection), now).is_none()
