@@ -258,6 +258,9 @@ pub(super) fn write(r: &Record, client: &LogClient<'_>, out: &mut Vec<u8>) {
         list(o.key(k!("excluded")), &r.excluded, excluded);
     }
     o.nonzero(k!("waited_ms"), r.waited_ms);
+    if let Some(w) = &r.waited_for {
+        excluded(o.key(k!("waited_for")), w);
+    }
     o.word(k!("outcome"), r.outcome.as_str());
     o.opt_str(k!("error_code"), r.error_code);
     o.opt_num(k!("ttfb_ms"), r.ttfb_ms.map(u64::from));

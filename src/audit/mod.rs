@@ -91,6 +91,11 @@ pub struct Record {
     pub excluded: Vec<Excluded>,
     #[serde(skip_serializing_if = "is_zero32")]
     pub waited_ms: u32,
+    /// What the latest wait for a usable key waited out (the exclusion whose end it followed,
+    /// its remaining time when the wait began): a request that waited and was then served
+    /// is explained as well as one given up on. Boxed: most records never wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited_for: Option<Box<Excluded>>,
     pub outcome: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<&'static str>,

@@ -138,6 +138,13 @@ fn rich() -> Record {
         reason: "circuit_open",
         remaining_s: None,
     });
+    r.waited_ms = 250;
+    r.waited_for = Some(Box::new(Excluded {
+        target: "openai/gpt-4o".into(),
+        connection: "key-b".into(),
+        reason: "circuit_open",
+        remaining_s: Some(1),
+    }));
     r
 }
 

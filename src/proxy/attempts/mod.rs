@@ -262,6 +262,7 @@ impl Attempts<'_> {
         match decide::when_nothing_usable(excluded, &self.budget, t, seed) {
             Idle::Wait(ms) => {
                 self.budget.waited(ms);
+                ctx.record.waited_for = record::waited_for(ctx, self.entry, &self.st.excluded);
                 wait(ctx, watch, ms).await
             }
             Idle::GiveUp => {

@@ -160,16 +160,7 @@ pub(super) async fn conclude(
         .excluded
         .iter()
         .filter(|(_, e)| *e != Exclusion::Tried)
-        .map(|(c, e)| {
-            let t = &entry.targets[c.target];
-            let conn = names(ctx, c.connection).connection;
-            Excluded {
-                target: t.label.to_string(),
-                connection: conn.to_string(),
-                reason: e.label(),
-                remaining_s: e.remaining_ms().map(|ms| ms.div_ceil(1000)),
-            }
-        })
+        .map(|(c, e)| excluded(ctx, entry, *c, e))
         .collect();
     let endpoint = ctx.admitted.endpoint;
     remember_given_up(ctx, st.last.as_ref().map(|l| l.verdict.retryable));
@@ -187,6 +178,31 @@ pub(super) async fn conclude(
         excl,
     )
     .await
+}
+
+/// How an exclusion reads in the decision record.
+fn excluded(ctx: &Ctx<'_, '_>, entry: &Entry, c: Candidate, e: &Exclusion) -> Excluded {
+    Excluded {
+        target: entry.targets[c.target].label.to_string(),
+        connection: names(ctx, c.connection).connection.to_string(),
+        reason: e.label(),
+        remaining_s: e.remaining_ms().map(|ms| ms.div_ceil(1000)),
+    }
+}
+
+/// The exclusion a wait for a usable key follows: the timer that ends first (as
+/// `decide::when_nothing_usable` timed the wait).
+pub(super) fn waited_for(
+    ctx: &Ctx<'_, '_>,
+    entry: &Entry,
+    excluded_now: &[(Candidate, Exclusion)],
+) -> Option<Box<Excluded>> {
+    let (c, e) = excluded_now
+        .iter()
+        .filter_map(|(c, e)| e.remaining_ms().map(|ms| (ms, c, e)))
+        .min_by_key(|(ms, _, _)| *ms)
+        .map(|(_, c, e)| (*c, e))?;
+    Some(Box::new(excluded(ctx, entry, c, e)))
 }
 
 /// A connection's names, without copying (empty for a slot the generation does not name).
