@@ -18,6 +18,7 @@ both_drivers!(
     breaker_opens_and_one_probe_closes_it,
     every_anthropic_target_overloaded_is_a_529_to_an_anthropic_client,
     a_half_open_breaker_tries_the_key_that_did_not_fail,
+    one_keys_failures_do_not_hold_its_sibling_behind_the_breaker,
 );
 
 /// The bound on "within a second": the prober's spacing (300 ms for API keys) plus a loaded
@@ -325,6 +326,32 @@ fn a_half_open_breaker_tries_the_key_that_did_not_fail(driver: &str) {
         "{:?}",
         r.header("x-ringside-attempts")
     );
+    let (_, b) = proxy.admin("GET", "/admin/breakers");
+    assert_eq!(b["breakers"][0]["state"], "closed", "{b}");
+}
+
+/// Key a answers 503 with a 20 s `Retry-After` (and so does its model list); its first failure
+/// opens the breaker (20 s). Nothing is usable: a cools for 20 s, b is behind the breaker. The
+/// request may wait (30 s by default) and does, but looks again when the breaker may have
+/// cleared: the prober asks with b too, b answers, the breaker half-opens and the request is
+/// its one real attempt. It was held for a's whole cooldown before.
+fn one_keys_failures_do_not_hold_its_sibling_behind_the_breaker(driver: &str) {
+    let mut opts = SimOptions::default();
+    opts.faults
+        .push(parse_fault_arg("key:sk-sim-a=503;retry-after=20").expect("fault"));
+    let sim = start_sim(opts);
+    let extra = "  [providers.breaker]\n  degraded_at = 1\n  open_at = 1\n  open_ms = 20000\n  probe_interval_ms = 200\n";
+    let proxy = Proxy::start(driver, 2, "", &priority_keys(sim.addr, &["a", "b"], extra));
+    let began = Instant::now();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    let took = began.elapsed();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    assert!(took < Duration::from_secs(5), "served after {took:?}");
+    let (_, d) = proxy.admin("GET", "/admin/decisions?limit=1");
+    let record = &d["decisions"][0];
+    assert_eq!(record["waited_for"]["reason"], "circuit_open", "{record}");
+    assert_eq!(record["waited_for"]["connection"], "b", "{record}");
     let (_, b) = proxy.admin("GET", "/admin/breakers");
     assert_eq!(b["breakers"][0]["state"], "closed", "{b}");
 }
