@@ -394,7 +394,13 @@ impl Attempts<'_> {
                 }
                 match delivered {
                     Delivered::Clean if !success_counted => ctx.core.record_success(site),
-                    Delivered::Failed(v) => ctx.core.record_failure(site, &v),
+                    // A stream cut after its answer began is news of the provider now, however
+                    // long ago it was sent.
+                    Delivered::Failed(v) => {
+                        let now = crate::clock::now_ms();
+                        let site = crate::resilience::Site { sent: now, ..site };
+                        ctx.core.record_failure(site, &v)
+                    }
                     Delivered::Clean | Delivered::Unjudged => {}
                 }
                 Step::End(End::Answered { keep_alive })
