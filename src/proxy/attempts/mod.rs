@@ -94,9 +94,9 @@ pub(super) fn run(
                     }
                 }
             };
-            let site = site(ctx, entry, cand, t);
             // The probe (if this attempt is one) is released when the attempt ends, however.
-            let probe = ProbeGuard::new(admit, &ctx.core.shared.probes.0[site.provider]);
+            let provider = ctx.config().provider_of(cand.connection).unwrap_or(0);
+            let probe = ProbeGuard::new(admit, &ctx.core.shared.probes.0[provider]);
             if run.budget.attempts_left() == 0 {
                 break End::Conclude;
             }
@@ -114,6 +114,8 @@ pub(super) fn run(
                 Err(Step::Again) => continue,
                 Err(Step::End(answered)) => break answered,
             };
+            // (Made after the wait for admission, so that it is not kept across it.)
+            let site = site(ctx, entry, cand, t);
             let Some(mut held) = run.start(ctx, cand, site, permit, probe) else {
                 break End::Conclude;
             };
