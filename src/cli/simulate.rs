@@ -54,8 +54,11 @@ pub(super) struct SimArgs {
     #[arg(long, value_name = "FILE")]
     tls_key: Option<String>,
     /// The TLS front offers HTTP/1.1 only (no h2 in ALPN).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_http1")]
     no_http2: bool,
+    /// The TLS front offers HTTP/2 only (no http/1.1 in ALPN).
+    #[arg(long)]
+    no_http1: bool,
     /// The TLS front's SETTINGS_MAX_CONCURRENT_STREAMS.
     #[arg(long, default_value_t = 100, value_name = "N")]
     max_streams: u32,
@@ -83,6 +86,7 @@ fn front(a: &SimArgs) -> Result<Option<crate::simulate::front::FrontOptions>, St
         cert_file: cert.clone(),
         key_file: key.clone(),
         http2: !a.no_http2,
+        http1: !a.no_http1,
         max_streams: a.max_streams,
         faults,
         relay_to: a.tls_relay_to,

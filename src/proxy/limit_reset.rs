@@ -136,6 +136,7 @@ impl Calls<'_> {
             path,
             headers: &headers,
             body: if method == "POST" { CLAIM_BODY } else { b"" },
+            provider: None,
         };
         let end = end_within(self.deadline, timeout_ms);
         call(&self.core.connector, &c, end).await

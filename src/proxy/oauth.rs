@@ -145,6 +145,7 @@ async fn ask(
         path: &oauth.token_url.base_path,
         headers: b"",
         body,
+        provider: None,
     };
     call(
         &core.connector,

@@ -89,6 +89,7 @@ async fn probe(core: Rc<Core>, generation: Rc<CoreGen>, conn: ConnId, _out: Out)
         path: &path,
         headers: &headers,
         body: &[],
+        provider: Some(provider.slot),
     };
     let end = crate::clock::instant() + Duration::from_millis(PROBE_TIMEOUT_MS);
     let answer = status(&core.connector, &call, end)

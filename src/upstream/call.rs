@@ -1,6 +1,8 @@
 //! One small JSON call to a provider's side endpoints (the OAuth token refresh, the usage
-//! status, the limit reset claim and the prober's model list), on a connection of its own that is closed after it: the
-//! request path's pooled connections carry only model traffic.
+//! status, the limit reset claim and the prober's model list), on a connection of its own that
+//! is closed after it: the request path's pooled connections carry only model traffic. (A
+//! provider reached over HTTP/2 only is the exception: a call to it is one more stream on its
+//! connections, `Call::provider`.)
 
 use super::Connector;
 use crate::config::Endpoint;
@@ -23,6 +25,11 @@ pub struct Call<'a> {
     pub headers: &'a [u8],
     /// A JSON body (empty: none).
     pub body: &'a [u8],
+    /// The provider's slot, for a call to the provider's own endpoint: where the provider is
+    /// reached over HTTP/2 only (`http2 = "always"`), the call goes as a stream on its
+    /// HTTP/2 connections (a server that speaks nothing else refuses an HTTP/1.1 handshake).
+    /// `None`, or any other provider: a connection of the call's own.
+    pub provider: Option<usize>,
 }
 
 /// The call's status and JSON body (`Null` when the body is not JSON), or `None` when it
@@ -59,7 +66,12 @@ pub async fn status(connector: &Connector, c: &Call<'_>, end: Instant) -> Option
 
 /// Connect, send the call, and read the answer's head.
 async fn send(connector: &Connector, c: &Call<'_>) -> Option<(super::UpConn, Head)> {
-    let mut up = connector.connect(c.endpoint).await.ok()?;
+    let mut up = match c.provider {
+        Some(key) if c.endpoint.http2 == crate::config::Http2::Always => {
+            connector.open(key, c.endpoint).await.ok()?
+        }
+        _ => connector.connect(c.endpoint).await.ok()?,
+    };
     let mut h = Vec::with_capacity(512 + c.headers.len());
     for part in [c.method, " ", c.path, " HTTP/1.1\r\nhost: "] {
         h.extend_from_slice(part.as_bytes());
@@ -77,8 +89,14 @@ async fn send(connector: &Connector, c: &Call<'_>) -> Option<(super::UpConn, Hea
     }
     h.extend_from_slice(b"\r\n");
     h.extend_from_slice(c.body);
-    let (r, _) = monoio::io::AsyncWriteRentExt::write_all(&mut up.stream, h).await;
-    r.ok()?;
+    if let Some(stream) = up.stream.h2_mut() {
+        // An HTTP/2 stream takes the head (and the body behind it) whole, as the request
+        // path's; its `connection: close` is left out like every hop-by-hop header.
+        stream.send(&h.into(), &bytes::Bytes::new()).await.ok()?;
+    } else {
+        let (r, _) = monoio::io::AsyncWriteRentExt::write_all(&mut up.stream, h).await;
+        r.ok()?;
+    }
     let head = read_head(&mut up).await?;
     Some((up, head))
 }

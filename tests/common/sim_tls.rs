@@ -60,7 +60,13 @@ pub fn tls_provider_config(
 
 impl SimTls {
     /// The simulator with `opts`, its front offering HTTP/2 (`http2`) with `faults`.
-    pub fn start(mut opts: SimOptions, http2: bool, faults: H2Faults) -> SimTls {
+    pub fn start(opts: SimOptions, http2: bool, faults: H2Faults) -> SimTls {
+        SimTls::start_offering(opts, (true, http2), faults)
+    }
+
+    /// The simulator with `opts`, its front offering HTTP/1.1 and HTTP/2 as `(http1, http2)`
+    /// say, with `faults`.
+    pub fn start_offering(mut opts: SimOptions, offer: (bool, bool), faults: H2Faults) -> SimTls {
         let dir = tempdir::new();
         let (ca_file, cert_file, key_file) = certificates(&dir.0);
         let mut tries = 0;
@@ -71,7 +77,8 @@ impl SimTls {
                 listen: tls,
                 cert_file: cert_file.clone(),
                 key_file: key_file.clone(),
-                http2,
+                http2: offer.1,
+                http1: offer.0,
                 max_streams: 100,
                 faults: faults.clone(),
                 relay_to: None,

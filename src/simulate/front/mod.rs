@@ -60,6 +60,9 @@ pub struct FrontOptions {
     pub key_file: String,
     /// Offer HTTP/2 (else HTTP/1.1 only).
     pub http2: bool,
+    /// Offer HTTP/1.1 (else HTTP/2 only: a client that offers only HTTP/1.1 fails its
+    /// handshake, as a server that speaks nothing else refuses it).
+    pub http1: bool,
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
     pub max_streams: u32,
     pub faults: H2Faults,
@@ -123,11 +126,11 @@ pub fn server_config(o: &FrontOptions) -> Result<Arc<rustls::ServerConfig>, Stri
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| format!("the front's certificate: {e}"))?;
-    cfg.alpn_protocols = if o.http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
+    cfg.alpn_protocols = [(o.http2, &b"h2"[..]), (o.http1, &b"http/1.1"[..])]
+        .into_iter()
+        .filter(|(offered, _)| *offered)
+        .map(|(_, name)| name.to_vec())
+        .collect();
     cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(16 * 1024);
     // A client's ticket request (RFC 9149) is honoured up to 16, as a server can that expects
     // bursts of connections; without one, two per handshake, as most servers send.
