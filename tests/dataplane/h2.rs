@@ -3,7 +3,8 @@
 //! few connections; a GOAWAY loses and replays none; a refused stream is sent again blaming no
 //! key; a connection that dies under many streams counts once, and one gone silent is found by
 //! its PING; a provider that chooses
-//! HTTP/1.1 (or is told `never`) is reached over HTTP/1.1.
+//! HTTP/1.1 (or is told `never`) is reached over HTTP/1.1, and one that speaks only HTTP/2 is
+//! probed over it.
 
 use crate::both_drivers;
 use crate::common::sim_tls::SimTls;
