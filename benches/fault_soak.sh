@@ -6,7 +6,9 @@
 # operator would ask afterwards. How the answers ended (status, error code), the slowest
 # request, the requests that waited over a second and what they waited for (the decision
 # record's `waited_for`), the breaker's openings and closings, the HTTP/2 streams left open
-# (`ringside_upstream_h2_streams`, 0 when none leaked), peak RSS, and the front's counts.
+# (`ringside_upstream_h2_streams`, 0 when none leaked), peak RSS, and the front's counts. (The
+# load tool's `ok` counts answers of any status, `errors` the exchanges that failed; the
+# statuses are the access log's `answers` line.)
 # Bounded: about DUR + 15 s.
 # Usage: benches/fault_soak.sh   (env: DUR=20, DRIVER=auto|uring|epoll, HTTP2=auto|never,
 #   REFUSE=5 (every Nth stream refused), GOAWAY=100000 (a GOAWAY after N streams a
