@@ -12,6 +12,7 @@ use ringside::simulate::{SimOptions, parse_fault_arg};
 both_drivers!(
     an_agents_repeats_spend_one_budget,
     other_requests_and_other_sessions_keep_their_own_budget,
+    an_answered_retry_ends_the_retries,
 );
 
 /// Three keys that always fail with a 500 and never cool (`base_ms = 0`, no breaker), so that
@@ -92,4 +93,44 @@ fn other_requests_and_other_sessions_keep_their_own_budget(driver: &str) {
     // The first one again: a retry.
     assert_eq!(ask("s1", "hello").status, 500);
     assert_eq!(upstream_attempts(&sim), 10);
+}
+
+/// Given up on, then answered on its retry: the retries are over. The same request again (a
+/// client that sends identical requests: a load tool, one prompt behind a gateway) is a new
+/// one with its whole budget, and fails over past a key that fails.
+fn an_answered_retry_ends_the_retries(driver: &str) {
+    let (sim, proxy) = failing(driver, 60_000);
+    let fault = |key: &str, spec: Option<&str>| {
+        let mut f = serde_json::json!({ "key": key });
+        if let Some(spec) = spec {
+            f["spec"] = spec.into();
+        }
+        let r = ringside::demo::client::request(
+            sim.addr,
+            "POST",
+            "/_sim/faults",
+            &[],
+            f.to_string().as_bytes(),
+            T,
+        )
+        .expect("simulator control");
+        assert_eq!(r.status, 200);
+    };
+    let ask = || proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(ask().status, 500);
+    assert_eq!(upstream_attempts(&sim), 3);
+    for key in ["sk-sim-a", "sk-sim-b", "sk-sim-c"] {
+        fault(key, None);
+    }
+    let r = ask();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (_, d) = proxy.admin("GET", "/admin/decisions?limit=1");
+    assert_eq!(d["decisions"][0]["same_request_retry"], true, "{d}");
+    // Key a fails again: a new request goes on to b.
+    fault("sk-sim-a", Some("500"));
+    let r = ask();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));
+    let (_, d) = proxy.admin("GET", "/admin/decisions?limit=1");
+    assert!(d["decisions"][0].get("same_request_retry").is_none(), "{d}");
 }

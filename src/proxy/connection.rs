@@ -330,7 +330,9 @@ mod tests {
     /// place and budget reservation one boxed hold, 8 bytes fewer than the quota permit was;
     /// a request's cost a 32-bit count of micro-dollars in its record); 2026-12-06: 3,496 with
     /// an attempt's send time in its breaker site and the record's `waited_for` (boxed), once
-    /// the site was made after the wait for admission rather than kept across it.
+    /// the site was made after the wait for admission rather than kept across it; 3,504 with
+    /// the digest of the request a retry repeats (`LoopState::repeat`, to forget it once
+    /// answered).
     /// The task around it adds 64 bytes: 3,520 keeps the whole task in the allocator's
     /// 3.5 KiB size class (one byte more and it takes 4 KiB per connection).
     const LIMIT: usize = 3_520;

@@ -92,6 +92,16 @@ impl Repeats {
         self.newest.fetch_max(now, Relaxed);
     }
 
+    /// A request with this digest was answered: the client's retries of it are over, and the
+    /// same request again is a new one with its whole budget. (Clients that send identical
+    /// requests, a load tool or a shared prompt behind a gateway, would otherwise share one
+    /// give-up's smaller budget for the whole window.)
+    pub fn forget(&self, digest: u64) {
+        let slot = &self.slots[digest as usize % SLOTS];
+        // A lost race with another request's `note` forgets that one at worst.
+        let _ = slot.tag.compare_exchange(digest, 0, Relaxed, Relaxed);
+    }
+
     /// The attempts the same request already cost within the window, if it was given up on.
     pub fn spent(&self, digest: u64, now: u64, window_ms: u64) -> Option<u32> {
         let slot = &self.slots[digest as usize % SLOTS];
@@ -157,6 +167,13 @@ mod tests {
         // Its retry failed too, after one more attempt: the count adds up.
         r.note(d, 1, 2_000, 60_000);
         assert_eq!(r.spent(d, 3_000, 60_000), Some(4));
+        // Answered: the retries are over, and another digest's entry is left alone.
+        let other = r.digest(7, b"s2", b"/v1/messages", b"{\"model\":\"m\"}");
+        r.note(other, 2, 3_000, 60_000);
+        r.forget(d);
+        assert_eq!(r.spent(d, 3_000, 60_000), None);
+        assert_eq!(r.spent(other, 3_000, 60_000), Some(2));
+        r.note(d, 4, 3_000, 60_000);
         // Past the window: a new request.
         assert_eq!(r.spent(d, 62_001, 60_000), None);
         assert!(!r.any_within(62_001, 60_000));

@@ -7,8 +7,9 @@ use crate::resilience::budget::{Budget, parse_deadline_header};
 use crate::route::Entry;
 
 /// The request's budget: its attempts, and its deadline (the route's, or the client's own
-/// within the rules of `decide::deadline_ms`).
-pub(super) fn budget_for(ctx: &mut Ctx<'_, '_>, entry: &Entry) -> Budget {
+/// within the rules of `decide::deadline_ms`); and, for the same request as one given up on
+/// lately, its digest (0: none), forgotten once it is answered.
+pub(super) fn budget_for(ctx: &mut Ctx<'_, '_>, entry: &Entry) -> (Budget, u64) {
     let s = &ctx.config().resilience;
     let asked = ctx
         .head
@@ -29,19 +30,20 @@ pub(super) fn budget_for(ctx: &mut Ctx<'_, '_>, entry: &Entry) -> Budget {
     // anyway (`x-should-retry: false` notwithstanding) cannot multiply upstream attempts: known
     // by its header, or by being the same request as one given up on a moment ago.
     let said = client_retry(ctx.head, &s.client_retry_header).unwrap_or(0);
-    let repeated = repeat_spent(ctx, s.retry_window_ms).unwrap_or(0);
+    let (repeat, repeated) = repeat_spent(ctx, s.retry_window_ms).unwrap_or((0, 0));
     ctx.record.same_request_retry = repeated > 0;
     let less = said.max(repeated);
     if less > 0 {
         ctx.record.client_retry = Some(less);
         max_attempts = max_attempts.saturating_sub(less).max(1);
     }
-    Budget::new(
+    let budget = Budget::new(
         max_attempts,
         crate::clock::now_ms(),
         deadline_ms,
         s.max_wait_ms,
-    )
+    );
+    (budget, repeat)
 }
 
 /// The retry number a client's request says it is (0: a first try, not a retry).
@@ -65,13 +67,15 @@ pub(crate) fn repeat_digest(ctx: &Ctx<'_, '_>) -> u64 {
     )
 }
 
-/// The upstream attempts the same request cost within the window, if it was given up on then.
-/// Nothing is hashed unless some request was given up on lately (one atomic load).
-fn repeat_spent(ctx: &Ctx<'_, '_>, window_ms: u64) -> Option<u32> {
+/// The same request's digest and the upstream attempts it cost within the window, if it was
+/// given up on then. Nothing is hashed unless some request was given up on lately (one atomic
+/// load).
+fn repeat_spent(ctx: &Ctx<'_, '_>, window_ms: u64) -> Option<(u64, u32)> {
     let now = crate::clock::now_ms();
     let repeats = &ctx.core.shared.repeats;
     if window_ms == 0 || !repeats.any_within(now, window_ms) {
         return None;
     }
-    repeats.spent(repeat_digest(ctx), now, window_ms)
+    let digest = repeat_digest(ctx);
+    Some((digest, repeats.spent(digest, now, window_ms)?))
 }

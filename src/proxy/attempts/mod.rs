@@ -69,10 +69,14 @@ pub(super) fn run(
             crate::http::buffers::give_back(std::mem::take(buf));
         }
         let mut watch = super::keepalive::watch(ctx, entry, rd, std::mem::take(buf));
+        let (budget, repeat) = budget_for(ctx, entry);
         let mut run = Attempts {
             entry,
-            budget: budget_for(ctx, entry),
-            st: LoopState::default(),
+            budget,
+            st: LoopState {
+                repeat,
+                ..LoopState::default()
+            },
         };
         let answered = loop {
             // (The pinned connection is read from `pin` each time: kept in a local of its own it
@@ -393,6 +397,10 @@ impl Attempts<'_> {
                 // A session is pinned to a connection that served an answer whole.
                 if matches!(delivered, Delivered::Clean) {
                     self.st.served = Some(cand.connection);
+                    // A client's retry answered: its retries are over (`resilience::repeats`).
+                    if self.st.repeat != 0 {
+                        ctx.core.shared.repeats.forget(self.st.repeat);
+                    }
                 }
                 match delivered {
                     Delivered::Clean if !success_counted => ctx.core.record_success(site),

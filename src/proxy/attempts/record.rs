@@ -34,6 +34,9 @@ pub(super) struct LoopState {
     pub(super) lease_capacity: Option<Box<Stop>>,
     /// The connection whose answer reached the client whole (for the session pin).
     pub(super) served: Option<ConnId>,
+    /// This request repeats one given up on lately: that one's digest (0: none), forgotten
+    /// once this one is answered (`resilience::repeats`).
+    pub(super) repeat: u64,
 }
 
 impl LoopState {
