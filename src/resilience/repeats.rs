@@ -167,16 +167,16 @@ mod tests {
         // Its retry failed too, after one more attempt: the count adds up.
         r.note(d, 1, 2_000, 60_000);
         assert_eq!(r.spent(d, 3_000, 60_000), Some(4));
-        // Answered: the retries are over, and another digest's entry is left alone.
-        let other = r.digest(7, b"s2", b"/v1/messages", b"{\"model\":\"m\"}");
-        r.note(other, 2, 3_000, 60_000);
-        r.forget(d);
-        assert_eq!(r.spent(d, 3_000, 60_000), None);
-        assert_eq!(r.spent(other, 3_000, 60_000), Some(2));
-        r.note(d, 4, 3_000, 60_000);
         // Past the window: a new request.
         assert_eq!(r.spent(d, 62_001, 60_000), None);
         assert!(!r.any_within(62_001, 60_000));
+        // Answered: the retries are over, and another digest's entry is left alone.
+        let other = r.digest(9, b"s9", b"/v1/messages", b"{\"model\":\"m\"}");
+        r.note(d, 3, 70_000, 60_000);
+        r.note(other, 2, 70_000, 60_000);
+        r.forget(d);
+        assert_eq!(r.spent(d, 71_000, 60_000), None);
+        assert_eq!(r.spent(other, 71_000, 60_000), Some(2));
         // The same JSON written in another order is the same request; other values are not.
         let reordered = r.digest(7, b"s1", b"/v1/messages", b"{ \"model\" : \"m\" }");
         assert_eq!(reordered, d);

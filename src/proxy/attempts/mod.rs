@@ -69,15 +69,7 @@ pub(super) fn run(
             crate::http::buffers::give_back(std::mem::take(buf));
         }
         let mut watch = super::keepalive::watch(ctx, entry, rd, std::mem::take(buf));
-        let (budget, repeat) = budget_for(ctx, entry);
-        let mut run = Attempts {
-            entry,
-            budget,
-            st: LoopState {
-                repeat,
-                ..LoopState::default()
-            },
-        };
+        let mut run = Attempts::new(ctx, entry);
         let answered = loop {
             // (The pinned connection is read from `pin` each time: kept in a local of its own it
             // took 16 bytes of every held stream's task.)
@@ -210,7 +202,20 @@ struct Attempts<'a> {
     st: LoopState,
 }
 
-impl Attempts<'_> {
+impl<'a> Attempts<'a> {
+    /// A request's loop before its first attempt: its budget, and the request it repeats.
+    fn new(ctx: &mut Ctx<'_, '_>, entry: &'a Entry) -> Self {
+        let (budget, repeat) = budget_for(ctx, entry);
+        Attempts {
+            entry,
+            budget,
+            st: LoopState {
+                repeat,
+                ..LoopState::default()
+            },
+        }
+    }
+
     /// Select a candidate (dropping cooling, locked, breaker-open and ineligible ones, each
     /// with its reason in `st.excluded`).
     fn select(&mut self, ctx: &mut Ctx<'_, '_>, needs: &Needs, pinned: Option<ConnId>) -> Pick {
