@@ -238,6 +238,7 @@ fn filter_benches(c: &mut Criterion) {
             model: "gpt-4o",
             tenant: 0,
             sent: 1,
+            probe: false,
         };
         tables.on_failure(s, site, &cooling, 1, &mut |_| {});
     }
@@ -263,6 +264,7 @@ fn filter_benches(c: &mut Criterion) {
                         model: "gpt-4o",
                         tenant: 0,
                         sent: now,
+                        probe: false,
                     };
                     let ordered = table.candidates_where(&e, CHAT, &mut st, &load, |c| {
                         tables.blocked(s, site(c.connection), now).is_none()

@@ -143,6 +143,7 @@ pub(super) fn site<'a>(ctx: &Ctx<'_, '_>, entry: &'a Entry, c: Candidate, t: u64
         model: &entry.targets[c.target].model,
         tenant: ctx.tenant,
         sent: t,
+        probe: false,
     }
 }
 

@@ -109,6 +109,9 @@ pub struct Site<'a> {
     /// When the attempt was sent (`clock::now_ms`; for a pick, the pick's time): the breaker
     /// does not count a failure of one sent before its latest opening or close.
     pub sent: u64,
+    /// The attempt is a half-open breaker's one request: only its failure reopens the breaker
+    /// (any other failing then was admitted before this core heard of the opening).
+    pub probe: bool,
 }
 
 /// One core's resilience tables.
@@ -373,9 +376,11 @@ impl Tables {
                 }
             }
         }
-        let breaker = &self.breakers[site.provider];
+        let breaker = &mut self.breakers[site.provider];
+        breaker.refresh(now, &policy.breaker);
         if v.reason.trips_breaker()
             && breaker.state != BreakerState::Open
+            && (breaker.state != BreakerState::HalfOpen || site.probe)
             && breaker.is_news(site.sent)
         {
             self.breakers[site.provider].on_failure(now, site.tenant, &policy.breaker);

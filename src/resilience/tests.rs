@@ -92,6 +92,7 @@ const A: Site = Site {
     model: "m",
     tenant: 0,
     sent: 0,
+    probe: false,
 };
 const B: Site = Site {
     provider: 0,
@@ -99,6 +100,7 @@ const B: Site = Site {
     model: "m",
     tenant: 0,
     sent: 0,
+    probe: false,
 };
 
 #[test]
@@ -246,6 +248,7 @@ fn provider_scope_cools_every_connection_and_request_scope_nothing() {
                 model: "m",
                 tenant: 0,
                 sent: 0,
+                probe: false,
             },
             1
         ),
@@ -325,6 +328,7 @@ fn account_limits_cool_sibling_keys() {
         model: "m",
         tenant: 0,
         sent: 0,
+        probe: false,
     };
     assert_eq!(c.check(1, third, 1), Ok(Admit::Yes));
     // A server error is not an account limit.

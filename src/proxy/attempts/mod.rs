@@ -358,6 +358,7 @@ impl<'a> Attempts<'a> {
             // Sent now, after any wait for admission since the pick.
             site: crate::resilience::Site {
                 sent: crate::clock::ms_at(t0),
+                probe: probe.is_claimed(),
                 ..site
             },
             in_flight: InFlight::enter(&core.shared.in_flight[cand.connection]),

@@ -319,6 +319,7 @@ fn usable_connections(
             model: m,
             tenant: 0,
             sent: t,
+            probe: false,
         };
         match tables.blocked(s, site, t) {
             None => usable.push(*c),

@@ -12,6 +12,7 @@ fn site(conn: usize) -> Site<'static> {
         model: "m",
         tenant: 1,
         sent: 0,
+        probe: false,
     }
 }
 
@@ -181,13 +182,16 @@ fn an_open_breaker_half_opens_on_a_probe_and_grows_its_spacing_when_it_flaps() {
         t.check(&s, &Probes(vec![probe]), site(1), 1_301),
         Ok(Admit::Probe)
     );
-    t.on_failure(
-        &s,
-        sent(1, 1_301),
-        &verdict(500, "internal error"),
-        1_400,
-        &mut |_| {},
-    );
+    // (A failure of another request then, admitted before the opening was heard of here,
+    // is not the probe's and reopens nothing.)
+    let v = verdict(500, "internal error");
+    t.on_failure(&s, sent(0, 1_300), &v, 1_350, &mut |_| {});
+    assert_eq!(t.breakers[0].state, BreakerState::HalfOpen);
+    let probe_site = Site {
+        probe: true,
+        ..sent(1, 1_301)
+    };
+    t.on_failure(&s, probe_site, &v, 1_400, &mut |_| {});
     assert_eq!(t.breakers[0].state, BreakerState::Open);
     let need = t.probe_need(&s, 0, 1_500).expect("probed");
     assert_eq!(need.every_ms, 2 * p.probe_interval_ms);

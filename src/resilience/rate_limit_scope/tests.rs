@@ -22,6 +22,7 @@ fn site(slot: usize, model: &str) -> Site<'_> {
         model,
         tenant: 0,
         sent: 0,
+        probe: false,
     }
 }
 
