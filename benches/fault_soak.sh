@@ -14,7 +14,8 @@
 #   REFUSE=5 (every Nth stream refused), GOAWAY=100000 (a GOAWAY after N streams a
 #   connection), DROP=40 (the first connection past its Nth stream dropped), SLOW_WINDOW=4096
 #   (a request body's window given back that many bytes at a time), FAULT="key:sk-a=503;times=300"
-#   (the simulator's fault, `docs/simulator.md`), BASE_PORT=19800)
+#   (the simulator's fault, `docs/simulator.md`), BASE_PORT=19800, KEEP_LOG=FILE: Ringside's
+#   log (the access log and its events) kept there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/lib.sh
@@ -101,3 +102,6 @@ if slowest:
     print("slowest:", slowest["total_ms"], "ms,", slowest["status"],
           [a["outcome"] for a in slowest.get("attempts", [])], slowest.get("waited_for"))
 PY
+[ -z "${KEEP_LOG:-}" ] || cp "$WORK/ringside.log" "$KEEP_LOG"
+# Gone before the next run takes the same ports (Ringside drains for 5 s on SIGTERM).
+stop_proc "${PIDS[@]}"

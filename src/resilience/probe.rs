@@ -32,9 +32,9 @@ impl ProbeAnswer {
 /// Why a provider is probed now, with the probe's spacing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeNeed {
-    /// The keys to ask with, in turn: those cooling for the provider's trouble that a probe may
-    /// lift (`ConnState::probe_may_lift`), and, while the breaker is open, those not cooling at
-    /// all (every live key when there are none of either).
+    /// The keys to ask with, in turn: while the breaker is open, those not cooling at all;
+    /// otherwise (or when every key cools) those cooling for the provider's trouble that a
+    /// probe may lift (`ConnState::probe_may_lift`); every live key when there are none.
     pub keys: Vec<ConnId>,
     /// How long after this probe the next one may go.
     pub every_ms: u64,
@@ -75,20 +75,23 @@ impl Tables {
             .copied()
             .collect();
         let keys: Vec<ConnId> = if open {
-            // The question is whether the provider answers. The keys cooling for its trouble
-            // take turns with those not cooling at all: a key whose own answers keep failing
-            // (one deployment overloaded, one account's relay down) must not hold the breaker
-            // open for its whole time while its siblings would answer.
-            let mut turns = troubled;
-            turns.extend(
-                keys.iter()
-                    .filter(live)
-                    .filter(|c| !self.conns[c.index()].cooling(now)),
-            );
-            if turns.is_empty() {
-                keys.iter().filter(live).copied().collect()
+            // The question is whether the provider answers, and a key not cooling answers it
+            // without its own trouble in the way: one whose answers keep failing (one
+            // deployment overloaded, one account's relay down; its model list failing or
+            // hanging too) must not hold the breaker open while its siblings would answer. The
+            // cooling keys are asked when every key cools; the others' timers run.
+            let idle: Vec<ConnId> = keys
+                .iter()
+                .filter(live)
+                .filter(|c| !self.conns[c.index()].cooling(now))
+                .copied()
+                .collect();
+            if !idle.is_empty() {
+                idle
+            } else if !troubled.is_empty() {
+                troubled
             } else {
-                turns
+                keys.iter().filter(live).copied().collect()
             }
         } else if !troubled.is_empty() {
             troubled
