@@ -28,9 +28,15 @@ fn judge(f: &mut Failed, s: &H2Stream) {
             f.self_inflicted = true;
             f.kind = crate::audit::AttemptOutcome::Refused;
         }
-        Some(Failure::ConnectionLost) if !s.first_to_report() => {
-            f.self_inflicted = true;
-            f.detail = format!("{} (its connection's failure, counted once)", f.detail);
+        Some(Failure::ConnectionLost) => {
+            // The connection was lost, not the key tried out: the key may take the request
+            // again on another connection (its siblings all failing at once would otherwise
+            // leave each request only the other keys, waiting out their cooldowns).
+            f.stale_pooled = true;
+            if !s.first_to_report() {
+                f.self_inflicted = true;
+                f.detail = format!("{} (its connection's failure, counted once)", f.detail);
+            }
         }
         _ => {}
     }

@@ -3,8 +3,8 @@
 //! few connections; a GOAWAY loses and replays none; a refused stream is sent again blaming no
 //! key; a connection that dies under many streams counts once, and one gone silent is found by
 //! its PING; a provider that chooses
-//! HTTP/1.1 (or is told `never`) is reached over HTTP/1.1, and one that speaks only HTTP/2 is
-//! probed over it.
+//! HTTP/1.1 (or is told `never`) is reached over HTTP/1.1. What its keys and its breaker do
+//! meanwhile: `h2_keys`.
 
 use crate::both_drivers;
 use crate::common::sim_tls::SimTls;
@@ -22,10 +22,9 @@ both_drivers!(
     a_silent_connection_is_found_by_its_ping,
     a_provider_that_chooses_http1_is_reached_over_http1,
     a_large_prompt_waits_out_a_slow_window,
-    a_provider_that_speaks_only_http2_is_probed_over_http2,
 );
 
-fn sim_opts(events: u32, interval_ms: u64) -> SimOptions {
+pub(super) fn sim_opts(events: u32, interval_ms: u64) -> SimOptions {
     SimOptions {
         events,
         interval_ms,
@@ -63,7 +62,7 @@ fn streams_at_once_to(addr: std::net::SocketAddr, n: usize) -> usize {
         .count()
 }
 
-fn count(v: &serde_json::Value, name: &str) -> u64 {
+pub(super) fn count(v: &serde_json::Value, name: &str) -> u64 {
     v[name].as_u64().unwrap_or(0)
 }
 
@@ -330,59 +329,4 @@ fn a_large_prompt_waits_out_a_slow_window(driver: &str) {
     let last = v["requests"].as_array().and_then(|a| a.last().cloned());
     let bytes = last.map_or(0, |r| r["body_bytes"].as_u64().unwrap_or(0));
     assert_eq!(bytes, body.len() as u64, "the prompt arrived whole");
-}
-
-/// A provider whose servers speak HTTP/2 only (`http2 = "always"`; its front refuses an
-/// HTTP/1.1 handshake): both keys fail with 500s and the breaker opens for 20 s. Once the
-/// provider answers again, the prober's model list, asked as a stream on its HTTP/2
-/// connections, finds it: served again long before the open time is over.
-fn a_provider_that_speaks_only_http2_is_probed_over_http2(driver: &str) {
-    let sim = SimTls::start_offering(sim_opts(3, 0), (false, true), H2Faults::default());
-    let breaker =
-        "  [providers.breaker]\n  open_at = 2\n  open_ms = 20000\n  probe_interval_ms = 200\n";
-    let body = sim.config("always", "m") + breaker + "[resilience]\nmax_wait_ms = 0\n";
-    let proxy = Proxy::start(driver, 1, "", &body);
-    let fault = |key: &str, spec: Option<&str>| {
-        let mut f = serde_json::json!({ "key": key });
-        if let Some(spec) = spec {
-            f["spec"] = spec.into();
-        }
-        let r = ringside::demo::client::request(
-            sim.sim.addr,
-            "POST",
-            "/_sim/faults",
-            &[],
-            f.to_string().as_bytes(),
-            T,
-        )
-        .expect("simulator control");
-        assert_eq!(r.status, 200);
-    };
-    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
-    assert_eq!(r.status, 200, "{}", r.text());
-    for key in ["sk-sim-a", "sk-sim-b"] {
-        fault(key, Some("500"));
-    }
-    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
-    assert!(r.status >= 500, "{}", r.text());
-    let (_, b) = proxy.admin("GET", "/admin/breakers");
-    assert_eq!(b["breakers"][0]["state"], "open", "{b}");
-    for key in ["sk-sim-a", "sk-sim-b"] {
-        fault(key, None);
-    }
-    let began = std::time::Instant::now();
-    let served = loop {
-        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
-        if r.status == 200 || began.elapsed() > Duration::from_secs(8) {
-            break r.status == 200;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(served, "not served within 8 s of the provider's return");
-    assert_eq!(
-        count(&sim.front(), "connections_http1"),
-        0,
-        "{}",
-        sim.front()
-    );
 }

@@ -14,6 +14,7 @@ mod failover;
 mod framing;
 mod h2;
 mod h2_interop;
+mod h2_keys;
 mod hygiene;
 mod open_mode;
 mod operations;

@@ -1,0 +1,101 @@
+//! HTTP/2 failures and a provider's keys, end to end on both drivers through the simulator's
+//! TLS front: streams on a dropped connection go again on their key (its connection failed,
+//! not the key), and a provider that speaks only HTTP/2 is probed over it while its breaker is
+//! open.
+
+use super::h2::{count, sim_opts, streams_at_once};
+use crate::both_drivers;
+use crate::common::sim_tls::SimTls;
+use crate::common::*;
+use ringside::simulate::front::H2Faults;
+use std::time::Duration;
+
+both_drivers!(
+    a_provider_that_speaks_only_http2_is_probed_over_http2,
+    streams_on_a_dropped_connection_go_again_on_their_key,
+);
+
+/// A provider whose servers speak HTTP/2 only (`http2 = "always"`; its front refuses an
+/// HTTP/1.1 handshake): both keys fail with 500s and the breaker opens for 20 s. Once the
+/// provider answers again, the prober's model list, asked as a stream on its HTTP/2
+/// connections, finds it: served again long before the open time is over.
+fn a_provider_that_speaks_only_http2_is_probed_over_http2(driver: &str) {
+    let sim = SimTls::start_offering(sim_opts(3, 0), (false, true), H2Faults::default());
+    let breaker =
+        "  [providers.breaker]\n  open_at = 2\n  open_ms = 20000\n  probe_interval_ms = 200\n";
+    let body = sim.config("always", "m") + breaker + "[resilience]\nmax_wait_ms = 0\n";
+    let proxy = Proxy::start(driver, 1, "", &body);
+    let fault = |key: &str, spec: Option<&str>| {
+        let mut f = serde_json::json!({ "key": key });
+        if let Some(spec) = spec {
+            f["spec"] = spec.into();
+        }
+        let r = ringside::demo::client::request(
+            sim.sim.addr,
+            "POST",
+            "/_sim/faults",
+            &[],
+            f.to_string().as_bytes(),
+            T,
+        )
+        .expect("simulator control");
+        assert_eq!(r.status, 200);
+    };
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    for key in ["sk-sim-a", "sk-sim-b"] {
+        fault(key, Some("500"));
+    }
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert!(r.status >= 500, "{}", r.text());
+    let (_, b) = proxy.admin("GET", "/admin/breakers");
+    assert_eq!(b["breakers"][0]["state"], "open", "{b}");
+    for key in ["sk-sim-a", "sk-sim-b"] {
+        fault(key, None);
+    }
+    let began = std::time::Instant::now();
+    let served = loop {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+        if r.status == 200 || began.elapsed() > Duration::from_secs(8) {
+            break r.status == 200;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(served, "not served within 8 s of the provider's return");
+    assert_eq!(
+        count(&sim.front(), "connections_http1"),
+        0,
+        "{}",
+        sim.front()
+    );
+}
+
+/// Key a cools for 20 s (a 503 saying so); b carries everything, and its connection is dropped
+/// under 16 streams. The key was not tried out, its connection was: each stream goes again on
+/// b, on a new connection, rather than waiting out a's cooldown.
+fn streams_on_a_dropped_connection_go_again_on_their_key(driver: &str) {
+    let faults = H2Faults {
+        drop_after: 15,
+        ..Default::default()
+    };
+    let mut opts = sim_opts(20, 50);
+    opts.faults.push(
+        ringside::simulate::parse_fault_arg("key:sk-sim-a=503;retry-after=20").expect("fault"),
+    );
+    let sim = SimTls::start(opts, true, faults);
+    // Only a's own 503 puts it on a timer: no breaker, and b's connection failure cools
+    // nothing (as when a probe has lifted it), so that what b may do next is this rule's alone.
+    let quiet = "  [providers.breaker]\n  open_at = 1000\n  [providers.cooldown]\n  base_ms = 0\n";
+    let proxy = Proxy::start(driver, 1, "", &(sim.config("auto", "m") + quiet));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let began = std::time::Instant::now();
+    let whole = streams_at_once(&proxy, 16);
+    assert_eq!(count(&sim.front(), "dropped"), 1, "{}", sim.front());
+    assert_eq!(whole, 16, "every stream whole");
+    assert!(
+        began.elapsed() < Duration::from_secs(15),
+        "not waiting out a's cooldown: {:?}",
+        began.elapsed()
+    );
+}
