@@ -100,34 +100,18 @@ fn other_requests_and_other_sessions_keep_their_own_budget(driver: &str) {
 /// one with its whole budget, and fails over past a key that fails.
 fn an_answered_retry_ends_the_retries(driver: &str) {
     let (sim, proxy) = failing(driver, 60_000);
-    let fault = |key: &str, spec: Option<&str>| {
-        let mut f = serde_json::json!({ "key": key });
-        if let Some(spec) = spec {
-            f["spec"] = spec.into();
-        }
-        let r = ringside::demo::client::request(
-            sim.addr,
-            "POST",
-            "/_sim/faults",
-            &[],
-            f.to_string().as_bytes(),
-            T,
-        )
-        .expect("simulator control");
-        assert_eq!(r.status, 200);
-    };
     let ask = || proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(ask().status, 500);
     assert_eq!(upstream_attempts(&sim), 3);
     for key in ["sk-sim-a", "sk-sim-b", "sk-sim-c"] {
-        fault(key, None);
+        set_fault(sim.addr, key, None);
     }
     let r = ask();
     assert_eq!(r.status, 200, "{}", r.text());
     let (_, d) = proxy.admin("GET", "/admin/decisions?limit=1");
     assert_eq!(d["decisions"][0]["same_request_retry"], true, "{d}");
     // Key a fails again: a new request goes on to b.
-    fault("sk-sim-a", Some("500"));
+    set_fault(sim.addr, "sk-sim-a", Some("500"));
     let r = ask();
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("x-ringside-connection"), Some("sim/b"));

@@ -7,7 +7,6 @@
 
 mod common;
 use common::*;
-use ringside::demo::client;
 use ringside::simulate::{SimOptions, parse_fault_arg};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -30,23 +29,6 @@ const BACK_WITHIN: Duration = Duration::from_millis(1_500);
 fn proxy_for(driver: &str, sim: SocketAddr) -> Proxy {
     let body = priority_keys(sim, &["a", "b"], "profile = \"api_key\"");
     Proxy::start(driver, 2, "", &(body + "[resilience]\nmax_wait_ms = 0\n"))
-}
-
-fn set_fault(sim: SocketAddr, key: &str, spec: Option<&str>) {
-    let body = match spec {
-        Some(s) => serde_json::json!({"key": key, "spec": s}),
-        None => serde_json::json!({"key": key}),
-    };
-    let r = client::request(
-        sim,
-        "POST",
-        "/_sim/faults",
-        &[],
-        body.to_string().as_bytes(),
-        T,
-    )
-    .expect("simulator control");
-    assert_eq!(r.status, 200);
 }
 
 /// One request every 100 ms for `span` (a client polling through the outage): the statuses,

@@ -383,7 +383,7 @@ impl Tables {
             && (breaker.state != BreakerState::HalfOpen || site.probe)
             && breaker.is_news(site.sent)
         {
-            self.breakers[site.provider].on_failure(now, site.tenant, &policy.breaker);
+            breaker.on_failure(now, site.tenant, &policy.breaker);
             emit(Event::BreakerFailure {
                 provider: site.provider,
                 at: now,

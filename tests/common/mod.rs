@@ -58,6 +58,25 @@ pub fn addr(p: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], p))
 }
 
+/// Set (or, with `None`, clear) the simulator's fault for requests with `key`
+/// (`POST /_sim/faults`).
+pub fn set_fault(sim: SocketAddr, key: &str, spec: Option<&str>) {
+    let body = match spec {
+        Some(s) => serde_json::json!({"key": key, "spec": s}),
+        None => serde_json::json!({"key": key}),
+    };
+    let r = client::request(
+        sim,
+        "POST",
+        "/_sim/faults",
+        &[],
+        body.to_string().as_bytes(),
+        T,
+    )
+    .expect("simulator control");
+    assert_eq!(r.status, 200);
+}
+
 /// Start the simulator on a free port. A port found free can be taken by a parallel test
 /// before the simulator binds it: then another is tried.
 pub fn start_sim(mut opts: SimOptions) -> Simulator {

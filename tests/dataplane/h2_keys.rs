@@ -25,33 +25,17 @@ fn a_provider_that_speaks_only_http2_is_probed_over_http2(driver: &str) {
         "  [providers.breaker]\n  open_at = 2\n  open_ms = 20000\n  probe_interval_ms = 200\n";
     let body = sim.config("always", "m") + breaker + "[resilience]\nmax_wait_ms = 0\n";
     let proxy = Proxy::start(driver, 1, "", &body);
-    let fault = |key: &str, spec: Option<&str>| {
-        let mut f = serde_json::json!({ "key": key });
-        if let Some(spec) = spec {
-            f["spec"] = spec.into();
-        }
-        let r = ringside::demo::client::request(
-            sim.sim.addr,
-            "POST",
-            "/_sim/faults",
-            &[],
-            f.to_string().as_bytes(),
-            T,
-        )
-        .expect("simulator control");
-        assert_eq!(r.status, 200);
-    };
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 200, "{}", r.text());
     for key in ["sk-sim-a", "sk-sim-b"] {
-        fault(key, Some("500"));
+        set_fault(sim.sim.addr, key, Some("500"));
     }
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert!(r.status >= 500, "{}", r.text());
     let (_, b) = proxy.admin("GET", "/admin/breakers");
     assert_eq!(b["breakers"][0]["state"], "open", "{b}");
     for key in ["sk-sim-a", "sk-sim-b"] {
-        fault(key, None);
+        set_fault(sim.sim.addr, key, None);
     }
     let began = std::time::Instant::now();
     let served = loop {
