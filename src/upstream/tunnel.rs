@@ -32,12 +32,24 @@ pub(super) async fn open(tcp: &mut TcpStream, ep: &Endpoint, via: &Egress) -> io
     head.extend_from_slice(b"\r\n");
     let (sent, _) = tcp.write_all(head).await;
     sent?;
-    let answer = read_head(tcp).await?;
+    let (answer, more) = read_head(tcp).await?;
+    let sent_credentials = via.authorization.is_some();
     match status(&answer) {
-        Some(s) if (200..300).contains(&s) => Ok(()),
-        Some(407) => Err(io::Error::other(
-            "the egress proxy wants credentials (407): set the provider's proxy_auth_env",
+        // Nothing follows a tunnel's answer before the provider is spoken to (the provider
+        // answers only what is sent through it): more is a proxy that is not tunnelling.
+        Some(s) if (200..300).contains(&s) && more => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the egress proxy sent bytes after its answer",
         )),
+        Some(s) if (200..300).contains(&s) => Ok(()),
+        // A refusal comes with a body (an HTML page) that may share the head's read: the
+        // status is the news, the body is not read.
+        Some(s @ (401 | 407)) if sent_credentials => Err(io::Error::other(format!(
+            "the egress proxy refused its credentials ({s}): check the provider's proxy_auth_env"
+        ))),
+        Some(s @ (401 | 407)) => Err(io::Error::other(format!(
+            "the egress proxy wants credentials ({s}): set the provider's proxy_auth_env"
+        ))),
         Some(s) => Err(io::Error::other(format!(
             "the egress proxy refused the tunnel ({s})"
         ))),
@@ -48,9 +60,8 @@ pub(super) async fn open(tcp: &mut TcpStream, ep: &Endpoint, via: &Egress) -> io
     }
 }
 
-/// The proxy's answer head, up to its blank line. Nothing follows it before the provider is
-/// spoken to (the provider answers only what is sent through the tunnel): more is an error.
-async fn read_head(tcp: &mut TcpStream) -> io::Result<Vec<u8>> {
+/// The proxy's answer head, up to its blank line, and whether more bytes came with it.
+async fn read_head(tcp: &mut TcpStream) -> io::Result<(Vec<u8>, bool)> {
     let mut head = Vec::with_capacity(256);
     let mut chunk = Vec::with_capacity(1024);
     loop {
@@ -66,13 +77,9 @@ async fn read_head(tcp: &mut TcpStream) -> io::Result<Vec<u8>> {
         head.extend_from_slice(&chunk[..n]);
         chunk.clear();
         if let Some(end) = memchr::memmem::find(&head, b"\r\n\r\n") {
-            if end + 4 != head.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "the egress proxy sent bytes after its answer",
-                ));
-            }
-            return Ok(head);
+            let more = end + 4 != head.len();
+            head.truncate(end + 4);
+            return Ok((head, more));
         }
         if head.len() > MAX_HEAD {
             return Err(io::Error::new(

@@ -1,6 +1,7 @@
 //! An egress proxy for tests: HTTP `CONNECT` on loopback, a thread per connection, that
-//! records each request head, refuses (407) one without the expected `Proxy-Authorization`,
-//! and relays bytes both ways once the tunnel is open. Targets are reached on 127.0.0.1.
+//! records each request head, refuses (407, with a page) one without the expected
+//! `Proxy-Authorization`, and relays bytes both ways once the tunnel is open. Targets are
+//! reached on 127.0.0.1.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -49,8 +50,15 @@ fn tunnel(mut client: TcpStream, log: &Mutex<Vec<String>>, auth: Option<&str>) {
         })
     });
     if !authorized {
-        let _ = client
-            .write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 0\r\n\r\n");
+        // As squid and tinyproxy do: the refusal and its page in one write.
+        let page = "<html><body>Proxy credentials required</body></html>";
+        let _ = client.write_all(
+            format!(
+                "HTTP/1.1 407 Proxy Authentication Required\r\nproxy-authenticate: Basic realm=\"egress\"\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{page}",
+                page.len()
+            )
+            .as_bytes(),
+        );
         return;
     }
     let target = head

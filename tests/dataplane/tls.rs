@@ -323,6 +323,12 @@ fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
     let refused = Proxy::start(driver, 1, "", &through("SIM_KEY_D"));
     let r = refused.post("/v1/chat/completions", &[], &chat("m", false));
     assert!(r.status >= 500, "{} {}", r.status, r.text());
+    assert!(
+        r.text()
+            .contains("the egress proxy refused its credentials (407)"),
+        "the refusal is named, whatever page came with it: {}",
+        r.text()
+    );
     assert!(!r.text().contains("sk-sim-d"), "{}", r.text());
     assert_eq!(
         up.seen.lock().expect("log").len(),
