@@ -49,12 +49,23 @@ TOML
 }
 
 # chat_scripts DIR: DIR/json.lua and DIR/sse.lua, wrk scripts posting the bench model's chat
-# request with the bench key, as a plain answer and as a stream.
+# request with the bench key, as a plain answer and as a stream. SDK_HEADERS=1: with the
+# headers the OpenAI Python SDK sends besides (its user agent, a dozen x-stainless-*), which
+# Ringside passes to the provider.
 chat_scripts() {
   local kind stream
   for kind in json sse; do
     stream=$([ $kind = sse ] && echo '"stream":true,' || true)
     printf 'wrk.method="POST"\nwrk.body=[[{"model":"bench-model",%s"messages":[{"role":"user","content":"hello"}]}]]\nwrk.headers["content-type"]="application/json"\nwrk.headers["authorization"]="Bearer sk-bench"\n' "$stream" > "$1/$kind.lua"
+    [ "${SDK_HEADERS:-0}" = 1 ] || continue
+    local h
+    for h in "accept=application/json" "user-agent=OpenAI/Python 1.54.3" "x-stainless-lang=python" \
+      "x-stainless-package-version=1.54.3" "x-stainless-os=Linux" "x-stainless-arch=x64" \
+      "x-stainless-runtime=CPython" "x-stainless-runtime-version=3.11.2" "x-stainless-async=false" \
+      "x-stainless-retry-count=0" "x-stainless-read-timeout=600" "openai-organization=org-abcdefghijklmnop" \
+      "openai-project=proj_abcdefghijklmnopqrstuv"; do
+      printf 'wrk.headers["%s"]="%s"\n' "${h%%=*}" "${h#*=}" >> "$1/$kind.lua"
+    done
   done
 }
 

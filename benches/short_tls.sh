@@ -17,7 +17,8 @@
 # Usage: benches/short_tls.sh   (env: DUR=5 CONNS=64 WORKERS= (Ringside's and nginx's worker
 #   count; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1";
 #   RS_BIN_B: another Ringside binary, run as the target `ringside-b` (HTTP/2 where offered) to
-#   compare two builds within one run; ROUNDS=N: the targets take turns N times, then each
+#   compare two builds within one run; SDK_HEADERS=1: each request with the OpenAI Python
+#   SDK's headers (benches/lib.sh chat_scripts); ROUNDS=N: the targets take turns N times, then each
 #   figure's median and every target's rates against HAProxy's round by round)
 set -euo pipefail
 cd "$(dirname "$0")/.."
