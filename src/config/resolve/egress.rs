@@ -130,12 +130,19 @@ fn basic(userinfo: &str) -> Secret {
     Secret::new(format!("Basic {encoded}"))
 }
 
-/// `http://[user:password@]host[:port][/]`: the host, the port (80 unless given), the
+/// `[http://][user:password@]host[:port][/]`: the host, the port (80 unless given), the
 /// credentials (percent-decoded).
 fn parse(url: &str) -> Result<(String, u16, Option<String>), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or("must start with http:// (a CONNECT proxy spoken to in plain HTTP)")?;
+    // Without a scheme it is `http://`, as curl, Python and Go read `HTTPS_PROXY=proxy:3128`.
+    let rest =
+        match url.split_once("://") {
+            None => url,
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+            Some(_) => return Err(
+                "must be http://host:port or host:port (a CONNECT proxy spoken to in plain HTTP)"
+                    .into(),
+            ),
+        };
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.contains(['/', '?', '#']) {
         return Err("must be the proxy's address only, without a path".into());
@@ -190,6 +197,8 @@ fn percent_decoded(s: &str) -> Result<String, String> {
 fn redacted(url: &str) -> String {
     match (url.split_once("://"), url.rsplit_once('@')) {
         (Some((scheme, _)), Some((_, host))) => format!("{scheme}://***@{host}"),
+        // Without a scheme (`user:password@proxy:3128`), the credentials are hidden all the same.
+        (None, Some((_, host))) => format!("***@{host}"),
         _ => url.to_string(),
     }
 }

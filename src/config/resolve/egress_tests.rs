@@ -14,9 +14,23 @@ fn a_proxy_url_reads_as_host_port_and_credentials() {
         parse("http://us%40corp:p%3Ass@[fd00::1]:8080").expect("url"),
         ("fd00::1".into(), 8080, Some("us@corp:p:ss".into()))
     );
+    // Without a scheme, as HTTPS_PROXY is often written (curl, Python and Go read it so).
+    assert_eq!(
+        parse("proxy.corp:3128").expect("url"),
+        ("proxy.corp".into(), 3128, None)
+    );
+    assert_eq!(
+        parse("u:p@proxy.corp:3128").expect("url"),
+        ("proxy.corp".into(), 3128, Some("u:p".into()))
+    );
+    assert_eq!(
+        parse("HTTP://proxy:8080").expect("url"),
+        ("proxy".into(), 8080, None)
+    );
     for bad in [
         "https://proxy:3128",
-        "proxy:3128",
+        "socks5://proxy:1080",
+        "proxy:3128/path",
         "http://proxy:3128/path",
         "http://:3128",
         "http://proxy:0",
@@ -32,6 +46,7 @@ fn a_proxy_url_reads_as_host_port_and_credentials() {
 fn credentials_never_show_in_a_problem() {
     assert_eq!(redacted("http://user:secret@proxy:1"), "http://***@proxy:1");
     assert_eq!(redacted("http://proxy:1"), "http://proxy:1");
+    assert_eq!(redacted("user:secret@proxy:1"), "***@proxy:1");
 }
 
 #[test]
@@ -138,4 +153,36 @@ fn a_configured_proxy_takes_its_credentials_from_a_variable() {
         "{text}"
     );
     assert!(!text.contains("pw@"), "credentials shown: {text}");
+}
+
+#[test]
+fn a_proxy_without_a_scheme_is_http_and_its_credentials_never_show() {
+    let env = |v: &'static str| move |k: &str| (k == "HTTPS_PROXY").then(|| v.to_string());
+    let ps = section(None, None);
+    let mut p = Problems::default();
+    let got = egress(
+        &mut p,
+        "providers[0]",
+        &ps,
+        ("api.example.com", true),
+        true,
+        &env("u:pw@egress:3128"),
+    )
+    .expect("a proxy from a scheme-less HTTPS_PROXY");
+    assert_eq!((got.host.as_str(), got.port), ("egress", 3128));
+    assert!(p.0.is_empty(), "{:?}", p.0);
+    // A bad one is a problem that names it without its password.
+    let mut p = Problems::default();
+    let bad = egress(
+        &mut p,
+        "providers[0]",
+        &ps,
+        ("api.example.com", true),
+        true,
+        &env("u:hunter2@egress:port"),
+    );
+    assert!(bad.is_none());
+    let text = format!("{:?}", p.0);
+    assert!(text.contains("***@egress:port"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
 }
