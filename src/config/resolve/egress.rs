@@ -216,13 +216,60 @@ fn loopback(host: &str) -> bool {
 /// and `.example.com` both cover `api.example.com`); ports and CIDR ranges are not read.
 pub fn bypassed(no_proxy: &str, host: &str) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let ip = ip_of(&host);
     no_proxy.split(',').map(str::trim).any(|entry| {
+        if let (Some(ip), Some((net, bits))) = (ip, entry.split_once('/')) {
+            return in_network(ip, net, bits);
+        }
+        if let (Some(ip), Some(other)) = (ip, entry_ip(entry)) {
+            return ip == other;
+        }
         let entry = entry.split(':').next().unwrap_or(entry);
         let entry = entry.trim_start_matches("*.").trim_start_matches('.');
         let entry = entry.to_ascii_lowercase();
         entry == "*"
             || (!entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}"))))
     })
+}
+
+/// A host that is an address (`10.0.0.7`, `fd00::1`, `[fd00::1]`).
+fn ip_of(host: &str) -> Option<std::net::IpAddr> {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+/// A `NO_PROXY` entry that is an address, perhaps with a port: `10.0.0.7`, `10.0.0.7:8443`,
+/// `fd00::1`, `[fd00::1]:8443`.
+fn entry_ip(entry: &str) -> Option<std::net::IpAddr> {
+    if let Ok(ip) = entry.parse() {
+        return Some(ip);
+    }
+    let bare = match entry.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => entry.rsplit_once(':')?.0,
+    };
+    bare.parse().ok()
+}
+
+/// `ip` within `net/bits` (CIDR, as curl and Go read `NO_PROXY=10.0.0.0/8`).
+fn in_network(ip: std::net::IpAddr, net: &str, bits: &str) -> bool {
+    use std::net::IpAddr;
+    let (Some(net), Ok(bits)) = (ip_of(net), bits.trim().parse::<u32>()) else {
+        return false;
+    };
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) if bits <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) if bits <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

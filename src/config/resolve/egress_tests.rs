@@ -60,6 +60,25 @@ fn no_proxy_names_hosts_and_domains() {
     assert!(!bypassed(list, "api.openai.com"));
     assert!(!bypassed(list, "notinternal.corp"));
     assert!(bypassed("*", "api.openai.com"));
+    // Networks (CIDR) and IPv6 addresses, as Kubernetes hosts set them.
+    let k8s = "10.0.0.0/8, 192.168.1.0/24, fd00::/8, [2001:db8::7]:443, .svc";
+    assert!(bypassed(k8s, "10.20.30.40"));
+    assert!(bypassed(k8s, "192.168.1.9"));
+    assert!(!bypassed(k8s, "192.168.2.9"));
+    assert!(!bypassed(k8s, "11.0.0.1"));
+    assert!(bypassed(k8s, "[fd12::1]"));
+    assert!(bypassed(k8s, "2001:db8::7"));
+    assert!(!bypassed(k8s, "2001:db8::8"));
+    assert!(bypassed(k8s, "llm.ns.svc"));
+    assert!(
+        !bypassed(k8s, "api.openai.com"),
+        "a name is not in a network"
+    );
+    assert!(bypassed("0.0.0.0/0", "8.8.8.8"));
+    assert!(
+        !bypassed("10.0.0.0/40, 10.0.0.0/x", "10.0.0.1"),
+        "bad prefixes match nothing"
+    );
     assert!(!bypassed("", "api.openai.com"));
 }
 
