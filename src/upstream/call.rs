@@ -25,10 +25,10 @@ pub struct Call<'a> {
     pub headers: &'a [u8],
     /// A JSON body (empty: none).
     pub body: &'a [u8],
-    /// The provider's slot, for a call to the provider's own endpoint: where the provider is
-    /// reached over HTTP/2 only (`http2 = "always"`), the call goes as a stream on its
-    /// HTTP/2 connections (a server that speaks nothing else refuses an HTTP/1.1 handshake).
-    /// `None`, or any other provider: a connection of the call's own.
+    /// The provider's slot, for a call to the provider's own endpoint: the call goes as its
+    /// requests do, a stream on its HTTP/2 connections where it speaks HTTP/2 (a server that
+    /// speaks nothing else refuses an HTTP/1.1 handshake). `None`, or any other provider: an
+    /// HTTP/1.1 connection of the call's own.
     pub provider: Option<usize>,
 }
 
@@ -66,11 +66,12 @@ pub async fn status(connector: &Connector, c: &Call<'_>, end: Instant) -> Option
 
 /// Connect, send the call, and read the answer's head.
 async fn send(connector: &Connector, c: &Call<'_>) -> Option<(super::UpConn, Head)> {
+    // A provider's call goes as its requests do (`Connector::open`, by its `http2`): a stream
+    // on its HTTP/2 connections where it speaks HTTP/2, so a server that speaks nothing else
+    // is reached and no TLS handshake of its own is paid.
     let mut up = match c.provider {
-        Some(key) if c.endpoint.http2 == crate::config::Http2::Always => {
-            connector.open(key, c.endpoint).await.ok()?
-        }
-        _ => connector.connect(c.endpoint).await.ok()?,
+        Some(key) => connector.open(key, c.endpoint).await.ok()?,
+        None => connector.connect(c.endpoint).await.ok()?,
     };
     let mut h = Vec::with_capacity(512 + c.headers.len());
     for part in [c.method, " ", c.path, " HTTP/1.1\r\nhost: "] {

@@ -15,15 +15,21 @@ both_drivers!(
     streams_on_a_dropped_connection_go_again_on_their_key,
 );
 
-/// A provider whose servers speak HTTP/2 only (`http2 = "always"`; its front refuses an
-/// HTTP/1.1 handshake): both keys fail with 500s and the breaker opens for 20 s. Once the
-/// provider answers again, the prober's model list, asked as a stream on its HTTP/2
-/// connections, finds it: served again long before the open time is over.
+/// A provider whose servers speak HTTP/2 only (its front refuses an HTTP/1.1 handshake), with
+/// `http2 = "always"` and with the default `auto`: both keys fail with 500s and the breaker
+/// opens for 20 s. Once the provider answers again, the prober's model list, asked as a stream
+/// on its HTTP/2 connections, finds it: served again long before the open time is over.
 fn a_provider_that_speaks_only_http2_is_probed_over_http2(driver: &str) {
+    for setting in ["always", "auto"] {
+        probed_over_http2(driver, setting);
+    }
+}
+
+fn probed_over_http2(driver: &str, setting: &str) {
     let sim = SimTls::start_offering(sim_opts(3, 0), (false, true), H2Faults::default());
     let breaker =
         "  [providers.breaker]\n  open_at = 2\n  open_ms = 20000\n  probe_interval_ms = 200\n";
-    let body = sim.config("always", "m") + breaker + "[resilience]\nmax_wait_ms = 0\n";
+    let body = sim.config(setting, "m") + breaker + "[resilience]\nmax_wait_ms = 0\n";
     let proxy = Proxy::start(driver, 1, "", &body);
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 200, "{}", r.text());
@@ -45,11 +51,14 @@ fn a_provider_that_speaks_only_http2_is_probed_over_http2(driver: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(served, "not served within 8 s of the provider's return");
+    assert!(
+        served,
+        "{setting}: not served within 8 s of the provider's return"
+    );
     assert_eq!(
         count(&sim.front(), "connections_http1"),
         0,
-        "{}",
+        "{setting}: {}",
         sim.front()
     );
 }
