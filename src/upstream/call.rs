@@ -5,6 +5,7 @@
 //! connections, `Call::provider`.)
 
 use super::Connector;
+use super::h2::shared::Failure;
 use crate::config::Endpoint;
 use crate::http::head::parse_response;
 use crate::http::io::{read_body, read_more};
@@ -64,15 +65,61 @@ pub async fn status(connector: &Connector, c: &Call<'_>, end: Instant) -> Option
     timer::timeout_at(end, exchange).await.ok().flatten()
 }
 
-/// Connect, send the call, and read the answer's head.
+/// Connect, send the call, and read the answer's head. A stream the provider refused or never
+/// processed (`REFUSED_STREAM`, above a GOAWAY's last stream) goes once more, as a request's
+/// would: it says nothing of the provider's health, and a probe lost to it would keep a
+/// breaker open for another interval.
 async fn send(connector: &Connector, c: &Call<'_>) -> Option<(super::UpConn, Head)> {
+    let head = head_of(c);
+    for _ in 0..2 {
+        match send_once(connector, c, &head).await {
+            Sent::Answered(up, head) => return Some((*up, head)),
+            Sent::Refused => continue,
+            Sent::Failed => return None,
+        }
+    }
+    None
+}
+
+/// How one try of a call ended.
+enum Sent {
+    Answered(Box<super::UpConn>, Head),
+    /// Its HTTP/2 stream was refused before the provider processed it.
+    Refused,
+    Failed,
+}
+
+async fn send_once(connector: &Connector, c: &Call<'_>, h: &bytes::Bytes) -> Sent {
     // A provider's call goes as its requests do (`Connector::open`, by its `http2`): a stream
     // on its HTTP/2 connections where it speaks HTTP/2, so a server that speaks nothing else
     // is reached and no TLS handshake of its own is paid.
-    let mut up = match c.provider {
-        Some(key) => connector.open(key, c.endpoint).await.ok()?,
-        None => connector.connect(c.endpoint).await.ok()?,
+    let up = match c.provider {
+        Some(key) => connector.open(key, c.endpoint).await,
+        None => connector.connect(c.endpoint).await,
     };
+    let Ok(mut up) = up else {
+        return Sent::Failed;
+    };
+    let sent = if let Some(stream) = up.stream.h2_mut() {
+        // An HTTP/2 stream takes the head (and the body behind it) whole, as the request
+        // path's; its `connection: close` is left out like every hop-by-hop header.
+        stream.send(h, &bytes::Bytes::new()).await.is_ok()
+    } else {
+        let (r, _) = monoio::io::AsyncWriteRentExt::write_all(&mut up.stream, h.clone()).await;
+        r.is_ok()
+    };
+    let head = if sent { read_head(&mut up).await } else { None };
+    match head {
+        Some(head) => Sent::Answered(Box::new(up), head),
+        None if up.stream.h2_mut().and_then(|s| s.failure()) == Some(Failure::Refused) => {
+            Sent::Refused
+        }
+        None => Sent::Failed,
+    }
+}
+
+/// The call as an HTTP/1.1 request (an HTTP/2 stream encodes it from there).
+fn head_of(c: &Call<'_>) -> bytes::Bytes {
     let mut h = Vec::with_capacity(512 + c.headers.len());
     for part in [c.method, " ", c.path, " HTTP/1.1\r\nhost: "] {
         h.extend_from_slice(part.as_bytes());
@@ -90,16 +137,7 @@ async fn send(connector: &Connector, c: &Call<'_>) -> Option<(super::UpConn, Hea
     }
     h.extend_from_slice(b"\r\n");
     h.extend_from_slice(c.body);
-    if let Some(stream) = up.stream.h2_mut() {
-        // An HTTP/2 stream takes the head (and the body behind it) whole, as the request
-        // path's; its `connection: close` is left out like every hop-by-hop header.
-        stream.send(&h.into(), &bytes::Bytes::new()).await.ok()?;
-    } else {
-        let (r, _) = monoio::io::AsyncWriteRentExt::write_all(&mut up.stream, h).await;
-        r.ok()?;
-    }
-    let head = read_head(&mut up).await?;
-    Some((up, head))
+    h.into()
 }
 
 async fn read_head(up: &mut super::UpConn) -> Option<Head> {
