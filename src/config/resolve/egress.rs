@@ -213,7 +213,8 @@ fn loopback(host: &str) -> bool {
 }
 
 /// Whether `NO_PROXY` names `host`: `*`, the host itself, or a domain it is in (`example.com`
-/// and `.example.com` both cover `api.example.com`); ports and CIDR ranges are not read.
+/// and `.example.com` both cover `api.example.com`); for an address, the same address or a
+/// network holding it (`10.0.0.0/8`, `fd00::/8`). An entry's port is not read.
 pub fn bypassed(no_proxy: &str, host: &str) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     let ip = ip_of(&host);
