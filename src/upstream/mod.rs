@@ -1,6 +1,8 @@
 //! Upstream connections: resolve, connect (TCP_NODELAY, timeout), TLS, pool.
 
 pub mod call;
+#[cfg(test)]
+mod call_tests;
 pub mod dns;
 pub mod h2;
 pub mod pool;

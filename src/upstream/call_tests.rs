@@ -1,0 +1,92 @@
+//! A provider's call (a probe) against a real HTTP/2 server on loopback (plaintext, prior
+//! knowledge: `http2 = "always"` to an `http://` endpoint).
+
+use super::call::{Call, status};
+use super::{Connector, dns, h2, tls};
+use crate::config::{Endpoint, Http2};
+use crate::test_driver::on_driver;
+use bytes::Bytes;
+use monoio::net::TcpListener;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn connector() -> Connector {
+    Connector {
+        resolver: dns::Resolver::start(1),
+        dns: RefCell::default(),
+        tls: tls::client_config("webpki", None).expect("TLS config"),
+        own_tls: RefCell::default(),
+        h2: RefCell::default(),
+        metrics: Arc::new(crate::metrics::CoreMetrics::new(1, 1)),
+        connect_timeout: Duration::from_secs(5),
+        dns_ttl_ms: 1000,
+        h2_ping: h2::Ping::default(),
+    }
+}
+
+/// Refuse the first `refuse` streams (`REFUSED_STREAM`), answer the rest 200; count them.
+async fn refusing(listener: TcpListener, refuse: usize, seen: Rc<Cell<usize>>) {
+    let (tcp, _) = listener.accept().await.expect("accept");
+    let mut conn = monoio_http::h2::server::handshake(tcp)
+        .await
+        .expect("server handshake");
+    while let Some(Ok((_, mut respond))) = conn.accept().await {
+        seen.set(seen.get() + 1);
+        if seen.get() <= refuse {
+            respond.send_reset(monoio_http::h2::Reason::REFUSED_STREAM);
+            continue;
+        }
+        let resp = http::Response::builder()
+            .status(200)
+            .header("content-length", 2)
+            .body(())
+            .expect("response");
+        let mut tx = respond.send_response(resp, false).expect("head");
+        tx.send_data(Bytes::from_static(b"{}"), true).expect("body");
+    }
+}
+
+fn probe_once_refused(uring: bool, refuse: usize) -> (Option<u16>, usize) {
+    on_driver(uring, async move {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let seen = Rc::new(Cell::new(0));
+        monoio::spawn(refusing(listener, refuse, seen.clone()));
+        let endpoint = Endpoint {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port,
+            base_path: "/v1".into(),
+            via: None,
+            own_tls: None,
+            http2: Http2::Always,
+        };
+        let call = Call {
+            endpoint: &endpoint,
+            method: "GET",
+            path: "/v1/models",
+            headers: b"authorization: Bearer sk-probe\r\n",
+            body: &[],
+            provider: Some(0),
+        };
+        let end = crate::clock::instant() + Duration::from_secs(5);
+        let answer = status(&connector(), &call, end).await;
+        (answer, seen.get())
+    })
+}
+
+/// A probe's stream the provider refused says nothing of its health: it goes once more, on
+/// the same connection, and the answer is the second stream's. Twice refused, no answer.
+#[test]
+fn a_refused_probe_stream_goes_once_more() {
+    for uring in [true, false] {
+        assert_eq!(
+            probe_once_refused(uring, 1),
+            (Some(200), 2),
+            "uring {uring}"
+        );
+        assert_eq!(probe_once_refused(uring, 2), (None, 2), "uring {uring}");
+    }
+}
