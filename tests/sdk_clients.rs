@@ -1,6 +1,6 @@
 //! The real OpenAI and Anthropic SDKs, Python (pinned in tests/sdk/requirements.txt) and Node
 //! (pinned in tests/sdk/package-lock.json), against the real server and the simulator on
-//! loopback, both drivers: every endpoint an SDK user calls, streaming helpers, fail-over
+//! loopback, both drivers (on epoll the providers behind the simulator's TLS front over HTTP/2): every endpoint an SDK user calls, streaming helpers, fail-over
 //! behind the SDK's back, and the errors an SDK raises (type, code, request id, a stream cut
 //! mid-way, a body over the limit). The checks are in tests/sdk/check_clients.py and
 //! tests/sdk/check_clients.mjs; the two languages' HTTP stacks (httpx, undici) frame, reuse and
@@ -12,7 +12,9 @@
 //! fail otherwise, so that a CI that cannot run them says so).
 
 mod common;
+use common::sim_tls::SimTls;
 use common::*;
+use ringside::simulate::front::H2Faults;
 use ringside::simulate::{SimOptions, parse_fault_arg};
 use std::path::PathBuf;
 use std::process::Command;
@@ -124,14 +126,27 @@ fn real_sdk_clients_work_through_ringside(driver: &str) {
         "model:gpt-mid=reset-mid-stream;after=5",
         "model:claude-mid=reset-mid-stream;after=5",
     ];
-    let sim = start_sim(SimOptions {
+    let opts = SimOptions {
         faults: faults
             .iter()
             .map(|f| parse_fault_arg(f).expect("fault spec"))
             .collect(),
         ..SimOptions::default()
-    });
-    let body = sdk_config(sim.addr);
+    };
+    // On epoll the providers are reached over TLS and HTTP/2, through the simulator's front, as
+    // real providers are; on io_uring over plaintext HTTP/1.1. The SDKs' headers, streams and
+    // faults cross both upstream paths, each driver once.
+    let front = (driver == "epoll").then(|| SimTls::start(opts.clone(), true, H2Faults::default()));
+    let plain = front.is_none().then(|| start_sim(opts));
+    let (sim, body) = match (&front, &plain) {
+        (Some(f), _) => (
+            &f.sim,
+            format!("[upstream]\nca_file = \"{}\"\n", f.ca_file.display())
+                + &sdk_config(&format!("https://localhost:{}", f.tls.port())),
+        ),
+        (None, Some(p)) => (p, sdk_config(&format!("http://{}", p.addr))),
+        (None, None) => unreachable!("one upstream or the other"),
+    };
     let proxy = Proxy::start(driver, 2, "", &body);
     let base = format!("http://{}", proxy.addr);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_clients.py");
@@ -151,12 +166,17 @@ fn real_sdk_clients_work_through_ringside(driver: &str) {
         "16 of 16 Node SDK checks passed",
     );
     // The client's own key never reached the upstream: only the connection keys did.
-    let keys = sim_stats(&sim)["keys"].clone();
+    let keys = sim_stats(sim)["keys"].clone();
     assert!(keys.get("client-key").is_none(), "{keys}");
     assert!(
-        attempts_for(&sim, "sk-sim-bad") >= 1,
+        attempts_for(sim, "sk-sim-bad") >= 1,
         "the limited key was tried first: {keys}"
     );
+    if let Some(f) = &front {
+        let counts = f.front();
+        assert!(counts["connections_h2"].as_u64() >= Some(1), "{counts}");
+        assert_eq!(counts["connections_http1"], 0, "{counts}");
+    }
 }
 
 /// Run one language's checks against Ringside; they pass when the program says `passed`.
@@ -178,7 +198,7 @@ fn run_checks(driver: &str, program: &str, args: &[&str], passed: &str) {
 /// healthy one and a spent one, and an Anthropic one. The models whose streams are cut
 /// mid-way have keys of their own, three each: a cut after the commit cools its key, so each
 /// language's cut check finds a fresh one, and no check finds the healthy keys cooling.
-fn sdk_config(s: std::net::SocketAddr) -> String {
+fn sdk_config(base: &str) -> String {
     format!(
         r#"
 [resilience]
@@ -187,7 +207,7 @@ max_wait_ms = 0
 [[providers]]
 id = "oai"
 dialect = "openai"
-base_url = "http://{s}/v1"
+base_url = "{base}/v1"
   [[providers.connections]]
   id = "limited"
   key_env = "SIM_KEY_BAD"
@@ -218,7 +238,7 @@ base_url = "http://{s}/v1"
 [[providers]]
 id = "ant"
 dialect = "anthropic"
-base_url = "http://{s}/v1"
+base_url = "{base}/v1"
   [[providers.connections]]
   id = "claude"
   key_env = "SIM_KEY_C"
