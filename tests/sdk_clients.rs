@@ -15,7 +15,7 @@ mod common;
 use common::sim_tls::SimTls;
 use common::*;
 use ringside::simulate::front::H2Faults;
-use ringside::simulate::{SimOptions, parse_fault_arg};
+use ringside::simulate::{SimOptions, Simulator, parse_fault_arg};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -61,7 +61,7 @@ fn cross_checks(driver: &str, program: &str, script: &str, passed: &str) {
         "model:gpt-cut=reset-mid-stream;after=5",
         "model:claude-cut=reset-mid-stream;after=5",
     ];
-    let sim = start_sim(SimOptions {
+    let opts = SimOptions {
         faults: faults
             .iter()
             .map(|f| parse_fault_arg(f).expect("fault spec"))
@@ -69,15 +69,62 @@ fn cross_checks(driver: &str, program: &str, script: &str, passed: &str) {
         strict: true,
         call_tools: true,
         ..SimOptions::default()
-    });
-    let proxy = Proxy::start(driver, 2, "", &cross_config(sim.addr));
+    };
+    let up = Upstream::start(driver, opts);
+    let proxy = Proxy::start(driver, 2, "", &up.config(cross_config));
     let base = format!("http://{}", proxy.addr);
     run_checks(driver, program, &[script, &base], passed);
+    up.assert_http2_only();
+}
+
+/// The simulator and where Ringside reaches it: on epoll behind its TLS front, over HTTP/2 as
+/// real providers are reached; on io_uring itself, over plaintext HTTP/1.1. The SDKs' headers,
+/// streams and faults cross both upstream paths, each driver once.
+enum Upstream {
+    Front(SimTls),
+    Plain(Simulator),
+}
+
+impl Upstream {
+    fn start(driver: &str, opts: SimOptions) -> Upstream {
+        if driver == "epoll" {
+            Upstream::Front(SimTls::start(opts, true, H2Faults::default()))
+        } else {
+            Upstream::Plain(start_sim(opts))
+        }
+    }
+
+    fn sim(&self) -> &Simulator {
+        match self {
+            Upstream::Front(f) => &f.sim,
+            Upstream::Plain(p) => p,
+        }
+    }
+
+    /// The config `providers` writes for a base URL (without `/v1`), with the front's CA.
+    fn config(&self, providers: fn(&str) -> String) -> String {
+        match self {
+            Upstream::Front(f) => {
+                format!("[upstream]\nca_file = \"{}\"\n", f.ca_file.display())
+                    + &providers(&format!("https://localhost:{}", f.tls.port()))
+            }
+            Upstream::Plain(p) => providers(&format!("http://{}", p.addr)),
+        }
+    }
+
+    /// Through the front, HTTP/2 alone was spoken (probes included).
+    fn assert_http2_only(&self) {
+        if let Upstream::Front(f) = self {
+            let counts = f.front();
+            assert!(counts["connections_h2"].as_u64() >= Some(1), "{counts}");
+            assert_eq!(counts["connections_http1"], 0, "{counts}");
+        }
+    }
 }
 
 /// An OpenAI and an Anthropic provider on the simulator, a model of each at its wall, one
 /// healthy and one whose streams are cut; four routes from one to the other.
-fn cross_config(s: std::net::SocketAddr) -> String {
+fn cross_config(base: &str) -> String {
     let mut c = "[resilience]\nmax_wait_ms = 0\n".to_string();
     for (id, dialect, models) in [
         ("oai", "openai", ["gpt-wall", "gpt-ok", "gpt-cut"]),
@@ -88,7 +135,7 @@ fn cross_config(s: std::net::SocketAddr) -> String {
         ),
     ] {
         c += &format!(
-            "[[providers]]\nid = \"{id}\"\ndialect = \"{dialect}\"\nbase_url = \"http://{s}/v1\"\n"
+            "[[providers]]\nid = \"{id}\"\ndialect = \"{dialect}\"\nbase_url = \"{base}/v1\"\n"
         );
         for (m, name) in models.iter().zip(["wall", "ok", "cut"]) {
             c += &format!(
@@ -133,20 +180,8 @@ fn real_sdk_clients_work_through_ringside(driver: &str) {
             .collect(),
         ..SimOptions::default()
     };
-    // On epoll the providers are reached over TLS and HTTP/2, through the simulator's front, as
-    // real providers are; on io_uring over plaintext HTTP/1.1. The SDKs' headers, streams and
-    // faults cross both upstream paths, each driver once.
-    let front = (driver == "epoll").then(|| SimTls::start(opts.clone(), true, H2Faults::default()));
-    let plain = front.is_none().then(|| start_sim(opts));
-    let (sim, body) = match (&front, &plain) {
-        (Some(f), _) => (
-            &f.sim,
-            format!("[upstream]\nca_file = \"{}\"\n", f.ca_file.display())
-                + &sdk_config(&format!("https://localhost:{}", f.tls.port())),
-        ),
-        (None, Some(p)) => (p, sdk_config(&format!("http://{}", p.addr))),
-        (None, None) => unreachable!("one upstream or the other"),
-    };
+    let up = Upstream::start(driver, opts);
+    let (sim, body) = (up.sim(), up.config(sdk_config));
     let proxy = Proxy::start(driver, 2, "", &body);
     let base = format!("http://{}", proxy.addr);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check_clients.py");
@@ -172,11 +207,7 @@ fn real_sdk_clients_work_through_ringside(driver: &str) {
         attempts_for(sim, "sk-sim-bad") >= 1,
         "the limited key was tried first: {keys}"
     );
-    if let Some(f) = &front {
-        let counts = f.front();
-        assert!(counts["connections_h2"].as_u64() >= Some(1), "{counts}");
-        assert_eq!(counts["connections_http1"], 0, "{counts}");
-    }
+    up.assert_http2_only();
 }
 
 /// Run one language's checks against Ringside; they pass when the program says `passed`.
