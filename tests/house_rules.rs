@@ -74,10 +74,6 @@ const LONGER: &[(&str, &str)] = &[
     ("tests/stream.rs", "the stream guard end to end"),
     ("tests/flow.rs", "flow control end to end"),
     ("tests/watch.rs", "the status page and metrics end to end"),
-    (
-        "tests/operate.rs",
-        "the command line and the drain end to end",
-    ),
     ("tests/drill.rs", "the drill end to end"),
     ("tests/reload.rs", "hot reload end to end"),
     (

@@ -12,17 +12,6 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn ringside(args: &[&str], dir: &std::path::Path) -> std::process::Output {
-    Command::new(binary())
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RINGSIDE_CONFIG")
-        .envs(proxy_env())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ringside")
-}
-
 #[test]
 fn the_command_line_says_its_version_and_refuses_misuse_without_serving() {
     let dir = tempdir::new();
@@ -70,70 +59,6 @@ fn the_command_line_says_its_version_and_refuses_misuse_without_serving() {
         assert!(help.contains(name), "{name}: {help}");
     }
     assert!(!help.contains("RINGSIDE_MAX_WAIT_MS"), "{help}");
-}
-
-#[test]
-fn check_says_problems_on_stderr_and_makes_the_data_dir() {
-    let dir = tempdir::new();
-    let cfg = "[server]\ndata_dir = \"data\"\n[[providers]]\nid = \"x\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n  [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n";
-    std::fs::write(dir.0.join("ringside.toml"), cfg).expect("write");
-    // A bad environment override is named, not ignored.
-    let out = Command::new(binary())
-        .args(["check"])
-        .current_dir(&dir.0)
-        .envs(proxy_env())
-        .env("RINGSIDE_WORKERS", "abc")
-        .env("RINGSIDE_LOG", "bogus")
-        .output()
-        .expect("check");
-    // Problems and warnings on stderr, where a script's `2>` looks for them.
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("RINGSIDE_WORKERS"), "{text}");
-    assert!(text.contains("RINGSIDE_LOG=`bogus`"), "{text}");
-    assert!(
-        out.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    // `check` names every unknown key in one run, with what was probably meant; a file that is
-    // not TOML gets its line, column and the line itself; a data dir that cannot be is said.
-    let check = |name: &str, text: &str| {
-        std::fs::write(dir.0.join(name), text).expect("write");
-        let out = ringside(&["check", "--config", name], &dir.0);
-        assert_eq!(out.status.code(), Some(1), "{name}");
-        String::from_utf8_lossy(&out.stderr).to_string()
-    };
-    let text = check("typos.toml", "[server]\nlisen = \"x\"\nworkrs = 2\n");
-    assert!(
-        text.contains("typos.toml:2: unknown key `lisen`, did you mean `listen`?"),
-        "{text}"
-    );
-    assert!(
-        text.contains("typos.toml:3: unknown key `workrs`, did you mean `workers`?"),
-        "{text}"
-    );
-    let text = check("broken.toml", "[server]\nlisten = \"127.0.0.1:1\n");
-    assert!(
-        text.contains("broken.toml:2:") && text.contains("| listen = \"127.0.0.1:1"),
-        "{text}"
-    );
-    let text = check("dir.toml", "[server]\ndata_dir = \"ringside.toml/data\"\n");
-    assert!(
-        text.contains("server.data_dir") && text.to_lowercase().contains("not a directory"),
-        "{text}"
-    );
-    // A data dir that does not exist yet is made, as `serve` would make it: a `check` that
-    // passes is a start that can write its store.
-    std::fs::write(
-        dir.0.join("new.toml"),
-        "[server]\ndata_dir = \"fresh/data\"\n",
-    )
-    .expect("write");
-    let out = ringside(&["check", "--config", "new.toml"], &dir.0);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("created, writable"), "{text}");
-    assert!(dir.0.join("fresh/data/store").is_dir());
 }
 
 fn readyz(proxy: &Proxy) -> Option<u16> {

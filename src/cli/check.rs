@@ -41,32 +41,7 @@ pub fn run(path: &str) -> Result<(), String> {
             println!("  data_dir {}: {data_dir_note}", cfg.server.data_dir);
             let budgets = budgets_in_force(&cfg);
             for p in &cfg.providers {
-                println!(
-                    "  provider {} ({}) {}:{} with {} connection(s)",
-                    p.id,
-                    p.dialect.as_str(),
-                    p.endpoint.host,
-                    p.endpoint.port,
-                    p.connections.len()
-                );
-                let policy = cfg
-                    .resilience
-                    .providers
-                    .iter()
-                    .zip(&cfg.providers)
-                    .find(|(_, x)| x.id == p.id);
-                if let Some((pol, _)) = policy {
-                    println!(
-                        "    profile {}: cooldown base {} ms (max level {}), breaker degraded at {} / open at {} for {} ms",
-                        pol.kind.as_str(),
-                        pol.cooldown.base_ms,
-                        pol.cooldown.max_level,
-                        pol.breaker.degraded_at,
-                        pol.breaker.open_at,
-                        pol.breaker.open_ms
-                    );
-                }
-                print_connections(p, &budgets);
+                print_provider(&cfg, p, &budgets);
             }
             for r in &cfg.routes {
                 println!(
@@ -118,6 +93,85 @@ fn budgets_in_force(cfg: &crate::config::Config) -> crate::flow::settings::Budge
 
 /// `check`'s lines for a provider's connections: flow settings and each queue budget in force,
 /// with where it came from.
+/// A provider: where, its resilience profile, how it is reached, its connections.
+fn print_provider(
+    cfg: &crate::config::Config,
+    p: &crate::config::Provider,
+    budgets: &crate::flow::settings::Budgets,
+) {
+    println!(
+        "  provider {} ({}) {}:{} with {} connection(s)",
+        p.id,
+        p.dialect.as_str(),
+        p.endpoint.host,
+        p.endpoint.port,
+        p.connections.len()
+    );
+    let policy = cfg
+        .resilience
+        .providers
+        .iter()
+        .zip(&cfg.providers)
+        .find(|(_, x)| x.id == p.id);
+    if let Some((pol, _)) = policy {
+        println!(
+            "    profile {}: cooldown base {} ms (max level {}), breaker degraded at {} / open at {} for {} ms",
+            pol.kind.as_str(),
+            pol.cooldown.base_ms,
+            pol.cooldown.max_level,
+            pol.breaker.degraded_at,
+            pol.breaker.open_at,
+            pol.breaker.open_ms
+        );
+    }
+    print_transport(p);
+    print_connections(p, budgets);
+}
+
+/// How the provider is reached: TLS and HTTP/2, the egress proxy (and where it came from: a
+/// host-wide `HTTPS_PROXY` is easy to miss), the provider's own TLS settings. Credentials only
+/// as whether there are any.
+fn print_transport(p: &crate::config::Provider) {
+    let ep = &p.endpoint;
+    let mut line = if ep.tls {
+        "    transport: TLS".to_string()
+    } else {
+        "    transport: plaintext".to_string()
+    };
+    line += match ep.http2 {
+        crate::config::Http2::Auto if ep.tls => ", HTTP/2 where the provider offers it",
+        crate::config::Http2::Auto => ", HTTP/1.1",
+        crate::config::Http2::Always => ", HTTP/2 only",
+        crate::config::Http2::Never => ", HTTP/1.1 only",
+    };
+    match &ep.via {
+        Some(v) => {
+            let auth = if v.authorization.is_some() {
+                "with credentials"
+            } else {
+                "without credentials"
+            };
+            line += &format!(
+                ", through proxy {}:{} (from {}, {auth})",
+                v.host, v.port, v.from
+            );
+        }
+        None => line += ", direct",
+    }
+    if let Some(own) = &ep.own_tls {
+        if own.ca_pem.is_some() {
+            line += ", its own CA";
+        }
+        if own.client_cert_pem.is_some() {
+            line += ", a client certificate";
+        }
+        if let Some(name) = &own.server_name {
+            line += &format!(", server name {name}");
+        }
+    }
+    println!("{line}");
+}
+
 fn print_connections(p: &crate::config::Provider, budgets: &crate::flow::settings::Budgets) {
     use crate::flow::settings::Knob;
     println!("{}", budget_sources());

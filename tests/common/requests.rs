@@ -1,5 +1,6 @@
 //! What the tests send and count: providers and routes for a config, chat bodies and raw
-//! requests, concurrent posts, the simulator's counts, a decision trail's attempts.
+//! requests, concurrent posts, the simulator's counts, a decision trail's attempts; the binary's
+//! subcommands run to their end.
 
 use ringside::demo::client::{self, Reply};
 use ringside::simulate::Simulator;
@@ -103,4 +104,17 @@ pub fn post_concurrently(
         .into_iter()
         .map(|t| t.join().expect("thread"))
         .collect()
+}
+
+/// The binary run with `args` in `dir` (no config from the environment, the test keys set),
+/// its output.
+pub fn ringside(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(super::binary())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RINGSIDE_CONFIG")
+        .envs(super::proxy_env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ringside")
 }
