@@ -4,7 +4,6 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 
 #[test]
 fn check_says_problems_on_stderr_and_makes_the_data_dir() {
@@ -12,14 +11,11 @@ fn check_says_problems_on_stderr_and_makes_the_data_dir() {
     let cfg = "[server]\ndata_dir = \"data\"\n[[providers]]\nid = \"x\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n  [[providers.connections]]\n  id = \"a\"\n  key_env = \"SIM_KEY_A\"\n";
     std::fs::write(dir.0.join("ringside.toml"), cfg).expect("write");
     // A bad environment override is named, not ignored.
-    let out = Command::new(binary())
-        .args(["check"])
-        .current_dir(&dir.0)
-        .envs(proxy_env())
-        .env("RINGSIDE_WORKERS", "abc")
-        .env("RINGSIDE_LOG", "bogus")
-        .output()
-        .expect("check");
+    let out = ringside_with(
+        &["check"],
+        &dir.0,
+        &[("RINGSIDE_WORKERS", "abc"), ("RINGSIDE_LOG", "bogus")],
+    );
     // Problems and warnings on stderr, where a script's `2>` looks for them.
     let text = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -84,16 +80,11 @@ fn check_says_how_each_provider_is_reached() {
         http2 = \"never\"\n\
         \x20 [[providers.connections]]\n  id = \"b\"\n  key_env = \"SIM_KEY_B\"\n";
     std::fs::write(dir.0.join("ringside.toml"), cfg).expect("write");
-    let out = Command::new(binary())
-        .args(["check"])
-        .current_dir(&dir.0)
-        .envs(proxy_env())
-        .env("HTTPS_PROXY", "corp:hunter2@egress.corp:3128")
-        .env_remove("https_proxy")
-        .env_remove("NO_PROXY")
-        .env_remove("no_proxy")
-        .output()
-        .expect("check");
+    let out = ringside_with(
+        &["check"],
+        &dir.0,
+        &[("HTTPS_PROXY", "corp:hunter2@egress.corp:3128")],
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

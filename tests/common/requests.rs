@@ -109,11 +109,25 @@ pub fn post_concurrently(
 /// The binary run with `args` in `dir` (no config from the environment, the test keys set),
 /// its output.
 pub fn ringside(args: &[&str], dir: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(super::binary())
-        .args(args)
+    ringside_with(args, dir, &[])
+}
+
+/// [`ringside`] with `env` set besides. The machine's own proxy variables are left out: a
+/// test's providers are not routed by the host's egress unless the test says so.
+pub fn ringside_with(
+    args: &[&str],
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new(super::binary());
+    cmd.args(args)
         .current_dir(dir)
-        .env_remove("RINGSIDE_CONFIG")
-        .envs(super::proxy_env())
+        .env_remove("RINGSIDE_CONFIG");
+    for name in ["HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"] {
+        cmd.env_remove(name);
+    }
+    cmd.envs(super::proxy_env())
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run ringside")

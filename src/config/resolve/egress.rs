@@ -204,12 +204,7 @@ fn redacted(url: &str) -> String {
 }
 
 fn loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost") || ip_of(host).is_some_and(|ip| ip.is_loopback())
 }
 
 /// Whether `NO_PROXY` names `host`: `*`, the host itself, or a domain it is in (`example.com`

@@ -2,31 +2,25 @@ use super::*;
 
 #[test]
 fn a_proxy_url_reads_as_host_port_and_credentials() {
-    assert_eq!(
-        parse("http://proxy.corp:3128").expect("url"),
-        ("proxy.corp".into(), 3128, None)
-    );
-    assert_eq!(
-        parse("http://proxy/").expect("url"),
-        ("proxy".into(), 80, None)
-    );
-    assert_eq!(
-        parse("http://us%40corp:p%3Ass@[fd00::1]:8080").expect("url"),
-        ("fd00::1".into(), 8080, Some("us@corp:p:ss".into()))
-    );
-    // Without a scheme, as HTTPS_PROXY is often written (curl, Python and Go read it so).
-    assert_eq!(
-        parse("proxy.corp:3128").expect("url"),
-        ("proxy.corp".into(), 3128, None)
-    );
-    assert_eq!(
-        parse("u:p@proxy.corp:3128").expect("url"),
-        ("proxy.corp".into(), 3128, Some("u:p".into()))
-    );
-    assert_eq!(
-        parse("HTTP://proxy:8080").expect("url"),
-        ("proxy".into(), 8080, None)
-    );
+    for (url, want) in [
+        ("http://proxy.corp:3128", ("proxy.corp", 3128, None)),
+        ("http://proxy/", ("proxy", 80, None)),
+        (
+            "http://us%40corp:p%3Ass@[fd00::1]:8080",
+            ("fd00::1", 8080, Some("us@corp:p:ss")),
+        ),
+        // Without a scheme, as HTTPS_PROXY is often written (curl, Python and Go read it so).
+        ("proxy.corp:3128", ("proxy.corp", 3128, None)),
+        ("u:p@proxy.corp:3128", ("proxy.corp", 3128, Some("u:p"))),
+        ("HTTP://proxy:8080", ("proxy", 8080, None)),
+    ] {
+        let (host, port, auth) = want;
+        assert_eq!(
+            parse(url).expect("url"),
+            (host.to_string(), port, auth.map(str::to_string)),
+            "{url}"
+        );
+    }
     for bad in [
         "https://proxy:3128",
         "socks5://proxy:1080",
