@@ -5,8 +5,8 @@
 # its own CA, a certificate for a name the base_url does not carry: `tls_server_name`), with
 # HTTP/2 (`http2 = "auto"`) and HTTP/1.1 (`never`). Checks, for each: a JSON answer and a
 # stream end to end, the front saw Ringside's certificate over the expected protocol, the
-# tunnel went through the proxy; then wrong proxy credentials give the client a clear 502 in
-# its dialect; no key or proxy password reaches Ringside's log. Exits non-zero on the first
+# tunnel went through the proxy; then wrong proxy credentials give the client, after one
+# attempt, a clear 503 in its dialect naming the refusal (the provider's keys cool for it); no key or proxy password reaches Ringside's log. Exits non-zero on the first
 # failed check. Bounded: every request has a 20 s limit; about 30 s in all.
 # Usage: benches/egress_check.sh   (env: BASE_PORT=19600)
 set -euo pipefail
@@ -118,11 +118,12 @@ grep -q "CONNECT.*127.0.0.1:$FRONT" "$W/tinyproxy.log" || fail "the tunnels did 
 echo "ok: tinyproxy carried $(grep -c "CONNECT.*127.0.0.1:$FRONT" "$W/tinyproxy.log") tunnels"
 
 serve auto corp:wrong-password
-refused=$(chat json)
+t0=$(date +%s%N); refused=$(chat json); ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 stop_proc $RS
-[ "$(tail -1 <<<"$refused")" = 502 ] && grep -q 'the egress proxy refused its credentials' <<<"$refused" ||
+[ "$(tail -1 <<<"$refused")" = 503 ] && grep -q 'the egress proxy refused its credentials' <<<"$refused" &&
+  grep -q '"attempts":1,' <<<"$refused" ||
   fail "wrong proxy credentials: $refused"
-echo "ok: wrong proxy credentials: 502, $(grep -o '"message":"[^"]*"' <<<"$refused")"
+echo "ok: wrong proxy credentials: 503 after one attempt, in $ms ms, $(grep -o '"last_error":"[^"]*"' <<<"$refused")"
 ! grep -q 'sk-egress-secret-key\|s3cret\|wrong-password' "$W/ringside.log" ||
   fail "a secret reached Ringside's log"
 echo "ok: no key or proxy password in Ringside's log"

@@ -31,11 +31,13 @@ pub enum AttemptOutcome {
     /// The provider refused the request unprocessed (HTTP/2 `REFUSED_STREAM`, or above a
     /// `GOAWAY`'s last stream): sent again, blaming no key.
     Refused,
+    /// The provider's egress proxy refused the tunnel: nothing reached the provider.
+    EgressRefused,
 }
 
 impl AttemptOutcome {
     /// Every outcome, in the order of the attempts metric's counters.
-    pub const ALL: [AttemptOutcome; 18] = [
+    pub const ALL: [AttemptOutcome; 19] = [
         AttemptOutcome::Ok,
         AttemptOutcome::Http4xx,
         AttemptOutcome::Http429,
@@ -54,6 +56,7 @@ impl AttemptOutcome {
         AttemptOutcome::Shutdown,
         AttemptOutcome::LocalResources,
         AttemptOutcome::Refused,
+        AttemptOutcome::EgressRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +79,7 @@ impl AttemptOutcome {
             AttemptOutcome::Shutdown => "shutdown",
             AttemptOutcome::LocalResources => "local_resources",
             AttemptOutcome::Refused => "refused",
+            AttemptOutcome::EgressRefused => "egress_refused",
         }
     }
 
@@ -201,6 +205,7 @@ mod tests {
                 "shutdown",
                 "local_resources",
                 "refused",
+                "egress_refused",
             ]
         );
         for (i, o) in AttemptOutcome::ALL.iter().enumerate() {

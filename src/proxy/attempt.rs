@@ -318,14 +318,12 @@ async fn connect(
             ctx.core.pool.borrow_mut().clear();
             continue;
         }
-        let timeout = matches!(e, ConnectError::Timeout);
+        let verdict = match e {
+            ConnectError::EgressRefused(_) => classify::egress_refused(),
+            _ => classify::transport(matches!(e, ConnectError::Timeout)),
+        };
         // Ringside's own shortage is self-inflicted: no cooldown, no breaker failure.
-        return Err(failed(
-            classify::transport(timeout),
-            e.outcome(),
-            e.to_string(),
-            local,
-        ));
+        return Err(failed(verdict, e.outcome(), e.to_string(), local));
     }
 }
 

@@ -30,6 +30,9 @@ pub enum Reason {
     Transport,
     /// An OAuth connection's refresh token was refused for good: the connection is expired.
     TokenRefreshFailed,
+    /// The provider's egress proxy refused the tunnel (its credentials, its policy, or the
+    /// provider out of its reach): every key of the provider goes through it alike.
+    EgressRefused,
 }
 
 impl Reason {
@@ -50,11 +53,12 @@ impl Reason {
             Reason::Timeout => "timeout",
             Reason::Transport => "transport",
             Reason::TokenRefreshFailed => "token_refresh_failed",
+            Reason::EgressRefused => "egress_refused",
         }
     }
 
     pub fn parse(s: &str) -> Option<Reason> {
-        const ALL: [Reason; 15] = [
+        const ALL: [Reason; 16] = [
             Reason::RateLimited,
             Reason::QuotaExhausted,
             Reason::Overloaded,
@@ -70,6 +74,7 @@ impl Reason {
             Reason::Timeout,
             Reason::Transport,
             Reason::TokenRefreshFailed,
+            Reason::EgressRefused,
         ];
         ALL.into_iter().find(|r| r.as_str() == s)
     }
@@ -86,11 +91,16 @@ impl Reason {
         )
     }
 
-    /// Failures the provider breaker counts: the service itself is unwell.
+    /// Failures the provider breaker counts: the service itself is unwell, or out of reach
+    /// through its egress proxy.
     pub fn trips_breaker(self) -> bool {
         matches!(
             self,
-            Reason::ServerError | Reason::Overloaded | Reason::Timeout | Reason::Transport
+            Reason::ServerError
+                | Reason::Overloaded
+                | Reason::Timeout
+                | Reason::Transport
+                | Reason::EgressRefused
         )
     }
 }
@@ -393,6 +403,18 @@ pub fn transport(timeout: bool) -> Verdict {
         rule: None,
         lasting: true,
         mid_stream: false,
+    }
+}
+
+/// The provider's egress proxy refused the tunnel: no request reached the provider, and any of
+/// its keys would meet the same refusal, so every one of them cools (with the backoff of a
+/// failed connect) and the request moves to another provider at once. Not waited out inside a
+/// request: a proxy's 407 or 403 is its configuration's answer, not a moment's trouble.
+pub fn egress_refused() -> Verdict {
+    Verdict {
+        reason: Reason::EgressRefused,
+        scope: Scope::Provider,
+        ..transport(false)
     }
 }
 

@@ -83,6 +83,9 @@ pub enum ConnectError {
     Local(io::Error),
     Timeout,
     Tls(String),
+    /// The egress proxy answered the tunnel's `CONNECT` with a refusal (what it said, without
+    /// credentials): the provider was not reached.
+    EgressRefused(String),
 }
 
 impl ConnectError {
@@ -94,6 +97,7 @@ impl ConnectError {
             ConnectError::Local(_) => AttemptOutcome::LocalResources,
             ConnectError::Timeout => AttemptOutcome::ConnectTimeout,
             ConnectError::Tls(_) => AttemptOutcome::TlsError,
+            ConnectError::EgressRefused(_) => AttemptOutcome::EgressRefused,
         }
     }
 }
@@ -106,6 +110,7 @@ impl std::fmt::Display for ConnectError {
             ConnectError::Local(e) => write!(f, "no local resource for a new connection: {e}"),
             ConnectError::Timeout => f.write_str("connect timed out"),
             ConnectError::Tls(e) => write!(f, "TLS handshake failed: {e}"),
+            ConnectError::EgressRefused(e) => f.write_str(e),
         }
     }
 }
@@ -189,7 +194,7 @@ impl Connector {
                 let tunnel = Box::pin(tunnel::open(&mut tcp, ep, via));
                 match timer::timeout_at(deadline, tunnel).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => return Err(ConnectError::Connect(e)),
+                    Ok(Err(e)) => return Err(e),
                     Err(_) => return Err(ConnectError::Timeout),
                 }
             }

@@ -2,6 +2,7 @@
 //! the proxy, its `2xx`, and then the provider's TLS (or plain HTTP) over it as on a direct
 //! connection. The proxy's credentials go in `Proxy-Authorization`, never in a log or an error.
 
+use super::ConnectError;
 use crate::config::{Egress, Endpoint};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
@@ -11,8 +12,12 @@ use std::io;
 const MAX_HEAD: usize = 8 * 1024;
 
 /// Ask `via` for a tunnel to `ep` on `tcp` (a connection to the proxy). `Err`: the proxy
-/// refused (its status in the message) or broke the exchange.
-pub(super) async fn open(tcp: &mut TcpStream, ep: &Endpoint, via: &Egress) -> io::Result<()> {
+/// refused (`EgressRefused`, its status in the message) or broke the exchange (`Connect`).
+pub(super) async fn open(
+    tcp: &mut TcpStream,
+    ep: &Endpoint,
+    via: &Egress,
+) -> Result<(), ConnectError> {
     // Always with its port: a CONNECT target names one.
     let mut authority = Vec::with_capacity(ep.host.len() + 8);
     ep.write_host(&mut authority);
@@ -31,32 +36,31 @@ pub(super) async fn open(tcp: &mut TcpStream, ep: &Endpoint, via: &Egress) -> io
     }
     head.extend_from_slice(b"\r\n");
     let (sent, _) = tcp.write_all(head).await;
-    sent?;
-    let (answer, more) = read_head(tcp).await?;
+    sent.map_err(ConnectError::Connect)?;
+    let (answer, more) = read_head(tcp).await.map_err(ConnectError::Connect)?;
     let sent_credentials = via.authorization.is_some();
+    let refused = |text: String| Err(ConnectError::EgressRefused(text));
     match status(&answer) {
         // Nothing follows a tunnel's answer before the provider is spoken to (the provider
         // answers only what is sent through it): more is a proxy that is not tunnelling.
-        Some(s) if (200..300).contains(&s) && more => Err(io::Error::new(
+        Some(s) if (200..300).contains(&s) && more => Err(ConnectError::Connect(io::Error::new(
             io::ErrorKind::InvalidData,
             "the egress proxy sent bytes after its answer",
-        )),
+        ))),
         Some(s) if (200..300).contains(&s) => Ok(()),
         // A refusal comes with a body (an HTML page) that may share the head's read: the
         // status is the news, the body is not read.
-        Some(s @ (401 | 407)) if sent_credentials => Err(io::Error::other(format!(
+        Some(s @ (401 | 407)) if sent_credentials => refused(format!(
             "the egress proxy refused its credentials ({s}): check the provider's proxy_auth_env"
-        ))),
-        Some(s @ (401 | 407)) => Err(io::Error::other(format!(
+        )),
+        Some(s @ (401 | 407)) => refused(format!(
             "the egress proxy wants credentials ({s}): set the provider's proxy_auth_env"
-        ))),
-        Some(s) => Err(io::Error::other(format!(
-            "the egress proxy refused the tunnel ({s})"
-        ))),
-        None => Err(io::Error::new(
+        )),
+        Some(s) => refused(format!("the egress proxy refused the tunnel ({s})")),
+        None => Err(ConnectError::Connect(io::Error::new(
             io::ErrorKind::InvalidData,
             "the egress proxy's answer is not HTTP",
-        )),
+        ))),
     }
 }
 

@@ -319,10 +319,12 @@ fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
         "SNI is the provider's"
     );
 
-    // Other credentials: the proxy answers 407 and the client hears of an upstream failure.
+    // Other credentials: the proxy answers 407, the provider's one key cools for it, and the
+    // client hears of it at once (not after waits for that cooldown: the proxy's answer would
+    // not change).
     let refused = Proxy::start(driver, 1, "", &through("SIM_KEY_D"));
     let r = refused.post("/v1/chat/completions", &[], &chat("m", false));
-    assert!(r.status >= 500, "{} {}", r.status, r.text());
+    assert_eq!(r.status, 503, "{}", r.text());
     assert!(
         r.text()
             .contains("the egress proxy refused its credentials (407)"),
@@ -330,11 +332,51 @@ fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
         r.text()
     );
     assert!(!r.text().contains("sk-sim-d"), "{}", r.text());
+    let d = refused.decision(r.header("x-request-id").unwrap_or_default());
+    assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
+    assert_eq!(d["attempts"][0]["outcome"], "egress_refused", "{d}");
     assert_eq!(
         up.seen.lock().expect("log").len(),
         2,
         "nothing reached the provider"
     );
+    a_refusing_proxy_sends_requests_elsewhere_at_once(driver, &up, &through("SIM_KEY_D"), &egress);
+}
+
+/// A proxy's refusal holds for every key behind it: one `CONNECT` refused cools the provider's
+/// keys, and the request (and the next) goes to another provider at once, not to the next
+/// key's certain refusal nor after waits for the first key's cooldown.
+fn a_refusing_proxy_sends_requests_elsewhere_at_once(
+    driver: &str,
+    up: &TlsUpstream,
+    through: &str,
+    egress: &crate::common::connect_proxy::ConnectProxy,
+) {
+    let second_key = "  [[providers.connections]]\n  id = \"u\"\n  key_env = \"SIM_KEY_B\"\n  models = [\"m\"]\n";
+    let direct = format!(
+        "[[providers]]\nid = \"direct\"\ndialect = \"openai\"\nbase_url = \"https://localhost:{}/v1\"\nproxy = \"none\"\n  [[providers.connections]]\n  id = \"d\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n",
+        up.addr.port()
+    );
+    let route = "[[routes]]\nname = \"r\"\ntargets = [{ provider = \"tls\", model = \"m\" }, { provider = \"direct\", model = \"m\" }]\n";
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "",
+        &format!("{through}{second_key}{direct}{route}"),
+    );
+    let before = egress.heads.lock().expect("heads").len();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("r", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("direct/d"));
+    let d = proxy.decision(r.header("x-request-id").unwrap_or_default());
+    assert_eq!(d["attempts"].as_array().map(Vec::len), Some(2), "{d}");
+    assert_eq!(d["attempts"][0]["reason"], "egress_refused", "{d}");
+    let r = proxy.post("/v1/chat/completions", &[], &chat("r", true));
+    assert_eq!(r.text(), EVENTS.concat());
+    let d = proxy.decision(r.header("x-request-id").unwrap_or_default());
+    assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
+    // (The prober may ask the proxy again meanwhile: whether the provider is back is its job.)
+    assert!(egress.heads.lock().expect("heads").len() > before);
 }
 
 /// A private endpoint reached by address, with TLS settings of its own: its CA trusted for it
