@@ -12,7 +12,7 @@ use crate::config::{Connection, Provider};
 use crate::dialect::ratelimit::RateLimits;
 use crate::http::Head;
 use crate::resilience::budget::Budget;
-use crate::resilience::classify::{self, Verdict};
+use crate::resilience::classify::{self, Reason, Verdict};
 use crate::route::{Candidate, Entry};
 use crate::timer;
 use crate::upstream::{ConnectError, UpConn};
@@ -173,6 +173,12 @@ impl Aim<'_> {
     ) -> AttemptEnd {
         match fail {
             HeadFail::ClientGone => AttemptEnd::ClientGone,
+            HeadFail::TlsRefused(detail) => failed(
+                classify::refused_on_the_way(Reason::TlsRefused),
+                AttemptOutcome::TlsError,
+                detail,
+                false,
+            ),
             // Cut by the drain: nothing learned about the upstream.
             HeadFail::Failed {
                 kind: AttemptOutcome::Shutdown,
@@ -319,7 +325,8 @@ async fn connect(
             continue;
         }
         let verdict = match e {
-            ConnectError::EgressRefused(_) => classify::egress_refused(),
+            ConnectError::EgressRefused(_) => classify::refused_on_the_way(Reason::EgressRefused),
+            ConnectError::TlsRefused(_) => classify::refused_on_the_way(Reason::TlsRefused),
             _ => classify::transport(matches!(e, ConnectError::Timeout)),
         };
         // Ringside's own shortage is self-inflicted: no cooldown, no breaker failure.

@@ -28,6 +28,14 @@ fn judge(f: &mut Failed, s: &H2Stream) {
             f.self_inflicted = true;
             f.kind = crate::audit::AttemptOutcome::Refused;
         }
+        Some(Failure::ConnectionLost) if s.tls_refused() => {
+            // Not the connection's bad luck: every connection to the provider presents the
+            // same certificate (`proxy::attempt`'s `HeadFail::TlsRefused` over HTTP/1.1).
+            use crate::resilience::classify::{Reason, refused_on_the_way};
+            f.verdict = refused_on_the_way(Reason::TlsRefused);
+            f.kind = crate::audit::AttemptOutcome::TlsError;
+            f.self_inflicted = !s.first_to_report();
+        }
         Some(Failure::ConnectionLost) => {
             // The connection was lost, not the key tried out: the key may take the request
             // again on another connection (its siblings all failing at once would otherwise

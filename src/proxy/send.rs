@@ -13,6 +13,9 @@ use std::time::Duration;
 
 pub(super) enum HeadFail {
     ClientGone,
+    /// The provider's TLS refused Ringside's client certificate, with its first read
+    /// (`upstream::tls::refusal`): the request never reached it.
+    TlsRefused(String),
     Failed {
         timeout: bool,
         kind: AttemptOutcome,
@@ -121,6 +124,9 @@ fn fail_closed<T>() -> Result<T, HeadFail> {
 }
 
 fn fail_read<T>(e: std::io::Error) -> Result<T, HeadFail> {
+    if let Some(refusal) = crate::upstream::tls::refusal(&e) {
+        return Err(HeadFail::TlsRefused(refusal));
+    }
     Err(HeadFail::Failed {
         timeout: false,
         kind: AttemptOutcome::Reset,

@@ -6,104 +6,7 @@ use super::hints::Hint;
 pub use super::rules::builtin_rules;
 use serde::Serialize;
 
-/// Why an attempt failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    RateLimited,
-    QuotaExhausted,
-    Overloaded,
-    ServerError,
-    AuthFailure,
-    /// 403-style refusal of a valid key (three in a row ban the connection).
-    Rejected,
-    Banned,
-    CreditsExhausted,
-    ModelNotFound,
-    /// A 404 with no evidence of what is missing (no model-not-found words or code): often a
-    /// wrong path or base URL. The key cools briefly and the request moves on; no model is
-    /// locked on so little.
-    NotFound,
-    ContextOverflow,
-    BadRequest,
-    Timeout,
-    Transport,
-    /// An OAuth connection's refresh token was refused for good: the connection is expired.
-    TokenRefreshFailed,
-    /// The provider's egress proxy refused the tunnel (its credentials, its policy, or the
-    /// provider out of its reach): every key of the provider goes through it alike.
-    EgressRefused,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::RateLimited => "rate_limited",
-            Reason::QuotaExhausted => "quota_exhausted",
-            Reason::Overloaded => "overloaded",
-            Reason::ServerError => "server_error",
-            Reason::AuthFailure => "auth_failure",
-            Reason::Rejected => "rejected",
-            Reason::Banned => "banned",
-            Reason::CreditsExhausted => "credits_exhausted",
-            Reason::ModelNotFound => "model_not_found",
-            Reason::NotFound => "not_found",
-            Reason::ContextOverflow => "context_overflow",
-            Reason::BadRequest => "bad_request",
-            Reason::Timeout => "timeout",
-            Reason::Transport => "transport",
-            Reason::TokenRefreshFailed => "token_refresh_failed",
-            Reason::EgressRefused => "egress_refused",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Reason> {
-        const ALL: [Reason; 16] = [
-            Reason::RateLimited,
-            Reason::QuotaExhausted,
-            Reason::Overloaded,
-            Reason::ServerError,
-            Reason::AuthFailure,
-            Reason::Rejected,
-            Reason::Banned,
-            Reason::CreditsExhausted,
-            Reason::ModelNotFound,
-            Reason::NotFound,
-            Reason::ContextOverflow,
-            Reason::BadRequest,
-            Reason::Timeout,
-            Reason::Transport,
-            Reason::TokenRefreshFailed,
-            Reason::EgressRefused,
-        ];
-        ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
-    /// Whether a cooldown with this reason is short and worth waiting out inside a request.
-    pub fn waitable(self) -> bool {
-        matches!(
-            self,
-            Reason::RateLimited
-                | Reason::Overloaded
-                | Reason::ServerError
-                | Reason::Timeout
-                | Reason::Transport
-        )
-    }
-
-    /// Failures the provider breaker counts: the service itself is unwell, or out of reach
-    /// through its egress proxy.
-    pub fn trips_breaker(self) -> bool {
-        matches!(
-            self,
-            Reason::ServerError
-                | Reason::Overloaded
-                | Reason::Timeout
-                | Reason::Transport
-                | Reason::EgressRefused
-        )
-    }
-}
+pub use super::reason::Reason;
 
 /// What a failure says something about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -406,13 +309,15 @@ pub fn transport(timeout: bool) -> Verdict {
     }
 }
 
-/// The provider's egress proxy refused the tunnel: no request reached the provider, and any of
-/// its keys would meet the same refusal, so every one of them cools (with the backoff of a
-/// failed connect) and the request moves to another provider at once. Not waited out inside a
-/// request: a proxy's 407 or 403 is its configuration's answer, not a moment's trouble.
-pub fn egress_refused() -> Verdict {
+/// The way to the provider refused what its settings say (`reason`: the egress proxy refused
+/// the tunnel, `EgressRefused`, or the provider's TLS the client certificate, `TlsRefused`):
+/// no request reached the provider, and any of its keys would meet the same refusal, so every
+/// one of them cools (with the backoff of a failed connect) and the request moves to another
+/// provider at once. Not waited out inside a request: a proxy's 407 or a TLS alert about the
+/// certificate is a configuration's answer, not a moment's trouble.
+pub fn refused_on_the_way(reason: Reason) -> Verdict {
     Verdict {
-        reason: Reason::EgressRefused,
+        reason,
         scope: Scope::Provider,
         ..transport(false)
     }

@@ -13,6 +13,7 @@ pub mod jitter;
 pub mod lockout;
 pub mod probe;
 pub mod rate_limit_scope;
+pub mod reason;
 pub mod repeats;
 pub mod restate;
 mod rules;

@@ -260,39 +260,6 @@ fn provider_scope_cools_every_connection_and_request_scope_nothing() {
 }
 
 #[test]
-fn an_egress_refusal_cools_every_key_of_its_provider_and_is_not_waited_for() {
-    let mut c = Cores::new(2, 2);
-    let v = super::classify::egress_refused();
-    assert!(v.retryable, "another provider may serve");
-    c.fail(0, A, &v, 0);
-    c.sync();
-    let e = c.check(1, B, 1).expect_err("the sibling key cools with it");
-    assert!(
-        matches!(
-            e,
-            Exclusion::Cooling {
-                reason: Some(Reason::EgressRefused),
-                ..
-            }
-        ),
-        "{e:?}"
-    );
-    assert!(!e.waitable(), "the proxy's answer would not change");
-    let other = Site {
-        provider: 1,
-        conn: ConnId::new(2),
-        ..B
-    };
-    assert_eq!(
-        c.check(1, other, 1),
-        Ok(Admit::Yes),
-        "another provider serves"
-    );
-    assert!(Reason::EgressRefused.trips_breaker());
-    assert_eq!(Reason::parse("egress_refused"), Some(Reason::EgressRefused));
-}
-
-#[test]
 fn window_gate_is_opt_in() {
     let mut c = Cores::new(1, 2);
     c.s.gate_enabled = true;

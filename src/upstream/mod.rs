@@ -86,6 +86,8 @@ pub enum ConnectError {
     /// The egress proxy answered the tunnel's `CONNECT` with a refusal (what it said, without
     /// credentials): the provider was not reached.
     EgressRefused(String),
+    /// The provider's TLS refused Ringside's client certificate (`tls::refusal`).
+    TlsRefused(String),
 }
 
 impl ConnectError {
@@ -98,6 +100,7 @@ impl ConnectError {
             ConnectError::Timeout => AttemptOutcome::ConnectTimeout,
             ConnectError::Tls(_) => AttemptOutcome::TlsError,
             ConnectError::EgressRefused(_) => AttemptOutcome::EgressRefused,
+            ConnectError::TlsRefused(_) => AttemptOutcome::TlsError,
         }
     }
 }
@@ -110,7 +113,7 @@ impl std::fmt::Display for ConnectError {
             ConnectError::Local(e) => write!(f, "no local resource for a new connection: {e}"),
             ConnectError::Timeout => f.write_str("connect timed out"),
             ConnectError::Tls(e) => write!(f, "TLS handshake failed: {e}"),
-            ConnectError::EgressRefused(e) => f.write_str(e),
+            ConnectError::EgressRefused(e) | ConnectError::TlsRefused(e) => f.write_str(e),
         }
     }
 }
@@ -215,7 +218,12 @@ impl Connector {
                         h2 = s.alpn() == Some(b"h2");
                         UpStream::Layered(stream::Layered::Tls(Box::new(s)))
                     }
-                    Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
+                    Ok(Err(e)) => {
+                        return Err(tls::refusal(&e).map_or_else(
+                            || ConnectError::Tls(e.to_string()),
+                            ConnectError::TlsRefused,
+                        ));
+                    }
                     Err(_) => return Err(ConnectError::Timeout),
                 }
             } else {

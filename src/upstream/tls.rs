@@ -166,3 +166,39 @@ pub fn for_provider(roots: &RootCertStore, own: &ProviderTls) -> Result<Configs,
     };
     Ok(with_sessions(&cfg))
 }
+
+/// What `e` says when it is the provider's TLS refusing Ringside's client credentials (an
+/// alert it sent about a client certificate missing or not accepted): the same for every key
+/// of the provider, since the certificate is the provider's setting. `None` for any other
+/// failure. In TLS 1.3 the server judges the certificate after the client's handshake ended,
+/// so its alert comes with the first read, not from the handshake.
+pub fn refusal(e: &std::io::Error) -> Option<String> {
+    use rustls::AlertDescription as A;
+    let Some(rustls::Error::AlertReceived(alert)) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    else {
+        return None;
+    };
+    let name = match alert {
+        A::CertificateRequired => {
+            return Some(
+                "the provider requires a TLS client certificate (certificate_required): set \
+                 the provider's client_cert_file and client_key_file"
+                    .into(),
+            );
+        }
+        A::BadCertificate => "bad_certificate",
+        A::UnsupportedCertificate => "unsupported_certificate",
+        A::CertificateRevoked => "certificate_revoked",
+        A::CertificateExpired => "certificate_expired",
+        A::CertificateUnknown => "certificate_unknown",
+        A::UnknownCA => "unknown_ca",
+        A::AccessDenied => "access_denied",
+        _ => return None,
+    };
+    Some(format!(
+        "the provider refused Ringside's TLS client certificate ({name}): check the \
+         provider's client_cert_file and client_key_file"
+    ))
+}

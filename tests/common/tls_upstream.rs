@@ -173,6 +173,11 @@ fn server_config(tls12_only: bool, mtls: bool) -> Made {
     };
     let mut config = builder.with_single_cert(chain, key).expect("server config");
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if mtls {
+        // A client that offers only HTTP/2 gets it chosen, so that a refused certificate ends
+        // an HTTP/2 connection (its requests are answered over HTTP/1.1 alone).
+        config.alpn_protocols.push(b"h2".to_vec());
+    }
     (Arc::new(config), ca_cert.pem(), client)
 }
 

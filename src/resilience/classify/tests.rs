@@ -281,3 +281,37 @@ fn an_in_band_error_stands_for_the_status_its_type_names() {
     let v = judge(in_band_status(&lower), &lower);
     assert_eq!(v.reason, Reason::RateLimited);
 }
+
+/// A refusal on the way to the provider (its egress proxy, its TLS) holds for every key of it:
+/// all cool at once, the wait is not waited out inside a request, another provider serves.
+#[test]
+fn a_refusal_on_the_way_cools_every_key_of_its_provider_and_is_not_waited_for() {
+    use crate::ids::ConnId;
+    use crate::resilience::{Exclusion, Probes, Site, Tables, breaker::Admit};
+    let s = crate::resilience::tests::settings(2, 2);
+    let site = |provider, conn| Site {
+        provider,
+        conn: ConnId::new(conn),
+        model: "m",
+        tenant: 0,
+        sent: 0,
+        probe: false,
+    };
+    for reason in [Reason::EgressRefused, Reason::TlsRefused] {
+        let v = refused_on_the_way(reason);
+        assert!(v.retryable, "another provider may serve");
+        assert!(reason.trips_breaker(), "the provider is out of reach");
+        assert_eq!(Reason::parse(reason.as_str()), Some(reason));
+        let (mut t, probes) = (Tables::new(2, 4), Probes::new(2));
+        t.on_failure(&s, site(0, 0), &v, 0, &mut |_| {});
+        let e = t
+            .check(&s, &probes, site(0, 1), 1)
+            .expect_err("its sibling cools");
+        assert!(
+            matches!(e, Exclusion::Cooling { reason: Some(r), .. } if r == reason),
+            "{e:?}"
+        );
+        assert!(!e.waitable(), "the refusal would not change");
+        assert_eq!(t.check(&s, &probes, site(1, 2), 1), Ok(Admit::Yes));
+    }
+}

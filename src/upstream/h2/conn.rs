@@ -82,6 +82,18 @@ pub fn start(io: UpStream, fd: std::os::fd::RawFd, ping: Ping) -> H2Conn {
     H2Conn { link, shared, fd }
 }
 
+/// Why the connection failed on `e`: the provider refusing the client certificate is marked
+/// for its streams to tell (`Shared::tls_refused`).
+fn failed(link: &Link, e: &std::io::Error) -> String {
+    match super::super::tls::refusal(e) {
+        Some(refusal) => {
+            link.shared.tls_refused.set(true);
+            refusal
+        }
+        None => format!("HTTP/2 connection: {e}"),
+    }
+}
+
 /// Drive the connection until it fails or ends: write what is queued, else wait for frames,
 /// for something to write, or for the PING timer.
 async fn run(mut io: UpStream, link: Rc<Link>, ping: Ping) {
@@ -100,7 +112,7 @@ async fn run(mut io: UpStream, link: Rc<Link>, ping: Ping) {
             };
             match r {
                 Ok(_) => continue,
-                Err(e) => break format!("HTTP/2 connection: {e}"),
+                Err(e) => break failed(&link, &e),
             }
         }
         if link.finished() {
@@ -121,7 +133,7 @@ async fn run(mut io: UpStream, link: Rc<Link>, ping: Ping) {
                         break format!("HTTP/2 protocol error: {why}");
                     }
                 }
-                Err(e) => break format!("HTTP/2 connection: {e}"),
+                Err(e) => break failed(&link, &e),
             },
             _ = std::future::poll_fn(|cx| link.poll_out(cx)) => {}
             _ = timer.sleep.as_mut() => {

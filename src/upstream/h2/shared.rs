@@ -34,6 +34,9 @@ pub struct Shared {
     /// A stream already reported the connection's failure: its siblings' same failure is not
     /// counted again against the provider.
     pub failure_counted: Cell<bool>,
+    /// It failed because the provider's TLS refused Ringside's client certificate
+    /// (`tls::refusal`): its streams' failure is that, for every key of the provider.
+    pub tls_refused: Cell<bool>,
     /// When its last stream ended (ms, the core's clock), for the idle timeout.
     pub idle_since_ms: Cell<u64>,
 }

@@ -82,6 +82,12 @@ impl H2Stream {
         self.failure
     }
 
+    /// Whether its connection failed because the provider's TLS refused the client
+    /// certificate.
+    pub fn tls_refused(&self) -> bool {
+        self.shared.tls_refused.get()
+    }
+
     /// Whether this stream is the first of its connection to report the connection's failure
     /// (the one that counts against the provider; its siblings' same failure does not).
     pub fn first_to_report(&self) -> bool {

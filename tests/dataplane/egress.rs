@@ -1,0 +1,195 @@
+//! Egress the way enterprises run it, end to end against a TLS upstream: through an HTTP
+//! `CONNECT` proxy with credentials, and with a provider's own TLS settings (its CA, its
+//! server name, a client certificate); and what a refusal on the way (the proxy's, or the
+//! provider's TLS refusing the certificate) does: named, and held for every key of the provider.
+
+use super::tls::{EVENTS, JSON, answers};
+use crate::both_drivers;
+use crate::common::tls_upstream::{Answers, TlsUpstream};
+use crate::common::*;
+
+both_drivers!(
+    a_provider_is_reached_through_an_egress_proxy,
+    a_providers_own_tls_settings_hold_for_it_alone,
+);
+
+/// A provider behind an enterprise's egress proxy: the connection tunnels through it
+/// (`CONNECT localhost:PORT` with the proxy's credentials from `proxy_auth_env`), TLS and the
+/// request go through the tunnel as on a direct connection; a proxy that refuses the
+/// credentials is an upstream failure the client hears of, its credentials nowhere in it.
+fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
+    use crate::common::connect_proxy::ConnectProxy;
+    use base64::Engine;
+    let up = TlsUpstream::start(answers());
+    // `SIM_KEY_C` (sk-sim-c) stands for the proxy's `user:password`.
+    let want = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("sk-sim-c")
+    );
+    let egress = ConnectProxy::start(Some(want));
+    let through = |auth_env: &str| {
+        up.trusted_provider("m").replace(
+            "\n  [[providers.connections]]",
+            &format!(
+                "\nproxy = \"http://127.0.0.1:{}\"\nproxy_auth_env = \"{auth_env}\"\n  [[providers.connections]]",
+                egress.addr.port()
+            ),
+        )
+    };
+    let proxy = Proxy::start(driver, 1, "", &through("SIM_KEY_C"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), JSON);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", true));
+    assert_eq!(r.text(), EVENTS.concat());
+    let heads = egress.heads.lock().expect("heads").clone();
+    assert_eq!(heads.len(), 1, "one tunnel, pooled: {heads:?}");
+    let port = up.addr.port();
+    assert!(
+        heads[0].starts_with(&format!("CONNECT localhost:{port} HTTP/1.1\r\n")),
+        "{heads:?}"
+    );
+    let seen = up.seen.lock().expect("log").clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[0].sni.as_deref(),
+        Some("localhost"),
+        "SNI is the provider's"
+    );
+
+    // Other credentials: the proxy answers 407, the provider's one key cools for it, and the
+    // client hears of it at once (not after waits for that cooldown: the proxy's answer would
+    // not change).
+    let refused = Proxy::start(driver, 1, "", &through("SIM_KEY_D"));
+    let r = refused.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(
+        r.text()
+            .contains("the egress proxy refused its credentials (407)"),
+        "the refusal is named, whatever page came with it: {}",
+        r.text()
+    );
+    assert!(!r.text().contains("sk-sim-d"), "{}", r.text());
+    let d = refused.decision(r.header("x-request-id").unwrap_or_default());
+    assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
+    assert_eq!(d["attempts"][0]["outcome"], "egress_refused", "{d}");
+    assert_eq!(
+        up.seen.lock().expect("log").len(),
+        2,
+        "nothing reached the provider"
+    );
+    a_refusing_proxy_sends_requests_elsewhere_at_once(driver, &up, &through("SIM_KEY_D"), &egress);
+}
+
+/// A proxy's refusal holds for every key behind it: one `CONNECT` refused cools the provider's
+/// keys, and the request (and the next) goes to another provider at once, not to the next
+/// key's certain refusal nor after waits for the first key's cooldown.
+fn a_refusing_proxy_sends_requests_elsewhere_at_once(
+    driver: &str,
+    up: &TlsUpstream,
+    through: &str,
+    egress: &crate::common::connect_proxy::ConnectProxy,
+) {
+    let second_key = "  [[providers.connections]]\n  id = \"u\"\n  key_env = \"SIM_KEY_B\"\n  models = [\"m\"]\n";
+    let direct = format!(
+        "[[providers]]\nid = \"direct\"\ndialect = \"openai\"\nbase_url = \"https://localhost:{}/v1\"\nproxy = \"none\"\n  [[providers.connections]]\n  id = \"d\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n",
+        up.addr.port()
+    );
+    let route = "[[routes]]\nname = \"r\"\ntargets = [{ provider = \"tls\", model = \"m\" }, { provider = \"direct\", model = \"m\" }]\n";
+    let proxy = Proxy::start(
+        driver,
+        1,
+        "",
+        &format!("{through}{second_key}{direct}{route}"),
+    );
+    let before = egress.heads.lock().expect("heads").len();
+    let r = proxy.post("/v1/chat/completions", &[], &chat("r", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-ringside-connection"), Some("direct/d"));
+    let d = proxy.decision(r.header("x-request-id").unwrap_or_default());
+    assert_eq!(d["attempts"].as_array().map(Vec::len), Some(2), "{d}");
+    assert_eq!(d["attempts"][0]["reason"], "egress_refused", "{d}");
+    let r = proxy.post("/v1/chat/completions", &[], &chat("r", true));
+    assert_eq!(r.text(), EVENTS.concat());
+    let d = proxy.decision(r.header("x-request-id").unwrap_or_default());
+    assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
+    // (The prober may ask the proxy again meanwhile: whether the provider is back is its job.)
+    assert!(egress.heads.lock().expect("heads").len() > before);
+}
+
+/// A private endpoint reached by address, with TLS settings of its own: its CA trusted for it
+/// alone (not `[upstream] ca_file`), the name its certificate carries sent in SNI and checked,
+/// and a client certificate presented to a provider that asks for one (mTLS).
+fn a_providers_own_tls_settings_hold_for_it_alone(driver: &str) {
+    // Over TLS 1.2 a refused certificate ends the handshake itself.
+    for tls12_only in [false, true] {
+        own_tls_settings(
+            driver,
+            TlsUpstream::start_mtls(Answers {
+                tls12_only,
+                ..answers()
+            }),
+        );
+    }
+}
+
+fn own_tls_settings(driver: &str, up: TlsUpstream) {
+    let (cert, key) = up.client_cert.clone().expect("client certificate");
+    let provider = |client_cert: bool| {
+        let mut own = format!(
+            "ca_file = \"{}\"\ntls_server_name = \"localhost\"\n",
+            up.ca_file.display()
+        );
+        if client_cert {
+            own += &format!(
+                "client_cert_file = \"{}\"\nclient_key_file = \"{}\"\n",
+                cert.display(),
+                key.display()
+            );
+        }
+        format!(
+            "[[providers]]\nid = \"private\"\ndialect = \"openai\"\nbase_url = \"https://127.0.0.1:{}/v1\"\n{own}  [[providers.connections]]\n  id = \"t\"\n  key_env = \"SIM_KEY_A\"\n  models = [\"m\"]\n",
+            up.addr.port()
+        )
+    };
+    let proxy = Proxy::start(driver, 1, "", &provider(true));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), JSON);
+    let seen = up.seen.lock().expect("log").clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].sni.as_deref(),
+        Some("localhost"),
+        "the configured name in SNI"
+    );
+    assert!(
+        seen[0].client_certificate,
+        "the client certificate was presented"
+    );
+    // Without its certificate the provider refuses the handshake (TLS 1.3: with an alert the
+    // client reads after its own handshake ended): nothing reaches it, the refusal is named,
+    // and it holds for the provider's every key, so no attempt waits for another try of it.
+    // Over HTTP/1.1 and HTTP/2, where the alert ends a connection under streams.
+    for http2 in ["never", "always"] {
+        let cfg = provider(false).replace(
+            "tls_server_name",
+            &format!("http2 = \"{http2}\"\ntls_server_name"),
+        );
+        let without = Proxy::start(driver, 1, "", &cfg);
+        let r = without.post("/v1/chat/completions", &[], &chat("m", false));
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(
+            r.text()
+                .contains("the provider requires a TLS client certificate"),
+            "{http2}: {}",
+            r.text()
+        );
+        let d = without.decision(r.header("x-request-id").unwrap_or_default());
+        assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
+        assert_eq!(d["attempts"][0]["outcome"], "tls_error", "{d}");
+        assert_eq!(d["attempts"][0]["reason"], "tls_refused", "{d}");
+        assert_eq!(d["attempts"][0]["scope"], "provider", "{d}");
+    }
+    assert_eq!(up.seen.lock().expect("log").len(), 1);
+}
