@@ -194,11 +194,57 @@ pub fn refusal(e: &std::io::Error) -> Option<String> {
         A::CertificateExpired => "certificate_expired",
         A::CertificateUnknown => "certificate_unknown",
         A::UnknownCA => "unknown_ca",
-        A::AccessDenied => "access_denied",
+        A::AccessDenied => {
+            // Not always about the certificate (an edge may refuse a server name so too).
+            return Some(
+                "the provider's TLS refused the connection (access_denied): check the \
+                 provider's client_cert_file, client_key_file and tls_server_name"
+                    .into(),
+            );
+        }
         _ => return None,
     };
     Some(format!(
         "the provider refused Ringside's TLS client certificate ({name}): check the \
          provider's client_cert_file and client_key_file"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal;
+    use rustls::AlertDescription as A;
+    use std::io;
+
+    fn alert(a: A) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, rustls::Error::AlertReceived(a))
+    }
+
+    #[test]
+    fn only_alerts_about_the_client_certificate_are_refusals() {
+        let missing = refusal(&alert(A::CertificateRequired)).unwrap_or_default();
+        assert!(
+            missing.contains("requires a TLS client certificate"),
+            "{missing}"
+        );
+        let bad = refusal(&alert(A::UnknownCA)).unwrap_or_default();
+        assert!(
+            bad.contains("refused Ringside's TLS client certificate (unknown_ca)"),
+            "{bad}"
+        );
+        assert!(refusal(&alert(A::AccessDenied)).is_some());
+        // The server's own trouble, or a failure of ours: not the certificate's.
+        assert_eq!(refusal(&alert(A::InternalError)), None);
+        assert_eq!(refusal(&alert(A::HandshakeFailure)), None);
+        assert_eq!(
+            refusal(&io::Error::other(
+                "received fatal alert: CertificateRequired"
+            )),
+            None
+        );
+        assert_eq!(
+            refusal(&io::Error::from(io::ErrorKind::ConnectionReset)),
+            None
+        );
+    }
 }
