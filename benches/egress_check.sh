@@ -6,8 +6,9 @@
 # HTTP/2 (`http2 = "auto"`) and HTTP/1.1 (`never`). Checks, for each: a JSON answer and a
 # stream end to end, the front saw Ringside's certificate over the expected protocol, the
 # tunnel went through the proxy; then wrong proxy credentials give the client, after one
-# attempt, a clear 503 in its dialect naming the refusal (the provider's keys cool for it); no key or proxy password reaches Ringside's log. Exits non-zero on the first
-# failed check. Bounded: every request has a 20 s limit; about 30 s in all.
+# attempt, a clear 503 in its dialect naming the refusal (the provider's keys cool for it); so
+# does a missing client certificate, which nginx answers with a 400 page; no key or proxy
+# password reaches Ringside's log. Exits non-zero on the first failed check. Bounded: every request has a 20 s limit; about 30 s in all.
 # Usage: benches/egress_check.sh   (env: BASE_PORT=19600)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -124,6 +125,16 @@ stop_proc $RS
   grep -q '"attempts":1,' <<<"$refused" ||
   fail "wrong proxy credentials: $refused"
 echo "ok: wrong proxy credentials: 503 after one attempt, in $ms ms, $(grep -o '"last_error":"[^"]*"' <<<"$refused")"
+# Without the client certificate nginx answers a 400 page, not a TLS alert: read as the
+# provider's certificate refused (rule client_certificate_refused), for every key.
+sed -e '/client_cert_file\|client_key_file/d' -e 's/data-auto/data-nocert/' \
+  "$W/ringside-auto.toml" > "$W/ringside-nocert.toml"
+serve nocert corp:s3cret
+nocert=$(chat json)
+stop_proc $RS
+[ "$(tail -1 <<<"$nocert")" = 503 ] && grep -q 'refused the TLS client certificate' <<<"$nocert" &&
+  grep -q '"attempts":1,' <<<"$nocert" || fail "no client certificate: $nocert"
+echo "ok: no client certificate: 503 after one attempt, $(grep -o '"last_error":"[^"]*"' <<<"$nocert")"
 ! grep -q 'sk-egress-secret-key\|s3cret\|wrong-password' "$W/ringside.log" ||
   fail "a secret reached Ringside's log"
 echo "ok: no key or proxy password in Ringside's log"

@@ -431,14 +431,12 @@ fn error_answer(
             judge::MAX_ERROR_BODY
         )
     } else {
+        let secrets = super::redact::Secrets::of(core, ctx.config(), aim.conn.index);
+        let told = judge::meaning(&verdict).unwrap_or_default();
         format!(
-            "upstream {}: {}",
+            "upstream {}: {told}{}",
             head.status,
-            describe(
-                &body,
-                &head,
-                &super::redact::Secrets::of(core, ctx.config(), aim.conn.index)
-            )
+            describe(&body, &head, &secrets)
         )
     };
     AttemptEnd::Failed(Failed {

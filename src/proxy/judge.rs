@@ -416,6 +416,14 @@ pub(super) fn describe(body: &[u8], head: &Head, secrets: &Secrets<'_>) -> Strin
     }
 }
 
+/// What a page that is not the API's says, when a rule read it (the page itself is not shown).
+pub(super) fn meaning(v: &Verdict) -> Option<&'static str> {
+    (v.reason == classify::Reason::TlsRefused).then_some(
+        "the provider's edge refused the TLS client certificate (check the provider's \
+         client_cert_file and client_key_file): ",
+    )
+}
+
 /// Whether an error body reads as an API's own answer (JSON, or nothing at all) rather than
 /// a page some box on the way wrote.
 pub(super) fn api_shaped(body: &[u8]) -> bool {

@@ -175,6 +175,20 @@ const BUILTIN: &[Row] = &[
         reason: Reason::RateLimited,
         scope: Scope::Connection,
     },
+    // An edge in front of a private endpoint that answers a missing or refused client
+    // certificate with a page rather than a TLS alert (nginx's 400 "No required SSL
+    // certificate was sent", "The SSL certificate error"): the provider's certificate setting,
+    // the same for every key.
+    Row {
+        id: "client_certificate_refused",
+        statuses: &[400, 403, 495, 496],
+        markers: &[
+            "no required ssl certificate was sent",
+            "the ssl certificate error",
+        ],
+        reason: Reason::TlsRefused,
+        scope: Scope::Provider,
+    },
     // A 403 "no access" that is a real permission error, not quota.
     Row {
         id: "relay_no_access",

@@ -315,3 +315,21 @@ fn a_refusal_on_the_way_cools_every_key_of_its_provider_and_is_not_waited_for() 
         assert_eq!(t.check(&s, &probes, site(1, 2), 1), Ok(Admit::Yes));
     }
 }
+
+/// nginx in front of a private endpoint answers a missing client certificate with an HTML 400:
+/// the provider's certificate setting, not the client's request.
+#[test]
+fn an_edges_page_about_the_client_certificate_is_a_refusal_on_the_way() {
+    let page = "<html>\r\n<head><title>400 No required SSL certificate was sent</title></head>\r\n<body>\r\n<center><h1>400 Bad Request</h1></center>\r\n<center>No required SSL certificate was sent</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
+    let v = judge(400, page);
+    assert_eq!(v.reason, Reason::TlsRefused);
+    assert_eq!(v.scope, Scope::Provider);
+    assert!(v.retryable, "another provider may serve");
+    // The client's own prompt quoting the words is not it.
+    let quoted = judge_for(
+        400,
+        r#"{"error":{"message":"Invalid value: 'no required ssl certificate was sent'"}}"#,
+        br#"{"messages":[{"content":"no required ssl certificate was sent"}]}"#,
+    );
+    assert_ne!(quoted.reason, Reason::TlsRefused);
+}
