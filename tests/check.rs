@@ -94,7 +94,7 @@ fn check_says_how_each_provider_is_reached() {
     assert!(
         text.contains(
             "transport: TLS, HTTP/2 where the provider offers it, through proxy egress.corp:3128 \
-             (from HTTPS_PROXY, with credentials), server name edge.example.com"
+             (from HTTPS_PROXY, with credentials), server name and Host edge.example.com"
         ),
         "{text}"
     );

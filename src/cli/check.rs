@@ -166,7 +166,7 @@ fn print_transport(p: &crate::config::Provider) {
             line += ", a client certificate";
         }
         if let Some(name) = &own.server_name {
-            line += &format!(", server name {name}");
+            line += &format!(", server name and Host {name}");
         }
     }
     println!("{line}");

@@ -1,6 +1,8 @@
 //! Configuration: the TOML schema, environment overrides, validation with a location for every
 //! problem, and the resolved, immutable [`Config`] the cores share.
 
+mod endpoint;
+pub use endpoint::{Endpoint, Http2};
 mod fleet;
 mod parse;
 mod problems;
@@ -70,74 +72,6 @@ impl DriverChoice {
 pub enum AuthKind {
     ApiKey,
     OAuth,
-}
-
-/// Where a provider lives.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Endpoint {
-    pub tls: bool,
-    pub host: String,
-    pub port: u16,
-    /// Path prefix without a trailing slash, e.g. "/v1" or "".
-    pub base_path: String,
-    /// The egress proxy its connections tunnel through, if any.
-    pub via: Option<Egress>,
-    /// The provider's own TLS settings, if any.
-    pub own_tls: Option<std::sync::Arc<ProviderTls>>,
-    /// Whether its connections speak HTTP/2 (`http2`).
-    pub http2: Http2,
-}
-
-/// A provider's `http2` setting: which protocol its connections speak.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Http2 {
-    /// HTTP/2 where the provider's TLS handshake (ALPN) chooses it, else HTTP/1.1; plaintext
-    /// providers are reached over HTTP/1.1.
-    #[default]
-    Auto,
-    /// HTTP/2 only: over TLS a provider that does not choose it fails the connect; over
-    /// plaintext it is spoken with prior knowledge (h2c).
-    Always,
-    /// HTTP/1.1 only.
-    Never,
-}
-
-impl Endpoint {
-    /// Append the host, an IPv6 address in brackets.
-    pub fn write_host(&self, out: &mut Vec<u8>) {
-        let bracket = self.host.contains(':');
-        if bracket {
-            out.push(b'[');
-        }
-        out.extend_from_slice(self.host.as_bytes());
-        if bracket {
-            out.push(b']');
-        }
-    }
-
-    /// Append the `Host` header value to an outgoing head (no allocation per request).
-    pub fn write_authority(&self, out: &mut Vec<u8>) {
-        self.write_host(out);
-        if self.port != if self.tls { 443 } else { 80 } {
-            out.push(b':');
-            crate::http::response::push_u64(out, u64::from(self.port));
-        }
-    }
-
-    /// `Host` header value.
-    pub fn authority(&self) -> String {
-        let default = if self.tls { 443 } else { 80 };
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        if self.port == default {
-            host
-        } else {
-            format!("{host}:{}", self.port)
-        }
-    }
 }
 
 #[derive(Clone, Debug)]

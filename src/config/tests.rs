@@ -94,6 +94,23 @@ fn base_urls() {
     let mut w = Vec::new();
     e.write_authority(&mut w);
     assert_eq!(w, b"[::1]:9000");
+    // A private endpoint by address: requests name it by its server name, the tunnel and the
+    // connection still go to the address.
+    let mut e = resolve::parse_base_url("https://10.0.0.5:8443/v1").unwrap();
+    e.own_tls = Some(std::sync::Arc::new(ProviderTls {
+        ca_pem: None,
+        client_cert_pem: None,
+        client_key_pem: None,
+        server_name: Some("aoai.example.com".into()),
+    }));
+    let (mut w, mut h) = (Vec::new(), Vec::new());
+    e.write_authority(&mut w);
+    e.write_host(&mut h);
+    assert_eq!(
+        (&w[..], &h[..]),
+        (&b"aoai.example.com:8443"[..], &b"10.0.0.5"[..])
+    );
+    assert_eq!(e.authority(), "aoai.example.com:8443");
     assert!(resolve::parse_base_url("ftp://x").is_err());
     assert!(resolve::parse_base_url("http://user:pw@x").is_err());
     assert!(resolve::parse_base_url("http://x/v1\r\nx-evil: 1").is_err());

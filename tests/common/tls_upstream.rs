@@ -18,6 +18,7 @@ pub struct Seen {
     pub sni: Option<String>,
     pub alpn: Option<Vec<u8>>,
     pub authorization: Option<String>,
+    pub host: Option<String>,
     pub body_len: usize,
     /// The client presented a certificate (mTLS).
     pub client_certificate: bool,
@@ -211,6 +212,7 @@ fn serve(
             sni: tls.conn.server_name().map(str::to_string),
             alpn: tls.conn.alpn_protocol().map(<[u8]>::to_vec),
             authorization: header(&head, "authorization"),
+            host: header(&head, "host"),
             body_len,
             client_certificate: tls.conn.peer_certificates().is_some(),
         });

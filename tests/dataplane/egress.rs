@@ -163,6 +163,12 @@ fn own_tls_settings(driver: &str, up: TlsUpstream) {
         Some("localhost"),
         "the configured name in SNI"
     );
+    let port = up.addr.port();
+    assert_eq!(
+        seen[0].host,
+        Some(format!("localhost:{port}")),
+        "and in Host, for a front that routes by name"
+    );
     assert!(
         seen[0].client_certificate,
         "the client certificate was presented"
