@@ -4,7 +4,8 @@
 # Basic proxy credentials) and an nginx TLS front that requires a client certificate (OpenSSL,
 # its own CA, a certificate for a name the base_url does not carry: `tls_server_name`), with
 # HTTP/2 (`http2 = "auto"`) and HTTP/1.1 (`never`). Checks, for each: a JSON answer and a
-# stream end to end, the front saw Ringside's certificate over the expected protocol, the
+# stream end to end, the front saw Ringside's certificate over the expected protocol and its
+# own name in Host (`:authority`), the
 # tunnel went through the proxy; then wrong proxy credentials give the client, after one
 # attempt, a clear 503 in its dialect naming the refusal (the provider's keys cool for it); so
 # does a missing client certificate, which nginx answers with a 400 page; no key or proxy
@@ -41,7 +42,7 @@ worker_processes 1; daemon off; master_process off;
 pid $W/front/nginx.pid; error_log $W/front/error.log;
 events { worker_connections 1000; }
 http {
-  log_format f '\$server_protocol \$ssl_client_verify \$ssl_client_s_dn \$status';
+  log_format f '\$server_protocol \$ssl_client_verify \$ssl_client_s_dn \$status \$host';
   access_log $W/front/access.log f;
   client_body_temp_path $W/front; proxy_temp_path $W/front; fastcgi_temp_path $W/front; uwsgi_temp_path $W/front; scgi_temp_path $W/front;
   server {
@@ -111,9 +112,9 @@ for mode in auto never; do
     fail "$mode: JSON answer: $json"
   [ "$(tail -1 <<<"$sse")" = 200 ] && grep -q 'data: \[DONE\]' <<<"$sse" ||
     fail "$mode: stream: $(tail -c 300 <<<"$sse")"
-  seen=$(grep -c "^$proto SUCCESS CN=ringside 200" "$W/front/access.log" || true)
-  [ "$seen" -ge 2 ] || fail "$mode: the front saw $seen requests over $proto with the client certificate"
-  echo "ok: http2 = \"$mode\": JSON and a stream over $proto, through the proxy, with the client certificate"
+  seen=$(grep -c "^$proto SUCCESS CN=ringside 200 private.example$" "$W/front/access.log" || true)
+  [ "$seen" -ge 2 ] || fail "$mode: the front saw $seen requests over $proto for private.example with the client certificate"
+  echo "ok: http2 = \"$mode\": JSON and a stream over $proto, through the proxy, with the client certificate, for private.example"
 done
 grep -q "CONNECT.*127.0.0.1:$FRONT" "$W/tinyproxy.log" || fail "the tunnels did not go through tinyproxy"
 echo "ok: tinyproxy carried $(grep -c "CONNECT.*127.0.0.1:$FRONT" "$W/tinyproxy.log") tunnels"
