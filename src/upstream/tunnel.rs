@@ -12,7 +12,8 @@ use std::io;
 const MAX_HEAD: usize = 8 * 1024;
 
 /// Ask `via` for a tunnel to `ep` on `tcp` (a connection to the proxy). `Err`: the proxy
-/// refused (`EgressRefused`, its status in the message) or broke the exchange (`Connect`).
+/// refused (`EgressRefused`, its status in the message: its credentials or its policy), could
+/// not reach the provider, or broke the exchange (`Connect`).
 pub(super) async fn open(
     tcp: &mut TcpStream,
     ep: &Endpoint,
@@ -56,6 +57,12 @@ pub(super) async fn open(
         Some(s @ (401 | 407)) => refused(format!(
             "the egress proxy wants credentials ({s}): set the provider's proxy_auth_env"
         )),
+        // The proxy could not reach the provider (squid's 503, tinyproxy's 500, a 502 or 504):
+        // the provider's trouble or a moment's, a failed connect like a direct one.
+        Some(s) if s >= 500 => Err(ConnectError::Connect(io::Error::other(format!(
+            "the egress proxy could not reach the provider ({s})"
+        )))),
+        // Its policy (403): refused for every key alike.
         Some(s) => refused(format!("the egress proxy refused the tunnel ({s})")),
         None => Err(ConnectError::Connect(io::Error::new(
             io::ErrorKind::InvalidData,

@@ -79,6 +79,19 @@ fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
         "nothing reached the provider"
     );
     a_refusing_proxy_sends_requests_elsewhere_at_once(driver, &up, &through("SIM_KEY_D"), &egress);
+    // A proxy that cannot reach the provider (its 502) is a failed connect, as a direct one
+    // is: the provider's trouble, or a moment's, not the egress's settings.
+    let port = up.addr.port();
+    let unreachable = through("SIM_KEY_C")
+        .replace(&format!("localhost:{port}"), "localhost:1")
+        .replacen("[upstream]\n", "[upstream]\nmax_attempts = 1\n", 1);
+    let proxy = Proxy::start(driver, 1, "", &unreachable);
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    let d = proxy.decision(r.header("x-request-id").unwrap_or_default());
+    assert_eq!(d["attempts"][0]["outcome"], "connect_error", "{d}");
+    assert_eq!(d["attempts"][0]["reason"], "transport", "{d}");
+    let detail = d["attempts"][0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("could not reach the provider (502)"), "{d}");
 }
 
 /// A proxy's refusal holds for every key behind it: one `CONNECT` refused cools the provider's
