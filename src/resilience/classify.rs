@@ -314,7 +314,8 @@ pub fn transport(timeout: bool) -> Verdict {
 /// no request reached the provider, and any of its keys would meet the same refusal, so every
 /// one of them cools (with the backoff of a failed connect) and the request moves to another
 /// provider at once. Not waited out inside a request: a proxy's 407 or a TLS alert about the
-/// certificate is a configuration's answer, not a moment's trouble.
+/// certificate is a configuration's answer, not a moment's trouble (`refusals`: not probed,
+/// not counted for the breaker, ended by a reload).
 pub fn refused_on_the_way(reason: Reason) -> Verdict {
     Verdict {
         reason,

@@ -14,6 +14,7 @@ pub mod lockout;
 pub mod probe;
 pub mod rate_limit_scope;
 pub mod reason;
+mod refusals;
 pub mod repeats;
 pub mod restate;
 mod rules;

@@ -93,17 +93,17 @@ impl Reason {
         )
     }
 
-    /// Failures the provider breaker counts: the service itself is unwell, or out of reach
-    /// through its egress proxy.
+    /// Failures the provider breaker counts: the service itself is unwell.
     pub fn trips_breaker(self) -> bool {
         matches!(
             self,
-            Reason::ServerError
-                | Reason::Overloaded
-                | Reason::Timeout
-                | Reason::Transport
-                | Reason::EgressRefused
-                | Reason::TlsRefused
+            Reason::ServerError | Reason::Overloaded | Reason::Timeout | Reason::Transport
         )
+    }
+
+    /// A refusal on the way to the provider, which only the operator can change
+    /// (`resilience::refusals`).
+    pub fn refused_on_the_way(self) -> bool {
+        matches!(self, Reason::EgressRefused | Reason::TlsRefused)
     }
 }

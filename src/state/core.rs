@@ -232,6 +232,13 @@ impl Core {
         self.pins
             .borrow_mut()
             .retain(|_, (c, _)| !retired.contains(c) && !fresh.contains(c));
+        // The operator may have changed what a refusal on the way answered (a proxy's
+        // credentials, a client certificate): one core ends those cooldowns for all.
+        if self.id == 0 {
+            self.tables
+                .borrow_mut()
+                .forget_refusals(&mut |ev| self.emit(ev));
+        }
         let number = generation.number;
         *self.generation.borrow_mut() = Rc::new(CoreGen::new(generation, self.id));
         if let Some(a) = self.shared.installed.get(self.id) {

@@ -78,6 +78,15 @@ fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
         2,
         "nothing reached the provider"
     );
+    // The operator mends the credentials and reloads: the provider serves at once, not after
+    // the cooldown the refusal started (nor was its proxy asked again meanwhile by probes).
+    let path = refused.dir.0.join("ringside.toml");
+    let text = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(&path, text.replace("SIM_KEY_D", "SIM_KEY_C")).expect("config");
+    let r = refused.admin_with("POST", "/admin/reload", "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = refused.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 200, "{}", r.text());
     a_refusing_proxy_sends_requests_elsewhere_at_once(driver, &up, &through("SIM_KEY_D"), &egress);
     // A proxy that cannot reach the provider (its 502) is a failed connect, as a direct one
     // is: the provider's trouble, or a moment's, not the egress's settings.
