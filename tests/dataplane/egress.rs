@@ -213,11 +213,16 @@ fn own_tls_settings(driver: &str, up: TlsUpstream) {
             "{http2}: {}",
             r.text()
         );
+        // The refusal ends the request's tries. (A server that closes at once can leave the
+        // first try only a broken pipe, when Ringside's write comes after the close and its
+        // read never starts: that try is a failed connect, and the next one reads the alert.)
         let d = without.decision(r.header("x-request-id").unwrap_or_default());
-        assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
-        assert_eq!(d["attempts"][0]["outcome"], "tls_error", "{d}");
-        assert_eq!(d["attempts"][0]["reason"], "tls_refused", "{d}");
-        assert_eq!(d["attempts"][0]["scope"], "provider", "{d}");
+        let attempts = d["attempts"].as_array().cloned().unwrap_or_default();
+        assert!((1..=2).contains(&attempts.len()), "{d}");
+        let last = &attempts[attempts.len() - 1];
+        assert_eq!(last["outcome"], "tls_error", "{d}");
+        assert_eq!(last["reason"], "tls_refused", "{d}");
+        assert_eq!(last["scope"], "provider", "{d}");
     }
     assert_eq!(up.seen.lock().expect("log").len(), 1);
 }

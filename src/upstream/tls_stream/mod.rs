@@ -78,22 +78,63 @@ impl TlsStream {
             more_waiting: false,
             owed,
         };
+        match s.handshake().await {
+            Ok(()) => Ok(s),
+            Err(e) => Err(s.alert_left(e)),
+        }
+    }
+
+    async fn handshake(&mut self) -> io::Result<()> {
         // The first flight (ClientHello) needs nothing from the server.
-        with_scratch(|scratch| s.process_partial(scratch))?;
+        with_scratch(|scratch| self.process_partial(scratch))?;
         loop {
-            s.send_unsent().await?;
-            if !s.conn.is_handshaking() {
-                s.note_tickets(false);
-                return Ok(s);
+            self.send_unsent().await?;
+            if !self.conn.is_handshaking() {
+                self.note_tickets(false);
+                return Ok(());
             }
-            if s.peer_closed || s.tcp_closed {
+            if self.peer_closed || self.tcp_closed {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the server closed the connection during the TLS handshake",
                 ));
             }
-            nowait::readable(&s.tcp).await?;
-            s.receive_now(&mut [])?;
+            nowait::readable(&self.tcp).await?;
+            self.receive_now(&mut [])?;
+        }
+    }
+
+    /// A handshake whose write failed because the server had closed (`e`): the server may have
+    /// said why just before, in a plaintext alert still waiting to be read (TLS 1.2 refuses a
+    /// client certificate before any key is agreed), which says more than a broken pipe.
+    #[cold]
+    fn alert_left(&self, e: io::Error) -> io::Error {
+        if !matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
+            return e;
+        }
+        let mut waiting = [0u8; 64];
+        let n = match nowait::recv_slice(self.tcp.as_raw_fd(), &mut waiting) {
+            Ok(Some(n)) => n,
+            _ => 0,
+        };
+        let record = if self.partial.is_empty() {
+            &waiting[..n]
+        } else {
+            &self.partial[..]
+        };
+        // An alert record: type 21, a version, a length of 2, its level and description.
+        match record {
+            [21, 3, _, 0, 2, _, description, ..] => {
+                let alert = rustls::AlertDescription::from(*description);
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    rustls::Error::AlertReceived(alert),
+                )
+            }
+            _ => e,
         }
     }
 
