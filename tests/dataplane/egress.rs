@@ -61,16 +61,9 @@ fn a_provider_is_reached_through_an_egress_proxy(driver: &str) {
     // client hears of it at once (not after waits for that cooldown: the proxy's answer would
     // not change).
     let refused = Proxy::start(driver, 1, "", &through("SIM_KEY_D"));
-    let r = refused.post("/v1/chat/completions", &[], &chat("m", false));
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert!(
-        r.text()
-            .contains("the egress proxy refused its credentials (407)"),
-        "the refusal is named, whatever page came with it: {}",
-        r.text()
-    );
-    assert!(!r.text().contains("sk-sim-d"), "{}", r.text());
-    let d = refused.decision(r.header("x-request-id").unwrap_or_default());
+    // The refusal is named, whatever page came with it.
+    let (text, d) = refused_naming(&refused, "the egress proxy refused its credentials (407)");
+    assert!(!text.contains("sk-sim-d"), "{text}");
     assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
     assert_eq!(d["attempts"][0]["outcome"], "egress_refused", "{d}");
     assert_eq!(
@@ -205,18 +198,10 @@ fn own_tls_settings(driver: &str, up: TlsUpstream) {
             &format!("http2 = \"{http2}\"\ntls_server_name"),
         );
         let without = Proxy::start(driver, 1, "", &cfg);
-        let r = without.post("/v1/chat/completions", &[], &chat("m", false));
-        assert_eq!(r.status, 503, "{}", r.text());
-        assert!(
-            r.text()
-                .contains("the provider requires a TLS client certificate"),
-            "{http2}: {}",
-            r.text()
-        );
+        let (_, d) = refused_naming(&without, "the provider requires a TLS client certificate");
         // The refusal ends the request's tries. (A server that closes at once can leave the
         // first try only a broken pipe, when Ringside's write comes after the close and its
         // read never starts: that try is a failed connect, and the next one reads the alert.)
-        let d = without.decision(r.header("x-request-id").unwrap_or_default());
         let attempts = d["attempts"].as_array().cloned().unwrap_or_default();
         assert!((1..=2).contains(&attempts.len()), "{d}");
         let last = &attempts[attempts.len() - 1];
@@ -225,4 +210,14 @@ fn own_tls_settings(driver: &str, up: TlsUpstream) {
         assert_eq!(last["scope"], "provider", "{d}");
     }
     assert_eq!(up.seen.lock().expect("log").len(), 1);
+}
+
+/// One request through `proxy`, answered 503 with `named` in its error: the error's text and
+/// the request's decision record.
+fn refused_naming(proxy: &Proxy, named: &str) -> (String, serde_json::Value) {
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains(named), "{}", r.text());
+    let d = proxy.decision(r.header("x-request-id").unwrap_or_default());
+    (r.text(), d)
 }
