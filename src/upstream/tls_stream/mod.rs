@@ -115,15 +115,14 @@ impl TlsStream {
         ) {
             return e;
         }
+        // What rustls kept unread, else what the socket still holds.
         let mut waiting = [0u8; 64];
-        let n = match nowait::recv_slice(self.tcp.as_raw_fd(), &mut waiting) {
-            Ok(Some(n)) => n,
-            _ => 0,
-        };
-        let record = if self.partial.is_empty() {
+        let record = if !self.partial.is_empty() {
+            &self.partial[..]
+        } else if let Ok(Some(n)) = nowait::recv_slice(self.tcp.as_raw_fd(), &mut waiting) {
             &waiting[..n]
         } else {
-            &self.partial[..]
+            &[]
         };
         // An alert record: type 21, a version, a length of 2, its level and description.
         match record {
