@@ -44,6 +44,7 @@ pub(crate) fn table(
         | Stop::AllTerminal(_)
         | Stop::ModelCooldown { .. }
         | Stop::AllCooling { .. }
+        | Stop::RefusedOnTheWay(_)
         | Stop::Saturated
         | Stop::RequestBudget
         | Stop::NoExecutableTargets => given_up(ctx, stop, last, earliest),
@@ -212,6 +213,7 @@ fn given_up(
         )
         .retry_after(s)
         .should_retry(s <= super::stop::SDK_RETRY_MAX_SECS),
+        Stop::RefusedOnTheWay(reason) => refused_on_the_way(reason),
         // Local overload: every usable key is at its concurrency cap (reject policy).
         Stop::Saturated => refused_error(Refused::Saturated, ctx),
         Stop::RequestBudget => ApiError::new(
@@ -234,6 +236,22 @@ fn given_up(
         // `table` sends every other stop to its own row: this one has nothing to say.
         _ => no_row(),
     }
+}
+
+/// Every way to a provider refused: not a moment's trouble, so the client should not retry
+/// before the operator mends the settings (and no wait is promised).
+fn refused_on_the_way(reason: Reason) -> ApiError {
+    let words = match reason {
+        Reason::TlsRefused => {
+            "every target's provider refused Ringside's TLS client certificate; \
+             an operator must mend the provider's TLS settings and reload"
+        }
+        _ => {
+            "the egress proxy refused the way to every target's provider; \
+             an operator must mend the provider's proxy settings and reload"
+        }
+    };
+    ApiError::new(503, reason.as_str(), words).should_retry(false)
 }
 
 /// What a stop would get in a row that is not its own (`table` routes each to its row, so no

@@ -111,7 +111,7 @@ pub(super) async fn give_up(
     }
     let stop = final_stop(budget, &timers, now);
     // The soonest a candidate may serve: as each exclusion said, or as the tables say now.
-    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
+    let earliest = super::stop::chances(&timers).min();
     let earliest = soonest(earliest, last.as_ref().and_then(|l| l.next_chance_ms));
     // The last failure has the last word: its own answer when there is one.
     if stop == Stop::LastWord
@@ -263,5 +263,19 @@ mod tests {
             Stop::RequestBudget
         );
         assert_eq!(final_stop(&spent, &[&over_cap], 10), Stop::LastWord);
+        // Every candidate refused on the way (a terminal one aside): no wait helps, so none is
+        // told. Beside a timer that does lift, that timer is the next chance.
+        let refused = Exclusion::Cooling {
+            reason: Some(Reason::EgressRefused),
+            ms: 1_000,
+        };
+        assert_eq!(
+            final_stop(&budget, &[&refused, &banned], 10),
+            Stop::RefusedOnTheWay(Reason::EgressRefused)
+        );
+        assert_eq!(
+            final_stop(&budget, &[&refused, &cooling], 10),
+            Stop::AllCooling { secs: 3 }
+        );
     }
 }

@@ -76,6 +76,10 @@ pub(crate) enum Stop {
     AllCooling {
         secs: u64,
     },
+    /// 503: every candidate cools for a refusal on the way to its provider (its egress
+    /// proxy's, its TLS's; terminal ones aside): no wait helps until an operator mends the
+    /// settings and reloads.
+    RefusedOnTheWay(crate::resilience::classify::Reason),
     /// 429: every usable key is at its cap (reject policy).
     Saturated,
     /// 404: no target can serve the request.
@@ -104,6 +108,15 @@ pub(crate) fn retry_advice(wait_ms: Option<u64>) -> Option<u64> {
     wait_ms.map(secs).filter(|s| *s <= SDK_RETRY_MAX_SECS)
 }
 
+/// When each timer lifts, a refusal on the way aside: its end is no chance of success, only
+/// one more try at a refusal until an operator mends the settings.
+pub(crate) fn chances<'a>(timers: &'a [&'a Exclusion]) -> impl Iterator<Item = u64> + 'a {
+    timers
+        .iter()
+        .filter(|e| !e.refused_on_the_way())
+        .filter_map(|e| e.remaining_ms())
+}
+
 /// The sooner of two known waits (either may be unknown).
 pub(crate) fn soonest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -121,7 +134,13 @@ pub(crate) fn secs(ms: u64) -> u64 {
 /// passed over, the ones merely tried already left out): a pure function of the budget and the
 /// exclusions. A non-retryable answer was passed through before this.
 pub(crate) fn final_stop(budget: &Budget, timers: &[&Exclusion], now: u64) -> Stop {
-    let earliest = timers.iter().filter_map(|e| e.remaining_ms()).min();
+    let earliest = chances(timers).min();
+    let refusal = timers.iter().find_map(|e| match e {
+        Exclusion::Cooling {
+            reason: Some(r), ..
+        } if r.refused_on_the_way() => Some(*r),
+        _ => None,
+    });
     if budget.expired(now) {
         Stop::DeadlineExceeded
     } else if timers.is_empty() || budget.attempts_left() == 0 {
@@ -138,6 +157,12 @@ pub(crate) fn final_stop(budget: &Budget, timers: &[&Exclusion], now: u64) -> St
         && timers.iter().all(|e| matches!(e, Exclusion::Terminal(_)))
     {
         Stop::AllTerminal(*first)
+    } else if let Some(reason) = refusal
+        && timers
+            .iter()
+            .all(|e| e.refused_on_the_way() || matches!(e, Exclusion::Terminal(_)))
+    {
+        Stop::RefusedOnTheWay(reason)
     } else if let Some(ms) = earliest {
         let secs = secs(ms);
         if timers

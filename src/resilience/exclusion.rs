@@ -104,6 +104,12 @@ impl Exclusion {
         }
     }
 
+    /// A cooldown for a refusal on the way to the provider (its egress proxy's, its TLS's):
+    /// not a chance of success until an operator mends the settings (`Reason::refused_on_the_way`).
+    pub fn refused_on_the_way(&self) -> bool {
+        matches!(self, Exclusion::Cooling { reason: Some(r), .. } if r.refused_on_the_way())
+    }
+
     /// Whether a request may wait for this to lift (never for quota, auth or not-found).
     pub fn waitable(&self) -> bool {
         match self {

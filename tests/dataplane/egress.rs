@@ -218,6 +218,10 @@ fn refused_naming(proxy: &Proxy, named: &str) -> (String, serde_json::Value) {
     let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains(named), "{}", r.text());
+    // Only an operator can mend it: the SDKs are told not to retry, and no wait is promised.
+    assert_eq!(r.header("x-should-retry"), Some("false"), "{r:?}");
+    assert_eq!(r.header("retry-after"), None, "{r:?}");
+    assert!(r.text().contains("an operator must mend"), "{}", r.text());
     let d = proxy.decision(r.header("x-request-id").unwrap_or_default());
     (r.text(), d)
 }

@@ -331,6 +331,8 @@ fn next_chance(
         }
         let site = crate::proxy::select::site(ctx, entry, c, now);
         let ms = match tables.blocked(s, site, now) {
+            // A refusal's end is no chance: one more try at the same refusal.
+            Some(e) if e.refused_on_the_way() => None,
             Some(e) => e.remaining_ms(),
             None if why.is_none() => Some(0),
             None => None,
