@@ -130,9 +130,9 @@ for _ in $(seq 100); do chat json >/dev/null; sleep 0.2; done
 stop_proc $RS
 tries=$(( $(tries) - before ))
 [ "$(tail -1 <<<"$refused")" = 503 ] && grep -q 'the egress proxy refused its credentials' <<<"$refused" &&
-  grep -q '"attempts":1,' <<<"$refused" ||
+  grep -q '"attempts":1,' <<<"$refused" && grep -q '"code":"egress_refused"' <<<"$refused" ||
   fail "wrong proxy credentials: $refused"
-echo "ok: wrong proxy credentials: 503 after one attempt, in $ms ms, $(grep -o '"last_error":"[^"]*"' <<<"$refused")"
+echo "ok: wrong proxy credentials: 503 egress_refused after one attempt, in $ms ms, $(grep -o '"last_error":"[^"]*"' <<<"$refused")"
 [ "$tries" -le 8 ] || fail "wrong proxy credentials: the proxy saw $tries tries in 20 s"
 echo "ok: wrong proxy credentials for 20 s at 5 requests a second: the proxy saw $tries tries"
 # Without the client certificate nginx answers a 400 page, not a TLS alert: read as the
@@ -143,8 +143,8 @@ serve nocert corp:s3cret
 nocert=$(chat json)
 stop_proc $RS
 [ "$(tail -1 <<<"$nocert")" = 503 ] && grep -q 'refused the TLS client certificate' <<<"$nocert" &&
-  grep -q '"attempts":1,' <<<"$nocert" || fail "no client certificate: $nocert"
-echo "ok: no client certificate: 503 after one attempt, $(grep -o '"last_error":"[^"]*"' <<<"$nocert")"
+  grep -q '"attempts":1,' <<<"$nocert" && grep -q '"code":"tls_refused"' <<<"$nocert" || fail "no client certificate: $nocert"
+echo "ok: no client certificate: 503 tls_refused after one attempt, $(grep -o '"last_error":"[^"]*"' <<<"$nocert")"
 ! grep -q 'sk-egress-secret-key\|s3cret\|wrong-password' "$W/ringside.log" ||
   fail "a secret reached Ringside's log"
 echo "ok: no key or proxy password in Ringside's log"

@@ -52,6 +52,10 @@ pub struct Failure {
     pub at: u64,
     pub level: u8,
     pub status: u16,
+    /// Why. A reason this build does not know (written by a newer fleet member, or a newer
+    /// build into the store) reads as none: the cooldown's times still hold, not dropped
+    /// with the whole state during a rolling upgrade.
+    #[serde(default, deserialize_with = "super::reason::known_or_none")]
     pub reason: Option<Reason>,
     pub auth_failures: u8,
     pub rejections: u8,

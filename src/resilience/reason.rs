@@ -1,10 +1,10 @@
 //! Why an attempt failed ([`Reason`]): the name the decision record, the metrics and the
 //! operator's rules use, and what each reason means for waiting and for the breaker.
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Why an attempt failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     RateLimited,
@@ -106,4 +106,10 @@ impl Reason {
     pub fn refused_on_the_way(self) -> bool {
         matches!(self, Reason::EgressRefused | Reason::TlsRefused)
     }
+}
+
+/// A reason as another build wrote it, where one this build does not know is none (serde's
+/// `deserialize_with`): a newer member's state keeps its times here, without its name.
+pub fn known_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Reason>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.and_then(|s| Reason::parse(&s)))
 }

@@ -68,6 +68,55 @@ fn a_cooldown_crosses_to_an_instance_with_other_slots_and_another_clock() {
 }
 
 #[test]
+fn a_newer_members_reason_keeps_its_cooldown_without_its_name() {
+    let n = Names::of(&generation(&[("k1", "A")]));
+    let c = Clocks::at(20_000, 1_000_000);
+    let state = ConnState {
+        until: 50_000,
+        last: Failure {
+            at: 19_000,
+            level: 2,
+            reason: Some(Reason::EgressRefused),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let fact = outgoing(
+        &Event::Conn {
+            conn: ConnId::new(0),
+            state,
+        },
+        &n,
+        c,
+    )
+    .expect("named");
+    let known = serde_json::to_string(&Message {
+        from: "a".into(),
+        fact,
+    })
+    .expect("json");
+    // A member of a later build names a reason this one has never heard of.
+    let text = known.replace("\"egress_refused\"", "\"some_later_reason\"");
+    assert_ne!(text, known);
+    let back: Message = serde_json::from_str(&text).expect("a later reason still reads");
+    let Some(Event::Conn { state: s, .. }) = incoming(back.fact, &n, c) else {
+        panic!("not a conn event");
+    };
+    assert_eq!(s.until, 50_000, "the cooldown holds as long here");
+    assert_eq!((s.last.at, s.last.level), (19_000, 2));
+    assert_eq!(s.last.reason, None, "unnamed, not misnamed");
+    // A reason this build knows reads as itself; none stays none.
+    let back: Message = serde_json::from_str(&known).expect("parse");
+    let Some(Event::Conn { state: s, .. }) = incoming(back.fact, &n, c) else {
+        panic!("not a conn event");
+    };
+    assert_eq!(s.last.reason, Some(Reason::EgressRefused));
+    let none = known.replace("\"egress_refused\"", "null");
+    let back: Message = serde_json::from_str(&none).expect("parse");
+    assert!(matches!(back.fact, Fact::Conn { state, .. } if state.last.reason.is_none()));
+}
+
+#[test]
 fn another_key_behind_the_same_name_is_not_the_same_connection() {
     let a = generation(&[("k1", "A")]);
     let b = generation(&[("k1", "OTHER")]);
