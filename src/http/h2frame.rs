@@ -74,6 +74,7 @@ impl Reason {
     pub const REFUSED_STREAM: Reason = Reason(7);
     pub const CANCEL: Reason = Reason(8);
     pub const COMPRESSION_ERROR: Reason = Reason(9);
+    pub const ENHANCE_YOUR_CALM: Reason = Reason(11);
 }
 
 impl std::fmt::Display for Reason {

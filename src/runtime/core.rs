@@ -47,11 +47,12 @@ pub(super) async fn run(
         dns: RefCell::default(),
         tls,
         own_tls: RefCell::default(),
-        h2: RefCell::default(),
+        h2: RefCell::new(crate::upstream::h2::H2Pool::new(
+            crate::upstream::h2::Ping::of(&generation.config.upstream),
+        )),
         metrics: metrics.clone(),
         connect_timeout: Duration::from_millis(generation.config.upstream.connect_timeout_ms),
         dns_ttl_ms: generation.config.upstream.dns_ttl_ms,
-        h2_ping: crate::upstream::h2::Ping::of(&generation.config.upstream),
     };
     let core = Rc::new(new_core(id, shared, generation, metrics, connector, inbox));
     let _ = ready.send(Ok(driver));

@@ -2,7 +2,7 @@
 //! knowledge: `http2 = "always"` to an `http://` endpoint).
 
 use super::call::{Call, status};
-use super::{Connector, dns, h2, tls};
+use super::{Connector, dns, tls};
 use crate::config::{Endpoint, Http2};
 use crate::test_driver::on_driver;
 use bytes::Bytes;
@@ -22,7 +22,6 @@ fn connector() -> Connector {
         metrics: Arc::new(crate::metrics::CoreMetrics::new(1, 1)),
         connect_timeout: Duration::from_secs(5),
         dns_ttl_ms: 1000,
-        h2_ping: h2::Ping::default(),
     }
 }
 

@@ -133,8 +133,6 @@ pub struct Connector {
     pub metrics: Arc<crate::metrics::CoreMetrics>,
     pub connect_timeout: Duration,
     pub dns_ttl_ms: u64,
-    /// How HTTP/2 connections are PINGed.
-    pub h2_ping: h2::Ping,
 }
 
 /// A connection made: its stream, its socket, and whether its TLS chose HTTP/2.

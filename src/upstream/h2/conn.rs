@@ -70,8 +70,9 @@ impl Drop for H2Conn {
 /// Speak HTTP/2 on `io` (its TLS chose `h2`, or `http2 = "always"` on plaintext): the
 /// preface and SETTINGS are queued, and requests may follow at once, without waiting a round
 /// trip for the server's SETTINGS.
-pub fn start(io: UpStream, fd: std::os::fd::RawFd, ping: Ping) -> H2Conn {
+pub fn start(io: UpStream, fd: std::os::fd::RawFd, ping: Ping, origin: Box<str>) -> H2Conn {
     let shared = Rc::new(Shared {
+        origin,
         // Set by the pool (`H2Pool::add`) from what the provider said before, if it did.
         peer_max: Cell::new(0),
         idle_since_ms: Cell::new(crate::clock::now_ms()),

@@ -26,6 +26,7 @@ use conn::H2Conn;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::Waker;
+use std::time::Duration;
 
 /// Streams Ringside opens on one connection at most, whatever the server allows: a lost
 /// connection fails at most this many streams.
@@ -93,15 +94,61 @@ struct Origin {
     http1: bool,
     /// The stream limit its servers last gave: a new connection's until its own server says.
     known_max: Option<usize>,
+    /// How often its next connections are PINGed, once a server said too many PINGs (else
+    /// `[upstream] h2_ping_interval_ms`).
+    ping_every: Option<Duration>,
+}
+
+/// The longest a provider's PING interval grows to, halving after halving.
+const MAX_PING_EVERY: Duration = Duration::from_secs(3_600);
+
+impl Origin {
+    /// Let go of the connections that take no more streams (`keep`: also those it wants
+    /// gone), learning from each: one its server sent away for too many PINGs doubles the
+    /// interval of the connections opened after it (gRPC's client keepalive does the same).
+    fn let_go(&mut self, default: Duration, mut keep: impl FnMut(&H2Conn) -> bool) {
+        let every = &mut self.ping_every;
+        self.conns.retain(|c| {
+            let kept = keep(c) && c.usable();
+            if !kept && c.shared.too_many_pings.take() {
+                let next = (every.unwrap_or(default) * 2).min(MAX_PING_EVERY);
+                *every = Some(next);
+                crate::log::event(
+                    "info",
+                    "HTTP/2 connections to a provider are PINGed less often",
+                    serde_json::json!({"origin": &*c.shared.origin, "ping_every_s": next.as_secs()}),
+                );
+            }
+            kept
+        });
+    }
 }
 
 /// A core's HTTP/2 connections.
 #[derive(Default)]
 pub struct H2Pool {
     origins: Vec<Origin>,
+    /// How connections are PINGed (`[upstream]`), unless their provider's servers said less.
+    pub ping: Ping,
 }
 
 impl H2Pool {
+    pub fn new(ping: Ping) -> H2Pool {
+        H2Pool {
+            origins: Vec::new(),
+            ping,
+        }
+    }
+
+    /// How provider `key`'s next connection is PINGed.
+    pub fn ping_for(&mut self, key: usize) -> Ping {
+        let ping = self.ping;
+        Ping {
+            every: self.origin(key).ping_every.unwrap_or(ping.every),
+            ..ping
+        }
+    }
+
     fn origin(&mut self, key: usize) -> &mut Origin {
         if self.origins.len() <= key {
             self.origins.resize_with(key + 1, Origin::default);
@@ -111,11 +158,12 @@ impl H2Pool {
 
     /// A stream for provider `key`, or what to do for one.
     pub fn pick(&mut self, key: usize, tls: bool) -> Pick {
+        let every = self.ping.every;
         let o = self.origin(key);
         if o.http1 {
             return Pick::Http1;
         }
-        o.conns.retain(H2Conn::usable);
+        o.let_go(every, |_| true);
         if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
             return Pick::Ready(stream::H2Stream::on(c, tls));
         }
@@ -187,11 +235,10 @@ impl H2Pool {
     /// Close connections that carried no stream for `idle_ms` (run on a tick).
     pub fn sweep(&mut self, now_ms: u64, idle_ms: u64) {
         for o in &mut self.origins {
-            o.conns.retain(|c| {
+            o.let_go(self.ping.every, |c| {
                 c.link.expire_left(now_ms);
                 let s = &c.shared;
-                c.usable()
-                    && (s.open.get() > 0 || now_ms.saturating_sub(s.idle_since_ms.get()) < idle_ms)
+                s.open.get() > 0 || now_ms.saturating_sub(s.idle_since_ms.get()) < idle_ms
             });
         }
     }

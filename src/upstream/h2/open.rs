@@ -37,7 +37,9 @@ pub async fn open(
         c.h2.borrow_mut().speaks_http1(key);
         return Ok(UpConn::new(made.stream, made.fd));
     }
-    let conn = super::conn::start(made.stream, made.fd, c.h2_ping);
+    let ping = c.h2.borrow_mut().ping_for(key);
+    let origin = format!("{}:{}", ep.host, ep.port).into_boxed_str();
+    let conn = super::conn::start(made.stream, made.fd, ping, origin);
     let stream = c.h2.borrow_mut().add(&opener.guard, conn, ep.tls);
     Ok(on_stream(stream, false))
 }

@@ -11,6 +11,7 @@ use monoio::net::{TcpListener, TcpStream};
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
+use std::time::Duration;
 
 /// A connection opened through `pool` for `guard`, and the server's end of it.
 async fn opened(
@@ -23,7 +24,8 @@ async fn opened(
     let (server, _) = listener.accept().await.expect("accept");
     let fd = tcp.as_raw_fd();
     let opener = Opener { pool, guard };
-    let conn = conn::start(UpStream::Plain(tcp), fd, Ping::default());
+    let ping = pool.borrow_mut().ping_for(0);
+    let conn = conn::start(UpStream::Plain(tcp), fd, ping, "p:1".into());
     let first = pool.borrow_mut().add(&opener.guard, conn, false);
     (first, server)
 }
@@ -103,5 +105,68 @@ fn a_connection_that_ends_before_its_servers_limit_lets_its_waiters_go() {
         // nothing to take but a new opening.
         opening.wait().await;
         assert!(matches!(pick(&pool), Pick::Open(_)));
+    });
+}
+
+/// The server's GOAWAY with `code` and `debug`, written raw (the client never sends debug).
+async fn go_away(server: &mut TcpStream, code: u32, debug: &[u8]) {
+    let len = 8 + debug.len();
+    let mut out = vec![0, (len >> 8) as u8, len as u8, 7, 0, 0, 0, 0, 0];
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&code.to_be_bytes());
+    out.extend_from_slice(debug);
+    let (r, _) = server.write_all(out).await;
+    r.expect("goaway written");
+}
+
+/// Until the pool's connections to provider 0 take no more streams (the GOAWAY was read).
+async fn gone(pool: &RefCell<H2Pool>) {
+    for _ in 0..200 {
+        if pool.borrow().origins[0].conns.iter().all(|c| !c.usable()) {
+            return;
+        }
+        monoio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the GOAWAY was never read");
+}
+
+/// One connection to provider 0 sent away with ENHANCE_YOUR_CALM and `debug`, and let go:
+/// how the provider's next connection would then be PINGed.
+async fn sent_away(pool: &RefCell<H2Pool>, listener: &TcpListener, debug: &[u8]) -> Duration {
+    let Pick::Open(guard) = pick(pool) else {
+        panic!("nothing usable: open one");
+    };
+    let (_stream, mut server) = opened(pool, listener, guard).await;
+    say_limit(&mut server, 10).await;
+    go_away(&mut server, 11, debug).await;
+    gone(pool).await;
+    // Let go (and learned from) at the next pick, whose opening ends unused.
+    let Pick::Open(guard) = pick(pool) else {
+        panic!("the one sent away takes no streams");
+    };
+    drop(Opener { pool, guard });
+    pool.borrow_mut().ping_for(0).every
+}
+
+#[test]
+fn a_server_that_says_too_many_pings_is_pinged_half_as_often() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::default());
+        let every = Ping::default().every;
+        // Told to calm down for something else: the PINGs are not what the server minded.
+        assert_eq!(sent_away(&pool, &listener, b"calm down").await, every);
+        assert_eq!(
+            sent_away(&pool, &listener, b"too_many_pings").await,
+            every * 2
+        );
+        assert_eq!(
+            sent_away(&pool, &listener, b"too_many_pings").await,
+            every * 4
+        );
+        // Never beyond an hour, however often a server says so.
+        pool.borrow_mut().origins[0].ping_every = Some(super::MAX_PING_EVERY - every);
+        let capped = sent_away(&pool, &listener, b"too_many_pings").await;
+        assert_eq!(capped, super::MAX_PING_EVERY);
     });
 }

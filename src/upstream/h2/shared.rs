@@ -37,6 +37,12 @@ pub struct Shared {
     /// It failed because the provider's TLS refused Ringside's client certificate
     /// (`tls::refusal`): its streams' failure is that, for every key of the provider.
     pub tls_refused: Cell<bool>,
+    /// Its server told it to go away for too many PINGs (`GOAWAY(ENHANCE_YOUR_CALM)` saying
+    /// `too_many_pings`, as gRPC servers and Google's front ends do): the pool doubles the
+    /// PING interval of the provider's next connections once, when it lets this one go.
+    pub too_many_pings: Cell<bool>,
+    /// `host:port` it reaches, for the operator's log (`GOAWAY` with an error).
+    pub origin: Box<str>,
     /// When its last stream ended (ms, the core's clock), for the idle timeout.
     pub idle_since_ms: Cell<u64>,
 }

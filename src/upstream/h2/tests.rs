@@ -92,7 +92,12 @@ async fn first_of(first: First) -> H2Stream {
     monoio::spawn(answer_in_order(listener, first, cut.clone()));
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let fd = tcp.as_raw_fd();
-    let c = conn::start(UpStream::Plain(tcp), fd, conn::Ping::default());
+    let c = conn::start(
+        UpStream::Plain(tcp),
+        fd,
+        conn::Ping::default(),
+        "p:1".into(),
+    );
     let head = Bytes::from_static(
         b"POST /v1/chat/completions HTTP/1.1\r\nhost: sim\r\ncontent-length: 2\r\n\r\n{}",
     );

@@ -12,6 +12,7 @@
 
 mod ending;
 mod frames;
+mod goaway;
 
 use super::shared::{Failure, Shared};
 use crate::http::h2frame::{self as frame, Reason};

@@ -1,0 +1,106 @@
+//! A provider's `GOAWAY` with an error, as the operator hears of it: one warn line (paced per
+//! core), and a mark on the connection when the server minded Ringside's PINGs.
+
+use super::super::shared::Shared;
+use crate::http::h2frame::Reason;
+
+/// Each core tells of a `GOAWAY` with an error at most once per this many ms.
+const TELL_EVERY_MS: u64 = 10_000;
+
+thread_local! {
+    /// When this core last told of one, and how many it has not told of since.
+    static TOLD: std::cell::Cell<(Option<u64>, u64)> = const { std::cell::Cell::new((None, 0)) };
+}
+
+/// A `GOAWAY` with an error is news for the operator (a graceful one, `NO_ERROR`, is not): a
+/// warn line with the server's code and its debug text (printable ASCII, at most 120 bytes),
+/// at most one per core every 10 s (with the count of those not told since). One for too many
+/// PINGs also marks the connection, for the pool to PING less.
+pub(super) fn told_to_go_away(shared: &Shared, reason: Reason, debug: &[u8]) {
+    let text: String = debug
+        .iter()
+        .take(120)
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    let pings = reason == Reason::ENHANCE_YOUR_CALM && debug == b"too_many_pings";
+    shared.too_many_pings.set(pings);
+    // A server that sends every new connection away must not write a line per connection.
+    let Some(untold) = TOLD.with(|t| {
+        let (last, untold) = t.get();
+        let now = crate::clock::now_ms();
+        if last.is_some_and(|at| now.saturating_sub(at) < TELL_EVERY_MS) {
+            t.set((last, untold + 1));
+            None
+        } else {
+            t.set((Some(now), 0));
+            Some(untold)
+        }
+    }) else {
+        return;
+    };
+    crate::log::event(
+        "warn",
+        "a provider's server told an HTTP/2 connection to go away with an error",
+        serde_json::json!({
+            "origin": &*shared.origin,
+            "code": reason.to_string(),
+            "debug": text,
+            "untold_since_the_last_line": untold,
+            "then": if pings {
+                "its next connections on this core are PINGed half as often"
+            } else {
+                "its unstarted streams are sent again; the others run to their end"
+            },
+        }),
+    );
+}
+
+#[cfg(test)]
+mod goaway_tests {
+    use super::super::tests::{feed, link};
+
+    #[test]
+    fn a_goaway_with_an_error_is_told_with_its_text_made_safe() {
+        let goaway = |code: u32, debug: &[u8]| {
+            let len = 8 + debug.len();
+            let mut g = vec![0, (len >> 8) as u8, len as u8, 7, 0, 0, 0, 0, 0];
+            g.extend_from_slice(&0u32.to_be_bytes());
+            g.extend_from_slice(&code.to_be_bytes());
+            g.extend_from_slice(debug);
+            g
+        };
+        crate::log::start_capture();
+        let l = link();
+        feed(&l, &goaway(11, b"too_many_pings")).expect("goaway");
+        assert!(l.shared.too_many_pings.get(), "said in gRPC's words");
+        // Within 10 s of that line: counted, not told, yet the connection is marked.
+        let l = link();
+        feed(&l, &goaway(11, b"too_many_pings")).expect("goaway");
+        assert!(l.shared.too_many_pings.get());
+        // Later, a server's text reaches the log as printable ASCII only.
+        super::TOLD.with(|t| t.set((None, t.get().1)));
+        let l = link();
+        feed(&l, &goaway(11, b"too_many_pings\x1b[2J\n")).expect("goaway");
+        assert!(!l.shared.too_many_pings.get(), "not those words");
+        // A graceful one is no news.
+        super::TOLD.with(|t| t.set((None, 0)));
+        let l = link();
+        feed(&l, &goaway(0, b"max_age")).expect("goaway");
+        let told: Vec<_> = crate::log::take_captured()
+            .into_iter()
+            .filter(|m| m["msg"].as_str().is_some_and(|s| s.contains("go away")))
+            .collect();
+        crate::log::stop_capture();
+        assert_eq!(told.len(), 2, "{told:?}");
+        assert_eq!(told[0]["code"], "ENHANCE_YOUR_CALM");
+        assert_eq!(told[0]["debug"], "too_many_pings");
+        assert_eq!(told[1]["untold_since_the_last_line"], 1);
+        assert_eq!(told[1]["debug"], "too_many_pings?[2J?");
+    }
+}
