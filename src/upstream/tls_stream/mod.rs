@@ -287,10 +287,29 @@ impl TlsStream {
         &mut self,
         slices: impl Iterator<Item = &'b [u8]>,
     ) -> io::Result<usize> {
-        self.send_unsent().await?;
-        let taken = self.encrypt_now(slices)?;
-        self.send_unsent().await?;
+        self.send_unsent().await.map_err(|e| self.said_why(e))?;
+        let taken = self.encrypt_now(slices).map_err(|e| self.said_why(e))?;
+        self.send_unsent().await.map_err(|e| self.said_why(e))?;
         Ok(taken)
+    }
+
+    /// A write that failed because the server had closed (`e`): the server may have said why
+    /// in an alert that came before its close and is still unread (TLS 1.3 refuses a client
+    /// certificate after the client's handshake ended, so a request written at once meets the
+    /// close). That alert says more than a reset; whatever else is waiting stays for a read.
+    #[cold]
+    #[inline(never)]
+    fn said_why(&mut self, e: io::Error) -> io::Error {
+        if !matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
+            return e;
+        }
+        match self.receive_now(&mut []) {
+            Err(alert) if super::tls::refusal(&alert).is_some() => alert,
+            _ => e,
+        }
     }
 }
 

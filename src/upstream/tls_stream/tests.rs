@@ -1,7 +1,8 @@
 //! The TLS stream against a blocking rustls server on loopback, on both drivers: records cut
 //! at every size across receives, a reader with less room than a record, a key update in the
-//! middle, the two ways a stream ends (close_notify, or the TCP connection cut), and the
-//! handshakes that take more than one flight (a hello retry, TLS 1.2).
+//! middle, the two ways a stream ends (close_notify, or the TCP connection cut), the
+//! handshakes that take more than one flight (a hello retry, TLS 1.2), and a server's refusal
+//! of the client certificate read when a write meets its close.
 
 use super::*;
 use crate::test_driver::on_driver;
@@ -246,4 +247,88 @@ fn only_an_event_stream_s_read_arms_a_standing_poll() {
         release(tls.raw_fd());
         assert_eq!(until_none_held().await, 0);
     });
+}
+
+/// A TLS 1.3 server that requires a client certificate: the client (with none) ends its
+/// handshake first, then the server sends `certificate_required` and closes. Returns when
+/// that is on the wire and the socket closed.
+fn refuse_the_certificate() -> (
+    SocketAddr,
+    std::sync::mpsc::Receiver<()>,
+    Arc<rustls::ClientConfig>,
+) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).expect("root");
+    let roots = Arc::new(roots);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots.clone(),
+        provider.clone(),
+    )
+    .build()
+    .expect("verifier");
+    let der = rustls_pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+    let config = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(vec![cert.der().clone()], der.into())
+        .expect("server config");
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (done, closed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut tcp, _) = listener.accept().expect("accept");
+        let mut conn = rustls::ServerConnection::new(Arc::new(config)).expect("server");
+        while conn.complete_io(&mut tcp).is_ok() {}
+        // The alert the failed handshake queued, then the close.
+        while conn.wants_write() && conn.write_tls(&mut tcp).is_ok() {}
+        drop(tcp);
+        let _ = done.send(());
+    });
+    (addr, closed, Arc::new(client))
+}
+
+#[test]
+fn a_request_written_after_a_refusal_and_close_names_the_refusal() {
+    for uring in [true, false] {
+        on_driver(uring, async {
+            let (addr, closed, client) = refuse_the_certificate();
+            let tcp = TcpStream::connect(addr).await.expect("connect");
+            let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+            let mut tls = TlsStream::connect(tcp, client, name, None)
+                .await
+                .expect("the client's side of the handshake ends first");
+            closed.recv().expect("the server refused and closed");
+            // The first write goes (the server's side answers it with a reset); a later one
+            // fails on that reset, and says what the server said before closing.
+            let mut failed = None;
+            for _ in 0..100 {
+                let (r, _) = tls.write(b"POST / HTTP/1.1\r\n\r\n".to_vec()).await;
+                if let Err(e) = r {
+                    failed = Some(e);
+                    break;
+                }
+                monoio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            let e = failed.expect("a write fails once the reset came");
+            let refusal = crate::upstream::tls::refusal(&e);
+            assert!(
+                refusal
+                    .as_deref()
+                    .is_some_and(|r| r.contains("certificate_required")),
+                "{e}: {refusal:?}"
+            );
+        });
+    }
 }
