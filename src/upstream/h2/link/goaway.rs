@@ -29,7 +29,10 @@ pub(super) fn told_to_go_away(shared: &Shared, reason: Reason, debug: &[u8]) {
         })
         .collect();
     let pings = reason == Reason::ENHANCE_YOUR_CALM && debug == b"too_many_pings";
-    shared.too_many_pings.set(pings);
+    if pings {
+        // (A later GOAWAY on the same connection does not take it back.)
+        shared.too_many_pings.set(true);
+    }
     // A server that sends every new connection away must not write a line per connection.
     let Some(untold) = TOLD.with(|t| {
         let (last, untold) = t.get();
