@@ -80,9 +80,8 @@ pub struct CoreMetrics {
     pub tls_ticket_waits: [AtomicU64; 2],
     /// TLS handshakes with clients on the data port: done, failed (or timed out).
     pub client_tls: [AtomicU64; 2],
-    /// HTTP/2 connections to upstreams open on the core, and streams open on them (set on
-    /// the core's tick).
-    pub h2_open: [AtomicU64; 2],
+    /// HTTP/2 to upstreams, as of the core's last tick (`upstream::H2Figures`).
+    pub h2: upstream::H2Figures,
     /// Per route: how long requests took, Ringside's own share, time to first token.
     route_times: Vec<times::RouteTimes>,
     /// Per connection: time to the upstream's response head, attempt durations, tokens.
@@ -110,7 +109,7 @@ impl CoreMetrics {
             tls_handshakes: Default::default(),
             tls_ticket_waits: Default::default(),
             client_tls: Default::default(),
-            h2_open: Default::default(),
+            h2: Default::default(),
             route_times: (0..routes).map(|_| Default::default()).collect(),
             conn_times: (0..connections).map(|_| Default::default()).collect(),
         }
@@ -328,7 +327,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         .sum();
     let _ = writeln!(out, "ringside_streams_failed_after_commit_total {n}");
     upstream::tls_handshakes(out, cores);
-    upstream::h2_open(out, cores);
+    upstream::h2(out, cores);
     let n: u64 = cores
         .iter()
         .map(|c| c.log_lines_dropped.load(Relaxed))

@@ -3,6 +3,7 @@
 
 use super::CoreMetrics;
 use std::fmt::Write;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// `ringside_upstream_attempts_per_request`: a histogram of upstream attempts per client
@@ -91,10 +92,35 @@ fn pair(
     }
 }
 
+/// A core's HTTP/2 connections to upstreams, set on its tick.
+#[derive(Default)]
+pub struct H2Figures {
+    /// Connections open, and streams open on them.
+    pub open: [AtomicU64; 2],
+    /// GOAWAYs received since start, by [`GOAWAY_KINDS`].
+    pub goaways: [AtomicU64; 3],
+}
+
+/// How a provider's server sent a connection away: gracefully (`NO_ERROR`), for too many
+/// PINGs (`ENHANCE_YOUR_CALM`, `too_many_pings`), or with another error.
+pub const GOAWAY_KINDS: [&str; 3] = ["graceful", "too_many_pings", "error"];
+
 /// `ringside_upstream_h2_connections` and `ringside_upstream_h2_streams`: HTTP/2 connections to
-/// upstreams open now, and the streams open on them (as of each core's last tick).
-pub(super) fn h2_open(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
-    let sum = |i: usize| -> u64 { cores.iter().map(|c| c.h2_open[i].load(Relaxed)).sum() };
+/// upstreams open now, and the streams open on them; `ringside_upstream_h2_goaways_total{kind}`.
+pub(super) fn h2(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+    let _ = writeln!(
+        out,
+        "# HELP ringside_upstream_h2_goaways_total GOAWAYs from upstreams' servers: graceful, for too many PINGs, or with another error (a warn line says which).\n\
+         # TYPE ringside_upstream_h2_goaways_total counter"
+    );
+    for (i, kind) in GOAWAY_KINDS.iter().enumerate() {
+        let n: u64 = cores.iter().map(|c| c.h2.goaways[i].load(Relaxed)).sum();
+        let _ = writeln!(
+            out,
+            "ringside_upstream_h2_goaways_total{{kind=\"{kind}\"}} {n}"
+        );
+    }
+    let sum = |i: usize| -> u64 { cores.iter().map(|c| c.h2.open[i].load(Relaxed)).sum() };
     let _ = writeln!(
         out,
         "# HELP ringside_upstream_h2_connections HTTP/2 connections to upstreams open.\n\

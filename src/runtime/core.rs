@@ -240,8 +240,13 @@ async fn tick(core: Rc<Core>) {
             h2.sweep(now, idle_ms);
             let (conns, streams) = h2.counts();
             drop(h2);
-            core.metrics.h2_open[0].store(conns as u64, std::sync::atomic::Ordering::Relaxed);
-            core.metrics.h2_open[1].store(streams as u64, std::sync::atomic::Ordering::Relaxed);
+            let h2 = &core.metrics.h2;
+            h2.open[0].store(conns as u64, std::sync::atomic::Ordering::Relaxed);
+            h2.open[1].store(streams as u64, std::sync::atomic::Ordering::Relaxed);
+            let goaways = crate::upstream::h2::link::goaways_received();
+            for (to, n) in h2.goaways.iter().zip(goaways) {
+                to.store(n, std::sync::atomic::Ordering::Relaxed);
+            }
             let s = &generation.config.resilience;
             core.tables.borrow_mut().lockouts.sweep(&s.lockout, now);
             core.sweep_pins(crate::clock::unix_ms());

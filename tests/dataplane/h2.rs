@@ -127,8 +127,27 @@ fn a_goaway_mid_run_loses_no_stream_and_replays_none(driver: &str) {
     let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
     assert_eq!(streams_at_once(&proxy, 200), 200, "every stream whole");
     let front = sim.front();
-    assert!(count(&front, "goaways") >= 1, "{front}");
+    let goaways = count(&front, "goaways");
+    assert!(goaways >= 1, "{front}");
     assert!(count(&front, "connections_h2") >= 2, "{front}");
+    // Counted as graceful (the metric follows each core's tick, so it is waited for).
+    let kind = |m: &str, k: &str| {
+        metric_sum(
+            m,
+            "ringside_upstream_h2_goaways_total",
+            &[&format!("kind=\"{k}\"")],
+        )
+    };
+    let mut m = proxy.metrics();
+    for _ in 0..100 {
+        if kind(&m, "graceful") as u64 >= goaways {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        m = proxy.metrics();
+    }
+    assert!(kind(&m, "graceful") as u64 >= goaways, "{m}");
+    assert_eq!(kind(&m, "error") + kind(&m, "too_many_pings"), 0.0, "{m}");
     // A stream above the GOAWAY's last one never reached the provider; the rest ran to their
     // end: each request was served exactly once.
     assert_eq!(sim.attempts(), 200);

@@ -275,9 +275,7 @@ impl State {
         let reason = Reason(u32::from_be_bytes([
             payload[4], payload[5], payload[6], payload[7],
         ]));
-        if reason != Reason::NO_ERROR {
-            super::goaway::told_to_go_away(&self.shared, reason, &payload[8..]);
-        }
+        super::goaway::received(&self.shared, reason, &payload[8..]);
         // A second GOAWAY may only lower the last stream id.
         let last = self.goaway.map_or(last, |l| l.min(last));
         self.goaway = Some(last);

@@ -1,4 +1,5 @@
-//! A provider's `GOAWAY` with an error, as the operator hears of it: one warn line (paced per
+//! A provider's `GOAWAY` as the operator hears of it: counted by kind on each core
+//! (`ringside_upstream_h2_goaways_total`), one warn line for those with an error (paced per
 //! core), and a mark on the connection when the server minded Ringside's PINGs.
 
 use super::super::shared::Shared;
@@ -10,13 +11,43 @@ const TELL_EVERY_MS: u64 = 10_000;
 thread_local! {
     /// When this core last told of one, and how many it has not told of since.
     static TOLD: std::cell::Cell<(Option<u64>, u64)> = const { std::cell::Cell::new((None, 0)) };
+    /// GOAWAYs this core received, by `metrics::upstream::GOAWAY_KINDS`.
+    static RECEIVED: std::cell::Cell<[u64; 3]> = const { std::cell::Cell::new([0; 3]) };
+}
+
+/// The GOAWAYs this core received since start (graceful, too many PINGs, another error), for
+/// its tick to publish.
+pub fn goaways_received() -> [u64; 3] {
+    RECEIVED.with(std::cell::Cell::get)
+}
+
+/// A GOAWAY received: counted, told when it carries an error, and, when it was for too many
+/// PINGs, marked on the connection for the pool to PING the provider less.
+pub(super) fn received(shared: &Shared, reason: Reason, debug: &[u8]) {
+    let pings = reason == Reason::ENHANCE_YOUR_CALM && debug == b"too_many_pings";
+    let kind = match reason {
+        Reason::NO_ERROR => 0,
+        _ if pings => 1,
+        _ => 2,
+    };
+    RECEIVED.with(|r| {
+        let mut counts = r.get();
+        counts[kind] += 1;
+        r.set(counts);
+    });
+    if pings {
+        // (A later GOAWAY on the same connection does not take it back.)
+        shared.too_many_pings.set(true);
+    }
+    if reason != Reason::NO_ERROR {
+        told_to_go_away(&shared.origin, reason, debug, pings);
+    }
 }
 
 /// A `GOAWAY` with an error is news for the operator (a graceful one, `NO_ERROR`, is not): a
 /// warn line with the server's code and its debug text (printable ASCII, at most 120 bytes),
-/// at most one per core every 10 s (with the count of those not told since). One for too many
-/// PINGs also marks the connection, for the pool to PING less.
-pub(super) fn told_to_go_away(shared: &Shared, reason: Reason, debug: &[u8]) {
+/// at most one per core every 10 s (with the count of those not told since).
+fn told_to_go_away(origin: &str, reason: Reason, debug: &[u8], pings: bool) {
     let text: String = debug
         .iter()
         .take(120)
@@ -28,11 +59,6 @@ pub(super) fn told_to_go_away(shared: &Shared, reason: Reason, debug: &[u8]) {
             }
         })
         .collect();
-    let pings = reason == Reason::ENHANCE_YOUR_CALM && debug == b"too_many_pings";
-    if pings {
-        // (A later GOAWAY on the same connection does not take it back.)
-        shared.too_many_pings.set(true);
-    }
     // A server that sends every new connection away must not write a line per connection.
     let Some(untold) = TOLD.with(|t| {
         let (last, untold) = t.get();
@@ -51,7 +77,7 @@ pub(super) fn told_to_go_away(shared: &Shared, reason: Reason, debug: &[u8]) {
         "warn",
         "a provider's server told an HTTP/2 connection to go away with an error",
         serde_json::json!({
-            "origin": &*shared.origin,
+            "origin": origin,
             "code": reason.to_string(),
             "debug": text,
             "untold_since_the_last_line": untold,
@@ -104,6 +130,8 @@ mod goaway_tests {
         assert_eq!(told[0]["code"], "ENHANCE_YOUR_CALM");
         assert_eq!(told[0]["debug"], "too_many_pings");
         assert_eq!(told[1]["untold_since_the_last_line"], 1);
+        // Each counted by its kind (this test's thread is its own core).
+        assert_eq!(super::goaways_received(), [1, 2, 1]);
         assert_eq!(told[1]["debug"], "too_many_pings?[2J?");
     }
 }

@@ -13,6 +13,7 @@
 mod ending;
 mod frames;
 mod goaway;
+pub use goaway::goaways_received;
 
 use super::shared::{Failure, Shared};
 use crate::http::h2frame::{self as frame, Reason};
