@@ -75,6 +75,7 @@ impl Reason {
     pub const CANCEL: Reason = Reason(8);
     pub const COMPRESSION_ERROR: Reason = Reason(9);
     pub const ENHANCE_YOUR_CALM: Reason = Reason(11);
+    pub const HTTP_1_1_REQUIRED: Reason = Reason(13);
 }
 
 impl std::fmt::Display for Reason {

@@ -21,6 +21,7 @@ both_drivers!(
     a_connection_dead_after_its_heads_counts_once,
     a_silent_connection_is_found_by_its_ping,
     a_provider_that_chooses_http1_is_reached_over_http1,
+    a_server_that_requires_http1_is_reached_over_http1,
     a_large_prompt_waits_out_a_slow_window,
 );
 
@@ -328,6 +329,39 @@ fn a_provider_that_chooses_http1_is_reached_over_http1(driver: &str) {
     let front = h2.front();
     assert_eq!(count(&front, "connections_h2"), 0, "{front}");
     assert_eq!(count(&front, "connections_http1"), 1, "{front}");
+}
+
+fn a_server_that_requires_http1_is_reached_over_http1(driver: &str) {
+    // Its server resets every HTTP/2 stream with HTTP_1_1_REQUIRED: the first request goes
+    // again over HTTP/1.1, blaming no key, and so does every later one, at once.
+    let faults = H2Faults {
+        http1_required: 1,
+        ..Default::default()
+    };
+    let sim = SimTls::start(sim_opts(3, 0), true, faults);
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    for i in 0..10 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", i % 2 == 0));
+        assert_eq!(r.status, 200, "request {i}: {}", r.text());
+    }
+    let front = sim.front();
+    assert_eq!(
+        count(&front, "refused"),
+        1,
+        "asked over HTTP/2 once: {front}"
+    );
+    assert_eq!(count(&front, "connections_h2"), 1, "{front}");
+    assert!(count(&front, "connections_http1") >= 1, "{front}");
+    assert_eq!(sim.attempts(), 10, "each request reached the provider once");
+    let m = proxy.metrics();
+    let moved = metric_sum(&m, "ringside_connection_transitions_total", &[]);
+    assert_eq!(moved, 0.0, "no key blamed: {m}");
+    drop(proxy);
+    // A provider that must speak HTTP/2 (`always`) is not moved to HTTP/1.1: a clear failure.
+    let proxy = Proxy::start(driver, 1, "", &sim.config("always", "m"));
+    let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
+    assert_ne!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("HTTP_1_1_REQUIRED"), "{}", r.text());
 }
 
 fn a_large_prompt_waits_out_a_slow_window(driver: &str) {

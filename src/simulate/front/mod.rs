@@ -29,15 +29,18 @@ pub struct H2Faults {
     /// Give a request body's receive window back this many bytes at a time, 20 ms apart: a
     /// body larger than the window (64 KiB) waits on WINDOW_UPDATEs.
     pub slow_window: u32,
+    /// Reset every Nth stream with `HTTP_1_1_REQUIRED` (a server that takes such requests
+    /// only over HTTP/1.1, as IIS does for a client certificate asked mid-connection).
+    pub http1_required: u64,
 }
 
 impl H2Faults {
     /// `refuse-every=N`, `goaway-after=N`, `drop-after=N`, `blackhole-after=N`,
-    /// `slow-window=BYTES`.
+    /// `slow-window=BYTES`, `http1-required=N`.
     pub fn parse_into(&mut self, spec: &str) -> Result<(), String> {
         let (name, n) = spec
             .split_once('=')
-            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, blackhole-after, slow-window)")?;
+            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, blackhole-after, slow-window, http1-required)")?;
         let n: u64 = n.parse().map_err(|_| format!("`{n}` is not a number"))?;
         match name {
             "refuse-every" => self.refuse_every = n,
@@ -45,6 +48,7 @@ impl H2Faults {
             "drop-after" => self.drop_after = n,
             "blackhole-after" => self.blackhole_after = n,
             "slow-window" => self.slow_window = u32::try_from(n).map_err(|_| "too large")?,
+            "http1-required" => self.http1_required = n,
             other => return Err(format!("`{other}` is not an HTTP/2 fault")),
         }
         Ok(())

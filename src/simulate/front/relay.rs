@@ -51,6 +51,12 @@ pub async fn serve_h2(front: Arc<Front>, tls: ServerTls) {
             st.goaways.fetch_add(1, Ordering::Relaxed);
             conn.graceful_shutdown();
         }
+        if f.http1_required > 0 && n.is_multiple_of(f.http1_required) {
+            st.refused.fetch_add(1, Ordering::Relaxed);
+            let mut respond = respond;
+            respond.send_reset(Reason::HTTP_1_1_REQUIRED);
+            continue;
+        }
         if f.refuse_every > 0 && n.is_multiple_of(f.refuse_every) {
             st.refused.fetch_add(1, Ordering::Relaxed);
             let mut respond = respond;

@@ -105,11 +105,15 @@ const MAX_PING_EVERY: Duration = Duration::from_secs(3_600);
 impl Origin {
     /// Let go of the connections that take no more streams (`keep`: also those it wants
     /// gone), learning from each: one its server sent away for too many PINGs doubles the
-    /// interval of the connections opened after it (gRPC's client keepalive does the same).
+    /// interval of the connections opened after it (gRPC's client keepalive does the same);
+    /// one whose server required HTTP/1.1 makes the provider an HTTP/1.1 one.
     fn let_go(&mut self, default: Duration, mut keep: impl FnMut(&H2Conn) -> bool) {
         let every = &mut self.ping_every;
+        let http1 = &mut self.http1;
         self.conns.retain(|c| {
             let kept = keep(c) && c.usable();
+            // Its server required HTTP/1.1: the provider is reached so from now on.
+            *http1 |= !kept && c.shared.wants_http1.get();
             if !kept && c.shared.too_many_pings.take() {
                 let next = (every.unwrap_or(default) * 2).min(MAX_PING_EVERY);
                 *every = Some(next);
@@ -160,10 +164,10 @@ impl H2Pool {
     pub fn pick(&mut self, key: usize, tls: bool) -> Pick {
         let every = self.ping.every;
         let o = self.origin(key);
+        o.let_go(every, |_| true);
         if o.http1 {
             return Pick::Http1;
         }
-        o.let_go(every, |_| true);
         if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
             return Pick::Ready(stream::H2Stream::on(c, tls));
         }

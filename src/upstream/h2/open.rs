@@ -20,6 +20,12 @@ pub async fn open(
             Pick::Ready(s) => return Ok(on_stream(s, true)),
             Pick::Wait(opening) => opening.wait().await,
             Pick::Open(guard) => break guard,
+            // (Only a server's HTTP_1_1_REQUIRED says so to a provider that must speak HTTP/2.)
+            Pick::Http1 if alpn == Alpn::H2 => {
+                return Err(ConnectError::Tls(
+                    "the provider requires HTTP/1.1 (HTTP_1_1_REQUIRED), and its http2 is \"always\"".into(),
+                ));
+            }
             Pick::Http1 => return c.connect(ep).await,
         }
     };

@@ -41,6 +41,9 @@ pub struct Shared {
     /// `too_many_pings`, as gRPC servers and Google's front ends do): the pool doubles the
     /// PING interval of the provider's next connections once, when it lets this one go.
     pub too_many_pings: Cell<bool>,
+    /// Its server said the provider must be reached over HTTP/1.1 (`HTTP_1_1_REQUIRED`, on a
+    /// stream or the connection): the pool reaches it so from then on (`http2 = "auto"`).
+    pub wants_http1: Cell<bool>,
     /// `host:port` it reaches, for the operator's log (`GOAWAY` with an error).
     pub origin: Box<str>,
     /// When its last stream ended (ms, the core's clock), for the idle timeout.

@@ -39,6 +39,9 @@ pub(super) fn received(shared: &Shared, reason: Reason, debug: &[u8]) {
         // (A later GOAWAY on the same connection does not take it back.)
         shared.too_many_pings.set(true);
     }
+    if reason == Reason::HTTP_1_1_REQUIRED {
+        shared.wants_http1.set(true);
+    }
     if reason != Reason::NO_ERROR {
         told_to_go_away(&shared.origin, reason, debug, pings);
     }
