@@ -418,7 +418,10 @@ fn error_answer(
     let (verdict, restated) = judge::judge(s, &x, crate::clock::unix_ms());
     if complete && head.keep_alive && !core.drain.is_draining() {
         let _ = up.buf.split();
-        core.pool.borrow_mut().put(aim.provider_index, up, now());
+        let generation = ctx.generation.number;
+        core.pool
+            .borrow_mut()
+            .put(aim.provider_index, up, now(), generation);
     }
     let kind = match AttemptOutcome::of_status(head.status) {
         AttemptOutcome::Ok => AttemptOutcome::Http4xx,

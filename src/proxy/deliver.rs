@@ -48,11 +48,13 @@ impl Upstream {
         }
     }
 
-    /// Back to the core's idle pool, once its answer was read to the end.
-    pub fn pool(self, core: &crate::state::core::Core) {
+    /// Back to the core's idle pool, once its answer was read to the end (`generation`: the
+    /// config generation its request started on).
+    pub fn pool(self, core: &crate::state::core::Core, generation: u64) {
+        let now = crate::clock::now_ms();
         core.pool
             .borrow_mut()
-            .put(self.provider_index, self.up, crate::clock::now_ms());
+            .put(self.provider_index, self.up, now, generation);
     }
 }
 

@@ -222,10 +222,10 @@ impl Core {
         );
         self.loads.borrow_mut().fit(cfg.slot_count(), fresh);
         self.flow.fit(cfg.slot_count());
-        // A provider slot that is new (or changed) may be reached elsewhere: none of the
-        // connections to what it was are used for it.
-        for &p in &generation.fresh_providers {
-            self.pool.borrow_mut().forget(p);
+        // A provider slot that is new, or reached elsewhere now: none of the connections to
+        // what it was are used for it, pooled or multiplexed.
+        for p in generation.moved_providers(&self.generation().config) {
+            self.pool.borrow_mut().moved(p, generation.number);
             self.connector.h2.borrow_mut().forget(p);
         }
         // A pin to a connection this generation lacks could never be honoured.

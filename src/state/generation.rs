@@ -30,6 +30,21 @@ pub struct Gen {
 }
 
 impl Gen {
+    /// Provider slots whose connections go at this generation: new ones, and those reached
+    /// elsewhere than in `before` (their address, egress proxy, TLS settings or protocol
+    /// changed).
+    pub fn moved_providers(&self, before: &crate::config::Config) -> Vec<usize> {
+        let elsewhere = self.config.providers.iter().filter(|p| {
+            before
+                .providers
+                .iter()
+                .any(|b| b.slot == p.slot && b.endpoint != p.endpoint)
+        });
+        let mut out = self.fresh_providers.clone();
+        out.extend(elsewhere.map(|p| p.slot));
+        out
+    }
+
     /// Derive a generation from a config already numbered onto `slots`.
     pub fn build(number: u64, config: Config, slots: &mut Slots) -> Gen {
         let mut routes = RouteTable::build(&config);

@@ -21,6 +21,9 @@ pub struct Pool {
     idle: Vec<VecDeque<Idle>>,
     /// Per upstream, how often its idle connections were forgotten (one was found closed).
     forgotten: Vec<u16>,
+    /// Per upstream, the config generation from which it is reached where it now is (a
+    /// reload moved it there): a connection made for an earlier one is not pooled again.
+    since: Vec<u64>,
     max_idle: usize,
     idle_timeout_ms: u64,
 }
@@ -30,6 +33,7 @@ impl Pool {
         Pool {
             idle: Vec::new(),
             forgotten: Vec::new(),
+            since: Vec::new(),
             max_idle,
             idle_timeout_ms,
         }
@@ -62,8 +66,9 @@ impl Pool {
         None
     }
 
-    pub fn put(&mut self, key: usize, mut conn: UpConn, now_ms: u64) {
-        if self.max_idle == 0 {
+    /// Keep `conn`, made for config generation `generation`, for the next request to `key`.
+    pub fn put(&mut self, key: usize, mut conn: UpConn, now_ms: u64, generation: u64) {
+        if self.max_idle == 0 || generation < self.since.get(key).copied().unwrap_or(0) {
             return;
         }
         // An idle connection holds no read buffer: it goes back to the core, and the next
@@ -97,6 +102,19 @@ impl Pool {
                 list.pop_front();
             }
         }
+    }
+
+    /// Upstream `key` is reached elsewhere from config generation `generation` on (a reload
+    /// moved it, or gave its slot to another): its idle connections go, and so do those still
+    /// serving requests of an earlier generation, when they come back.
+    pub fn moved(&mut self, key: usize, generation: u64) {
+        if let Some(list) = self.idle.get_mut(key) {
+            list.clear();
+        }
+        if self.since.len() <= key {
+            self.since.resize(key + 1, 0);
+        }
+        self.since[key] = generation;
     }
 
     /// Drop every idle connection to the upstream `key` (one of them was found closed).
@@ -165,7 +183,7 @@ mod tests {
                 .map(|i| {
                     let c = conn(&mut peers);
                     let fd = c.fd;
-                    pool.put(0, c, i * 40);
+                    pool.put(0, c, i * 40, 0);
                     fd
                 })
                 .collect();
@@ -187,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_pool_drops_its_coldest_and_zero_pools_nothing() {
+    fn a_full_pool_drops_its_coldest_zero_pools_nothing_and_a_moved_one_keeps_none_of_before() {
         in_runtime(|| {
             let mut peers = Vec::new();
             let mut pool = Pool::new(2, 60_000);
@@ -195,7 +213,7 @@ mod tests {
                 .map(|_| {
                     let c = conn(&mut peers);
                     let fd = c.fd;
-                    pool.put(1, c, 0);
+                    pool.put(1, c, 0, 0);
                     fd
                 })
                 .collect();
@@ -206,8 +224,18 @@ mod tests {
             assert!(pool.take(7, 0).is_none(), "an upstream never pooled");
 
             let mut none = Pool::new(0, 60_000);
-            none.put(0, conn(&mut peers), 0);
+            none.put(0, conn(&mut peers), 0, 0);
             assert!(none.take(0, 0).is_none());
+
+            // Moved by generation 3: its idle ones go, and one that served a request of
+            // generation 2 is not kept; one of generation 3 is.
+            pool.put(1, conn(&mut peers), 0, 2);
+            pool.moved(1, 3);
+            assert!(pool.take(1, 0).is_none());
+            pool.put(1, conn(&mut peers), 0, 2);
+            assert!(pool.take(1, 0).is_none(), "made for where it was");
+            pool.put(1, conn(&mut peers), 0, 3);
+            assert!(pool.take(1, 0).is_some());
         });
     }
 
@@ -217,7 +245,7 @@ mod tests {
             let mut peers = Vec::new();
             let mut pool = Pool::new(8, 60_000);
             for _ in 0..3 {
-                pool.put(0, conn(&mut peers), 0);
+                pool.put(0, conn(&mut peers), 0, 0);
             }
             // Two requests take a connection each; the first is found closed.
             let (first, second) = (pool.take(0, 0).expect("one"), pool.take(0, 0).expect("two"));
@@ -227,11 +255,11 @@ mod tests {
             // The one taken with it is not believed closed while idle too.
             assert!(pool.forgotten_since_taken(0, &second));
             // A connection that served since, taken after the forget, is believed again.
-            pool.put(0, first, 5);
+            pool.put(0, first, 5, 0);
             let later = pool.take(0, 5).expect("pooled again");
             assert!(!pool.forgotten_since_taken(0, &later));
             // Other upstreams are not touched.
-            pool.put(1, conn(&mut peers), 0);
+            pool.put(1, conn(&mut peers), 0, 0);
             let other = pool.take(1, 0).expect("another upstream");
             assert!(!pool.forgotten_since_taken(1, &other));
         });

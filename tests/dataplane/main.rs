@@ -20,6 +20,7 @@ mod hygiene;
 mod open_mode;
 mod operations;
 mod pool;
+mod reload_endpoint;
 mod streams;
 mod tls;
 mod trust;

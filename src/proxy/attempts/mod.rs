@@ -136,7 +136,7 @@ pub(super) fn run(
                 .upstream_head(cand.connection, u64::from(head_us));
             let (end, reusable) = deliver::commit(ctx, entry, &mut ready, wr, &mut watch).await;
             if reusable {
-                ready.pool(ctx.core);
+                ready.pool(ctx.core, ctx.generation.number);
             }
             if let Step::End(answered) = run.after(ctx, held, end) {
                 break answered;
