@@ -135,12 +135,7 @@ pub(crate) fn secs(ms: u64) -> u64 {
 /// exclusions. A non-retryable answer was passed through before this.
 pub(crate) fn final_stop(budget: &Budget, timers: &[&Exclusion], now: u64) -> Stop {
     let earliest = chances(timers).min();
-    let refusal = timers.iter().find_map(|e| match e {
-        Exclusion::Cooling {
-            reason: Some(r), ..
-        } if r.refused_on_the_way() => Some(*r),
-        _ => None,
-    });
+    let refusal = timers.iter().find_map(|e| e.refusal());
     if budget.expired(now) {
         Stop::DeadlineExceeded
     } else if timers.is_empty() || budget.attempts_left() == 0 {

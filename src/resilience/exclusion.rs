@@ -107,7 +107,17 @@ impl Exclusion {
     /// A cooldown for a refusal on the way to the provider (its egress proxy's, its TLS's):
     /// not a chance of success until an operator mends the settings (`Reason::refused_on_the_way`).
     pub fn refused_on_the_way(&self) -> bool {
-        matches!(self, Exclusion::Cooling { reason: Some(r), .. } if r.refused_on_the_way())
+        self.refusal().is_some()
+    }
+
+    /// The refusal on the way this cooldown is for, if it is one.
+    pub fn refusal(&self) -> Option<Reason> {
+        match *self {
+            Exclusion::Cooling {
+                reason: Some(r), ..
+            } if r.refused_on_the_way() => Some(r),
+            _ => None,
+        }
     }
 
     /// Whether a request may wait for this to lift (never for quota, auth or not-found).
