@@ -27,25 +27,16 @@ fn a_provider_moved_by_a_reload_is_reached_where_it_now_is(driver: &str) {
             let r = proxy.post("/v1/chat/completions", &[], &chat("m", false));
             assert_eq!(r.status, 200, "{http2}: {}", r.text());
         }
-        let addr = proxy.addr;
-        let across = std::thread::spawn(move || {
-            let body = chat("m", true);
-            ringside::demo::client::request(
-                addr,
-                "POST",
-                "/v1/chat/completions",
-                &[],
-                body.as_bytes(),
-                T,
-            )
+        let r = std::thread::scope(|s| {
+            let across = s.spawn(|| proxy.post("/v1/chat/completions", &[], &chat("m", true)));
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let path = proxy.dir.0.join("ringside.toml");
+            std::fs::write(&path, provider_at(&new, http2)).expect("config");
+            let r = proxy.admin_with("POST", "/admin/reload", "");
+            assert_eq!(r.status, 200, "{}", r.text());
+            across.join().expect("thread")
         });
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let path = proxy.dir.0.join("ringside.toml");
-        std::fs::write(&path, provider_at(&new, http2)).expect("config");
-        let r = proxy.admin_with("POST", "/admin/reload", "");
-        assert_eq!(r.status, 200, "{}", r.text());
-        // The stream begun before it ends whole where it began.
-        let r = across.join().expect("thread").expect("answer");
+        // The stream begun before the reload ends whole where it began.
         assert!(
             r.text().ends_with("data: [DONE]\n\n"),
             "{http2}: {}",
