@@ -51,6 +51,17 @@ pub(super) fn received(shared: &Shared, reason: Reason, debug: &[u8]) {
 /// warn line with the server's code and its debug text (printable ASCII, at most 120 bytes),
 /// at most one per core every 10 s (with the count of those not told since).
 fn told_to_go_away(origin: &str, reason: Reason, debug: &[u8], pings: bool) {
+    let text: String = debug
+        .iter()
+        .take(120)
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
     // A server that sends every new connection away must not write a line per connection.
     let Some(untold) = TOLD.with(|t| {
         let (last, untold) = t.get();
@@ -65,17 +76,6 @@ fn told_to_go_away(origin: &str, reason: Reason, debug: &[u8], pings: bool) {
     }) else {
         return;
     };
-    let text: String = debug
-        .iter()
-        .take(120)
-        .map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                b as char
-            } else {
-                '?'
-            }
-        })
-        .collect();
     crate::log::event(
         "warn",
         "a provider's server told an HTTP/2 connection to go away with an error",
