@@ -80,7 +80,7 @@ impl TlsStream {
         };
         match s.handshake().await {
             Ok(()) => Ok(s),
-            Err(e) => Err(s.said_why(e)),
+            Err(e) => Err(s.alert_left(e)),
         }
     }
 
@@ -101,6 +101,39 @@ impl TlsStream {
             }
             nowait::readable(&self.tcp).await?;
             self.receive_now(&mut [])?;
+        }
+    }
+
+    /// A handshake whose write failed because the server had closed (`e`): the server may have
+    /// said why just before, in a plaintext alert still waiting to be read (TLS 1.2 refuses a
+    /// client certificate before any key is agreed), which says more than a broken pipe.
+    #[cold]
+    fn alert_left(&self, e: io::Error) -> io::Error {
+        if !matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
+            return e;
+        }
+        // What rustls kept unread, else what the socket still holds.
+        let mut waiting = [0u8; 64];
+        let record = if !self.partial.is_empty() {
+            &self.partial[..]
+        } else if let Ok(Some(n)) = nowait::recv_slice(self.tcp.as_raw_fd(), &mut waiting) {
+            &waiting[..n]
+        } else {
+            &[]
+        };
+        // An alert record: type 21, a version, a length of 2, its level and description.
+        match record {
+            [21, 3, _, 0, 2, _, description, ..] => {
+                let alert = rustls::AlertDescription::from(*description);
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    rustls::Error::AlertReceived(alert),
+                )
+            }
+            _ => e,
         }
     }
 
@@ -260,12 +293,10 @@ impl TlsStream {
         Ok(taken)
     }
 
-    /// A write (in the handshake or after it) that failed because the server had closed
-    /// (`e`): the server may have said why in an alert that came before its close and is
-    /// still unread (TLS 1.2 refuses a client certificate in the handshake; TLS 1.3 after the
-    /// client's handshake ended, so a request written at once meets the close). rustls reads
-    /// it as any read would; the alert says more than a reset, and whatever else is waiting
-    /// stays for a read.
+    /// A write that failed because the server had closed (`e`): the server may have said why
+    /// in an alert that came before its close and is still unread (TLS 1.3 refuses a client
+    /// certificate after the client's handshake ended, so a request written at once meets the
+    /// close). That alert says more than a reset; whatever else is waiting stays for a read.
     #[cold]
     #[inline(never)]
     fn said_why(&mut self, e: io::Error) -> io::Error {
@@ -276,19 +307,10 @@ impl TlsStream {
             return e;
         }
         match self.receive_now(&mut []) {
-            Err(alert) if is_alert(&alert) => alert,
+            Err(alert) if super::tls::refusal(&alert).is_some() => alert,
             _ => e,
         }
     }
-}
-
-/// Whether `e` is the server's alert, as rustls read it.
-fn is_alert(e: &io::Error) -> bool {
-    matches!(
-        e.get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>()),
-        Some(rustls::Error::AlertReceived(_))
-    )
 }
 
 #[cfg(test)]
