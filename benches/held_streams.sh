@@ -26,8 +26,8 @@
 #   server), `haproxy-h2` (the same with `proto h2`), `ringside` (HTTP/2 where offered, its
 #   default) and `ringside-h1` (`http2 = "never"`; `ringside-b-h1` with RS_BIN_B), and `haproxy-nodelay` on request (`ssl`
 #   with `option http-no-delay`: each event sent when it comes); RS_MAX_CONNECTIONS: Ringside's
-#   `max_connections` (0, the default, is half the descriptor limit: two per HTTP/1.1 stream;
-#   with HTTP/2 upstream a stream takes about one); after each size, the front's count of
+#   `max_connections` (0, the default, follows the descriptor limit: two per client while a
+#   stream may take an HTTP/1.1 connection, one where every provider speaks HTTP/2); after each size, the front's count of
 #   upstream connections by protocol and of resumed TLS sessions, per target; FRONT_BY=nginx:
 #   nginx is the provider's TLS front instead, `nginx_tls_front`: OpenSSL's ticket defaults,
 #   no RFC 9149 ticket requests honoured; its log counts the connections)

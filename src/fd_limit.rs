@@ -68,9 +68,16 @@ pub fn raise() -> Option<u64> {
     Some(if ok { hard } else { soft })
 }
 
-/// How many proxied streams `limit` descriptors allow.
+/// How many proxied streams `limit` descriptors allow over HTTP/1.1 (two each).
 pub fn streams_allowed(limit: u64) -> u64 {
     limit.saturating_sub(RESERVED) / 2
+}
+
+/// The descriptors left for client and upstream connections under the soft limit in force
+/// (raised at start, [`raise`]), once the reserve is kept.
+pub fn connections_budget() -> usize {
+    let soft = current().map_or(1024, |(soft, _)| soft.min(1 << 24));
+    soft.saturating_sub(RESERVED) as usize
 }
 
 #[cfg(test)]

@@ -218,12 +218,12 @@ fn connection_caps_metrics(out: &mut String, shared: &Shared) {
             REFUSED.by_reason[why as usize].load(Ordering::Relaxed)
         );
     }
-    let server = &shared.current().config.server;
+    let up = shared.upstream_use(shared.current().http1_by_config);
+    let (total, per_address) = shared.conn_caps.limits(up);
     let _ = write!(
         out,
-        "# HELP ringside_client_connections_limit server.max_connections.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {}\n\
-         # HELP ringside_client_connections_per_address_limit server.max_connections_per_address (trusted proxies are exempt).\n# TYPE ringside_client_connections_per_address_limit gauge\nringside_client_connections_per_address_limit {}\n",
-        server.max_connections, server.max_connections_per_address
+        "# HELP ringside_client_connections_limit Client connections held at once: server.max_connections, or (0) what the open-file limit allows now, two descriptors per client while a provider may be reached over HTTP/1.1 and one while all speak HTTP/2.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {total}\n\
+         # HELP ringside_client_connections_per_address_limit server.max_connections_per_address, or (0) all but a sixteenth of the limit (trusted proxies are exempt).\n# TYPE ringside_client_connections_per_address_limit gauge\nringside_client_connections_per_address_limit {per_address}\n"
     );
 }
 

@@ -33,9 +33,21 @@ pub fn run(path: &str) -> Result<(), String> {
                 cfg.server.driver.as_str()
             );
             if let Some((soft, hard)) = crate::fd_limit::current() {
+                let h1 = crate::fd_limit::streams_allowed(hard);
                 println!(
-                    "  open files: soft limit {soft}, hard {hard}; serve raises it to {hard}, enough for about {} held streams (two descriptors each)",
-                    crate::fd_limit::streams_allowed(hard)
+                    "  open files: soft limit {soft}, hard {hard}; serve raises it to {hard}, enough for about {h1} held streams over HTTP/1.1 (two descriptors each), about {} where every provider speaks HTTP/2 (one each){}",
+                    crate::state::descriptor_cap::clients_allowed(
+                        usize::try_from(h1 * 2).unwrap_or(usize::MAX),
+                        Default::default()
+                    ),
+                    if cfg.server.max_connections > 0 {
+                        format!(
+                            "; max_connections = {} caps them",
+                            cfg.server.max_connections
+                        )
+                    } else {
+                        String::new()
+                    }
                 );
             }
             println!("  data_dir {}: {data_dir_note}", cfg.server.data_dir);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Run the proxy until it has drained.
 pub(super) fn run(path: &str) -> Result<Exit, String> {
-    // Before the config is resolved: `max_connections = 0` is derived from this limit.
+    // Before the caps are set: `max_connections = 0` is derived from this limit.
     let limit = crate::fd_limit::raise();
     let cfg = load_file(path, &real_env).map_err(|ps| {
         let lines: Vec<String> = ps.iter().map(|p| p.to_string()).collect();

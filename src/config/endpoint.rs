@@ -46,6 +46,16 @@ pub enum Http2 {
 }
 
 impl Endpoint {
+    /// Whether its settings alone make its connections HTTP/1.1 ones (`never`, or plaintext
+    /// under `auto`): one stream, one connection, one more descriptor. (Over TLS under `auto`
+    /// its handshake decides.)
+    pub fn set_to_http1(&self) -> bool {
+        matches!(
+            (self.http2, self.tls),
+            (Http2::Never, _) | (Http2::Auto, false)
+        )
+    }
+
     /// Append the host, an IPv6 address in brackets.
     pub fn write_host(&self, out: &mut Vec<u8>) {
         push_host(&self.host, out);

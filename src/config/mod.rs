@@ -25,7 +25,7 @@ use crate::ids::ConnId;
 pub use resolve::budgets::prices_in;
 pub use resolve::egress::{Egress, bypassed};
 pub use resolve::provider_tls::ProviderTls;
-pub use resolve::{available_cores, default_address_share, default_max_connections};
+pub use resolve::{available_cores, default_address_share};
 pub use schema::FileConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -140,11 +140,13 @@ pub struct ServerSettings {
     pub admin_unauthenticated_ok: bool,
     /// Extra host names the admin port answers to (DNS-rebinding guard).
     pub admin_hosts: Vec<String>,
-    /// Client connections held at once, all cores together.
+    /// Client connections held at once, all cores together (0: what the descriptors allow,
+    /// `state::conn_caps::Cap::Descriptors`).
     pub max_connections: usize,
     /// Not-yet-authenticated connections per client address.
     pub max_unauthenticated_per_address: usize,
-    /// Connections one client address may hold (trusted proxies are exempt).
+    /// Connections one client address may hold (trusted proxies are exempt; 0: all but a
+    /// sixteenth of the cap in force).
     pub max_connections_per_address: usize,
     /// Host names the open data port answers to besides IP literals and local names
     /// (lower case; `*.x` covers x's subdomains).

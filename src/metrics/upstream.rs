@@ -99,6 +99,9 @@ pub struct H2Figures {
     pub open: [AtomicU64; 2],
     /// GOAWAYs received since start, by [`GOAWAY_KINDS`].
     pub goaways: [AtomicU64; 3],
+    /// A provider set to HTTP/2 where offered is reached over HTTP/1.1 on this core
+    /// (`H2Pool::any_http1`): its streams take two descriptors each.
+    pub http1: std::sync::atomic::AtomicBool,
 }
 
 /// How a provider's server sent a connection away: gracefully (`NO_ERROR`), for too many

@@ -50,7 +50,8 @@ pub(super) fn admit(core: &Core, peer: std::net::IpAddr) -> Result<Ticket<'_>, R
     let generation = core.generation();
     let keyed = !generation.config.clients.is_open() || core.shared.managed_keys.load(Relaxed);
     let trusted = (generation.config.server.trusted_proxies.iter()).any(|n| n.contains(&peer));
-    core.shared.conn_caps.admit(Some(peer), keyed, trusted)
+    let up = core.shared.upstream_use(generation.http1_by_config);
+    core.shared.conn_caps.admit(Some(peer), keyed, trusted, up)
 }
 
 #[allow(clippy::manual_async_fn)] // an async block: see `crate::proxy`, *Arguments in place*

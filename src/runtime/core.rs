@@ -239,10 +239,12 @@ async fn tick(core: Rc<Core>) {
             let mut h2 = core.connector.h2.borrow_mut();
             h2.sweep(now, idle_ms);
             let (conns, streams) = h2.counts();
+            let http1 = h2.any_http1();
             drop(h2);
             let h2 = &core.metrics.h2;
             h2.open[0].store(conns as u64, std::sync::atomic::Ordering::Relaxed);
             h2.open[1].store(streams as u64, std::sync::atomic::Ordering::Relaxed);
+            h2.http1.store(http1, std::sync::atomic::Ordering::Relaxed);
             let goaways = crate::upstream::h2::link::goaways_received();
             for (to, n) in h2.goaways.iter().zip(goaways) {
                 to.store(n, std::sync::atomic::Ordering::Relaxed);

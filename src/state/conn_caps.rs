@@ -12,6 +12,9 @@ use std::cell::Cell;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
+use super::descriptor_cap::clients_allowed;
+pub use super::descriptor_cap::{Cap, UpstreamUse};
+
 /// Slots of the per-address tables (indices fit 16 bits).
 const SLOTS: usize = 4096;
 
@@ -73,10 +76,11 @@ impl RefusedCounts {
 
 pub struct ConnCaps {
     open: AtomicUsize,
-    max: usize,
-    /// Connections open per address slot, and the most one address may hold.
+    cap: Cap,
+    /// Connections open per address slot, and the most one address may hold (`None`: all but
+    /// a sixteenth of the cap in force).
     per_address: Box<[AtomicU32]>,
-    address_share: u32,
+    address_share: Option<u32>,
     unauthenticated: Box<[AtomicU32]>,
     per_address_unauthenticated: u32,
 }
@@ -92,37 +96,63 @@ fn take(table: &[AtomicU32], i: u16, cap: u32) -> bool {
 }
 
 impl ConnCaps {
-    /// `address_share`: the most one address may hold; `unauthenticated`: the most keyless
-    /// ones from one address.
+    /// `max` (0: by descriptors); `address_share`: the most one address may hold (0: all but a
+    /// sixteenth of the cap in force); `unauthenticated`: the most keyless ones from one
+    /// address.
     pub fn new(max: usize, address_share: usize, unauthenticated: usize) -> ConnCaps {
-        let cap = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).max(1);
+        let cap = match max {
+            0 => Cap::Descriptors(crate::fd_limit::connections_budget()),
+            n => Cap::Set(n),
+        };
+        Self::with_cap(cap, address_share, unauthenticated)
+    }
+
+    pub fn with_cap(cap: Cap, address_share: usize, unauthenticated: usize) -> ConnCaps {
+        let share = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).max(1);
         ConnCaps {
             open: AtomicUsize::new(0),
-            max: max.max(1),
+            cap,
             per_address: (0..SLOTS).map(|_| AtomicU32::new(0)).collect(),
-            address_share: cap(address_share),
+            address_share: (address_share > 0).then(|| share(address_share)),
             unauthenticated: (0..SLOTS).map(|_| AtomicU32::new(0)).collect(),
-            per_address_unauthenticated: cap(unauthenticated),
+            per_address_unauthenticated: share(unauthenticated),
         }
     }
 
-    /// Admit a new connection from `peer`. `keyed`: client keys are in use, so the connection
-    /// counts as unauthenticated until its first request presents a valid key. `trusted`: the
-    /// peer is a proxy in front (`server.trusted_proxies`), whose share is not capped.
+    /// The caps in force with the upstream holding `up`: on all connections, and on one
+    /// address's.
+    pub fn limits(&self, up: UpstreamUse) -> (usize, u32) {
+        let total = match self.cap {
+            Cap::Set(n) => n.max(1),
+            Cap::Descriptors(budget) => clients_allowed(budget, up),
+        };
+        let share = self.address_share.unwrap_or_else(|| {
+            let derived = crate::config::default_address_share(total);
+            u32::try_from(derived).unwrap_or(u32::MAX)
+        });
+        (total, share)
+    }
+
+    /// Admit a new connection from `peer` with the upstream holding `up`. `keyed`: client keys
+    /// are in use, so the connection counts as unauthenticated until its first request
+    /// presents a valid key. `trusted`: the peer is a proxy in front
+    /// (`server.trusted_proxies`), whose share is not capped.
     pub fn admit(
         &self,
         peer: Option<IpAddr>,
         keyed: bool,
         trusted: bool,
+        up: UpstreamUse,
     ) -> Result<Ticket<'_>, Refused> {
-        if self.open.fetch_add(1, Relaxed) >= self.max {
+        let (max, address_share) = self.limits(up);
+        if self.open.fetch_add(1, Relaxed) >= max {
             self.open.fetch_sub(1, Relaxed);
             return Err(REFUSED.count(Refused::Full, peer));
         }
         let i = peer.map(slot_of);
         let share = i.filter(|_| !trusted);
         if let Some(i) = share
-            && !take(&self.per_address, i, self.address_share)
+            && !take(&self.per_address, i, address_share)
         {
             self.open.fetch_sub(1, Relaxed);
             return Err(REFUSED.count(Refused::AddressShare, peer));
@@ -193,6 +223,11 @@ mod tests {
     use super::*;
     use crate::config::default_address_share;
 
+    const UP: UpstreamUse = UpstreamUse {
+        h2_connections: 0,
+        http1: false,
+    };
+
     fn zero(caps: &ConnCaps) -> bool {
         caps.unauthenticated.iter().all(|s| s.load(Relaxed) == 0)
             && caps.per_address.iter().all(|s| s.load(Relaxed) == 0)
@@ -203,25 +238,28 @@ mod tests {
         let caps = ConnCaps::new(3, 3, 2);
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let t1 = caps.admit(Some(a), true, false).unwrap();
-        let t2 = caps.admit(Some(a), true, false).unwrap();
+        let t1 = caps.admit(Some(a), true, false, UP).unwrap();
+        let t2 = caps.admit(Some(a), true, false, UP).unwrap();
         assert_eq!(
-            caps.admit(Some(a), true, false).err(),
+            caps.admit(Some(a), true, false, UP).err(),
             Some(Refused::AddressFull)
         );
         // Authenticated connections no longer count against the address.
         t1.authenticated();
-        let t3 = caps.admit(Some(a), true, false).unwrap();
-        assert_eq!(caps.admit(Some(b), true, false).err(), Some(Refused::Full));
+        let t3 = caps.admit(Some(a), true, false, UP).unwrap();
+        assert_eq!(
+            caps.admit(Some(b), true, false, UP).err(),
+            Some(Refused::Full)
+        );
         drop(t2);
-        let t4 = caps.admit(Some(b), false, false).unwrap();
+        let t4 = caps.admit(Some(b), false, false, UP).unwrap();
         assert_eq!(caps.open(), 3);
         drop((t1, t3, t4));
         assert_eq!(caps.open(), 0);
         assert!(zero(&caps));
         // Open mode (no keys): only the total and the address's share apply.
         let all: Vec<_> = (0..3)
-            .map(|_| caps.admit(Some(a), false, false).unwrap())
+            .map(|_| caps.admit(Some(a), false, false, UP).unwrap())
             .collect();
         assert_eq!(all.len(), 3);
     }
@@ -235,19 +273,62 @@ mod tests {
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let b: IpAddr = "127.0.0.2".parse().unwrap();
         let held: Vec<_> = (0..15)
-            .map(|_| caps.admit(Some(a), false, false).unwrap())
+            .map(|_| caps.admit(Some(a), false, false, UP).unwrap())
             .collect();
         assert_eq!(
-            caps.admit(Some(a), false, false).err(),
+            caps.admit(Some(a), false, false, UP).err(),
             Some(Refused::AddressShare)
         );
-        let other = caps.admit(Some(b), false, false).unwrap();
+        let other = caps.admit(Some(b), false, false, UP).unwrap();
         drop(other);
         // A proxy in front may hold all of it.
-        let proxy = caps.admit(Some(a), false, true).unwrap();
+        let proxy = caps.admit(Some(a), false, true, UP).unwrap();
         assert_eq!(caps.open(), 16);
         drop((held, proxy));
         assert!(zero(&caps));
         assert!(REFUSED.total() >= 1);
+    }
+
+    #[test]
+    fn by_descriptors_the_cap_follows_the_upstream() {
+        let http1 = UpstreamUse {
+            h2_connections: 0,
+            http1: true,
+        };
+        let h2 = |n| UpstreamUse {
+            h2_connections: n,
+            http1: false,
+        };
+        let caps = ConnCaps::with_cap(Cap::Descriptors(64), 0, 100);
+        assert_eq!(caps.limits(http1), (32, 30));
+        assert_eq!(caps.limits(h2(4)), (59, 56));
+        let a: IpAddr = "10.0.0.9".parse().unwrap();
+        let b: IpAddr = "10.0.0.10".parse().unwrap();
+        // Over HTTP/2, 56 from one address (its share of 59), 3 more from another...
+        let many: Vec<_> = (0..56)
+            .map(|_| caps.admit(Some(a), false, false, h2(4)).unwrap())
+            .collect();
+        let others: Vec<_> = (0..3)
+            .map(|_| caps.admit(Some(b), false, false, h2(4)).unwrap())
+            .collect();
+        assert_eq!(
+            caps.admit(Some(b), false, false, h2(4)).err(),
+            Some(Refused::Full)
+        );
+        // ...and once a provider answers over HTTP/1.1, none until clients leave.
+        drop(others);
+        assert_eq!(
+            caps.admit(Some(b), false, false, http1).err(),
+            Some(Refused::Full)
+        );
+        drop(many);
+        let back = caps.admit(Some(b), false, false, http1);
+        assert!(back.is_ok());
+        drop(back);
+        assert!(zero(&caps));
+        // A cap set in the file holds whatever the upstream does.
+        let set = ConnCaps::new(5, 0, 100);
+        assert_eq!(set.limits(http1), (5, 4));
+        assert_eq!(set.limits(h2(1_000)), (5, 4));
     }
 }

@@ -80,6 +80,11 @@ impl Shared {
             .clone()
     }
 
+    /// What the upstream side holds, for the client cap by descriptors.
+    pub fn upstream_use(&self, http1_by_config: bool) -> super::conn_caps::UpstreamUse {
+        super::descriptor_cap::upstream_use(&self.metrics, http1_by_config)
+    }
+
     /// The newest generation, for the cores to install (and the admin replica to size for).
     pub fn staged(&self) -> Arc<Gen> {
         self.staged

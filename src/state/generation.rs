@@ -27,6 +27,9 @@ pub struct Gen {
     pub fresh_conns: Vec<ConnId>,
     pub fresh_providers: Vec<usize>,
     pub retired_conns: Vec<ConnId>,
+    /// A provider of this generation is set to HTTP/1.1 (`Endpoint::set_to_http1`), so a
+    /// client's stream may take two descriptors (`conn_caps`).
+    pub http1_by_config: bool,
 }
 
 impl Gen {
@@ -66,7 +69,9 @@ impl Gen {
                 label: intern(&format!("{p}/{c}")),
             })
             .collect();
+        let http1_by_config = config.providers.iter().any(|p| p.endpoint.set_to_http1());
         Gen {
+            http1_by_config,
             number,
             config,
             routes,

@@ -5,7 +5,7 @@
 use ringside::demo::client::{self, Reply};
 use ringside::simulate::{self, SimOptions, Simulator};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 pub const T: Duration = Duration::from_secs(10);
@@ -103,6 +103,7 @@ pub struct Proxy {
 
 pub mod apt;
 pub mod cross;
+mod launch;
 pub mod leases;
 pub mod node;
 mod raw;
@@ -163,7 +164,7 @@ impl Proxy {
         let mut why = Vec::new();
         for attempt in 0..3 {
             let (p, a) = (port(), port());
-            let cfg = config_text(
+            let cfg = launch::config_text(
                 p,
                 a,
                 driver,
@@ -183,13 +184,7 @@ impl Proxy {
             // Its operational messages go to a file, quoted if it never becomes ready.
             let log = dir.0.join(format!("stderr.{attempt}.log"));
             let stderr = std::fs::File::create(&log).map_or(Stdio::null(), Stdio::from);
-            let mut child = Command::new(binary())
-                .args(["serve", "--config", path.to_str().unwrap_or_default()])
-                .envs(proxy_env())
-                .stdout(stdout)
-                .stderr(stderr)
-                .spawn()
-                .expect("spawn ringside");
+            let mut child = launch::spawn(&path, extra_server, stdout, stderr);
             // Generous: on a loaded 2-core machine a start has been seen to take over 10 s.
             let deadline = Instant::now() + 3 * T;
             let mut exited = false;
@@ -279,46 +274,6 @@ impl Drop for Proxy {
 /// Generate a pair of #[test]s (io_uring and epoll) for one scenario `fn(&str)`.
 /// A test server's configuration: its ports, driver and workers, the tests' admin token, a
 /// short drain, then the test's own lines.
-fn config_text(
-    p: u16,
-    a: u16,
-    driver: &str,
-    workers: usize,
-    extra_server: &str,
-    body: &str,
-    data: &std::path::Path,
-) -> String {
-    // The admin API takes changes only with a token: tests use one unless they set
-    // their own (or say `# no admin token` to test the port without one).
-    let token =
-        if extra_server.contains("admin_token_env") || extra_server.contains("# no admin token") {
-            ""
-        } else {
-            "admin_token_env = \"RINGSIDE_TEST_ADMIN_TOKEN\"\n"
-        };
-    // A short drain delay: tests that stop the server do not wait 5 s each.
-    let delay = if extra_server.contains("drain_delay_ms") {
-        ""
-    } else {
-        "drain_delay_ms = 300\n"
-    };
-    let grace = if extra_server.contains("shutdown_grace_ms") {
-        ""
-    } else {
-        "shutdown_grace_ms = 5000\n"
-    };
-    // `# admin on every address`: the admin port listens on 0.0.0.0 (still reached on loopback).
-    let admin_ip = if extra_server.contains("# admin on every address") {
-        "0.0.0.0"
-    } else {
-        "127.0.0.1"
-    };
-    format!(
-        "[server]\nlisten = \"127.0.0.1:{p}\"\nadmin_listen = \"{admin_ip}:{a}\"\nworkers = {workers}\ndriver = \"{driver}\"\ndata_dir = \"{}\"\n{grace}{delay}{token}{extra_server}\n{body}",
-        data.display()
-    )
-}
-
 /// Whether the admin port at `admin` belongs to a server whose data directory is not `data`:
 /// another test's, started on a port number both were handed. (A server whose admin API takes
 /// another token than the tests' cannot be asked, and is taken as this test's.)

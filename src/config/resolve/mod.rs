@@ -15,7 +15,7 @@ mod server;
 #[cfg(test)]
 pub use providers::parse_base_url;
 pub(super) use server::exposure_problem;
-pub use server::{available_cores, default_address_share, default_max_connections};
+pub use server::{available_cores, default_address_share};
 
 use super::problems::Problems;
 use super::schema::FileConfig;

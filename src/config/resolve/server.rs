@@ -47,11 +47,6 @@ pub(in crate::config) fn server(
     check_limits(p, &file.limits);
     check_upstream(p, &file.upstream);
 
-    let max_connections = if s.max_connections == 0 {
-        default_max_connections()
-    } else {
-        s.max_connections
-    };
     let workers = if s.workers == 0 {
         available_cores()
     } else {
@@ -71,13 +66,9 @@ pub(in crate::config) fn server(
             .iter()
             .map(|h| h.to_ascii_lowercase())
             .collect(),
-        max_connections,
+        max_connections: s.max_connections,
         max_unauthenticated_per_address: s.max_unauthenticated_per_address,
-        max_connections_per_address: if s.max_connections_per_address == 0 {
-            default_address_share(max_connections)
-        } else {
-            s.max_connections_per_address
-        },
+        max_connections_per_address: s.max_connections_per_address,
         hosts: data_hosts(p, &s.hosts),
         shutdown_grace: Duration::from_millis(s.shutdown_grace_ms),
         drain_delay: Duration::from_millis(s.drain_delay_ms),
@@ -204,23 +195,6 @@ fn parse_addr(p: &mut Problems, at: &str, v: &str) -> SocketAddr {
 /// client (a load test, a gateway without `trusted_proxies`) still gets nearly all of it.
 pub fn default_address_share(max: usize) -> usize {
     max.saturating_sub((max / 16).max(1)).max(1)
-}
-
-/// The default cap on client connections: what the open-file limit allows once each proxied
-/// connection's upstream socket and some room for the store, listeners and logs are counted
-/// (two descriptors per held client connection).
-pub fn default_max_connections() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-        lim.rlim_max.min(1 << 24) as usize
-    } else {
-        1024
-    };
-    (soft.saturating_sub(64) / 2).max(64)
 }
 
 fn check_limits(p: &mut Problems, l: &LimitsSection) {

@@ -247,6 +247,13 @@ impl H2Pool {
         }
     }
 
+    /// Whether a provider on this core is reached over HTTP/1.1 although set to HTTP/2 where
+    /// offered (its TLS chose HTTP/1.1, or its server required it): each of its streams then
+    /// takes a descriptor of its own (`state::conn_caps`).
+    pub fn any_http1(&self) -> bool {
+        self.origins.iter().any(|o| o.http1)
+    }
+
     /// Connections open, and streams on them (for the metrics).
     pub fn counts(&self) -> (usize, usize) {
         self.origins

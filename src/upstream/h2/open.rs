@@ -41,6 +41,10 @@ pub async fn open(
         // The provider speaks HTTP/1.1: this connection serves this request as such, and the
         // request path pools it; those waiting, and later ones, open their own side by side.
         c.h2.borrow_mut().speaks_http1(key);
+        // Told at once (the tick tells it again): the data port's cap counts two descriptors
+        // per client from now on, before a burst of such streams runs the process out.
+        let told = &c.metrics.h2.http1;
+        told.store(true, std::sync::atomic::Ordering::Relaxed);
         return Ok(UpConn::new(made.stream, made.fd));
     }
     let ping = c.h2.borrow_mut().ping_for(key);
