@@ -89,15 +89,22 @@ pub enum Pick {
 struct Origin {
     conns: Vec<H2Conn>,
     opening: Option<Rc<Opening>>,
-    /// Its TLS chose HTTP/1.1 (`http2 = "auto"`): its connections are HTTP/1.1 ones, opened
-    /// at once, side by side, and pooled as such.
-    http1: bool,
+    /// Its TLS chose HTTP/1.1 (`http2 = "auto"`), or its server required it: until then its
+    /// connections are HTTP/1.1 ones, opened at once, side by side, and pooled as such; after
+    /// it the next connection offers HTTP/2 again, the mark kept until one speaks it.
+    http1_until: Option<u64>,
     /// The stream limit its servers last gave: a new connection's until its own server says.
     known_max: Option<usize>,
     /// How often its next connections are PINGed, once a server said too many PINGs (else
     /// `[upstream] h2_ping_interval_ms`).
     ping_every: Option<Duration>,
 }
+
+/// How long a provider found speaking HTTP/1.1 is reached so before a connection offers it
+/// HTTP/2 again: its edge may have been upgraded since, and a server's `HTTP_1_1_REQUIRED` may
+/// have been for one endpoint or one moment. Another handshake, or one more refused stream,
+/// every ten minutes.
+const HTTP1_RECHECK_MS: u64 = 10 * 60 * 1000;
 
 /// The longest a provider's PING interval grows to, halving after halving.
 const MAX_PING_EVERY: Duration = Duration::from_secs(3_600);
@@ -109,11 +116,13 @@ impl Origin {
     /// one whose server required HTTP/1.1 makes the provider an HTTP/1.1 one.
     fn let_go(&mut self, default: Duration, mut keep: impl FnMut(&H2Conn) -> bool) {
         let every = &mut self.ping_every;
-        let http1 = &mut self.http1;
+        let http1 = &mut self.http1_until;
         self.conns.retain(|c| {
             let kept = keep(c) && c.usable();
-            // Its server required HTTP/1.1: the provider is reached so from now on.
-            *http1 |= !kept && c.shared.wants_http1.get();
+            // Its server required HTTP/1.1: the provider is reached so for a while.
+            if !kept && c.shared.wants_http1.get() {
+                *http1 = Some(crate::clock::now_ms() + HTTP1_RECHECK_MS);
+            }
             if !kept && c.shared.too_many_pings.take() {
                 let next = (every.unwrap_or(default) * 2).min(MAX_PING_EVERY);
                 *every = Some(next);
@@ -165,7 +174,10 @@ impl H2Pool {
         let every = self.ping.every;
         let o = self.origin(key);
         o.let_go(every, |_| true);
-        if o.http1 {
+        // (The clock is read for such a provider only.)
+        if o.http1_until
+            .is_some_and(|until| crate::clock::now_ms() < until)
+        {
             return Pick::Http1;
         }
         if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
@@ -208,6 +220,8 @@ impl H2Pool {
         }
         let s = stream::H2Stream::on(&conn, tls);
         o.conns.push(conn);
+        // It speaks HTTP/2 (again): its streams take no connection of their own.
+        o.http1_until = None;
         s
     }
 
@@ -221,7 +235,7 @@ impl H2Pool {
 
     /// Provider `key` speaks HTTP/1.1 (its TLS chose it).
     pub fn speaks_http1(&mut self, key: usize) {
-        self.origin(key).http1 = true;
+        self.origin(key).http1_until = Some(crate::clock::now_ms() + HTTP1_RECHECK_MS);
     }
 
     /// End an opening (it is no longer what new requests wait for).
@@ -251,7 +265,7 @@ impl H2Pool {
     /// offered (its TLS chose HTTP/1.1, or its server required it): each of its streams then
     /// takes a descriptor of its own (`state::conn_caps`).
     pub fn any_http1(&self) -> bool {
-        self.origins.iter().any(|o| o.http1)
+        self.origins.iter().any(|o| o.http1_until.is_some())
     }
 
     /// Connections open, and streams on them (for the metrics).

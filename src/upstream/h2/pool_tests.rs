@@ -170,3 +170,31 @@ fn a_server_that_says_too_many_pings_is_pinged_half_as_often() {
         assert_eq!(capped, super::MAX_PING_EVERY);
     });
 }
+
+#[test]
+fn a_provider_found_speaking_http1_is_offered_http2_again_after_a_while() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::default());
+        pool.borrow_mut().speaks_http1(0);
+        assert!(matches!(pick(&pool), Pick::Http1));
+        assert!(pool.borrow().any_http1());
+        // Ten minutes on (the mark's end brought to now): the next request opens a connection
+        // offering HTTP/2, and the provider counts as an HTTP/1.1 one meanwhile.
+        pool.borrow_mut().origins[0].http1_until = Some(crate::clock::now_ms());
+        let Pick::Open(guard) = pick(&pool) else {
+            panic!("offered HTTP/2 again");
+        };
+        assert!(pool.borrow().any_http1(), "until a connection speaks it");
+        let Pick::Wait(opening) = pick(&pool) else {
+            panic!("one is opening: wait for it");
+        };
+        let (_first, mut server) = opened(&pool, &listener, guard).await;
+        assert!(!pool.borrow().any_http1(), "it spoke HTTP/2");
+        say_limit(&mut server, 4).await;
+        opening.wait().await;
+        let Pick::Ready(_second) = pick(&pool) else {
+            panic!("a stream on the new connection");
+        };
+    });
+}
