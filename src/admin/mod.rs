@@ -94,7 +94,7 @@ pub fn start(
                             admin.borrow_mut().sync();
                             ticks += 1;
                             shortage.tick(ticks);
-                            refused.tick(ticks);
+                            refused.tick(ticks, &shared);
                             if ticks.is_multiple_of(history::EVERY_MS / 100) {
                                 admin.borrow_mut().history.sample(&shared);
                             }

@@ -32,7 +32,8 @@ impl ShortageLog {
 
 /// The operational event for client connections closed at accept: the first at once, then at
 /// most one line per 10 s with the count since the last, by the setting that refused them,
-/// and the last address refused.
+/// the caps in force (by default they follow the descriptors a stream takes, so the line says
+/// what they were) and the last address refused.
 #[derive(Default)]
 pub(super) struct RefusedLog {
     paced: Paced,
@@ -40,7 +41,7 @@ pub(super) struct RefusedLog {
 }
 
 impl RefusedLog {
-    pub(super) fn tick(&mut self, ticks: u64) {
+    pub(super) fn tick(&mut self, ticks: u64, shared: &crate::state::core::Shared) {
         use crate::state::conn_caps::{REFUSED, Refused};
         use std::sync::atomic::Ordering::Relaxed;
         let Some(refused) = self.paced.due(REFUSED.total(), ticks) else {
@@ -55,10 +56,13 @@ impl RefusedLog {
                 by_reason.insert(why.as_str().into(), since.into());
             }
         }
+        let up = shared.upstream_use(shared.current().http1_by_config);
+        let (cap, per_address) = shared.conn_caps.limits(up);
         crate::log::event(
             "warn",
             "client connections refused at accept: a cap was reached (raise it, or find the client holding them)",
             serde_json::json!({"refused": refused, "by_setting": by_reason,
+                               "max_connections_now": cap, "per_address_now": per_address,
                                "last_address": REFUSED.last_address().map(|a| a.to_string())}),
         );
     }
