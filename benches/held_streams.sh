@@ -30,7 +30,8 @@
 #   stream may take an HTTP/1.1 connection, one where every provider speaks HTTP/2); after each size, the front's count of
 #   upstream connections by protocol and of resumed TLS sessions, per target; FRONT_BY=nginx:
 #   nginx is the provider's TLS front instead, `nginx_tls_front`: OpenSSL's ticket defaults,
-#   no RFC 9149 ticket requests honoured; its log counts the connections)
+#   no RFC 9149 ticket requests honoured; its log counts the connections; RS_KEEP=DIR: Ringside's
+#   metrics and log after each of its runs, kept in DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1000 5000 9000}
@@ -166,7 +167,13 @@ for C in $SIZES; do
         # Ringside's own account: connects of a burst that waited for a ticket, and how it ended.
         case $t in ringside*)
           w=$(curl -s "127.0.0.1:$ADMIN/metrics" | awk -F'[{}" ]+' '/^ringside_upstream_tls_ticket_waits_total/ {printf "%s %s, ", $3, $4}')
-          [ -n "$w" ] && echo "  - waited for a ticket: ${w%, }" >> "$WORK/upstream.txt" ;;
+          [ -n "$w" ] && echo "  - waited for a ticket: ${w%, }" >> "$WORK/upstream.txt"
+          # RS_KEEP=DIR: Ringside's metrics and log after each run, to read what its errors were.
+          if [ -n "${RS_KEEP:-}" ]; then
+            mkdir -p "$RS_KEEP"
+            curl -s "127.0.0.1:$ADMIN/metrics" > "$RS_KEEP/$t-$C-$round.metrics"
+            cp "$WORK/ringside.log" "$RS_KEEP/$t-$C-$round.log"
+          fi ;;
         esac
       fi
       if [ -n "$pid" ]; then
