@@ -103,4 +103,10 @@ fn check_says_how_each_provider_is_reached() {
         "{text}"
     );
     assert!(!text.contains("hunter2"), "{text}");
+    // The plaintext provider takes an upstream descriptor per stream: the default cap counts
+    // two per client.
+    assert!(
+        text.contains("reached over HTTP/1.1 by its settings, so the first applies"),
+        "{text}"
+    );
 }

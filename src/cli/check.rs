@@ -33,22 +33,7 @@ pub fn run(path: &str) -> Result<(), String> {
                 cfg.server.driver.as_str()
             );
             if let Some((soft, hard)) = crate::fd_limit::current() {
-                let h1 = crate::fd_limit::streams_allowed(hard);
-                println!(
-                    "  open files: soft limit {soft}, hard {hard}; serve raises it to {hard}, enough for about {h1} held streams over HTTP/1.1 (two descriptors each), about {} where every provider speaks HTTP/2 (one each){}",
-                    crate::state::descriptor_cap::clients_allowed(
-                        usize::try_from(h1 * 2).unwrap_or(usize::MAX),
-                        Default::default()
-                    ),
-                    if cfg.server.max_connections > 0 {
-                        format!(
-                            "; max_connections = {} caps them",
-                            cfg.server.max_connections
-                        )
-                    } else {
-                        String::new()
-                    }
-                );
+                print_open_files(&cfg, soft, hard);
             }
             println!("  data_dir {}: {data_dir_note}", cfg.server.data_dir);
             let budgets = budgets_in_force(&cfg);
@@ -79,6 +64,30 @@ pub fn run(path: &str) -> Result<(), String> {
 }
 
 /// Where the queue budgets shown by `check` come from.
+/// What the open-file limit allows, and which figure the default client cap takes for this
+/// config (`state::descriptor_cap`).
+fn print_open_files(cfg: &crate::config::Config, soft: u64, hard: u64) {
+    let h1 = crate::fd_limit::streams_allowed(hard);
+    let h2 = crate::state::descriptor_cap::clients_allowed(
+        usize::try_from(h1 * 2).unwrap_or(usize::MAX),
+        Default::default(),
+    );
+    let by_settings = cfg.providers.iter().any(|p| p.endpoint.set_to_http1());
+    let applies = if cfg.server.max_connections > 0 {
+        format!(
+            "; max_connections = {} caps them",
+            cfg.server.max_connections
+        )
+    } else if by_settings {
+        "; a provider here is reached over HTTP/1.1 by its settings, so the first applies".into()
+    } else {
+        String::new()
+    };
+    println!(
+        "  open files: soft limit {soft}, hard {hard}; serve raises it to {hard}, enough for about {h1} held streams over HTTP/1.1 (two descriptors each), about {h2} where every provider speaks HTTP/2 (one each){applies}"
+    );
+}
+
 fn budget_sources() -> String {
     let names: Vec<String> = crate::flow::settings::Knob::ALL
         .iter()
