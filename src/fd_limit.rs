@@ -70,14 +70,18 @@ pub fn raise() -> Option<u64> {
 
 /// How many proxied streams `limit` descriptors allow over HTTP/1.1 (two each).
 pub fn streams_allowed(limit: u64) -> u64 {
-    limit.saturating_sub(RESERVED) / 2
+    budget(limit) as u64 / 2
 }
 
-/// The descriptors left for client and upstream connections under the soft limit in force
-/// (raised at start, [`raise`]), once the reserve is kept.
+/// The descriptors `limit` leaves for client and upstream connections once the reserve is
+/// kept.
+pub fn budget(limit: u64) -> usize {
+    limit.min(1 << 24).saturating_sub(RESERVED) as usize
+}
+
+/// [`budget`] under the soft limit in force (raised at start, [`raise`]).
 pub fn connections_budget() -> usize {
-    let soft = current().map_or(1024, |(soft, _)| soft.min(1 << 24));
-    soft.saturating_sub(RESERVED) as usize
+    budget(current().map_or(1024, |(soft, _)| soft))
 }
 
 #[cfg(test)]

@@ -218,8 +218,7 @@ fn connection_caps_metrics(out: &mut String, shared: &Shared) {
             REFUSED.by_reason[why as usize].load(Ordering::Relaxed)
         );
     }
-    let up = shared.upstream_use(shared.current().http1_by_config);
-    let (total, per_address) = shared.conn_caps.limits(up);
+    let (total, per_address) = shared.caps_in_force();
     let _ = write!(
         out,
         "# HELP ringside_client_connections_limit Client connections held at once: server.max_connections, or (0) what the open-file limit allows now, two descriptors per client while a provider may be reached over HTTP/1.1 and one while all speak HTTP/2.\n# TYPE ringside_client_connections_limit gauge\nringside_client_connections_limit {total}\n\

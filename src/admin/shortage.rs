@@ -56,8 +56,7 @@ impl RefusedLog {
                 by_reason.insert(why.as_str().into(), since.into());
             }
         }
-        let up = shared.upstream_use(shared.current().http1_by_config);
-        let (cap, per_address) = shared.conn_caps.limits(up);
+        let (cap, per_address) = shared.caps_in_force();
         crate::log::event(
             "warn",
             "client connections refused at accept: a cap was reached (raise it, or find the client holding them)",

@@ -69,7 +69,7 @@ pub fn run(path: &str) -> Result<(), String> {
 fn print_open_files(cfg: &crate::config::Config, soft: u64, hard: u64) {
     let h1 = crate::fd_limit::streams_allowed(hard);
     let h2 = crate::state::descriptor_cap::clients_allowed(
-        usize::try_from(h1 * 2).unwrap_or(usize::MAX),
+        crate::fd_limit::budget(hard),
         Default::default(),
     );
     let by_settings = cfg.providers.iter().any(|p| p.endpoint.set_to_http1());

@@ -50,7 +50,10 @@ pub(super) fn admit(core: &Core, peer: std::net::IpAddr) -> Result<Ticket<'_>, R
     let generation = core.generation();
     let keyed = !generation.config.clients.is_open() || core.shared.managed_keys.load(Relaxed);
     let trusted = (generation.config.server.trusted_proxies.iter()).any(|n| n.contains(&peer));
-    let up = core.shared.upstream_use(generation.http1_by_config);
+    let up = crate::state::descriptor_cap::upstream_use(
+        &core.shared.metrics,
+        generation.http1_by_config,
+    );
     core.shared.conn_caps.admit(Some(peer), keyed, trusted, up)
 }
 

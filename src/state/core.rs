@@ -80,9 +80,10 @@ impl Shared {
             .clone()
     }
 
-    /// What the upstream side holds, for the client cap by descriptors.
-    pub fn upstream_use(&self, http1_by_config: bool) -> super::conn_caps::UpstreamUse {
-        super::descriptor_cap::upstream_use(&self.metrics, http1_by_config)
+    /// The client caps in force now (all connections, one address's), for the operator.
+    pub fn caps_in_force(&self) -> (usize, u32) {
+        let up = super::descriptor_cap::upstream_use(&self.metrics, self.current().http1_by_config);
+        self.conn_caps.limits(up)
     }
 
     /// The newest generation, for the cores to install (and the admin replica to size for).

@@ -154,17 +154,24 @@ fn a_goaway_mid_run_loses_no_stream_and_replays_none(driver: &str) {
     assert_eq!(sim.attempts(), 200);
 }
 
+/// A front with `faults` and a proxy (`auto`) in front of it, after `n` requests through it
+/// one by one, streamed and not by turns, each answered 200.
+fn served_one_by_one(driver: &str, faults: H2Faults, n: usize) -> (SimTls, Proxy) {
+    let sim = SimTls::start(sim_opts(3, 0), true, faults);
+    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
+    for i in 0..n {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", i % 2 == 0));
+        assert_eq!(r.status, 200, "request {i}: {}", r.text());
+    }
+    (sim, proxy)
+}
+
 fn a_refused_stream_is_sent_again_blaming_no_key(driver: &str) {
     let faults = H2Faults {
         refuse_every: 3,
         ..Default::default()
     };
-    let sim = SimTls::start(sim_opts(3, 0), true, faults);
-    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
-    for i in 0..30 {
-        let r = proxy.post("/v1/chat/completions", &[], &chat("m", i % 2 == 0));
-        assert_eq!(r.status, 200, "request {i}: {}", r.text());
-    }
+    let (sim, proxy) = served_one_by_one(driver, faults, 30);
     let refused = count(&sim.front(), "refused");
     assert!(refused >= 9, "{}", sim.front());
     assert_eq!(
@@ -338,12 +345,7 @@ fn a_server_that_requires_http1_is_reached_over_http1(driver: &str) {
         http1_required: 1,
         ..Default::default()
     };
-    let sim = SimTls::start(sim_opts(3, 0), true, faults);
-    let proxy = Proxy::start(driver, 1, "", &sim.config("auto", "m"));
-    for i in 0..10 {
-        let r = proxy.post("/v1/chat/completions", &[], &chat("m", i % 2 == 0));
-        assert_eq!(r.status, 200, "request {i}: {}", r.text());
-    }
+    let (sim, proxy) = served_one_by_one(driver, faults, 10);
     let front = sim.front();
     assert_eq!(
         count(&front, "refused"),
