@@ -88,6 +88,9 @@ pub enum ConnectError {
     EgressRefused(String),
     /// The provider's TLS refused Ringside's client certificate (`tls::refusal`).
     TlsRefused(String),
+    /// No HTTP/2 connection to the provider had room for a stream within the connect timeout,
+    /// and no other might be opened (`h2::room`).
+    NoRoom,
 }
 
 impl ConnectError {
@@ -97,7 +100,7 @@ impl ConnectError {
             ConnectError::Dns(_) => AttemptOutcome::DnsError,
             ConnectError::Connect(_) => AttemptOutcome::ConnectError,
             ConnectError::Local(_) => AttemptOutcome::LocalResources,
-            ConnectError::Timeout => AttemptOutcome::ConnectTimeout,
+            ConnectError::Timeout | ConnectError::NoRoom => AttemptOutcome::ConnectTimeout,
             ConnectError::Tls(_) => AttemptOutcome::TlsError,
             ConnectError::EgressRefused(_) => AttemptOutcome::EgressRefused,
             ConnectError::TlsRefused(_) => AttemptOutcome::TlsError,
@@ -112,6 +115,10 @@ impl std::fmt::Display for ConnectError {
             ConnectError::Connect(e) => write!(f, "connect failed: {e}"),
             ConnectError::Local(e) => write!(f, "no local resource for a new connection: {e}"),
             ConnectError::Timeout => f.write_str("connect timed out"),
+            ConnectError::NoRoom => f.write_str(
+                "no HTTP/2 connection to the provider had room for a stream within the connect \
+                 timeout (its servers take no more now, or this core holds its most connections)",
+            ),
             ConnectError::Tls(e) => write!(f, "TLS handshake failed: {e}"),
             ConnectError::EgressRefused(e) | ConnectError::TlsRefused(e) => f.write_str(e),
         }

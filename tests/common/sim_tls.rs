@@ -66,7 +66,17 @@ impl SimTls {
 
     /// The simulator with `opts`, its front offering HTTP/1.1 and HTTP/2 as `(http1, http2)`
     /// say, with `faults`.
-    pub fn start_offering(mut opts: SimOptions, offer: (bool, bool), faults: H2Faults) -> SimTls {
+    pub fn start_offering(opts: SimOptions, offer: (bool, bool), faults: H2Faults) -> SimTls {
+        SimTls::launch(opts, offer, 100, faults)
+    }
+
+    /// The simulator with `opts`, its front offering both and saying it takes `max_streams`
+    /// streams at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub fn start_taking(opts: SimOptions, max_streams: u32) -> SimTls {
+        SimTls::launch(opts, (true, true), max_streams, H2Faults::default())
+    }
+
+    fn launch(mut opts: SimOptions, offer: (bool, bool), max: u32, faults: H2Faults) -> SimTls {
         let dir = tempdir::new();
         let (ca_file, cert_file, key_file) = certificates(&dir.0);
         let mut tries = 0;
@@ -79,7 +89,7 @@ impl SimTls {
                 key_file: key_file.clone(),
                 http2: offer.1,
                 http1: offer.0,
-                max_streams: 100,
+                max_streams: max,
                 faults: faults.clone(),
                 relay_to: None,
             });

@@ -1,7 +1,7 @@
 //! HTTP/2 failures and a provider's keys, end to end on both drivers through the simulator's
 //! TLS front: streams on a dropped connection go again on their key (its connection failed,
 //! not the key), and a provider that speaks only HTTP/2 is probed over it while its breaker is
-//! open.
+//! open; a provider whose servers take no streams gets one connection, not one per request.
 
 use super::h2::{count, sim_opts, streams_at_once};
 use crate::both_drivers;
@@ -13,6 +13,7 @@ use std::time::Duration;
 both_drivers!(
     a_provider_that_speaks_only_http2_is_probed_over_http2,
     streams_on_a_dropped_connection_go_again_on_their_key,
+    a_server_that_takes_no_streams_gets_one_connection,
 );
 
 /// A provider whose servers speak HTTP/2 only (its front refuses an HTTP/1.1 handshake), with
@@ -91,4 +92,33 @@ fn streams_on_a_dropped_connection_go_again_on_their_key(driver: &str) {
         "not waiting out a's cooldown: {:?}",
         began.elapsed()
     );
+}
+
+/// A provider whose servers take no stream now (`SETTINGS_MAX_CONCURRENT_STREAMS` = 0): its
+/// connection's limit is waited on, within the connect timeout, rather than answered with a
+/// connection per request and per retry; each request ends with an error in its dialect.
+fn a_server_that_takes_no_streams_gets_one_connection(driver: &str) {
+    let sim = SimTls::start_taking(sim_opts(3, 0), 0);
+    let config = sim.config("auto", "m").replacen(
+        "[upstream]\n",
+        "[upstream]\nconnect_timeout_ms = 300\n",
+        1,
+    );
+    let proxy = Proxy::start(driver, 1, "", &config);
+    for i in 0..6 {
+        let r = proxy.post("/v1/chat/completions", &[], &chat("m", i % 2 == 0));
+        assert!(r.status >= 500, "request {i}: {} {}", r.status, r.text());
+        let body: serde_json::Value = serde_json::from_str(&r.text()).expect("a JSON error");
+        assert!(body["error"]["message"].is_string(), "{body}");
+    }
+    let front = sim.front();
+    assert_eq!(count(&front, "connections_h2"), 1, "{front}");
+    assert_eq!(sim.attempts(), 0, "nothing reached the model");
+    let m = proxy.metrics();
+    let waited = super::h2::metric_sum(
+        &m,
+        "ringside_upstream_attempts_total",
+        &["outcome=\"connect_timeout\""],
+    );
+    assert!(waited >= 1.0, "{m}");
 }

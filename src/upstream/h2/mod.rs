@@ -8,6 +8,11 @@
 //! room is what the provider's server said last (`SETTINGS_MAX_CONCURRENT_STREAMS`); where
 //! it never said, those waiting wait on for the new server's SETTINGS, a round trip, rather
 //! than send streams it may refuse (a server that takes 5 would refuse 95 of a burst).
+//!
+//! Another connection is not opened where the provider's servers take no streams now
+//! (`SETTINGS_MAX_CONCURRENT_STREAMS` = 0: a new one would say the same, and a storm of
+//! connections is what such a server sheds load against), nor past [`MAX_CONNECTIONS`] to one
+//! provider: requests then wait for room ([`room`]), within the connect timeout.
 
 mod answer;
 pub mod conn;
@@ -16,6 +21,7 @@ pub mod open;
 #[cfg(test)]
 mod pool_tests;
 pub mod request;
+pub mod room;
 pub mod shared;
 pub mod stream;
 #[cfg(test)]
@@ -31,6 +37,11 @@ use std::time::Duration;
 /// Streams Ringside opens on one connection at most, whatever the server allows: a lost
 /// connection fails at most this many streams.
 pub const MAX_STREAMS: usize = 100;
+
+/// HTTP/2 connections one core holds to one provider at most: 25,600 streams at a hundred
+/// each, more than a core's share of any descriptor limit; a server that takes a stream or two
+/// per connection gets a queue, not a connection per request.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// A connection being opened, which the requests that come meanwhile wait for.
 #[derive(Default)]
@@ -80,6 +91,8 @@ pub enum Pick {
     Wait(Rc<Opening>),
     /// Open one (the guard ends the opening).
     Open(OpenGuard),
+    /// None has room and no other may be opened: wait for room, then pick again.
+    Full(Rc<room::Room>),
     /// The provider's TLS chose HTTP/1.1 before: connect as HTTP/1.1.
     Http1,
 }
@@ -89,6 +102,8 @@ pub enum Pick {
 struct Origin {
     conns: Vec<H2Conn>,
     opening: Option<Rc<Opening>>,
+    /// Requests waiting for room on its connections (each connection tells it).
+    room: Rc<room::Room>,
     /// Its TLS chose HTTP/1.1 (`http2 = "auto"`), or its server required it: until then its
     /// connections are HTTP/1.1 ones, opened at once, side by side, and pooled as such; after
     /// it the next connection offers HTTP/2 again, the mark kept until one speaks it.
@@ -138,11 +153,18 @@ impl Origin {
 }
 
 /// A core's HTTP/2 connections.
-#[derive(Default)]
 pub struct H2Pool {
     origins: Vec<Origin>,
     /// How connections are PINGed (`[upstream]`), unless their provider's servers said less.
     pub ping: Ping,
+    /// Connections to one provider at most ([`MAX_CONNECTIONS`]; fewer in tests).
+    most: usize,
+}
+
+impl Default for H2Pool {
+    fn default() -> H2Pool {
+        H2Pool::new(Ping::default())
+    }
 }
 
 impl H2Pool {
@@ -150,6 +172,16 @@ impl H2Pool {
         H2Pool {
             origins: Vec::new(),
             ping,
+            most: MAX_CONNECTIONS,
+        }
+    }
+
+    /// A pool holding at most `most` connections to one provider.
+    #[cfg(test)]
+    pub fn at_most(most: usize) -> H2Pool {
+        H2Pool {
+            most,
+            ..H2Pool::default()
         }
     }
 
@@ -171,7 +203,7 @@ impl H2Pool {
 
     /// A stream for provider `key`, or what to do for one.
     pub fn pick(&mut self, key: usize, tls: bool) -> Pick {
-        let every = self.ping.every;
+        let (every, most) = (self.ping.every, self.most);
         let o = self.origin(key);
         o.let_go(every, |_| true);
         // (The clock is read for such a provider only.)
@@ -189,6 +221,10 @@ impl H2Pool {
         {
             opening.waiting.set(opening.waiting.get() + 1);
             return Pick::Wait(opening.clone());
+        }
+        let none_now = |c: &H2Conn| c.shared.settled.get() && c.shared.peer_max.get() == 0;
+        if o.conns.len() >= most || o.conns.iter().any(none_now) {
+            return Pick::Full(o.room.clone());
         }
         let opening = Rc::new(Opening::default());
         o.opening = Some(opening.clone());
@@ -218,6 +254,7 @@ impl H2Pool {
                 }
             }
         }
+        *conn.shared.room.borrow_mut() = Some(o.room.clone());
         let s = stream::H2Stream::on(&conn, tls);
         o.conns.push(conn);
         // It speaks HTTP/2 (again): its streams take no connection of their own.

@@ -13,6 +13,8 @@ pub async fn open(
     ep: &Endpoint,
     alpn: Alpn,
 ) -> Result<UpConn, ConnectError> {
+    // Waiting for room counts against the connect timeout, from the first wait.
+    let mut room_by = None;
     let guard = loop {
         // (The borrow ends before any wait.)
         let pick = c.h2.borrow_mut().pick(key, ep.tls);
@@ -20,6 +22,13 @@ pub async fn open(
             Pick::Ready(s) => return Ok(on_stream(s, true)),
             Pick::Wait(opening) => opening.wait().await,
             Pick::Open(guard) => break guard,
+            Pick::Full(room) => {
+                let by =
+                    *room_by.get_or_insert_with(|| crate::clock::instant() + c.connect_timeout);
+                if crate::timer::timeout_at(by, room.changed()).await.is_err() {
+                    return Err(ConnectError::NoRoom);
+                }
+            }
             // (Only a server's HTTP_1_1_REQUIRED says so to a provider that must speak HTTP/2.)
             Pick::Http1 if alpn == Alpn::H2 => {
                 return Err(ConnectError::Tls(

@@ -198,3 +198,64 @@ fn a_provider_found_speaking_http1_is_offered_http2_again_after_a_while() {
         };
     });
 }
+
+/// Until `room` has a request waiting on it.
+async fn one_waits(room: &super::room::Room) {
+    for _ in 0..200 {
+        if room.waiting() == 1 {
+            return;
+        }
+        monoio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("no request waits for room");
+}
+
+#[test]
+fn a_server_that_takes_no_streams_now_gets_no_other_connection() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::default());
+        let (opening, _first, mut server) = first_with_a_waiter(&pool, &listener).await;
+        say_limit(&mut server, 0).await;
+        opening.wait().await;
+        // Another connection would be told the same: wait for this one's server instead.
+        let Pick::Full(room) = pick(&pool) else {
+            panic!("its server takes no streams now: wait for room");
+        };
+        let waiter = monoio::spawn(async move { room.changed().await });
+        let Pick::Full(room) = pick(&pool) else {
+            panic!("still none");
+        };
+        one_waits(&room).await;
+        say_limit(&mut server, 5).await;
+        waiter.await;
+        let Pick::Ready(_second) = pick(&pool) else {
+            panic!("room, now that its server takes five");
+        };
+    });
+}
+
+#[test]
+fn past_its_most_connections_a_request_waits_for_a_stream_to_end() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::at_most(1));
+        let (opening, first, mut server) = first_with_a_waiter(&pool, &listener).await;
+        say_limit(&mut server, 1).await;
+        opening.wait().await;
+        let Pick::Full(room) = pick(&pool) else {
+            panic!("one connection, full, and no other allowed: wait");
+        };
+        let waiter = monoio::spawn(async move { room.changed().await });
+        let Pick::Full(room) = pick(&pool) else {
+            panic!("still full");
+        };
+        one_waits(&room).await;
+        drop(first);
+        waiter.await;
+        assert_eq!(room.waiting(), 0, "told");
+        let Pick::Ready(_second) = pick(&pool) else {
+            panic!("the first stream's place");
+        };
+    });
+}

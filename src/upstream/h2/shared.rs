@@ -29,6 +29,9 @@ pub struct Shared {
     pub settled: Cell<bool>,
     /// The opening whose waiters wait for that, having no limit to go by.
     pub opening: RefCell<Option<Rc<super::Opening>>>,
+    /// Requests waiting for room on its provider's connections (set as the pool takes it):
+    /// told when a stream ends, its server says a new limit or it takes no more streams.
+    pub room: RefCell<Option<Rc<super::room::Room>>>,
     /// Its task ended (the connection is closed) or it was told to go away: no new streams.
     pub closed: Cell<bool>,
     /// A stream already reported the connection's failure: its siblings' same failure is not
@@ -58,6 +61,21 @@ impl Shared {
         if let Some(o) = self.opening.take() {
             o.finish();
         }
+        self.room_changed();
+    }
+
+    /// It takes no more streams (told to go away, lost, or its server wants HTTP/1.1): it no
+    /// longer counts toward its provider's connections, so one waiting may open another.
+    pub fn close(&self) {
+        self.closed.set(true);
+        self.room_changed();
+    }
+
+    /// Those waiting for room look at the pool again.
+    fn room_changed(&self) {
+        if let Some(r) = &*self.room.borrow() {
+            r.tell_all();
+        }
     }
 
     /// A stream on it ended (counted from its making, [`Self::open`]): when it was the last,
@@ -67,6 +85,9 @@ impl Shared {
         self.open.set(open);
         if open == 0 {
             self.idle_since_ms.set(crate::clock::now_ms());
+        }
+        if let Some(r) = &*self.room.borrow() {
+            r.tell_one();
         }
     }
 }

@@ -208,7 +208,7 @@ impl State {
             // The server will not take this request over HTTP/2: unprocessed, it goes again
             // over HTTP/1.1, and so does every later one (no new stream here).
             self.shared.wants_http1.set(true);
-            self.shared.closed.set(true);
+            self.shared.close();
         }
         if let Some(slot) = self.slot(h.stream) {
             let f = if reason == Reason::REFUSED_STREAM || reason == Reason::HTTP_1_1_REQUIRED {

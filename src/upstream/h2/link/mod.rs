@@ -342,7 +342,7 @@ impl State {
     fn lost(&mut self, why: &str) {
         self.dead = true;
         self.forget_left();
-        self.shared.closed.set(true);
+        self.shared.close();
         for slot in &mut self.streams {
             slot.fail(Failure::ConnectionLost, why);
         }
