@@ -16,7 +16,7 @@ pub fn config(shared: &Shared) -> (u16, Value) {
             // Each applied reload makes the next generation; the last reload says how it went.
             "generation": generation.number,
             "last_reload": shared.reloads.last(),
-            "server": server(c),
+            "server": server(c, shared.caps_in_force()),
             "limits": {
                 "max_head_bytes": c.limits.max_head_bytes,
                 "max_headers": c.limits.max_headers,
@@ -50,7 +50,9 @@ pub fn config(shared: &Shared) -> (u16, Value) {
     )
 }
 
-fn server(c: &Config) -> Value {
+/// `caps`: the client caps in force now, all connections and one address's (where the
+/// settings say 0, what the open-file limit allows as the upstream is reached today).
+fn server(c: &Config, caps: (usize, u32)) -> Value {
     let s = &c.server;
     json!({
         "listen": s.listen.to_string(),
@@ -60,6 +62,8 @@ fn server(c: &Config) -> Value {
         "data_dir": s.data_dir,
         "admin_token": if s.admin_token.is_some() { "set" } else { "not set" },
         "max_connections": s.max_connections,
+        "max_connections_now": caps.0,
+        "max_connections_per_address_now": caps.1,
         "shutdown_grace_ms": s.shutdown_grace.as_millis() as u64,
         "drain_delay_ms": s.drain_delay.as_millis() as u64,
         "access_log": s.access_log,

@@ -30,6 +30,10 @@ fn over_http2_a_client_takes_one_descriptor(driver: &str) {
     let sim = SimTls::start(sim_opts(8, 250), true, H2Faults::default());
     let proxy = Proxy::start(driver, 1, UNDER_400, &sim.config("auto", "m"));
     assert_eq!(limit(&proxy), 331.0, "{}", proxy.metrics());
+    // The running config says the setting and the cap it comes to now.
+    let (_, cfg) = proxy.admin("GET", "/admin/config");
+    assert_eq!(cfg["server"]["max_connections"], 0, "{cfg}");
+    assert_eq!(cfg["server"]["max_connections_now"], 331, "{cfg}");
     assert_eq!(streams_at_once(&proxy, 250), 250, "every stream whole");
     let m = proxy.metrics();
     let refused = metric_sum(&m, "ringside_connections_refused_total", &[]);
