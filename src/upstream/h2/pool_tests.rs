@@ -199,11 +199,19 @@ fn a_provider_found_speaking_http1_is_offered_http2_again_after_a_while() {
     });
 }
 
-/// Until `room` has a request waiting on it.
-async fn one_waits(room: &super::room::Room) {
+/// A request waiting for room on provider 0's connections (none has any, and no other may be
+/// opened): the room, and the wait, once it is on the room's list.
+async fn waits_for_room(
+    pool: &RefCell<H2Pool>,
+) -> (Rc<super::room::Room>, monoio::task::JoinHandle<()>) {
+    let Pick::Full(room) = pick(pool) else {
+        panic!("no room, and no other connection to open: wait");
+    };
+    let waiting = room.clone();
+    let waiter = monoio::spawn(async move { waiting.changed().await });
     for _ in 0..200 {
         if room.waiting() == 1 {
-            return;
+            return (room, waiter);
         }
         monoio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -219,14 +227,7 @@ fn a_server_that_takes_no_streams_now_gets_no_other_connection() {
         say_limit(&mut server, 0).await;
         opening.wait().await;
         // Another connection would be told the same: wait for this one's server instead.
-        let Pick::Full(room) = pick(&pool) else {
-            panic!("its server takes no streams now: wait for room");
-        };
-        let waiter = monoio::spawn(async move { room.changed().await });
-        let Pick::Full(room) = pick(&pool) else {
-            panic!("still none");
-        };
-        one_waits(&room).await;
+        let (_, waiter) = waits_for_room(&pool).await;
         say_limit(&mut server, 5).await;
         waiter.await;
         let Pick::Ready(_second) = pick(&pool) else {
@@ -243,14 +244,7 @@ fn past_its_most_connections_a_request_waits_for_a_stream_to_end() {
         let (opening, first, mut server) = first_with_a_waiter(&pool, &listener).await;
         say_limit(&mut server, 1).await;
         opening.wait().await;
-        let Pick::Full(room) = pick(&pool) else {
-            panic!("one connection, full, and no other allowed: wait");
-        };
-        let waiter = monoio::spawn(async move { room.changed().await });
-        let Pick::Full(room) = pick(&pool) else {
-            panic!("still full");
-        };
-        one_waits(&room).await;
+        let (room, waiter) = waits_for_room(&pool).await;
         drop(first);
         waiter.await;
         assert_eq!(room.waiting(), 0, "told");
