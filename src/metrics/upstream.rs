@@ -99,6 +99,9 @@ pub struct H2Figures {
     pub open: [AtomicU64; 2],
     /// GOAWAYs received since start, by [`GOAWAY_KINDS`].
     pub goaways: [AtomicU64; 3],
+    /// Requests that waited for room on a provider's connections (`h2::room`): and found it, or
+    /// found none within the connect timeout.
+    pub room_waits: [AtomicU64; 2],
     /// A provider set to HTTP/2 where offered is reached over HTTP/1.1 on this core
     /// (`H2Pool::any_http1`): its streams take two descriptors each.
     pub http1: std::sync::atomic::AtomicBool,
@@ -123,6 +126,17 @@ pub(super) fn h2(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
             "ringside_upstream_h2_goaways_total{{kind=\"{kind}\"}} {n}"
         );
     }
+    pair(
+        out,
+        cores,
+        (
+            "ringside_upstream_h2_room_waits_total",
+            "outcome",
+            ["room", "none"],
+        ),
+        "Requests that waited for room on a provider's HTTP/2 connections (its servers took no more streams, or the core held its most connections to it): found room, or none within the connect timeout.",
+        |c| &c.h2.room_waits,
+    );
     let sum = |i: usize| -> u64 { cores.iter().map(|c| c.h2.open[i].load(Relaxed)).sum() };
     let _ = writeln!(
         out,

@@ -121,4 +121,11 @@ fn a_server_that_takes_no_streams_gets_one_connection(driver: &str) {
         &["outcome=\"connect_timeout\""],
     );
     assert!(waited >= 1.0, "{m}");
+    let none = super::h2::metric_sum(
+        &m,
+        "ringside_upstream_h2_room_waits_total",
+        &["outcome=\"none\""],
+    );
+    // (The breaker's probes wait for room too.)
+    assert!(none >= waited, "each such attempt waited for room: {m}");
 }

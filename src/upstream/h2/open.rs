@@ -6,6 +6,7 @@ use super::super::stream::Layered;
 use super::super::{ConnectError, Connector, UpConn, UpStream, tls::Alpn};
 use super::{Opener, Pick};
 use crate::config::Endpoint;
+use std::sync::atomic::Ordering::Relaxed;
 
 pub async fn open(
     c: &Connector,
@@ -13,22 +14,21 @@ pub async fn open(
     ep: &Endpoint,
     alpn: Alpn,
 ) -> Result<UpConn, ConnectError> {
-    // Waiting for room counts against the connect timeout, from the first wait.
-    let mut room_by = None;
+    let mut room_wait = RoomWait(None);
     let guard = loop {
         // (The borrow ends before any wait.)
         let pick = c.h2.borrow_mut().pick(key, ep.tls);
         match pick {
-            Pick::Ready(s) => return Ok(on_stream(s, true)),
-            Pick::Wait(opening) => opening.wait().await,
-            Pick::Open(guard) => break guard,
-            Pick::Full(room) => {
-                let by =
-                    *room_by.get_or_insert_with(|| crate::clock::instant() + c.connect_timeout);
-                if crate::timer::timeout_at(by, room.changed()).await.is_err() {
-                    return Err(ConnectError::NoRoom);
-                }
+            Pick::Ready(s) => {
+                room_wait.found(c);
+                return Ok(on_stream(s, true));
             }
+            Pick::Wait(opening) => opening.wait().await,
+            Pick::Open(guard) => {
+                room_wait.found(c);
+                break guard;
+            }
+            Pick::Full(room) => room_wait.until_told(c, &room).await?,
             // (Only a server's HTTP_1_1_REQUIRED says so to a provider that must speak HTTP/2.)
             Pick::Http1 if alpn == Alpn::H2 => {
                 return Err(ConnectError::Tls(
@@ -61,6 +61,36 @@ pub async fn open(
     let conn = super::conn::start(made.stream, made.fd, ping, origin);
     let stream = c.h2.borrow_mut().add(&opener.guard, conn, ep.tls);
     Ok(on_stream(stream, false))
+}
+
+/// A request's wait for room on its provider's connections ([`Pick::Full`]): it may last the
+/// connect timeout, counted from the first wait (`None` until then).
+struct RoomWait(Option<std::time::Instant>);
+
+impl RoomWait {
+    /// Until the room is told of a change (the caller looks at the pool again), or
+    /// [`ConnectError::NoRoom`] when the time is up.
+    async fn until_told(
+        &mut self,
+        c: &Connector,
+        room: &super::room::Room,
+    ) -> Result<(), ConnectError> {
+        let by = *self
+            .0
+            .get_or_insert_with(|| crate::clock::instant() + c.connect_timeout);
+        if crate::timer::timeout_at(by, room.changed()).await.is_err() {
+            c.metrics.h2.room_waits[1].fetch_add(1, Relaxed);
+            return Err(ConnectError::NoRoom);
+        }
+        Ok(())
+    }
+
+    /// It found a stream, or a connection of its own to open: counted if it waited.
+    fn found(&self, c: &Connector) {
+        if self.0.is_some() {
+            c.metrics.h2.room_waits[0].fetch_add(1, Relaxed);
+        }
+    }
 }
 
 /// A stream as the request path's connection. `reused`: on a connection that served before
