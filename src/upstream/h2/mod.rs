@@ -125,6 +125,24 @@ const HTTP1_RECHECK_MS: u64 = 10 * 60 * 1000;
 const MAX_PING_EVERY: Duration = Duration::from_secs(3_600);
 
 impl Origin {
+    /// What its servers said last, from its newest live connection whose server spoke (one
+    /// that ended settled with nothing said is no longer usable). Learned where none has room
+    /// and as a connection opens, not on every pick.
+    fn learn_max(&mut self) {
+        let spoke = |c: &&H2Conn| c.usable() && c.shared.settled.get();
+        if let Some(c) = self.conns.iter().rev().find(spoke) {
+            self.known_max = Some(c.shared.peer_max.get());
+        }
+    }
+
+    /// Requests that may wait for a connection being opened, beside its opener: what a new
+    /// connection will take less the opener's stream (so a burst to a server that takes a
+    /// few streams a connection opens that many connections at once, not one after another).
+    fn may_wait(&self) -> usize {
+        let takes = self.known_max.map_or(MAX_STREAMS, |m| m.min(MAX_STREAMS));
+        takes.saturating_sub(1)
+    }
+
     /// Let go of the connections that take no more streams (`keep`: also those it wants
     /// gone), learning from each: one its server sent away for too many PINGs doubles the
     /// interval of the connections opened after it (gRPC's client keepalive does the same);
@@ -215,9 +233,10 @@ impl H2Pool {
         if let Some(c) = o.conns.iter().find(|c| c.has_room(MAX_STREAMS)) {
             return Pick::Ready(stream::H2Stream::on(c, tls));
         }
+        o.learn_max();
         if let Some(opening) = &o.opening
             && !opening.done.get()
-            && opening.waiting.get() < MAX_STREAMS - 1
+            && opening.waiting.get() < o.may_wait()
         {
             opening.waiting.set(opening.waiting.get() + 1);
             return Pick::Wait(opening.clone());
@@ -240,11 +259,7 @@ impl H2Pool {
     /// for it pick again) only once the new server does.
     pub fn add(&mut self, guard: &OpenGuard, conn: H2Conn, tls: bool) -> stream::H2Stream {
         let o = self.origin(guard.key);
-        // Learned as a connection opens, not on every pick: a live connection whose server
-        // spoke (one that ended settled with nothing said, and is no longer usable).
-        if let Some(c) = (o.conns.iter().rev()).find(|c| c.usable() && c.shared.settled.get()) {
-            o.known_max = Some(c.shared.peer_max.get());
-        }
+        o.learn_max();
         if !conn.shared.settled.get() {
             match o.known_max {
                 Some(max) => conn.shared.peer_max.set(max),

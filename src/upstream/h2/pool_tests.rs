@@ -253,3 +253,26 @@ fn past_its_most_connections_a_request_waits_for_a_stream_to_end() {
         };
     });
 }
+
+#[test]
+fn a_burst_opens_as_many_connections_at_once_as_the_servers_limit_needs() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::default());
+        let (opening, _first, mut server) = first_with_a_waiter(&pool, &listener).await;
+        say_limit(&mut server, 2).await;
+        opening.wait().await;
+        let Pick::Ready(_second) = pick(&pool) else {
+            panic!("room for two on the first");
+        };
+        // Two streams a connection: a new one has room for its opener and one more.
+        let Pick::Open(_a) = pick(&pool) else {
+            panic!("full: open a second");
+        };
+        assert!(matches!(pick(&pool), Pick::Wait(_)), "one waits for it");
+        assert!(
+            matches!(pick(&pool), Pick::Open(_)),
+            "the next opens a third at once, not once the second is made"
+        );
+    });
+}
