@@ -327,6 +327,7 @@ async fn connect(
         let verdict = match e {
             ConnectError::EgressRefused(_) => classify::refused_on_the_way(Reason::EgressRefused),
             ConnectError::TlsRefused(_) => classify::refused_on_the_way(Reason::TlsRefused),
+            ConnectError::NoRoom => classify::no_room(),
             _ => classify::transport(matches!(e, ConnectError::Timeout)),
         };
         // Ringside's own shortage is self-inflicted: no cooldown, no breaker failure.

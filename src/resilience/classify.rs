@@ -309,6 +309,17 @@ pub fn transport(timeout: bool) -> Verdict {
     }
 }
 
+/// No HTTP/2 connection to the provider had room for a stream within the connect timeout (its
+/// servers took no more): every key shares those connections, so every one cools, with the
+/// backoff of a timeout, and the request moves to another provider at once rather than wait
+/// again on each key.
+pub fn no_room() -> Verdict {
+    Verdict {
+        scope: Scope::Provider,
+        ..transport(true)
+    }
+}
+
 /// The way to the provider refused what its settings say (`reason`: the egress proxy refused
 /// the tunnel, `EgressRefused`, or the provider's TLS the client certificate, `TlsRefused`):
 /// no request reached the provider, and any of its keys would meet the same refusal, so every

@@ -333,3 +333,13 @@ fn an_edges_page_about_the_client_certificate_is_a_refusal_on_the_way() {
     );
     assert_ne!(quoted.reason, Reason::TlsRefused);
 }
+
+/// No room on the provider's HTTP/2 connections is the provider's: every key shares them.
+#[test]
+fn no_room_on_the_providers_connections_cools_every_key() {
+    let v = super::no_room();
+    assert_eq!(v.scope, Scope::Provider);
+    assert_eq!(v.reason, Reason::Timeout);
+    assert!(v.retryable, "another provider may serve");
+    assert!(v.reason.trips_breaker());
+}
