@@ -99,9 +99,10 @@ fn streams_on_a_dropped_connection_go_again_on_their_key(driver: &str) {
 /// connection per request and per retry; each request ends with an error in its dialect.
 fn a_server_that_takes_no_streams_gets_one_connection(driver: &str) {
     let sim = SimTls::start_taking(sim_opts(3, 0), 0);
+    // Each wait for room short, and so each request's wait for its keys to cool.
     let config = sim.config("auto", "m").replacen(
         "[upstream]\n",
-        "[upstream]\nconnect_timeout_ms = 300\n",
+        "[resilience]\nmax_wait_ms = 500\n\n[upstream]\nconnect_timeout_ms = 300\n",
         1,
     );
     let proxy = Proxy::start(driver, 1, "", &config);

@@ -241,7 +241,11 @@ impl H2Pool {
             opening.waiting.set(opening.waiting.get() + 1);
             return Pick::Wait(opening.clone());
         }
-        let none_now = |c: &H2Conn| c.shared.settled.get() && c.shared.peer_max.get() == 0;
+        // A server that said it takes none: its connection, or a new one while the provider's
+        // last word was that (until its own server speaks).
+        let said_none = o.known_max == Some(0);
+        let none_now =
+            |c: &H2Conn| c.shared.peer_max.get() == 0 && (said_none || c.shared.settled.get());
         if o.conns.len() >= most || o.conns.iter().any(none_now) {
             return Pick::Full(o.room.clone());
         }
@@ -262,8 +266,9 @@ impl H2Pool {
         o.learn_max();
         if !conn.shared.settled.get() {
             match o.known_max {
-                Some(max) => conn.shared.peer_max.set(max),
-                None => {
+                Some(max) if max > 0 => conn.shared.peer_max.set(max),
+                // Never said, or said none: those waiting wait for this one's server.
+                _ => {
                     *conn.shared.opening.borrow_mut() = Some(guard.opening.clone());
                     guard.handed.set(true);
                 }

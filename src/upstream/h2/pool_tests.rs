@@ -276,3 +276,28 @@ fn a_burst_opens_as_many_connections_at_once_as_the_servers_limit_needs() {
         );
     });
 }
+
+#[test]
+fn after_a_server_said_none_others_wait_for_a_new_connections_server_to_speak() {
+    on_driver(true, async {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pool = RefCell::new(H2Pool::default());
+        let (opening, first, mut server) = first_with_a_waiter(&pool, &listener).await;
+        say_limit(&mut server, 0).await;
+        opening.wait().await;
+        assert!(matches!(pick(&pool), Pick::Full(_)), "it takes none now");
+        drop((first, server));
+        gone(&pool).await;
+        let Pick::Open(guard) = pick(&pool) else {
+            panic!("none left: open one to ask again");
+        };
+        let (_second, mut server) = opened(&pool, &listener, guard).await;
+        // The provider's last word was none: no third connection before this one's answer.
+        let (_, waiter) = waits_for_room(&pool).await;
+        say_limit(&mut server, 3).await;
+        waiter.await;
+        let Pick::Ready(_third) = pick(&pool) else {
+            panic!("room, once its server said three");
+        };
+    });
+}
