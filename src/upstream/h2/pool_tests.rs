@@ -199,6 +199,19 @@ fn a_provider_found_speaking_http1_is_offered_http2_again_after_a_while() {
     });
 }
 
+/// A provider's first connection, its server having said it takes `max` streams (heard):
+/// the opener's stream and the server's end.
+async fn first_saying(
+    pool: &RefCell<H2Pool>,
+    listener: &TcpListener,
+    max: u32,
+) -> (super::stream::H2Stream, TcpStream) {
+    let (opening, first, mut server) = first_with_a_waiter(pool, listener).await;
+    say_limit(&mut server, max).await;
+    opening.wait().await;
+    (first, server)
+}
+
 /// A request waiting for room on provider 0's connections (none has any, and no other may be
 /// opened): the room, and the wait, once it is on the room's list.
 async fn waits_for_room(
@@ -223,9 +236,7 @@ fn a_server_that_takes_no_streams_now_gets_no_other_connection() {
     on_driver(true, async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::default());
-        let (opening, _first, mut server) = first_with_a_waiter(&pool, &listener).await;
-        say_limit(&mut server, 0).await;
-        opening.wait().await;
+        let (_first, mut server) = first_saying(&pool, &listener, 0).await;
         // Another connection would be told the same: wait for this one's server instead.
         let (_, waiter) = waits_for_room(&pool).await;
         say_limit(&mut server, 5).await;
@@ -241,9 +252,7 @@ fn past_its_most_connections_a_request_waits_for_a_stream_to_end() {
     on_driver(true, async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::at_most(1));
-        let (opening, first, mut server) = first_with_a_waiter(&pool, &listener).await;
-        say_limit(&mut server, 1).await;
-        opening.wait().await;
+        let (first, _server) = first_saying(&pool, &listener, 1).await;
         let (room, waiter) = waits_for_room(&pool).await;
         drop(first);
         waiter.await;
@@ -259,9 +268,7 @@ fn a_burst_opens_as_many_connections_at_once_as_the_servers_limit_needs() {
     on_driver(true, async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::default());
-        let (opening, _first, mut server) = first_with_a_waiter(&pool, &listener).await;
-        say_limit(&mut server, 2).await;
-        opening.wait().await;
+        let (_first, _server) = first_saying(&pool, &listener, 2).await;
         let Pick::Ready(_second) = pick(&pool) else {
             panic!("room for two on the first");
         };
@@ -282,9 +289,7 @@ fn after_a_server_said_none_others_wait_for_a_new_connections_server_to_speak() 
     on_driver(true, async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::default());
-        let (opening, first, mut server) = first_with_a_waiter(&pool, &listener).await;
-        say_limit(&mut server, 0).await;
-        opening.wait().await;
+        let (first, server) = first_saying(&pool, &listener, 0).await;
         assert!(matches!(pick(&pool), Pick::Full(_)), "it takes none now");
         drop((first, server));
         gone(&pool).await;
