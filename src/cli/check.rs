@@ -63,7 +63,6 @@ pub fn run(path: &str) -> Result<(), String> {
     }
 }
 
-/// Where the queue budgets shown by `check` come from.
 /// What the open-file limit allows, and which figure the default client cap takes for this
 /// config (`state::descriptor_cap`).
 fn print_open_files(cfg: &crate::config::Config, soft: u64, hard: u64) {
@@ -88,6 +87,7 @@ fn print_open_files(cfg: &crate::config::Config, soft: u64, hard: u64) {
     );
 }
 
+/// Where the queue budgets shown by `check` come from.
 fn budget_sources() -> String {
     let names: Vec<String> = crate::flow::settings::Knob::ALL
         .iter()
