@@ -31,7 +31,6 @@ pub use conn::Ping;
 use conn::H2Conn;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::task::Waker;
 use std::time::Duration;
 
 /// Streams Ringside opens on one connection at most, whatever the server allows: a lost
@@ -49,27 +48,21 @@ pub struct Opening {
     /// Requests waiting for it (it has room for [`MAX_STREAMS`] less the one that opens it).
     waiting: Cell<usize>,
     done: Cell<bool>,
-    wakers: RefCell<Vec<Waker>>,
+    /// Those waiting, told when it ends.
+    told: room::Room,
 }
 
 impl Opening {
     pub(super) fn finish(&self) {
         self.done.set(true);
-        for w in self.wakers.borrow_mut().drain(..) {
-            w.wake();
-        }
+        self.told.tell_all();
     }
 
     /// Wait until the opening ends (opened or not: the caller looks at the pool again).
     pub async fn wait(&self) {
-        std::future::poll_fn(|cx| {
-            if self.done.get() {
-                return std::task::Poll::Ready(());
-            }
-            self.wakers.borrow_mut().push(cx.waker().clone());
-            std::task::Poll::Pending
-        })
-        .await;
+        while !self.done.get() {
+            self.told.changed().await;
+        }
         self.waiting.set(self.waiting.get().saturating_sub(1));
     }
 }

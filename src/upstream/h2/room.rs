@@ -1,7 +1,8 @@
 //! Requests waiting for room on a provider's HTTP/2 connections, when none has room and no
 //! other may be opened (its servers take no streams now, or the core holds
 //! [`super::MAX_CONNECTIONS`] to it): woken when a stream on one ends, a server says a new
-//! limit, or a connection goes, each then looking at the pool again.
+//! limit, or a connection goes, each then looking at the pool again. The same list holds
+//! those waiting for a connection being opened (`super::Opening`), told when it ends.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
