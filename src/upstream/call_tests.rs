@@ -89,3 +89,67 @@ fn a_refused_probe_stream_goes_once_more() {
         assert_eq!(probe_once_refused(uring, 2), (None, 2), "uring {uring}");
     }
 }
+
+/// Serve HTTP/2 on one connection, taking `max` streams at once and answering none (each
+/// stream stays open until the client goes).
+async fn holding(listener: TcpListener, max: u32) {
+    let (tcp, _) = listener.accept().await.expect("accept");
+    let mut conn = monoio_http::h2::server::Builder::new()
+        .max_concurrent_streams(max)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .expect("server handshake");
+    let mut held = Vec::new();
+    while let Some(Ok(stream)) = conn.accept().await {
+        held.push(stream);
+    }
+}
+
+/// A request that finds every connection full and may open no other waits the connect
+/// timeout, then fails by why: the provider's servers taking no streams (`NoRoom`, every
+/// key's concern) or this core's own connection limit (`OwnLimit`, a local shortage).
+fn second_request_waits(uring: bool, server_max: u32) -> super::ConnectError {
+    on_driver(uring, async move {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        monoio::spawn(holding(listener, server_max));
+        let endpoint = Endpoint {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port,
+            base_path: "/v1".into(),
+            via: None,
+            own_tls: None,
+            http2: Http2::Always,
+        };
+        let mut c = connector();
+        c.h2 = RefCell::new(super::h2::H2Pool::at_most(1));
+        c.connect_timeout = Duration::from_millis(200);
+        let first = c.open(0, &endpoint).await.expect("the first takes the connection");
+        // Until the server's SETTINGS are in (before them the pool cannot tell why).
+        for _ in 0..400 {
+            if matches!(c.h2.borrow_mut().pick(0, false), super::h2::Pick::Full(..)) {
+                break;
+            }
+            monoio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let Err(e) = c.open(0, &endpoint).await else {
+            panic!("no room for a second stream");
+        };
+        drop(first);
+        e
+    })
+}
+
+#[test]
+fn a_wait_for_room_that_runs_out_says_whose_limit_it_met() {
+    use crate::audit::AttemptOutcome;
+    for uring in [true, false] {
+        let e = second_request_waits(uring, 0);
+        assert!(matches!(e, super::ConnectError::NoRoom), "{e}");
+        assert_eq!(e.outcome(), AttemptOutcome::ConnectTimeout);
+        let e = second_request_waits(uring, 1);
+        assert!(matches!(e, super::ConnectError::OwnLimit), "{e}");
+        assert_eq!(e.outcome(), AttemptOutcome::LocalResources, "blames no key");
+    }
+}

@@ -89,8 +89,11 @@ pub enum ConnectError {
     /// The provider's TLS refused Ringside's client certificate (`tls::refusal`).
     TlsRefused(String),
     /// No HTTP/2 connection to the provider had room for a stream within the connect timeout,
-    /// and no other might be opened (`h2::room`).
+    /// its servers taking no more streams now (`h2::room`).
     NoRoom,
+    /// No HTTP/2 connection to the provider had room within the connect timeout, and this core
+    /// holds its most (`h2::MAX_CONNECTIONS`): Ringside's own limit, which blames no key.
+    OwnLimit,
 }
 
 impl ConnectError {
@@ -99,7 +102,7 @@ impl ConnectError {
         match self {
             ConnectError::Dns(_) => AttemptOutcome::DnsError,
             ConnectError::Connect(_) => AttemptOutcome::ConnectError,
-            ConnectError::Local(_) => AttemptOutcome::LocalResources,
+            ConnectError::Local(_) | ConnectError::OwnLimit => AttemptOutcome::LocalResources,
             ConnectError::Timeout | ConnectError::NoRoom => AttemptOutcome::ConnectTimeout,
             ConnectError::Tls(_) => AttemptOutcome::TlsError,
             ConnectError::EgressRefused(_) => AttemptOutcome::EgressRefused,
@@ -117,7 +120,13 @@ impl std::fmt::Display for ConnectError {
             ConnectError::Timeout => f.write_str("connect timed out"),
             ConnectError::NoRoom => f.write_str(
                 "no HTTP/2 connection to the provider had room for a stream within the connect \
-                 timeout (its servers take no more now, or this core holds its most connections)",
+                 timeout (its servers take no more now)",
+            ),
+            ConnectError::OwnLimit => write!(
+                f,
+                "every HTTP/2 connection this core may hold to the provider ({}) stayed full \
+                 through the connect timeout",
+                h2::MAX_CONNECTIONS
             ),
             ConnectError::Tls(e) => write!(f, "TLS handshake failed: {e}"),
             ConnectError::EgressRefused(e) | ConnectError::TlsRefused(e) => f.write_str(e),

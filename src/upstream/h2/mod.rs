@@ -84,10 +84,20 @@ pub enum Pick {
     Wait(Rc<Opening>),
     /// Open one (the guard ends the opening).
     Open(OpenGuard),
-    /// None has room and no other may be opened: wait for room, then pick again.
-    Full(Rc<room::Room>),
+    /// None has room and no other may be opened (why): wait for room, then pick again.
+    Full(Rc<room::Room>, Crowded),
     /// The provider's TLS chose HTTP/1.1 before: connect as HTTP/1.1.
     Http1,
+}
+
+/// Why a request found no room and may open no connection: a wait that runs out is the
+/// provider's concern in the first case and Ringside's own in the second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Crowded {
+    /// A server of the provider says it takes no streams now (a new connection would too).
+    TakesNone,
+    /// This core holds its most connections to the provider ([`MAX_CONNECTIONS`]), all full.
+    OwnLimit,
 }
 
 /// Per provider (by index): its connections and the one being opened.
@@ -239,8 +249,11 @@ impl H2Pool {
         let said_none = o.known_max == Some(0);
         let none_now =
             |c: &H2Conn| c.shared.peer_max.get() == 0 && (said_none || c.shared.settled.get());
-        if o.conns.len() >= most || o.conns.iter().any(none_now) {
-            return Pick::Full(o.room.clone());
+        if o.conns.iter().any(none_now) {
+            return Pick::Full(o.room.clone(), Crowded::TakesNone);
+        }
+        if o.conns.len() >= most {
+            return Pick::Full(o.room.clone(), Crowded::OwnLimit);
         }
         let opening = Rc::new(Opening::default());
         o.opening = Some(opening.clone());

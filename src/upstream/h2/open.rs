@@ -4,7 +4,7 @@
 
 use super::super::stream::Layered;
 use super::super::{ConnectError, Connector, UpConn, UpStream, tls::Alpn};
-use super::{Opener, Pick};
+use super::{Crowded, Opener, Pick};
 use crate::config::Endpoint;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -28,7 +28,7 @@ pub async fn open(
                 room_wait.found(c);
                 break guard;
             }
-            Pick::Full(room) => room_wait.until_told(c, &room).await?,
+            Pick::Full(room, why) => room_wait.until_told(c, &room, why).await?,
             // (Only a server's HTTP_1_1_REQUIRED says so to a provider that must speak HTTP/2.)
             Pick::Http1 if alpn == Alpn::H2 => {
                 return Err(ConnectError::Tls(
@@ -68,19 +68,24 @@ pub async fn open(
 struct RoomWait(Option<std::time::Instant>);
 
 impl RoomWait {
-    /// Until the room is told of a change (the caller looks at the pool again), or
-    /// [`ConnectError::NoRoom`] when the time is up.
+    /// Until the room is told of a change (the caller looks at the pool again), or, when the
+    /// time is up, [`ConnectError::NoRoom`] (the provider's servers take none) or
+    /// [`ConnectError::OwnLimit`] (this core's most connections, all full), by the last look.
     async fn until_told(
         &mut self,
         c: &Connector,
         room: &super::room::Room,
+        why: Crowded,
     ) -> Result<(), ConnectError> {
         let by = *self
             .0
             .get_or_insert_with(|| crate::clock::instant() + c.connect_timeout);
         if crate::timer::timeout_at(by, room.changed()).await.is_err() {
             c.metrics.h2.room_waits[1].fetch_add(1, Relaxed);
-            return Err(ConnectError::NoRoom);
+            return Err(match why {
+                Crowded::TakesNone => ConnectError::NoRoom,
+                Crowded::OwnLimit => ConnectError::OwnLimit,
+            });
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! those waiting on a new connection go by the limit its server gives, not by a guess.
 
 use super::conn::{self, Ping};
-use super::{H2Pool, Opener, Pick};
+use super::{Crowded, H2Pool, Opener, Pick};
 use crate::http::h2frame as frame;
 use crate::test_driver::on_driver;
 use crate::upstream::UpStream;
@@ -213,13 +213,15 @@ async fn first_saying(
 }
 
 /// A request waiting for room on provider 0's connections (none has any, and no other may be
-/// opened): the room, and the wait, once it is on the room's list.
+/// opened, `why`): the room, and the wait, once it is on the room's list.
 async fn waits_for_room(
     pool: &RefCell<H2Pool>,
+    why: Crowded,
 ) -> (Rc<super::room::Room>, monoio::task::JoinHandle<()>) {
-    let Pick::Full(room) = pick(pool) else {
+    let Pick::Full(room, found) = pick(pool) else {
         panic!("no room, and no other connection to open: wait");
     };
+    assert_eq!(found, why, "why it waits");
     let waiting = room.clone();
     let waiter = monoio::spawn(async move { waiting.changed().await });
     for _ in 0..200 {
@@ -238,7 +240,7 @@ fn a_server_that_takes_no_streams_now_gets_no_other_connection() {
         let pool = RefCell::new(H2Pool::default());
         let (_first, mut server) = first_saying(&pool, &listener, 0).await;
         // Another connection would be told the same: wait for this one's server instead.
-        let (_, waiter) = waits_for_room(&pool).await;
+        let (_, waiter) = waits_for_room(&pool, Crowded::TakesNone).await;
         say_limit(&mut server, 5).await;
         waiter.await;
         let Pick::Ready(_second) = pick(&pool) else {
@@ -253,7 +255,8 @@ fn past_its_most_connections_a_request_waits_for_a_stream_to_end() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::at_most(1));
         let (first, _server) = first_saying(&pool, &listener, 1).await;
-        let (room, waiter) = waits_for_room(&pool).await;
+        // Ringside's own limit, not the provider's word: a wait that runs out blames no key.
+        let (room, waiter) = waits_for_room(&pool, Crowded::OwnLimit).await;
         drop(first);
         waiter.await;
         assert_eq!(room.waiting(), 0, "told");
@@ -290,7 +293,10 @@ fn after_a_server_said_none_others_wait_for_a_new_connections_server_to_speak() 
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let pool = RefCell::new(H2Pool::default());
         let (first, server) = first_saying(&pool, &listener, 0).await;
-        assert!(matches!(pick(&pool), Pick::Full(_)), "it takes none now");
+        assert!(
+            matches!(pick(&pool), Pick::Full(_, Crowded::TakesNone)),
+            "it takes none now"
+        );
         drop((first, server));
         gone(&pool).await;
         let Pick::Open(guard) = pick(&pool) else {
@@ -298,7 +304,7 @@ fn after_a_server_said_none_others_wait_for_a_new_connections_server_to_speak() 
         };
         let (_second, mut server) = opened(&pool, &listener, guard).await;
         // The provider's last word was none: no third connection before this one's answer.
-        let (_, waiter) = waits_for_room(&pool).await;
+        let (_, waiter) = waits_for_room(&pool, Crowded::TakesNone).await;
         say_limit(&mut server, 3).await;
         waiter.await;
         let Pick::Ready(_third) = pick(&pool) else {
