@@ -125,7 +125,10 @@ fn second_request_waits(uring: bool, server_max: u32) -> super::ConnectError {
         let mut c = connector();
         c.h2 = RefCell::new(super::h2::H2Pool::at_most(1));
         c.connect_timeout = Duration::from_millis(200);
-        let first = c.open(0, &endpoint).await.expect("the first takes the connection");
+        let first = c
+            .open(0, &endpoint)
+            .await
+            .expect("the first takes the connection");
         // Until the server's SETTINGS are in (before them the pool cannot tell why).
         for _ in 0..400 {
             if matches!(c.h2.borrow_mut().pick(0, false), super::h2::Pick::Full(..)) {

@@ -14,7 +14,7 @@ pub async fn open(
     ep: &Endpoint,
     alpn: Alpn,
 ) -> Result<UpConn, ConnectError> {
-    let mut room_wait = RoomWait(None);
+    let mut room_wait = RoomWait::default();
     let guard = loop {
         // (The borrow ends before any wait.)
         let pick = c.h2.borrow_mut().pick(key, ep.tls);
@@ -64,8 +64,13 @@ pub async fn open(
 }
 
 /// A request's wait for room on its provider's connections ([`Pick::Full`]): it may last the
-/// connect timeout, counted from the first wait (`None` until then).
-struct RoomWait(Option<std::time::Instant>);
+/// connect timeout, counted from the first wait (`by`, `None` until then), and keeps its place
+/// in line from one wait to the next.
+#[derive(Default)]
+struct RoomWait {
+    by: Option<std::time::Instant>,
+    place: Option<u64>,
+}
 
 impl RoomWait {
     /// Until the room is told of a change (the caller looks at the pool again), or, when the
@@ -78,9 +83,12 @@ impl RoomWait {
         why: Crowded,
     ) -> Result<(), ConnectError> {
         let by = *self
-            .0
+            .by
             .get_or_insert_with(|| crate::clock::instant() + c.connect_timeout);
-        if crate::timer::timeout_at(by, room.changed()).await.is_err() {
+        let mut wait = std::pin::pin!(room.changed_in_place(self.place));
+        let waited = crate::timer::timeout_at(by, wait.as_mut()).await;
+        self.place = wait.place();
+        if waited.is_err() {
             c.metrics.h2.room_waits[1].fetch_add(1, Relaxed);
             return Err(match why {
                 Crowded::TakesNone => ConnectError::NoRoom,
@@ -92,7 +100,7 @@ impl RoomWait {
 
     /// It found a stream, or a connection of its own to open: counted if it waited.
     fn found(&self, c: &Connector) {
-        if self.0.is_some() {
+        if self.by.is_some() {
             c.metrics.h2.room_waits[0].fetch_add(1, Relaxed);
         }
     }

@@ -42,11 +42,33 @@ impl Room {
     /// again either way). A wait given up (its request's time ran out) leaves nothing behind,
     /// and passes on a place it was told of but did not take.
     pub fn changed(&self) -> Changed<'_> {
+        self.changed_in_place(None)
+    }
+
+    /// The same, for a request that waited before (`place`, [`Changed::place`]): it keeps its
+    /// place in line, so a place it was told of and another request took first costs it the
+    /// next one, not a turn at the back.
+    pub fn changed_in_place(&self, place: Option<u64>) -> Changed<'_> {
         Changed {
             room: self,
             id: None,
+            kept: place,
             done: false,
         }
+    }
+
+    /// On the list in order, at `kept` where that place is free, else at the back.
+    fn join(&self, kept: Option<u64>, waker: &Waker) -> u64 {
+        let next = self.next.get();
+        let id = match kept {
+            Some(p) if self.at(p).is_err() => p,
+            _ => next,
+        };
+        // (A place kept from before may be past the count: later ones come after it.)
+        self.next.set(next.max(id) + 1);
+        let i = self.at(id).unwrap_or_else(|i| i);
+        self.waiting.borrow_mut().insert(i, (id, waker.clone()));
+        id
     }
 
     fn at(&self, id: u64) -> Result<usize, usize> {
@@ -65,8 +87,17 @@ pub struct Changed<'r> {
     room: &'r Room,
     /// Its place on the list, once it waits; off the list, it was told.
     id: Option<u64>,
+    /// The place it had in an earlier wait.
+    kept: Option<u64>,
     /// It saw that it was told.
     done: bool,
+}
+
+impl Changed<'_> {
+    /// Its place in line, once it waited (for the request's next wait).
+    pub fn place(&self) -> Option<u64> {
+        self.id.or(self.kept)
+    }
 }
 
 impl Future for Changed<'_> {
@@ -75,10 +106,7 @@ impl Future for Changed<'_> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let room = self.room;
         let Some(id) = self.id else {
-            let id = room.next.get();
-            room.next.set(id + 1);
-            room.waiting.borrow_mut().push((id, cx.waker().clone()));
-            self.id = Some(id);
+            self.id = Some(room.join(self.kept, cx.waker()));
             return Poll::Pending;
         };
         match room.at(id) {
@@ -156,5 +184,38 @@ mod tests {
         );
         assert_eq!(second.as_mut().poll(&mut cx), Poll::Ready(()));
         assert_eq!(third.as_mut().poll(&mut cx), Poll::Pending);
+    }
+
+    #[test]
+    fn one_told_of_a_place_another_took_keeps_its_place_in_line() {
+        let room = Room::default();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut first = Box::pin(room.changed());
+        let mut second = pin!(room.changed());
+        assert_eq!(first.as_mut().poll(&mut cx), Poll::Pending);
+        assert_eq!(second.as_mut().poll(&mut cx), Poll::Pending);
+        room.tell_one();
+        assert_eq!(first.as_mut().poll(&mut cx), Poll::Ready(()));
+        // A newcomer took the place: the first waits again, ahead of the second.
+        let place = first.place();
+        drop(first);
+        let mut again = pin!(room.changed_in_place(place));
+        assert_eq!(again.as_mut().poll(&mut cx), Poll::Pending);
+        let mut newcomer = pin!(room.changed());
+        assert_eq!(newcomer.as_mut().poll(&mut cx), Poll::Pending);
+        room.tell_one();
+        assert_eq!(
+            again.as_mut().poll(&mut cx),
+            Poll::Ready(()),
+            "its turn again"
+        );
+        assert_eq!(second.as_mut().poll(&mut cx), Poll::Pending);
+        room.tell_one();
+        assert_eq!(second.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(
+            newcomer.as_mut().poll(&mut cx),
+            Poll::Pending,
+            "the last to come"
+        );
     }
 }
