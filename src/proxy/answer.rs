@@ -297,7 +297,8 @@ fn refused_error(r: Refused, ctx: &Request<'_>) -> ApiError {
 /// A failure that ends the request where it happened, whatever budget is left (worded after
 /// the attempt is recorded, so that its attempts header counts it): the drain's grace ended
 /// (another instance can serve the retry: the code a cut stream's error event carries); this
-/// host is out of descriptors or ports (Ringside's shortage, which passes as streams end); the
+/// host is out of descriptors or ports, or a core holds its most HTTP/2 connections to the
+/// provider, all full (Ringside's shortage, which passes as streams end); the
 /// execution budget ran out before the answer began (the upstream was closed first).
 fn ending(ctx: &Request<'_>, stop: &Stop) -> ApiError {
     let e = match stop {
@@ -310,7 +311,8 @@ fn ending(ctx: &Request<'_>, stop: &Stop) -> ApiError {
         Stop::LocalResources => ApiError::new(
             503,
             "local_resources_exhausted",
-            "Ringside has no free file descriptor or local port for an upstream connection",
+            "Ringside ran short of its own means for an upstream connection (a file \
+             descriptor, a local port, or room on the HTTP/2 connections it may hold)",
         )
         .should_retry(true),
         _ => ApiError::new(

@@ -129,8 +129,10 @@ impl LoopState {
 
 /// The answer of a failure that ends the request where it happened, whatever budget is left
 /// (made after the attempt is recorded, so that its attempts header counts it): the drain's
-/// grace ended; this host is out of descriptors or ports (another candidate would need the
-/// same, and nothing was learned about this one); the execution budget ran out.
+/// grace ended; this host is out of descriptors or ports, or of room on the HTTP/2
+/// connections a core may hold to the provider (another candidate would need the same, or
+/// wait on the same connections, and nothing was learned about this one); the execution
+/// budget ran out.
 pub(super) fn ending_answer(kind: AttemptOutcome) -> Option<Stop> {
     match kind {
         AttemptOutcome::Shutdown => Some(Stop::Shutdown),
