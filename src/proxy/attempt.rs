@@ -330,8 +330,7 @@ async fn connect(
             ConnectError::NoRoom => classify::no_room(),
             _ => classify::transport(matches!(e, ConnectError::Timeout)),
         };
-        // Ringside's own shortage (no descriptor, or its own connection limit; freeing idle
-        // connections does not help the second) is self-inflicted: no cooldown, no breaker.
+        // Ringside's own shortage (descriptors, its HTTP/2 connection cap): blames no key.
         let own = local || matches!(e, ConnectError::OwnLimit);
         return Err(failed(verdict, e.outcome(), e.to_string(), own));
     }

@@ -25,6 +25,19 @@ fn connector() -> Connector {
     }
 }
 
+/// A provider on loopback `port` spoken to over HTTP/2 in plaintext (prior knowledge).
+fn h2_endpoint(port: u16) -> Endpoint {
+    Endpoint {
+        tls: false,
+        host: "127.0.0.1".into(),
+        port,
+        base_path: "/v1".into(),
+        via: None,
+        own_tls: None,
+        http2: Http2::Always,
+    }
+}
+
 /// Refuse the first `refuse` streams (`REFUSED_STREAM`), answer the rest 200; count them.
 async fn refusing(listener: TcpListener, refuse: usize, seen: Rc<Cell<usize>>) {
     let (tcp, _) = listener.accept().await.expect("accept");
@@ -53,15 +66,7 @@ fn probe_once_refused(uring: bool, refuse: usize) -> (Option<u16>, usize) {
         let port = listener.local_addr().expect("addr").port();
         let seen = Rc::new(Cell::new(0));
         monoio::spawn(refusing(listener, refuse, seen.clone()));
-        let endpoint = Endpoint {
-            tls: false,
-            host: "127.0.0.1".into(),
-            port,
-            base_path: "/v1".into(),
-            via: None,
-            own_tls: None,
-            http2: Http2::Always,
-        };
+        let endpoint = h2_endpoint(port);
         let call = Call {
             endpoint: &endpoint,
             method: "GET",
@@ -113,15 +118,7 @@ fn second_request_waits(uring: bool, server_max: u32) -> super::ConnectError {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         monoio::spawn(holding(listener, server_max));
-        let endpoint = Endpoint {
-            tls: false,
-            host: "127.0.0.1".into(),
-            port,
-            base_path: "/v1".into(),
-            via: None,
-            own_tls: None,
-            http2: Http2::Always,
-        };
+        let endpoint = h2_endpoint(port);
         let mut c = connector();
         c.h2 = RefCell::new(super::h2::H2Pool::at_most(1));
         c.connect_timeout = Duration::from_millis(200);
