@@ -15,7 +15,7 @@
 # `http://` provider; the targets then nginx, haproxy and ringside).
 # Bounded: about 2 x (DUR + 3) s per target.
 # Usage: benches/short_tls.sh   (env: DUR=5 CONNS=64 WORKERS= (Ringside's and nginx's worker
-#   count; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1";
+#   count and HAProxy's threads; empty: shipped defaults) TARGETS="nginx haproxy haproxy-h2 ringside ringside-h1";
 #   RS_BIN_B: another Ringside binary, run as the target `ringside-b` (HTTP/2 where offered) to
 #   compare two builds within one run; SDK_HEADERS=1: each request with the OpenAI Python
 #   SDK's headers (benches/lib.sh chat_scripts); ROUNDS=N: the targets take turns N times, then each
@@ -81,6 +81,10 @@ if [ "$UPSTREAM" = tls ]; then
   haproxy_tls_cfgs $PROXY $SIM_TLS
 else
   haproxy_cfg $PROXY $SIM > "$WORK/haproxy.cfg"
+fi
+# WORKERS: HAProxy runs as many threads (its default is one per CPU).
+if [ -n "${WORKERS:-}" ]; then
+  for cfg in "$WORK"/haproxy*.cfg; do sed -i "s/^global\$/global\n  nbthread $WORKERS/" "$cfg"; done
 fi
 
 start() {
