@@ -1,6 +1,6 @@
 //! A standing readiness wait: one multishot poll per held event stream's upstream socket,
-//! armed when the stream first waits and cancelled when it ends, instead of a one-shot poll
-//! armed through the runtime's ring before every event.
+//! armed once the stream has waited a while ([`patience`]) and cancelled when it ends, instead
+//! of a one-shot poll armed through the runtime's ring before every event.
 //!
 //! Why: a held stream waits for readiness before each event (`http::nowait`). Through monoio
 //! that wait is a one-shot `POLL_ADD`, so every event paid for arming a poll in the kernel
@@ -404,9 +404,9 @@ pub fn armed(fd: RawFd) -> bool {
     })
 }
 
-/// Wait until `fd` was readable since its last wait, through its standing poll (armed at the
-/// first wait, see [`armed`]). False: there is none, or it failed, and the caller waits the
-/// old way. A stream's every wait after the first is one lookup in the core's table.
+/// Wait until `fd` was readable since its last wait, through its standing poll (armed once the
+/// stream has earned one, [`patience`]). False: there is none (yet), or it failed, and the
+/// caller waits the old way. A stream's every wait after that is one lookup in a table.
 pub async fn ready(fd: RawFd) -> bool {
     poll_fn(|cx| {
         let live = |cx: &Context<'_>| {
@@ -419,7 +419,8 @@ pub async fn ready(fd: RawFd) -> bool {
         };
         match live(cx) {
             Some(p) => p,
-            None if armed(fd) => live(cx).unwrap_or(Poll::Ready(false)),
+            // A stream's first waits, until it has earned a poll, go the old way.
+            None if patience::earned(fd) && armed(fd) => live(cx).unwrap_or(Poll::Ready(false)),
             None => Poll::Ready(false),
         }
     })
@@ -441,6 +442,7 @@ pub fn still_ready(fd: RawFd) {
 /// `fd`'s stream is done with it: cancel its standing poll (at once: the poll holds the
 /// socket open), and forget a failed one's mark.
 pub fn release(fd: RawFd) {
+    patience::forget(fd);
     // (At a thread's end the ring may be gone already: its polls went with it.)
     let _ = RING.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else {
@@ -490,5 +492,6 @@ pub(crate) async fn until_none_held() -> usize {
     held()
 }
 
+pub(crate) mod patience;
 #[cfg(test)]
 mod tests;

@@ -237,7 +237,9 @@ fn only_an_event_stream_s_read_arms_a_standing_poll() {
             buf.clear();
             assert_eq!(held(), 0, "a read before the commit armed a standing poll");
         }
-        // The rest comes in small pieces a millisecond apart: some read waits, and arms.
+        // The rest comes in small pieces a millisecond apart: some read waits, and arms (the
+        // stream is taken as one that has waited long enough to earn a poll).
+        crate::http::standing::patience::waited_long(tls.raw_fd());
         while held() == 0 {
             let n = tls.read_into(&mut buf, true, true).await.expect("read");
             buf.clear();
