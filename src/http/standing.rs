@@ -1,5 +1,5 @@
 //! A standing readiness wait: one multishot poll per held event stream's upstream socket,
-//! armed once the stream has waited a while ([`patience`]) and cancelled when it ends, instead
+//! armed once the stream has waited a while (`patience`) and cancelled when it ends, instead
 //! of a one-shot poll armed through the runtime's ring before every event.
 //!
 //! Why: a held stream waits for readiness before each event (`http::nowait`). Through monoio
@@ -405,7 +405,7 @@ pub fn armed(fd: RawFd) -> bool {
 }
 
 /// Wait until `fd` was readable since its last wait, through its standing poll (armed once the
-/// stream has earned one, [`patience`]). False: there is none (yet), or it failed, and the
+/// stream has earned one, `patience`). False: there is none (yet), or it failed, and the
 /// caller waits the old way. A stream's every wait after that is one lookup in a table.
 pub async fn ready(fd: RawFd) -> bool {
     poll_fn(|cx| {
