@@ -239,8 +239,8 @@ impl Ring {
         })
     }
 
-    /// Push one submission and submit it now: an arm must be in place before the stream's
-    /// first wait, and a cancel before its socket is closed (the poll holds the file open).
+    /// Push one submission and submit it now: an arm must be in place before the wait it is
+    /// made for, and a cancel before its socket is closed (the poll holds the file open).
     fn submit_one(&mut self, entry: io_uring::squeue::Entry) -> io::Result<()> {
         // SAFETY: a poll and a cancel refer to no memory of ours.
         while unsafe { self.ring.submission().push(&entry) }.is_err() {
@@ -378,7 +378,7 @@ async fn reap(waiter: monoio::net::UnixStream) {
 
 /// Arm `fd`'s standing poll unless it has one: true once it has; false on the epoll driver,
 /// where this core has no ring, or once the poll failed (the caller then waits with
-/// `nowait::readable`). [`ready`] arms on its first wait; the poll is the socket's until
+/// `nowait::readable`). [`ready`] arms once the stream earned it; the poll is the socket's until
 /// [`release`], which its owner must call before the socket is closed or handed on.
 pub fn armed(fd: RawFd) -> bool {
     if fd < 0 || monoio::utils::is_legacy() || !ensure_ring() {

@@ -196,8 +196,8 @@ pub(crate) trait BodyRead {
 }
 
 /// A plain TCP upstream's body. An event stream's reads wait through a standing poll on
-/// io_uring (`http::standing`), armed at the first wait and cancelled when this is dropped, as
-/// the relay ends: before the socket can be pooled or closed.
+/// io_uring (`http::standing`), armed once the stream has waited 20 ms and cancelled when this
+/// is dropped, as the relay ends: before the socket can be pooled or closed.
 pub(crate) struct PlainBody<'a>(pub &'a mut TcpStream);
 
 impl Drop for PlainBody<'_> {

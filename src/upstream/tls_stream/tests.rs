@@ -221,7 +221,7 @@ fn a_hello_retry_and_a_tls12_server_complete_the_handshake() {
 
 /// A read before the commit (`UpStream::read_when_ready`) waits parked but arms no standing
 /// poll: nothing would release it, as its socket may be pooled or closed without a relay. An
-/// event stream's read (`TlsBody`, which releases it) arms one at its first wait.
+/// event stream's read (`TlsBody`, which releases it) arms one once its stream has earned it.
 #[test]
 fn only_an_event_stream_s_read_arms_a_standing_poll() {
     use crate::http::standing::{held, release, start_of_runtime, until_none_held};
