@@ -59,7 +59,15 @@ pub(super) async fn send_and_await_head(
         return match head {
             Ok(Some(head)) => {
                 h2.read_received(&mut up.buf);
-                Ok(head)
+                // Found malformed with its head: failed here, as a bad head is, while the
+                // client has nothing of it (what was read of it goes with the attempt).
+                match h2.failed_with_head() {
+                    Some(e) => {
+                        up.buf.clear();
+                        fail_read(e)
+                    }
+                    None => Ok(head),
+                }
             }
             Ok(None) => fail_closed(),
             Err(e) => fail_read(e),

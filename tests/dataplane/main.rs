@@ -15,6 +15,7 @@ mod egress;
 mod failover;
 mod framing;
 mod h2;
+mod h2_answers;
 mod h2_interop;
 mod h2_keys;
 mod hygiene;

@@ -1,7 +1,8 @@
 //! The simulator's TLS front: HTTP/2 (and HTTP/1.1) over TLS, as real providers are reached,
 //! each request relayed to the simulator's own HTTP/1.1 listener (`relay`) so that every
 //! fault it injects holds over TLS too; and faults of HTTP/2's own (`H2Faults`): GOAWAY,
-//! REFUSED_STREAM, a dropped connection, a slow receive window.
+//! REFUSED_STREAM, a dropped connection, a slow receive window, an answer longer than its
+//! `content-length`.
 
 mod relay;
 
@@ -32,15 +33,18 @@ pub struct H2Faults {
     /// Reset every Nth stream with `HTTP_1_1_REQUIRED` (a server that takes such requests
     /// only over HTTP/1.1, as IIS does for a client certificate asked mid-connection).
     pub http1_required: u64,
+    /// Every Nth stream's answer says a `content-length` of half its body and sends the whole
+    /// body (a malformed answer, RFC 9113 §8.1.1; only answers with a length, not streams).
+    pub short_length_every: u64,
 }
 
 impl H2Faults {
     /// `refuse-every=N`, `goaway-after=N`, `drop-after=N`, `blackhole-after=N`,
-    /// `slow-window=BYTES`, `http1-required=N`.
+    /// `slow-window=BYTES`, `http1-required=N`, `short-length-every=N`.
     pub fn parse_into(&mut self, spec: &str) -> Result<(), String> {
         let (name, n) = spec
             .split_once('=')
-            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, blackhole-after, slow-window, http1-required)")?;
+            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, blackhole-after, slow-window, http1-required, short-length-every)")?;
         let n: u64 = n.parse().map_err(|_| format!("`{n}` is not a number"))?;
         match name {
             "refuse-every" => self.refuse_every = n,
@@ -49,6 +53,7 @@ impl H2Faults {
             "blackhole-after" => self.blackhole_after = n,
             "slow-window" => self.slow_window = u32::try_from(n).map_err(|_| "too large")?,
             "http1-required" => self.http1_required = n,
+            "short-length-every" => self.short_length_every = n,
             other => return Err(format!("`{other}` is not an HTTP/2 fault")),
         }
         Ok(())

@@ -63,15 +63,17 @@ pub async fn serve_h2(front: Arc<Front>, tls: ServerTls) {
             respond.send_reset(Reason::REFUSED_STREAM);
             continue;
         }
-        monoio::spawn(stream(front.clone(), req, respond));
+        let lies = f.short_length_every > 0 && n.is_multiple_of(f.short_length_every);
+        monoio::spawn(stream(front.clone(), req, respond, lies));
     }
 }
 
-/// One HTTP/2 stream relayed.
+/// One HTTP/2 stream relayed; `lies`: its answer's `content-length` says half its body.
 async fn stream(
     front: Arc<Front>,
     req: http::Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
+    lies: bool,
 ) {
     let st = &front.stats;
     let open = st.open_streams.fetch_add(1, Ordering::Relaxed) + 1;
@@ -79,7 +81,7 @@ async fn stream(
     let (parts, body) = req.into_parts();
     let slow = front.opts.faults.slow_window as usize;
     let outcome = match read_h2_body(body, slow).await {
-        Some(body) => relay_h2(&front, &parts, body, &mut respond).await,
+        Some(body) => relay_h2(&front, (&parts, lies), body, &mut respond).await,
         None => Err(()),
     };
     if outcome.is_err() {
@@ -109,7 +111,7 @@ async fn read_h2_body(mut body: RecvStream, slow: usize) -> Option<Bytes> {
 
 async fn relay_h2(
     front: &Front,
-    parts: &http::request::Parts,
+    (parts, lies): (&http::request::Parts, bool),
     body: Bytes,
     respond: &mut SendResponse<Bytes>,
 ) -> Result<(), ()> {
@@ -136,8 +138,15 @@ async fn relay_h2(
     let (mut core, head, mut buf) = ask_core(front, h, body).await?;
     let mut resp = http::Response::builder().status(head.status);
     for (name, value) in head.iter() {
-        if !connection_specific(name.as_bytes()) {
-            resp = resp.header(name, value);
+        if connection_specific(name.as_bytes()) {
+            continue;
+        }
+        match (
+            &head.framing,
+            lies && name.eq_ignore_ascii_case("content-length"),
+        ) {
+            (Framing::Length(n), true) => resp = resp.header(name, n / 2),
+            _ => resp = resp.header(name, value),
         }
     }
     let resp = resp.body(()).map_err(drop)?;

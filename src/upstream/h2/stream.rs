@@ -141,6 +141,13 @@ impl H2Stream {
         }
     }
 
+    /// A failure [`Self::read_received`] found behind the head (an answer malformed from its
+    /// first DATA frame: more than its content-length): taken, for the attempt to fail
+    /// before any of it reaches the client.
+    pub fn failed_with_head(&mut self) -> Option<io::Error> {
+        self.deferred.take()
+    }
+
     /// The answer's next bytes into `buf`: its head first (as HTTP/1.1), then its body; 0 at
     /// its end. What the stream has already received joins them, as an HTTP/1.1 read takes
     /// whatever arrived: a JSON answer's head and body, read together, reach the client in one

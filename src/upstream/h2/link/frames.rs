@@ -128,9 +128,16 @@ impl State {
             frame::rst_stream(&mut self.out, h.stream, Reason::PROTOCOL_ERROR);
             self.give_back(whole);
             return Ok(());
+        } else if slot.promised.is_some_and(|p| body.len() as u64 > p) {
+            // Malformed too: more than the head's content-length. Passed on, the reader would
+            // stop at the length and take the first part of an answer for all of it.
+            slot.fail(Failure::Reset, "DATA beyond the answer's content-length");
+            frame::rst_stream(&mut self.out, h.stream, Reason::PROTOCOL_ERROR);
+            self.give_back(whole);
+            return Ok(());
         } else if !body.is_empty() {
             if let Some(p) = &mut slot.promised {
-                *p = p.saturating_sub(body.len() as u64);
+                *p -= body.len() as u64;
             }
             slot.push(Recv::Data(body));
         }
@@ -321,5 +328,31 @@ impl State {
             self.pump(at);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{answer, data, feed, headers, link, open, recv, sent};
+    use super::super::*;
+
+    #[test]
+    fn data_beyond_the_content_length_resets_the_stream_after_what_fitted() {
+        let l = link();
+        let id = open(&l, b"");
+        let _ = sent(&l);
+        let mut frames = headers(id, &answer("200", &[("content-length", "5")]), false);
+        frames.extend(data(id, b"{\"id\"", false));
+        frames.extend(data(id, b":1}", true));
+        feed(&l, &frames).expect("a stream's error");
+        assert!(matches!(recv(&l, id), Some(Recv::Head(..))));
+        assert!(matches!(recv(&l, id), Some(Recv::Data(d)) if &d[..] == b"{\"id\""));
+        assert!(
+            matches!(recv(&l, id), Some(Recv::Failed(Failure::Reset, why)) if why.contains("content-length")),
+            "not an end: the reader would take five bytes for the whole answer"
+        );
+        let out = sent(&l);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1, Reason::PROTOCOL_ERROR.0.to_be_bytes());
     }
 }
