@@ -28,8 +28,10 @@ impl Decoder {
     }
 
     /// Decode one whole header block, giving each field to `field` as (name, value), in
-    /// order. `max_list`: the most the fields may add up to (names, values and 32 bytes each).
-    /// After an error the table is out of step with the peer: the connection must end.
+    /// order. `max_list`: the most the fields may add up to (names, values and 32 bytes each);
+    /// past it the block is still decoded to its end, for the table, its fields not given, and
+    /// the result is [`HpackError::TooLarge`]. After any other error the table is out of step
+    /// with the peer: the connection must end.
     pub fn decode(
         &mut self,
         mut block: &[u8],
@@ -38,15 +40,16 @@ impl Decoder {
     ) -> Result<(), HpackError> {
         let mut list = 0usize;
         let mut first = true;
+        let mut over = false;
         while let Some(&b) = block.first() {
             let used = if b & 0x80 != 0 {
                 let (i, used) = read_int(block, 7)?;
                 let (name, value) = entry(&self.table, i)?;
                 list += name.len() + value.len() + FIELD_OVERHEAD;
-                if list > max_list {
-                    return Err(HpackError::TooLarge);
+                over |= list > max_list;
+                if !over {
+                    field(name, value)?;
                 }
-                field(name, value)?;
                 used
             } else if b & 0xe0 == 0x20 {
                 // A size update: only before the block's first field (RFC 7541 §4.2).
@@ -67,10 +70,10 @@ impl Decoder {
                 let (used, name_len) = self.literal(block, prefix)?;
                 let (name, value) = self.scratch.split_at(name_len);
                 list += name.len() + value.len() + FIELD_OVERHEAD;
-                if list > max_list {
-                    return Err(HpackError::TooLarge);
+                over |= list > max_list;
+                if !over {
+                    field(name, value)?;
                 }
-                field(name, value)?;
                 if index {
                     self.table.insert(name, value);
                 }
@@ -78,6 +81,9 @@ impl Decoder {
             };
             first = false;
             block = &block[used..];
+        }
+        if over {
+            return Err(HpackError::TooLarge);
         }
         Ok(())
     }
@@ -254,6 +260,17 @@ mod tests {
             Ok(())
         });
         assert_eq!((r, n), (Err(HpackError::TooLarge), 2), "the list limit");
+        // Past the limit the block is still decoded, for the table: what it added is there for
+        // the next block.
+        let mut d = Decoder::new(4096);
+        let mut got = Vec::new();
+        let r = d.decode(&hex("88 40 01 78 01 79"), 50, |n, v| {
+            got.push((n.to_vec(), v.to_vec()));
+            Ok(())
+        });
+        assert_eq!(r, Err(HpackError::TooLarge));
+        assert_eq!(got, [(b":status".to_vec(), b"200".to_vec())]);
+        assert_eq!(fields(&mut d, "be"), Ok(vec![("x".into(), "y".into())]));
         // Random blocks (a fixed xorshift, the same on every run): errors, never a panic.
         let mut rng = crate::test_rng::XorShift(0x2545_f491_4f6c_dd1d);
         for _ in 0..5_000 {

@@ -29,7 +29,9 @@ pub enum HpackError {
     Huffman,
     /// A table size update above what was allowed, or after the block's first field.
     SizeUpdate,
-    /// The fields decoded so far add up to more than the limit.
+    /// The fields add up to more than the limit. The only error after which the table is
+    /// still in step with the peer's: the block was decoded whole, the fields past the limit
+    /// not given to the caller, so one answer too large need not end its connection.
     TooLarge,
     /// The caller refused a field (a name or value HTTP does not allow).
     Field,

@@ -28,7 +28,7 @@ pub fn decode(
     let mut head: Option<ResponseBuilder> = None;
     let mut has_length = false;
     let mut bad: Option<&'static str> = None;
-    decoder.decode(block, max_list, |name, value| {
+    let decoded = decoder.decode(block, max_list, |name, value| {
         if bad.is_some() {
             return Ok(());
         }
@@ -61,7 +61,12 @@ pub fn decode(
             bad = Some("a header name or value HTTP does not allow, or too many");
         }
         Ok(())
-    })?;
+    });
+    match decoded {
+        // Decoded whole for the table: only this answer is lost (RFC 9113 §10.5.1).
+        Err(HpackError::TooLarge) => return Ok(Answer::Malformed("a header list over the limit")),
+        other => other?,
+    }
     if let Some(why) = bad {
         return Ok(Answer::Malformed(why));
     }

@@ -355,4 +355,32 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].1, Reason::PROTOCOL_ERROR.0.to_be_bytes());
     }
+
+    #[test]
+    fn a_header_list_over_the_limit_loses_its_stream_not_the_connection() {
+        let l = link();
+        let (big, small) = (open(&l, b""), open(&l, b""));
+        let _ = sent(&l);
+        let value = "v".repeat(1_000);
+        let many: Vec<(String, &str)> = (0..80).map(|i| (format!("x-{i}"), &value[..])).collect();
+        let fields: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let mut frames = headers(big, &answer("200", &fields), true);
+        frames.extend(headers(
+            small,
+            &answer("200", &[("content-length", "0")]),
+            true,
+        ));
+        feed(&l, &frames).expect("the stream's error, not the connection's");
+        assert!(
+            matches!(recv(&l, big), Some(Recv::Failed(Failure::Reset, why)) if why.contains("over the limit"))
+        );
+        assert!(matches!(recv(&l, small), Some(Recv::Head(..))));
+        assert!(l.usable());
+        let out = sent(&l);
+        assert_eq!(
+            (out.len(), out[0].0.stream),
+            (1, big),
+            "only its stream reset"
+        );
+    }
 }
