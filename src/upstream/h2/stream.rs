@@ -141,10 +141,15 @@ impl H2Stream {
         }
     }
 
-    /// A failure [`Self::read_received`] found behind the head (an answer malformed from its
-    /// first DATA frame: more than its content-length): taken, for the attempt to fail
-    /// before any of it reaches the client.
+    /// A failure [`Self::read_received`] found behind the head of an answer with a length (more
+    /// DATA than its content-length, a reset part way): taken, for the attempt to fail before
+    /// any of it reaches the client, as such a body can no longer come whole. An event
+    /// stream's is left for its reader: the events before it go first, by the stream
+    /// guard's rules.
     pub fn failed_with_head(&mut self) -> Option<io::Error> {
+        if self.chunked {
+            return None;
+        }
         self.deferred.take()
     }
 
