@@ -117,25 +117,31 @@ impl State {
             return Ok(());
         };
         slot.recv_window -= i64::from(whole);
-        if slot.recv_window < 0 {
-            slot.fail(Failure::Reset, "DATA beyond the stream's window");
-            frame::rst_stream(&mut self.out, h.stream, Reason::FLOW_CONTROL_ERROR);
-            self.give_back(whole);
-            return Ok(());
+        let refused = if slot.recv_window < 0 {
+            Some((
+                Reason::FLOW_CONTROL_ERROR,
+                "DATA beyond the stream's window",
+            ))
         } else if !slot.headed {
             // Malformed (RFC 9113 §8.1.1): the stream is reset, so the server stops sending.
-            slot.fail(Failure::Reset, "DATA before the answer's head");
-            frame::rst_stream(&mut self.out, h.stream, Reason::PROTOCOL_ERROR);
-            self.give_back(whole);
-            return Ok(());
+            Some((Reason::PROTOCOL_ERROR, "DATA before the answer's head"))
         } else if slot.promised.is_some_and(|p| body.len() as u64 > p) {
             // Malformed too: more than the head's content-length. Passed on, the reader would
             // stop at the length and take the first part of an answer for all of it.
-            slot.fail(Failure::Reset, "DATA beyond the answer's content-length");
-            frame::rst_stream(&mut self.out, h.stream, Reason::PROTOCOL_ERROR);
+            Some((
+                Reason::PROTOCOL_ERROR,
+                "DATA beyond the answer's content-length",
+            ))
+        } else {
+            None
+        };
+        if let Some((reason, why)) = refused {
+            slot.fail(Failure::Reset, why);
+            frame::rst_stream(&mut self.out, h.stream, reason);
             self.give_back(whole);
             return Ok(());
-        } else if !body.is_empty() {
+        }
+        if !body.is_empty() {
             if let Some(p) = &mut slot.promised {
                 *p -= body.len() as u64;
             }
