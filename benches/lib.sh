@@ -161,9 +161,10 @@ nginx_front_counts() {
 }
 
 # tls_front_provider PORT HTTP2: Ringside's [upstream] trusting $WORK/certs/ca.pem and the bench
-# provider at the TLS front on PORT (as localhost), its `http2` setting HTTP2.
+# provider at the TLS front on PORT (as localhost), its `http2` setting HTTP2; RS_UPSTREAM: more
+# lines for that [upstream] (e.g. `connects_in_flight = 0`).
 tls_front_provider() {
-  printf '[upstream]\nca_file = "%s"\n' "$WORK/certs/ca.pem"
+  printf '[upstream]\nca_file = "%s"\n%s\n' "$WORK/certs/ca.pem" "${RS_UPSTREAM:-}"
   bench_provider "$1" sim bench-model "https://localhost:$1" | sed "s/^dialect = .*/&\nhttp2 = \"$2\"/"
 }
 

@@ -29,6 +29,7 @@ pub fn config(shared: &Shared) -> (u16, Value) {
             },
             "upstream": {
                 "connect_timeout_ms": c.upstream.connect_timeout_ms,
+                "connects_in_flight": c.upstream.connects_in_flight,
                 "first_byte_timeout_ms": c.upstream.first_byte_timeout_ms,
                 "idle_read_timeout_ms": c.upstream.idle_read_timeout_ms,
                 "max_attempts": c.upstream.max_attempts,

@@ -352,6 +352,10 @@ impl Default for LimitsSection {
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamSection {
     pub connect_timeout_ms: u64,
+    /// The most new connections under way at once to one server, per core (TCP, tunnel and
+    /// TLS handshake): the window adapts below it to the server's pace, and the rest of a
+    /// burst waits its turn (`upstream::connect_gate`). 0: no limit.
+    pub connects_in_flight: u32,
     /// Time from sending the request to the response head.
     pub first_byte_timeout_ms: u64,
     /// Longest silence between two reads of a response body.
@@ -382,6 +386,7 @@ impl Default for UpstreamSection {
     fn default() -> Self {
         UpstreamSection {
             connect_timeout_ms: 5_000,
+            connects_in_flight: 1024,
             first_byte_timeout_ms: 120_000,
             idle_read_timeout_ms: 600_000,
             pool_max_idle_per_upstream: 4096,

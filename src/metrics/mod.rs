@@ -78,6 +78,8 @@ pub struct CoreMetrics {
     /// ticket (`upstream::tls_sessions`): one came, or none did.
     pub tls_handshakes: [AtomicU64; 2],
     pub tls_ticket_waits: [AtomicU64; 2],
+    /// New upstream connections that waited for a turn to connect (`upstream::connect_gate`).
+    pub connect_waits: AtomicU64,
     /// TLS handshakes with clients on the data port: done, failed (or timed out).
     pub client_tls: [AtomicU64; 2],
     /// HTTP/2 to upstreams, as of the core's last tick (`upstream::H2Figures`).
@@ -108,6 +110,7 @@ impl CoreMetrics {
             attempts_per_request: Default::default(),
             tls_handshakes: Default::default(),
             tls_ticket_waits: Default::default(),
+            connect_waits: AtomicU64::new(0),
             client_tls: Default::default(),
             h2: Default::default(),
             route_times: (0..routes).map(|_| Default::default()).collect(),
@@ -326,7 +329,7 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
         .map(|c| c.streams_failed_after_commit.load(Relaxed))
         .sum();
     let _ = writeln!(out, "ringside_streams_failed_after_commit_total {n}");
-    upstream::tls_handshakes(out, cores);
+    upstream::connections(out, cores);
     upstream::h2(out, cores);
     let n: u64 = cores
         .iter()
@@ -335,11 +338,8 @@ fn gauges(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
     out.push_str("# HELP ringside_access_log_dropped_total Access-log lines dropped because the writer fell behind.\n# TYPE ringside_access_log_dropped_total counter\n");
     let _ = writeln!(out, "ringside_access_log_dropped_total {n}");
     out.push_str("# HELP ringside_task_panics_total Connection tasks ended by a panic (a bug: each closed its connection only).\n# TYPE ringside_task_panics_total counter\n");
-    let _ = writeln!(
-        out,
-        "ringside_task_panics_total {}",
-        TASK_PANICS.load(Relaxed)
-    );
+    let panics = TASK_PANICS.load(Relaxed);
+    let _ = writeln!(out, "ringside_task_panics_total {panics}");
     let n: u64 = cores.iter().map(|c| c.finalized.load(Relaxed)).sum();
     out.push_str("# HELP ringside_requests_finalized_total Requests whose finalisation ran (exactly once each).\n# TYPE ringside_requests_finalized_total counter\n");
     let _ = writeln!(out, "ringside_requests_finalized_total {n}");

@@ -38,10 +38,15 @@ pub(super) fn amplification(out: &mut String, cores: &[std::sync::Arc<CoreMetric
     let _ = writeln!(out, "ringside_upstream_attempts_per_request_count {total}");
 }
 
-/// `ringside_upstream_tls_handshakes_total{kind}`: full, or resuming an earlier session
-/// (`upstream::tls_sessions`); `ringside_upstream_tls_ticket_waits_total{outcome}`; and
+/// `ringside_upstream_connect_waits_total`: new connections that waited for a turn
+/// (`upstream::connect_gate`); `ringside_upstream_tls_handshakes_total{kind}`: full, or
+/// resuming an earlier session (`upstream::tls_sessions`);
+/// `ringside_upstream_tls_ticket_waits_total{outcome}`; and
 /// `ringside_client_tls_handshakes_total{result}`.
-pub(super) fn tls_handshakes(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+pub(super) fn connections(out: &mut String, cores: &[std::sync::Arc<CoreMetrics>]) {
+    let n: u64 = cores.iter().map(|c| c.connect_waits.load(Relaxed)).sum();
+    out.push_str("# HELP ringside_upstream_connect_waits_total New upstream connections that waited for a turn: a core keeps at most [upstream] connects_in_flight connects under way to one server.\n# TYPE ringside_upstream_connect_waits_total counter\n");
+    let _ = writeln!(out, "ringside_upstream_connect_waits_total {n}");
     pair(
         out,
         cores,

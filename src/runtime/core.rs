@@ -52,6 +52,8 @@ pub(super) async fn run(
         )),
         metrics: metrics.clone(),
         connect_timeout: Duration::from_millis(generation.config.upstream.connect_timeout_ms),
+        connects: Default::default(),
+        connects_in_flight: generation.config.upstream.connects_in_flight,
         dns_ttl_ms: generation.config.upstream.dns_ttl_ms,
     };
     let core = Rc::new(new_core(id, shared, generation, metrics, connector, inbox));

@@ -299,6 +299,7 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
     keep!("upstream.tls_roots", upstream.tls_roots);
     keep!("upstream.ca_file", upstream.ca_file);
     keep!("upstream.connect_timeout_ms", upstream.connect_timeout_ms);
+    keep!("upstream.connects_in_flight", upstream.connects_in_flight);
     keep!("upstream.dns_ttl_ms", upstream.dns_ttl_ms);
     keep!("upstream.h2_ping_interval_ms", upstream.h2_ping_interval_ms);
     keep!("upstream.h2_ping_timeout_ms", upstream.h2_ping_timeout_ms);

@@ -21,6 +21,8 @@ fn connector() -> Connector {
         h2: RefCell::default(),
         metrics: Arc::new(crate::metrics::CoreMetrics::new(1, 1)),
         connect_timeout: Duration::from_secs(5),
+        connects: Default::default(),
+        connects_in_flight: 1024,
         dns_ttl_ms: 1000,
     }
 }

@@ -3,6 +3,7 @@
 pub mod call;
 #[cfg(test)]
 mod call_tests;
+pub mod connect_gate;
 pub mod dns;
 pub mod h2;
 pub mod pool;
@@ -148,6 +149,10 @@ pub struct Connector {
     /// The core's counters (TLS handshakes, full and resumed).
     pub metrics: Arc<crate::metrics::CoreMetrics>,
     pub connect_timeout: Duration,
+    /// New connections under way at once to one server, and those waiting their turn
+    /// (`connect_gate`; `[upstream] connects_in_flight`, 0: no limit).
+    pub connects: connect_gate::Gates,
+    pub connects_in_flight: u32,
     pub dns_ttl_ms: u64,
 }
 
@@ -186,6 +191,33 @@ impl Connector {
         let addrs = dns::DnsCache::resolve(&self.dns, &self.resolver, host, port, self.dns_ttl_ms)
             .await
             .map_err(ConnectError::Dns)?;
+        // A burst waits its turns here, not in the server's listen queue; the connect timeout
+        // starts with the turn (the attempt's deadline bounds the wait).
+        let most = self.connects_in_flight;
+        let (turn, waited) = self.connects.turn(host, port, most, self.connect_timeout).await;
+        if waited {
+            self.metrics.connect_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        let began = crate::clock::instant();
+        let mut chose_to_wait = Duration::ZERO;
+        let made = self.make_within(ep, alpn, addrs, &mut chose_to_wait).await;
+        turn.end(match &made {
+            Ok(_) => connect_gate::Connect::Made(crate::clock::since(began).saturating_sub(chose_to_wait)),
+            Err(ConnectError::Timeout) => connect_gate::Connect::TimedOut,
+            Err(_) => connect_gate::Connect::Failed,
+        });
+        made
+    }
+
+    /// [`Self::make`] once its turn came: the first of `addrs` that connects, within the
+    /// connect timeout. `chose_to_wait`: how long of it went on a wait for a TLS ticket.
+    async fn make_within(
+        &self,
+        ep: &Endpoint,
+        alpn: tls::Alpn,
+        addrs: Vec<std::net::SocketAddr>,
+        chose_to_wait: &mut Duration,
+    ) -> Result<Made, ConnectError> {
         let deadline = crate::clock::instant() + self.connect_timeout;
         let mut last = ConnectError::Timeout;
         for addr in addrs {
@@ -222,7 +254,9 @@ impl Connector {
                 let name = rustls_pki_types::ServerName::try_from(name.to_string())
                     .map_err(|e| ConnectError::Tls(format!("bad server name: {e}")))?;
                 let sessions = &configs.sessions;
+                let before = crate::clock::instant();
                 self.wait_for_ticket(sessions, &name, deadline).await;
+                *chose_to_wait = crate::clock::since(before);
                 let config = configs.get(alpn).clone();
                 let handshake = tls_stream::TlsStream::connect(tcp, config, name, Some(sessions));
                 match timer::timeout_at(deadline, handshake).await {

@@ -1,0 +1,352 @@
+//! New connections under way to one server, per core, and the connects waiting their turn.
+//!
+//! A burst of new connections (a restart, a reload, a wave of held streams over HTTP/1.1, one
+//! connection each) would otherwise send every SYN at once. A server's listen queue (511 by
+//! default for nginx and Node, at most `somaxconn`) drops what it cannot hold, and a dropped
+//! SYN is sent again only 1 s, 3 s and 7 s later (TCP's retransmission); a server that takes
+//! them all handshakes each the slower for the rest. Either way connects that a moment's
+//! wait would have served run past the connect timeout, fail, and count against the
+//! provider's breaker, which then refuses everything else for a while.
+//!
+//! So a core keeps a window of connects under way to each server (the TCP connect, an egress
+//! tunnel and the TLS handshake), and the rest wait their turn, first come first served. The
+//! window adapts to what the server sustains, as TCP's does to a path: it starts at
+//! [`START`], grows by one with each connect made within a quarter of the connect timeout,
+//! and halves (at most once a quarter of the timeout) when one takes longer or times out;
+//! never above `[upstream] connects_in_flight` nor below [`FLOOR`]. A provider that
+//! handshakes quickly soon has the whole of it, so a burst to a distant, healthy provider is
+//! not slowed; one that slows under a burst gets it at the pace it keeps. The connect timeout
+//! starts with the turn; the wait itself is bounded by the attempt's deadline, as every wait
+//! of an attempt is.
+//!
+//! [`Gate`] is one server's plain data, tested on its own with times given; [`Gates`] keeps a
+//! core's and hands out turns ([`Gates::turn`]) that give their place back when ended or
+//! dropped, however the connect ended.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// The window a server starts with: held streams on a 2-core host through a loaded TLS front
+/// all connected with 128 a core, where 512 timed some out (`benches/HISTORY.md`, 2026-12-07).
+pub const START: u32 = 128;
+
+/// The smallest window: a server that slows for reasons of its own is still tried.
+pub const FLOOR: u32 = 4;
+
+/// How a connect under way ended, as news of the server's pace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Made within the target time (a quarter of the connect timeout): the window may grow.
+    Quick,
+    /// Made later, or timed out: the server is not keeping up; the window halves.
+    Slow,
+    /// Says nothing of the server's pace (refused, a TLS failure, this host's own shortage,
+    /// the attempt gone): the window stays.
+    Unknown,
+}
+
+/// One server's connects: how many are under way, the window, and those waiting a turn.
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// Connects under way, counting waiters given a turn that have not looked yet.
+    under_way: u32,
+    /// How many may be under way now (0 until the first arrival sets it to [`START`]).
+    window: u32,
+    /// The most the window may grow to (the last arrival's setting); 0: no limit at all.
+    most: u32,
+    /// When the window last halved: one slow spell halves it once, not once per connect.
+    last_cut: Option<Instant>,
+    waiters: VecDeque<Waiter>,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    waker: Waker,
+    /// Given a turn, not yet taken.
+    turn: bool,
+}
+
+impl Gate {
+    /// A connect arrives: `None` to go now (a turn taken), or its id to wait with, woken by
+    /// `waker` when its turn comes. `most` 0: no limit. One waiting keeps later ones waiting,
+    /// even where a turn is free, so none is passed by a later arrival.
+    pub fn arrive(&mut self, most: u32, waker: &Waker) -> Option<u64> {
+        self.most = most;
+        if self.window == 0 {
+            self.window = START;
+        }
+        if most == 0 || (self.under_way < self.limit() && self.waiters.is_empty()) {
+            self.under_way += 1;
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.waiters.push_back(Waiter {
+            id,
+            waker: waker.clone(),
+            turn: false,
+        });
+        Some(id)
+    }
+
+    /// Waiter `id` looks again: `Ready` once its turn came (the turn is now its), else
+    /// `Pending`, to be woken by `waker`.
+    pub fn poll(&mut self, id: u64, waker: &Waker) -> Poll<()> {
+        let Some(at) = self.waiters.iter().position(|w| w.id == id) else {
+            // Not queued: cannot happen for an id this gate gave (a waiter leaves only by
+            // taking its turn or by `leave`, after which it never looks again).
+            return Poll::Ready(());
+        };
+        if self.waiters[at].turn {
+            self.waiters.remove(at);
+            return Poll::Ready(());
+        }
+        if !self.waiters[at].waker.will_wake(waker) {
+            self.waiters[at].waker = waker.clone();
+        }
+        Poll::Pending
+    }
+
+    /// Waiter `id` is gone (its attempt ended while it waited): a turn it was given goes on to
+    /// the next waiter.
+    pub fn leave(&mut self, id: u64) {
+        if let Some(at) = self.waiters.iter().position(|w| w.id == id)
+            && let Some(gone) = self.waiters.remove(at)
+            && gone.turn
+        {
+            self.under_way = self.under_way.saturating_sub(1);
+            self.give_turns();
+        }
+    }
+
+    /// A connect under way ended, `how` at `now`, the target time `target`: the window
+    /// learns from it, and the freed turn (or more, the window grown) goes to the first
+    /// waiters without one.
+    pub fn done(&mut self, how: Ended, now: Instant, target: Duration) {
+        self.under_way = self.under_way.saturating_sub(1);
+        match how {
+            Ended::Quick => self.window = self.window.saturating_add(1).min(self.ceiling()),
+            Ended::Slow if self.last_cut.is_none_or(|t| now.duration_since(t) >= target) => {
+                self.window = (self.window / 2).max(FLOOR).min(self.ceiling());
+                self.last_cut = Some(now);
+            }
+            Ended::Slow | Ended::Unknown => {}
+        }
+        self.give_turns();
+    }
+
+    fn give_turns(&mut self) {
+        let limit = self.limit();
+        for next in self.waiters.iter_mut().filter(|w| !w.turn) {
+            if self.most != 0 && self.under_way >= limit {
+                return;
+            }
+            next.turn = true;
+            next.waker.wake_by_ref();
+            self.under_way += 1;
+        }
+    }
+
+    /// The window within its bounds (a reload may have lowered the most since it grew).
+    fn limit(&self) -> u32 {
+        self.window.min(self.ceiling())
+    }
+
+    fn ceiling(&self) -> u32 {
+        if self.most == 0 { u32::MAX } else { self.most }
+    }
+
+    /// Nothing under way and no one waiting: the entry may go.
+    pub fn idle(&self) -> bool {
+        self.under_way == 0 && self.waiters.is_empty()
+    }
+
+    /// Connects waiting for a turn, under way, and the window.
+    pub fn counts(&self) -> (usize, u32, u32) {
+        let given = self.waiters.iter().filter(|w| w.turn).count();
+        (self.waiters.len() - given, self.under_way, self.limit())
+    }
+}
+
+/// A core's gates, one per server (host and port) it connects to.
+#[derive(Default)]
+pub struct Gates {
+    servers: RefCell<Vec<Server>>,
+    next_key: std::cell::Cell<u64>,
+}
+
+struct Server {
+    /// Stable while the entry lives (entries move in the list as others go).
+    key: u64,
+    host: Box<str>,
+    port: u16,
+    gate: Gate,
+}
+
+/// A turn to connect. [`Turn::end`] gives it back with what the connect said of the server's
+/// pace; dropped otherwise (the attempt gone mid-connect), it gives it back saying nothing.
+pub struct Turn<'a> {
+    gates: &'a Gates,
+    key: u64,
+    /// The time within which a connect counts as quick.
+    target: Duration,
+    ended: bool,
+}
+
+impl Turn<'_> {
+    /// The connect ended: made, `took` long (less any time it chose to wait, such as for a
+    /// TLS ticket), or timed out, or failed in a way that is no news of the server's pace.
+    pub fn end(mut self, how: Connect) {
+        let how = match how {
+            Connect::Made(took) if took <= self.target => Ended::Quick,
+            Connect::Made(_) | Connect::TimedOut => Ended::Slow,
+            Connect::Failed => Ended::Unknown,
+        };
+        self.ended = true;
+        let now = crate::clock::instant();
+        self.gates.with(self.key, |g| g.done(how, now, self.target));
+    }
+}
+
+/// A connect's end, as [`Turn::end`] hears it.
+#[derive(Clone, Copy, Debug)]
+pub enum Connect {
+    Made(Duration),
+    TimedOut,
+    /// Refused, a TLS failure, this host's own shortage.
+    Failed,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            let now = crate::clock::instant();
+            self.gates
+                .with(self.key, |g| g.done(Ended::Unknown, now, self.target));
+        }
+    }
+}
+
+impl Gates {
+    /// A turn to connect to `host:port` within this core's window for it, at most `most` (0:
+    /// no limit); `timeout`: the connect timeout, a quarter of which makes a connect quick.
+    /// Also whether it had to wait for the turn.
+    pub async fn turn(
+        &self,
+        host: &str,
+        port: u16,
+        most: u32,
+        timeout: Duration,
+    ) -> (Turn<'_>, bool) {
+        let mut wait = Wait {
+            gates: self,
+            stage: Stage::New,
+        };
+        let key = std::future::poll_fn(|cx| wait.poll_turn(host, port, most, cx)).await;
+        let waited = matches!(wait.stage, Stage::Queued(..));
+        // The turn is the caller's now: the wait's own drop gives nothing back.
+        wait.stage = Stage::Taken;
+        let turn = Turn {
+            gates: self,
+            key,
+            target: timeout / 4,
+            ended: false,
+        };
+        (turn, waited)
+    }
+
+    /// Arrive at `host:port`'s gate, its entry made if new (idle entries of other servers go
+    /// first): its key, and the waiter's id if it must wait.
+    fn arrive(&self, host: &str, port: u16, most: u32, waker: &Waker) -> (u64, Option<u64>) {
+        let mut servers = self.servers.borrow_mut();
+        if let Some(s) = servers
+            .iter_mut()
+            .find(|s| s.port == port && &*s.host == host)
+        {
+            return (s.key, s.gate.arrive(most, waker));
+        }
+        servers.retain(|s| !s.gate.idle());
+        let key = self.next_key.get();
+        self.next_key.set(key + 1);
+        let mut gate = Gate::default();
+        let id = gate.arrive(most, waker);
+        servers.push(Server {
+            key,
+            host: host.into(),
+            port,
+            gate,
+        });
+        (key, id)
+    }
+
+    /// `f` on the gate under `key`; `None` if it is gone, which only an idle gate is (no turn
+    /// or waiter of its own keeps a key it could ask with).
+    fn with<R>(&self, key: u64, f: impl FnOnce(&mut Gate) -> R) -> Option<R> {
+        let mut servers = self.servers.borrow_mut();
+        servers.iter_mut().find(|s| s.key == key).map(|s| f(&mut s.gate))
+    }
+
+    /// Connects waiting for a turn and under way on this core, over all servers.
+    pub fn counts(&self) -> (usize, u32) {
+        self.servers
+            .borrow()
+            .iter()
+            .map(|s| s.gate.counts())
+            .fold((0, 0), |(w, u), (a, b, _)| (w + a, u + b))
+    }
+}
+
+/// Waiting for a turn. Dropped while still queued (its attempt ended), it leaves the queue,
+/// passing on a turn it was given meanwhile.
+struct Wait<'a> {
+    gates: &'a Gates,
+    stage: Stage,
+}
+
+enum Stage {
+    /// Not at the gate yet.
+    New,
+    /// Queued: the gate's key and the waiter's id.
+    Queued(u64, u64),
+    /// The turn is taken (or was never waited for): nothing to give back here.
+    Taken,
+}
+
+impl Wait<'_> {
+    /// `Ready(key)` once the turn is this connect's.
+    fn poll_turn(&mut self, host: &str, port: u16, most: u32, cx: &mut Context<'_>) -> Poll<u64> {
+        match self.stage {
+            Stage::New => match self.gates.arrive(host, port, most, cx.waker()) {
+                (key, None) => Poll::Ready(key),
+                (key, Some(id)) => {
+                    self.stage = Stage::Queued(key, id);
+                    Poll::Pending
+                }
+            },
+            Stage::Queued(key, id) => {
+                match self.gates.with(key, |g| g.poll(id, cx.waker())) {
+                    Some(Poll::Pending) => Poll::Pending,
+                    // A queued waiter keeps its gate from going: `None` cannot happen, and
+                    // going without a turn is the safe answer if it did.
+                    Some(Poll::Ready(())) | None => Poll::Ready(key),
+                }
+            }
+            Stage::Taken => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Wait<'_> {
+    fn drop(&mut self) {
+        if let Stage::Queued(key, id) = self.stage {
+            self.gates.with(key, |g| g.leave(id));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
