@@ -64,7 +64,7 @@ pub(super) struct SimArgs {
     max_streams: u32,
     /// An HTTP/2 fault of the TLS front (repeatable): refuse-every=N, goaway-after=N,
     /// drop-after=N, blackhole-after=N, slow-window=BYTES, http1-required=N,
-    /// short-length-every=N.
+    /// short-length-every=N, slow-handshake=MS.
     #[arg(long = "h2-fault", value_name = "NAME=N")]
     h2_faults: Vec<String>,
     /// Relay the TLS front's requests to another simulator's listener (not this one's): the

@@ -352,17 +352,14 @@ impl Default for LimitsSection {
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamSection {
     pub connect_timeout_ms: u64,
-    /// The most new connections under way at once to one server, per core (TCP, tunnel and
-    /// TLS handshake): the window adapts below it to the server's pace, and the rest of a
-    /// burst waits its turn (`upstream::connect_gate`). 0: no limit.
+    /// Connects under way at once per server and core (`upstream::connect_gate`); 0: no limit.
     pub connects_in_flight: u32,
     /// Time from sending the request to the response head.
     pub first_byte_timeout_ms: u64,
     /// Longest silence between two reads of a response body.
     pub idle_read_timeout_ms: u64,
     /// Idle connections kept per upstream, per core. Large by default: a wave of held streams
-    /// that end together comes back as a wave of new ones, and every connection closed in
-    /// between is a connect (and a TLS handshake) for one of them.
+    /// that end together comes back as a wave of new ones, each needing a connection.
     pub pool_max_idle_per_upstream: usize,
     pub pool_idle_timeout_ms: u64,
     /// "webpki" | "system" | "both"
@@ -386,7 +383,7 @@ impl Default for UpstreamSection {
     fn default() -> Self {
         UpstreamSection {
             connect_timeout_ms: 5_000,
-            connects_in_flight: 1024,
+            connects_in_flight: 128,
             first_byte_timeout_ms: 120_000,
             idle_read_timeout_ms: 600_000,
             pool_max_idle_per_upstream: 4096,

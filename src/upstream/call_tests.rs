@@ -22,7 +22,7 @@ fn connector() -> Connector {
         metrics: Arc::new(crate::metrics::CoreMetrics::new(1, 1)),
         connect_timeout: Duration::from_secs(5),
         connects: Default::default(),
-        connects_in_flight: 1024,
+        connects_in_flight: 128,
         dns_ttl_ms: 1000,
     }
 }

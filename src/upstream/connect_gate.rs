@@ -10,14 +10,15 @@
 //!
 //! So a core keeps a window of connects under way to each server (the TCP connect, an egress
 //! tunnel and the TLS handshake), and the rest wait their turn, first come first served. The
-//! window adapts to what the server sustains, as TCP's does to a path: it starts at
-//! [`START`], grows by one with each connect made within a quarter of the connect timeout,
-//! and halves (at most once a quarter of the timeout) when one takes longer or times out;
-//! never above `[upstream] connects_in_flight` nor below [`FLOOR`]. A provider that
-//! handshakes quickly soon has the whole of it, so a burst to a distant, healthy provider is
-//! not slowed; one that slows under a burst gets it at the pace it keeps. The connect timeout
-//! starts with the turn; the wait itself is bounded by the attempt's deadline, as every wait
-//! of an attempt is.
+//! window is `[upstream] connects_in_flight` (128) while the server keeps pace; a connect that
+//! takes more than a quarter of the connect timeout, or times out, halves it (at most once a
+//! quarter of the timeout, never below [`FLOOR`]), and each quick one widens it by one again,
+//! back to the configured figure. On a 2-core host held streams through a loaded TLS front
+//! all connected with 128 a core, where a window that grew past it, to 512 or 1,024, timed
+//! connects out and opened the breaker (`benches/HISTORY.md`, 2026-12-07): a server that
+//! slows under a burst serves it no faster for more at once. The connect timeout starts with
+//! the turn; the wait itself is bounded by the attempt's deadline, as every wait of an
+//! attempt is.
 //!
 //! [`Gate`] is one server's plain data, tested on its own with times given; [`Gates`] keeps a
 //! core's and hands out turns ([`Gates::turn`]) that give their place back when ended or
@@ -27,10 +28,6 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-
-/// The window a server starts with: held streams on a 2-core host through a loaded TLS front
-/// all connected with 128 a core, where 512 timed some out (`benches/HISTORY.md`, 2026-12-07).
-pub const START: u32 = 128;
 
 /// The smallest window: a server that slows for reasons of its own is still tried.
 pub const FLOOR: u32 = 4;
@@ -52,9 +49,9 @@ pub enum Ended {
 pub struct Gate {
     /// Connects under way, counting waiters given a turn that have not looked yet.
     under_way: u32,
-    /// How many may be under way now (0 until the first arrival sets it to [`START`]).
-    window: u32,
-    /// The most the window may grow to (the last arrival's setting); 0: no limit at all.
+    /// How many may be under way now (`None` until the first arrival sets it to `most`).
+    window: Option<u32>,
+    /// The window while the server keeps pace (the last arrival's setting); 0: no limit.
     most: u32,
     /// When the window last halved: one slow spell halves it once, not once per connect.
     last_cut: Option<Instant>,
@@ -76,9 +73,6 @@ impl Gate {
     /// even where a turn is free, so none is passed by a later arrival.
     pub fn arrive(&mut self, most: u32, waker: &Waker) -> Option<u64> {
         self.most = most;
-        if self.window == 0 {
-            self.window = START;
-        }
         if most == 0 || (self.under_way < self.limit() && self.waiters.is_empty()) {
             self.under_way += 1;
             return None;
@@ -129,9 +123,13 @@ impl Gate {
     pub fn done(&mut self, how: Ended, now: Instant, target: Duration) {
         self.under_way = self.under_way.saturating_sub(1);
         match how {
-            Ended::Quick => self.window = self.window.saturating_add(1).min(self.ceiling()),
-            Ended::Slow if self.last_cut.is_none_or(|t| now.duration_since(t) >= target) => {
-                self.window = (self.window / 2).max(FLOOR).min(self.ceiling());
+            Ended::Quick => self.window = Some(self.limit().saturating_add(1)),
+            Ended::Slow
+                if self
+                    .last_cut
+                    .is_none_or(|t| now.duration_since(t) >= target) =>
+            {
+                self.window = Some((self.limit() / 2).max(FLOOR));
                 self.last_cut = Some(now);
             }
             Ended::Slow | Ended::Unknown => {}
@@ -151,13 +149,10 @@ impl Gate {
         }
     }
 
-    /// The window within its bounds (a reload may have lowered the most since it grew).
+    /// The window within its bounds (a reload may have lowered the configured figure since).
     fn limit(&self) -> u32 {
-        self.window.min(self.ceiling())
-    }
-
-    fn ceiling(&self) -> u32 {
-        if self.most == 0 { u32::MAX } else { self.most }
+        let most = if self.most == 0 { u32::MAX } else { self.most };
+        self.window.unwrap_or(most).min(most)
     }
 
     /// Nothing under way and no one waiting: the entry may go.
@@ -287,7 +282,10 @@ impl Gates {
     /// or waiter of its own keeps a key it could ask with).
     fn with<R>(&self, key: u64, f: impl FnOnce(&mut Gate) -> R) -> Option<R> {
         let mut servers = self.servers.borrow_mut();
-        servers.iter_mut().find(|s| s.key == key).map(|s| f(&mut s.gate))
+        servers
+            .iter_mut()
+            .find(|s| s.key == key)
+            .map(|s| f(&mut s.gate))
     }
 
     /// Connects waiting for a turn and under way on this core, over all servers.

@@ -194,7 +194,10 @@ impl Connector {
         // A burst waits its turns here, not in the server's listen queue; the connect timeout
         // starts with the turn (the attempt's deadline bounds the wait).
         let most = self.connects_in_flight;
-        let (turn, waited) = self.connects.turn(host, port, most, self.connect_timeout).await;
+        let (turn, waited) = self
+            .connects
+            .turn(host, port, most, self.connect_timeout)
+            .await;
         if waited {
             self.metrics.connect_waits.fetch_add(1, Ordering::Relaxed);
         }
@@ -202,7 +205,9 @@ impl Connector {
         let mut chose_to_wait = Duration::ZERO;
         let made = self.make_within(ep, alpn, addrs, &mut chose_to_wait).await;
         turn.end(match &made {
-            Ok(_) => connect_gate::Connect::Made(crate::clock::since(began).saturating_sub(chose_to_wait)),
+            Ok(_) => connect_gate::Connect::Made(
+                crate::clock::since(began).saturating_sub(chose_to_wait),
+            ),
             Err(ConnectError::Timeout) => connect_gate::Connect::TimedOut,
             Err(_) => connect_gate::Connect::Failed,
         });

@@ -10,6 +10,7 @@ mod audit_trail;
 mod bad_input;
 mod caps;
 mod client_retries;
+mod connects;
 mod descriptors;
 mod egress;
 mod failover;

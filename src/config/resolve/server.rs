@@ -231,7 +231,12 @@ fn check_limits(p: &mut Problems, l: &LimitsSection) {
 fn check_upstream(p: &mut Problems, u: &UpstreamSection) {
     const DAY: u64 = 86_400_000;
     p.in_range("upstream.connect_timeout_ms", u.connect_timeout_ms, 1, DAY);
-    p.in_range("upstream.connects_in_flight", u.connects_in_flight, 0, 65_536);
+    p.in_range(
+        "upstream.connects_in_flight",
+        u.connects_in_flight,
+        0,
+        65_536,
+    );
     p.in_range(
         "upstream.first_byte_timeout_ms",
         u.first_byte_timeout_ms,

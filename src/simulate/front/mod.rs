@@ -36,15 +36,19 @@ pub struct H2Faults {
     /// Every Nth stream's answer says a `content-length` of half its body and sends the whole
     /// body (a malformed answer, RFC 9113 §8.1.1; only answers with a length, not streams).
     pub short_length_every: u64,
+    /// Hold each new connection this many milliseconds before its TLS handshake, as a busy
+    /// server's accept queue does: a burst of connects is then many handshakes under way at
+    /// once (`FrontStats::peak_handshaking`).
+    pub slow_handshake_ms: u64,
 }
 
 impl H2Faults {
     /// `refuse-every=N`, `goaway-after=N`, `drop-after=N`, `blackhole-after=N`,
-    /// `slow-window=BYTES`, `http1-required=N`, `short-length-every=N`.
+    /// `slow-window=BYTES`, `http1-required=N`, `short-length-every=N`, `slow-handshake=MS`.
     pub fn parse_into(&mut self, spec: &str) -> Result<(), String> {
         let (name, n) = spec
             .split_once('=')
-            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, blackhole-after, slow-window, http1-required, short-length-every)")?;
+            .ok_or("expected NAME=N (refuse-every, goaway-after, drop-after, blackhole-after, slow-window, http1-required, short-length-every, slow-handshake)")?;
         let n: u64 = n.parse().map_err(|_| format!("`{n}` is not a number"))?;
         match name {
             "refuse-every" => self.refuse_every = n,
@@ -54,6 +58,7 @@ impl H2Faults {
             "slow-window" => self.slow_window = u32::try_from(n).map_err(|_| "too large")?,
             "http1-required" => self.http1_required = n,
             "short-length-every" => self.short_length_every = n,
+            "slow-handshake" => self.slow_handshake_ms = n,
             other => return Err(format!("`{other}` is not an HTTP/2 fault")),
         }
         Ok(())
@@ -93,6 +98,10 @@ pub struct FrontStats {
     pub goaways: AtomicU64,
     pub dropped: AtomicU64,
     pub blackholed: AtomicU64,
+    /// Connections accepted and not yet through their TLS handshake: the most at once.
+    pub peak_handshaking: AtomicU64,
+    #[serde(skip)]
+    pub handshaking: AtomicU64,
 }
 
 impl FrontStats {
@@ -181,11 +190,18 @@ pub async fn run(front: Arc<Front>, listener: TcpListener, stop: impl Fn() -> bo
 
 async fn serve(front: Arc<Front>, tcp: TcpStream) {
     let _ = tcp.set_nodelay(true);
-    let Ok(tls) = crate::http::server_tls::ServerTls::accept(tcp, front.config.clone()).await
-    else {
+    let st = &front.stats;
+    let now = st.handshaking.fetch_add(1, Ordering::Relaxed) + 1;
+    st.peak_handshaking.fetch_max(now, Ordering::Relaxed);
+    let hold = front.opts.faults.slow_handshake_ms;
+    if hold > 0 {
+        monoio::time::sleep(Duration::from_millis(hold)).await;
+    }
+    let tls = crate::http::server_tls::ServerTls::accept(tcp, front.config.clone()).await;
+    st.handshaking.fetch_sub(1, Ordering::Relaxed);
+    let Ok(tls) = tls else {
         return;
     };
-    let st = &front.stats;
     if tls.resumed() {
         st.handshakes_resumed.fetch_add(1, Ordering::Relaxed);
     }
