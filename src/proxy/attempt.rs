@@ -330,8 +330,9 @@ async fn connect(
             ConnectError::NoRoom => classify::no_room(),
             _ => classify::transport(matches!(e, ConnectError::Timeout)),
         };
-        // Ringside's own shortage (descriptors, its HTTP/2 connection cap): blames no key.
-        let own = local || matches!(e, ConnectError::OwnLimit);
+        // Ringside's own shortage (descriptors, its HTTP/2 connection cap) or pacing (a wait
+        // for a turn to connect, `upstream::connect_gate`): blames no key.
+        let own = local || matches!(e, ConnectError::OwnLimit | ConnectError::NoTurn);
         return Err(failed(verdict, e.outcome(), e.to_string(), own));
     }
 }

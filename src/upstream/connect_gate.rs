@@ -13,10 +13,11 @@
 //! window is `[upstream] connects_in_flight` (128) while the server keeps pace; a connect that
 //! takes more than a quarter of the connect timeout, or times out, halves it (at most once a
 //! quarter of the timeout, never below [`FLOOR`]), and each quick one widens it by one again,
-//! back to the configured figure. On a 2-core host held streams through a loaded TLS front
-//! all connected with 128 a core, where a window that grew past it, to 512 or 1,024, timed
-//! connects out and opened the breaker (`benches/HISTORY.md`, 2026-12-07): a server that
-//! slows under a burst serves it no faster for more at once. The connect timeout starts with
+//! back to the configured figure. On a 2-core host, 9,000 held streams through a loaded TLS
+//! front all connected with 128 a core, where windows of 512 or 2,048, or one that grew with
+//! each quick connect, timed connects out and opened the breaker (`benches/HISTORY.md`,
+//! 2026-12-07): a server that slows under a burst serves it no faster for more at once. The
+//! connect timeout starts with
 //! the turn; the wait itself is bounded by the attempt's deadline, as every wait of an
 //! attempt is.
 //!
@@ -37,8 +38,11 @@ pub const FLOOR: u32 = 4;
 pub enum Ended {
     /// Made within the target time (a quarter of the connect timeout): the window may grow.
     Quick,
-    /// Made later, or timed out: the server is not keeping up; the window halves.
+    /// Made later: the server is not keeping up; the window halves.
     Slow,
+    /// Timed out: the window halves, and waiters that have waited a connect timeout give up
+    /// (the server may be gone; their requests may go elsewhere).
+    TimedOut,
     /// Says nothing of the server's pace (refused, a TLS failure, this host's own shortage,
     /// the attempt gone): the window stays.
     Unknown,
@@ -55,6 +59,8 @@ pub struct Gate {
     most: u32,
     /// When the window last halved: one slow spell halves it once, not once per connect.
     last_cut: Option<Instant>,
+    /// Connects to this server that timed out, ever.
+    timeouts: u64,
     waiters: VecDeque<Waiter>,
     next_id: u64,
 }
@@ -65,13 +71,29 @@ struct Waiter {
     waker: Waker,
     /// Given a turn, not yet taken.
     turn: bool,
+    /// When it has waited a connect timeout: from then on a connect timing out (one since it
+    /// came, `timeouts_seen`) ends its wait.
+    patience_ends: Instant,
+    timeouts_seen: u64,
+}
+
+/// What a waiter finds when it looks again.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Look {
+    /// Its turn came: it is the waiter's now.
+    Turn,
+    /// It waited a connect timeout and connects to the server have been timing out: it gives
+    /// up (and has left the queue).
+    GiveUp,
+    Wait,
 }
 
 impl Gate {
     /// A connect arrives: `None` to go now (a turn taken), or its id to wait with, woken by
-    /// `waker` when its turn comes. `most` 0: no limit. One waiting keeps later ones waiting,
-    /// even where a turn is free, so none is passed by a later arrival.
-    pub fn arrive(&mut self, most: u32, waker: &Waker) -> Option<u64> {
+    /// `waker` when its turn comes (or when it should give up, past `patience_ends`). `most`
+    /// 0: no limit. One waiting keeps later ones waiting, even where a turn is free, so none
+    /// is passed by a later arrival.
+    pub fn arrive(&mut self, most: u32, waker: &Waker, patience_ends: Instant) -> Option<u64> {
         self.most = most;
         if most == 0 || (self.under_way < self.limit() && self.waiters.is_empty()) {
             self.under_way += 1;
@@ -83,26 +105,33 @@ impl Gate {
             id,
             waker: waker.clone(),
             turn: false,
+            patience_ends,
+            timeouts_seen: self.timeouts,
         });
         Some(id)
     }
 
-    /// Waiter `id` looks again: `Ready` once its turn came (the turn is now its), else
-    /// `Pending`, to be woken by `waker`.
-    pub fn poll(&mut self, id: u64, waker: &Waker) -> Poll<()> {
+    /// Waiter `id` looks again at `now`: its turn, giving up, or waiting on, to be woken by
+    /// `waker`.
+    pub fn poll(&mut self, id: u64, waker: &Waker, now: Instant) -> Look {
         let Some(at) = self.waiters.iter().position(|w| w.id == id) else {
             // Not queued: cannot happen for an id this gate gave (a waiter leaves only by
-            // taking its turn or by `leave`, after which it never looks again).
-            return Poll::Ready(());
+            // taking its turn, giving up or `leave`, after which it never looks again).
+            return Look::Turn;
         };
-        if self.waiters[at].turn {
+        let w = &mut self.waiters[at];
+        if w.turn {
             self.waiters.remove(at);
-            return Poll::Ready(());
+            return Look::Turn;
         }
-        if !self.waiters[at].waker.will_wake(waker) {
-            self.waiters[at].waker = waker.clone();
+        if now >= w.patience_ends && self.timeouts > w.timeouts_seen {
+            self.waiters.remove(at);
+            return Look::GiveUp;
         }
-        Poll::Pending
+        if !w.waker.will_wake(waker) {
+            w.waker = waker.clone();
+        }
+        Look::Wait
     }
 
     /// Waiter `id` is gone (its attempt ended while it waited): a turn it was given goes on to
@@ -124,7 +153,7 @@ impl Gate {
         self.under_way = self.under_way.saturating_sub(1);
         match how {
             Ended::Quick => self.window = Some(self.limit().saturating_add(1)),
-            Ended::Slow
+            Ended::Slow | Ended::TimedOut
                 if self
                     .last_cut
                     .is_none_or(|t| now.duration_since(t) >= target) =>
@@ -132,7 +161,18 @@ impl Gate {
                 self.window = Some((self.limit() / 2).max(FLOOR));
                 self.last_cut = Some(now);
             }
-            Ended::Slow | Ended::Unknown => {}
+            Ended::Slow | Ended::TimedOut | Ended::Unknown => {}
+        }
+        if how == Ended::TimedOut {
+            self.timeouts += 1;
+            // Those that have waited a connect timeout look again, and give up. They came in
+            // order, each with the same patience: the first that has not waited so long ends
+            // the look.
+            for w in self.waiters.iter().take_while(|w| w.patience_ends <= now) {
+                if !w.turn {
+                    w.waker.wake_by_ref();
+                }
+            }
         }
         self.give_turns();
     }
@@ -198,7 +238,8 @@ impl Turn<'_> {
     pub fn end(mut self, how: Connect) {
         let how = match how {
             Connect::Made(took) if took <= self.target => Ended::Quick,
-            Connect::Made(_) | Connect::TimedOut => Ended::Slow,
+            Connect::Made(_) => Ended::Slow,
+            Connect::TimedOut => Ended::TimedOut,
             Connect::Failed => Ended::Unknown,
         };
         self.ended = true;
@@ -226,22 +267,46 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// No turn came within a connect timeout, and connects to the server were timing out
+/// meanwhile: the wait ends, as the connect would have, so that the request may go elsewhere
+/// rather than queue behind a server that may be gone.
+#[derive(Debug)]
+pub struct NoTurn;
+
 impl Gates {
     /// A turn to connect to `host:port` within this core's window for it, at most `most` (0:
-    /// no limit); `timeout`: the connect timeout, a quarter of which makes a connect quick.
-    /// Also whether it had to wait for the turn.
+    /// no limit), and whether it had to wait for it; `timeout`: the connect timeout, a quarter
+    /// of which makes a connect quick. A wait ends without a turn ([`NoTurn`]) once it has
+    /// lasted `timeout` and a connect to the server has timed out since it began.
     pub async fn turn(
         &self,
         host: &str,
         port: u16,
         most: u32,
         timeout: Duration,
-    ) -> (Turn<'_>, bool) {
+    ) -> Result<(Turn<'_>, bool), NoTurn> {
+        let patience_ends = crate::clock::instant() + timeout;
         let mut wait = Wait {
             gates: self,
             stage: Stage::New,
+            patience_ends,
         };
-        let key = std::future::poll_fn(|cx| wait.poll_turn(host, port, most, cx)).await;
+        // Wakes the wait when its patience ends: a timeout seen before then ends it there.
+        let mut patience = std::pin::pin!(crate::timer::sleep_until(patience_ends));
+        let mut patience_over = false;
+        let key = std::future::poll_fn(|cx| {
+            if !patience_over && patience.as_mut().poll(cx).is_ready() {
+                patience_over = true;
+            }
+            let now = crate::clock::instant();
+            let now = if patience_over {
+                now.max(patience_ends)
+            } else {
+                now
+            };
+            wait.poll_turn(host, port, most, now, cx)
+        })
+        .await?;
         let waited = matches!(wait.stage, Stage::Queued(..));
         // The turn is the caller's now: the wait's own drop gives nothing back.
         wait.stage = Stage::Taken;
@@ -251,24 +316,30 @@ impl Gates {
             target: timeout / 4,
             ended: false,
         };
-        (turn, waited)
+        Ok((turn, waited))
     }
 
     /// Arrive at `host:port`'s gate, its entry made if new (idle entries of other servers go
     /// first): its key, and the waiter's id if it must wait.
-    fn arrive(&self, host: &str, port: u16, most: u32, waker: &Waker) -> (u64, Option<u64>) {
+    fn arrive(
+        &self,
+        (host, port): (&str, u16),
+        most: u32,
+        waker: &Waker,
+        patience_ends: Instant,
+    ) -> (u64, Option<u64>) {
         let mut servers = self.servers.borrow_mut();
         if let Some(s) = servers
             .iter_mut()
             .find(|s| s.port == port && &*s.host == host)
         {
-            return (s.key, s.gate.arrive(most, waker));
+            return (s.key, s.gate.arrive(most, waker, patience_ends));
         }
         servers.retain(|s| !s.gate.idle());
         let key = self.next_key.get();
         self.next_key.set(key + 1);
         let mut gate = Gate::default();
-        let id = gate.arrive(most, waker);
+        let id = gate.arrive(most, waker, patience_ends);
         servers.push(Server {
             key,
             host: host.into(),
@@ -303,6 +374,7 @@ impl Gates {
 struct Wait<'a> {
     gates: &'a Gates,
     stage: Stage,
+    patience_ends: Instant,
 }
 
 enum Stage {
@@ -310,29 +382,42 @@ enum Stage {
     New,
     /// Queued: the gate's key and the waiter's id.
     Queued(u64, u64),
-    /// The turn is taken (or was never waited for): nothing to give back here.
+    /// The turn is taken (or was never waited for, or given up): nothing to give back here.
     Taken,
 }
 
 impl Wait<'_> {
-    /// `Ready(key)` once the turn is this connect's.
-    fn poll_turn(&mut self, host: &str, port: u16, most: u32, cx: &mut Context<'_>) -> Poll<u64> {
+    /// `Ready(Ok(key))` once the turn is this connect's, `Ready(Err)` when it gives up.
+    fn poll_turn(
+        &mut self,
+        host: &str,
+        port: u16,
+        most: u32,
+        now: Instant,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<u64, NoTurn>> {
         match self.stage {
-            Stage::New => match self.gates.arrive(host, port, most, cx.waker()) {
-                (key, None) => Poll::Ready(key),
-                (key, Some(id)) => {
-                    self.stage = Stage::Queued(key, id);
-                    Poll::Pending
-                }
-            },
-            Stage::Queued(key, id) => {
-                match self.gates.with(key, |g| g.poll(id, cx.waker())) {
-                    Some(Poll::Pending) => Poll::Pending,
-                    // A queued waiter keeps its gate from going: `None` cannot happen, and
-                    // going without a turn is the safe answer if it did.
-                    Some(Poll::Ready(())) | None => Poll::Ready(key),
+            Stage::New => {
+                let at = (host, port);
+                match self.gates.arrive(at, most, cx.waker(), self.patience_ends) {
+                    (key, None) => Poll::Ready(Ok(key)),
+                    (key, Some(id)) => {
+                        self.stage = Stage::Queued(key, id);
+                        Poll::Pending
+                    }
                 }
             }
+            Stage::Queued(key, id) => match self.gates.with(key, |g| g.poll(id, cx.waker(), now)) {
+                Some(Look::Wait) => Poll::Pending,
+                Some(Look::GiveUp) => {
+                    // Off the queue already: nothing to give back when dropped.
+                    self.stage = Stage::Taken;
+                    Poll::Ready(Err(NoTurn))
+                }
+                // A queued waiter keeps its gate from going: `None` cannot happen, and going
+                // without a turn is the safe answer if it did.
+                Some(Look::Turn) | None => Poll::Ready(Ok(key)),
+            },
             Stage::Taken => Poll::Pending,
         }
     }

@@ -95,6 +95,10 @@ pub enum ConnectError {
     /// No HTTP/2 connection to the provider had room within the connect timeout, and this core
     /// holds its most (`h2::MAX_CONNECTIONS`): Ringside's own limit, which blames no key.
     OwnLimit,
+    /// No turn to connect came within the connect timeout while connects to the server were
+    /// timing out (`connect_gate`): the wait, Ringside's own pacing, blames no key; the
+    /// connects that timed out did.
+    NoTurn,
 }
 
 impl ConnectError {
@@ -104,7 +108,9 @@ impl ConnectError {
             ConnectError::Dns(_) => AttemptOutcome::DnsError,
             ConnectError::Connect(_) => AttemptOutcome::ConnectError,
             ConnectError::Local(_) | ConnectError::OwnLimit => AttemptOutcome::LocalResources,
-            ConnectError::Timeout | ConnectError::NoRoom => AttemptOutcome::ConnectTimeout,
+            ConnectError::Timeout | ConnectError::NoRoom | ConnectError::NoTurn => {
+                AttemptOutcome::ConnectTimeout
+            }
             ConnectError::Tls(_) => AttemptOutcome::TlsError,
             ConnectError::EgressRefused(_) => AttemptOutcome::EgressRefused,
             ConnectError::TlsRefused(_) => AttemptOutcome::TlsError,
@@ -128,6 +134,10 @@ impl std::fmt::Display for ConnectError {
                 "every HTTP/2 connection this core may hold to the provider ({}) stayed full \
                  through the connect timeout",
                 h2::MAX_CONNECTIONS
+            ),
+            ConnectError::NoTurn => f.write_str(
+                "no turn to connect came within the connect timeout, while connects to the \
+                 provider's server were timing out",
             ),
             ConnectError::Tls(e) => write!(f, "TLS handshake failed: {e}"),
             ConnectError::EgressRefused(e) | ConnectError::TlsRefused(e) => f.write_str(e),
@@ -192,12 +202,11 @@ impl Connector {
             .await
             .map_err(ConnectError::Dns)?;
         // A burst waits its turns here, not in the server's listen queue; the connect timeout
-        // starts with the turn (the attempt's deadline bounds the wait).
+        // starts with the turn (the attempt's deadline bounds the wait, and so does a connect
+        // timeout once connects to the server time out).
         let most = self.connects_in_flight;
-        let (turn, waited) = self
-            .connects
-            .turn(host, port, most, self.connect_timeout)
-            .await;
+        let turn = self.connects.turn(host, port, most, self.connect_timeout);
+        let (turn, waited) = turn.await.map_err(|_| ConnectError::NoTurn)?;
         if waited {
             self.metrics.connect_waits.fetch_add(1, Ordering::Relaxed);
         }

@@ -12,6 +12,7 @@ use ringside::simulate::front::H2Faults;
 both_drivers!(
     a_burst_of_connects_takes_turns,
     without_a_window_a_burst_connects_at_once,
+    waiters_behind_connects_that_time_out_give_up,
 );
 
 const BURST: usize = 12;
@@ -19,16 +20,7 @@ const BURST: usize = 12;
 /// The front's most connections at once between accept and handshake, and the metrics, after
 /// a burst of `BURST` streams through a proxy with `connects_in_flight = most`.
 fn burst(driver: &str, most: u32) -> (u64, String) {
-    let faults = H2Faults {
-        slow_handshake_ms: 300,
-        ..Default::default()
-    };
-    let sim = SimTls::start(sim_opts(3, 0), false, faults);
-    let config = sim.config("never", "m").replacen(
-        "[upstream]\n",
-        &format!("[upstream]\nconnects_in_flight = {most}\n"),
-        1,
-    );
+    let (sim, config) = front_holding(300, &format!("connects_in_flight = {most}"));
     // One core: its window is the whole process's.
     let proxy = Proxy::start(driver, 1, "# access log to file", &config);
     assert_eq!(streams_at_once(&proxy, BURST), BURST, "every stream whole");
@@ -57,4 +49,43 @@ fn without_a_window_a_burst_connects_at_once(driver: &str) {
     assert!(peak > 6, "all at once, saw {peak} handshaking");
     let waits = metric_sum(&metrics, "ringside_upstream_connect_waits_total", &[]);
     assert_eq!(waits, 0.0, "{metrics}");
+}
+
+/// The simulator's TLS front holding each new connection `hold_ms` before its handshake, and
+/// a config reaching it over HTTP/1.1 with `upstream` added to its `[upstream]`.
+fn front_holding(hold_ms: u64, upstream: &str) -> (SimTls, String) {
+    let faults = H2Faults {
+        slow_handshake_ms: hold_ms,
+        ..Default::default()
+    };
+    let sim = SimTls::start(sim_opts(3, 0), false, faults);
+    let config =
+        sim.config("never", "m")
+            .replacen("[upstream]\n", &format!("[upstream]\n{upstream}\n"), 1);
+    (sim, config)
+}
+
+/// A server that takes connects and never handshakes (held past the connect timeout): the
+/// connects under way time out, and the requests queued behind them give up once they have
+/// waited as long, rather than each wait its turn to time out in its own right.
+fn waiters_behind_connects_that_time_out_give_up(driver: &str) {
+    let upstream = "connects_in_flight = 1\nconnect_timeout_ms = 400\nmax_attempts = 1";
+    let (sim, config) = front_holding(3_000, upstream);
+    // One attempt each, and no breaker (whose prober would connect too): each request's one
+    // connect is what the front counts.
+    let config = config + "  [providers.breaker]\n  open_at = 1000\n";
+    let proxy = Proxy::start(driver, 1, "# access log to file", &config);
+    assert_eq!(streams_at_once(&proxy, 6), 0, "no stream can be served");
+    let accepted = count(&sim.front(), "accepted");
+    let m = proxy.metrics();
+    let timeouts = metric_sum(
+        &m,
+        "ringside_upstream_attempts_total",
+        &["outcome=\"connect_timeout\""],
+    );
+    // The first connect times out at 400 ms and its turn goes to the second; the four behind
+    // have waited as long by then, and end there. Waiting their turns instead, each would
+    // have reached the front.
+    assert_eq!(timeouts, 6.0, "{m}");
+    assert!(accepted <= 3, "{accepted} connects reached the front: {m}");
 }

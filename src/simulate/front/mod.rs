@@ -98,7 +98,9 @@ pub struct FrontStats {
     pub goaways: AtomicU64,
     pub dropped: AtomicU64,
     pub blackholed: AtomicU64,
-    /// Connections accepted and not yet through their TLS handshake: the most at once.
+    /// Connections accepted (whatever became of them), and the most at once not yet through
+    /// their TLS handshake.
+    pub accepted: AtomicU64,
     pub peak_handshaking: AtomicU64,
     #[serde(skip)]
     pub handshaking: AtomicU64,
@@ -191,6 +193,7 @@ pub async fn run(front: Arc<Front>, listener: TcpListener, stop: impl Fn() -> bo
 async fn serve(front: Arc<Front>, tcp: TcpStream) {
     let _ = tcp.set_nodelay(true);
     let st = &front.stats;
+    st.accepted.fetch_add(1, Ordering::Relaxed);
     let now = st.handshaking.fetch_add(1, Ordering::Relaxed) + 1;
     st.peak_handshaking.fetch_max(now, Ordering::Relaxed);
     let hold = front.opts.faults.slow_handshake_ms;
