@@ -330,8 +330,7 @@ async fn connect(
             ConnectError::NoRoom => classify::no_room(),
             _ => classify::transport(matches!(e, ConnectError::Timeout)),
         };
-        // Ringside's own shortage (descriptors, its HTTP/2 connection cap) or pacing (a wait
-        // for a turn to connect, `upstream::connect_gate`): blames no key.
+        // Ringside's own shortage (descriptors, HTTP/2 connections) or pacing: blames no key.
         let own = local || matches!(e, ConnectError::OwnLimit | ConnectError::NoTurn);
         return Err(failed(verdict, e.outcome(), e.to_string(), own));
     }
