@@ -17,9 +17,10 @@
 //! front all connected with 128 a core, where windows of 512 or 2,048, or one that grew with
 //! each quick connect, timed connects out and opened the breaker (`benches/HISTORY.md`,
 //! 2026-12-07): a server that slows under a burst serves it no faster for more at once. The
-//! connect timeout starts with
-//! the turn; the wait itself is bounded by the attempt's deadline, as every wait of an
-//! attempt is.
+//! connect timeout starts with the turn; the wait itself is bounded by the attempt's deadline,
+//! as every wait of an attempt is, and by a connect timeout once a connect to the server has
+//! timed out since it began ([`NoTurn`]): behind a server gone, a request moves on as soon as
+//! it would have without the queue, not after every connect ahead of it has timed out too.
 //!
 //! [`Gate`] is one server's plain data, tested on its own with times given; [`Gates`] keeps a
 //! core's and hands out turns ([`Gates::turn`]) that give their place back when ended or
