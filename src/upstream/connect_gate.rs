@@ -117,20 +117,28 @@ impl Gates {
             stage: Stage::New,
             patience_ends,
         };
-        // Wakes the wait when its patience ends: a timeout seen before then ends it there.
+        // Wakes a wait when its patience ends: a timeout seen before then ends it there. Only
+        // a connect that waits sets it on the core's wheel.
         let mut patience = std::pin::pin!(crate::timer::sleep_until(patience_ends));
         let mut patience_over = false;
         let key = std::future::poll_fn(|cx| {
-            if !patience_over && patience.as_mut().poll(cx).is_ready() {
-                patience_over = true;
+            loop {
+                let now = crate::clock::instant();
+                let now = if patience_over {
+                    now.max(patience_ends)
+                } else {
+                    now
+                };
+                match wait.poll_turn(host, port, most, now, cx) {
+                    Poll::Pending if !patience_over => {
+                        if patience.as_mut().poll(cx).is_pending() {
+                            return Poll::Pending;
+                        }
+                        patience_over = true;
+                    }
+                    looked => return looked,
+                }
             }
-            let now = crate::clock::instant();
-            let now = if patience_over {
-                now.max(patience_ends)
-            } else {
-                now
-            };
-            wait.poll_turn(host, port, most, now, cx)
         })
         .await?;
         let waited = matches!(wait.stage, Stage::Queued(..));
