@@ -48,29 +48,26 @@ struct Server {
     gate: Gate,
 }
 
-/// A turn to connect. [`Turn::end`] gives it back with what the connect said of the server's
-/// pace; dropped otherwise (the attempt gone mid-connect), it gives it back saying nothing.
+/// A turn to connect, given back when dropped: with what [`Turn::end`] said of the server's
+/// pace, or saying nothing (the attempt gone mid-connect).
 pub struct Turn<'a> {
     gates: &'a Gates,
     key: u64,
     /// The time within which a connect counts as quick.
     target: Duration,
-    ended: bool,
+    how: Ended,
 }
 
 impl Turn<'_> {
     /// The connect ended: made, `took` long (less any time it chose to wait, such as for a
     /// TLS ticket), or timed out, or failed in a way that is no news of the server's pace.
     pub fn end(mut self, how: Connect) {
-        let how = match how {
+        self.how = match how {
             Connect::Made(took) if took <= self.target => Ended::Quick,
             Connect::Made(_) => Ended::Slow,
             Connect::TimedOut => Ended::TimedOut,
             Connect::Failed => Ended::Unknown,
         };
-        self.ended = true;
-        let now = crate::clock::instant();
-        self.gates.with(self.key, |g| g.done(how, now, self.target));
     }
 }
 
@@ -85,11 +82,9 @@ pub enum Connect {
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        if !self.ended {
-            let now = crate::clock::instant();
-            self.gates
-                .with(self.key, |g| g.done(Ended::Unknown, now, self.target));
-        }
+        let now = crate::clock::instant();
+        self.gates
+            .with(self.key, |g| g.done(self.how, now, self.target));
     }
 }
 
@@ -148,7 +143,7 @@ impl Gates {
             gates: self,
             key,
             target: timeout / 4,
-            ended: false,
+            how: Ended::Unknown,
         };
         Ok((turn, waited))
     }
@@ -194,6 +189,7 @@ impl Gates {
     }
 
     /// Connects waiting for a turn and under way on this core, over all servers.
+    #[cfg(test)]
     pub fn counts(&self) -> (usize, u32) {
         self.servers
             .borrow()

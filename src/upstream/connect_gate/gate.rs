@@ -155,7 +155,7 @@ impl Gate {
     fn give_turns(&mut self) {
         let limit = self.limit();
         for next in self.waiters.iter_mut().filter(|w| !w.turn) {
-            if self.most != 0 && self.under_way >= limit {
+            if self.under_way >= limit {
                 return;
             }
             next.turn = true;
@@ -164,10 +164,13 @@ impl Gate {
         }
     }
 
-    /// The window within its bounds (a reload may have lowered the configured figure since).
+    /// The window within its bounds (a reload may have lowered the configured figure since);
+    /// no bound at all where the figure is 0.
     fn limit(&self) -> u32 {
-        let most = if self.most == 0 { u32::MAX } else { self.most };
-        self.window.unwrap_or(most).min(most)
+        match self.most {
+            0 => u32::MAX,
+            most => self.window.unwrap_or(most).min(most),
+        }
     }
 
     /// Nothing under way and no one waiting: the entry may go.
@@ -176,6 +179,7 @@ impl Gate {
     }
 
     /// Connects waiting for a turn, under way, and the window.
+    #[cfg(test)]
     pub fn counts(&self) -> (usize, u32, u32) {
         let given = self.waiters.iter().filter(|w| w.turn).count();
         (self.waiters.len() - given, self.under_way, self.limit())
